@@ -1,0 +1,345 @@
+//! Round trips of every message, and hostile input that must fail cleanly.
+
+use std::collections::BTreeMap;
+
+use proptest::prelude::*;
+
+use super::*;
+use crate::message::*;
+use crate::token::TokenClaims;
+use crate::*;
+
+fn name() -> impl Strategy<Value = String> {
+    "[a-z0-9]([a-z0-9-]{0,10}[a-z0-9])?"
+}
+
+fn bundle_id() -> impl Strategy<Value = BundleId> {
+    any::<[u8; 32]>().prop_map(BundleId)
+}
+
+fn role() -> impl Strategy<Value = Role> {
+    prop_oneof![Just(Role::Relay), Just(Role::Agent), Just(Role::Admin)]
+}
+
+fn refusal() -> impl Strategy<Value = Refusal> {
+    let code = prop_oneof![
+        Just(ErrorCode::Malformed),
+        Just(ErrorCode::TokenExpired),
+        Just(ErrorCode::TokenReused),
+        Just(ErrorCode::Internal),
+    ];
+    (code, ".{0,40}").prop_map(|(code, message)| Refusal { code, message })
+}
+
+fn target() -> impl Strategy<Value = Target> {
+    prop_oneof![
+        Just(Target::Everywhere),
+        prop::collection::vec(name(), 0..4).prop_map(Target::Subtrees),
+    ]
+}
+
+fn entry() -> impl Strategy<Value = SliceEntry> {
+    (
+        name(),
+        target(),
+        prop::collection::vec(bundle_id(), 0..3),
+        prop::collection::vec(any::<u8>(), 0..64),
+    )
+        .prop_map(|(key, target, bundles, body)| SliceEntry {
+            key,
+            target,
+            bundles,
+            body,
+        })
+}
+
+fn change() -> impl Strategy<Value = SliceChange> {
+    prop_oneof![
+        entry().prop_map(SliceChange::Upsert),
+        name().prop_map(SliceChange::Remove)
+    ]
+}
+
+fn link() -> impl Strategy<Value = LinkStatus> {
+    (any::<bool>(), any::<[u64; 6]>()).prop_map(|(connected, n)| LinkStatus {
+        connected,
+        rtt_micros: n[0],
+        bytes_sent: n[1],
+        bytes_received: n[2],
+        acked_revision: n[3],
+        revision_lag: n[4],
+        changed_unix_ms: n[5],
+    })
+}
+
+fn record() -> impl Strategy<Value = NodeRecord> {
+    (
+        name(),
+        role(),
+        proptest::option::of(name()),
+        prop::collection::btree_map(name(), name(), 0..3),
+        prop::collection::vec("[0-9.:]{1,21}", 0..2),
+        proptest::option::of(link()),
+    )
+        .prop_map(|(name, role, parent, labels, addresses, link)| NodeRecord {
+            name,
+            role,
+            parent,
+            labels,
+            addresses,
+            version: "0.1.0".into(),
+            link,
+        })
+}
+
+fn inventory() -> impl Strategy<Value = InventoryUpdate> {
+    prop_oneof![
+        (
+            prop::collection::vec(record(), 0..3),
+            prop::collection::vec(name(), 0..3)
+        )
+            .prop_map(|(upserts, removals)| InventoryUpdate::Delta { upserts, removals }),
+        (
+            prop::collection::vec(record(), 0..3),
+            any::<bool>(),
+            any::<bool>()
+        )
+            .prop_map(|(records, first, last)| InventoryUpdate::Full {
+                records,
+                first,
+                last
+            }),
+    ]
+}
+
+fn open() -> impl Strategy<Value = Open> {
+    let hello = (
+        any::<u16>(),
+        any::<u16>(),
+        proptest::option::of((any::<u64>(), any::<u64>())),
+    )
+        .prop_map(|(min_version, max_version, resume)| {
+            Open::Control(Hello {
+                min_version,
+                max_version,
+                resume: resume.map(|(epoch, revision)| Resume { epoch, revision }),
+            })
+        });
+    let join = (
+        ".{0,60}",
+        name(),
+        role(),
+        prop::collection::vec(any::<u8>(), 0..40),
+        proptest::option::of(prop::collection::vec(any::<u8>(), 0..40)),
+    )
+        .prop_map(|(token, name, role, tls_csr_der, issuer_csr_der)| {
+            Open::Join(JoinRequest {
+                version: 1,
+                token,
+                name,
+                role,
+                tls_csr_der,
+                issuer_csr_der,
+            })
+        });
+    prop_oneof![
+        hello,
+        bundle_id().prop_map(|id| Open::Bundle(BundleRequest { id })),
+        join
+    ]
+}
+
+fn up() -> impl Strategy<Value = UpMessage> {
+    prop_oneof![
+        any::<u64>().prop_map(|revision| UpMessage::Ack { revision }),
+        inventory().prop_map(UpMessage::Inventory),
+        any::<u64>().prop_map(|nonce| UpMessage::Ping { nonce }),
+    ]
+}
+
+fn down() -> impl Strategy<Value = DownMessage> {
+    prop_oneof![
+        (
+            any::<u64>(),
+            any::<u64>(),
+            prop::collection::vec(change(), 0..4)
+        )
+            .prop_map(|(base, revision, changes)| DownMessage::Delta {
+                base,
+                revision,
+                changes
+            }),
+        (
+            any::<u64>(),
+            prop::collection::vec(entry(), 0..4),
+            any::<bool>(),
+            any::<bool>()
+        )
+            .prop_map(|(revision, entries, first, last)| DownMessage::Snapshot {
+                revision,
+                entries,
+                first,
+                last
+            }),
+        any::<u64>().prop_map(|nonce| DownMessage::Pong { nonce }),
+        refusal().prop_map(DownMessage::Refused),
+    ]
+}
+
+fn replies() -> impl Strategy<Value = (BundleReply, JoinReply, Welcome)> {
+    let bundle = prop_oneof![
+        (bundle_id(), any::<u64>()).prop_map(|(id, len)| BundleReply::Found { id, len }),
+        bundle_id().prop_map(|id| BundleReply::Missing { id }),
+        refusal().prop_map(BundleReply::Refused),
+    ];
+    let join = prop_oneof![
+        (
+            prop::collection::vec(any::<u8>(), 0..32),
+            prop::collection::vec(prop::collection::vec(any::<u8>(), 0..8), 0..3),
+            name()
+        )
+            .prop_map(|(ca_cert_der, tls_chain_der, parent)| JoinReply::Accepted(
+                JoinGrant {
+                    ca_cert_der,
+                    issuer_chain_der: Some(tls_chain_der.clone()),
+                    tls_chain_der,
+                    token_key: vec![7; 32],
+                    parent,
+                }
+            )),
+        refusal().prop_map(JoinReply::Refused),
+    ];
+    let welcome = (any::<u16>(), name(), any::<u64>()).prop_map(|(version, parent, epoch)| {
+        Welcome {
+            version,
+            ancestors: vec![parent.clone()],
+            parent,
+            epoch,
+        }
+    });
+    (bundle, join, welcome)
+}
+
+fn round_trip<T>(message: &T) -> Result<(), TestCaseError>
+where
+    T: serde::Serialize + serde::de::DeserializeOwned + PartialEq + std::fmt::Debug,
+{
+    let frame = encode_frame(message).map_err(|e| TestCaseError::fail(e.to_string()))?;
+    let mut buffer = FrameBuffer::new();
+    // Feed the frame one byte at a time: a transport may split it anywhere.
+    for byte in &frame {
+        prop_assert!(buffer.next_payload().map_err(|e| TestCaseError::fail(e.to_string()))?.is_none());
+        buffer.extend(std::slice::from_ref(byte));
+    }
+    let payload = buffer
+        .next_payload()
+        .map_err(|e| TestCaseError::fail(e.to_string()))?
+        .ok_or_else(|| TestCaseError::fail("no frame"))?;
+    let decoded: T = decode(&payload).map_err(|e| TestCaseError::fail(e.to_string()))?;
+    prop_assert_eq!(&decoded, message);
+    prop_assert_eq!(buffer.buffered(), 0);
+    Ok(())
+}
+
+proptest! {
+    #[test]
+    fn open_round_trips(message in open()) { round_trip(&message)?; }
+
+    #[test]
+    fn up_round_trips(message in up()) { round_trip(&message)?; }
+
+    #[test]
+    fn down_round_trips(message in down()) { round_trip(&message)?; }
+
+    #[test]
+    fn replies_round_trip((bundle, join, welcome) in replies()) {
+        round_trip(&bundle)?;
+        round_trip(&join)?;
+        round_trip(&welcome)?;
+    }
+
+    #[test]
+    fn token_claims_round_trip(name in name(), parent in name(), id in any::<[u8; 16]>(), not_after_unix in any::<u64>()) {
+        round_trip(&TokenClaims {
+            id,
+            name,
+            role: Role::Agent,
+            parent,
+            parent_addresses: vec!["127.0.0.1:7443".into()],
+            ca_sha256: [3; 32],
+            not_after_unix,
+        })?;
+    }
+
+    #[test]
+    fn truncated_input_is_an_error(message in down(), cut in any::<prop::sample::Index>()) {
+        let payload = encode(&message).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let cut = cut.index(payload.len().max(1));
+        if cut < payload.len() {
+            prop_assert!(decode::<DownMessage>(&payload[..cut]).is_err());
+        }
+    }
+
+    #[test]
+    fn random_input_never_panics(bytes in prop::collection::vec(any::<u8>(), 0..512)) {
+        let _ = decode::<Open>(&bytes);
+        let _ = decode::<UpMessage>(&bytes);
+        let _ = decode::<DownMessage>(&bytes);
+        let _ = decode::<JoinReply>(&bytes);
+        let _ = decode::<BundleReply>(&bytes);
+        let mut buffer = FrameBuffer::new();
+        buffer.extend(&bytes);
+        while let Ok(Some(payload)) = buffer.next_payload() {
+            let _ = decode::<UpMessage>(&payload);
+        }
+    }
+
+    #[test]
+    fn trailing_bytes_are_an_error(message in up(), extra in prop::collection::vec(any::<u8>(), 1..8)) {
+        let mut payload = encode(&message).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        payload.extend(extra);
+        prop_assert!(decode::<UpMessage>(&payload).is_err());
+    }
+}
+
+#[test]
+fn oversized_header_is_refused_before_buffering() {
+    let mut buffer = FrameBuffer::new();
+    buffer.extend(&((MAX_FRAME_LEN as u32) + 1).to_be_bytes());
+    assert!(matches!(
+        buffer.next_payload(),
+        Err(CodecError::TooLarge { .. })
+    ));
+}
+
+#[test]
+fn huge_collection_length_is_refused_without_allocating() {
+    // A Delta claiming u64::MAX changes: the varint length is honest bincode,
+    // but the limit must stop it before any allocation.
+    let mut payload = vec![0u8]; // DownMessage::Delta
+    payload.push(0); // base
+    payload.push(0); // revision
+    payload.push(253); // varint marker for a u64
+    payload.extend_from_slice(&u64::MAX.to_le_bytes());
+    assert!(matches!(
+        decode::<DownMessage>(&payload),
+        Err(CodecError::Malformed(_))
+    ));
+}
+
+#[test]
+fn oversized_message_is_refused_on_encode() {
+    let message = DownMessage::Snapshot {
+        revision: 1,
+        entries: vec![SliceEntry {
+            key: "big".into(),
+            target: Target::Everywhere,
+            bundles: vec![],
+            body: vec![0; MAX_FRAME_LEN + 1],
+        }],
+        first: true,
+        last: true,
+    };
+    assert!(encode(&message).is_err());
+    let _unused: BTreeMap<u8, u8> = BTreeMap::new();
+}

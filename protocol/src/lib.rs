@@ -1,0 +1,44 @@
+//! The relaymesh wire contract: every message that crosses a link between a
+//! parent relay and a child (relay or edge agent), how it is framed, and the
+//! limits every decoder enforces.
+//!
+//! This crate does no IO and knows nothing of QUIC, sled or tokio. The
+//! transport in `relaymesh-relay` reads and writes [`codec`] frames on QUIC
+//! streams; everything that decides what to send lives in the relay's sans-IO
+//! core.
+//!
+//! Start reading at [`message`]: a child opens every stream with an
+//! [`message::Open`] frame that says what the stream is for (the control
+//! stream, a bundle fetch, or a join), then the two sides exchange the
+//! messages of that stream.
+//!
+//! Compatibility rules (see `docs/protocol.md`): the encoding is bincode 2,
+//! which encodes an enum variant by position, so variants and struct fields are
+//! only ever appended, and anything else needs a new [`PROTOCOL_VERSION`].
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod bundle_id;
+pub mod codec;
+pub mod error;
+pub mod inventory;
+pub mod limits;
+pub mod message;
+pub mod name;
+pub mod slice;
+pub mod token;
+
+pub use bundle_id::BundleId;
+pub use error::{ErrorCode, Refusal};
+pub use inventory::{InventoryUpdate, LinkStatus, NodeRecord, Role};
+pub use slice::{SliceChange, SliceEntry, Target};
+
+/// The newest protocol version this build speaks. The child offers a range in
+/// its `Hello`; the parent answers with the version both will use.
+pub const PROTOCOL_VERSION: u16 = 1;
+
+/// The oldest protocol version this build still speaks.
+pub const MIN_PROTOCOL_VERSION: u16 = 1;
+
+/// The QUIC ALPN identifier of version 1 of the relaymesh protocol.
+pub const ALPN: &[u8] = b"relaymesh/1";

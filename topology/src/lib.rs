@@ -1,0 +1,18 @@
+//! relaymesh's tree logic, with no IO and no async: given what a relay knows
+//! of its subtree, decide where things go.
+//!
+//! Everything here is a pure function of its inputs, so the relay daemon and
+//! the testbed's large simulations run exactly the same decisions. Start with
+//! [`subtree`], which indexes a relay's subtree by the child each node lies
+//! under, and [`reach`], which says which children a slice entry concerns.
+//!
+//! Deliberately absent: sockets, files, clocks and randomness. Callers pass
+//! in `now` and anything random they need.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod reach;
+pub mod subtree;
+
+pub use reach::{reach, Reach};
+pub use subtree::SubtreeIndex;
