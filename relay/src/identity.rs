@@ -1,0 +1,60 @@
+//! What a node knows about itself: its name, role, certificates and keys.
+//!
+//! Written once at `relay init` or `relay join` and kept in the node's store.
+//! Private keys are generated on the node and never leave it.
+
+use relaymesh_protocol::Role;
+use serde::{Deserialize, Serialize};
+
+/// A node's own identity in the mesh.
+#[derive(Clone, Serialize, Deserialize)]
+pub struct Identity {
+    /// The node's name, as in its certificate.
+    pub name: String,
+    /// The node's role, as in its certificate.
+    pub role: Role,
+    /// The mesh CA certificate (DER): the trust anchor of every link.
+    pub ca_cert_der: Vec<u8>,
+    /// The node's TLS certificate (DER) followed by its issuing chain up to,
+    /// not including, the mesh CA.
+    pub tls_chain_der: Vec<Vec<u8>>,
+    /// The private key of the TLS certificate (PKCS#8 DER).
+    pub tls_key_der: Vec<u8>,
+    /// For relays: the CA with which the relay admits its own children.
+    pub issuer: Option<Issuer>,
+    /// The Ed25519 public key that verifies join tokens.
+    pub token_key: Vec<u8>,
+    /// For the root only: the Ed25519 key pair (PKCS#8 DER) that signs join
+    /// tokens.
+    pub token_signing_key: Option<Vec<u8>>,
+}
+
+/// A CA a relay signs its children's certificates with.
+#[derive(Clone, Serialize, Deserialize)]
+pub struct Issuer {
+    /// The issuing certificate (DER). At the root this is the mesh CA itself.
+    pub cert_der: Vec<u8>,
+    /// The chain above `cert_der` up to, not including, the mesh CA (empty at
+    /// the root and for relays the root admitted).
+    pub chain_der: Vec<Vec<u8>>,
+    /// The issuing certificate's private key (PKCS#8 DER).
+    pub key_der: Vec<u8>,
+}
+
+impl Identity {
+    /// Whether this node is the mesh's root (it holds the token signing key).
+    pub fn is_root(&self) -> bool {
+        self.token_signing_key.is_some()
+    }
+}
+
+impl std::fmt::Debug for Identity {
+    // Never print keys, even at trace level.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Identity")
+            .field("name", &self.name)
+            .field("role", &self.role)
+            .field("is_root", &self.is_root())
+            .finish_non_exhaustive()
+    }
+}
