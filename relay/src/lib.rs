@@ -17,3 +17,5 @@
 #![warn(missing_docs)]
 
 pub mod identity;
+pub mod config;
+pub mod store;

@@ -1,0 +1,27 @@
+//! A node's configuration, chosen at `relay init` / `relay join` and kept in
+//! its store so that `relay run --data-dir DIR` needs nothing else.
+
+use serde::{Deserialize, Serialize};
+
+/// Where a node listens and whom it dials.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeConfig {
+    /// The QUIC address children dial (`host:port`); agents have none.
+    pub listen: Option<String>,
+    /// The addresses this node tells others to dial it at; defaults to
+    /// `listen`.
+    pub advertise: Vec<String>,
+    /// The HTTPS address of the root's API (root only).
+    pub api_listen: Option<String>,
+    /// The parent to dial; `None` for the root.
+    pub parent: Option<ParentConfig>,
+}
+
+/// The parent a child dials.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ParentConfig {
+    /// The parent's name, which its certificate must carry.
+    pub name: String,
+    /// Addresses to try; the child measures each and keeps the nearest.
+    pub addresses: Vec<String>,
+}

@@ -1,0 +1,370 @@
+//! The relay's sled store: its identity and configuration, the durable state
+//! of its core, the bundles it holds, and the join tokens it has accepted.
+//!
+//! The core never touches the store; it emits [`Mutation`] batches that the
+//! daemon applies here, atomically, before anything that depends on them (an
+//! acknowledgement to the parent) leaves the node. Values are encoded with the
+//! protocol codec, so every decode is bounded like a frame.
+
+mod state;
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use relaymesh_protocol::codec::{self, CodecError};
+use relaymesh_protocol::BundleId;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+pub use state::{Mutation, Persisted};
+
+use crate::config::NodeConfig;
+use crate::identity::Identity;
+
+/// The sled page cache a relay uses. Sled's default (1 GiB) is far more than a
+/// relay's slice needs, and edge machines are small.
+pub const CACHE_BYTES: u64 = 64 * 1024 * 1024;
+
+/// A failure of the store.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// sled failed (IO, corruption, or another process holds the directory).
+    #[error("store at {path}: {source}")]
+    Sled {
+        /// The data directory.
+        path: String,
+        /// sled's error.
+        #[source]
+        source: sled::Error,
+    },
+    /// A stored value did not decode.
+    #[error("store at {path}: corrupt value under {key:?}: {source}")]
+    Corrupt {
+        /// The data directory.
+        path: String,
+        /// The key whose value is corrupt.
+        key: String,
+        /// The decoding error.
+        #[source]
+        source: CodecError,
+    },
+    /// A value could not be encoded.
+    #[error("cannot encode a value for the store: {0}")]
+    Encode(#[source] CodecError),
+}
+
+/// A relay's store, in one sled database.
+#[derive(Clone)]
+pub struct Store {
+    path: String,
+    db: sled::Db,
+    node: sled::Tree,
+    state: sled::Tree,
+    bundles: sled::Tree,
+    tokens: sled::Tree,
+}
+
+const IDENTITY: &[u8] = b"identity";
+const CONFIG: &[u8] = b"config";
+const EPOCH: &[u8] = b"m/epoch";
+const HEAD: &[u8] = b"m/head";
+const FLOOR: &[u8] = b"m/floor";
+const PARENT_POSITION: &[u8] = b"m/parent";
+const ANCESTORS: &[u8] = b"m/ancestors";
+const ENTRY_PREFIX: &[u8] = b"e/";
+const LOG_PREFIX: &[u8] = b"l/";
+const NODE_PREFIX: &[u8] = b"n/";
+
+impl Store {
+    /// Opens (or creates) the store in `dir`.
+    pub fn open(dir: &Path) -> Result<Self, StoreError> {
+        let path = dir.display().to_string();
+        let sled_error = |source| StoreError::Sled {
+            path: path.clone(),
+            source,
+        };
+        let db = sled::Config::new()
+            .path(dir.join("store"))
+            .cache_capacity(CACHE_BYTES)
+            .open()
+            .map_err(sled_error)?;
+        let tree = |name: &str| db.open_tree(name).map_err(sled_error);
+        Ok(Self {
+            node: tree("node")?,
+            state: tree("state")?,
+            bundles: tree("bundles")?,
+            tokens: tree("tokens")?,
+            path: path.clone(),
+            db,
+        })
+    }
+
+    /// The node's identity, if it was initialized or joined.
+    pub fn identity(&self) -> Result<Option<Identity>, StoreError> {
+        self.read(&self.node, IDENTITY)
+    }
+
+    /// The node's configuration, if it was initialized or joined.
+    pub fn config(&self) -> Result<Option<NodeConfig>, StoreError> {
+        self.read(&self.node, CONFIG)
+    }
+
+    /// Writes identity, configuration and a fresh epoch at once: the node is
+    /// either fully set up or not at all.
+    pub fn initialize(
+        &self,
+        identity: &Identity,
+        config: &NodeConfig,
+        epoch: u64,
+    ) -> Result<(), StoreError> {
+        let mut node = sled::Batch::default();
+        node.insert(IDENTITY, encode(identity)?);
+        node.insert(CONFIG, encode(config)?);
+        self.node.apply_batch(node).map_err(|e| self.sled(e))?;
+        self.apply(&[Mutation::SetEpoch(epoch)])?;
+        self.flush()
+    }
+
+    /// Replaces the configuration (for example, new parent addresses).
+    pub fn set_config(&self, config: &NodeConfig) -> Result<(), StoreError> {
+        self.node
+            .insert(CONFIG, encode(config)?)
+            .map_err(|e| self.sled(e))?;
+        Ok(())
+    }
+
+    /// Loads the core's durable state.
+    pub fn load(&self) -> Result<Persisted, StoreError> {
+        let mut persisted = Persisted {
+            epoch: self.read(&self.state, EPOCH)?.unwrap_or_default(),
+            head: self.read(&self.state, HEAD)?.unwrap_or_default(),
+            log_floor: self.read(&self.state, FLOOR)?.unwrap_or_default(),
+            parent_position: self.read(&self.state, PARENT_POSITION)?,
+            ancestors: self.read(&self.state, ANCESTORS)?.unwrap_or_default(),
+            ..Persisted::default()
+        };
+        for item in self.state.scan_prefix(ENTRY_PREFIX) {
+            let (key, value) = item.map_err(|e| self.sled(e))?;
+            let (revision, entry) = self.decode(&key, &value)?;
+            let name = String::from_utf8_lossy(&key[ENTRY_PREFIX.len()..]).into_owned();
+            persisted.entries.insert(name, (revision, entry));
+        }
+        for item in self.state.scan_prefix(LOG_PREFIX) {
+            let (key, value) = item.map_err(|e| self.sled(e))?;
+            let revision = log_revision(&key);
+            persisted.log.insert(revision, self.decode(&key, &value)?);
+        }
+        for item in self.state.scan_prefix(NODE_PREFIX) {
+            let (key, value) = item.map_err(|e| self.sled(e))?;
+            let (record, via): (relaymesh_protocol::NodeRecord, Option<String>) =
+                self.decode(&key, &value)?;
+            persisted.nodes.insert(record.name.clone(), (record, via));
+        }
+        Ok(persisted)
+    }
+
+    /// Applies a batch of mutations atomically. Durable after [`Store::flush`].
+    pub fn apply(&self, mutations: &[Mutation]) -> Result<(), StoreError> {
+        let mut batch = sled::Batch::default();
+        let mut head: u64 = self.read(&self.state, HEAD)?.unwrap_or_default();
+        let mut floor: u64 = self.read(&self.state, FLOOR)?.unwrap_or_default();
+        // Log records this batch writes, which a TrimLog later in the same
+        // batch must see although they are not in sled yet.
+        let mut logged = BTreeSet::new();
+        for mutation in mutations {
+            match mutation {
+                Mutation::SetEpoch(epoch) => batch.insert(EPOCH, encode(epoch)?),
+                Mutation::PutEntry { revision, entry } => batch.insert(
+                    prefixed(ENTRY_PREFIX, entry.key.as_bytes()),
+                    encode(&(revision, entry))?,
+                ),
+                Mutation::RemoveEntry(key) => batch.remove(prefixed(ENTRY_PREFIX, key.as_bytes())),
+                Mutation::LogChange { revision, key } => {
+                    batch.insert(prefixed(LOG_PREFIX, &revision.to_be_bytes()), encode(key)?);
+                    logged.insert(*revision);
+                    head = head.max(*revision);
+                    batch.insert(HEAD, encode(&head)?);
+                }
+                Mutation::TrimLog { floor: new_floor } => {
+                    let end = prefixed(LOG_PREFIX, &new_floor.to_be_bytes());
+                    for item in self.state.range(LOG_PREFIX.to_vec()..=end) {
+                        let (key, _) = item.map_err(|e| self.sled(e))?;
+                        batch.remove(key);
+                    }
+                    for revision in logged.range(..=*new_floor) {
+                        batch.remove(prefixed(LOG_PREFIX, &revision.to_be_bytes()));
+                    }
+                    floor = floor.max(*new_floor);
+                    batch.insert(FLOOR, encode(&floor)?);
+                }
+                Mutation::SetParentPosition(position) => {
+                    batch.insert(PARENT_POSITION, encode(position)?)
+                }
+                Mutation::ClearParentPosition => batch.remove(PARENT_POSITION),
+                Mutation::SetAncestors(ancestors) => batch.insert(ANCESTORS, encode(ancestors)?),
+                Mutation::PutNode { record, via } => batch.insert(
+                    prefixed(NODE_PREFIX, record.name.as_bytes()),
+                    encode(&(record, via))?,
+                ),
+                Mutation::RemoveNode(name) => batch.remove(prefixed(NODE_PREFIX, name.as_bytes())),
+            }
+        }
+        self.state.apply_batch(batch).map_err(|e| self.sled(e))
+    }
+
+    /// Makes everything written so far durable.
+    pub fn flush(&self) -> Result<(), StoreError> {
+        self.db.flush().map(drop).map_err(|e| self.sled(e))
+    }
+
+    /// Makes everything written so far durable, without blocking the runtime.
+    pub async fn flush_async(&self) -> Result<(), StoreError> {
+        self.db.flush_async().await.map(drop).map_err(|e| self.sled(e))
+    }
+
+    /// The bytes of a bundle, if held.
+    pub fn bundle(&self, id: &BundleId) -> Result<Option<Vec<u8>>, StoreError> {
+        let value = self.bundles.get(id.0).map_err(|e| self.sled(e))?;
+        Ok(value.map(|bytes| bytes.to_vec()))
+    }
+
+    /// Whether a bundle is held.
+    pub fn has_bundle(&self, id: &BundleId) -> Result<bool, StoreError> {
+        self.bundles.contains_key(id.0).map_err(|e| self.sled(e))
+    }
+
+    /// Stores a bundle; the caller has checked that `id` is its hash.
+    pub fn put_bundle(&self, id: &BundleId, bytes: &[u8]) -> Result<(), StoreError> {
+        self.bundles.insert(id.0, bytes).map_err(|e| self.sled(e))?;
+        Ok(())
+    }
+
+    /// Deletes a bundle.
+    pub fn remove_bundle(&self, id: &BundleId) -> Result<(), StoreError> {
+        self.bundles.remove(id.0).map_err(|e| self.sled(e))?;
+        Ok(())
+    }
+
+    /// The ids and sizes of every bundle held.
+    pub fn bundle_sizes(&self) -> Result<Vec<(BundleId, u64)>, StoreError> {
+        let mut sizes = Vec::new();
+        for item in self.bundles.iter() {
+            let (key, value) = item.map_err(|e| self.sled(e))?;
+            if let Ok(id) = <[u8; 32]>::try_from(key.as_ref()) {
+                sizes.push((BundleId(id), value.len() as u64));
+            }
+        }
+        Ok(sizes)
+    }
+
+    /// The ids of every bundle held.
+    pub fn bundle_ids(&self) -> Result<BTreeSet<BundleId>, StoreError> {
+        Ok(self.bundle_sizes()?.into_iter().map(|(id, _)| id).collect())
+    }
+
+    /// Records join token `id` as used, unless it already was. Returns whether
+    /// this call recorded it. Expired records are dropped on the way.
+    pub fn claim_token(
+        &self,
+        id: [u8; 16],
+        not_after_unix: u64,
+        now_unix: u64,
+    ) -> Result<bool, StoreError> {
+        let claimed = self
+            .tokens
+            .compare_and_swap(id, None::<&[u8]>, Some(&not_after_unix.to_be_bytes()[..]))
+            .map_err(|e| self.sled(e))?
+            .is_ok();
+        if claimed {
+            self.forget_expired_tokens(now_unix)?;
+            self.flush()?;
+        }
+        Ok(claimed)
+    }
+
+    /// A BLAKE3 digest of everything stored, to show that a refused request
+    /// changed nothing.
+    pub fn digest(&self) -> Result<String, StoreError> {
+        let mut hasher = BundleId::hasher();
+        for (name, tree) in [
+            ("node", &self.node),
+            ("state", &self.state),
+            ("bundles", &self.bundles),
+            ("tokens", &self.tokens),
+        ] {
+            hasher.update(name.as_bytes());
+            for item in tree.iter() {
+                let (key, value) = item.map_err(|e| self.sled(e))?;
+                hasher.update(&(key.len() as u64).to_be_bytes());
+                hasher.update(&key);
+                hasher.update(&(value.len() as u64).to_be_bytes());
+                hasher.update(&value);
+            }
+        }
+        Ok(hasher.finish().to_hex())
+    }
+
+    fn forget_expired_tokens(&self, now_unix: u64) -> Result<(), StoreError> {
+        for item in self.tokens.iter() {
+            let (key, value) = item.map_err(|e| self.sled(e))?;
+            let expired = <[u8; 8]>::try_from(value.as_ref())
+                .map(|bytes| u64::from_be_bytes(bytes) < now_unix)
+                .unwrap_or(true);
+            // A used token must stay recorded until it expires, or it could be
+            // replayed; after that the signature check refuses it anyway.
+            if expired {
+                self.tokens.remove(key).map_err(|e| self.sled(e))?;
+            }
+        }
+        Ok(())
+    }
+
+    fn read<T: DeserializeOwned>(
+        &self,
+        tree: &sled::Tree,
+        key: &[u8],
+    ) -> Result<Option<T>, StoreError> {
+        match tree.get(key).map_err(|e| self.sled(e))? {
+            Some(value) => self.decode(key, &value).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    fn decode<T: DeserializeOwned>(&self, key: &[u8], value: &[u8]) -> Result<T, StoreError> {
+        codec::decode(value).map_err(|source| StoreError::Corrupt {
+            path: self.path.clone(),
+            key: String::from_utf8_lossy(key).into_owned(),
+            source,
+        })
+    }
+
+    fn sled(&self, source: sled::Error) -> StoreError {
+        StoreError::Sled {
+            path: self.path.clone(),
+            source,
+        }
+    }
+}
+
+fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, StoreError> {
+    codec::encode(value).map_err(StoreError::Encode)
+}
+
+fn prefixed(prefix: &[u8], rest: &[u8]) -> Vec<u8> {
+    let mut key = Vec::with_capacity(prefix.len() + rest.len());
+    key.extend_from_slice(prefix);
+    key.extend_from_slice(rest);
+    key
+}
+
+fn log_revision(key: &[u8]) -> u64 {
+    let mut bytes = [0u8; 8];
+    let digits = &key[LOG_PREFIX.len()..];
+    let len = digits.len().min(8);
+    bytes[8 - len..].copy_from_slice(&digits[..len]);
+    u64::from_be_bytes(bytes)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,100 @@
+//! The sled store against its in-memory model, reopen included.
+
+use proptest::prelude::*;
+use relaymesh_protocol::message::Resume;
+use relaymesh_protocol::{BundleId, NodeRecord, Role, SliceEntry, Target};
+
+use super::*;
+
+fn key() -> impl Strategy<Value = String> {
+    prop::sample::select(vec!["a", "b", "c", "placement/x"]).prop_map(str::to_string)
+}
+
+fn mutation() -> impl Strategy<Value = Mutation> {
+    prop_oneof![
+        (1u64..50, key(), any::<u8>()).prop_map(|(revision, key, byte)| Mutation::PutEntry {
+            revision,
+            entry: SliceEntry {
+                key,
+                target: Target::Everywhere,
+                bundles: vec![BundleId::of(&[byte])],
+                body: vec![byte],
+            },
+        }),
+        key().prop_map(Mutation::RemoveEntry),
+        (1u64..50, key()).prop_map(|(revision, key)| Mutation::LogChange { revision, key }),
+        (0u64..50).prop_map(|floor| Mutation::TrimLog { floor }),
+        (any::<u64>(), any::<u64>())
+            .prop_map(|(epoch, revision)| Mutation::SetParentPosition(Resume { epoch, revision })),
+        Just(Mutation::ClearParentPosition),
+        prop::collection::vec(key(), 0..3).prop_map(Mutation::SetAncestors),
+        (key(), proptest::option::of(key())).prop_map(|(name, via)| Mutation::PutNode {
+            record: NodeRecord {
+                name,
+                role: Role::Relay,
+                parent: Some("root".into()),
+                labels: Default::default(),
+                addresses: vec![],
+                version: "test".into(),
+                link: None,
+            },
+            via,
+        }),
+        key().prop_map(Mutation::RemoveNode),
+        any::<u64>().prop_map(Mutation::SetEpoch),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+
+    #[test]
+    fn sled_store_matches_the_model(
+        batches in prop::collection::vec((prop::collection::vec(mutation(), 0..6), any::<bool>()), 1..12)
+    ) {
+        let dir = tempfile::tempdir().map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let fail = |e: StoreError| TestCaseError::fail(e.to_string());
+        let mut store = Store::open(dir.path()).map_err(fail)?;
+        let mut model = Persisted::default();
+        for (batch, reopen) in batches {
+            store.apply(&batch).map_err(fail)?;
+            for mutation in &batch {
+                model.apply(mutation);
+            }
+            if reopen {
+                store.flush().map_err(fail)?;
+                drop(store);
+                store = Store::open(dir.path()).map_err(fail)?;
+            }
+            prop_assert_eq!(store.load().map_err(fail)?, model.clone());
+        }
+    }
+}
+
+#[test]
+fn tokens_are_claimed_once_and_expire() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let store = Store::open(dir.path())?;
+    assert!(store.claim_token([1; 16], 100, 10)?);
+    assert!(!store.claim_token([1; 16], 100, 10)?);
+    // Claiming another token after the first expired forgets the first.
+    assert!(store.claim_token([2; 16], 300, 200)?);
+    assert!(store.claim_token([1; 16], 400, 200)?);
+    Ok(())
+}
+
+#[test]
+fn digest_changes_only_with_content() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let store = Store::open(dir.path())?;
+    let before = store.digest()?;
+    assert_eq!(before, store.digest()?);
+    let id = BundleId::of(b"bytes");
+    store.put_bundle(&id, b"bytes")?;
+    assert_ne!(before, store.digest()?);
+    assert_eq!(store.bundle(&id)?.as_deref(), Some(&b"bytes"[..]));
+    assert_eq!(store.bundle_sizes()?, vec![(id, 5)]);
+    store.remove_bundle(&id)?;
+    assert_eq!(before, store.digest()?);
+    Ok(())
+}
