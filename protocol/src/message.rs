@@ -4,7 +4,8 @@
 //! [`Open`] naming the stream's purpose:
 //!
 //! * the **control** stream (one per connection): [`Hello`] then a stream of
-//!   [`UpMessage`]s, answered by [`Welcome`] then a stream of [`DownMessage`]s;
+//!   [`UpMessage`]s, answered by a stream of [`DownMessage`]s that starts with
+//!   [`DownMessage::Welcome`] (or [`DownMessage::Refused`]);
 //! * a **bundle** fetch: [`BundleRequest`], answered by one [`BundleReply`]
 //!   frame and, if found, the bundle's raw bytes until the stream ends;
 //! * a **join**, the only stream allowed on a connection without a client
@@ -77,9 +78,11 @@ pub enum UpMessage {
     },
 }
 
-/// What a parent sends a child on the control stream after [`Welcome`].
+/// What a parent sends a child on the control stream.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum DownMessage {
+    /// The answer to [`Hello`]: always the first message.
+    Welcome(Welcome),
     /// Changes from `base` (exclusive) to `revision` (inclusive). The child
     /// applies them only if `base` is where it stands.
     Delta {

@@ -61,7 +61,10 @@ mod tests {
         assert_eq!(validate(""), Err(NameError::Empty));
         assert!(matches!(validate("-eu"), Err(NameError::Invalid { .. })));
         assert!(matches!(validate("EU"), Err(NameError::Invalid { .. })));
-        assert!(matches!(validate("eu.west"), Err(NameError::Invalid { .. })));
+        assert!(matches!(
+            validate("eu.west"),
+            Err(NameError::Invalid { .. })
+        ));
         assert!(matches!(
             validate(&"a".repeat(64)),
             Err(NameError::TooLong { .. })

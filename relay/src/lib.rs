@@ -16,6 +16,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
-pub mod identity;
 pub mod config;
+pub mod core;
+pub mod identity;
 pub mod store;

@@ -220,7 +220,11 @@ impl Store {
 
     /// Makes everything written so far durable, without blocking the runtime.
     pub async fn flush_async(&self) -> Result<(), StoreError> {
-        self.db.flush_async().await.map(drop).map_err(|e| self.sled(e))
+        self.db
+            .flush_async()
+            .await
+            .map(drop)
+            .map_err(|e| self.sled(e))
     }
 
     /// The bytes of a bundle, if held.

@@ -82,13 +82,32 @@ mod tests {
         let index = index(&[("a", "me"), ("b", "me"), ("a1", "a"), ("a11", "a1")]);
         let ancestors = vec!["root".to_string()];
         let only = |names: &[&str]| Reach::Some(names.iter().map(|n| n.to_string()).collect());
-        let subtrees = |names: &[&str]| Target::Subtrees(names.iter().map(|n| n.to_string()).collect());
-        assert_eq!(reach(&Target::Everywhere, "me", &ancestors, &index), Reach::All);
-        assert_eq!(reach(&subtrees(&["a11"]), "me", &ancestors, &index), only(&["a"]));
-        assert_eq!(reach(&subtrees(&["b", "a1"]), "me", &ancestors, &index), only(&["a", "b"]));
-        assert_eq!(reach(&subtrees(&["me"]), "me", &ancestors, &index), Reach::All);
-        assert_eq!(reach(&subtrees(&["root"]), "me", &ancestors, &index), Reach::All);
-        assert_eq!(reach(&subtrees(&["elsewhere"]), "me", &ancestors, &index), only(&[]));
+        let subtrees =
+            |names: &[&str]| Target::Subtrees(names.iter().map(|n| n.to_string()).collect());
+        assert_eq!(
+            reach(&Target::Everywhere, "me", &ancestors, &index),
+            Reach::All
+        );
+        assert_eq!(
+            reach(&subtrees(&["a11"]), "me", &ancestors, &index),
+            only(&["a"])
+        );
+        assert_eq!(
+            reach(&subtrees(&["b", "a1"]), "me", &ancestors, &index),
+            only(&["a", "b"])
+        );
+        assert_eq!(
+            reach(&subtrees(&["me"]), "me", &ancestors, &index),
+            Reach::All
+        );
+        assert_eq!(
+            reach(&subtrees(&["root"]), "me", &ancestors, &index),
+            Reach::All
+        );
+        assert_eq!(
+            reach(&subtrees(&["elsewhere"]), "me", &ancestors, &index),
+            only(&[])
+        );
     }
 
     proptest! {

@@ -1,0 +1,256 @@
+//! The relay's decisions, as a sans-IO state machine.
+//!
+//! The daemon feeds the core events (a child connected, a message arrived, a
+//! bundle was stored, time passed) and executes the [`Action`]s it returns, in
+//! order: persist these mutations, send this message, fetch that bundle. The
+//! core never blocks, never reads a clock and never touches a socket or a
+//! file, so the testbed can run many cores on a simulated network with the
+//! same code the daemon runs (as quinn-proto is to quinn).
+//!
+//! Ordering is the durability contract: an [`Action::Persist`] comes before
+//! any action that depends on it, and the daemon makes it durable before it
+//! sends an acknowledgement up.
+
+mod bundles;
+mod downstream;
+mod inventory;
+mod slice;
+mod upstream;
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::time::{Duration, Instant};
+
+use relaymesh_protocol::message::{DownMessage, Resume, UpMessage};
+use relaymesh_protocol::{BundleId, NodeRecord, Refusal, Role, SliceChange, SliceEntry};
+
+use crate::store::{Mutation, Persisted};
+use bundles::Bundles;
+use downstream::ChildLink;
+use inventory::Inventory;
+use slice::Slice;
+use upstream::Upstream;
+
+/// Identifies one connection of a child, as the daemon numbers them.
+pub type LinkId = u64;
+
+/// How long inventory changes wait to be coalesced before going up.
+pub const INVENTORY_COALESCE: Duration = Duration::from_millis(200);
+
+/// How many slice revisions a relay keeps in its log; a child further behind
+/// gets a snapshot.
+pub const DEFAULT_LOG_KEEP: u64 = 10_000;
+
+/// The current time, as the core sees it: a monotonic instant for timers and
+/// wall-clock milliseconds for timestamps shown to people.
+#[derive(Debug, Clone, Copy)]
+pub struct Now {
+    /// For timers.
+    pub instant: Instant,
+    /// Milliseconds since the Unix epoch.
+    pub unix_ms: u64,
+}
+
+/// What the core is told at start-up.
+#[derive(Debug, Clone)]
+pub struct CoreConfig {
+    /// This relay's name.
+    pub name: String,
+    /// The parent's name, `None` at the root.
+    pub parent: Option<String>,
+    /// Where children can dial this relay.
+    pub addresses: Vec<String>,
+    /// The software version, reported in the inventory.
+    pub version: String,
+    /// How many revisions the log keeps.
+    pub log_keep: u64,
+}
+
+/// Something the daemon must do, in the order given.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    /// Apply these mutations to the store as one atomic batch.
+    Persist(Vec<Mutation>),
+    /// Send a message to the parent. An `Ack` may only leave once every
+    /// earlier `Persist` is durable.
+    SendUp(UpMessage),
+    /// Send a message to a child.
+    SendDown {
+        /// The child's connection.
+        link: LinkId,
+        /// The message.
+        message: DownMessage,
+    },
+    /// Tell a child why, then close its connection.
+    CloseChild {
+        /// The child's connection.
+        link: LinkId,
+        /// Why.
+        refusal: Refusal,
+    },
+    /// The parent's stream no longer matches this relay's copy: drop the
+    /// connection and dial again (the next hello asks for a snapshot).
+    ReconnectParent,
+    /// Fetch this bundle from the parent, verify it and store it, then call
+    /// [`Core::handle_bundle_stored`] or [`Core::handle_bundle_failed`].
+    FetchBundle(BundleId),
+    /// Delete this bundle from the store: nothing references it any more.
+    DropBundle(BundleId),
+}
+
+/// Per-link statistics the transport measures.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LinkStats {
+    /// Smoothed round-trip time.
+    pub rtt: Duration,
+    /// Bytes sent on the connection.
+    pub bytes_sent: u64,
+    /// Bytes received on the connection.
+    pub bytes_received: u64,
+}
+
+/// A relay's state machine.
+#[derive(Debug)]
+pub struct Core {
+    name: String,
+    epoch: u64,
+    ancestors: Vec<String>,
+    slice: Slice,
+    inventory: Inventory,
+    bundles: Bundles,
+    upstream: Upstream,
+    children: BTreeMap<LinkId, ChildLink>,
+    links_by_name: BTreeMap<String, LinkId>,
+    inventory_flush_at: Option<Instant>,
+    actions: VecDeque<Action>,
+}
+
+impl Core {
+    /// A core restored from its store: `persisted` is what the store loaded
+    /// and `held_bundles` the bundles it holds.
+    pub fn new(
+        config: CoreConfig,
+        persisted: Persisted,
+        held_bundles: BTreeSet<BundleId>,
+        now: Now,
+    ) -> Self {
+        let own = NodeRecord {
+            name: config.name.clone(),
+            role: Role::Relay,
+            parent: config.parent.clone(),
+            labels: BTreeMap::new(),
+            addresses: config.addresses.clone(),
+            version: config.version.clone(),
+            link: None,
+        };
+        let mut core = Self {
+            name: config.name.clone(),
+            epoch: persisted.epoch,
+            ancestors: persisted.ancestors.clone(),
+            slice: Slice::restore(&persisted, config.log_keep),
+            inventory: Inventory::restore(own, &persisted),
+            bundles: Bundles::new(held_bundles),
+            upstream: Upstream::new(config.parent.is_some(), persisted.parent_position),
+            children: BTreeMap::new(),
+            links_by_name: BTreeMap::new(),
+            inventory_flush_at: None,
+            actions: VecDeque::new(),
+        };
+        let mut mutations = Vec::new();
+        core.inventory
+            .disconnect_all_children(now.unix_ms, &mut mutations);
+        core.persist(mutations);
+        core.reconcile_bundles(now);
+        core
+    }
+
+    /// This relay's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The newest local revision of the slice.
+    pub fn head(&self) -> u64 {
+        self.slice.head()
+    }
+
+    /// The slice's entries.
+    pub fn entries(&self) -> impl Iterator<Item = &SliceEntry> {
+        self.slice.entries()
+    }
+
+    /// Every node this relay knows: itself and its subtree.
+    pub fn nodes(&self) -> Vec<NodeRecord> {
+        self.inventory.all().cloned().collect()
+    }
+
+    /// Whether `id` is referenced by this relay's slice (so it is, or will
+    /// be, held here).
+    pub fn references_bundle(&self, id: &BundleId) -> bool {
+        self.slice.entries().any(|entry| entry.bundles.contains(id))
+    }
+
+    /// Adds or replaces an entry at this relay (the root's API does this).
+    pub fn upsert_local(&mut self, now: Now, entry: SliceEntry) {
+        self.change_slice(now, vec![SliceChange::Upsert(entry)], Vec::new());
+    }
+
+    /// Removes an entry at this relay.
+    pub fn remove_local(&mut self, now: Now, key: &str) {
+        self.change_slice(now, vec![SliceChange::Remove(key.to_string())], Vec::new());
+    }
+
+    /// The next action to execute, if any.
+    pub fn poll_action(&mut self) -> Option<Action> {
+        self.actions.pop_front()
+    }
+
+    /// When [`Core::handle_timeout`] should be called next.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        [self.inventory_flush_at, self.bundles.next_retry()]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    /// Runs whatever is due at `now`.
+    pub fn handle_timeout(&mut self, now: Now) {
+        if self.inventory_flush_at.is_some_and(|at| at <= now.instant) {
+            self.inventory_flush_at = None;
+            self.flush_inventory();
+        }
+        self.retry_bundles(now);
+    }
+
+    /// Applies changes to the slice, then tells children and the bundle
+    /// tracker. `extra` mutations are persisted in the same batch (the
+    /// parent position that goes with a delta).
+    fn change_slice(&mut self, now: Now, changes: Vec<SliceChange>, extra: Vec<Mutation>) {
+        let mut mutations = Vec::new();
+        let changed = self.slice.apply(changes, &mut mutations);
+        mutations.extend(extra);
+        self.persist(mutations);
+        if !changed.is_empty() {
+            self.send_changes_to_children(&changed);
+            self.reconcile_bundles(now);
+        }
+    }
+
+    fn persist(&mut self, mutations: Vec<Mutation>) {
+        if !mutations.is_empty() {
+            self.actions.push_back(Action::Persist(mutations));
+        }
+    }
+
+    fn schedule_inventory_flush(&mut self, now: Now) {
+        if self.inventory.has_pending() && self.inventory_flush_at.is_none() {
+            self.inventory_flush_at = Some(now.instant + INVENTORY_COALESCE);
+        }
+    }
+
+    fn resume_point(&self) -> Option<Resume> {
+        self.upstream.position()
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,310 @@
+//! The inventory a relay holds of its subtree, and the changes it owes its
+//! parent.
+
+use std::collections::BTreeMap;
+
+use relaymesh_protocol::{InventoryUpdate, LinkStatus, NodeRecord};
+use relaymesh_topology::SubtreeIndex;
+
+use crate::store::{Mutation, Persisted};
+
+#[derive(Debug)]
+pub(crate) struct Inventory {
+    own: NodeRecord,
+    /// Every node below this relay, with the child it lies under.
+    nodes: BTreeMap<String, (NodeRecord, String)>,
+    index: SubtreeIndex,
+    /// Changes not yet sent up: a record to upsert, or `None` to remove.
+    pending_up: BTreeMap<String, Option<NodeRecord>>,
+    /// Pieces of a child's full inventory, until its last piece arrives.
+    assembling: BTreeMap<String, Vec<NodeRecord>>,
+}
+
+/// What an inventory update from a child changed.
+#[derive(Debug, Default)]
+pub(crate) struct InventoryOutcome {
+    /// The set of nodes under the child changed (not only their records).
+    pub membership_changed: bool,
+    /// Records refused because the child may not speak for them.
+    pub refused: Vec<String>,
+}
+
+impl Inventory {
+    pub fn restore(own: NodeRecord, persisted: &Persisted) -> Self {
+        let mut inventory = Self {
+            own,
+            nodes: BTreeMap::new(),
+            index: SubtreeIndex::new(),
+            pending_up: BTreeMap::new(),
+            assembling: BTreeMap::new(),
+        };
+        // Parents come before their children when sorted by depth, which the
+        // index needs; records whose chain is broken are dropped.
+        let mut records: Vec<_> = persisted
+            .nodes
+            .values()
+            .filter_map(|(record, via)| via.clone().map(|via| (record.clone(), via)))
+            .collect();
+        records.sort_by_key(|(record, via)| {
+            let parent_of = |name: &str| {
+                let node = persisted.nodes.get(name);
+                node.and_then(|(record, _)| record.parent.clone())
+            };
+            (
+                record.name != *via,
+                depth(record, persisted.nodes.len(), parent_of),
+            )
+        });
+        for (record, via) in records {
+            if inventory.index.admit(&via, &record).is_ok() {
+                inventory.nodes.insert(record.name.clone(), (record, via));
+            }
+        }
+        inventory
+    }
+
+    pub fn index(&self) -> &SubtreeIndex {
+        &self.index
+    }
+
+    /// This relay's record and every record below it.
+    pub fn all(&self) -> impl Iterator<Item = &NodeRecord> {
+        std::iter::once(&self.own).chain(self.nodes.values().map(|(record, _)| record))
+    }
+
+    /// Marks every direct child disconnected: after a restart, none is.
+    pub fn disconnect_all_children(&mut self, unix_ms: u64, mutations: &mut Vec<Mutation>) {
+        let children: Vec<String> = self
+            .nodes
+            .iter()
+            .filter(|(name, (_, via))| *name == via)
+            .map(|(name, _)| name.clone())
+            .collect();
+        for child in children {
+            self.set_link(&child, unix_ms, mutations, |link| link.connected = false);
+        }
+    }
+
+    /// Records that `child` connected, creating its record if it is new.
+    pub fn child_connected(
+        &mut self,
+        child: NodeRecord,
+        unix_ms: u64,
+        mutations: &mut Vec<Mutation>,
+    ) -> bool {
+        let name = child.name.clone();
+        let is_new = !self.nodes.contains_key(&name);
+        if is_new {
+            // A node known under another child moved here (failover): the
+            // other child no longer speaks for it.
+            if let Some(old_via) = self.index.via(&name).map(str::to_string) {
+                self.index.remove(&old_via, &name);
+            }
+            let _ = self.index.admit(&name, &child);
+            self.nodes.insert(name.clone(), (child, name.clone()));
+        }
+        self.set_link(&name, unix_ms, mutations, |link| link.connected = true);
+        is_new
+    }
+
+    pub fn child_disconnected(&mut self, child: &str, unix_ms: u64, mutations: &mut Vec<Mutation>) {
+        self.set_link(child, unix_ms, mutations, |link| link.connected = false);
+    }
+
+    /// Updates the parts of a child's link status that change all the time.
+    /// They go up with the next report but are not persisted.
+    pub fn child_stats(&mut self, child: &str, update: impl FnOnce(&mut LinkStatus)) {
+        if let Some((record, _)) = self.nodes.get_mut(child) {
+            let link = record.link.get_or_insert_with(LinkStatus::default);
+            let before = link.clone();
+            update(link);
+            if *link != before {
+                self.pending_up
+                    .insert(child.to_string(), Some(record.clone()));
+            }
+        }
+    }
+
+    /// Applies an inventory update from `child`.
+    pub fn apply_from_child(
+        &mut self,
+        child: &str,
+        update: InventoryUpdate,
+        mutations: &mut Vec<Mutation>,
+    ) -> InventoryOutcome {
+        let mut outcome = InventoryOutcome::default();
+        match update {
+            InventoryUpdate::Delta { upserts, removals } => {
+                for record in upserts {
+                    self.upsert(child, record, mutations, &mut outcome);
+                }
+                for name in removals {
+                    if name != child && self.index.remove(child, &name) {
+                        self.nodes.remove(&name);
+                        mutations.push(Mutation::RemoveNode(name.clone()));
+                        self.pending_up.insert(name, None);
+                        outcome.membership_changed = true;
+                    }
+                }
+            }
+            InventoryUpdate::Full {
+                records,
+                first,
+                last,
+            } => {
+                let pieces = self.assembling.entry(child.to_string()).or_default();
+                if first {
+                    pieces.clear();
+                }
+                pieces.extend(records);
+                if last {
+                    let records = self.assembling.remove(child).unwrap_or_default();
+                    self.replace_subtree(child, records, mutations, &mut outcome);
+                }
+            }
+        }
+        outcome
+    }
+
+    /// Takes the changes owed to the parent.
+    pub fn take_pending(&mut self) -> Option<InventoryUpdate> {
+        if self.pending_up.is_empty() {
+            return None;
+        }
+        let mut upserts = Vec::new();
+        let mut removals = Vec::new();
+        for (name, change) in std::mem::take(&mut self.pending_up) {
+            match change {
+                Some(record) => upserts.push(record),
+                None => removals.push(name),
+            }
+        }
+        // Parents before children, so the parent can check each record
+        // against what it already knows.
+        upserts.sort_by_key(|record| depth_in(record, &self.nodes));
+        Some(InventoryUpdate::Delta { upserts, removals })
+    }
+
+    /// The whole inventory, parents first, for a newly connected parent. It
+    /// supersedes anything pending.
+    pub fn full(&mut self) -> Vec<NodeRecord> {
+        self.pending_up.clear();
+        let mut records: Vec<NodeRecord> = self.all().cloned().collect();
+        records.sort_by_key(|record| (record.name != self.own.name, depth_in(record, &self.nodes)));
+        records
+    }
+
+    pub fn has_pending(&self) -> bool {
+        !self.pending_up.is_empty()
+    }
+
+    fn upsert(
+        &mut self,
+        child: &str,
+        mut record: NodeRecord,
+        mutations: &mut Vec<Mutation>,
+        outcome: &mut InventoryOutcome,
+    ) {
+        let existing = self.nodes.get(&record.name);
+        if record.name == child {
+            // A child's own link is this relay's to describe, not the child's.
+            record.link = existing.and_then(|(current, _)| current.link.clone());
+        }
+        let is_new = existing.is_none();
+        if let Err(error) = self.index.admit(child, &record) {
+            tracing::warn!(child, node = %record.name, %error, "refused inventory record");
+            outcome.refused.push(record.name);
+            return;
+        }
+        if self.nodes.get(&record.name).map(|(current, _)| current) == Some(&record) {
+            return;
+        }
+        outcome.membership_changed |= is_new;
+        mutations.push(Mutation::PutNode {
+            record: record.clone(),
+            via: Some(child.to_string()),
+        });
+        self.pending_up
+            .insert(record.name.clone(), Some(record.clone()));
+        self.nodes
+            .insert(record.name.clone(), (record, child.to_string()));
+    }
+
+    fn replace_subtree(
+        &mut self,
+        child: &str,
+        records: Vec<NodeRecord>,
+        mutations: &mut Vec<Mutation>,
+        outcome: &mut InventoryOutcome,
+    ) {
+        let before: Vec<String> = self
+            .index
+            .under(child)
+            .filter(|name| *name != child)
+            .map(str::to_string)
+            .collect();
+        self.index.clear_below(child);
+        let mut kept = std::collections::BTreeSet::new();
+        for record in records {
+            kept.insert(record.name.clone());
+            let known = before.contains(&record.name) || record.name == child;
+            self.upsert(child, record, mutations, outcome);
+            outcome.membership_changed |= !known;
+        }
+        for name in before {
+            if !kept.contains(&name) || !self.index.contains(&name) {
+                self.nodes.remove(&name);
+                mutations.push(Mutation::RemoveNode(name.clone()));
+                self.pending_up.insert(name, None);
+                outcome.membership_changed = true;
+            }
+        }
+    }
+
+    fn set_link(
+        &mut self,
+        child: &str,
+        unix_ms: u64,
+        mutations: &mut Vec<Mutation>,
+        update: impl FnOnce(&mut LinkStatus),
+    ) {
+        let Some((record, via)) = self.nodes.get_mut(child) else {
+            return;
+        };
+        let link = record.link.get_or_insert_with(LinkStatus::default);
+        let was_connected = link.connected;
+        update(link);
+        if link.connected != was_connected {
+            link.changed_unix_ms = unix_ms;
+        }
+        mutations.push(Mutation::PutNode {
+            record: record.clone(),
+            via: Some(via.clone()),
+        });
+        self.pending_up
+            .insert(child.to_string(), Some(record.clone()));
+    }
+}
+
+/// How many ancestors `record` has, following `parent_of`; stops at `limit`
+/// so corrupt data with a cycle cannot loop.
+fn depth(record: &NodeRecord, limit: usize, parent_of: impl Fn(&str) -> Option<String>) -> usize {
+    let mut depth = 0;
+    let mut parent = record.parent.clone();
+    while let Some(name) = parent {
+        depth += 1;
+        if depth > limit {
+            break;
+        }
+        parent = parent_of(&name);
+    }
+    depth
+}
+
+fn depth_in(record: &NodeRecord, nodes: &BTreeMap<String, (NodeRecord, String)>) -> usize {
+    depth(record, nodes.len(), |name| {
+        nodes
+            .get(name)
+            .and_then(|(record, _)| record.parent.clone())
+    })
+}

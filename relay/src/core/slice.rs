@@ -1,0 +1,179 @@
+//! A relay's slice: its entries by key, its revision history, and the log of
+//! which key changed at which revision, from which deltas are cut.
+
+use std::collections::BTreeMap;
+
+use relaymesh_protocol::{BundleId, SliceChange, SliceEntry};
+
+use crate::store::{Mutation, Persisted};
+
+/// A key that changed, with the entry it held before (to tell a child that
+/// lost interest in it).
+#[derive(Debug, Clone)]
+pub(crate) struct Changed {
+    pub key: String,
+    pub before: Option<SliceEntry>,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct Slice {
+    head: u64,
+    floor: u64,
+    log: BTreeMap<u64, String>,
+    entries: BTreeMap<String, (u64, SliceEntry)>,
+    log_keep: u64,
+}
+
+impl Slice {
+    pub fn restore(persisted: &Persisted, log_keep: u64) -> Self {
+        Self {
+            head: persisted.head,
+            floor: persisted.log_floor,
+            log: persisted.log.clone(),
+            entries: persisted.entries.clone(),
+            log_keep: log_keep.max(1),
+        }
+    }
+
+    pub fn head(&self) -> u64 {
+        self.head
+    }
+
+    pub fn entry(&self, key: &str) -> Option<&SliceEntry> {
+        self.entries.get(key).map(|(_, entry)| entry)
+    }
+
+    pub fn entries(&self) -> impl Iterator<Item = &SliceEntry> {
+        self.entries.values().map(|(_, entry)| entry)
+    }
+
+    /// Applies changes, each that alters something at a new revision, and
+    /// returns what changed. Re-applying what is already there is a no-op, so
+    /// a delta received twice changes nothing.
+    pub fn apply(
+        &mut self,
+        changes: impl IntoIterator<Item = SliceChange>,
+        mutations: &mut Vec<Mutation>,
+    ) -> Vec<Changed> {
+        let mut changed = Vec::new();
+        for change in changes {
+            let key = change.key().to_string();
+            let current = self.entries.get(&key).map(|(_, entry)| entry);
+            let before = match change {
+                SliceChange::Upsert(entry) => {
+                    if current == Some(&entry) {
+                        continue;
+                    }
+                    self.head += 1;
+                    mutations.push(Mutation::PutEntry {
+                        revision: self.head,
+                        entry: entry.clone(),
+                    });
+                    self.entries
+                        .insert(key.clone(), (self.head, entry))
+                        .map(|(_, before)| before)
+                }
+                SliceChange::Remove(_) => {
+                    if current.is_none() {
+                        continue;
+                    }
+                    self.head += 1;
+                    mutations.push(Mutation::RemoveEntry(key.clone()));
+                    self.entries.remove(&key).map(|(_, before)| before)
+                }
+            };
+            mutations.push(Mutation::LogChange {
+                revision: self.head,
+                key: key.clone(),
+            });
+            self.log.insert(self.head, key.clone());
+            changed.push(Changed { key, before });
+        }
+        if self.log.len() as u64 > self.log_keep {
+            let floor = self.head - self.log_keep;
+            self.log.retain(|revision, _| *revision > floor);
+            self.floor = floor;
+            mutations.push(Mutation::TrimLog { floor });
+        }
+        changed
+    }
+
+    /// The keys changed after `base`, oldest change first, or `None` if the
+    /// log no longer reaches back to `base` (or `base` is from the future).
+    pub fn keys_since(&self, base: u64) -> Option<Vec<String>> {
+        if base < self.floor || base > self.head {
+            return None;
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        let mut keys = Vec::new();
+        for key in self.log.range(base + 1..).map(|(_, key)| key) {
+            if seen.insert(key) {
+                keys.push(key.clone());
+            }
+        }
+        Some(keys)
+    }
+
+    /// How many entries reference each bundle.
+    pub fn referenced_bundles(&self) -> BTreeMap<BundleId, usize> {
+        let mut counts = BTreeMap::new();
+        for entry in self.entries() {
+            for id in &entry.bundles {
+                *counts.entry(*id).or_default() += 1;
+            }
+        }
+        counts
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use relaymesh_protocol::Target;
+
+    fn entry(key: &str, byte: u8) -> SliceEntry {
+        SliceEntry {
+            key: key.into(),
+            target: Target::Everywhere,
+            bundles: vec![],
+            body: vec![byte],
+        }
+    }
+
+    #[test]
+    fn revisions_advance_only_on_real_changes() {
+        let mut slice = Slice::restore(&Persisted::default(), 3);
+        let mut mutations = Vec::new();
+        let changed = slice.apply(
+            [
+                SliceChange::Upsert(entry("a", 1)),
+                SliceChange::Upsert(entry("a", 1)),
+                SliceChange::Remove("zz".into()),
+            ],
+            &mut mutations,
+        );
+        assert_eq!(changed.len(), 1);
+        assert_eq!(slice.head(), 1);
+        slice.apply([SliceChange::Upsert(entry("b", 1))], &mut mutations);
+        slice.apply([SliceChange::Upsert(entry("a", 2))], &mut mutations);
+        assert_eq!(slice.keys_since(0), Some(vec!["a".into(), "b".into()]));
+        assert_eq!(slice.keys_since(2), Some(vec!["a".into()]));
+        assert_eq!(slice.keys_since(4), None);
+        // Beyond log_keep the oldest records go, and a child that far behind
+        // must take a snapshot.
+        slice.apply([SliceChange::Remove("b".into())], &mut mutations);
+        assert_eq!(slice.keys_since(0), None);
+        assert_eq!(slice.keys_since(1), Some(vec!["b".into(), "a".into()]));
+        assert!(mutations.contains(&Mutation::TrimLog { floor: 1 }));
+
+        // The mutations rebuild the same slice.
+        let mut persisted = Persisted::default();
+        for mutation in &mutations {
+            persisted.apply(mutation);
+        }
+        let restored = Slice::restore(&persisted, 3);
+        assert_eq!(restored.head(), slice.head());
+        assert_eq!(restored.keys_since(1), slice.keys_since(1));
+        assert_eq!(restored.entry("a"), slice.entry("a"));
+    }
+}

@@ -1,0 +1,480 @@
+//! Tests of the core on an in-memory network: several cores wired as a tree,
+//! every action executed by a tiny fake daemon, virtual time.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use relaymesh_protocol::message::{DownMessage, UpMessage};
+use relaymesh_protocol::{BundleId, Role, SliceEntry, Target};
+
+use super::*;
+
+/// One simulated relay: its core, its durable state and its bundles.
+struct Node {
+    core: Core,
+    persisted: Persisted,
+    bundles: BTreeMap<BundleId, Vec<u8>>,
+    parent: Option<String>,
+    /// The link id the parent knows this node by, while connected.
+    link: Option<LinkId>,
+}
+
+/// A tree of cores on a perfect network with virtual time.
+struct Net {
+    nodes: BTreeMap<String, Node>,
+    start: Instant,
+    elapsed: Duration,
+    next_link: LinkId,
+    /// Bundle bytes sent over the link above each node.
+    bundle_bytes_in: BTreeMap<String, u64>,
+    messages_down: usize,
+}
+
+impl Net {
+    fn new() -> Self {
+        Self {
+            nodes: BTreeMap::new(),
+            start: Instant::now(),
+            elapsed: Duration::ZERO,
+            next_link: 1,
+            bundle_bytes_in: BTreeMap::new(),
+            messages_down: 0,
+        }
+    }
+
+    fn now(&self) -> Now {
+        Now {
+            instant: self.start + self.elapsed,
+            unix_ms: 1_800_000_000_000 + self.elapsed.as_millis() as u64,
+        }
+    }
+
+    fn add(&mut self, name: &str, parent: Option<&str>) {
+        let persisted = Persisted {
+            epoch: 1000 + self.nodes.len() as u64,
+            ..Persisted::default()
+        };
+        self.boot(name, parent, persisted, BTreeMap::new());
+    }
+
+    fn boot(
+        &mut self,
+        name: &str,
+        parent: Option<&str>,
+        persisted: Persisted,
+        bundles: BTreeMap<BundleId, Vec<u8>>,
+    ) {
+        let config = CoreConfig {
+            name: name.into(),
+            parent: parent.map(str::to_string),
+            addresses: vec![format!("{name}:7443")],
+            version: "test".into(),
+            log_keep: 8,
+        };
+        let held = bundles.keys().copied().collect();
+        let core = Core::new(config, persisted.clone(), held, self.now());
+        self.nodes.insert(
+            name.into(),
+            Node {
+                core,
+                persisted,
+                bundles,
+                parent: parent.map(str::to_string),
+                link: None,
+            },
+        );
+        self.run();
+    }
+
+    /// Simulates a crash: the node restarts from its durable state only.
+    fn restart(&mut self, name: &str) {
+        self.disconnect(name);
+        let children: Vec<String> = self
+            .nodes
+            .iter()
+            .filter(|(_, node)| node.parent.as_deref() == Some(name) && node.link.is_some())
+            .map(|(child, _)| child.clone())
+            .collect();
+        for child in &children {
+            self.disconnect(child);
+        }
+        let Some(node) = self.nodes.remove(name) else {
+            return;
+        };
+        self.boot(name, node.parent.as_deref(), node.persisted, node.bundles);
+    }
+
+    fn connect(&mut self, name: &str) {
+        let link = self.next_link;
+        self.next_link += 1;
+        let now = self.now();
+        let (parent, hello) = {
+            let node = &self.nodes[name];
+            (node.parent.clone().unwrap_or_default(), node.core.hello())
+        };
+        if let Some(node) = self.nodes.get_mut(name) {
+            node.link = Some(link);
+        }
+        let parent_core = &mut self.nodes.get_mut(&parent).map(|node| &mut node.core);
+        if let Some(core) = parent_core {
+            assert!(core
+                .handle_child_connected(now, link, name, Role::Relay, hello)
+                .is_ok());
+        }
+        self.run();
+    }
+
+    fn disconnect(&mut self, name: &str) {
+        let now = self.now();
+        let Some((parent, Some(link))) = self
+            .nodes
+            .get_mut(name)
+            .map(|node| (node.parent.clone().unwrap_or_default(), node.link.take()))
+        else {
+            return;
+        };
+        if let Some(node) = self.nodes.get_mut(&parent) {
+            node.core.handle_child_disconnected(now, link);
+        }
+        if let Some(node) = self.nodes.get_mut(name) {
+            node.core.handle_parent_disconnected(now);
+        }
+        self.run();
+    }
+
+    fn advance(&mut self, by: Duration) {
+        self.elapsed += by;
+        let now = self.now();
+        for node in self.nodes.values_mut() {
+            if node.core.poll_timeout().is_some_and(|at| at <= now.instant) {
+                node.core.handle_timeout(now);
+            }
+        }
+        self.run();
+    }
+
+    fn child_by_link(&self, link: LinkId) -> Option<String> {
+        self.nodes
+            .iter()
+            .find(|(_, node)| node.link == Some(link))
+            .map(|(name, _)| name.clone())
+    }
+
+    /// Executes actions until every core is quiet.
+    fn run(&mut self) {
+        loop {
+            let mut progressed = false;
+            let names: Vec<String> = self.nodes.keys().cloned().collect();
+            for name in names {
+                while let Some(action) = self
+                    .nodes
+                    .get_mut(&name)
+                    .and_then(|node| node.core.poll_action())
+                {
+                    progressed = true;
+                    self.execute(&name, action);
+                }
+            }
+            if !progressed {
+                return;
+            }
+        }
+    }
+
+    fn execute(&mut self, name: &str, action: Action) {
+        let now = self.now();
+        match action {
+            Action::Persist(mutations) => {
+                if let Some(node) = self.nodes.get_mut(name) {
+                    for mutation in &mutations {
+                        node.persisted.apply(mutation);
+                    }
+                }
+            }
+            Action::SendUp(message) => {
+                let (parent, link) = {
+                    let node = &self.nodes[name];
+                    (node.parent.clone().unwrap_or_default(), node.link)
+                };
+                if let (Some(link), Some(parent)) = (link, self.nodes.get_mut(&parent)) {
+                    parent.core.handle_child_message(now, link, message);
+                }
+            }
+            Action::SendDown { link, message } => {
+                self.messages_down += 1;
+                if let Some(child) = self.child_by_link(link) {
+                    if let Some(node) = self.nodes.get_mut(&child) {
+                        node.core.handle_parent_message(now, message);
+                    }
+                }
+            }
+            Action::CloseChild { link, .. } => {
+                if let Some(child) = self.child_by_link(link) {
+                    self.disconnect(&child);
+                }
+            }
+            Action::ReconnectParent => {
+                self.disconnect(name);
+                self.connect(name);
+            }
+            Action::FetchBundle(id) => {
+                let parent = self.nodes[name].parent.clone().unwrap_or_default();
+                let bytes = self
+                    .nodes
+                    .get(&parent)
+                    .filter(|parent| parent.core.may_serve_bundle(name, &id))
+                    .and_then(|parent| parent.bundles.get(&id).cloned());
+                let node = self.nodes.get_mut(name).map(|node| match bytes {
+                    Some(bytes) if id.matches(&bytes) => {
+                        *self.bundle_bytes_in.entry(name.to_string()).or_default() +=
+                            bytes.len() as u64;
+                        node.bundles.insert(id, bytes);
+                        node.core.handle_bundle_stored(now, id);
+                    }
+                    _ => node.core.handle_bundle_failed(now, id),
+                });
+                assert!(node.is_some());
+            }
+            Action::DropBundle(id) => {
+                if let Some(node) = self.nodes.get_mut(name) {
+                    node.bundles.remove(&id);
+                }
+            }
+        }
+    }
+
+    /// Root-side publish: store the bundle, then the entry that references it.
+    fn publish(&mut self, key: &str, target: Target, bytes: &[u8]) -> BundleId {
+        let id = BundleId::of(bytes);
+        let now = self.now();
+        if let Some(root) = self.nodes.get_mut("root") {
+            root.bundles.insert(id, bytes.to_vec());
+            root.core.upsert_local(
+                now,
+                SliceEntry {
+                    key: key.into(),
+                    target,
+                    bundles: vec![id],
+                    body: key.as_bytes().to_vec(),
+                },
+            );
+            root.core.handle_bundle_stored(now, id);
+        }
+        self.run();
+        id
+    }
+
+    fn keys(&self, name: &str) -> BTreeSet<String> {
+        self.nodes[name]
+            .core
+            .entries()
+            .map(|entry| entry.key.clone())
+            .collect()
+    }
+
+    fn record(&self, at: &str, of: &str) -> Option<relaymesh_protocol::NodeRecord> {
+        self.nodes[at]
+            .core
+            .nodes()
+            .into_iter()
+            .find(|record| record.name == of)
+    }
+}
+
+/// root ─┬─ eu ── eu-west
+///       └─ us
+fn three_levels() -> Net {
+    let mut net = Net::new();
+    net.add("root", None);
+    for (name, parent) in [("eu", "root"), ("us", "root"), ("eu-west", "eu")] {
+        net.add(name, Some(parent));
+        net.connect(name);
+    }
+    net.advance(INVENTORY_COALESCE * 2);
+    net
+}
+
+#[test]
+fn inventory_reaches_the_root_with_link_state() {
+    let mut net = three_levels();
+    let names: BTreeSet<String> = net.nodes["root"]
+        .core
+        .nodes()
+        .into_iter()
+        .map(|record| record.name)
+        .collect();
+    assert_eq!(names.len(), 4, "{names:?}");
+    let west = net
+        .record("root", "eu-west")
+        .expect("eu-west known at root");
+    assert_eq!(west.parent.as_deref(), Some("eu"));
+    assert!(west.link.as_ref().is_some_and(|link| link.connected));
+
+    net.disconnect("eu-west");
+    net.advance(INVENTORY_COALESCE * 2);
+    let west = net.record("root", "eu-west").expect("still known");
+    assert!(west.link.as_ref().is_some_and(|link| !link.connected));
+}
+
+#[test]
+fn a_bundle_crosses_each_link_once() {
+    let mut net = three_levels();
+    let bytes = vec![42u8; 100_000];
+    let id = net.publish("bundle/demo", Target::Everywhere, &bytes);
+    for name in ["eu", "us", "eu-west"] {
+        assert!(net.keys(name).contains("bundle/demo"), "{name}");
+        assert_eq!(net.nodes[name].bundles.get(&id), Some(&bytes), "{name}");
+        assert_eq!(net.bundle_bytes_in.get(name), Some(&(bytes.len() as u64)));
+    }
+    // Removing the entry removes it everywhere and frees the bundle.
+    let now = net.now();
+    if let Some(root) = net.nodes.get_mut("root") {
+        root.core.remove_local(now, "bundle/demo");
+    }
+    net.run();
+    for name in ["root", "eu", "us", "eu-west"] {
+        assert!(net.keys(name).is_empty(), "{name}");
+        assert!(net.nodes[name].bundles.is_empty(), "{name}");
+    }
+}
+
+#[test]
+fn targeted_entries_reach_only_their_subtree() {
+    let mut net = three_levels();
+    let id = net.publish(
+        "bundle/west",
+        Target::Subtrees(vec!["eu-west".into()]),
+        b"w",
+    );
+    assert!(net.keys("eu").contains("bundle/west"));
+    assert!(net.keys("eu-west").contains("bundle/west"));
+    assert!(net.keys("us").is_empty());
+    assert!(!net.nodes["us"].bundles.contains_key(&id));
+    // us may not fetch it even by asking for its id.
+    assert!(!net.nodes["root"].core.may_serve_bundle("us", &id));
+    assert!(net.nodes["root"].core.may_serve_bundle("eu", &id));
+}
+
+#[test]
+fn a_reconnecting_child_resumes_with_a_delta() {
+    let mut net = three_levels();
+    net.publish("a", Target::Everywhere, b"a");
+    net.disconnect("eu-west");
+    net.publish("b", Target::Everywhere, b"b");
+    let before = net.messages_down;
+    net.connect("eu-west");
+    assert_eq!(net.keys("eu-west"), net.keys("eu"));
+    // Welcome plus one delta: no snapshot was needed.
+    assert_eq!(net.messages_down - before, 2);
+    let eu_head = net.nodes["eu"].core.head();
+    assert_eq!(
+        net.nodes["eu-west"]
+            .persisted
+            .parent_position
+            .map(|p| p.revision),
+        Some(eu_head)
+    );
+}
+
+#[test]
+fn a_child_too_far_behind_gets_a_snapshot() {
+    let mut net = three_levels();
+    net.disconnect("us");
+    // log_keep is 8 in these tests.
+    for i in 0..12 {
+        net.publish(
+            &format!("k{i}"),
+            Target::Everywhere,
+            format!("{i}").as_bytes(),
+        );
+    }
+    let now = net.now();
+    if let Some(root) = net.nodes.get_mut("root") {
+        root.core.remove_local(now, "k0");
+    }
+    net.run();
+    net.connect("us");
+    assert_eq!(net.keys("us"), net.keys("root"));
+    assert!(!net.keys("us").contains("k0"));
+}
+
+#[test]
+fn a_restarted_relay_converges_from_its_store() {
+    let mut net = three_levels();
+    net.publish("a", Target::Everywhere, b"a");
+    net.restart("eu");
+    assert!(net.keys("eu").contains("a"), "the slice survives a restart");
+    net.publish("b", Target::Everywhere, b"b");
+    assert!(!net.keys("eu").contains("b"), "eu is down");
+    net.connect("eu");
+    net.connect("eu-west");
+    assert_eq!(net.keys("eu-west"), net.keys("root"));
+    net.advance(INVENTORY_COALESCE * 2);
+    let west = net.record("root", "eu-west").expect("known");
+    assert!(west.link.is_some_and(|link| link.connected));
+}
+
+#[test]
+fn a_new_node_under_a_child_pulls_entries_that_name_it() {
+    let mut net = three_levels();
+    net.publish("late", Target::Subtrees(vec!["us-east".into()]), b"late");
+    assert!(net.keys("us").is_empty());
+    net.add("us-east", Some("us"));
+    net.connect("us-east");
+    net.advance(INVENTORY_COALESCE * 2);
+    assert!(net.keys("us").contains("late"));
+    assert!(net.keys("us-east").contains("late"));
+}
+
+#[test]
+fn a_child_cannot_speak_for_another_subtree() {
+    let mut net = three_levels();
+    let now = net.now();
+    let us_link = net.nodes["us"].link.unwrap_or_default();
+    let forged = relaymesh_protocol::NodeRecord {
+        name: "eu-west".into(),
+        role: Role::Relay,
+        parent: Some("us".into()),
+        labels: Default::default(),
+        addresses: vec![],
+        version: String::new(),
+        link: None,
+    };
+    if let Some(root) = net.nodes.get_mut("root") {
+        root.core.handle_child_message(
+            now,
+            us_link,
+            UpMessage::Inventory(relaymesh_protocol::InventoryUpdate::Delta {
+                upserts: vec![forged],
+                removals: vec!["eu-west".into(), "eu".into()],
+            }),
+        );
+    }
+    net.run();
+    let west = net.record("root", "eu-west").expect("still there");
+    assert_eq!(west.parent.as_deref(), Some("eu"));
+    assert!(net.record("root", "eu").is_some());
+}
+
+#[test]
+fn a_delta_that_does_not_follow_asks_for_a_snapshot() {
+    let mut net = three_levels();
+    net.publish("a", Target::Everywhere, b"a");
+    let now = net.now();
+    if let Some(node) = net.nodes.get_mut("us") {
+        node.core.handle_parent_message(
+            now,
+            DownMessage::Delta {
+                base: 999,
+                revision: 1000,
+                changes: vec![],
+            },
+        );
+        assert!(matches!(node.core.poll_action(), Some(Action::Persist(_))));
+        assert_eq!(node.core.poll_action(), Some(Action::ReconnectParent));
+        assert_eq!(node.core.hello().resume, None);
+    }
+    net.disconnect("us");
+    net.connect("us");
+    assert_eq!(net.keys("us"), net.keys("root"));
+}

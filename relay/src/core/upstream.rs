@@ -1,0 +1,213 @@
+//! The core's side of its link to its parent: the hello it opens with,
+//! applying deltas and snapshots durably before acknowledging them, and
+//! reporting the subtree's inventory.
+
+use std::collections::BTreeSet;
+
+use relaymesh_protocol::message::{DownMessage, Hello, Resume, UpMessage, Welcome};
+use relaymesh_protocol::{
+    InventoryUpdate, SliceChange, SliceEntry, MIN_PROTOCOL_VERSION, PROTOCOL_VERSION,
+};
+
+use super::downstream::split;
+use super::{Action, Core, Now};
+use crate::store::Mutation;
+
+#[derive(Debug)]
+pub(crate) struct Upstream {
+    has_parent: bool,
+    /// The parent's epoch, once it welcomed this relay on the current link.
+    welcomed: Option<u64>,
+    /// Where this relay stands in the parent's history (durable).
+    position: Option<Resume>,
+    /// Pieces of a snapshot until its last piece arrives.
+    snapshot: Option<Vec<SliceEntry>>,
+}
+
+impl Upstream {
+    pub fn new(has_parent: bool, position: Option<Resume>) -> Self {
+        Self {
+            has_parent,
+            welcomed: None,
+            position,
+            snapshot: None,
+        }
+    }
+
+    pub fn position(&self) -> Option<Resume> {
+        self.position
+    }
+
+    pub fn connected(&self) -> bool {
+        self.welcomed.is_some()
+    }
+
+    pub fn has_parent(&self) -> bool {
+        self.has_parent
+    }
+}
+
+impl Core {
+    /// The hello to open the control stream to the parent with.
+    pub fn hello(&self) -> Hello {
+        Hello {
+            min_version: MIN_PROTOCOL_VERSION,
+            max_version: PROTOCOL_VERSION,
+            resume: self.resume_point(),
+        }
+    }
+
+    /// Whether the parent has welcomed this relay on the current link.
+    pub fn parent_connected(&self) -> bool {
+        self.upstream.connected()
+    }
+
+    /// A message arrived from the parent.
+    pub fn handle_parent_message(&mut self, now: Now, message: DownMessage) {
+        match message {
+            DownMessage::Welcome(welcome) => self.welcomed(now, welcome),
+            DownMessage::Delta {
+                base,
+                revision,
+                changes,
+            } => self.apply_delta(now, base, revision, changes),
+            DownMessage::Snapshot {
+                revision,
+                entries,
+                first,
+                last,
+            } => self.apply_snapshot_piece(now, revision, entries, first, last),
+            DownMessage::Pong { .. } => {}
+            DownMessage::Refused(refusal) => {
+                tracing::error!(%refusal, "parent refused this relay");
+            }
+        }
+    }
+
+    /// The link to the parent ended.
+    pub fn handle_parent_disconnected(&mut self, now: Now) {
+        if self.upstream.welcomed.take().is_some() {
+            tracing::info!("parent link lost");
+        }
+        self.upstream.snapshot = None;
+        self.parent_link_lost(now);
+    }
+
+    fn welcomed(&mut self, now: Now, welcome: Welcome) {
+        tracing::info!(parent = %welcome.parent, version = welcome.version, "parent welcomed this relay");
+        self.upstream.welcomed = Some(welcome.epoch);
+        if welcome.ancestors != self.ancestors {
+            self.ancestors = welcome.ancestors.clone();
+            self.persist(vec![Mutation::SetAncestors(welcome.ancestors)]);
+        }
+        let records = self.inventory.full();
+        let pieces = split(records, |record| 128 + record.labels.len() * 64);
+        let count = pieces.len();
+        for (index, records) in pieces.into_iter().enumerate() {
+            self.actions.push_back(Action::SendUp(UpMessage::Inventory(
+                InventoryUpdate::Full {
+                    records,
+                    first: index == 0,
+                    last: index + 1 == count,
+                },
+            )));
+        }
+        self.inventory_flush_at = None;
+        self.parent_link_ready(now);
+    }
+
+    fn apply_delta(&mut self, now: Now, base: u64, revision: u64, changes: Vec<SliceChange>) {
+        let Some(epoch) = self.upstream.welcomed else {
+            return;
+        };
+        let expected = Some(Resume {
+            epoch,
+            revision: base,
+        });
+        if self.upstream.position != expected {
+            tracing::warn!(
+                base,
+                position = ?self.upstream.position,
+                "delta does not follow this relay's copy; asking for a snapshot"
+            );
+            self.upstream.position = None;
+            self.upstream.welcomed = None;
+            self.persist(vec![Mutation::ClearParentPosition]);
+            self.actions.push_back(Action::ReconnectParent);
+            return;
+        }
+        self.apply_from_parent(now, epoch, revision, changes);
+    }
+
+    fn apply_snapshot_piece(
+        &mut self,
+        now: Now,
+        revision: u64,
+        entries: Vec<SliceEntry>,
+        first: bool,
+        last: bool,
+    ) {
+        let Some(epoch) = self.upstream.welcomed else {
+            return;
+        };
+        if first {
+            self.upstream.snapshot = Some(Vec::new());
+        }
+        let Some(pieces) = self.upstream.snapshot.as_mut() else {
+            return; // a piece without its first: ignore until the next snapshot
+        };
+        pieces.extend(entries);
+        if !last {
+            return;
+        }
+        let entries = self.upstream.snapshot.take().unwrap_or_default();
+        let keep: BTreeSet<&str> = entries.iter().map(|entry| entry.key.as_str()).collect();
+        let mut changes: Vec<SliceChange> = self
+            .slice
+            .entries()
+            .filter(|entry| !keep.contains(entry.key.as_str()))
+            .map(|entry| SliceChange::Remove(entry.key.clone()))
+            .collect();
+        changes.extend(entries.into_iter().map(SliceChange::Upsert));
+        tracing::debug!(
+            revision,
+            changes = changes.len(),
+            "applying snapshot from parent"
+        );
+        self.apply_from_parent(now, epoch, revision, changes);
+    }
+
+    /// Applies changes and the new parent position in one durable batch,
+    /// then acknowledges: the ack leaves only after the batch is durable.
+    fn apply_from_parent(
+        &mut self,
+        now: Now,
+        epoch: u64,
+        revision: u64,
+        changes: Vec<SliceChange>,
+    ) {
+        let position = Resume { epoch, revision };
+        let advanced = self.upstream.position != Some(position);
+        self.upstream.position = Some(position);
+        self.change_slice(now, changes, vec![Mutation::SetParentPosition(position)]);
+        if advanced {
+            self.actions
+                .push_back(Action::SendUp(UpMessage::Ack { revision }));
+        }
+    }
+
+    pub(super) fn flush_inventory(&mut self) {
+        if !self.upstream.has_parent() {
+            // The root reports to no one; it serves its inventory instead.
+            let _ = self.inventory.take_pending();
+            return;
+        }
+        if !self.upstream.connected() {
+            return; // the full inventory sent on reconnect supersedes it
+        }
+        if let Some(update) = self.inventory.take_pending() {
+            self.actions
+                .push_back(Action::SendUp(UpMessage::Inventory(update)));
+        }
+    }
+}
