@@ -1,0 +1,217 @@
+//! A child's uplink: keep one connection to the nearest of its parent's
+//! addresses, reconnect with jittered backoff, and open the control stream.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use relaymesh_protocol::message::{DownMessage, Hello, Open, UpMessage};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::backoff::Backoff;
+use super::{client_endpoint, expect_frame, read_frame, resolve, write_frame, LinkError};
+use crate::config::ParentConfig;
+
+/// How long one dial attempt may take.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// What the uplink tells its owner.
+#[derive(Debug)]
+pub enum UplinkEvent {
+    /// Connected to the parent at `address`.
+    Connected {
+        /// The connection; the owner opens the control stream on it.
+        connection: quinn::Connection,
+        /// The address that answered fastest.
+        address: SocketAddr,
+    },
+    /// The connection ended.
+    Disconnected {
+        /// Why, for logs.
+        reason: String,
+    },
+}
+
+/// Keeps a connection to `parent` until `shutdown`. Every `()` received on
+/// `reconnect` drops the current connection and dials again.
+pub async fn run(
+    parent: ParentConfig,
+    client: quinn::ClientConfig,
+    events: mpsc::Sender<UplinkEvent>,
+    mut reconnect: mpsc::Receiver<()>,
+    shutdown: CancellationToken,
+) {
+    let mut backoff = Backoff::default();
+    let mut endpoints = Endpoints::default();
+    loop {
+        let attempt = tokio::select! {
+            attempt = connect_nearest(&parent, &client, &mut endpoints) => attempt,
+            () = shutdown.cancelled() => return,
+        };
+        match attempt {
+            Ok((connection, address)) => {
+                backoff.reset();
+                tracing::info!(parent = %parent.name, %address, rtt = ?connection.rtt(), "connected to parent");
+                let event = UplinkEvent::Connected {
+                    connection: connection.clone(),
+                    address,
+                };
+                if events.send(event).await.is_err() {
+                    return;
+                }
+                let reason = tokio::select! {
+                    error = connection.closed() => error.to_string(),
+                    Some(()) = reconnect.recv() => {
+                        connection.close(0u32.into(), b"reconnect");
+                        "reconnect requested".to_string()
+                    }
+                    () = shutdown.cancelled() => {
+                        connection.close(0u32.into(), b"shutdown");
+                        return;
+                    }
+                };
+                tracing::warn!(parent = %parent.name, %reason, "parent link lost");
+                if events
+                    .send(UplinkEvent::Disconnected { reason })
+                    .await
+                    .is_err()
+                {
+                    return;
+                }
+            }
+            Err(error) => {
+                tracing::warn!(parent = %parent.name, %error, "cannot reach parent");
+            }
+        }
+        let delay = backoff.next_delay();
+        tokio::select! {
+            () = tokio::time::sleep(delay) => {}
+            () = shutdown.cancelled() => return,
+        }
+    }
+}
+
+/// Client endpoints by address family, opened on first use.
+#[derive(Default)]
+pub struct Endpoints {
+    v4: Option<quinn::Endpoint>,
+    v6: Option<quinn::Endpoint>,
+}
+
+impl Endpoints {
+    /// The endpoint for dialing `target`.
+    pub fn for_target(&mut self, target: &SocketAddr) -> Result<quinn::Endpoint, LinkError> {
+        let slot = if target.is_ipv6() {
+            &mut self.v6
+        } else {
+            &mut self.v4
+        };
+        if let Some(endpoint) = slot {
+            return Ok(endpoint.clone());
+        }
+        let endpoint = client_endpoint(target)?;
+        *slot = Some(endpoint.clone());
+        Ok(endpoint)
+    }
+}
+
+/// Dials every address of `parent` at once and keeps the connection with the
+/// lowest round-trip time; the others are closed.
+pub async fn connect_nearest(
+    parent: &ParentConfig,
+    client: &quinn::ClientConfig,
+    endpoints: &mut Endpoints,
+) -> Result<(quinn::Connection, SocketAddr), LinkError> {
+    let mut targets = Vec::new();
+    for address in &parent.addresses {
+        match resolve(address).await {
+            Ok(resolved) => targets.extend(resolved),
+            Err(error) => tracing::warn!(%error, "skipping parent address"),
+        }
+    }
+    let mut attempts = Vec::new();
+    for target in targets {
+        let endpoint = endpoints.for_target(&target)?;
+        let connecting = endpoint.connect_with(client.clone(), target, &parent.name)?;
+        attempts.push(async move {
+            let result = tokio::time::timeout(CONNECT_TIMEOUT, connecting).await;
+            (target, result)
+        });
+    }
+    let mut best: Option<(quinn::Connection, SocketAddr)> = None;
+    let mut last_error = LinkError::Address {
+        address: parent.addresses.join(","),
+        reason: "no usable address".into(),
+    };
+    for (target, result) in futures::future::join_all(attempts).await {
+        match result {
+            Ok(Ok(connection)) => {
+                let better = best
+                    .as_ref()
+                    .is_none_or(|(current, _)| connection.rtt() < current.rtt());
+                if better {
+                    if let Some((previous, _)) = best.replace((connection, target)) {
+                        previous.close(0u32.into(), b"a nearer address answered");
+                    }
+                } else {
+                    connection.close(0u32.into(), b"a nearer address answered");
+                }
+            }
+            Ok(Err(error)) => {
+                tracing::debug!(%target, %error, "parent address failed");
+                last_error = error.into();
+            }
+            Err(_) => last_error = LinkError::Timeout(CONNECT_TIMEOUT),
+        }
+    }
+    best.ok_or(last_error)
+}
+
+/// The two halves of an open control stream.
+pub struct ControlStream {
+    /// Where up messages go.
+    pub send: quinn::SendStream,
+    /// Where down messages come from.
+    pub recv: quinn::RecvStream,
+    /// The parent's first message: its welcome or refusal.
+    pub first: DownMessage,
+}
+
+/// Opens the control stream with `hello` and reads the parent's answer.
+pub async fn open_control(
+    connection: &quinn::Connection,
+    hello: Hello,
+) -> Result<ControlStream, LinkError> {
+    let (mut send, mut recv) = connection.open_bi().await?;
+    write_frame(&mut send, &Open::Control(hello)).await?;
+    let first: DownMessage = expect_frame(&mut recv).await?;
+    if let DownMessage::Refused(refusal) = first {
+        return Err(LinkError::Refused(refusal));
+    }
+    Ok(ControlStream { send, recv, first })
+}
+
+/// Forwards down messages from `recv` to `deliver` until the stream ends.
+pub async fn pump_down(
+    mut recv: quinn::RecvStream,
+    deliver: impl Fn(DownMessage) -> bool,
+) -> Result<(), LinkError> {
+    while let Some(message) = read_frame::<DownMessage>(&mut recv).await? {
+        if !deliver(message) {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// Writes up messages from `outgoing` to `send` until the channel closes.
+pub async fn pump_up(
+    mut send: quinn::SendStream,
+    mut outgoing: mpsc::Receiver<UpMessage>,
+) -> Result<(), LinkError> {
+    while let Some(message) = outgoing.recv().await {
+        write_frame(&mut send, &message).await?;
+    }
+    let _ = send.finish();
+    Ok(())
+}
