@@ -16,5 +16,6 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod api;
 pub mod identity;
 pub mod kubeconfig;
