@@ -17,5 +17,6 @@
 #![warn(missing_docs)]
 
 pub mod api;
+pub mod client;
 pub mod identity;
 pub mod kubeconfig;
