@@ -103,6 +103,9 @@ impl std::fmt::Debug for IssuedToken {
 }
 
 /// What the API serves from: the daemon's view of the tree and its stores.
+///
+/// The synchronous methods are called from request handlers on the async
+/// runtime, so they must answer from memory and not block.
 pub trait Backend: Send + Sync + 'static {
     /// Every node the root knows (itself included): relays and agents, with
     /// link status set by each node's parent.
