@@ -28,7 +28,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use relaymesh_protocol::{BundleId, NodeRecord, Role};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
@@ -47,6 +47,9 @@ pub use tls::{Peer, PeerIdentity};
 
 /// How long a client may take to finish the TLS handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long an HTTP/1.1 client may take to send a request's headers.
+const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// How long [`serve`] lets open requests finish once shutdown is asked.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
@@ -262,7 +265,12 @@ async fn serve_connection<B: Backend>(
         let context = context.clone();
         async move { Ok::<_, Infallible>(routes::handle(&context, request).await) }
     });
-    let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+    let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+    // A client that never finishes its request headers is dropped.
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(HEADER_READ_TIMEOUT);
     let connection = builder.serve_connection(TokioIo::new(tls_stream), service);
     tokio::pin!(connection);
     let result = tokio::select! {

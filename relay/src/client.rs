@@ -448,6 +448,7 @@ mod tests {
         ));
     }
 
+    #[cfg(target_os = "linux")]
     #[test]
     fn innermost_cause_prefers_the_io_kind() {
         let io = std::io::Error::from_raw_os_error(111);
