@@ -16,7 +16,10 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod api;
+pub mod client;
 pub mod config;
 pub mod core;
 pub mod identity;
+pub mod kubeconfig;
 pub mod store;

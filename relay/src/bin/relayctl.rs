@@ -1,1 +1,235 @@
-fn main() {}
+//! `relayctl`: the operator's command line for a relaymesh root.
+//!
+//! Reads the admin kubeconfig `relay init` wrote (found as kubectl finds
+//! one), then calls the root's HTTPS API through `relaymesh_relay::client`.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, UNIX_EPOCH};
+
+use anyhow::{bail, Context as _};
+use clap::{Parser, Subcommand, ValueEnum};
+use relaymesh_protocol::Role;
+use relaymesh_relay::client::{tree, Client, ClientError};
+use relaymesh_relay::kubeconfig;
+use tracing_subscriber::EnvFilter;
+
+const LONG_ABOUT: &str = "\
+The operator's command line for a relaymesh root.
+
+relayctl talks to the root relay of a relaymesh tree over its Kubernetes-compatible \
+HTTPS API. It authenticates with the admin client certificate of a kubeconfig, found \
+as kubectl finds it: --kubeconfig, else the first existing file in KUBECONFIG, else \
+~/.kube/config.";
+
+const EXAMPLES: &str = "\
+Examples:
+  # A join token for a relay named eu-west that joins under \"eu\", valid 30 minutes
+  TOKEN=$(relayctl token create --role relay --name eu-west --parent eu --ttl 30m)
+
+  # The tree, with link health
+  relayctl tree
+  relayctl tree -o json | jq '.children[].name'
+
+  # Send a file to every node (a smoke test of bundle distribution)
+  relayctl bundle push ./demo.bin --name demo
+
+  # Use the kubeconfig `relay init` wrote
+  relayctl --kubeconfig ./root.kubeconfig tree";
+
+/// The operator's command line for a relaymesh root.
+#[derive(Debug, Parser)]
+#[command(name = "relayctl", version, long_about = LONG_ABOUT, after_help = EXAMPLES)]
+struct Cli {
+    /// The kubeconfig to use (default: KUBECONFIG, then ~/.kube/config).
+    #[arg(long, global = true, value_name = "FILE")]
+    kubeconfig: Option<PathBuf>,
+
+    /// The kubeconfig context to use (default: its current-context).
+    #[arg(long, global = true, value_name = "NAME")]
+    context: Option<String>,
+
+    /// Log more to stderr: -v info, -vv debug, -vvv trace (default: RUST_LOG, else warn).
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    verbose: u8,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Join tokens, with which new relays and agents join the tree.
+    Token {
+        #[command(subcommand)]
+        command: TokenCommand,
+    },
+    /// Print the tree of relays and agents with the health of each link.
+    Tree {
+        /// Output format.
+        #[arg(short, long, value_enum, default_value_t = Format::Text)]
+        output: Format,
+    },
+    /// Raw workload bundles (for debugging distribution).
+    Bundle {
+        #[command(subcommand)]
+        command: BundleCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum TokenCommand {
+    /// Issue a single-use join token; prints only the token on stdout.
+    Create {
+        /// What the joining node will be.
+        #[arg(long, value_enum)]
+        role: JoinRole,
+        /// The joining node's name (a DNS label, unique in the mesh).
+        #[arg(long)]
+        name: String,
+        /// The relay the node must join under.
+        #[arg(long, value_name = "RELAY")]
+        parent: Option<String>,
+        /// How long the token stays valid (at most 24h).
+        #[arg(long, default_value = "1h", value_parser = humantime::parse_duration)]
+        ttl: Duration,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum BundleCommand {
+    /// Store FILE at the root as bundle NAME and send it to every node.
+    Push {
+        /// The file to send.
+        file: PathBuf,
+        /// The bundle's name.
+        #[arg(long)]
+        name: String,
+    },
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum JoinRole {
+    Relay,
+    Agent,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Format {
+    Text,
+    Json,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_tracing(cli.verbose);
+    let result = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")
+        .and_then(|runtime| runtime.block_on(run(cli)));
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {}", one_line(&error));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cli: Cli) -> anyhow::Result<()> {
+    let credentials = kubeconfig::load(cli.kubeconfig.as_deref(), cli.context.as_deref())
+        .context("cannot load the kubeconfig")?;
+    let client = Client::new(&credentials).context("cannot use the kubeconfig's credentials")?;
+    match cli.command {
+        Command::Token {
+            command:
+                TokenCommand::Create {
+                    role,
+                    name,
+                    parent,
+                    ttl,
+                },
+        } => {
+            let role = match role {
+                JoinRole::Relay => Role::Relay,
+                JoinRole::Agent => Role::Agent,
+            };
+            let issued = client
+                .create_token(&name, role, parent.as_deref(), ttl)
+                .await
+                .context("cannot create the join token")?;
+            println!("{}", issued.token);
+            let expires = UNIX_EPOCH + Duration::from_secs(issued.expires_unix);
+            eprintln!(
+                "token for {role} {name:?} expires at {}",
+                humantime::format_rfc3339_seconds(expires)
+            );
+        }
+        Command::Tree { output } => {
+            let (relays, agents) = tokio::try_join!(client.relays(), client.agents())
+                .context("cannot list the tree's nodes")?;
+            let nodes: Vec<_> = relays.into_iter().chain(agents).collect();
+            let Some(root) = tree::build_tree(&nodes) else {
+                bail!("the root listed no relay without a parent");
+            };
+            let mut stdout = std::io::stdout().lock();
+            if output == Format::Json {
+                serde_json::to_writer_pretty(&mut stdout, &root)?;
+                writeln!(stdout)?;
+                return Ok(());
+            }
+            write!(stdout, "{}", tree::render_text(&root))?;
+            let detached = tree::detached_trees(&nodes);
+            if !detached.is_empty() {
+                writeln!(
+                    stdout,
+                    "\ndetached (their parent is not known to the root yet):"
+                )?;
+                for subtree in &detached {
+                    write!(stdout, "{}", tree::render_text(subtree))?;
+                }
+            }
+        }
+        Command::Bundle {
+            command: BundleCommand::Push { file, name },
+        } => {
+            let bytes =
+                std::fs::read(&file).with_context(|| format!("cannot read {}", file.display()))?;
+            let (id, size) = client
+                .push_bundle(&name, bytes)
+                .await
+                .with_context(|| format!("cannot push bundle {name:?}"))?;
+            println!("bundle {name} {id} ({size} bytes)");
+        }
+    }
+    Ok(())
+}
+
+/// Logs go to stderr: `-v` flags win, else `RUST_LOG`, else warnings only.
+fn init_tracing(verbose: u8) {
+    let filter = match verbose {
+        0 => EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn")),
+        1 => EnvFilter::new("info"),
+        2 => EnvFilter::new("debug"),
+        _ => EnvFilter::new("trace"),
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}
+
+/// The error and its causes on one line. A [`ClientError`] already says its
+/// own cause in a few words, so the transport's layers below it are left out.
+fn one_line(error: &anyhow::Error) -> String {
+    let mut parts = Vec::new();
+    for cause in error.chain() {
+        parts.push(cause.to_string());
+        if cause.downcast_ref::<ClientError>().is_some() {
+            break;
+        }
+    }
+    parts.join(": ")
+}

@@ -1,0 +1,286 @@
+//! The root relay's HTTPS API: a Kubernetes-compatible server that `kubectl`
+//! and `relayctl` talk to.
+//!
+//! What it does now: `/version` and the health endpoints, the read-only
+//! `Relay` and `Agent` views of the tree, join token issuance, and a raw
+//! bundle push for smoke tests. What it will do (see DESIGN.md): discovery,
+//! unstructured storage of any kind, watch, patch, CRDs. The router (the
+//! `routes` module) is a table of Kubernetes-shaped paths so those slot in.
+//!
+//! Where the work is split:
+//! * [`serve`] (here) accepts TCP, runs TLS, and hands each connection's
+//!   requests to hyper (HTTP/1.1 and h2, chosen by ALPN).
+//! * `tls` makes the rustls server config and authenticates peers: the TLS
+//!   layer asks for a client certificate but accepts any, as kube-apiserver
+//!   does, and the application verifies it against the mesh CA, so a missing
+//!   or foreign certificate gets a `401 Status` rather than a TLS alert.
+//! * `routes` maps requests to handlers; `objects` and `tokens` build and
+//!   check the JSON objects without IO; [`status`] shapes errors as
+//!   `metav1.Status`.
+//!
+//! The API does not own state: everything it serves comes from a [`Backend`]
+//! the daemon implements.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use relaymesh_protocol::{BundleId, NodeRecord, Role};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+use tokio_rustls::TlsAcceptor;
+use tracing::{debug, info, warn};
+
+mod objects;
+mod query;
+mod routes;
+pub mod status;
+mod tls;
+mod tokens;
+
+pub use tls::{Peer, PeerIdentity};
+
+/// How long a client may take to finish the TLS handshake.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long an HTTP/1.1 client may take to send a request's headers.
+const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long [`serve`] lets open requests finish once shutdown is asked.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
+/// The API server's TLS material.
+#[derive(Clone)]
+pub struct ApiTls {
+    /// The mesh CA certificate (DER): client certificates must chain to it.
+    pub ca_cert_der: Vec<u8>,
+    /// The server's certificate chain (DER), leaf first.
+    pub chain_der: Vec<Vec<u8>>,
+    /// The server certificate's private key (PKCS#8 DER).
+    pub key_der: Vec<u8>,
+}
+
+impl std::fmt::Debug for ApiTls {
+    // Never print the key.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ApiTls")
+            .field("chain_len", &self.chain_der.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// A validated request for a join token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenRequest {
+    /// The name the joining node will have (a DNS-1123 label).
+    pub name: String,
+    /// [`Role::Relay`] or [`Role::Agent`]; never [`Role::Admin`].
+    pub role: Role,
+    /// The relay the node must join under; `None` lets the root choose.
+    pub parent: Option<String>,
+    /// How long the token stays valid (more than zero, at most a day).
+    pub ttl: Duration,
+}
+
+/// A join token the backend issued.
+#[derive(Clone, PartialEq, Eq)]
+pub struct IssuedToken {
+    /// The token, as `relay join` and `edge-agent join` take it.
+    pub token: String,
+    /// When it expires, in seconds since the Unix epoch.
+    pub expires_unix: u64,
+}
+
+impl std::fmt::Debug for IssuedToken {
+    // A token is a credential: keep it out of logs.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IssuedToken")
+            .field("expires_unix", &self.expires_unix)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What the API serves from: the daemon's view of the tree and its stores.
+///
+/// The synchronous methods are called from request handlers on the async
+/// runtime, so they must answer from memory and not block.
+pub trait Backend: Send + Sync + 'static {
+    /// Every node the root knows (itself included): relays and agents, with
+    /// link status set by each node's parent.
+    fn nodes(&self) -> Vec<NodeRecord>;
+
+    /// Issues a single-use join token for `request`.
+    fn create_token(&self, request: TokenRequest) -> Result<IssuedToken, ApiError>;
+
+    /// Stores an opaque bundle at the root under `name` and puts a slice entry
+    /// referencing it that targets every node (a debugging / smoke-test path
+    /// for bundle distribution).
+    fn push_bundle(
+        &self,
+        name: String,
+        bytes: Vec<u8>,
+    ) -> impl Future<Output = Result<BundleId, ApiError>> + Send;
+}
+
+/// Why a request failed, or why the server could not start. Each request
+/// error becomes a `metav1.Status` with the code and reason noted on it.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ApiError {
+    /// The request is malformed (400, `BadRequest`).
+    #[error("{0}")]
+    BadRequest(String),
+    /// No client certificate, or one not from the mesh CA (401,
+    /// `Unauthorized`).
+    #[error("{0}")]
+    Unauthorized(String),
+    /// The client is known but may not do this (403, `Forbidden`).
+    #[error("{0}")]
+    Forbidden(String),
+    /// No such object or path (404, `NotFound`).
+    #[error("{0}")]
+    NotFound(String),
+    /// The path exists but not with this method (405, `MethodNotAllowed`).
+    #[error("{0}")]
+    MethodNotAllowed(String),
+    /// The object exists already or changed meanwhile (409, `Conflict`).
+    #[error("{0}")]
+    Conflict(String),
+    /// The request body is larger than the endpoint accepts (413,
+    /// `RequestEntityTooLarge`).
+    #[error("{0}")]
+    PayloadTooLarge(String),
+    /// A field of the object is invalid (422, `Invalid`).
+    #[error("{field}: {message}")]
+    Invalid {
+        /// The field's JSON path, as `spec.name`.
+        field: String,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// The backend cannot serve this now; retrying may help (503,
+    /// `ServiceUnavailable`).
+    #[error("{0}")]
+    Unavailable(String),
+    /// A bug or a failure the client cannot fix (500, `InternalError`).
+    #[error("{0}")]
+    Internal(String),
+    /// The server's TLS material was refused by rustls ([`serve`] only).
+    #[error("cannot use the API server's TLS material")]
+    TlsConfig(#[source] rustls::Error),
+}
+
+/// Serves the API on `listener` until `shutdown` completes, then lets open
+/// requests finish for a few seconds.
+///
+/// Fails only if `tls` is unusable; errors on single connections are logged.
+pub async fn serve<B: Backend>(
+    listener: TcpListener,
+    tls: ApiTls,
+    backend: Arc<B>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), ApiError> {
+    let acceptor = TlsAcceptor::from(Arc::new(tls::server_config(&tls)?));
+    let authenticator = Arc::new(tls::Authenticator::new(&tls.ca_cert_der)?);
+    let (stop_sender, stop) = watch::channel(());
+    let mut connections = JoinSet::new();
+    if let Ok(address) = listener.local_addr() {
+        info!(%address, "API server listening");
+    }
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            () = &mut shutdown => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, remote)) => {
+                    connections.spawn(serve_connection(
+                        acceptor.clone(),
+                        stream,
+                        remote,
+                        authenticator.clone(),
+                        backend.clone(),
+                        stop.clone(),
+                    ));
+                }
+                Err(error) => {
+                    // Usually out of file descriptors: back off instead of spinning.
+                    warn!(%error, "cannot accept an API connection");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            },
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+        }
+    }
+    drop(listener);
+    info!(open = connections.len(), "API server shutting down");
+    // Receivers see the change and shut their connections down gracefully.
+    let _ = stop_sender.send(());
+    let drained = tokio::time::timeout(SHUTDOWN_GRACE, async {
+        while connections.join_next().await.is_some() {}
+    })
+    .await;
+    if drained.is_err() {
+        warn!(
+            open = connections.len(),
+            "closing API connections that did not finish in time"
+        );
+        connections.abort_all();
+    }
+    Ok(())
+}
+
+/// Runs TLS and HTTP on one accepted connection.
+async fn serve_connection<B: Backend>(
+    acceptor: TlsAcceptor,
+    stream: TcpStream,
+    remote: SocketAddr,
+    authenticator: Arc<tls::Authenticator>,
+    backend: Arc<B>,
+    mut stop: watch::Receiver<()>,
+) {
+    let tls_stream = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+        Ok(Ok(tls_stream)) => tls_stream,
+        Ok(Err(error)) => {
+            debug!(%remote, %error, "API TLS handshake failed");
+            return;
+        }
+        Err(_) => {
+            debug!(%remote, "API TLS handshake timed out");
+            return;
+        }
+    };
+    let peer = authenticator.authenticate(tls_stream.get_ref().1.peer_certificates());
+    debug!(%remote, %peer, "API connection");
+    let context = Arc::new(routes::Context {
+        backend,
+        peer,
+        remote,
+    });
+    let service = service_fn(move |request| {
+        let context = context.clone();
+        async move { Ok::<_, Infallible>(routes::handle(&context, request).await) }
+    });
+    let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+    // A client that never finishes its request headers is dropped.
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(HEADER_READ_TIMEOUT);
+    let connection = builder.serve_connection(TokioIo::new(tls_stream), service);
+    tokio::pin!(connection);
+    let result = tokio::select! {
+        result = connection.as_mut() => result,
+        _ = stop.changed() => {
+            connection.as_mut().graceful_shutdown();
+            connection.await
+        }
+    };
+    if let Err(error) = result {
+        debug!(%remote, %error, "API connection ended with an error");
+    }
+}

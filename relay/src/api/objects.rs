@@ -1,0 +1,322 @@
+//! The `Relay` and `Agent` objects: the tree's nodes as Kubernetes objects.
+//!
+//! Built from the backend's [`NodeRecord`]s without IO. The parts a node cannot
+//! say about itself (its children, the size of its subtree) are computed here
+//! from the parent links of all records.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::time::{Duration, UNIX_EPOCH};
+
+use relaymesh_protocol::{NodeRecord, Role};
+use serde::Serialize;
+
+/// The API group and version of relaymesh's own kinds.
+pub(super) const API_VERSION: &str = "relaymesh.dev/v1alpha1";
+
+/// A `Relay` or an `Agent`.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct NodeObject {
+    api_version: &'static str,
+    kind: &'static str,
+    metadata: ObjectMeta,
+    spec: NodeSpec,
+    status: NodeStatus,
+}
+
+/// A `RelayList` or an `AgentList`.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct NodeList {
+    api_version: &'static str,
+    kind: String,
+    metadata: ListMeta,
+    items: Vec<NodeObject>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+struct ObjectMeta {
+    name: String,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    labels: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ListMeta {
+    resource_version: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+struct NodeSpec {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    parent: Option<String>,
+    addresses: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct NodeStatus {
+    role: &'static str,
+    connected: bool,
+    rtt_micros: u64,
+    bytes_sent: u64,
+    bytes_received: u64,
+    acked_revision: u64,
+    revision_lag: u64,
+    subtree_size: usize,
+    children: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    last_transition_time: Option<String>,
+    version: String,
+}
+
+/// The kind served for nodes of `role`: `Relay` or `Agent`.
+pub(super) fn kind_of(role: Role) -> &'static str {
+    match role {
+        Role::Agent => "Agent",
+        _ => "Relay",
+    }
+}
+
+/// The objects of every node with `role`, sorted by name.
+pub(super) fn list(records: &[NodeRecord], role: Role) -> NodeList {
+    let tree = Tree::new(records);
+    let mut items: Vec<NodeObject> = records
+        .iter()
+        .filter(|record| record.role == role)
+        .map(|record| tree.object(record))
+        .collect();
+    items.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+    items.dedup_by(|a, b| a.metadata.name == b.metadata.name);
+    NodeList {
+        api_version: API_VERSION,
+        kind: format!("{}List", kind_of(role)),
+        metadata: ListMeta {
+            resource_version: String::new(),
+        },
+        items,
+    }
+}
+
+/// The object of the node `name` with `role`, if there is one.
+pub(super) fn get(records: &[NodeRecord], role: Role, name: &str) -> Option<NodeObject> {
+    let record = records
+        .iter()
+        .find(|record| record.role == role && record.name == name)?;
+    Some(Tree::new(records).object(record))
+}
+
+/// The parent links of all records, inverted.
+struct Tree<'a> {
+    children: HashMap<&'a str, Vec<&'a str>>,
+    subtree_sizes: HashMap<&'a str, usize>,
+}
+
+impl<'a> Tree<'a> {
+    fn new(records: &'a [NodeRecord]) -> Self {
+        let known: HashMap<&str, &NodeRecord> = records
+            .iter()
+            .map(|record| (record.name.as_str(), record))
+            .collect();
+        let mut children: HashMap<&str, Vec<&str>> = HashMap::new();
+        for record in known.values() {
+            if let Some(parent) = record.parent.as_deref() {
+                if known.contains_key(parent) && parent != record.name {
+                    children.entry(parent).or_default().push(&record.name);
+                }
+            }
+        }
+        for names in children.values_mut() {
+            names.sort_unstable();
+        }
+        // Sizes bottom-up, leaves first, so a deep tree needs no recursion.
+        // Nodes on a parent cycle (a corrupt inventory) are never finished and
+        // keep what their finished descendants added.
+        let mut subtree_sizes: HashMap<&str, usize> = HashMap::new();
+        let mut pending: HashMap<&str, usize> = children
+            .iter()
+            .map(|(name, names)| (*name, names.len()))
+            .collect();
+        let mut ready: VecDeque<&str> = known
+            .keys()
+            .filter(|name| !pending.contains_key(*name))
+            .copied()
+            .collect();
+        while let Some(name) = ready.pop_front() {
+            let size = subtree_sizes.get(name).copied().unwrap_or(0);
+            let parent = known
+                .get(name)
+                .and_then(|record| record.parent.as_deref())
+                .filter(|parent| known.contains_key(parent) && *parent != name);
+            if let Some(parent) = parent {
+                *subtree_sizes.entry(parent).or_insert(0) += size + 1;
+                if let Some(left) = pending.get_mut(parent) {
+                    *left -= 1;
+                    if *left == 0 {
+                        ready.push_back(parent);
+                    }
+                }
+            }
+        }
+        Self {
+            children,
+            subtree_sizes,
+        }
+    }
+
+    fn object(&self, record: &NodeRecord) -> NodeObject {
+        let name = record.name.as_str();
+        let link = record.link.clone().unwrap_or_default();
+        let is_root = record.parent.is_none();
+        let last_transition_time = record
+            .link
+            .as_ref()
+            .filter(|link| link.changed_unix_ms > 0)
+            .map(|link| rfc3339(link.changed_unix_ms));
+        NodeObject {
+            api_version: API_VERSION,
+            kind: kind_of(record.role),
+            metadata: ObjectMeta {
+                name: record.name.clone(),
+                labels: record.labels.clone(),
+            },
+            spec: NodeSpec {
+                parent: record.parent.clone(),
+                addresses: record.addresses.clone(),
+            },
+            status: NodeStatus {
+                role: record.role.as_str(),
+                connected: is_root || link.connected,
+                rtt_micros: link.rtt_micros,
+                bytes_sent: link.bytes_sent,
+                bytes_received: link.bytes_received,
+                acked_revision: link.acked_revision,
+                revision_lag: link.revision_lag,
+                subtree_size: self.subtree_sizes.get(name).copied().unwrap_or(0),
+                children: self
+                    .children
+                    .get(name)
+                    .map(|names| names.iter().map(|child| child.to_string()).collect())
+                    .unwrap_or_default(),
+                last_transition_time,
+                version: record.version.clone(),
+            },
+        }
+    }
+}
+
+/// `unix_ms` as an RFC 3339 timestamp in UTC, to the second, as Kubernetes
+/// writes `metav1.Time`.
+pub(super) fn rfc3339(unix_ms: u64) -> String {
+    let time = UNIX_EPOCH + Duration::from_millis(unix_ms);
+    humantime::format_rfc3339_seconds(time).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use relaymesh_protocol::LinkStatus;
+    use serde_json::json;
+
+    use super::*;
+
+    fn record(name: &str, role: Role, parent: Option<&str>) -> NodeRecord {
+        NodeRecord {
+            name: name.into(),
+            role,
+            parent: parent.map(Into::into),
+            labels: BTreeMap::new(),
+            addresses: vec![],
+            version: "0.1.0".into(),
+            link: parent.map(|_| LinkStatus {
+                connected: true,
+                ..LinkStatus::default()
+            }),
+        }
+    }
+
+    fn mesh() -> Vec<NodeRecord> {
+        vec![
+            record("root", Role::Relay, None),
+            record("eu", Role::Relay, Some("root")),
+            record("us", Role::Relay, Some("root")),
+            record("eu-west", Role::Relay, Some("eu")),
+            record("edge-1", Role::Agent, Some("eu-west")),
+            record("edge-2", Role::Agent, Some("root")),
+            record("lost", Role::Agent, Some("nowhere")),
+        ]
+    }
+
+    fn status_of(list: &NodeList, name: &str) -> serde_json::Value {
+        let item = list
+            .items
+            .iter()
+            .find(|item| item.metadata.name == name)
+            .expect("the node is listed");
+        serde_json::to_value(&item.status).expect("a status serializes")
+    }
+
+    #[test]
+    fn subtree_sizes_and_children_follow_parent_links() {
+        let relays = list(&mesh(), Role::Relay);
+        let names: Vec<_> = relays
+            .items
+            .iter()
+            .map(|item| item.metadata.name.as_str())
+            .collect();
+        assert_eq!(names, ["eu", "eu-west", "root", "us"]);
+        let root = status_of(&relays, "root");
+        assert_eq!(root["subtreeSize"], 5);
+        assert_eq!(root["children"], json!(["edge-2", "eu", "us"]));
+        assert_eq!(status_of(&relays, "eu")["subtreeSize"], 2);
+        assert_eq!(status_of(&relays, "eu-west")["subtreeSize"], 1);
+        assert_eq!(status_of(&relays, "us")["subtreeSize"], 0);
+        assert_eq!(status_of(&relays, "us")["children"], json!([]));
+    }
+
+    #[test]
+    fn objects_have_the_documented_shape() {
+        let mut records = mesh();
+        records[1].labels.insert("region".into(), "eu".into());
+        records[1].addresses.push("10.0.0.1:7443".into());
+        records[1].link = Some(LinkStatus {
+            connected: false,
+            changed_unix_ms: 1_795_305_000_000,
+            ..LinkStatus::default()
+        });
+        let eu = get(&records, Role::Relay, "eu").expect("eu is a relay");
+        let json = serde_json::to_value(&eu).expect("an object serializes");
+        assert_eq!(json["apiVersion"], "relaymesh.dev/v1alpha1");
+        assert_eq!(json["kind"], "Relay");
+        assert_eq!(
+            json["metadata"],
+            json!({"name": "eu", "labels": {"region": "eu"}})
+        );
+        assert_eq!(
+            json["spec"],
+            json!({"parent": "root", "addresses": ["10.0.0.1:7443"]})
+        );
+        assert_eq!(json["status"]["connected"], false);
+        assert_eq!(json["status"]["lastTransitionTime"], "2026-11-21T23:50:00Z");
+
+        let root = serde_json::to_value(get(&records, Role::Relay, "root")).expect("serializes");
+        assert_eq!(root["spec"], json!({"addresses": []}));
+        assert_eq!(root["status"]["connected"], true);
+        assert!(root["status"].get("lastTransitionTime").is_none());
+        assert!(get(&records, Role::Relay, "edge-1").is_none());
+    }
+
+    #[test]
+    fn agent_list_and_cycles() {
+        let mut records = mesh();
+        records.push(record("a", Role::Relay, Some("b")));
+        records.push(record("b", Role::Relay, Some("a")));
+        let agents = serde_json::to_value(list(&records, Role::Agent)).expect("serializes");
+        assert_eq!(agents["kind"], "AgentList");
+        assert_eq!(agents["metadata"], json!({"resourceVersion": ""}));
+        assert_eq!(agents["items"].as_array().map(Vec::len), Some(3));
+        // A parent cycle does not hang or overflow.
+        let relays = list(&records, Role::Relay);
+        assert_eq!(status_of(&relays, "a")["subtreeSize"], 0);
+    }
+}

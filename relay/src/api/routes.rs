@@ -1,0 +1,369 @@
+//! Requests to handlers: the router, authentication and authorization, body
+//! limits, and request logging.
+//!
+//! A path is first parsed into a [`Route`] (a table of Kubernetes-shaped
+//! paths; new resources are new variants), then the caller is checked, then
+//! the method. Failures of any step become a `metav1.Status` reply.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::{Body, Incoming};
+use hyper::header::{HeaderValue, ALLOW, CONTENT_TYPE};
+use hyper::{Method, Request, Response, StatusCode};
+use relaymesh_protocol::limits::MAX_BUNDLE_LEN;
+use relaymesh_protocol::Role;
+use serde::Serialize;
+use tracing::{debug, warn};
+
+use super::objects;
+use super::query::Query;
+use super::status::Status;
+use super::tls::PeerIdentity;
+use super::tokens::JoinToken;
+use super::{ApiError, Backend};
+
+/// The largest JSON body the API reads, as kube-apiserver's default limit
+/// for most requests is a few MiB.
+pub(super) const MAX_JSON_BODY: u64 = 1024 * 1024;
+
+/// The Kubernetes version the API claims to be compatible with.
+const KUBE_MAJOR: &str = "1";
+const KUBE_MINOR: &str = "32";
+
+/// relaymesh's API group.
+const GROUP: &str = "relaymesh.dev";
+/// relaymesh's API version within its group.
+const VERSION: &str = "v1alpha1";
+
+/// What every request on one connection shares.
+pub(super) struct Context<B> {
+    /// Where the data comes from.
+    pub(super) backend: Arc<B>,
+    /// Who the client is, decided once per connection.
+    pub(super) peer: PeerIdentity,
+    /// The client's address, for logs.
+    pub(super) remote: SocketAddr,
+}
+
+/// A path the API knows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Route {
+    /// `/healthz`, `/livez`, `/readyz`.
+    Health,
+    /// `/version`.
+    Version,
+    /// `/apis/relaymesh.dev/v1alpha1/{relays,agents}`.
+    Nodes(Role),
+    /// `/apis/relaymesh.dev/v1alpha1/{relays,agents}/{name}`.
+    Node(Role, String),
+    /// `/apis/relaymesh.dev/v1alpha1/jointokens`.
+    JoinTokens,
+    /// `/relaymesh/v1alpha1/bundles`.
+    Bundles,
+}
+
+impl Route {
+    /// The route of `path`, if the API serves it.
+    fn parse(path: &str) -> Option<Self> {
+        let segments: Vec<&str> = path.trim_end_matches('/').split('/').skip(1).collect();
+        let route = match segments.as_slice() {
+            ["healthz" | "livez" | "readyz"] => Self::Health,
+            ["version"] => Self::Version,
+            ["apis", GROUP, VERSION, resource] => match *resource {
+                "relays" => Self::Nodes(Role::Relay),
+                "agents" => Self::Nodes(Role::Agent),
+                "jointokens" => Self::JoinTokens,
+                _ => return None,
+            },
+            ["apis", GROUP, VERSION, resource, name] => match *resource {
+                "relays" => Self::Node(Role::Relay, name.to_string()),
+                "agents" => Self::Node(Role::Agent, name.to_string()),
+                _ => return None,
+            },
+            ["relaymesh", VERSION, "bundles"] => Self::Bundles,
+            _ => return None,
+        };
+        Some(route)
+    }
+
+    /// The methods the route answers.
+    fn methods(&self) -> &'static [Method] {
+        match self {
+            Self::Health | Self::Version | Self::Nodes(_) | Self::Node(..) => &[Method::GET],
+            Self::JoinTokens | Self::Bundles => &[Method::POST],
+        }
+    }
+
+    /// Whether anyone may call the route. Health checks come from load
+    /// balancers and probes without certificates, and reveal nothing.
+    fn is_public(&self) -> bool {
+        matches!(self, Self::Health)
+    }
+}
+
+/// Answers one request, logging it.
+pub(super) async fn handle<B: Backend>(
+    context: &Context<B>,
+    request: Request<Incoming>,
+) -> Response<Full<Bytes>> {
+    let method = request.method().clone();
+    let path = request.uri().path().to_string();
+    let response = match dispatch(context, request).await {
+        Ok(response) => response,
+        Err(error) => error_reply(&error),
+    };
+    let status = response.status().as_u16();
+    if response.status().is_server_error() {
+        warn!(%method, path, status, peer = %context.peer, remote = %context.remote, "API request failed");
+    } else {
+        debug!(%method, path, status, peer = %context.peer, remote = %context.remote, "API request");
+    }
+    response
+}
+
+async fn dispatch<B: Backend>(
+    context: &Context<B>,
+    request: Request<Incoming>,
+) -> Result<Response<Full<Bytes>>, ApiError> {
+    let route = Route::parse(request.uri().path());
+    if !route.as_ref().is_some_and(Route::is_public) {
+        authorize(&context.peer)?;
+    }
+    let route = route.ok_or_else(|| {
+        ApiError::NotFound("the server could not find the requested resource".into())
+    })?;
+    if !route.methods().contains(request.method()) {
+        let mut reply = error_reply(&ApiError::MethodNotAllowed(format!(
+            "the server does not allow method {} on the requested resource",
+            request.method()
+        )));
+        let allowed: Vec<&str> = route.methods().iter().map(Method::as_str).collect();
+        if let Ok(value) = HeaderValue::from_str(&allowed.join(", ")) {
+            reply.headers_mut().insert(ALLOW, value);
+        }
+        return Ok(reply);
+    }
+    let backend = &context.backend;
+    match route {
+        Route::Health => Ok(text_reply("ok")),
+        Route::Version => json_reply(StatusCode::OK, &version_info()),
+        Route::Nodes(role) => json_reply(StatusCode::OK, &objects::list(&backend.nodes(), role)),
+        Route::Node(role, name) => match objects::get(&backend.nodes(), role, &name) {
+            Some(object) => json_reply(StatusCode::OK, &object),
+            None => Err(ApiError::NotFound(format!(
+                "{}.{GROUP} {name:?} not found",
+                resource_of(role)
+            ))),
+        },
+        Route::JoinTokens => {
+            let body = read_body(request.into_body(), MAX_JSON_BODY).await?;
+            let token = JoinToken::parse(&body)?;
+            let issued = backend.create_token(token.request.clone())?;
+            json_reply(StatusCode::CREATED, &token.reply(&issued))
+        }
+        Route::Bundles => {
+            let query = Query::parse(request.uri().query())?;
+            let name = query
+                .get("name")
+                .ok_or_else(|| ApiError::BadRequest("the query parameter name is required".into()))?
+                .to_string();
+            relaymesh_protocol::name::validate(&name).map_err(|error| ApiError::Invalid {
+                field: "name".into(),
+                message: format!("Invalid value: {name:?}: {error}"),
+            })?;
+            let bytes = read_body(request.into_body(), MAX_BUNDLE_LEN).await?;
+            let size = bytes.len();
+            let id = backend.push_bundle(name.clone(), bytes).await?;
+            let reply = serde_json::json!({"name": name, "id": id.to_hex(), "size": size});
+            json_reply(StatusCode::CREATED, &reply)
+        }
+    }
+}
+
+/// Lets only verified admins through: 401 for no or a bad certificate, 403
+/// for other mesh identities.
+fn authorize(peer: &PeerIdentity) -> Result<(), ApiError> {
+    match peer {
+        PeerIdentity::Verified(peer) if peer.role == Role::Admin => Ok(()),
+        PeerIdentity::Verified(peer) => Err(ApiError::Forbidden(format!(
+            "{}/{} is not allowed to use the API; only admin certificates are",
+            peer.role, peer.name
+        ))),
+        PeerIdentity::Anonymous => Err(ApiError::Unauthorized(
+            "a client certificate from the mesh CA is required".into(),
+        )),
+        PeerIdentity::Rejected(reason) => Err(ApiError::Unauthorized(reason.clone())),
+    }
+}
+
+/// Reads a whole body, refusing it with 413 as soon as it is known to be
+/// larger than `limit`, before reading further.
+async fn read_body(mut body: Incoming, limit: u64) -> Result<Vec<u8>, ApiError> {
+    let too_large =
+        || ApiError::PayloadTooLarge(format!("the request body is larger than {limit} bytes"));
+    let announced = body.size_hint().lower();
+    if announced > limit {
+        return Err(too_large());
+    }
+    // Trust the announced length only so far: it costs the client nothing.
+    let capacity = usize::try_from(announced.min(MAX_JSON_BODY)).unwrap_or(0);
+    let mut bytes = Vec::with_capacity(capacity);
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|error| {
+            ApiError::BadRequest(format!("cannot read the request body: {error}"))
+        })?;
+        if let Ok(data) = frame.into_data() {
+            if (bytes.len() + data.len()) as u64 > limit {
+                return Err(too_large());
+            }
+            bytes.extend_from_slice(&data);
+        }
+    }
+    Ok(bytes)
+}
+
+/// `kubectl version`'s view of the server (`version.Info`).
+fn version_info() -> serde_json::Value {
+    serde_json::json!({
+        "major": KUBE_MAJOR,
+        "minor": KUBE_MINOR,
+        "gitVersion": format!("v{KUBE_MAJOR}.{KUBE_MINOR}.0+relaymesh-{}", env!("CARGO_PKG_VERSION")),
+        "gitCommit": "",
+        "gitTreeState": "",
+        "buildDate": "",
+        "goVersion": "",
+        "compiler": "rustc",
+        "platform": platform(),
+    })
+}
+
+/// `os/arch` in Go's spelling, as Kubernetes reports platforms.
+fn platform() -> String {
+    let arch = match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        "x86" => "386",
+        other => other,
+    };
+    format!("{}/{arch}", std::env::consts::OS)
+}
+
+/// The plural resource name of nodes with `role`.
+fn resource_of(role: Role) -> &'static str {
+    match role {
+        Role::Agent => "agents",
+        _ => "relays",
+    }
+}
+
+fn json_reply(
+    status: StatusCode,
+    body: &impl Serialize,
+) -> Result<Response<Full<Bytes>>, ApiError> {
+    let bytes = serde_json::to_vec(body)
+        .map_err(|error| ApiError::Internal(format!("cannot encode the reply: {error}")))?;
+    Ok(reply(status, "application/json", bytes))
+}
+
+fn text_reply(text: &'static str) -> Response<Full<Bytes>> {
+    reply(
+        StatusCode::OK,
+        "text/plain; charset=utf-8",
+        text.as_bytes().to_vec(),
+    )
+}
+
+/// The `metav1.Status` reply to `error`.
+fn error_reply(error: &ApiError) -> Response<Full<Bytes>> {
+    let status = Status::from_error(error);
+    let code = StatusCode::from_u16(status.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    // A Status of strings and numbers always serializes; fall back to an
+    // empty body rather than panic if that ever changes.
+    let bytes = serde_json::to_vec(&status).unwrap_or_default();
+    reply(code, "application/json", bytes)
+}
+
+fn reply(status: StatusCode, content_type: &'static str, bytes: Vec<u8>) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::from(bytes)));
+    *response.status_mut() = status;
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::Peer;
+
+    #[test]
+    fn routes_parse() {
+        assert_eq!(Route::parse("/version"), Some(Route::Version));
+        assert_eq!(Route::parse("/readyz"), Some(Route::Health));
+        assert_eq!(
+            Route::parse("/apis/relaymesh.dev/v1alpha1/relays"),
+            Some(Route::Nodes(Role::Relay))
+        );
+        assert_eq!(
+            Route::parse("/apis/relaymesh.dev/v1alpha1/agents/edge-1/"),
+            Some(Route::Node(Role::Agent, "edge-1".into()))
+        );
+        assert_eq!(
+            Route::parse("/apis/relaymesh.dev/v1alpha1/jointokens"),
+            Some(Route::JoinTokens)
+        );
+        assert_eq!(
+            Route::parse("/relaymesh/v1alpha1/bundles"),
+            Some(Route::Bundles)
+        );
+        for unknown in [
+            "/",
+            "",
+            "/apis",
+            "/apis/other.dev/v1alpha1/relays",
+            "/version/x",
+            "//version",
+        ] {
+            assert_eq!(Route::parse(unknown), None, "{unknown}");
+        }
+    }
+
+    #[test]
+    fn only_admins_pass() {
+        let verified = |role| {
+            PeerIdentity::Verified(Peer {
+                role,
+                name: "x".into(),
+            })
+        };
+        assert!(authorize(&verified(Role::Admin)).is_ok());
+        assert!(matches!(
+            authorize(&verified(Role::Relay)),
+            Err(ApiError::Forbidden(_))
+        ));
+        assert!(matches!(
+            authorize(&PeerIdentity::Anonymous),
+            Err(ApiError::Unauthorized(_))
+        ));
+        assert!(matches!(
+            authorize(&PeerIdentity::Rejected("foreign".into())),
+            Err(ApiError::Unauthorized(_))
+        ));
+    }
+
+    #[test]
+    fn version_is_kubectl_compatible() {
+        let info = version_info();
+        assert_eq!(info["major"], "1");
+        let git_version = info["gitVersion"].as_str().unwrap_or_default();
+        assert!(
+            git_version.starts_with("v1.32.0+relaymesh-"),
+            "{git_version}"
+        );
+        assert!(info["platform"].as_str().is_some_and(|p| p.contains('/')));
+    }
+}

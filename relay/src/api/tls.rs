@@ -1,0 +1,296 @@
+//! The API server's TLS: its rustls configuration and who a peer is.
+//!
+//! Authentication works as in kube-apiserver. The handshake asks for a client
+//! certificate but accepts any (and none): the only thing checked there is
+//! that the client holds the key of the certificate it sent. The application
+//! then verifies the chain against the mesh CA ([`Authenticator`]) and reads
+//! the identity from the certificate's `spiffe://relaymesh/<role>/<name>` URI,
+//! so that a missing or foreign certificate is answered with a readable
+//! `401 Status` instead of an opaque TLS alert.
+//!
+//! Everything uses the ring provider explicitly, never rustls's process
+//! default.
+
+use std::fmt;
+use std::sync::Arc;
+
+use relaymesh_protocol::Role;
+use rustls::client::danger::HandshakeSignatureValid;
+use rustls::crypto::CryptoProvider;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, UnixTime};
+use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
+use rustls::server::WebPkiClientVerifier;
+use rustls::{
+    DigitallySignedStruct, DistinguishedName, RootCertStore, ServerConfig, SignatureScheme,
+};
+use x509_parser::extensions::GeneralName;
+use x509_parser::prelude::{FromDer, X509Certificate};
+
+use super::{ApiError, ApiTls};
+
+/// The scheme and authority every mesh identity URI starts with.
+const SPIFFE_PREFIX: &str = "spiffe://relaymesh/";
+
+/// Who is on the other end of a connection, as far as the API can tell.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum PeerIdentity {
+    /// The client sent a certificate that chains to the mesh CA and names a
+    /// mesh identity.
+    Verified(Peer),
+    /// The client sent no certificate.
+    Anonymous,
+    /// The client sent a certificate the API does not accept; the text says why.
+    Rejected(String),
+}
+
+/// A verified mesh identity.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Peer {
+    /// The role in the certificate's identity URI.
+    pub role: Role,
+    /// The name in the certificate's identity URI.
+    pub name: String,
+}
+
+impl fmt::Display for PeerIdentity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Verified(peer) => write!(f, "{}/{}", peer.role, peer.name),
+            Self::Anonymous => f.write_str("anonymous"),
+            Self::Rejected(_) => f.write_str("rejected"),
+        }
+    }
+}
+
+/// The ring crypto provider, the only one relaymesh uses.
+fn provider() -> Arc<CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+/// The rustls server configuration: the server's certificate, ALPN `h2` and
+/// `http/1.1`, and a client certificate asked for but not required.
+pub(super) fn server_config(tls: &ApiTls) -> Result<ServerConfig, ApiError> {
+    let provider = provider();
+    let chain = tls
+        .chain_der
+        .iter()
+        .map(|der| CertificateDer::from(der.clone()))
+        .collect();
+    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(tls.key_der.clone()));
+    let mut config = ServerConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .map_err(ApiError::TlsConfig)?
+        .with_client_cert_verifier(Arc::new(AcceptAnyClientCert { provider }))
+        .with_single_cert(chain, key)
+        .map_err(ApiError::TlsConfig)?;
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(config)
+}
+
+/// Verifies client certificates against the mesh CA, after the handshake.
+pub(super) struct Authenticator {
+    verifier: Arc<dyn ClientCertVerifier>,
+}
+
+impl Authenticator {
+    /// An authenticator trusting `ca_cert_der` (the mesh CA).
+    pub(super) fn new(ca_cert_der: &[u8]) -> Result<Self, ApiError> {
+        let mut roots = RootCertStore::empty();
+        roots
+            .add(CertificateDer::from(ca_cert_der.to_vec()))
+            .map_err(ApiError::TlsConfig)?;
+        let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider())
+            .build()
+            .map_err(|error| {
+                ApiError::TlsConfig(rustls::Error::General(format!(
+                    "the mesh CA cannot verify clients: {error}"
+                )))
+            })?;
+        Ok(Self { verifier })
+    }
+
+    /// Who sent `chain` (leaf first), as presented in the handshake.
+    pub(super) fn authenticate(&self, chain: Option<&[CertificateDer<'static>]>) -> PeerIdentity {
+        let Some((leaf, intermediates)) = chain.and_then(<[_]>::split_first) else {
+            return PeerIdentity::Anonymous;
+        };
+        if let Err(error) = self
+            .verifier
+            .verify_client_cert(leaf, intermediates, UnixTime::now())
+        {
+            return PeerIdentity::Rejected(format!(
+                "the client certificate is not valid for the mesh CA: {error}"
+            ));
+        }
+        match identity_of(leaf) {
+            Ok(peer) => PeerIdentity::Verified(peer),
+            Err(reason) => PeerIdentity::Rejected(reason),
+        }
+    }
+}
+
+/// Reads the mesh identity from a certificate's URI subject alternative names.
+fn identity_of(cert_der: &[u8]) -> Result<Peer, String> {
+    let (_, cert) = X509Certificate::from_der(cert_der)
+        .map_err(|error| format!("the client certificate cannot be parsed: {error}"))?;
+    let names = cert.subject_alternative_name().map_err(|error| {
+        format!("the client certificate's alternative names are malformed: {error}")
+    })?;
+    let uris = names.into_iter().flat_map(|extension| {
+        extension
+            .value
+            .general_names
+            .iter()
+            .filter_map(|name| match name {
+                GeneralName::URI(uri) => Some(*uri),
+                _ => None,
+            })
+    });
+    for uri in uris {
+        if let Some(peer) = parse_spiffe(uri)? {
+            return Ok(peer);
+        }
+    }
+    Err(
+        "the client certificate carries no relaymesh identity (spiffe://relaymesh/<role>/<name>)"
+            .into(),
+    )
+}
+
+/// Parses `spiffe://relaymesh/<role>/<name>`; `Ok(None)` for other URIs.
+fn parse_spiffe(uri: &str) -> Result<Option<Peer>, String> {
+    let Some(path) = uri.strip_prefix(SPIFFE_PREFIX) else {
+        return Ok(None);
+    };
+    let invalid = || format!("the client certificate's identity {uri:?} is malformed");
+    let (role, name) = path.split_once('/').ok_or_else(invalid)?;
+    let role = Role::parse(role).ok_or_else(invalid)?;
+    relaymesh_protocol::name::validate(name).map_err(|_| invalid())?;
+    Ok(Some(Peer {
+        role,
+        name: name.to_string(),
+    }))
+}
+
+/// Accepts any client certificate chain in the handshake, checking only that
+/// the client holds its key; [`Authenticator`] decides what the chain is worth.
+#[derive(Debug)]
+struct AcceptAnyClientCert {
+    provider: Arc<CryptoProvider>,
+}
+
+impl ClientCertVerifier for AcceptAnyClientCert {
+    fn offer_client_auth(&self) -> bool {
+        true
+    }
+
+    fn client_auth_mandatory(&self) -> bool {
+        false
+    }
+
+    fn root_hint_subjects(&self) -> &[DistinguishedName] {
+        // No hints: a client with one certificate sends it whatever its issuer,
+        // and a foreign one is answered with a 401 rather than silently dropped.
+        &[]
+    }
+
+    fn verify_client_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _now: UnixTime,
+    ) -> Result<ClientCertVerified, rustls::Error> {
+        Ok(ClientCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.provider
+            .signature_verification_algorithms
+            .supported_schemes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spiffe_uris_parse() {
+        assert_eq!(
+            parse_spiffe("spiffe://relaymesh/admin/admin"),
+            Ok(Some(Peer {
+                role: Role::Admin,
+                name: "admin".into()
+            }))
+        );
+        assert_eq!(
+            parse_spiffe("spiffe://relaymesh/relay/eu-west"),
+            Ok(Some(Peer {
+                role: Role::Relay,
+                name: "eu-west".into()
+            }))
+        );
+        assert_eq!(parse_spiffe("spiffe://other/admin/admin"), Ok(None));
+        assert_eq!(parse_spiffe("https://relaymesh/admin/admin"), Ok(None));
+        for bad in [
+            "spiffe://relaymesh/admin",
+            "spiffe://relaymesh/king/admin",
+            "spiffe://relaymesh/relay/EU",
+            "spiffe://relaymesh/relay/eu/west",
+            "spiffe://relaymesh/relay/",
+        ] {
+            assert!(parse_spiffe(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn no_certificate_is_anonymous() {
+        let ca = rcgen::CertificateParams::new(Vec::<String>::new())
+            .and_then(|mut params| {
+                params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+                params.self_signed(&rcgen::KeyPair::generate()?)
+            })
+            .expect("a throwaway CA");
+        let authenticator = Authenticator::new(ca.der()).expect("the CA is usable");
+        assert_eq!(authenticator.authenticate(None), PeerIdentity::Anonymous);
+        assert_eq!(
+            authenticator.authenticate(Some(&[])),
+            PeerIdentity::Anonymous
+        );
+        // The CA's own certificate is no client certificate.
+        let presented = [ca.der().clone()];
+        assert!(matches!(
+            authenticator.authenticate(Some(&presented)),
+            PeerIdentity::Rejected(_)
+        ));
+    }
+}

@@ -1,0 +1,244 @@
+//! The tree `relayctl tree` prints, built from `Relay` and `Agent` objects.
+//!
+//! The API serves flat lists; each object names its parent in `spec.parent`.
+//! [`build_tree`] nests them from the root (the node without a parent),
+//! [`detached_trees`] gathers the nodes whose parent the root does not know
+//! (a subtree whose inventory is still arriving), and [`render_text`] draws a
+//! tree with box-drawing characters. No IO.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::{Map, Value};
+
+/// Nesting deeper than this is not drawn: a real tree is far shallower, and
+/// a corrupt inventory must not overflow the stack.
+const MAX_DEPTH: usize = 256;
+
+/// The nested tree from the root: every node as `{"name", "role",
+/// "connected", "rttMicros", "revisionLag", "ackedRevision", "subtreeSize",
+/// "bytesSent", "bytesReceived", "lastTransitionTime" (when known),
+/// "children": [...]}`, children sorted by name. `None` if no node is
+/// without a parent.
+pub fn build_tree(nodes: &[Value]) -> Option<Value> {
+    let index = Index::new(nodes);
+    let root = index
+        .nodes
+        .values()
+        .filter(|node| node.parent.is_none())
+        // Several parentless nodes: prefer a relay, then the first name.
+        .min_by_key(|node| (node.role != "relay", node.name))?;
+    Some(index.nest(root.name, &mut BTreeSet::new(), 0))
+}
+
+/// The subtrees whose top names a parent that is not among `nodes`, sorted by
+/// name; their tops also carry `"parent"`.
+pub fn detached_trees(nodes: &[Value]) -> Vec<Value> {
+    let index = Index::new(nodes);
+    index
+        .nodes
+        .values()
+        .filter(|node| {
+            node.parent
+                .is_some_and(|parent| !index.nodes.contains_key(parent))
+        })
+        .map(|node| {
+            let mut tree = index.nest(node.name, &mut BTreeSet::new(), 0);
+            if let (Value::Object(fields), Some(parent)) = (&mut tree, node.parent) {
+                fields.insert("parent".into(), Value::from(parent));
+            }
+            tree
+        })
+        .collect()
+}
+
+/// Draws `tree` (from [`build_tree`] or [`detached_trees`]) one node a line:
+///
+/// ```text
+/// root        relay  connected
+/// ├─ eu       relay  connected     rtt 0.4ms  lag 0  subtree 1
+/// │  └─ eu-1  agent  disconnected  (since 2026-11-21T23:50:00Z)
+/// └─ us       relay  connected     rtt 0.3ms  lag 0  subtree 0
+/// ```
+///
+/// The top line has link details only if the top has a parent (a detached
+/// subtree): the root has no link.
+pub fn render_text(tree: &Value) -> String {
+    let mut lines = Vec::new();
+    let show_top_link = tree.get("parent").is_some();
+    collect_lines(
+        tree,
+        String::new(),
+        String::new(),
+        show_top_link,
+        0,
+        &mut lines,
+    );
+    let width = lines
+        .iter()
+        .map(|(label, _)| label.chars().count())
+        .max()
+        .unwrap_or(0);
+    let mut text = String::new();
+    for (label, details) in lines {
+        let padding = width - label.chars().count();
+        let line = format!("{label}{:padding$}  {details}", "");
+        text.push_str(line.trim_end());
+        text.push('\n');
+    }
+    text
+}
+
+/// One node's fields, borrowed from its object.
+struct Node<'a> {
+    name: &'a str,
+    role: &'a str,
+    parent: Option<&'a str>,
+    object: &'a Value,
+}
+
+/// The nodes by name, and their children by parent name.
+struct Index<'a> {
+    nodes: BTreeMap<&'a str, Node<'a>>,
+    children: BTreeMap<&'a str, Vec<&'a str>>,
+}
+
+impl<'a> Index<'a> {
+    fn new(objects: &'a [Value]) -> Self {
+        let mut nodes = BTreeMap::new();
+        for object in objects {
+            let Some(name) = object["metadata"]["name"].as_str() else {
+                continue;
+            };
+            let role = object["status"]["role"]
+                .as_str()
+                .unwrap_or(match object["kind"].as_str() {
+                    Some("Agent") => "agent",
+                    _ => "relay",
+                });
+            let parent = object["spec"]["parent"]
+                .as_str()
+                .filter(|parent| *parent != name);
+            nodes.entry(name).or_insert(Node {
+                name,
+                role,
+                parent,
+                object,
+            });
+        }
+        let mut children: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+        // Nodes are visited by name, so every list comes out sorted.
+        for node in nodes.values() {
+            if let Some(parent) = node.parent.filter(|parent| nodes.contains_key(parent)) {
+                children.entry(parent).or_default().push(node.name);
+            }
+        }
+        Self { nodes, children }
+    }
+
+    /// The nested tree below `name`; `path` guards against parent cycles.
+    fn nest(&self, name: &'a str, path: &mut BTreeSet<&'a str>, depth: usize) -> Value {
+        let mut fields = Map::new();
+        if let Some(node) = self.nodes.get(name) {
+            let status = &node.object["status"];
+            let number = |key: &str| status[key].as_u64().unwrap_or(0);
+            fields.insert("name".into(), Value::from(name));
+            fields.insert("role".into(), Value::from(node.role));
+            fields.insert(
+                "connected".into(),
+                Value::from(status["connected"].as_bool().unwrap_or(false)),
+            );
+            for key in [
+                "rttMicros",
+                "revisionLag",
+                "ackedRevision",
+                "subtreeSize",
+                "bytesSent",
+                "bytesReceived",
+            ] {
+                fields.insert(key.into(), Value::from(number(key)));
+            }
+            if let Some(time) = status["lastTransitionTime"].as_str() {
+                fields.insert("lastTransitionTime".into(), Value::from(time));
+            }
+        }
+        path.insert(name);
+        let mut children = Vec::new();
+        if let Some(names) = self.children.get(name).filter(|_| depth < MAX_DEPTH) {
+            for child in names {
+                if !path.contains(child) {
+                    children.push(self.nest(child, path, depth + 1));
+                }
+            }
+        }
+        path.remove(name);
+        fields.insert("children".into(), Value::Array(children));
+        Value::Object(fields)
+    }
+}
+
+/// Appends the lines of `node` and its descendants: `(tree and name, details)`.
+fn collect_lines(
+    node: &Value,
+    label_prefix: String,
+    child_prefix: String,
+    show_link: bool,
+    depth: usize,
+    lines: &mut Vec<(String, String)>,
+) {
+    let name = node["name"].as_str().unwrap_or("?");
+    lines.push((format!("{label_prefix}{name}"), details(node, show_link)));
+    let children = node["children"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    if depth >= MAX_DEPTH {
+        return;
+    }
+    for (position, child) in children.iter().enumerate() {
+        let last = position + 1 == children.len();
+        let (branch, continuation) = if last {
+            ("└─ ", "   ")
+        } else {
+            ("├─ ", "│  ")
+        };
+        collect_lines(
+            child,
+            format!("{child_prefix}{branch}"),
+            format!("{child_prefix}{continuation}"),
+            true,
+            depth + 1,
+            lines,
+        );
+    }
+}
+
+/// `relay  connected     rtt 0.4ms  lag 0  subtree 2`, or for a lost link
+/// `relay  disconnected  (since ...)`.
+fn details(node: &Value, show_link: bool) -> String {
+    let role = node["role"].as_str().unwrap_or("?");
+    let connected = node["connected"].as_bool().unwrap_or(false);
+    let state = if connected {
+        "connected"
+    } else {
+        "disconnected"
+    };
+    let mut text = format!("{role:<5}  {state:<12}");
+    if !show_link {
+        return text;
+    }
+    let number = |key: &str| node[key].as_u64().unwrap_or(0);
+    if connected {
+        let rtt_ms = number("rttMicros") as f64 / 1000.0;
+        text.push_str(&format!(
+            "  rtt {rtt_ms:.1}ms  lag {}  subtree {}",
+            number("revisionLag"),
+            number("subtreeSize")
+        ));
+    } else if let Some(since) = node["lastTransitionTime"].as_str() {
+        text.push_str(&format!("  (since {since})"));
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests;

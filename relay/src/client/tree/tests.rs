@@ -1,0 +1,130 @@
+use serde_json::json;
+
+use super::*;
+
+fn object(kind: &str, name: &str, parent: Option<&str>, status: Value) -> Value {
+    let mut spec = json!({"addresses": []});
+    if let Some(parent) = parent {
+        spec["parent"] = Value::from(parent);
+    }
+    let mut status = status;
+    status["role"] = Value::from(if kind == "Agent" { "agent" } else { "relay" });
+    json!({
+        "apiVersion": "relaymesh.dev/v1alpha1",
+        "kind": kind,
+        "metadata": {"name": name},
+        "spec": spec,
+        "status": status,
+    })
+}
+
+fn connected(rtt_micros: u64, subtree_size: u64) -> Value {
+    json!({"connected": true, "rttMicros": rtt_micros, "revisionLag": 0, "subtreeSize": subtree_size})
+}
+
+fn mesh() -> Vec<Value> {
+    vec![
+        object("Relay", "us", Some("root"), connected(300, 0)),
+        object("Relay", "eu", Some("root"), connected(400, 2)),
+        object(
+            "Relay",
+            "eu-west",
+            Some("eu"),
+            json!({"connected": false, "lastTransitionTime": "2026-11-21T23:50:00Z", "subtreeSize": 1}),
+        ),
+        object(
+            "Relay",
+            "root",
+            None,
+            json!({"connected": true, "subtreeSize": 4}),
+        ),
+        object("Agent", "edge-1", Some("eu-west"), connected(1_250, 0)),
+        object("Agent", "stray", Some("unknown-relay"), connected(900, 0)),
+    ]
+}
+
+#[test]
+fn nests_from_the_root_with_sorted_children() {
+    let tree = build_tree(&mesh()).expect("there is a root");
+    assert_eq!(tree["name"], "root");
+    assert_eq!(tree["role"], "relay");
+    assert_eq!(tree["subtreeSize"], 4);
+    let names = |node: &Value| -> Vec<String> {
+        node["children"]
+            .as_array()
+            .map(|children| {
+                children
+                    .iter()
+                    .filter_map(|child| child["name"].as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    assert_eq!(names(&tree), ["eu", "us"]);
+    let eu = &tree["children"][0];
+    assert_eq!(eu["rttMicros"], 400);
+    assert_eq!(names(eu), ["eu-west"]);
+    let eu_west = &eu["children"][0];
+    assert_eq!(eu_west["connected"], false);
+    assert_eq!(eu_west["lastTransitionTime"], "2026-11-21T23:50:00Z");
+    assert_eq!(eu_west["children"][0]["name"], "edge-1");
+    assert_eq!(eu_west["children"][0]["role"], "agent");
+    assert_eq!(eu_west["children"][0]["children"], json!([]));
+    let keys: BTreeSet<&str> = tree
+        .as_object()
+        .map(|fields| fields.keys().map(String::as_str).collect())
+        .unwrap_or_default();
+    for key in [
+        "name",
+        "role",
+        "connected",
+        "rttMicros",
+        "revisionLag",
+        "ackedRevision",
+        "subtreeSize",
+        "bytesSent",
+        "bytesReceived",
+        "children",
+    ] {
+        assert!(keys.contains(key), "{key}");
+    }
+    assert!(!serde_json::to_string(&tree)
+        .unwrap_or_default()
+        .contains("stray"));
+}
+
+#[test]
+fn detached_subtrees_are_separate() {
+    let detached = detached_trees(&mesh());
+    assert_eq!(detached.len(), 1);
+    assert_eq!(detached[0]["name"], "stray");
+    assert_eq!(detached[0]["parent"], "unknown-relay");
+    assert_eq!(
+        render_text(&detached[0]),
+        "stray  agent  connected     rtt 0.9ms  lag 0  subtree 0\n"
+    );
+}
+
+#[test]
+fn renders_a_box_drawing_tree() {
+    let tree = build_tree(&mesh()).expect("there is a root");
+    let expected = "\
+root             relay  connected
+├─ eu            relay  connected     rtt 0.4ms  lag 0  subtree 2
+│  └─ eu-west    relay  disconnected  (since 2026-11-21T23:50:00Z)
+│     └─ edge-1  agent  connected     rtt 1.2ms  lag 0  subtree 0
+└─ us            relay  connected     rtt 0.3ms  lag 0  subtree 0
+";
+    assert_eq!(render_text(&tree), expected);
+}
+
+#[test]
+fn no_root_and_cycles() {
+    assert_eq!(build_tree(&[]), None);
+    let cycle = vec![
+        object("Relay", "a", Some("b"), connected(1, 1)),
+        object("Relay", "b", Some("a"), connected(1, 1)),
+    ];
+    assert_eq!(build_tree(&cycle), None);
+    assert!(detached_trees(&cycle).is_empty());
+}

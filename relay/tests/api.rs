@@ -1,0 +1,421 @@
+//! The root's API over real TLS and HTTP, against an in-memory backend:
+//! authentication, the routes of this slice, errors as `metav1.Status`, and
+//! `relayctl`'s client and kubeconfig handling end to end.
+
+use std::time::Duration;
+
+use relaymesh_protocol::{BundleId, Role};
+use relaymesh_relay::api::TokenRequest;
+use relaymesh_relay::client::{tree, Client, ClientError};
+use relaymesh_relay::kubeconfig::{self, ClientCredentials};
+use serde_json::{json, Value};
+use tokio::net::TcpListener;
+
+#[path = "support/pki.rs"]
+mod pki;
+#[path = "support/server.rs"]
+mod server;
+
+use pki::Pki;
+use server::{lock, Server};
+
+/// The status code and JSON body of a reply.
+async fn json_reply(response: reqwest::Response) -> (u16, Value) {
+    let code = response.status().as_u16();
+    let body = response.json().await.expect("a JSON body");
+    (code, body)
+}
+
+fn join_token(spec: Value) -> Value {
+    json!({"apiVersion": "relaymesh.dev/v1alpha1", "kind": "JoinToken", "spec": spec})
+}
+
+#[tokio::test]
+async fn version_and_health() {
+    let server = Server::start().await;
+    let version = server
+        .client(&server.pki.admin)
+        .version()
+        .await
+        .expect("version");
+    assert_eq!(version["major"], "1");
+    assert_eq!(version["minor"], "32");
+    assert!(
+        version["gitVersion"]
+            .as_str()
+            .is_some_and(|text| text.starts_with("v1.32.0+relaymesh-")),
+        "{version}"
+    );
+
+    // Health checks answer anyone, over h2 when offered.
+    let response = server
+        .raw(None)
+        .get(server.url("/healthz"))
+        .send()
+        .await
+        .expect("a reply");
+    assert_eq!(response.version(), reqwest::Version::HTTP_2);
+    assert_eq!(response.status().as_u16(), 200);
+    assert_eq!(response.text().await.expect("text"), "ok");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn relays_agents_and_the_tree() {
+    let server = Server::start().await;
+    let client = server.client(&server.pki.admin);
+    let relays = client.relays().await.expect("relays");
+    let names: Vec<_> = relays
+        .iter()
+        .filter_map(|relay| relay["metadata"]["name"].as_str())
+        .collect();
+    assert_eq!(names, ["eu", "eu-west", "root", "us"]);
+    let root = &relays[2];
+    assert_eq!(root["kind"], "Relay");
+    assert_eq!(root["status"]["subtreeSize"], 4);
+    assert_eq!(root["status"]["children"], json!(["eu", "us"]));
+    assert!(root["spec"].get("parent").is_none());
+    let eu_west = &relays[1];
+    assert_eq!(eu_west["spec"]["parent"], "eu");
+    assert_eq!(eu_west["status"]["connected"], false);
+    assert_eq!(
+        eu_west["status"]["lastTransitionTime"],
+        "2026-11-21T23:50:00Z"
+    );
+    assert_eq!(eu_west["metadata"]["labels"], json!({"region": "eu"}));
+
+    let agents = client.agents().await.expect("agents");
+    assert_eq!(agents.len(), 1);
+    assert_eq!(agents[0]["kind"], "Agent");
+
+    let nodes: Vec<Value> = relays.into_iter().chain(agents).collect();
+    let tree = tree::build_tree(&nodes).expect("a root");
+    assert_eq!(tree["name"], "root");
+    assert_eq!(
+        tree["children"][0]["children"][0]["children"][0]["name"],
+        "edge-1"
+    );
+    let text = tree::render_text(&tree);
+    assert!(text.starts_with("root "), "{text}");
+    assert!(text.contains("│  └─ eu-west"), "{text}");
+
+    // One object, and a missing one.
+    let raw = server.raw(Some(&server.pki.admin));
+    let one = raw
+        .get(server.url("/apis/relaymesh.dev/v1alpha1/relays/eu"))
+        .send()
+        .await
+        .expect("a reply");
+    let (code, body) = json_reply(one).await;
+    assert_eq!((code, body["metadata"]["name"].as_str()), (200, Some("eu")));
+    let missing = raw
+        .get(server.url("/apis/relaymesh.dev/v1alpha1/relays/edge-1"))
+        .send()
+        .await
+        .expect("a reply");
+    let (code, body) = json_reply(missing).await;
+    assert_eq!((code, body["reason"].as_str()), (404, Some("NotFound")));
+    assert_eq!(body["message"], "relays.relaymesh.dev \"edge-1\" not found");
+
+    let list = raw
+        .get(server.url("/apis/relaymesh.dev/v1alpha1/relays"))
+        .send()
+        .await
+        .expect("a reply");
+    let (code, body) = json_reply(list).await;
+    assert_eq!(code, 200);
+    assert_eq!(body["kind"], "RelayList");
+    assert_eq!(body["apiVersion"], "relaymesh.dev/v1alpha1");
+    assert_eq!(body["metadata"], json!({"resourceVersion": ""}));
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn join_tokens() {
+    let server = Server::start().await;
+    let client = server.client(&server.pki.admin);
+    let issued = client
+        .create_token(
+            "eu-west-2",
+            Role::Relay,
+            Some("eu"),
+            Duration::from_secs(1800),
+        )
+        .await
+        .expect("a token");
+    assert_eq!(issued.token, "token-for-eu-west-2");
+    assert_eq!(
+        lock(&server.backend.token_requests).as_slice(),
+        [TokenRequest {
+            name: "eu-west-2".into(),
+            role: Role::Relay,
+            parent: Some("eu".into()),
+            ttl: Duration::from_secs(1800),
+        }]
+    );
+
+    // The raw reply: 201, the object echoed with defaults and a status.
+    let raw = server.raw(Some(&server.pki.admin));
+    let url = server.url("/apis/relaymesh.dev/v1alpha1/jointokens");
+    let request = join_token(json!({"name": "edge-2", "role": "agent"}));
+    let reply = raw.post(&url).json(&request).send().await.expect("a reply");
+    let (code, body) = json_reply(reply).await;
+    assert_eq!(code, 201, "{body}");
+    assert_eq!(body["kind"], "JoinToken");
+    assert_eq!(
+        body["spec"],
+        json!({"name": "edge-2", "role": "agent", "ttl": "1h"})
+    );
+    assert_eq!(body["status"]["token"], "token-for-edge-2");
+    assert!(body["status"]["expirationTimestamp"]
+        .as_str()
+        .is_some_and(|t| t.ends_with('Z')));
+
+    // Invalid fields are 422 and named.
+    for (spec, field) in [
+        (
+            json!({"name": "e", "role": "agent", "ttl": "48h"}),
+            "spec.ttl",
+        ),
+        (
+            json!({"name": "e", "role": "agent", "ttl": "0s"}),
+            "spec.ttl",
+        ),
+        (
+            json!({"name": "e", "role": "agent", "ttl": "later"}),
+            "spec.ttl",
+        ),
+        (json!({"name": "Not_A_Label", "role": "agent"}), "spec.name"),
+        (json!({"name": "e", "role": "admin"}), "spec.role"),
+    ] {
+        let reply = raw
+            .post(&url)
+            .json(&join_token(spec.clone()))
+            .send()
+            .await
+            .expect("a reply");
+        let (code, body) = json_reply(reply).await;
+        assert_eq!(
+            (code, body["reason"].as_str()),
+            (422, Some("Invalid")),
+            "{spec}"
+        );
+        let message = body["message"].as_str().unwrap_or_default();
+        assert!(message.contains(field), "{spec}: {message}");
+    }
+    let error = client
+        .create_token("e", Role::Agent, None, Duration::from_secs(2 * 86_400))
+        .await
+        .expect_err("too long");
+    assert!(
+        matches!(&error, ClientError::Api { code: 422, reason, message } if reason == "Invalid" && message.contains("spec.ttl")),
+        "{error:?}"
+    );
+
+    // Backend errors keep their code; junk is a 400; huge bodies are 413.
+    let error = client
+        .create_token("taken", Role::Agent, None, Duration::from_secs(60))
+        .await
+        .expect_err("taken");
+    assert!(
+        matches!(error, ClientError::Api { code: 409, .. }),
+        "{error:?}"
+    );
+    let reply = raw.post(&url).body("{").send().await.expect("a reply");
+    assert_eq!(json_reply(reply).await.0, 400);
+    let huge = vec![b' '; 1024 * 1024 + 1];
+    let reply = raw.post(&url).body(huge).send().await.expect("a reply");
+    let (code, body) = json_reply(reply).await;
+    assert_eq!(
+        (code, body["reason"].as_str()),
+        (413, Some("RequestEntityTooLarge"))
+    );
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn authentication_and_authorization() {
+    let server = Server::start().await;
+    let url = server.url("/version");
+
+    let reply = server.raw(None).get(&url).send().await.expect("a reply");
+    let (code, body) = json_reply(reply).await;
+    assert_eq!(code, 401);
+    assert_eq!(body["kind"], "Status");
+    assert_eq!(body["apiVersion"], "v1");
+    assert_eq!(body["metadata"], json!({}));
+    assert_eq!(body["status"], "Failure");
+    assert_eq!(body["reason"], "Unauthorized");
+    assert_eq!(body["code"], 401);
+    assert!(body["message"].as_str().is_some_and(|m| !m.is_empty()));
+
+    let foreign = server.raw(Some(&server.pki.foreign_admin));
+    let (code, body) = json_reply(foreign.get(&url).send().await.expect("a reply")).await;
+    assert_eq!(
+        (code, body["reason"].as_str()),
+        (401, Some("Unauthorized")),
+        "{body}"
+    );
+
+    let relay = server.raw(Some(&server.pki.relay));
+    let (code, body) = json_reply(relay.get(&url).send().await.expect("a reply")).await;
+    assert_eq!(
+        (code, body["reason"].as_str()),
+        (403, Some("Forbidden")),
+        "{body}"
+    );
+
+    let error = server
+        .client(&server.pki.relay)
+        .relays()
+        .await
+        .expect_err("forbidden");
+    assert!(
+        error
+            .to_string()
+            .starts_with("Error from server (Forbidden): "),
+        "{error}"
+    );
+
+    // Even unknown paths need a certificate first, as in kube-apiserver.
+    let reply = server
+        .raw(None)
+        .get(server.url("/nope"))
+        .send()
+        .await
+        .expect("a reply");
+    assert_eq!(reply.status().as_u16(), 401);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn unknown_paths_and_methods() {
+    let server = Server::start().await;
+    let admin = server.raw(Some(&server.pki.admin));
+    for path in [
+        "/nope",
+        "/apis/relaymesh.dev/v1alpha1/placements",
+        "/api/v1/pods",
+    ] {
+        let reply = admin.get(server.url(path)).send().await.expect("a reply");
+        let (code, body) = json_reply(reply).await;
+        assert_eq!(
+            (code, body["reason"].as_str()),
+            (404, Some("NotFound")),
+            "{path}"
+        );
+    }
+    let reply = admin
+        .delete(server.url("/version"))
+        .send()
+        .await
+        .expect("a reply");
+    assert_eq!(
+        reply.headers().get("allow").map(|v| v.as_bytes()),
+        Some(&b"GET"[..])
+    );
+    let (code, body) = json_reply(reply).await;
+    assert_eq!(
+        (code, body["reason"].as_str()),
+        (405, Some("MethodNotAllowed"))
+    );
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn bundle_push() {
+    let server = Server::start().await;
+    let bytes = b"an opaque bundle".repeat(1000);
+    let (id, size) = server
+        .client(&server.pki.admin)
+        .push_bundle("demo", bytes.clone())
+        .await
+        .expect("pushed");
+    assert_eq!(id, BundleId::of(&bytes));
+    assert_eq!(size, bytes.len() as u64);
+    assert_eq!(
+        lock(&server.backend.bundles).as_slice(),
+        [("demo".to_string(), bytes)]
+    );
+
+    // The name is required and checked.
+    let admin = server.raw(Some(&server.pki.admin));
+    let reply = admin
+        .post(server.url("/relaymesh/v1alpha1/bundles"))
+        .body("x")
+        .send()
+        .await
+        .expect("a reply");
+    assert_eq!(reply.status().as_u16(), 400);
+    let reply = admin
+        .post(server.url("/relaymesh/v1alpha1/bundles?name=Bad%20Name"))
+        .body("x")
+        .send()
+        .await
+        .expect("a reply");
+    assert_eq!(reply.status().as_u16(), 422);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn kubeconfig_to_client() {
+    let server = Server::start().await;
+    let directory = tempfile::tempdir().expect("a temporary directory");
+    let pki = &server.pki;
+
+    // The inline kubeconfig `relay init` writes, found through a KUBECONFIG list.
+    let inline = directory.path().join("root.kubeconfig");
+    let text = kubeconfig::admin_kubeconfig(
+        "relaymesh",
+        &server.url(""),
+        &pki.ca_pem,
+        &pki.admin.cert_pem,
+        &pki.admin.key_pem,
+    );
+    kubeconfig::write_private(&inline, &text).expect("written");
+    let list =
+        std::env::join_paths([directory.path().join("absent"), inline.clone()]).expect("joinable");
+    let found = kubeconfig::resolve_path(None, Some(&list), None).expect("found");
+    assert_eq!(found, inline);
+    let credentials = kubeconfig::load_file(&found, None).expect("loaded");
+    let client = Client::new(&credentials).expect("a client");
+    assert_eq!(client.relays().await.expect("relays").len(), 4);
+
+    // A kubeconfig with files relative to its own directory, given explicitly.
+    let pki_directory = directory.path().join("pki");
+    std::fs::create_dir(&pki_directory).expect("a directory");
+    std::fs::write(pki_directory.join("ca.crt"), &pki.ca_pem).expect("written");
+    std::fs::write(pki_directory.join("admin.crt"), &pki.admin.cert_pem).expect("written");
+    std::fs::write(pki_directory.join("admin.key"), &pki.admin.key_pem).expect("written");
+    let by_files = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: mesh\n  cluster:\n    server: {}\n    certificate-authority: pki/ca.crt\nusers:\n- name: admin\n  user:\n    client-certificate: pki/admin.crt\n    client-key: pki/admin.key\ncontexts:\n- name: mesh\n  context: {{cluster: mesh, user: admin}}\n",
+        server.url("")
+    );
+    let by_files_path = directory.path().join("files.kubeconfig");
+    std::fs::write(&by_files_path, by_files).expect("written");
+    let credentials = kubeconfig::load(Some(&by_files_path), Some("mesh")).expect("loaded");
+    let client = Client::new(&credentials).expect("a client");
+    assert_eq!(client.agents().await.expect("agents").len(), 1);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn unreachable_server_is_one_clear_line() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("a port");
+    let address = listener.local_addr().expect("an address");
+    drop(listener);
+    let pki = Pki::new();
+    let client = Client::new(&ClientCredentials {
+        server: format!("https://{address}"),
+        ca_pem: Some(pki.ca_pem.clone()),
+        cert_pem: Some(pki.admin.cert_pem.clone()),
+        key_pem: Some(pki.admin.key_pem.clone()),
+        insecure_skip_tls_verify: false,
+    })
+    .expect("a client");
+    let error = client.relays().await.expect_err("nothing listens");
+    assert_eq!(
+        error.to_string(),
+        format!("cannot reach the root at https://{address}: connection refused")
+    );
+}
