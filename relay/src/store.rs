@@ -54,6 +54,15 @@ pub enum StoreError {
     Encode(#[source] CodecError),
 }
 
+/// The root API's TLS server certificate: chain (leaf first) and PKCS#8 key.
+#[derive(Clone, serde::Serialize, serde::Deserialize)]
+pub struct ApiCertificate {
+    /// The chain, leaf first.
+    pub chain_der: Vec<Vec<u8>>,
+    /// The leaf's private key.
+    pub key_der: Vec<u8>,
+}
+
 /// A relay's store, in one sled database.
 #[derive(Clone)]
 pub struct Store {
@@ -67,6 +76,7 @@ pub struct Store {
 
 const IDENTITY: &[u8] = b"identity";
 const CONFIG: &[u8] = b"config";
+const API_CERTIFICATE: &[u8] = b"api-certificate";
 const EPOCH: &[u8] = b"m/epoch";
 const HEAD: &[u8] = b"m/head";
 const FLOOR: &[u8] = b"m/floor";
@@ -124,6 +134,19 @@ impl Store {
         self.node.apply_batch(node).map_err(|e| self.sled(e))?;
         self.apply(&[Mutation::SetEpoch(epoch)])?;
         self.flush()
+    }
+
+    /// The root API's server certificate chain and key, if this is the root.
+    pub fn api_certificate(&self) -> Result<Option<ApiCertificate>, StoreError> {
+        self.read(&self.node, API_CERTIFICATE)
+    }
+
+    /// Keeps the root API's server certificate.
+    pub fn set_api_certificate(&self, certificate: &ApiCertificate) -> Result<(), StoreError> {
+        self.node
+            .insert(API_CERTIFICATE, encode(certificate)?)
+            .map_err(|e| self.sled(e))?;
+        Ok(())
     }
 
     /// Replaces the configuration (for example, new parent addresses).

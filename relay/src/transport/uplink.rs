@@ -9,7 +9,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::backoff::Backoff;
-use super::{client_endpoint, expect_frame, read_frame, resolve, write_frame, LinkError};
+use super::{client_endpoint, expect_frame, resolve, write_frame, LinkError};
 use crate::config::ParentConfig;
 
 /// How long one dial attempt may take.
@@ -189,19 +189,6 @@ pub async fn open_control(
         return Err(LinkError::Refused(refusal));
     }
     Ok(ControlStream { send, recv, first })
-}
-
-/// Forwards down messages from `recv` to `deliver` until the stream ends.
-pub async fn pump_down(
-    mut recv: quinn::RecvStream,
-    deliver: impl Fn(DownMessage) -> bool,
-) -> Result<(), LinkError> {
-    while let Some(message) = read_frame::<DownMessage>(&mut recv).await? {
-        if !deliver(message) {
-            break;
-        }
-    }
-    Ok(())
 }
 
 /// Writes up messages from `outgoing` to `send` until the channel closes.

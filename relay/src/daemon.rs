@@ -1,0 +1,539 @@
+//! The relay daemon: drives the sans-IO [`Core`] with QUIC links, the sled
+//! store and, at the root, the HTTPS API.
+//!
+//! One task owns the core and the store and runs the loop: take an event
+//! (from a link task, the uplink, a bundle fetch, the API, a timer), feed it
+//! to the core, and execute the actions it returns in order. Link tasks only
+//! move frames; nothing outside the loop decides anything.
+
+mod backend;
+mod listener;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use relaymesh_protocol::message::{DownMessage, Hello, UpMessage};
+use relaymesh_protocol::{BundleId, NodeRecord, Refusal, SliceEntry, Target};
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio_util::sync::CancellationToken;
+
+use crate::config::NodeConfig;
+use crate::core::{Action, Core, CoreConfig, LinkId, LinkStats, Now, DEFAULT_LOG_KEEP};
+use crate::identity::Identity;
+use crate::pki::{self, Peer, PkiError};
+use crate::store::{Store, StoreError};
+use crate::transport::uplink::{self, UplinkEvent};
+use crate::transport::{bundle_transfer, LinkError};
+
+/// How often link statistics are sampled and the API's view refreshed.
+pub const STATS_INTERVAL: Duration = Duration::from_secs(1);
+
+/// How many messages may wait for a slow child before its link is reset (it
+/// resumes from its last acknowledged revision when it reconnects).
+pub const CHILD_QUEUE: usize = 4096;
+
+/// Why the daemon could not start or had to stop.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DaemonError {
+    /// The data directory holds no identity.
+    #[error("{dir} is not initialized: run `relay init` or `relay join` first")]
+    NotInitialized {
+        /// The data directory.
+        dir: String,
+    },
+    /// The store failed; the daemon stops rather than acknowledge state it
+    /// could not make durable.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// TLS configuration could not be built from the stored identity.
+    #[error(transparent)]
+    Pki(#[from] PkiError),
+    /// A listener could not be opened.
+    #[error("cannot listen on {address}: {source}")]
+    Listen {
+        /// The address.
+        address: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The API server failed.
+    #[error("root API: {0}")]
+    Api(#[from] crate::api::ApiError),
+}
+
+/// Events the loop handles.
+pub(crate) enum Event {
+    ChildConnected {
+        link: LinkId,
+        peer: Peer,
+        hello: Hello,
+        connection: quinn::Connection,
+        outgoing: mpsc::Sender<DownMessage>,
+        reply: oneshot::Sender<Result<(), Refusal>>,
+    },
+    ChildMessage {
+        link: LinkId,
+        message: UpMessage,
+    },
+    ChildDisconnected {
+        link: LinkId,
+    },
+    Uplink(UplinkEvent),
+    ParentMessage {
+        generation: u64,
+        message: DownMessage,
+    },
+    ParentStreamEnded {
+        generation: u64,
+        reason: String,
+    },
+    BundleFetched {
+        id: BundleId,
+        result: Result<Vec<u8>, LinkError>,
+    },
+    BundleAccess {
+        child: String,
+        id: BundleId,
+        reply: oneshot::Sender<BundleAccess>,
+    },
+    PublishBundle {
+        name: String,
+        id: BundleId,
+        reply: oneshot::Sender<()>,
+    },
+}
+
+/// Whether a child may have a bundle, and whether it is here yet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BundleAccess {
+    Held,
+    Pending,
+    Denied,
+}
+
+/// Everything the link tasks share with the loop.
+#[derive(Clone)]
+pub(crate) struct Shared {
+    pub identity: Arc<Identity>,
+    pub store: Store,
+    pub events: mpsc::Sender<Event>,
+    /// Counts bundles stored, so a task waiting for one can wake up.
+    pub bundles_stored: watch::Receiver<u64>,
+    pub nodes: Arc<RwLock<Vec<NodeRecord>>>,
+    pub config: Arc<NodeConfig>,
+}
+
+struct ChildHandle {
+    connection: quinn::Connection,
+    outgoing: mpsc::Sender<DownMessage>,
+}
+
+struct ParentHandle {
+    generation: u64,
+    connection: quinn::Connection,
+    outgoing: Option<mpsc::Sender<UpMessage>>,
+}
+
+/// Runs the relay whose store is in `data_dir` until `shutdown` is
+/// cancelled.
+pub async fn run(data_dir: &Path, shutdown: CancellationToken) -> Result<(), DaemonError> {
+    let store = Store::open(data_dir)?;
+    let (Some(identity), Some(config)) = (store.identity()?, store.config()?) else {
+        return Err(DaemonError::NotInitialized {
+            dir: data_dir.display().to_string(),
+        });
+    };
+    let persisted = store.load()?;
+    let held = store.bundle_ids()?;
+    let core = Core::new(
+        CoreConfig {
+            name: identity.name.clone(),
+            parent: config.parent.as_ref().map(|parent| parent.name.clone()),
+            addresses: config.advertise.clone(),
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            log_keep: DEFAULT_LOG_KEEP,
+        },
+        persisted,
+        held,
+        now(),
+    );
+    let (events_tx, events_rx) = mpsc::channel(CHILD_QUEUE);
+    let (stored_tx, stored_rx) = watch::channel(0u64);
+    let shared = Shared {
+        identity: Arc::new(identity),
+        store: store.clone(),
+        events: events_tx.clone(),
+        bundles_stored: stored_rx,
+        nodes: Arc::new(RwLock::new(core.nodes())),
+        config: Arc::new(config.clone()),
+    };
+    let span = tracing::info_span!("relay", name = %shared.identity.name);
+    let _entered = span.enter();
+    tracing::info!(root = config.parent.is_none(), head = core.head(), "relay starting");
+
+    let mut tasks = tokio::task::JoinSet::new();
+    if let Some(listen) = &config.listen {
+        let endpoint = listener::open(listen, &shared.identity)?;
+        tracing::info!(address = %listen, "accepting children");
+        tasks.spawn(listener::accept_loop(endpoint, shared.clone(), shutdown.clone()));
+    }
+    let (reconnect_tx, reconnect_rx) = mpsc::channel(1);
+    if let Some(parent) = config.parent.clone() {
+        let client = pki::quic_client_config(&shared.identity)?;
+        let (uplink_tx, mut uplink_rx) = mpsc::channel(4);
+        tasks.spawn(uplink::run(parent, client, uplink_tx, reconnect_rx, shutdown.clone()));
+        let events = events_tx.clone();
+        tasks.spawn(async move {
+            while let Some(event) = uplink_rx.recv().await {
+                if events.send(Event::Uplink(event)).await.is_err() {
+                    break;
+                }
+            }
+        });
+    }
+    if let Some(api_listen) = &config.api_listen {
+        let serve = backend::serve_api(api_listen, shared.clone(), shutdown.clone()).await?;
+        tasks.spawn(serve);
+    }
+
+    let mut daemon = Daemon {
+        core,
+        store,
+        shared,
+        children: BTreeMap::new(),
+        parent: None,
+        generation: 0,
+        reconnect: reconnect_tx,
+        stored: stored_tx,
+        dirty: false,
+    };
+    let result = daemon.run(events_rx, shutdown.clone()).await;
+    shutdown.cancel();
+    for child in daemon.children.values() {
+        child.connection.close(0u32.into(), b"relay shutting down");
+    }
+    daemon.store.flush_async().await?;
+    while tasks.join_next().await.is_some() {}
+    tracing::info!("relay stopped");
+    result
+}
+
+struct Daemon {
+    core: Core,
+    store: Store,
+    shared: Shared,
+    children: BTreeMap<LinkId, ChildHandle>,
+    parent: Option<ParentHandle>,
+    generation: u64,
+    reconnect: mpsc::Sender<()>,
+    stored: watch::Sender<u64>,
+    /// Mutations were applied but not yet flushed.
+    dirty: bool,
+}
+
+impl Daemon {
+    async fn run(
+        &mut self,
+        mut events: mpsc::Receiver<Event>,
+        shutdown: CancellationToken,
+    ) -> Result<(), DaemonError> {
+        let mut stats = tokio::time::interval(STATS_INTERVAL);
+        self.execute().await?;
+        loop {
+            let deadline = self.core.poll_timeout().map(tokio::time::Instant::from_std);
+            tokio::select! {
+                () = shutdown.cancelled() => return Ok(()),
+                event = events.recv() => match event {
+                    Some(event) => self.handle(event).await?,
+                    None => return Ok(()),
+                },
+                () = sleep_until(deadline) => self.core.handle_timeout(now()),
+                _ = stats.tick() => self.sample_links(),
+            }
+            self.execute().await?;
+        }
+    }
+
+    async fn handle(&mut self, event: Event) -> Result<(), DaemonError> {
+        let now = now();
+        match event {
+            Event::ChildConnected {
+                link,
+                peer,
+                hello,
+                connection,
+                outgoing,
+                reply,
+            } => {
+                let result = self
+                    .core
+                    .handle_child_connected(now, link, &peer.name, peer.role, hello);
+                if result.is_ok() {
+                    self.children.insert(
+                        link,
+                        ChildHandle {
+                            connection,
+                            outgoing,
+                        },
+                    );
+                }
+                let _ = reply.send(result);
+            }
+            Event::ChildMessage { link, message } => {
+                self.core.handle_child_message(now, link, message);
+            }
+            Event::ChildDisconnected { link } => {
+                if self.children.remove(&link).is_some() {
+                    self.core.handle_child_disconnected(now, link);
+                }
+            }
+            Event::Uplink(UplinkEvent::Connected { connection, .. }) => {
+                self.parent_connected(connection);
+            }
+            Event::Uplink(UplinkEvent::Disconnected { .. }) => {
+                self.parent = None;
+                self.core.handle_parent_disconnected(now);
+            }
+            Event::ParentMessage {
+                generation,
+                message,
+            } => {
+                if self.is_current(generation) {
+                    self.core.handle_parent_message(now, message);
+                }
+            }
+            Event::ParentStreamEnded { generation, reason } => {
+                if self.is_current(generation) {
+                    tracing::warn!(%reason, "control stream to parent ended");
+                    if let Some(parent) = self.parent.take() {
+                        parent.connection.close(0u32.into(), b"control stream ended");
+                    }
+                    self.core.handle_parent_disconnected(now);
+                }
+            }
+            Event::BundleFetched { id, result } => match result {
+                Ok(bytes) => {
+                    let store = self.store.clone();
+                    let stored =
+                        tokio::task::spawn_blocking(move || store.put_bundle(&id, &bytes)).await;
+                    match stored {
+                        Ok(Ok(())) => {
+                            self.core.handle_bundle_stored(now, id);
+                            self.stored.send_modify(|count| *count += 1);
+                        }
+                        Ok(Err(error)) => return Err(error.into()),
+                        Err(_) => self.core.handle_bundle_failed(now, id),
+                    }
+                }
+                Err(error) => {
+                    tracing::warn!(bundle = %id, %error, "bundle fetch failed");
+                    self.core.handle_bundle_failed(now, id);
+                }
+            },
+            Event::BundleAccess { child, id, reply } => {
+                let access = if !self.core.may_serve_bundle(&child, &id) {
+                    BundleAccess::Denied
+                } else if self.core.holds_bundle(&id) {
+                    BundleAccess::Held
+                } else {
+                    BundleAccess::Pending
+                };
+                let _ = reply.send(access);
+            }
+            Event::PublishBundle { name, id, reply } => {
+                // The entry first, then the bundle: a bundle no entry
+                // references would be collected at once.
+                self.core.upsert_local(
+                    now,
+                    SliceEntry {
+                        key: format!("bundle/{name}"),
+                        target: Target::Everywhere,
+                        bundles: vec![id],
+                        body: name.into_bytes(),
+                    },
+                );
+                self.core.handle_bundle_stored(now, id);
+                self.stored.send_modify(|count| *count += 1);
+                let _ = reply.send(());
+            }
+        }
+        Ok(())
+    }
+
+    fn is_current(&self, generation: u64) -> bool {
+        self.parent
+            .as_ref()
+            .is_some_and(|parent| parent.generation == generation)
+    }
+
+    /// Opens the control stream on a new parent connection. The hello is
+    /// taken now, from the core's durable position.
+    fn parent_connected(&mut self, connection: quinn::Connection) {
+        self.generation += 1;
+        let generation = self.generation;
+        let hello = self.core.hello();
+        let (outgoing_tx, outgoing_rx) = mpsc::channel(CHILD_QUEUE);
+        self.parent = Some(ParentHandle {
+            generation,
+            connection: connection.clone(),
+            outgoing: Some(outgoing_tx),
+        });
+        let events = self.shared.events.clone();
+        tokio::spawn(async move {
+            let reason = match parent_session(&connection, hello, generation, &events, outgoing_rx).await {
+                Ok(()) => "stream closed".to_string(),
+                Err(error) => error.to_string(),
+            };
+            let _ = events
+                .send(Event::ParentStreamEnded { generation, reason })
+                .await;
+        });
+    }
+
+    async fn execute(&mut self) -> Result<(), DaemonError> {
+        while let Some(action) = self.core.poll_action() {
+            match action {
+                Action::Persist(mutations) => {
+                    self.store.apply(&mutations)?;
+                    self.dirty = true;
+                }
+                Action::SendUp(message) => {
+                    if matches!(message, UpMessage::Ack { .. }) && self.dirty {
+                        // The durability contract: nothing is acknowledged
+                        // before it would survive a crash.
+                        self.store.flush_async().await?;
+                        self.dirty = false;
+                    }
+                    let sender = self.parent.as_ref().and_then(|parent| parent.outgoing.as_ref());
+                    if let Some(sender) = sender {
+                        if sender.try_send(message).is_err() {
+                            tracing::warn!("parent link is backed up; reconnecting");
+                            let _ = self.reconnect.try_send(());
+                        }
+                    }
+                }
+                Action::SendDown { link, message } => {
+                    if let Some(child) = self.children.get(&link) {
+                        if child.outgoing.try_send(message).is_err() {
+                            tracing::warn!(link, "child link is backed up; closing it");
+                            child.connection.close(1u32.into(), b"backed up");
+                        }
+                    }
+                }
+                Action::CloseChild { link, refusal } => {
+                    if let Some(child) = self.children.remove(&link) {
+                        let _ = child.outgoing.try_send(DownMessage::Refused(refusal.clone()));
+                        child
+                            .connection
+                            .close(1u32.into(), refusal.message.as_bytes());
+                    }
+                }
+                Action::ReconnectParent => {
+                    let _ = self.reconnect.try_send(());
+                }
+                Action::FetchBundle(id) => self.fetch_bundle(id),
+                Action::DropBundle(id) => {
+                    tracing::debug!(bundle = %id, "dropping unreferenced bundle");
+                    self.store.remove_bundle(&id)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn fetch_bundle(&mut self, id: BundleId) {
+        let Some(connection) = self.parent.as_ref().map(|parent| parent.connection.clone()) else {
+            self.core.handle_bundle_failed(now(), id);
+            return;
+        };
+        let events = self.shared.events.clone();
+        tokio::spawn(async move {
+            let result = bundle_transfer::fetch(&connection, id).await;
+            let _ = events.send(Event::BundleFetched { id, result }).await;
+        });
+    }
+
+    fn sample_links(&mut self) {
+        let now = now();
+        for (link, child) in &self.children {
+            let stats = child.connection.stats();
+            self.core.handle_link_stats(
+                now,
+                *link,
+                LinkStats {
+                    rtt: child.connection.rtt(),
+                    bytes_sent: stats.udp_tx.bytes,
+                    bytes_received: stats.udp_rx.bytes,
+                },
+            );
+        }
+        if let Ok(mut nodes) = self.shared.nodes.write() {
+            *nodes = self.core.nodes();
+        }
+    }
+}
+
+/// Runs the control stream to the parent until it ends.
+async fn parent_session(
+    connection: &quinn::Connection,
+    hello: Hello,
+    generation: u64,
+    events: &mpsc::Sender<Event>,
+    outgoing: mpsc::Receiver<UpMessage>,
+) -> Result<(), LinkError> {
+    let control = uplink::open_control(connection, hello).await?;
+    let mut recv = control.recv;
+    events
+        .send(Event::ParentMessage {
+            generation,
+            message: control.first,
+        })
+        .await
+        .map_err(|_| LinkError::Protocol("relay is stopping".into()))?;
+    let writer = tokio::spawn(uplink::pump_up(control.send, outgoing));
+    let result = async {
+        while let Some(message) = crate::transport::read_frame::<DownMessage>(&mut recv).await? {
+            if events
+                .send(Event::ParentMessage {
+                    generation,
+                    message,
+                })
+                .await
+                .is_err()
+            {
+                break;
+            }
+        }
+        Ok(())
+    }
+    .await;
+    writer.abort();
+    result
+}
+
+async fn sleep_until(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The current time for the core.
+pub(crate) fn now() -> Now {
+    Now {
+        instant: Instant::now(),
+        unix_ms: unix_ms(),
+    }
+}
+
+/// Milliseconds since the Unix epoch (0 if the clock is before it).
+pub(crate) fn unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|elapsed| elapsed.as_millis() as u64)
+        .unwrap_or(0)
+}

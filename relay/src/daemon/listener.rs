@@ -1,0 +1,283 @@
+//! The parent side of links: accept QUIC connections from children, tell
+//! the loop about their control streams, serve bundles they ask for, and
+//! admit joining nodes.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use relaymesh_protocol::message::{DownMessage, JoinReply, JoinRequest, Open, UpMessage};
+use relaymesh_protocol::{BundleId, ErrorCode, Refusal};
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+
+use super::{unix_ms, BundleAccess, DaemonError, Event, Shared, CHILD_QUEUE};
+use crate::admission::{self, TokenLedger};
+use crate::identity::Identity;
+use crate::pki::{self, Peer};
+use crate::transport::{bundle_transfer, expect_frame, read_frame, write_frame, LinkError};
+
+/// How long a child may take to say what a new stream is for.
+const OPEN_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long a bundle request waits for a bundle this relay is still fetching.
+const BUNDLE_WAIT: Duration = Duration::from_secs(60);
+
+static NEXT_LINK: AtomicU64 = AtomicU64::new(1);
+
+/// Opens the QUIC endpoint children dial.
+pub(super) fn open(listen: &str, identity: &Identity) -> Result<quinn::Endpoint, DaemonError> {
+    let listen_error = |source| DaemonError::Listen {
+        address: listen.to_string(),
+        source,
+    };
+    let address = listen.parse().map_err(|error: std::net::AddrParseError| {
+        listen_error(std::io::Error::new(std::io::ErrorKind::InvalidInput, error))
+    })?;
+    let config = pki::quic_server_config(identity)?;
+    quinn::Endpoint::server(config, address).map_err(listen_error)
+}
+
+/// Accepts connections until `shutdown`.
+pub(super) async fn accept_loop(
+    endpoint: quinn::Endpoint,
+    shared: Shared,
+    shutdown: CancellationToken,
+) {
+    loop {
+        let incoming = tokio::select! {
+            incoming = endpoint.accept() => incoming,
+            () = shutdown.cancelled() => break,
+        };
+        let Some(incoming) = incoming else { break };
+        let shared = shared.clone();
+        let shutdown = shutdown.clone();
+        tokio::spawn(async move {
+            let remote = incoming.remote_address();
+            match incoming.await {
+                Ok(connection) => serve_connection(connection, shared, shutdown).await,
+                // A refused handshake (no shared ALPN, a certificate from
+                // another CA) ends here; the client sees the TLS alert.
+                Err(error) => tracing::info!(%remote, %error, "refused a connection"),
+            }
+        });
+    }
+    endpoint.close(0u32.into(), b"relay shutting down");
+    endpoint.wait_idle().await;
+}
+
+async fn serve_connection(connection: quinn::Connection, shared: Shared, shutdown: CancellationToken) {
+    let remote = connection.remote_address();
+    let peer = match pki::connection_peer(&connection) {
+        Ok(peer) => peer,
+        Err(error) => {
+            tracing::warn!(%remote, %error, "unusable peer certificate");
+            connection.close(1u32.into(), b"unusable certificate");
+            return;
+        }
+    };
+    let span = tracing::info_span!("link", %remote, peer = peer.as_ref().map_or("-", |p| p.name.as_str()));
+    let _entered = span.enter();
+    let mut has_control = false;
+    loop {
+        let stream = tokio::select! {
+            stream = connection.accept_bi() => stream,
+            () = shutdown.cancelled() => return,
+        };
+        let Ok((mut send, mut recv)) = stream else { return };
+        let open = tokio::time::timeout(OPEN_TIMEOUT, expect_frame::<Open>(&mut recv)).await;
+        let open = match open {
+            Ok(Ok(open)) => open,
+            Ok(Err(error)) => {
+                tracing::warn!(%error, "bad stream opening");
+                let refusal = Refusal::new(ErrorCode::Malformed, error.to_string());
+                let _ = write_frame(&mut send, &DownMessage::Refused(refusal)).await;
+                let _ = send.finish();
+                continue;
+            }
+            Err(_) => continue,
+        };
+        match (open, &peer) {
+            (Open::Join(request), _) => {
+                let shared = shared.clone();
+                tokio::spawn(async move {
+                    let reply = admit(&shared, &request);
+                    if let Err(error) = write_frame(&mut send, &reply).await {
+                        tracing::warn!(%error, "cannot answer join");
+                    }
+                    let _ = send.finish();
+                });
+            }
+            (Open::Control(hello), Some(peer)) if !has_control => {
+                has_control = true;
+                let shared = shared.clone();
+                let connection = connection.clone();
+                let peer = peer.clone();
+                tokio::spawn(async move {
+                    control_stream(connection, peer, hello, send, recv, shared).await;
+                });
+            }
+            (Open::Bundle(request), Some(peer)) => {
+                let shared = shared.clone();
+                let child = peer.name.clone();
+                tokio::spawn(async move {
+                    if let Err(error) = serve_bundle(&shared, child, request.id, &mut send).await {
+                        tracing::warn!(bundle = %request.id, %error, "bundle transfer failed");
+                    }
+                });
+            }
+            (Open::Control(_), Some(_)) => {
+                let refusal = Refusal::new(ErrorCode::Malformed, "a connection has one control stream");
+                let _ = write_frame(&mut send, &DownMessage::Refused(refusal)).await;
+                let _ = send.finish();
+            }
+            (Open::Control(_), None) => {
+                tracing::info!("refused a control stream from a peer without a certificate");
+                let _ = write_frame(&mut send, &DownMessage::Refused(unauthenticated())).await;
+                let _ = send.finish();
+            }
+            (Open::Bundle(_), None) => {
+                tracing::info!("refused a bundle request from a peer without a certificate");
+                let _ = bundle_transfer::refuse(&mut send, unauthenticated()).await;
+            }
+        }
+    }
+}
+
+fn unauthenticated() -> Refusal {
+    Refusal::new(
+        ErrorCode::Unauthenticated,
+        "this connection presented no certificate; only joining is allowed",
+    )
+}
+
+async fn control_stream(
+    connection: quinn::Connection,
+    peer: Peer,
+    hello: relaymesh_protocol::message::Hello,
+    mut send: quinn::SendStream,
+    mut recv: quinn::RecvStream,
+    shared: Shared,
+) {
+    let link = NEXT_LINK.fetch_add(1, Ordering::Relaxed);
+    let (outgoing_tx, mut outgoing_rx) = mpsc::channel::<DownMessage>(CHILD_QUEUE);
+    let (reply_tx, reply_rx) = oneshot::channel();
+    let connected = Event::ChildConnected {
+        link,
+        peer: peer.clone(),
+        hello,
+        connection: connection.clone(),
+        outgoing: outgoing_tx,
+        reply: reply_tx,
+    };
+    if shared.events.send(connected).await.is_err() {
+        return;
+    }
+    match reply_rx.await {
+        Ok(Ok(())) => {}
+        Ok(Err(refusal)) => {
+            tracing::warn!(child = %peer.name, %refusal, "refused child");
+            let _ = write_frame(&mut send, &DownMessage::Refused(refusal.clone())).await;
+            let _ = send.finish();
+            // Give the refusal a moment to arrive before the connection goes.
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            connection.close(1u32.into(), refusal.message.as_bytes());
+            return;
+        }
+        Err(_) => return,
+    }
+    let writer = tokio::spawn(async move {
+        while let Some(message) = outgoing_rx.recv().await {
+            if let Err(error) = write_frame(&mut send, &message).await {
+                return Err(error);
+            }
+        }
+        Ok::<(), LinkError>(())
+    });
+    let result: Result<(), LinkError> = async {
+        while let Some(message) = read_frame::<UpMessage>(&mut recv).await? {
+            if shared
+                .events
+                .send(Event::ChildMessage { link, message })
+                .await
+                .is_err()
+            {
+                break;
+            }
+        }
+        Ok(())
+    }
+    .await;
+    if let Err(error) = result {
+        tracing::info!(child = %peer.name, %error, "control stream ended");
+        if matches!(error, LinkError::Codec(_)) {
+            connection.close(1u32.into(), b"malformed frame");
+        }
+    }
+    writer.abort();
+    let _ = shared.events.send(Event::ChildDisconnected { link }).await;
+}
+
+async fn serve_bundle(
+    shared: &Shared,
+    child: String,
+    id: BundleId,
+    send: &mut quinn::SendStream,
+) -> Result<(), LinkError> {
+    let (reply_tx, reply_rx) = oneshot::channel();
+    let asked = shared
+        .events
+        .send(Event::BundleAccess {
+            child,
+            id,
+            reply: reply_tx,
+        })
+        .await;
+    let access = match (asked, reply_rx.await) {
+        (Ok(()), Ok(access)) => access,
+        _ => BundleAccess::Denied,
+    };
+    if access == BundleAccess::Denied {
+        let refusal = Refusal::new(
+            ErrorCode::Forbidden,
+            format!("bundle {id} is not part of this child's slice"),
+        );
+        return bundle_transfer::refuse(send, refusal).await;
+    }
+    let mut stored = shared.bundles_stored.clone();
+    let wait = async {
+        loop {
+            if let Some(bytes) = shared.store.bundle(&id).ok().flatten() {
+                return Some(bytes);
+            }
+            if stored.changed().await.is_err() {
+                return None;
+            }
+        }
+    };
+    let bytes = tokio::time::timeout(BUNDLE_WAIT, wait).await.ok().flatten();
+    bundle_transfer::serve(send, id, bytes.as_deref()).await
+}
+
+struct StoreLedger<'a>(&'a crate::store::Store);
+
+impl TokenLedger for StoreLedger<'_> {
+    fn claim(&self, id: [u8; 16], not_after_unix: u64) -> Result<bool, String> {
+        self.0
+            .claim_token(id, not_after_unix, unix_ms() / 1000)
+            .map_err(|error| error.to_string())
+    }
+}
+
+fn admit(shared: &Shared, request: &JoinRequest) -> JoinReply {
+    let ledger = StoreLedger(&shared.store);
+    match admission::admit(&shared.identity, request, unix_ms() / 1000, &ledger) {
+        Ok(grant) => {
+            tracing::info!(node = %request.name, role = %request.role, "admitted a node");
+            JoinReply::Accepted(grant)
+        }
+        Err(refusal) => {
+            tracing::warn!(node = %request.name, role = %request.role, %refusal, "refused a join");
+            JoinReply::Refused(refusal)
+        }
+    }
+}
