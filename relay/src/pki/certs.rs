@@ -121,12 +121,12 @@ pub fn create_mesh(root_name: &str, api_hosts: &[String]) -> Result<MeshBootstra
 pub fn new_node_keys(name: &str, role: Role) -> Result<NodeKeys, PkiError> {
     relaymesh_protocol::name::validate(name)?;
     let tls_key = new_key()?;
-    let tls_csr = node_params(name, role)?
+    let tls_csr = for_request(node_params(name, role)?)
         .serialize_request(&tls_key)
         .map_err(generate("make the TLS certificate request"))?;
     let (issuer_key_der, issuer_csr_der) = if role == Role::Relay {
         let issuer_key = new_key()?;
-        let csr = issuer_params(name)?
+        let csr = for_request(issuer_params(name)?)
             .serialize_request(&issuer_key)
             .map_err(generate("make the issuer certificate request"))?;
         (Some(issuer_key.serialize_der()), Some(csr.der().to_vec()))
@@ -222,7 +222,7 @@ fn csr_public_key(csr_der: &[u8]) -> Result<rcgen::PublicKey, PkiError> {
 
 /// An rcgen signer for `issuer`, after checking its key belongs to its
 /// certificate.
-fn signer(issuer: &Issuer) -> Result<rcgen::Issuer<'static, KeyPair>, PkiError> {
+pub(super) fn signer(issuer: &Issuer) -> Result<rcgen::Issuer<'static, KeyPair>, PkiError> {
     let key = KeyPair::from_pkcs8_der_and_sign_algo(
         &PrivatePkcs8KeyDer::from(issuer.key_der.as_slice()),
         &PKCS_ECDSA_P256_SHA256,
@@ -240,6 +240,13 @@ fn signer(issuer: &Issuer) -> Result<rcgen::Issuer<'static, KeyPair>, PkiError> 
         .map_err(|e| bad_cert(format!("issuer certificate: {e}")))
 }
 
+/// Drops what a PKCS#10 request cannot carry (the signer chooses those).
+fn for_request(mut params: CertificateParams) -> CertificateParams {
+    params.serial_number = None;
+    params.use_authority_key_identifier_extension = false;
+    params
+}
+
 fn new_key() -> Result<KeyPair, PkiError> {
     KeyPair::generate_for(&PKCS_ECDSA_P256_SHA256).map_err(generate("generate a P-256 key"))
 }
@@ -251,7 +258,7 @@ fn generate(what: &'static str) -> impl FnOnce(rcgen::Error) -> PkiError {
 /// A leaf certificate for a node: spiffe URI and DNS SANs, `CN=<name>`,
 /// `O=relaymesh:<role>`. Relays are TLS servers and clients; agents and
 /// admins only clients.
-fn node_params(name: &str, role: Role) -> Result<CertificateParams, PkiError> {
+pub(super) fn node_params(name: &str, role: Role) -> Result<CertificateParams, PkiError> {
     let mut params = base_params(NODE_YEARS)?;
     params.distinguished_name.push(DnType::CommonName, name);
     params.distinguished_name.push(
@@ -274,7 +281,7 @@ fn node_params(name: &str, role: Role) -> Result<CertificateParams, PkiError> {
 }
 
 /// An intermediate CA with which relay `name` admits its children.
-fn issuer_params(name: &str) -> Result<CertificateParams, PkiError> {
+pub(super) fn issuer_params(name: &str) -> Result<CertificateParams, PkiError> {
     let mut params = base_params(CA_YEARS)?;
     params
         .distinguished_name
