@@ -18,3 +18,4 @@
 
 pub mod identity;
 pub mod pki;
+pub mod token;
