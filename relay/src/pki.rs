@@ -45,7 +45,7 @@ pub const SPIFFE_PREFIX: &str = "spiffe://relaymesh/";
 #[non_exhaustive]
 pub enum PkiError {
     /// A node name is not a valid DNS-1123 label.
-    #[error("invalid node name")]
+    #[error("invalid node name: {0}")]
     InvalidName(#[from] relaymesh_protocol::name::NameError),
     /// An API host is neither an IP address nor a valid DNS name.
     #[error("invalid API host {host:?}")]
@@ -93,11 +93,11 @@ pub enum PkiError {
     /// Signing one more issuer below this one would make chains longer than
     /// certificate verification accepts.
     #[error(
-        "an issuer below {parent:?} would be intermediate number {depth}, more than the {max} that chain verification accepts"
+        "an issuer below {issuer:?} would be intermediate number {depth}, more than the {max} that chain verification accepts"
     )]
     ChainTooDeep {
-        /// The relay whose issuer was asked to sign.
-        parent: String,
+        /// The subject of the issuer that was asked to sign.
+        issuer: String,
         /// The intermediate count the new issuer would have.
         depth: usize,
         /// [`MAX_INTERMEDIATES`].

@@ -176,9 +176,9 @@ pub fn sign_issuer_cert(issuer: &Issuer, csr_der: &[u8], name: &str) -> Result<V
     relaymesh_protocol::name::validate(name)?;
     let depth = intermediates_below(issuer)?;
     if depth > MAX_INTERMEDIATES {
-        let parent = parse_cert(&issuer.cert_der)?.subject().to_string();
+        let subject = parse_cert(&issuer.cert_der)?.subject().to_string();
         return Err(PkiError::ChainTooDeep {
-            parent,
+            issuer: subject,
             depth,
             max: MAX_INTERMEDIATES,
         });
