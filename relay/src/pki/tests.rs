@@ -64,7 +64,8 @@ fn create_mesh_makes_root_admin_and_api() {
 
     let admin_der = pem_to_der(&mesh.admin.cert_pem);
     assert_eq!(pem_to_der(&mesh.admin.ca_pem), root.ca_cert_der);
-    let admin = verify_chain(&root.ca_cert_der, &[admin_der.clone()]).expect("admin chain");
+    let admin =
+        verify_chain(&root.ca_cert_der, std::slice::from_ref(&admin_der)).expect("admin chain");
     assert_eq!(admin.role, Role::Admin);
     assert_eq!(admin.name, "admin");
     let subject = parse_cert(&admin_der).expect("parse").subject().to_string();
