@@ -16,10 +16,15 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod admission;
 pub mod api;
 pub mod client;
 pub mod config;
 pub mod core;
+pub mod daemon;
 pub mod identity;
 pub mod kubeconfig;
+pub mod pki;
 pub mod store;
+pub mod token;
+pub mod transport;

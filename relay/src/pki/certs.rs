@@ -1,0 +1,389 @@
+//! Making keys, requests and certificates: the mesh CA at `relay init`, a
+//! joining node's own keys, and a parent signing its children.
+
+use std::net::IpAddr;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use rcgen::{
+    BasicConstraints, CertificateParams, CertificateSigningRequestParams, DistinguishedName,
+    DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair, KeyUsagePurpose, PublicKeyData, SanType,
+    SerialNumber, PKCS_ECDSA_P256_SHA256,
+};
+use relaymesh_protocol::Role;
+use rustls::pki_types::{CertificateDer, PrivatePkcs8KeyDer};
+
+use super::{
+    bad_cert, der_to_pem, parse_cert, AdminCredentials, MeshBootstrap, NodeKeys, PkiError,
+    ServerCert, SPIFFE_PREFIX,
+};
+use crate::identity::{Identity, Issuer};
+
+/// The most intermediate CA certificates a chain may hold between a leaf and
+/// the mesh CA: rustls-webpki 0.103 refuses longer paths
+/// (`MAX_SUB_CA_COUNT = 6` in its `src/verify_cert.rs`).
+pub const MAX_INTERMEDIATES: usize = 6;
+
+const CA_YEARS: u64 = 10;
+const NODE_YEARS: u64 = 1;
+const DAY_SECS: u64 = 24 * 60 * 60;
+/// Certificates start being valid a little in the past, so that a node whose
+/// clock lags its parent's can use a fresh certificate at once.
+const BACKDATE_SECS: u64 = 60 * 60;
+
+/// Makes a new mesh: its CA, the root relay's identity, the admin's client
+/// credentials and the certificate of the root's HTTPS API.
+///
+/// The root's [`Issuer`] is the mesh CA itself (`chain_der` empty), its token
+/// signing key a fresh Ed25519 key. The API certificate covers each of
+/// `api_hosts` (an IP address or a DNS name) plus `localhost` and `127.0.0.1`.
+pub fn create_mesh(root_name: &str, api_hosts: &[String]) -> Result<MeshBootstrap, PkiError> {
+    relaymesh_protocol::name::validate(root_name)?;
+    let ca_key = new_key()?;
+    let ca_params = ca_params()?;
+    let ca_cert = ca_params
+        .self_signed(&ca_key)
+        .map_err(generate("self-sign the mesh CA"))?;
+    let ca_cert_der = ca_cert.der().to_vec();
+    let ca_issuer = Issuer {
+        cert_der: ca_cert_der.clone(),
+        chain_der: Vec::new(),
+        key_der: ca_key.serialize_der(),
+    };
+    let signer = rcgen::Issuer::from_params(&ca_params, &ca_key);
+
+    let root_key = new_key()?;
+    let root_cert = node_params(root_name, Role::Relay)?
+        .signed_by(&root_key, &signer)
+        .map_err(generate("sign the root's TLS certificate"))?;
+
+    let admin_key = new_key()?;
+    let mut admin_params = node_params("admin", Role::Admin)?;
+    admin_params.distinguished_name = DistinguishedName::new();
+    admin_params
+        .distinguished_name
+        .push(DnType::OrganizationName, "system:masters");
+    admin_params
+        .distinguished_name
+        .push(DnType::CommonName, "admin");
+    let admin_cert = admin_params
+        .signed_by(&admin_key, &signer)
+        .map_err(generate("sign the admin certificate"))?;
+
+    let api_key = new_key()?;
+    let api_cert = api_params(api_hosts)?
+        .signed_by(&api_key, &signer)
+        .map_err(generate("sign the API certificate"))?;
+
+    let token_key = ring::signature::Ed25519KeyPair::generate_pkcs8(
+        &ring::rand::SystemRandom::new(),
+    )
+    .map_err(|_| PkiError::BadKey {
+        reason: "cannot generate the Ed25519 token signing key".into(),
+    })?;
+    let token_public = {
+        use ring::signature::KeyPair as _;
+        ring::signature::Ed25519KeyPair::from_pkcs8(token_key.as_ref())
+            .map_err(|e| PkiError::BadKey {
+                reason: format!("fresh Ed25519 key does not parse: {e}"),
+            })?
+            .public_key()
+            .as_ref()
+            .to_vec()
+    };
+
+    Ok(MeshBootstrap {
+        identity: Identity {
+            name: root_name.to_string(),
+            role: Role::Relay,
+            ca_cert_der: ca_cert_der.clone(),
+            tls_chain_der: vec![root_cert.der().to_vec()],
+            tls_key_der: root_key.serialize_der(),
+            issuer: Some(ca_issuer),
+            token_key: token_public,
+            token_signing_key: Some(token_key.as_ref().to_vec()),
+        },
+        admin: AdminCredentials {
+            ca_pem: der_to_pem(&ca_cert_der, "CERTIFICATE"),
+            cert_pem: der_to_pem(admin_cert.der(), "CERTIFICATE"),
+            key_pem: der_to_pem(&admin_key.serialize_der(), "PRIVATE KEY"),
+        },
+        api_cert: ServerCert {
+            chain_der: vec![api_cert.der().to_vec()],
+            key_der: api_key.serialize_der(),
+        },
+    })
+}
+
+/// Makes a joining node's keys and PKCS#10 requests: always a TLS key, and for
+/// a relay also an issuer (CA) key. The requests carry the node's identity for
+/// the record, but the parent takes name and role from the join token, not
+/// from the requests.
+pub fn new_node_keys(name: &str, role: Role) -> Result<NodeKeys, PkiError> {
+    relaymesh_protocol::name::validate(name)?;
+    let tls_key = new_key()?;
+    let tls_csr = for_request(node_params(name, role)?)
+        .serialize_request(&tls_key)
+        .map_err(generate("make the TLS certificate request"))?;
+    let (issuer_key_der, issuer_csr_der) = if role == Role::Relay {
+        let issuer_key = new_key()?;
+        let csr = for_request(issuer_params(name)?)
+            .serialize_request(&issuer_key)
+            .map_err(generate("make the issuer certificate request"))?;
+        (Some(issuer_key.serialize_der()), Some(csr.der().to_vec()))
+    } else {
+        (None, None)
+    };
+    Ok(NodeKeys {
+        tls_key_der: tls_key.serialize_der(),
+        tls_csr_der: tls_csr.der().to_vec(),
+        issuer_key_der,
+        issuer_csr_der,
+    })
+}
+
+/// Signs a one-year leaf TLS certificate (not a CA) for `name` in `role`,
+/// for the public key of `csr_der` after checking the request's
+/// self-signature. Name and role come from the arguments; whatever the
+/// request's subject or extensions say is ignored.
+pub fn sign_node_cert(
+    issuer: &Issuer,
+    csr_der: &[u8],
+    name: &str,
+    role: Role,
+) -> Result<Vec<u8>, PkiError> {
+    relaymesh_protocol::name::validate(name)?;
+    let public_key = csr_public_key(csr_der)?;
+    let signer = signer(issuer)?;
+    let cert = node_params(name, role)?
+        .signed_by(&public_key, &signer)
+        .map_err(generate("sign a node certificate"))?;
+    Ok(cert.der().to_vec())
+}
+
+/// Signs a ten-year intermediate CA certificate (basicConstraints CA,
+/// keyCertSign) for relay `name`, with which it admits its own children.
+///
+/// Depth limit: rustls-webpki 0.103 (used by rustls to check every link)
+/// accepts at most [`MAX_INTERMEDIATES`] = 6 intermediate certificates
+/// between a leaf and the trust anchor (`MAX_SUB_CA_COUNT` in its
+/// `verify_cert.rs`). The root's issuer is the mesh CA (the anchor), a relay
+/// it admits holds intermediate number 1, and so on; so relays down to depth
+/// 6 below the root get an issuer, and their children (depth 7) are the
+/// deepest nodes a chain can reach. Asking for a 7th-level issuer fails with
+/// [`PkiError::ChainTooDeep`] instead of producing certificates no peer
+/// would accept.
+pub fn sign_issuer_cert(issuer: &Issuer, csr_der: &[u8], name: &str) -> Result<Vec<u8>, PkiError> {
+    relaymesh_protocol::name::validate(name)?;
+    let depth = intermediates_below(issuer)?;
+    if depth > MAX_INTERMEDIATES {
+        let subject = parse_cert(&issuer.cert_der)?.subject().to_string();
+        return Err(PkiError::ChainTooDeep {
+            issuer: subject,
+            depth,
+            max: MAX_INTERMEDIATES,
+        });
+    }
+    let public_key = csr_public_key(csr_der)?;
+    let signer = signer(issuer)?;
+    let cert = issuer_params(name)?
+        .signed_by(&public_key, &signer)
+        .map_err(generate("sign an issuer certificate"))?;
+    Ok(cert.der().to_vec())
+}
+
+/// How many intermediates an issuer signed by `issuer` would be preceded by
+/// plus itself: the intermediate count of chains through it.
+fn intermediates_below(issuer: &Issuer) -> Result<usize, PkiError> {
+    let cert = parse_cert(&issuer.cert_der)?;
+    let self_signed = cert.subject().as_raw() == cert.issuer().as_raw();
+    let issuer_count = if self_signed {
+        0
+    } else {
+        1 + issuer.chain_der.len()
+    };
+    Ok(issuer_count + 1)
+}
+
+/// Parses a PKCS#10 request, checks its self-signature and key type, and
+/// returns its public key.
+fn csr_public_key(csr_der: &[u8]) -> Result<rcgen::PublicKey, PkiError> {
+    let request = CertificateSigningRequestParams::from_der(&csr_der.into()).map_err(|e| {
+        PkiError::BadCsr {
+            reason: e.to_string(),
+        }
+    })?;
+    if request.public_key.algorithm() != &PKCS_ECDSA_P256_SHA256 {
+        return Err(PkiError::BadCsr {
+            reason: "the key must be ECDSA P-256 (signed with SHA-256)".into(),
+        });
+    }
+    Ok(request.public_key)
+}
+
+/// An rcgen signer for `issuer`, after checking its key belongs to its
+/// certificate.
+pub(super) fn signer(issuer: &Issuer) -> Result<rcgen::Issuer<'static, KeyPair>, PkiError> {
+    let key = KeyPair::from_pkcs8_der_and_sign_algo(
+        &PrivatePkcs8KeyDer::from(issuer.key_der.as_slice()),
+        &PKCS_ECDSA_P256_SHA256,
+    )
+    .map_err(|e| PkiError::BadKey {
+        reason: format!("issuer key: {e}"),
+    })?;
+    let cert = parse_cert(&issuer.cert_der)?;
+    if cert.public_key().subject_public_key.data.as_ref() != key.der_bytes() {
+        return Err(PkiError::BadKey {
+            reason: "the issuer key does not belong to the issuer certificate".into(),
+        });
+    }
+    rcgen::Issuer::from_ca_cert_der(&CertificateDer::from(issuer.cert_der.as_slice()), key)
+        .map_err(|e| bad_cert(format!("issuer certificate: {e}")))
+}
+
+/// Drops what a PKCS#10 request cannot carry (the signer chooses those).
+fn for_request(mut params: CertificateParams) -> CertificateParams {
+    params.serial_number = None;
+    params.use_authority_key_identifier_extension = false;
+    params
+}
+
+fn new_key() -> Result<KeyPair, PkiError> {
+    KeyPair::generate_for(&PKCS_ECDSA_P256_SHA256).map_err(generate("generate a P-256 key"))
+}
+
+fn generate(what: &'static str) -> impl FnOnce(rcgen::Error) -> PkiError {
+    move |source| PkiError::Generate { what, source }
+}
+
+/// A leaf certificate for a node: spiffe URI and DNS SANs, `CN=<name>`,
+/// `O=relaymesh:<role>`. Relays are TLS servers and clients; agents and
+/// admins only clients.
+pub(super) fn node_params(name: &str, role: Role) -> Result<CertificateParams, PkiError> {
+    let mut params = base_params(NODE_YEARS)?;
+    params.distinguished_name.push(DnType::CommonName, name);
+    params.distinguished_name.push(
+        DnType::OrganizationName,
+        format!("relaymesh:{}", role.as_str()),
+    );
+    params.subject_alt_names = vec![
+        SanType::URI(ia5(format!("{SPIFFE_PREFIX}{}/{name}", role.as_str()))?),
+        SanType::DnsName(ia5(name.to_string())?),
+    ];
+    params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+    params.extended_key_usages = match role {
+        Role::Relay => vec![
+            ExtendedKeyUsagePurpose::ServerAuth,
+            ExtendedKeyUsagePurpose::ClientAuth,
+        ],
+        _ => vec![ExtendedKeyUsagePurpose::ClientAuth],
+    };
+    Ok(params)
+}
+
+/// An intermediate CA with which relay `name` admits its children.
+pub(super) fn issuer_params(name: &str) -> Result<CertificateParams, PkiError> {
+    let mut params = base_params(CA_YEARS)?;
+    params
+        .distinguished_name
+        .push(DnType::CommonName, format!("relaymesh issuer {name}"));
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    params.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
+    Ok(params)
+}
+
+/// The self-signed mesh CA. A random suffix keeps the subjects of different
+/// meshes' CAs apart.
+fn ca_params() -> Result<CertificateParams, PkiError> {
+    let mut params = issuer_params("")?;
+    let mesh_id: [u8; 4] = rand::random();
+    let mesh_id: String = mesh_id.iter().map(|b| format!("{b:02x}")).collect();
+    params.distinguished_name = DistinguishedName::new();
+    params
+        .distinguished_name
+        .push(DnType::OrganizationName, "relaymesh");
+    params
+        .distinguished_name
+        .push(DnType::CommonName, format!("relaymesh mesh CA {mesh_id}"));
+    Ok(params)
+}
+
+/// The root's HTTPS API server certificate.
+fn api_params(api_hosts: &[String]) -> Result<CertificateParams, PkiError> {
+    let mut params = base_params(NODE_YEARS)?;
+    params
+        .distinguished_name
+        .push(DnType::CommonName, "relaymesh API");
+    let defaults = ["localhost".to_string(), "127.0.0.1".to_string()];
+    for host in api_hosts.iter().chain(defaults.iter()) {
+        let san = match host.parse::<IpAddr>() {
+            Ok(ip) => SanType::IpAddress(ip),
+            Err(_) if valid_dns_name(host) => SanType::DnsName(ia5(host.clone())?),
+            Err(_) => return Err(PkiError::InvalidHost { host: host.clone() }),
+        };
+        if !params.subject_alt_names.contains(&san) {
+            params.subject_alt_names.push(san);
+        }
+    }
+    params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    Ok(params)
+}
+
+/// Dot-separated labels of letters, digits and `-`, as a certificate's DNS
+/// name.
+fn valid_dns_name(host: &str) -> bool {
+    !host.is_empty()
+        && host.len() <= 253
+        && host.split('.').all(|label| {
+            !label.is_empty()
+                && label.len() <= 63
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+                && label.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+        })
+}
+
+/// Parameters shared by every certificate: a random serial, and a validity
+/// from an hour ago to `years` from now.
+fn base_params(years: u64) -> Result<CertificateParams, PkiError> {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_err(|_| PkiError::Clock)?
+        .as_secs();
+    let mut params = CertificateParams::default();
+    params.distinguished_name = DistinguishedName::new();
+    set_validity(
+        &mut params,
+        now.saturating_sub(BACKDATE_SECS),
+        now.saturating_add(years * 365 * DAY_SECS),
+    )?;
+    let mut serial: [u8; 16] = rand::random();
+    serial[0] &= 0x7f; // a positive INTEGER
+    params.serial_number = Some(SerialNumber::from_slice(&serial));
+    params.use_authority_key_identifier_extension = true;
+    Ok(params)
+}
+
+/// Sets the validity from Unix seconds. The dates go through x509-parser's
+/// `ASN1Time`, which converts to the date type rcgen takes, so this crate
+/// needs no direct `time` dependency.
+fn set_validity(params: &mut CertificateParams, from: u64, to: u64) -> Result<(), PkiError> {
+    let date = |unix: u64| {
+        let unix = i64::try_from(unix).map_err(|_| PkiError::Clock)?;
+        x509_parser::time::ASN1Time::from_timestamp(unix)
+            .map(|time| time.to_datetime())
+            .map_err(|_| PkiError::Clock)
+    };
+    params.not_before = date(from)?;
+    params.not_after = date(to)?;
+    Ok(())
+}
+
+fn ia5(text: String) -> Result<rcgen::string::Ia5String, PkiError> {
+    rcgen::string::Ia5String::try_from(text.clone())
+        .map_err(|_| PkiError::InvalidHost { host: text })
+}

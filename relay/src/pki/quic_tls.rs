@@ -1,0 +1,212 @@
+//! quinn and rustls configurations for the mesh's links, and reading who is
+//! at the other end of one.
+//!
+//! Every configuration is built with rustls's ring provider passed in
+//! explicitly, never the process-wide default, and trusts the mesh CA only.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use relaymesh_protocol::ALPN;
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::crypto::CryptoProvider;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName, UnixTime};
+use rustls::{CertificateError, DigitallySignedStruct, Error as TlsError, SignatureScheme};
+
+use super::grant::mesh_roots;
+use super::{peer_of, sha256, Peer, PkiError};
+use crate::identity::Identity;
+
+/// How often an idle link sends a keep-alive.
+const KEEP_ALIVE: Duration = Duration::from_secs(5);
+/// How long a link may hear nothing before it is considered dead.
+const IDLE_TIMEOUT_MS: u32 = 20_000;
+
+/// The QUIC server configuration of a relay's listener.
+///
+/// It speaks ALPN `relaymesh/1` and presents `identity.tls_chain_der`
+/// followed by the mesh CA certificate, so a joining node finds the CA it
+/// pinned. Client certificates are optional (a connection without one may
+/// only join); a client certificate that is given must chain to the mesh CA,
+/// the only trust anchor.
+pub fn quic_server_config(identity: &Identity) -> Result<quinn::ServerConfig, PkiError> {
+    let provider = ring_provider();
+    let client_verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+        Arc::new(mesh_roots(&identity.ca_cert_der)?),
+        provider.clone(),
+    )
+    .allow_unauthenticated()
+    .build()?;
+    let mut chain = certificate_chain(&identity.tls_chain_der);
+    chain.push(CertificateDer::from(identity.ca_cert_der.clone()));
+    let mut tls = rustls::ServerConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13])?
+        .with_client_cert_verifier(client_verifier)
+        .with_single_cert(chain, private_key(&identity.tls_key_der))?;
+    tls.alpn_protocols = vec![ALPN.to_vec()];
+    let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(Arc::new(tls))?;
+    let mut config = quinn::ServerConfig::with_crypto(Arc::new(crypto));
+    config.transport_config(transport());
+    Ok(config)
+}
+
+/// The QUIC client configuration of a child's link to its parent: mutual TLS
+/// with the node's own chain, the server verified against the mesh CA only.
+///
+/// Connect with the parent's node name as server name (it is a DNS SAN of
+/// the parent's certificate); only relay certificates are valid for server
+/// authentication.
+pub fn quic_client_config(identity: &Identity) -> Result<quinn::ClientConfig, PkiError> {
+    let tls = rustls::ClientConfig::builder_with_provider(ring_provider())
+        .with_protocol_versions(&[&rustls::version::TLS13])?
+        .with_root_certificates(mesh_roots(&identity.ca_cert_der)?)
+        .with_client_auth_cert(
+            certificate_chain(&identity.tls_chain_der),
+            private_key(&identity.tls_key_der),
+        )?;
+    client_config(tls)
+}
+
+/// The QUIC client configuration for joining: no client certificate, and the
+/// server accepted only if its chain contains a certificate whose SHA-256 is
+/// `ca_sha256` and verifies against that certificate as the sole trust anchor
+/// for the server name given at connect time (the parent's name).
+pub fn quic_join_client_config(ca_sha256: [u8; 32]) -> Result<quinn::ClientConfig, PkiError> {
+    let provider = ring_provider();
+    let tls = rustls::ClientConfig::builder_with_provider(provider.clone())
+        .with_protocol_versions(&[&rustls::version::TLS13])?
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(PinnedCaVerifier {
+            ca_sha256,
+            provider,
+        }))
+        .with_no_client_auth();
+    client_config(tls)
+}
+
+/// The identity of the peer of an authenticated connection, or `None` if the
+/// peer sent no certificate (a joining node).
+///
+/// This is the leaf's spiffe identity; rustls has already checked that the
+/// chain leads to the mesh CA. A relay should also check, with
+/// [`super::is_issued_by`], that a child's certificate comes from its own
+/// issuer.
+pub fn connection_peer(conn: &quinn::Connection) -> Result<Option<Peer>, PkiError> {
+    let Some(identity) = conn.peer_identity() else {
+        return Ok(None);
+    };
+    let chain = identity
+        .downcast::<Vec<CertificateDer<'static>>>()
+        .map_err(|_| PkiError::UnexpectedPeerIdentity)?;
+    match chain.first() {
+        Some(leaf) => peer_of(leaf).map(Some),
+        None => Ok(None),
+    }
+}
+
+/// Accepts a server whose chain holds the pinned CA and verifies against it.
+#[derive(Debug)]
+struct PinnedCaVerifier {
+    ca_sha256: [u8; 32],
+    provider: Arc<CryptoProvider>,
+}
+
+/// The server did not present the CA a join token pins.
+#[derive(Debug, thiserror::Error)]
+#[error("the server's chain does not hold the mesh CA the join token pins")]
+struct PinnedCaMissing;
+
+impl ServerCertVerifier for PinnedCaVerifier {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp_response: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, TlsError> {
+        let Some(ca) = intermediates
+            .iter()
+            .find(|cert| sha256(cert.as_ref()) == self.ca_sha256)
+        else {
+            return Err(TlsError::InvalidCertificate(CertificateError::Other(
+                rustls::OtherError(Arc::new(PinnedCaMissing)),
+            )));
+        };
+        let roots = mesh_roots(ca.as_ref())
+            .map_err(|_| TlsError::InvalidCertificate(CertificateError::BadEncoding))?;
+        let verifier = rustls::client::WebPkiServerVerifier::builder_with_provider(
+            Arc::new(roots),
+            self.provider.clone(),
+        )
+        .build()
+        .map_err(|e| TlsError::General(format!("cannot build the pinned verifier: {e}")))?;
+        verifier.verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now)
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, TlsError> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, TlsError> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.provider
+            .signature_verification_algorithms
+            .supported_schemes()
+    }
+}
+
+fn ring_provider() -> Arc<CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+fn client_config(mut tls: rustls::ClientConfig) -> Result<quinn::ClientConfig, PkiError> {
+    tls.alpn_protocols = vec![ALPN.to_vec()];
+    let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(Arc::new(tls))?;
+    let mut config = quinn::ClientConfig::new(Arc::new(crypto));
+    config.transport_config(transport());
+    Ok(config)
+}
+
+fn transport() -> Arc<quinn::TransportConfig> {
+    let mut transport = quinn::TransportConfig::default();
+    transport.keep_alive_interval(Some(KEEP_ALIVE));
+    transport.max_idle_timeout(Some(quinn::IdleTimeout::from(quinn::VarInt::from_u32(
+        IDLE_TIMEOUT_MS,
+    ))));
+    Arc::new(transport)
+}
+
+fn certificate_chain(chain_der: &[Vec<u8>]) -> Vec<CertificateDer<'static>> {
+    chain_der
+        .iter()
+        .map(|der| CertificateDer::from(der.clone()))
+        .collect()
+}
+
+fn private_key(key_der: &[u8]) -> PrivateKeyDer<'static> {
+    PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key_der.to_vec()))
+}

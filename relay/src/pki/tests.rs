@@ -1,0 +1,466 @@
+//! Certificates along a tree, and real QUIC handshakes on localhost.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use relaymesh_protocol::message::JoinGrant;
+use relaymesh_protocol::Role;
+
+use super::*;
+use crate::identity::Identity;
+
+/// What a parent would grant: the same chain assembly admission does.
+fn grant_for(parent: &Identity, keys: &NodeKeys, name: &str, role: Role) -> JoinGrant {
+    let issuer = parent.issuer.as_ref().expect("the parent is a relay");
+    let above: Vec<Vec<u8>> = if issuer.cert_der == parent.ca_cert_der {
+        Vec::new()
+    } else {
+        std::iter::once(issuer.cert_der.clone())
+            .chain(issuer.chain_der.iter().cloned())
+            .collect()
+    };
+    let leaf = sign_node_cert(issuer, &keys.tls_csr_der, name, role).expect("sign leaf");
+    let issuer_chain = keys.issuer_csr_der.as_ref().map(|csr| {
+        let cert = sign_issuer_cert(issuer, csr, name).expect("sign issuer");
+        std::iter::once(cert).chain(above.iter().cloned()).collect()
+    });
+    JoinGrant {
+        ca_cert_der: parent.ca_cert_der.clone(),
+        tls_chain_der: std::iter::once(leaf).chain(above).collect(),
+        issuer_chain_der: issuer_chain,
+        token_key: parent.token_key.clone(),
+        parent: parent.name.clone(),
+    }
+}
+
+/// A node joining below `parent`.
+fn join(parent: &Identity, name: &str, role: Role) -> Identity {
+    let keys = new_node_keys(name, role).expect("keys");
+    let grant = grant_for(parent, &keys, name, role);
+    identity_from_grant(name, role, keys, &grant).expect("identity from grant")
+}
+
+fn root() -> Identity {
+    create_mesh("root", &[]).expect("mesh").identity
+}
+
+#[test]
+fn create_mesh_makes_root_admin_and_api() {
+    let hosts = vec!["10.1.2.3".to_string(), "api.example.com".to_string()];
+    let mesh = create_mesh("root", &hosts).expect("mesh");
+    let root = &mesh.identity;
+    assert!(root.is_root());
+    let issuer = root.issuer.as_ref().expect("root issuer");
+    assert_eq!(issuer.cert_der, root.ca_cert_der);
+    assert!(issuer.chain_der.is_empty());
+    assert_eq!(
+        verify_chain(&root.ca_cert_der, &root.tls_chain_der).expect("root chain"),
+        Peer {
+            role: Role::Relay,
+            name: "root".into()
+        }
+    );
+    assert_eq!(root.token_key.len(), 32);
+
+    let admin_der = pem_to_der(&mesh.admin.cert_pem);
+    assert_eq!(pem_to_der(&mesh.admin.ca_pem), root.ca_cert_der);
+    let admin =
+        verify_chain(&root.ca_cert_der, std::slice::from_ref(&admin_der)).expect("admin chain");
+    assert_eq!(admin.role, Role::Admin);
+    assert_eq!(admin.name, "admin");
+    let subject = parse_cert(&admin_der).expect("parse").subject().to_string();
+    assert!(subject.contains("O=system:masters"), "{subject}");
+    assert!(subject.contains("CN=admin"), "{subject}");
+    assert!(mesh
+        .admin
+        .key_pem
+        .starts_with("-----BEGIN PRIVATE KEY-----\n"));
+
+    let api = parse_cert(&mesh.api_cert.chain_der[0]).expect("parse api");
+    let names = api
+        .subject_alternative_name()
+        .expect("san")
+        .expect("has san")
+        .value
+        .general_names
+        .iter()
+        .map(|name| name.to_string())
+        .collect::<Vec<_>>()
+        .join(",");
+    // x509-parser prints IP addresses in hex.
+    for wanted in ["0a:01:02:03", "api.example.com", "localhost", "7f:00:00:01"] {
+        assert!(names.contains(wanted), "{wanted} missing in {names}");
+    }
+    assert!(matches!(
+        create_mesh("root", &["bad host!".into()]),
+        Err(PkiError::InvalidHost { .. })
+    ));
+    assert!(matches!(
+        create_mesh("Root", &[]),
+        Err(PkiError::InvalidName(_))
+    ));
+}
+
+#[test]
+fn relay_joins_and_admits_an_agent() {
+    let root = root();
+    let relay = join(&root, "eu", Role::Relay);
+    let relay_issuer = relay.issuer.as_ref().expect("relay issuer");
+    assert!(relay_issuer.chain_der.is_empty());
+    assert_eq!(relay.tls_chain_der.len(), 1);
+    assert_eq!(
+        peer_of(&relay.tls_chain_der[0]).expect("peer"),
+        Peer {
+            role: Role::Relay,
+            name: "eu".into()
+        }
+    );
+
+    let agent = join(&relay, "edge-1", Role::Agent);
+    assert!(agent.issuer.is_none());
+    assert_eq!(agent.tls_chain_der.len(), 2);
+    assert_eq!(agent.tls_chain_der[1], relay_issuer.cert_der);
+    let peer = verify_chain(&root.ca_cert_der, &agent.tls_chain_der).expect("agent chain");
+    assert_eq!(
+        peer,
+        Peer {
+            role: Role::Agent,
+            name: "edge-1".into()
+        }
+    );
+    assert!(is_issued_by(&agent.tls_chain_der[0], &relay_issuer.cert_der).expect("check"));
+    assert!(!is_issued_by(&agent.tls_chain_der[0], &root.ca_cert_der).expect("check"));
+    // Another mesh's CA does not vouch for it.
+    assert!(matches!(
+        verify_chain(&super::tests::root().ca_cert_der, &agent.tls_chain_der),
+        Err(PkiError::Untrusted(_))
+    ));
+}
+
+#[test]
+fn signing_takes_name_and_role_from_the_arguments() {
+    let root = root();
+    let keys = new_node_keys("admin", Role::Admin).expect("keys");
+    let issuer = root.issuer.as_ref().expect("issuer");
+    let cert = sign_node_cert(issuer, &keys.tls_csr_der, "edge-2", Role::Agent).expect("sign");
+    assert_eq!(
+        peer_of(&cert).expect("peer"),
+        Peer {
+            role: Role::Agent,
+            name: "edge-2".into()
+        }
+    );
+    let is_ca = parse_cert(&cert)
+        .expect("parse")
+        .basic_constraints()
+        .expect("bc")
+        .is_some_and(|bc| bc.value.ca);
+    assert!(!is_ca);
+}
+
+#[test]
+fn bad_requests_are_refused() {
+    let root = root();
+    let issuer = root.issuer.as_ref().expect("issuer");
+    let keys = new_node_keys("edge-3", Role::Agent).expect("keys");
+    let mut tampered = keys.tls_csr_der.clone();
+    let last = tampered.len() - 1;
+    tampered[last] ^= 1;
+    for csr in [&b"garbage"[..], &tampered[..], &[][..]] {
+        assert!(matches!(
+            sign_node_cert(issuer, csr, "edge-3", Role::Agent),
+            Err(PkiError::BadCsr { .. })
+        ));
+        assert!(matches!(
+            sign_issuer_cert(issuer, csr, "edge-3"),
+            Err(PkiError::BadCsr { .. })
+        ));
+    }
+    assert!(matches!(
+        sign_node_cert(issuer, &keys.tls_csr_der, "Not_A_Name", Role::Agent),
+        Err(PkiError::InvalidName(_))
+    ));
+}
+
+#[test]
+fn grants_for_other_keys_or_names_are_refused() {
+    let root = root();
+    let keys = new_node_keys("eu", Role::Relay).expect("keys");
+    let other = new_node_keys("eu", Role::Relay).expect("other keys");
+    let grant = grant_for(&root, &other, "eu", Role::Relay);
+    assert!(matches!(
+        identity_from_grant("eu", Role::Relay, keys.clone(), &grant),
+        Err(PkiError::GrantMismatch { .. })
+    ));
+    let grant = grant_for(&root, &keys, "us", Role::Relay);
+    assert!(matches!(
+        identity_from_grant("eu", Role::Relay, keys.clone(), &grant),
+        Err(PkiError::GrantMismatch { .. })
+    ));
+    let mut grant = grant_for(&root, &keys, "eu", Role::Relay);
+    grant.issuer_chain_der = None;
+    assert!(matches!(
+        identity_from_grant("eu", Role::Relay, keys.clone(), &grant),
+        Err(PkiError::GrantMismatch { .. })
+    ));
+    let mut grant = grant_for(&root, &keys, "eu", Role::Relay);
+    grant.ca_cert_der = super::tests::root().ca_cert_der;
+    assert!(identity_from_grant("eu", Role::Relay, keys, &grant).is_err());
+}
+
+#[test]
+fn peer_of_refuses_certificates_without_identity() {
+    let mesh = create_mesh("root", &[]).expect("mesh");
+    assert!(matches!(
+        peer_of(&mesh.api_cert.chain_der[0]),
+        Err(PkiError::BadCertificate { .. })
+    ));
+    assert!(matches!(
+        peer_of(&mesh.identity.ca_cert_der),
+        Err(PkiError::BadCertificate { .. })
+    ));
+    assert!(matches!(
+        peer_of(b"junk"),
+        Err(PkiError::BadCertificate { .. })
+    ));
+}
+
+/// Relays at depths 1 to 6 get issuers; the 7th-level issuer is refused, and
+/// a chain with 7 intermediates (forged past that check) indeed fails to
+/// verify, while one with 6 verifies.
+#[test]
+fn chains_stop_at_the_webpki_intermediate_limit() {
+    let root = root();
+    let mut relay = root.clone();
+    for depth in 1..=MAX_INTERMEDIATES {
+        relay = join(&relay, &format!("r{depth}"), Role::Relay);
+    }
+    let deepest = relay.issuer.as_ref().expect("issuer");
+    assert_eq!(deepest.chain_der.len() + 1, MAX_INTERMEDIATES);
+    let agent = join(&relay, "edge-deep", Role::Agent);
+    assert_eq!(agent.tls_chain_der.len(), 1 + MAX_INTERMEDIATES);
+    verify_chain(&root.ca_cert_der, &agent.tls_chain_der).expect("6 intermediates verify");
+
+    let keys = new_node_keys("r7", Role::Relay).expect("keys");
+    let csr = keys.issuer_csr_der.as_ref().expect("issuer csr");
+    assert!(matches!(
+        sign_issuer_cert(deepest, csr, "r7"),
+        Err(PkiError::ChainTooDeep { depth: 7, .. })
+    ));
+
+    // Forge the 7th issuer and a leaf below it, bypassing the check.
+    let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).expect("key");
+    let seventh = certs::issuer_params("r7")
+        .expect("params")
+        .signed_by(&key, &certs::signer(deepest).expect("signer"))
+        .expect("sign")
+        .der()
+        .to_vec();
+    let leaf_key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).expect("key");
+    let seventh_issuer = crate::identity::Issuer {
+        cert_der: seventh.clone(),
+        chain_der: Vec::new(),
+        key_der: key.serialize_der(),
+    };
+    let leaf = certs::node_params("edge-too-deep", Role::Agent)
+        .expect("params")
+        .signed_by(&leaf_key, &certs::signer(&seventh_issuer).expect("signer"))
+        .expect("sign")
+        .der()
+        .to_vec();
+    let mut chain = vec![leaf, seventh];
+    chain.extend(agent.tls_chain_der[1..].iter().cloned());
+    assert_eq!(chain.len(), 1 + MAX_INTERMEDIATES + 1);
+    assert!(matches!(
+        verify_chain(&root.ca_cert_der, &chain),
+        Err(PkiError::Untrusted(_))
+    ));
+}
+
+#[test]
+fn pem_and_fingerprint() {
+    let root = root();
+    let pem = der_to_pem(&root.ca_cert_der, "CERTIFICATE");
+    assert!(pem.lines().all(|line| line.len() <= 64));
+    assert_eq!(pem_to_der(&pem), root.ca_cert_der);
+    assert_eq!(sha256(b"abc")[..4], [0xba, 0x78, 0x16, 0xbf]);
+}
+
+fn pem_to_der(pem: &str) -> Vec<u8> {
+    let mut reader = pem.as_bytes();
+    let der = rustls_pemfile::certs(&mut reader)
+        .next()
+        .expect("one certificate")
+        .expect("valid PEM")
+        .to_vec();
+    der
+}
+
+// --- QUIC handshakes ---
+
+struct Server {
+    endpoint: quinn::Endpoint,
+    addr: SocketAddr,
+}
+
+fn serve(identity: &Identity) -> Server {
+    let config = quic_server_config(identity).expect("server config");
+    let endpoint =
+        quinn::Endpoint::server(config, "127.0.0.1:0".parse().expect("addr")).expect("bind");
+    let addr = endpoint.local_addr().expect("local addr");
+    Server { endpoint, addr }
+}
+
+/// Connects with `config` to `server` as `server_name`; returns the client's
+/// and the server's view of the handshake.
+async fn handshake(
+    server: &Server,
+    config: quinn::ClientConfig,
+    server_name: &str,
+) -> (
+    Result<quinn::Connection, quinn::ConnectionError>,
+    Result<quinn::Connection, quinn::ConnectionError>,
+) {
+    let client =
+        quinn::Endpoint::client("127.0.0.1:0".parse().expect("addr")).expect("client endpoint");
+    let connecting = client
+        .connect_with(config, server.addr, server_name)
+        .expect("connect");
+    let accept = async {
+        let incoming = server.endpoint.accept().await.expect("incoming");
+        incoming.await
+    };
+    let both = async { tokio::join!(connecting, accept) };
+    tokio::time::timeout(Duration::from_secs(10), both)
+        .await
+        .expect("handshake finishes")
+}
+
+#[tokio::test]
+async fn mutual_tls_between_child_and_parent() {
+    let root = root();
+    let child = join(&root, "eu", Role::Relay);
+    let server = serve(&root);
+    let config = quic_client_config(&child).expect("client config");
+    let (client_conn, server_conn) = handshake(&server, config, "root").await;
+    let client_conn = client_conn.expect("client handshake");
+    let server_conn = server_conn.expect("server handshake");
+    assert_eq!(
+        connection_peer(&server_conn).expect("peer"),
+        Some(Peer {
+            role: Role::Relay,
+            name: "eu".into()
+        })
+    );
+    assert_eq!(
+        connection_peer(&client_conn).expect("peer"),
+        Some(Peer {
+            role: Role::Relay,
+            name: "root".into()
+        })
+    );
+    assert_eq!(
+        client_conn.handshake_data().and_then(|data| data
+            .downcast::<quinn::crypto::rustls::HandshakeData>()
+            .ok()
+            .and_then(|data| data.protocol)),
+        Some(relaymesh_protocol::ALPN.to_vec())
+    );
+}
+
+#[tokio::test]
+async fn a_client_from_another_mesh_is_refused() {
+    let root = root();
+    let stranger = join(
+        &create_mesh("other", &[]).expect("mesh").identity,
+        "eu",
+        Role::Relay,
+    );
+    let server = serve(&root);
+    let config = quic_client_config(&stranger).expect("client config");
+    let (client_conn, server_conn) = handshake(&server, config, "root").await;
+    assert!(client_conn.is_err());
+    assert!(server_conn.is_err());
+}
+
+#[tokio::test]
+async fn a_wrong_server_name_is_refused() {
+    let root = root();
+    let child = join(&root, "eu", Role::Relay);
+    let server = serve(&root);
+    let config = quic_client_config(&child).expect("client config");
+    let (client_conn, _) = handshake(&server, config, "not-root").await;
+    assert!(client_conn.is_err());
+}
+
+#[tokio::test]
+async fn join_pins_the_mesh_ca() {
+    let root = root();
+    let server = serve(&root);
+    let pin = sha256(&root.ca_cert_der);
+    let config = quic_join_client_config(pin).expect("join config");
+    let (client_conn, server_conn) = handshake(&server, config, "root").await;
+    client_conn.expect("join handshake");
+    let server_conn = server_conn.expect("server handshake");
+    assert_eq!(connection_peer(&server_conn).expect("peer"), None);
+
+    let config = quic_join_client_config([0; 32]).expect("join config");
+    let (client_conn, _) = handshake(&server, config, "root").await;
+    assert!(client_conn.is_err());
+
+    // The right pin does not make another mesh's relay acceptable.
+    let impostor = serve(&create_mesh("root", &[]).expect("mesh").identity);
+    let config = quic_join_client_config(pin).expect("join config");
+    let (client_conn, _) = handshake(&impostor, config, "root").await;
+    assert!(client_conn.is_err());
+}
+
+#[tokio::test]
+async fn three_levels_connect() {
+    let root = root();
+    let first = join(&root, "eu", Role::Relay);
+    let second = join(&first, "eu-west", Role::Relay);
+    let agent = join(&second, "edge-1", Role::Agent);
+    assert_eq!(agent.tls_chain_der.len(), 3);
+
+    // The second-level relay dials the first.
+    let server = serve(&first);
+    let config = quic_client_config(&second).expect("client config");
+    let (client_conn, server_conn) = handshake(&server, config, "eu").await;
+    client_conn.expect("client handshake");
+    let server_conn = server_conn.expect("server handshake");
+    let peer = connection_peer(&server_conn)
+        .expect("peer")
+        .expect("has peer");
+    assert_eq!(peer.name, "eu-west");
+
+    // The agent dials the second-level relay.
+    let server = serve(&second);
+    let config = quic_client_config(&agent).expect("client config");
+    let (client_conn, server_conn) = handshake(&server, config, "eu-west").await;
+    client_conn.expect("client handshake");
+    let server_conn = server_conn.expect("server handshake");
+    assert_eq!(
+        connection_peer(&server_conn).expect("peer"),
+        Some(Peer {
+            role: Role::Agent,
+            name: "edge-1".into()
+        })
+    );
+
+    // A joining node pins the CA even three levels down.
+    let config = quic_join_client_config(sha256(&root.ca_cert_der)).expect("join config");
+    let (client_conn, _) = handshake(&server, config, "eu-west").await;
+    client_conn.expect("join handshake");
+}
+
+#[tokio::test]
+async fn an_agent_certificate_cannot_serve() {
+    let root = root();
+    let relay = join(&root, "eu", Role::Relay);
+    let agent = join(&root, "edge-1", Role::Agent);
+    let server = serve(&agent);
+    let config = quic_client_config(&relay).expect("client config");
+    let (client_conn, _) = handshake(&server, config, "edge-1").await;
+    assert!(client_conn.is_err());
+}

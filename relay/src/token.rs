@@ -1,0 +1,348 @@
+//! Join tokens: issuing them at the root and checking them at any relay.
+//!
+//! A token is `rmt1.<claims>.<signature>`: the bincode encoding of
+//! [`TokenClaims`] (through [`relaymesh_protocol::codec`]) and an Ed25519
+//! signature over exactly those bytes, both in unpadded base64url. The root
+//! signs with the mesh's token key; every relay holds the public key, so any
+//! of them can check a token without asking the root.
+//!
+//! This module only reads and writes tokens. Whether a token admits a node
+//! (its parent, mesh, single use) is [`crate::admission`]'s decision.
+
+use std::time::Duration;
+
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine as _;
+use relaymesh_protocol::limits::{MAX_ADDRESSES, MAX_TOKEN_LEN};
+use relaymesh_protocol::token::{TokenClaims, TOKEN_PREFIX};
+use relaymesh_protocol::Role;
+use ring::signature::{Ed25519KeyPair, UnparsedPublicKey, ED25519};
+
+/// The length of an Ed25519 signature.
+const SIGNATURE_LEN: usize = 64;
+
+/// Why a token could not be issued or was not accepted.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TokenError {
+    /// The token is not a well-formed version-1 token (prefix, parts,
+    /// base64, length or claims encoding).
+    #[error("malformed join token: {0}")]
+    Malformed(String),
+    /// The signature does not verify with the mesh's token key: the token was
+    /// altered or signed by another mesh.
+    #[error("join token signature does not verify with this mesh's token key")]
+    BadSignature,
+    /// The token's lifetime has passed.
+    #[error("join token expired at {expired_unix} (Unix seconds)")]
+    Expired {
+        /// When it stopped being valid, in seconds since the Unix epoch.
+        expired_unix: u64,
+    },
+    /// The signing key is not an Ed25519 PKCS#8 key pair.
+    #[error("the token signing key is not an Ed25519 PKCS#8 key pair")]
+    BadSigningKey,
+    /// The claims could not be encoded.
+    #[error("cannot encode the token claims")]
+    Encode(#[source] relaymesh_protocol::codec::CodecError),
+    /// The token would be longer than the limit every relay enforces.
+    #[error("the token would be {len} characters, more than the limit of {MAX_TOKEN_LEN}")]
+    TooLong {
+        /// The token's length.
+        len: usize,
+    },
+}
+
+/// Claims for a new token with a random 16-byte id, valid for `ttl` from
+/// `now_unix`.
+pub fn new_claims(
+    name: &str,
+    role: Role,
+    parent: &str,
+    parent_addresses: Vec<String>,
+    ca_sha256: [u8; 32],
+    ttl: Duration,
+    now_unix: u64,
+) -> TokenClaims {
+    TokenClaims {
+        id: rand::random(),
+        name: name.to_string(),
+        role,
+        parent: parent.to_string(),
+        parent_addresses,
+        ca_sha256,
+        not_after_unix: now_unix.saturating_add(ttl.as_secs()),
+    }
+}
+
+/// Signs `claims` with the mesh's token key (Ed25519, PKCS#8 DER) and
+/// returns the token text.
+pub fn issue(signing_key_pkcs8: &[u8], claims: &TokenClaims) -> Result<String, TokenError> {
+    let key =
+        Ed25519KeyPair::from_pkcs8(signing_key_pkcs8).map_err(|_| TokenError::BadSigningKey)?;
+    let claims_bytes = relaymesh_protocol::codec::encode(claims).map_err(TokenError::Encode)?;
+    let signature = key.sign(&claims_bytes);
+    let token = format!(
+        "{TOKEN_PREFIX}{}.{}",
+        URL_SAFE_NO_PAD.encode(&claims_bytes),
+        URL_SAFE_NO_PAD.encode(signature.as_ref())
+    );
+    if token.len() > MAX_TOKEN_LEN {
+        return Err(TokenError::TooLong { len: token.len() });
+    }
+    Ok(token)
+}
+
+/// Reads a token's claims without checking its signature or lifetime.
+///
+/// For the joining node, which does not hold the token key: it learns where
+/// to dial and which CA to pin. Nothing read here is trusted until the
+/// parent's certificate chain matches the pinned CA.
+pub fn read_unverified(token: &str) -> Result<TokenClaims, TokenError> {
+    let parts = split(token)?;
+    decode_claims(&parts.claims)
+}
+
+/// Checks a token's signature with the mesh's token key (Ed25519 public key)
+/// and its lifetime, and returns its claims. A token is valid up to and
+/// including its `not_after_unix` second.
+pub fn verify(token: &str, public_key: &[u8], now_unix: u64) -> Result<TokenClaims, TokenError> {
+    let parts = split(token)?;
+    UnparsedPublicKey::new(&ED25519, public_key)
+        .verify(&parts.claims, &parts.signature)
+        .map_err(|_| TokenError::BadSignature)?;
+    let claims = decode_claims(&parts.claims)?;
+    if now_unix > claims.not_after_unix {
+        return Err(TokenError::Expired {
+            expired_unix: claims.not_after_unix,
+        });
+    }
+    Ok(claims)
+}
+
+/// A token's decoded parts, not yet checked.
+struct Parts {
+    claims: Vec<u8>,
+    signature: Vec<u8>,
+}
+
+/// Checks the length and shape of a token and decodes its base64 parts.
+fn split(token: &str) -> Result<Parts, TokenError> {
+    if token.len() > MAX_TOKEN_LEN {
+        return Err(malformed(format!(
+            "{} characters, more than the limit of {MAX_TOKEN_LEN}",
+            token.len()
+        )));
+    }
+    let token = token.trim();
+    let Some(body) = token.strip_prefix(TOKEN_PREFIX) else {
+        return Err(malformed(format!(
+            "it does not start with {TOKEN_PREFIX:?}"
+        )));
+    };
+    let Some((claims, signature)) = body.split_once('.') else {
+        return Err(malformed("expected rmt1.<claims>.<signature>"));
+    };
+    if signature.contains('.') {
+        return Err(malformed("expected rmt1.<claims>.<signature>"));
+    }
+    let claims = URL_SAFE_NO_PAD
+        .decode(claims)
+        .map_err(|e| malformed(format!("claims are not unpadded base64url: {e}")))?;
+    let signature = URL_SAFE_NO_PAD
+        .decode(signature)
+        .map_err(|e| malformed(format!("signature is not unpadded base64url: {e}")))?;
+    if signature.len() != SIGNATURE_LEN {
+        return Err(malformed(format!(
+            "signature is {} bytes, not {SIGNATURE_LEN}",
+            signature.len()
+        )));
+    }
+    Ok(Parts { claims, signature })
+}
+
+fn decode_claims(bytes: &[u8]) -> Result<TokenClaims, TokenError> {
+    let claims: TokenClaims = relaymesh_protocol::codec::decode(bytes)
+        .map_err(|e| malformed(format!("claims do not decode: {e}")))?;
+    if claims.parent_addresses.len() > MAX_ADDRESSES {
+        return Err(malformed(format!(
+            "{} parent addresses, more than the limit of {MAX_ADDRESSES}",
+            claims.parent_addresses.len()
+        )));
+    }
+    Ok(claims)
+}
+
+fn malformed(reason: impl Into<String>) -> TokenError {
+    TokenError::Malformed(reason.into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ring::signature::KeyPair as _;
+
+    const NOW: u64 = 1_700_000_000;
+
+    fn key_pair() -> (Vec<u8>, Vec<u8>) {
+        let pkcs8 =
+            Ed25519KeyPair::generate_pkcs8(&ring::rand::SystemRandom::new()).expect("generate key");
+        let public = Ed25519KeyPair::from_pkcs8(pkcs8.as_ref())
+            .expect("parse key")
+            .public_key()
+            .as_ref()
+            .to_vec();
+        (pkcs8.as_ref().to_vec(), public)
+    }
+
+    fn claims() -> TokenClaims {
+        new_claims(
+            "edge-1",
+            Role::Agent,
+            "eu",
+            vec!["10.0.0.1:7443".into(), "eu.example:7443".into()],
+            [7; 32],
+            Duration::from_secs(3600),
+            NOW,
+        )
+    }
+
+    #[test]
+    fn round_trip() {
+        let (signing, public) = key_pair();
+        let claims = claims();
+        let token = issue(&signing, &claims).expect("issue");
+        assert!(token.starts_with("rmt1."));
+        assert_eq!(verify(&token, &public, NOW).expect("verify"), claims);
+        assert_eq!(read_unverified(&token).expect("read"), claims);
+        assert_eq!(claims.not_after_unix, NOW + 3600);
+        // Valid through its last second.
+        assert!(verify(&token, &public, NOW + 3600).is_ok());
+    }
+
+    #[test]
+    fn ids_are_random() {
+        assert_ne!(claims().id, claims().id);
+    }
+
+    #[test]
+    fn tampered_signature_is_refused() {
+        let (signing, public) = key_pair();
+        let token = issue(&signing, &claims()).expect("issue");
+        let (head, signature) = token.rsplit_once('.').expect("has a signature");
+        let mut signature = URL_SAFE_NO_PAD.decode(signature).expect("base64");
+        signature[0] ^= 1;
+        let tampered = format!("{head}.{}", URL_SAFE_NO_PAD.encode(signature));
+        assert!(matches!(
+            verify(&tampered, &public, NOW),
+            Err(TokenError::BadSignature)
+        ));
+    }
+
+    #[test]
+    fn tampered_claims_are_refused() {
+        let (signing, public) = key_pair();
+        let token = issue(&signing, &claims()).expect("issue");
+        let mut other = claims();
+        other.name = "edge-2".into();
+        let forged = issue(&key_pair().0, &other).expect("issue");
+        // Claims of one token with the signature of the other.
+        let (_, signature) = token.rsplit_once('.').expect("signature");
+        let (forged_head, _) = forged.rsplit_once('.').expect("claims");
+        let spliced = format!("{forged_head}.{signature}");
+        assert!(matches!(
+            verify(&spliced, &public, NOW),
+            Err(TokenError::BadSignature)
+        ));
+    }
+
+    #[test]
+    fn other_key_is_refused() {
+        let (signing, _) = key_pair();
+        let (_, other_public) = key_pair();
+        let token = issue(&signing, &claims()).expect("issue");
+        assert!(matches!(
+            verify(&token, &other_public, NOW),
+            Err(TokenError::BadSignature)
+        ));
+    }
+
+    #[test]
+    fn expired_is_refused() {
+        let (signing, public) = key_pair();
+        let token = issue(&signing, &claims()).expect("issue");
+        match verify(&token, &public, NOW + 3601) {
+            Err(TokenError::Expired { expired_unix }) => assert_eq!(expired_unix, NOW + 3600),
+            other => panic!("expected Expired, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn garbage_is_malformed() {
+        let (_, public) = key_pair();
+        for garbage in [
+            "",
+            "rmt1.",
+            "rmt1..",
+            "hello",
+            "rmt2.AAAA.AAAA",
+            "rmt1.!!!.AAAA",
+            "rmt1.AAAA",
+            "rmt1.AAAA.AAAA.AAAA",
+        ] {
+            assert!(
+                matches!(verify(garbage, &public, NOW), Err(TokenError::Malformed(_))),
+                "{garbage:?}"
+            );
+            assert!(
+                matches!(read_unverified(garbage), Err(TokenError::Malformed(_))),
+                "{garbage:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn signed_garbage_claims_are_malformed() {
+        let (signing, public) = key_pair();
+        let key = Ed25519KeyPair::from_pkcs8(&signing).expect("key");
+        let bytes = b"not bincode claims";
+        let token = format!(
+            "rmt1.{}.{}",
+            URL_SAFE_NO_PAD.encode(bytes),
+            URL_SAFE_NO_PAD.encode(key.sign(bytes).as_ref())
+        );
+        assert!(matches!(
+            verify(&token, &public, NOW),
+            Err(TokenError::Malformed(_))
+        ));
+    }
+
+    #[test]
+    fn oversized_is_malformed_before_decoding() {
+        let (_, public) = key_pair();
+        let token = format!("rmt1.{}.AAAA", "A".repeat(MAX_TOKEN_LEN));
+        match verify(&token, &public, NOW) {
+            Err(TokenError::Malformed(reason)) => assert!(reason.contains("limit"), "{reason}"),
+            other => panic!("expected Malformed, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn oversized_claims_are_not_issued() {
+        let (signing, _) = key_pair();
+        let mut claims = claims();
+        claims.parent_addresses = vec!["a".repeat(200); 16];
+        assert!(matches!(
+            issue(&signing, &claims),
+            Err(TokenError::TooLong { .. })
+        ));
+    }
+
+    #[test]
+    fn bad_signing_key_is_refused() {
+        assert!(matches!(
+            issue(b"not a key", &claims()),
+            Err(TokenError::BadSigningKey)
+        ));
+    }
+}
