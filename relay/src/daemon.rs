@@ -18,6 +18,7 @@ use relaymesh_protocol::message::{DownMessage, Hello, UpMessage};
 use relaymesh_protocol::{BundleId, NodeRecord, Refusal, SliceEntry, Target};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use crate::config::NodeConfig;
 use crate::core::{Action, Core, CoreConfig, LinkId, LinkStats, Now, DEFAULT_LOG_KEEP};
@@ -142,6 +143,20 @@ struct ParentHandle {
 /// cancelled.
 pub async fn run(data_dir: &Path, shutdown: CancellationToken) -> Result<(), DaemonError> {
     let store = Store::open(data_dir)?;
+    let name = store
+        .identity()?
+        .map(|identity| identity.name)
+        .unwrap_or_default();
+    run_store(data_dir, store, shutdown)
+        .instrument(tracing::info_span!("relay", %name))
+        .await
+}
+
+async fn run_store(
+    data_dir: &Path,
+    store: Store,
+    shutdown: CancellationToken,
+) -> Result<(), DaemonError> {
     let (Some(identity), Some(config)) = (store.identity()?, store.config()?) else {
         return Err(DaemonError::NotInitialized {
             dir: data_dir.display().to_string(),
@@ -171,21 +186,29 @@ pub async fn run(data_dir: &Path, shutdown: CancellationToken) -> Result<(), Dae
         nodes: Arc::new(RwLock::new(core.nodes())),
         config: Arc::new(config.clone()),
     };
-    let span = tracing::info_span!("relay", name = %shared.identity.name);
-    let _entered = span.enter();
-    tracing::info!(root = config.parent.is_none(), head = core.head(), "relay starting");
+    tracing::info!(
+        root = config.parent.is_none(),
+        head = core.head(),
+        "relay starting"
+    );
 
     let mut tasks = tokio::task::JoinSet::new();
     if let Some(listen) = &config.listen {
         let endpoint = listener::open(listen, &shared.identity)?;
         tracing::info!(address = %listen, "accepting children");
-        tasks.spawn(listener::accept_loop(endpoint, shared.clone(), shutdown.clone()));
+        tasks.spawn(
+            listener::accept_loop(endpoint, shared.clone(), shutdown.clone())
+                .instrument(tracing::Span::current()),
+        );
     }
     let (reconnect_tx, reconnect_rx) = mpsc::channel(1);
     if let Some(parent) = config.parent.clone() {
         let client = pki::quic_client_config(&shared.identity)?;
         let (uplink_tx, mut uplink_rx) = mpsc::channel(4);
-        tasks.spawn(uplink::run(parent, client, uplink_tx, reconnect_rx, shutdown.clone()));
+        tasks.spawn(
+            uplink::run(parent, client, uplink_tx, reconnect_rx, shutdown.clone())
+                .instrument(tracing::Span::current()),
+        );
         let events = events_tx.clone();
         tasks.spawn(async move {
             while let Some(event) = uplink_rx.recv().await {
@@ -197,7 +220,7 @@ pub async fn run(data_dir: &Path, shutdown: CancellationToken) -> Result<(), Dae
     }
     if let Some(api_listen) = &config.api_listen {
         let serve = backend::serve_api(api_listen, shared.clone(), shutdown.clone()).await?;
-        tasks.spawn(serve);
+        tasks.spawn(serve.instrument(tracing::Span::current()));
     }
 
     let mut daemon = Daemon {
@@ -310,7 +333,9 @@ impl Daemon {
                 if self.is_current(generation) {
                     tracing::warn!(%reason, "control stream to parent ended");
                     if let Some(parent) = self.parent.take() {
-                        parent.connection.close(0u32.into(), b"control stream ended");
+                        parent
+                            .connection
+                            .close(0u32.into(), b"control stream ended");
                     }
                     self.core.handle_parent_disconnected(now);
                 }
@@ -384,10 +409,11 @@ impl Daemon {
         });
         let events = self.shared.events.clone();
         tokio::spawn(async move {
-            let reason = match parent_session(&connection, hello, generation, &events, outgoing_rx).await {
-                Ok(()) => "stream closed".to_string(),
-                Err(error) => error.to_string(),
-            };
+            let reason =
+                match parent_session(&connection, hello, generation, &events, outgoing_rx).await {
+                    Ok(()) => "stream closed".to_string(),
+                    Err(error) => error.to_string(),
+                };
             let _ = events
                 .send(Event::ParentStreamEnded { generation, reason })
                 .await;
@@ -408,7 +434,10 @@ impl Daemon {
                         self.store.flush_async().await?;
                         self.dirty = false;
                     }
-                    let sender = self.parent.as_ref().and_then(|parent| parent.outgoing.as_ref());
+                    let sender = self
+                        .parent
+                        .as_ref()
+                        .and_then(|parent| parent.outgoing.as_ref());
                     if let Some(sender) = sender {
                         if sender.try_send(message).is_err() {
                             tracing::warn!("parent link is backed up; reconnecting");
@@ -426,7 +455,9 @@ impl Daemon {
                 }
                 Action::CloseChild { link, refusal } => {
                     if let Some(child) = self.children.remove(&link) {
-                        let _ = child.outgoing.try_send(DownMessage::Refused(refusal.clone()));
+                        let _ = child
+                            .outgoing
+                            .try_send(DownMessage::Refused(refusal.clone()));
                         child
                             .connection
                             .close(1u32.into(), refusal.message.as_bytes());

@@ -32,7 +32,8 @@ mod tests;
 pub use certs::{create_mesh, new_node_keys, sign_issuer_cert, sign_node_cert, MAX_INTERMEDIATES};
 pub use grant::{identity_from_grant, is_issued_by, verify_chain};
 pub use quic_tls::{
-    connection_peer, quic_client_config, quic_join_client_config, quic_server_config,
+    connection_leaf, connection_peer, quic_client_config, quic_join_client_config,
+    quic_server_config,
 };
 
 use crate::identity::Identity;

@@ -92,10 +92,12 @@ pub async fn read_frame<T: DeserializeOwned>(
     // Checked before the payload buffer is allocated.
     let len = codec::payload_len(header)?;
     let mut payload = vec![0u8; len];
-    recv.read_exact(&mut payload).await.map_err(|error| match error {
-        quinn::ReadExactError::FinishedEarly(_) => LinkError::Truncated,
-        quinn::ReadExactError::ReadError(error) => error.into(),
-    })?;
+    recv.read_exact(&mut payload)
+        .await
+        .map_err(|error| match error {
+            quinn::ReadExactError::FinishedEarly(_) => LinkError::Truncated,
+            quinn::ReadExactError::ReadError(error) => error.into(),
+        })?;
     Ok(Some(codec::decode(&payload)?))
 }
 

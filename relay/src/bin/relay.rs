@@ -1,1 +1,372 @@
-fn main() {}
+//! `relay`: the daemon every node of a relaymesh tree runs.
+//!
+//! `relay init` makes a new mesh (the root), `relay join` makes a node below
+//! an existing one, `relay run` runs either from its data directory, and
+//! `relay inspect` reads a stopped relay's store.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{bail, Context as _};
+use clap::{Parser, Subcommand, ValueEnum};
+use relaymesh_protocol::Role;
+use relaymesh_relay::config::NodeConfig;
+use relaymesh_relay::store::{ApiCertificate, Store};
+use relaymesh_relay::{daemon, kubeconfig, pki, transport};
+use tokio_util::sync::CancellationToken;
+use tracing_subscriber::EnvFilter;
+
+const LONG_ABOUT: &str = "\
+The relaymesh relay daemon.
+
+Every node of a relaymesh tree runs this same binary. A relay with no parent is the \
+root: it holds the mesh CA and serves the Kubernetes-compatible API. Every other relay \
+joined the tree with a token and dials its parent over QUIC; parents never dial out. \
+Each relay keeps its slice of the desired state, the bundles it references and the \
+inventory of its subtree in a sled store in its data directory, so it restarts from \
+there with nothing else.";
+
+const EXAMPLES: &str = "\
+Examples:
+  # A new mesh: the root relay
+  relay init --data-dir ./root --name root --listen 127.0.0.1:7443 --api-listen 127.0.0.1:6443
+  relay run --data-dir ./root &
+
+  # A relay below it
+  TOKEN=$(relayctl --kubeconfig ./root/admin.kubeconfig token create --role relay --name eu)
+  relay join --data-dir ./eu --name eu --token \"$TOKEN\" --listen 127.0.0.1:7444
+  relay run --data-dir ./eu &
+
+  # What a stopped relay holds
+  relay inspect --data-dir ./eu";
+
+/// The relaymesh relay daemon.
+#[derive(Debug, Parser)]
+#[command(name = "relay", version, long_about = LONG_ABOUT, after_help = EXAMPLES)]
+struct Cli {
+    /// Log format on stderr.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Create a new mesh: its CA, the root relay's identity, and an admin kubeconfig.
+    Init {
+        /// Where the relay keeps its store; writes DIR/admin.kubeconfig.
+        #[arg(long, value_name = "DIR")]
+        data_dir: PathBuf,
+        /// The root's name (a DNS label).
+        #[arg(long, default_value = "root")]
+        name: String,
+        /// The QUIC address children dial (host:port).
+        #[arg(long, value_name = "HOST:PORT")]
+        listen: String,
+        /// The HTTPS address of the Kubernetes-compatible API (host:port).
+        #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:6443")]
+        api_listen: String,
+        /// Addresses children are told to dial, if not --listen (repeatable).
+        #[arg(long, value_name = "HOST:PORT")]
+        advertise: Vec<String>,
+        /// More names or IPs the API certificate must cover (repeatable).
+        #[arg(long, value_name = "HOST")]
+        api_host: Vec<String>,
+    },
+    /// Join an existing mesh below the relay the token names.
+    Join {
+        /// Where the relay keeps its store.
+        #[arg(long, value_name = "DIR")]
+        data_dir: PathBuf,
+        /// This relay's name; it must be the one the token was issued for.
+        #[arg(long)]
+        name: String,
+        /// The join token from `relayctl token create --role relay`.
+        #[arg(long, env = "RELAYMESH_TOKEN", hide_env_values = true)]
+        token: String,
+        /// The QUIC address this relay's own children dial (host:port).
+        #[arg(long, value_name = "HOST:PORT")]
+        listen: String,
+        /// Addresses children are told to dial, if not --listen (repeatable).
+        #[arg(long, value_name = "HOST:PORT")]
+        advertise: Vec<String>,
+    },
+    /// Run an initialized or joined relay until SIGTERM or Ctrl-C.
+    Run {
+        /// The relay's data directory.
+        #[arg(long, value_name = "DIR")]
+        data_dir: PathBuf,
+        /// Replace the parent's addresses (repeatable); the relay dials all and
+        /// keeps the nearest. Saved for later runs.
+        #[arg(long, value_name = "HOST:PORT")]
+        parent_address: Vec<String>,
+    },
+    /// Print what a stopped relay's store holds, as JSON.
+    Inspect {
+        /// The relay's data directory.
+        #[arg(long, value_name = "DIR")]
+        data_dir: PathBuf,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(cli.log_format);
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("error: cannot start the async runtime: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(execute(cli.command)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_logging(format: LogFormat) {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}
+
+async fn execute(command: Command) -> anyhow::Result<()> {
+    match command {
+        Command::Init {
+            data_dir,
+            name,
+            listen,
+            api_listen,
+            advertise,
+            api_host,
+        } => init(&data_dir, &name, listen, api_listen, advertise, api_host),
+        Command::Join {
+            data_dir,
+            name,
+            token,
+            listen,
+            advertise,
+        } => join(&data_dir, &name, &token, listen, advertise).await,
+        Command::Run {
+            data_dir,
+            parent_address,
+        } => run(&data_dir, parent_address).await,
+        Command::Inspect { data_dir } => inspect(&data_dir),
+    }
+}
+
+fn init(
+    data_dir: &Path,
+    name: &str,
+    listen: String,
+    api_listen: String,
+    advertise: Vec<String>,
+    api_hosts: Vec<String>,
+) -> anyhow::Result<()> {
+    relaymesh_protocol::name::validate(name).context("--name")?;
+    let store = open_new_store(data_dir)?;
+    let api_address: std::net::SocketAddr = api_listen
+        .parse()
+        .with_context(|| format!("--api-listen {api_listen:?} is not an IP:port"))?;
+    let mut hosts = api_hosts;
+    if !api_address.ip().is_unspecified() {
+        hosts.push(api_address.ip().to_string());
+    }
+    let mesh = pki::create_mesh(name, &hosts).context("cannot create the mesh CA")?;
+    let config = NodeConfig {
+        advertise: if advertise.is_empty() {
+            vec![listen.clone()]
+        } else {
+            advertise
+        },
+        listen: Some(listen),
+        api_listen: Some(api_listen),
+        parent: None,
+    };
+    store.set_api_certificate(&ApiCertificate {
+        chain_der: mesh.api_cert.chain_der.clone(),
+        key_der: mesh.api_cert.key_der.clone(),
+    })?;
+    store.initialize(&mesh.identity, &config, rand::random())?;
+    let server_host = if api_address.ip().is_unspecified() {
+        "127.0.0.1".to_string()
+    } else {
+        api_address.ip().to_string()
+    };
+    let server = format!(
+        "https://{}",
+        std::net::SocketAddr::new(
+            server_host.parse().unwrap_or(api_address.ip()),
+            api_address.port()
+        )
+    );
+    let kubeconfig_path = data_dir.join("admin.kubeconfig");
+    let contents = kubeconfig::admin_kubeconfig(
+        "relaymesh",
+        &server,
+        &mesh.admin.ca_pem,
+        &mesh.admin.cert_pem,
+        &mesh.admin.key_pem,
+    );
+    kubeconfig::write_private(&kubeconfig_path, &contents)
+        .with_context(|| format!("cannot write {}", kubeconfig_path.display()))?;
+    println!("initialized root relay {name:?} in {}", data_dir.display());
+    println!("admin kubeconfig: {}", kubeconfig_path.display());
+    println!("next: relay run --data-dir {}", data_dir.display());
+    Ok(())
+}
+
+async fn join(
+    data_dir: &Path,
+    name: &str,
+    token: &str,
+    listen: String,
+    advertise: Vec<String>,
+) -> anyhow::Result<()> {
+    relaymesh_protocol::name::validate(name).context("--name")?;
+    let store = open_new_store(data_dir)?;
+    let joined = transport::join::join(token.trim(), name, Role::Relay).await?;
+    let config = NodeConfig {
+        advertise: if advertise.is_empty() {
+            vec![listen.clone()]
+        } else {
+            advertise
+        },
+        listen: Some(listen),
+        api_listen: None,
+        parent: Some(joined.parent.clone()),
+    };
+    store.initialize(&joined.identity, &config, rand::random())?;
+    println!(
+        "joined as relay {name:?} under {:?}; data in {}",
+        joined.parent.name,
+        data_dir.display()
+    );
+    println!("next: relay run --data-dir {}", data_dir.display());
+    Ok(())
+}
+
+async fn run(data_dir: &Path, parent_addresses: Vec<String>) -> anyhow::Result<()> {
+    if !parent_addresses.is_empty() {
+        let store = open_store(data_dir)?;
+        let mut config = store.config()?.context("the relay is not initialized")?;
+        let Some(parent) = config.parent.as_mut() else {
+            bail!("--parent-address: this relay is the root and has no parent");
+        };
+        parent.addresses = parent_addresses;
+        store.set_config(&config)?;
+        store.flush()?;
+    }
+    let shutdown = CancellationToken::new();
+    let signals = shutdown.clone();
+    tokio::spawn(async move {
+        wait_for_signal().await;
+        tracing::info!("shutting down");
+        signals.cancel();
+    });
+    daemon::run(data_dir, shutdown).await?;
+    Ok(())
+}
+
+async fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::terminate()) {
+            Ok(mut terminate) => {
+                tokio::select! {
+                    _ = terminate.recv() => {}
+                    _ = tokio::signal::ctrl_c() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+fn inspect(data_dir: &Path) -> anyhow::Result<()> {
+    let store = open_store(data_dir)?;
+    let identity = store
+        .identity()?
+        .with_context(|| format!("{} is not initialized", data_dir.display()))?;
+    let config = store.config()?;
+    let persisted = store.load()?;
+    let bundles: Vec<serde_json::Value> = store
+        .bundle_sizes()?
+        .into_iter()
+        .map(|(id, size)| {
+            let verified = store
+                .bundle(&id)
+                .ok()
+                .flatten()
+                .is_some_and(|bytes| id.matches(&bytes));
+            serde_json::json!({"id": id.to_hex(), "size": size, "verified": verified})
+        })
+        .collect();
+    let summary = serde_json::json!({
+        "name": identity.name,
+        "role": identity.role.as_str(),
+        "root": identity.is_root(),
+        "parent": config.as_ref().and_then(|c| c.parent.as_ref()).map(|p| &p.name),
+        "listen": config.as_ref().and_then(|c| c.listen.clone()),
+        "epoch": persisted.epoch,
+        "head": persisted.head,
+        "parentRevision": persisted.parent_position.map(|p| p.revision),
+        "ancestors": persisted.ancestors,
+        "entries": persisted.entries.keys().collect::<Vec<_>>(),
+        "bundles": bundles,
+        "nodes": persisted.nodes.keys().collect::<Vec<_>>(),
+        "digest": store.digest()?,
+    });
+    println!("{}", serde_json::to_string_pretty(&summary)?);
+    Ok(())
+}
+
+fn open_store(data_dir: &Path) -> anyhow::Result<Store> {
+    Store::open(data_dir).with_context(|| {
+        format!(
+            "cannot open the store in {} (is a relay running on it?)",
+            data_dir.display()
+        )
+    })
+}
+
+/// Opens the store of a node about to be created; refuses one that already
+/// holds an identity, so an `init` or `join` never overwrites a node.
+fn open_new_store(data_dir: &Path) -> anyhow::Result<Store> {
+    std::fs::create_dir_all(data_dir)
+        .with_context(|| format!("cannot create {}", data_dir.display()))?;
+    let store = open_store(data_dir)?;
+    if store.identity()?.is_some() {
+        bail!(
+            "{} already holds a relay; run it with `relay run --data-dir {}` or choose another directory",
+            data_dir.display(),
+            data_dir.display()
+        );
+    }
+    Ok(store)
+}

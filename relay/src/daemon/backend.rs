@@ -71,7 +71,9 @@ impl Backend for RootBackend {
             let record = nodes
                 .iter()
                 .find(|node| node.name == parent)
-                .ok_or_else(|| ApiError::NotFound(format!("relay {parent:?} is not in the tree")))?;
+                .ok_or_else(|| {
+                    ApiError::NotFound(format!("relay {parent:?} is not in the tree"))
+                })?;
             if record.role != Role::Relay {
                 return Err(ApiError::Invalid {
                     field: "spec.parent".into(),

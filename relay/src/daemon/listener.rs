@@ -9,6 +9,7 @@ use relaymesh_protocol::message::{DownMessage, JoinReply, JoinRequest, Open, UpM
 use relaymesh_protocol::{BundleId, ErrorCode, Refusal};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use super::{unix_ms, BundleAccess, DaemonError, Event, Shared, CHILD_QUEUE};
 use crate::admission::{self, TokenLedger};
@@ -51,39 +52,50 @@ pub(super) async fn accept_loop(
         let Some(incoming) = incoming else { break };
         let shared = shared.clone();
         let shutdown = shutdown.clone();
-        tokio::spawn(async move {
-            let remote = incoming.remote_address();
-            match incoming.await {
-                Ok(connection) => serve_connection(connection, shared, shutdown).await,
-                // A refused handshake (no shared ALPN, a certificate from
-                // another CA) ends here; the client sees the TLS alert.
-                Err(error) => tracing::info!(%remote, %error, "refused a connection"),
+        let remote = incoming.remote_address();
+        let span = tracing::info_span!("link", %remote, peer = tracing::field::Empty);
+        tokio::spawn(
+            async move {
+                match incoming.await {
+                    Ok(connection) => serve_connection(connection, shared, shutdown).await,
+                    // A refused handshake (no shared ALPN, a certificate from
+                    // another CA) ends here; the client sees the TLS alert.
+                    Err(error) => tracing::info!(%error, "refused a connection"),
+                }
             }
-        });
+            .instrument(span),
+        );
     }
     endpoint.close(0u32.into(), b"relay shutting down");
     endpoint.wait_idle().await;
 }
 
-async fn serve_connection(connection: quinn::Connection, shared: Shared, shutdown: CancellationToken) {
+async fn serve_connection(
+    connection: quinn::Connection,
+    shared: Shared,
+    shutdown: CancellationToken,
+) {
     let remote = connection.remote_address();
-    let peer = match pki::connection_peer(&connection) {
-        Ok(peer) => peer,
+    let (peer, issued_here) = match authenticate(&connection, &shared.identity) {
+        Ok(authenticated) => authenticated,
         Err(error) => {
             tracing::warn!(%remote, %error, "unusable peer certificate");
             connection.close(1u32.into(), b"unusable certificate");
             return;
         }
     };
-    let span = tracing::info_span!("link", %remote, peer = peer.as_ref().map_or("-", |p| p.name.as_str()));
-    let _entered = span.enter();
+    if let Some(peer) = &peer {
+        tracing::Span::current().record("peer", peer.name.as_str());
+    }
     let mut has_control = false;
     loop {
         let stream = tokio::select! {
             stream = connection.accept_bi() => stream,
             () = shutdown.cancelled() => return,
         };
-        let Ok((mut send, mut recv)) = stream else { return };
+        let Ok((mut send, mut recv)) = stream else {
+            return;
+        };
         let open = tokio::time::timeout(OPEN_TIMEOUT, expect_frame::<Open>(&mut recv)).await;
         let open = match open {
             Ok(Ok(open)) => open,
@@ -107,14 +119,24 @@ async fn serve_connection(connection: quinn::Connection, shared: Shared, shutdow
                     let _ = send.finish();
                 });
             }
+            (Open::Control(_), Some(peer)) if !issued_here => {
+                tracing::warn!(node = %peer.name, "refused a node this relay did not admit");
+                let refusal = not_admitted_here(peer);
+                let _ = write_frame(&mut send, &DownMessage::Refused(refusal)).await;
+                let _ = send.finish();
+            }
+            (Open::Bundle(_), Some(peer)) if !issued_here => {
+                let _ = bundle_transfer::refuse(&mut send, not_admitted_here(peer)).await;
+            }
             (Open::Control(hello), Some(peer)) if !has_control => {
                 has_control = true;
                 let shared = shared.clone();
                 let connection = connection.clone();
                 let peer = peer.clone();
-                tokio::spawn(async move {
-                    control_stream(connection, peer, hello, send, recv, shared).await;
-                });
+                tokio::spawn(
+                    control_stream(connection, peer, hello, send, recv, shared)
+                        .instrument(tracing::Span::current()),
+                );
             }
             (Open::Bundle(request), Some(peer)) => {
                 let shared = shared.clone();
@@ -126,7 +148,8 @@ async fn serve_connection(connection: quinn::Connection, shared: Shared, shutdow
                 });
             }
             (Open::Control(_), Some(_)) => {
-                let refusal = Refusal::new(ErrorCode::Malformed, "a connection has one control stream");
+                let refusal =
+                    Refusal::new(ErrorCode::Malformed, "a connection has one control stream");
                 let _ = write_frame(&mut send, &DownMessage::Refused(refusal)).await;
                 let _ = send.finish();
             }
@@ -141,6 +164,34 @@ async fn serve_connection(connection: quinn::Connection, shared: Shared, shutdow
             }
         }
     }
+}
+
+/// The peer's identity, and whether this relay issued its certificate: a
+/// relay serves only the children it admitted, so a certificate another relay
+/// issued (even for a name below this one) opens no link here.
+fn authenticate(
+    connection: &quinn::Connection,
+    identity: &Identity,
+) -> Result<(Option<Peer>, bool), pki::PkiError> {
+    let Some(leaf) = pki::connection_leaf(connection)? else {
+        return Ok((None, false));
+    };
+    let peer = pki::peer_of(&leaf)?;
+    let issued_here = match &identity.issuer {
+        Some(issuer) => pki::is_issued_by(&leaf, &issuer.cert_der)?,
+        None => false,
+    };
+    Ok((Some(peer), issued_here))
+}
+
+fn not_admitted_here(peer: &Peer) -> Refusal {
+    Refusal::new(
+        ErrorCode::Forbidden,
+        format!(
+            "{} {:?} was not admitted by this relay",
+            peer.role, peer.name
+        ),
+    )
 }
 
 fn unauthenticated() -> Refusal {
@@ -187,9 +238,7 @@ async fn control_stream(
     }
     let writer = tokio::spawn(async move {
         while let Some(message) = outgoing_rx.recv().await {
-            if let Err(error) = write_frame(&mut send, &message).await {
-                return Err(error);
-            }
+            write_frame(&mut send, &message).await?;
         }
         Ok::<(), LinkError>(())
     });

@@ -18,9 +18,9 @@ use super::{peer_of, sha256, Peer, PkiError};
 use crate::identity::Identity;
 
 /// How often an idle link sends a keep-alive.
-const KEEP_ALIVE: Duration = Duration::from_secs(5);
+const KEEP_ALIVE: Duration = Duration::from_secs(2);
 /// How long a link may hear nothing before it is considered dead.
-const IDLE_TIMEOUT_MS: u32 = 20_000;
+const IDLE_TIMEOUT_MS: u32 = 10_000;
 
 /// The QUIC server configuration of a relay's listener.
 ///
@@ -92,16 +92,21 @@ pub fn quic_join_client_config(ca_sha256: [u8; 32]) -> Result<quinn::ClientConfi
 /// [`super::is_issued_by`], that a child's certificate comes from its own
 /// issuer.
 pub fn connection_peer(conn: &quinn::Connection) -> Result<Option<Peer>, PkiError> {
+    connection_leaf(conn)?
+        .map(|leaf| peer_of(&leaf))
+        .transpose()
+}
+
+/// The DER of the certificate the peer of an authenticated connection
+/// presented (None if it sent none).
+pub fn connection_leaf(conn: &quinn::Connection) -> Result<Option<Vec<u8>>, PkiError> {
     let Some(identity) = conn.peer_identity() else {
         return Ok(None);
     };
     let chain = identity
         .downcast::<Vec<CertificateDer<'static>>>()
         .map_err(|_| PkiError::UnexpectedPeerIdentity)?;
-    match chain.first() {
-        Some(leaf) => peer_of(leaf).map(Some),
-        None => Ok(None),
-    }
+    Ok(chain.first().map(|leaf| leaf.to_vec()))
 }
 
 /// Accepts a server whose chain holds the pinned CA and verifies against it.

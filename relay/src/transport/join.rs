@@ -83,6 +83,13 @@ pub async fn join(token: &str, name: &str, role: Role) -> Result<Joined, JoinErr
     connection.close(0u32.into(), b"joined");
     match reply {
         JoinReply::Accepted(grant) => {
+            // The TLS handshake already required the pinned CA in the
+            // parent's chain; the grant must name that same CA.
+            if pki::sha256(&grant.ca_cert_der) != claims.ca_sha256 {
+                return Err(JoinError::Pki(PkiError::GrantMismatch {
+                    reason: "the granted CA is not the one the token pins".into(),
+                }));
+            }
             let identity = pki::identity_from_grant(name, role, keys, &grant)?;
             Ok(Joined { identity, parent })
         }
