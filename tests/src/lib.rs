@@ -1,2 +1,336 @@
-//! Helpers for relaymesh's end-to-end tests: start real `relay` processes on
-//! loopback, run `relayctl`, and wait for the tree to settle.
+//! Helpers for relaymesh's end-to-end tests: build the binaries once, start
+//! real `relay` processes on loopback with their own data directories, run
+//! `relayctl`, and wait for the tree to settle.
+//!
+//! Tests here are slow by nature (real processes, real QUIC, real sled), so
+//! they poll with deadlines instead of sleeping fixed amounts.
+
+use std::net::{TcpListener, UdpSocket};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context as _};
+use serde_json::Value;
+
+/// The directory holding the workspace's built binaries.
+pub fn bin_dir() -> anyhow::Result<&'static Path> {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    if let Some(dir) = DIR.get() {
+        return Ok(dir);
+    }
+    // The test binary lives in target/<profile>/deps.
+    let exe = std::env::current_exe()?;
+    let dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .context("cannot find the target directory")?
+        .to_path_buf();
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let status = Command::new(cargo)
+        .args(["build", "--quiet", "--bins", "-p", "relaymesh-relay"])
+        .status()
+        .context("cannot run cargo build for the binaries")?;
+    if !status.success() {
+        bail!("building the binaries failed");
+    }
+    Ok(DIR.get_or_init(|| dir))
+}
+
+/// The path of one of the workspace's binaries.
+pub fn binary(name: &str) -> anyhow::Result<PathBuf> {
+    Ok(bin_dir()?.join(name))
+}
+
+/// A free UDP port on 127.0.0.1 (for a relay's QUIC listener).
+pub fn free_udp_port() -> anyhow::Result<u16> {
+    Ok(UdpSocket::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+/// A free TCP port on 127.0.0.1 (for the root's API).
+pub fn free_tcp_port() -> anyhow::Result<u16> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+/// Polls `probe` until it returns `Some` or `timeout` passes.
+pub fn wait_for<T>(
+    what: &str,
+    timeout: Duration,
+    mut probe: impl FnMut() -> anyhow::Result<Option<T>>,
+) -> anyhow::Result<T> {
+    let deadline = Instant::now() + timeout;
+    let mut last_error = None;
+    loop {
+        match probe() {
+            Ok(Some(value)) => return Ok(value),
+            Ok(None) => {}
+            Err(error) => last_error = Some(error),
+        }
+        if Instant::now() > deadline {
+            bail!("timed out after {timeout:?} waiting for {what}; last error: {last_error:?}");
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// A directory with a mesh's data directories and logs, removed at the end.
+pub struct Mesh {
+    pub dir: tempfile::TempDir,
+    pub api_port: u16,
+}
+
+impl Mesh {
+    /// `relay init` of a root called `root` in a fresh directory.
+    pub fn init() -> anyhow::Result<(Self, RelayProcess)> {
+        let dir = tempfile::tempdir()?;
+        let api_port = free_tcp_port()?;
+        let mesh = Self { dir, api_port };
+        let listen = format!("127.0.0.1:{}", free_udp_port()?);
+        let data_dir = mesh.data_dir("root");
+        run_ok(
+            Command::new(binary("relay")?)
+                .arg("init")
+                .arg("--data-dir")
+                .arg(&data_dir)
+                .args(["--name", "root", "--listen", &listen])
+                .args(["--api-listen", &format!("127.0.0.1:{api_port}")]),
+        )?;
+        let root = mesh.start("root")?;
+        mesh.wait_for_api()?;
+        Ok((mesh, root))
+    }
+
+    /// Waits until the root's API answers.
+    pub fn wait_for_api(&self) -> anyhow::Result<()> {
+        wait_for("the root API", Duration::from_secs(20), || {
+            Ok(self
+                .relayctl(&["tree", "-o", "json"])?
+                .status
+                .success()
+                .then_some(()))
+        })
+    }
+
+    /// A node's data directory.
+    pub fn data_dir(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// The admin kubeconfig `relay init` wrote.
+    pub fn kubeconfig(&self) -> PathBuf {
+        self.data_dir("root").join("admin.kubeconfig")
+    }
+
+    /// Runs relayctl with the admin kubeconfig.
+    pub fn relayctl(&self, args: &[&str]) -> anyhow::Result<Output> {
+        Ok(Command::new(binary("relayctl")?)
+            .arg("--kubeconfig")
+            .arg(self.kubeconfig())
+            .args(args)
+            .output()?)
+    }
+
+    /// Issues a join token.
+    pub fn token(
+        &self,
+        role: &str,
+        name: &str,
+        parent: Option<&str>,
+        ttl: &str,
+    ) -> anyhow::Result<String> {
+        let mut args = vec![
+            "token", "create", "--role", role, "--name", name, "--ttl", ttl,
+        ];
+        if let Some(parent) = parent {
+            args.extend(["--parent", parent]);
+        }
+        let output = self.relayctl(&args)?;
+        if !output.status.success() {
+            bail!(
+                "token create failed: {}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+        }
+        Ok(String::from_utf8(output.stdout)?.trim().to_string())
+    }
+
+    /// `relay join` with `token` as relay `name`; returns the command's output.
+    pub fn join(&self, name: &str, token: &str) -> anyhow::Result<Output> {
+        self.join_in(name, name, token)
+    }
+
+    /// `relay join` into the data directory called `dir`.
+    pub fn join_in(&self, dir: &str, name: &str, token: &str) -> anyhow::Result<Output> {
+        let listen = format!("127.0.0.1:{}", free_udp_port()?);
+        Ok(Command::new(binary("relay")?)
+            .arg("join")
+            .arg("--data-dir")
+            .arg(self.data_dir(dir))
+            .args(["--name", name, "--token", token, "--listen", &listen])
+            .output()?)
+    }
+
+    /// Issues a token for relay `name` under `parent`, joins and starts it.
+    pub fn add_relay(&self, name: &str, parent: &str) -> anyhow::Result<RelayProcess> {
+        let token = self.token("relay", name, Some(parent), "10m")?;
+        let output = self.join(name, &token)?;
+        if !output.status.success() {
+            bail!(
+                "join of {name} failed: {}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+        }
+        self.start(name)
+    }
+
+    /// Starts `relay run` on a node's data directory.
+    pub fn start(&self, name: &str) -> anyhow::Result<RelayProcess> {
+        let log_path = self.dir.path().join(format!("{name}.log"));
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log_path)?;
+        let child = Command::new(binary("relay")?)
+            .arg("run")
+            .arg("--data-dir")
+            .arg(self.data_dir(name))
+            .env("RUST_LOG", "info,relaymesh_relay=debug")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()?;
+        Ok(RelayProcess {
+            child: Some(child),
+            name: name.to_string(),
+            log: log_path,
+        })
+    }
+
+    /// `relayctl tree -o json`.
+    pub fn tree(&self) -> anyhow::Result<Value> {
+        let output = self.relayctl(&["tree", "-o", "json"])?;
+        if !output.status.success() {
+            bail!("relayctl tree: {}", String::from_utf8_lossy(&output.stderr));
+        }
+        Ok(serde_json::from_slice(&output.stdout)?)
+    }
+
+    /// `relay inspect` of a stopped node.
+    pub fn inspect(&self, name: &str) -> anyhow::Result<Value> {
+        let output = run_ok(
+            Command::new(binary("relay")?)
+                .arg("inspect")
+                .arg("--data-dir")
+                .arg(self.data_dir(name)),
+        )?;
+        Ok(serde_json::from_slice(&output.stdout)?)
+    }
+
+    /// Every log of this mesh, for failure messages.
+    pub fn logs(&self) -> String {
+        let mut text = String::new();
+        if let Ok(entries) = std::fs::read_dir(self.dir.path()) {
+            for entry in entries.flatten() {
+                let path = entry.path();
+                if path.extension().is_some_and(|ext| ext == "log") {
+                    let body = std::fs::read_to_string(&path).unwrap_or_default();
+                    let tail: Vec<&str> = body.lines().rev().take(40).collect();
+                    text.push_str(&format!("\n==> {} <==\n", path.display()));
+                    for line in tail.into_iter().rev() {
+                        text.push_str(line);
+                        text.push('\n');
+                    }
+                }
+            }
+        }
+        text
+    }
+}
+
+/// A running `relay run` process; killed when dropped.
+pub struct RelayProcess {
+    child: Option<Child>,
+    pub name: String,
+    pub log: PathBuf,
+}
+
+impl RelayProcess {
+    /// SIGKILL: no chance to flush or say goodbye.
+    pub fn kill(&mut self) -> anyhow::Result<()> {
+        if let Some(mut child) = self.child.take() {
+            child.kill()?;
+            child.wait()?;
+        }
+        Ok(())
+    }
+
+    /// SIGTERM, then wait for a clean exit.
+    pub fn stop(&mut self) -> anyhow::Result<()> {
+        if let Some(mut child) = self.child.take() {
+            let pid = child.id().to_string();
+            Command::new("kill").args(["-TERM", &pid]).status()?;
+            let deadline = Instant::now() + Duration::from_secs(20);
+            loop {
+                if let Some(status) = child.try_wait()? {
+                    if !status.success() {
+                        bail!("{} exited with {status} after SIGTERM", self.name);
+                    }
+                    return Ok(());
+                }
+                if Instant::now() > deadline {
+                    child.kill()?;
+                    bail!("{} did not stop within 20s of SIGTERM", self.name);
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for RelayProcess {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Runs a command that must succeed, returning its output.
+pub fn run_ok(command: &mut Command) -> anyhow::Result<Output> {
+    let output = command.output()?;
+    if !output.status.success() {
+        bail!(
+            "{:?} failed: {}{}",
+            command,
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    Ok(output)
+}
+
+/// Finds a node by name in a `relayctl tree -o json` tree, with its parent's
+/// name.
+pub fn find_node<'a>(tree: &'a Value, name: &str) -> Option<(&'a Value, Option<&'a str>)> {
+    fn walk<'a>(
+        node: &'a Value,
+        parent: Option<&'a str>,
+        name: &str,
+    ) -> Option<(&'a Value, Option<&'a str>)> {
+        if node["name"] == name {
+            return Some((node, parent));
+        }
+        let children = node["children"].as_array()?;
+        let own = node["name"].as_str();
+        children.iter().find_map(|child| walk(child, own, name))
+    }
+    walk(tree, None, name)
+}
+
+/// Whether `name` is in the tree under `parent` and connected.
+pub fn connected_under(tree: &Value, name: &str, parent: &str) -> bool {
+    find_node(tree, name)
+        .is_some_and(|(node, found)| found == Some(parent) && node["connected"] == true)
+}

@@ -4,7 +4,7 @@
 //! Everything here is a pure function of its inputs, so the relay daemon and
 //! the testbed's large simulations run exactly the same decisions. Start with
 //! [`subtree`], which indexes a relay's subtree by the child each node lies
-//! under, and [`reach`], which says which children a slice entry concerns.
+//! under, and [`reach()`], which says which children a slice entry concerns.
 //!
 //! Deliberately absent: sockets, files, clocks and randomness. Callers pass
 //! in `now` and anything random they need.

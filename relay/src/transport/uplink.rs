@@ -168,6 +168,7 @@ pub async fn connect_nearest(
 }
 
 /// The two halves of an open control stream.
+#[derive(Debug)]
 pub struct ControlStream {
     /// Where up messages go.
     pub send: quinn::SendStream,

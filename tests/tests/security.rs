@@ -1,0 +1,133 @@
+//! Refusals: every bad join and every bad link is refused with a clear error,
+//! and the refusing root's store does not change by a byte.
+
+use anyhow::Context as _;
+use relaymesh_protocol::message::Hello;
+use relaymesh_protocol::{ErrorCode, PROTOCOL_VERSION};
+use relaymesh_relay::client::{Client, ClientError};
+use relaymesh_relay::config::ParentConfig;
+use relaymesh_relay::kubeconfig;
+use relaymesh_relay::store::Store;
+use relaymesh_relay::transport::uplink::{connect_nearest, open_control, Endpoints};
+use relaymesh_relay::transport::LinkError;
+use relaymesh_relay::{pki, token};
+use relaymesh_tests::{binary, free_tcp_port, free_udp_port, run_ok, Mesh};
+
+fn stderr(output: &std::process::Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[test]
+fn refused_joins_and_links_change_nothing_at_the_root() -> anyhow::Result<()> {
+    let (mesh, mut root) = Mesh::init()?;
+    let expired = mesh.token("relay", "late", None, "1s")?;
+    let once = mesh.token("relay", "once", None, "10m")?;
+    let agent = mesh.token("agent", "edge-1", None, "10m")?;
+    let first = mesh.join("once", &once)?;
+    assert!(first.status.success(), "{}", stderr(&first));
+
+    // A second mesh, never started: its CA signs certificates the first
+    // mesh must not accept.
+    let other_dir = mesh.dir.path().join("other");
+    run_ok(
+        std::process::Command::new(binary("relay")?)
+            .arg("init")
+            .arg("--data-dir")
+            .arg(&other_dir)
+            .args(["--name", "other"])
+            .args(["--listen", &format!("127.0.0.1:{}", free_udp_port()?)])
+            .args(["--api-listen", &format!("127.0.0.1:{}", free_tcp_port()?)]),
+    )?;
+    let other_identity = Store::open(&other_dir)?
+        .identity()?
+        .context("the other mesh has an identity")?;
+
+    root.stop()?;
+    let before = mesh.inspect("root")?["digest"].clone();
+    root = mesh.start("root")?;
+    mesh.wait_for_api()?;
+    // The 1s token is valid through its last whole second.
+    std::thread::sleep(std::time::Duration::from_millis(2100));
+
+    let refused = mesh.join("late", &expired)?;
+    assert!(!refused.status.success(), "{}", stderr(&refused));
+    assert!(
+        stderr(&refused).contains("token expired"),
+        "{}",
+        stderr(&refused)
+    );
+
+    let refused = mesh.join_in("once-again", "once", &once)?;
+    assert!(!refused.status.success(), "{}", stderr(&refused));
+    assert!(
+        stderr(&refused).contains("already used"),
+        "{}",
+        stderr(&refused)
+    );
+
+    let refused = mesh.join("edge-1", &agent)?;
+    assert!(!refused.status.success(), "{}", stderr(&refused));
+    assert!(
+        stderr(&refused).contains("token is for role agent, not relay"),
+        "{}",
+        stderr(&refused)
+    );
+
+    let claims = token::read_unverified(&once)?;
+    let parent = ParentConfig {
+        name: claims.parent.clone(),
+        addresses: claims.parent_addresses.clone(),
+    };
+    let runtime = tokio::runtime::Runtime::new()?;
+    runtime.block_on(async {
+        let hello = Hello {
+            min_version: PROTOCOL_VERSION,
+            max_version: PROTOCOL_VERSION,
+            resume: None,
+        };
+        // No certificate: the handshake succeeds (joining needs that), but a
+        // control stream is refused.
+        let anonymous = pki::quic_join_client_config(claims.ca_sha256)?;
+        let (connection, _) =
+            connect_nearest(&parent, &anonymous, &mut Endpoints::default()).await?;
+        match open_control(&connection, hello.clone()).await {
+            Err(LinkError::Refused(refusal)) => {
+                assert_eq!(refusal.code, ErrorCode::Unauthenticated);
+                assert!(refusal.message.contains("no certificate"), "{refusal}");
+            }
+            other => panic!("an anonymous control stream must be refused: {other:?}"),
+        }
+        // A certificate from another mesh's CA: the TLS handshake fails.
+        let foreign = pki::quic_client_config(&other_identity)?;
+        match connect_nearest(&parent, &foreign, &mut Endpoints::default()).await {
+            Err(error) => assert!(
+                error.to_string().contains("certificate")
+                    || error.to_string().contains("UnknownIssuer")
+                    || error.to_string().contains("handshake"),
+                "unclear error for a foreign certificate: {error}"
+            ),
+            Ok(_) => panic!("a certificate from another CA must be refused"),
+        }
+        // The API: a foreign client certificate and no certificate get 401.
+        let admin = kubeconfig::load_file(&mesh.kubeconfig(), None)?;
+        let other_admin = kubeconfig::load_file(&other_dir.join("admin.kubeconfig"), None)?;
+        let mut foreign_client = admin.clone();
+        foreign_client.cert_pem = other_admin.cert_pem.clone();
+        foreign_client.key_pem = other_admin.key_pem.clone();
+        let mut anonymous_client = admin.clone();
+        anonymous_client.cert_pem = None;
+        anonymous_client.key_pem = None;
+        for credentials in [foreign_client, anonymous_client] {
+            match Client::new(&credentials)?.relays().await {
+                Err(ClientError::Api { code: 401, .. }) => {}
+                other => panic!("expected 401 Unauthorized, got {other:?}"),
+            }
+        }
+        anyhow::Ok(())
+    })?;
+
+    root.stop()?;
+    let after = mesh.inspect("root")?["digest"].clone();
+    assert_eq!(before, after, "a refused request changed the root's store");
+    Ok(())
+}
