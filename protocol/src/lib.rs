@@ -25,12 +25,14 @@ pub mod inventory;
 pub mod limits;
 pub mod message;
 pub mod name;
+pub mod placement;
 pub mod slice;
 pub mod token;
 
 pub use bundle_id::BundleId;
 pub use error::{ErrorCode, Refusal};
 pub use inventory::{InventoryUpdate, LinkStatus, NodeRecord, Role};
+pub use placement::{LabelRequirement, LabelSelector, PlacementTarget, Quota, SelectorOperator};
 pub use slice::{SliceChange, SliceEntry, Target};
 
 /// The newest protocol version this build speaks. The child offers a range in

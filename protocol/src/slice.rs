@@ -7,7 +7,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::BundleId;
+use crate::{BundleId, PlacementTarget};
 
 /// One entry of a slice.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -32,6 +32,8 @@ pub enum Target {
     Everywhere,
     /// The named nodes and their subtrees.
     Subtrees(Vec<String>),
+    /// The clusters a placement selects, resolved level by level.
+    Placement(PlacementTarget),
 }
 
 /// One change of a slice.

@@ -45,6 +45,9 @@ pub fn reach(target: &Target, me: &str, ancestors: &[String], index: &SubtreeInd
             }
             Reach::Some(children)
         }
+        // Placements are cut per child by quota; see `placement`. Until a
+        // relay knows its children's clusters it offers them to all.
+        Target::Placement(_) => Reach::All,
     }
 }
 

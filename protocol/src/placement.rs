@@ -1,0 +1,68 @@
+//! What a placement says about where it goes, as it travels down the tree.
+//!
+//! A relay receives a [`PlacementTarget`], resolves it against its own
+//! subtree's inventory, and sends each child the same target with the
+//! [`Quota`] that child must fill. The root starts with no quota: it derives
+//! one from `max_clusters` and `spread_by`.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// A Kubernetes-style label selector: all of `match_labels` and all of
+/// `match_expressions` must hold.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct LabelSelector {
+    /// Labels that must be present with exactly these values.
+    pub match_labels: BTreeMap<String, String>,
+    /// Further requirements.
+    pub match_expressions: Vec<LabelRequirement>,
+}
+
+/// One requirement of a [`LabelSelector`].
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct LabelRequirement {
+    /// The label key.
+    pub key: String,
+    /// How the key's value is tested.
+    pub operator: SelectorOperator,
+    /// The values for `In` and `NotIn`.
+    pub values: Vec<String>,
+}
+
+/// The operators of a [`LabelRequirement`], as Kubernetes names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum SelectorOperator {
+    /// The label's value is one of the values.
+    In,
+    /// The label is absent or its value is none of the values.
+    NotIn,
+    /// The label is present.
+    Exists,
+    /// The label is absent.
+    DoesNotExist,
+}
+
+/// Where a placement's workloads go.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct PlacementTarget {
+    /// Clusters whose labels match; `None` selects no cluster by labels.
+    pub selector: Option<LabelSelector>,
+    /// Clusters named explicitly; always selected, whatever the bound.
+    pub names: Vec<String>,
+    /// At most this many clusters chosen by `selector`.
+    pub max_clusters: Option<u32>,
+    /// Spread the bound evenly over this label's values.
+    pub spread_by: Option<String>,
+    /// The share of the bound this subtree must fill, set by the parent.
+    pub quota: Option<Quota>,
+}
+
+/// How many selected clusters one subtree must provide.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Quota {
+    /// The number of clusters.
+    pub total: u32,
+    /// With `spread_by`: how many of `total` per value of that label.
+    pub per_value: BTreeMap<String, u32>,
+}
