@@ -1,6 +1,8 @@
 //! A node's configuration, chosen at `relay init` / `relay join` and kept in
 //! its store so that `relay run --data-dir DIR` needs nothing else.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 /// Where a node listens and whom it dials.
@@ -15,6 +17,8 @@ pub struct NodeConfig {
     pub api_listen: Option<String>,
     /// The parent to dial; `None` for the root.
     pub parent: Option<ParentConfig>,
+    /// Labels this node reports (an agent's cluster labels).
+    pub labels: BTreeMap<String, String>,
 }
 
 /// The parent a child dials.

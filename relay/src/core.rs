@@ -55,8 +55,12 @@ pub struct Now {
 pub struct CoreConfig {
     /// This relay's name.
     pub name: String,
+    /// Relay, or agent for an edge agent (a leaf that runs the same core).
+    pub role: Role,
     /// The parent's name, `None` at the root.
     pub parent: Option<String>,
+    /// The node's labels (for an agent: its cluster's labels).
+    pub labels: BTreeMap<String, String>,
     /// Where children can dial this relay.
     pub addresses: Vec<String>,
     /// The software version, reported in the inventory.
@@ -135,9 +139,9 @@ impl Core {
     ) -> Self {
         let own = NodeRecord {
             name: config.name.clone(),
-            role: Role::Relay,
+            role: config.role,
             parent: config.parent.clone(),
-            labels: BTreeMap::new(),
+            labels: config.labels.clone(),
             addresses: config.addresses.clone(),
             version: config.version.clone(),
             link: None,

@@ -167,7 +167,9 @@ async fn run_store(
     let core = Core::new(
         CoreConfig {
             name: identity.name.clone(),
+            role: identity.role,
             parent: config.parent.as_ref().map(|parent| parent.name.clone()),
+            labels: config.labels.clone(),
             addresses: config.advertise.clone(),
             version: env!("CARGO_PKG_VERSION").to_string(),
             log_keep: DEFAULT_LOG_KEEP,
@@ -544,6 +546,33 @@ async fn parent_session(
     .await;
     writer.abort();
     result
+}
+
+/// A token cancelled on SIGTERM or Ctrl-C, for a daemon's clean shutdown.
+pub fn cancel_on_signals() -> CancellationToken {
+    let token = CancellationToken::new();
+    let cancel = token.clone();
+    tokio::spawn(async move {
+        wait_for_signal().await;
+        tracing::info!("shutting down");
+        cancel.cancel();
+    });
+    token
+}
+
+async fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        if let Ok(mut terminate) = signal(SignalKind::terminate()) {
+            tokio::select! {
+                _ = terminate.recv() => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
+            return;
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
 }
 
 async fn sleep_until(deadline: Option<tokio::time::Instant>) {

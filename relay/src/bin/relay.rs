@@ -8,13 +8,12 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{bail, Context as _};
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{Parser, Subcommand};
 use relaymesh_protocol::Role;
 use relaymesh_relay::config::NodeConfig;
+use relaymesh_relay::logging::{self, LogFormat};
 use relaymesh_relay::store::{ApiCertificate, Store};
 use relaymesh_relay::{daemon, kubeconfig, pki, transport};
-use tokio_util::sync::CancellationToken;
-use tracing_subscriber::EnvFilter;
 
 const LONG_ABOUT: &str = "\
 The relaymesh relay daemon.
@@ -50,12 +49,6 @@ struct Cli {
 
     #[command(subcommand)]
     command: Command,
-}
-
-#[derive(Debug, Clone, Copy, ValueEnum)]
-enum LogFormat {
-    Text,
-    Json,
 }
 
 #[derive(Debug, Subcommand)]
@@ -119,7 +112,7 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging(cli.log_format);
+    logging::init(cli.log_format, "info");
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
         Err(error) => {
@@ -133,18 +126,6 @@ fn main() -> ExitCode {
             eprintln!("error: {error:#}");
             ExitCode::FAILURE
         }
-    }
-}
-
-fn init_logging(format: LogFormat) {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
-    match format {
-        LogFormat::Text => builder.init(),
-        LogFormat::Json => builder.json().init(),
     }
 }
 
@@ -200,6 +181,7 @@ fn init(
         listen: Some(listen),
         api_listen: Some(api_listen),
         parent: None,
+        labels: Default::default(),
     };
     store.set_api_certificate(&ApiCertificate {
         chain_der: mesh.api_cert.chain_der.clone(),
@@ -253,6 +235,7 @@ async fn join(
         listen: Some(listen),
         api_listen: None,
         parent: Some(joined.parent.clone()),
+        labels: Default::default(),
     };
     store.initialize(&joined.identity, &config, rand::random())?;
     println!(
@@ -275,73 +258,14 @@ async fn run(data_dir: &Path, parent_addresses: Vec<String>) -> anyhow::Result<(
         store.set_config(&config)?;
         store.flush()?;
     }
-    let shutdown = CancellationToken::new();
-    let signals = shutdown.clone();
-    tokio::spawn(async move {
-        wait_for_signal().await;
-        tracing::info!("shutting down");
-        signals.cancel();
-    });
-    daemon::run(data_dir, shutdown).await?;
+    daemon::run(data_dir, daemon::cancel_on_signals()).await?;
     Ok(())
-}
-
-async fn wait_for_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{signal, SignalKind};
-        match signal(SignalKind::terminate()) {
-            Ok(mut terminate) => {
-                tokio::select! {
-                    _ = terminate.recv() => {}
-                    _ = tokio::signal::ctrl_c() => {}
-                }
-            }
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
-    }
 }
 
 fn inspect(data_dir: &Path) -> anyhow::Result<()> {
     let store = open_store(data_dir)?;
-    let identity = store
-        .identity()?
+    let summary = relaymesh_relay::inspect::summary(&store)?
         .with_context(|| format!("{} is not initialized", data_dir.display()))?;
-    let config = store.config()?;
-    let persisted = store.load()?;
-    let bundles: Vec<serde_json::Value> = store
-        .bundle_sizes()?
-        .into_iter()
-        .map(|(id, size)| {
-            let verified = store
-                .bundle(&id)
-                .ok()
-                .flatten()
-                .is_some_and(|bytes| id.matches(&bytes));
-            serde_json::json!({"id": id.to_hex(), "size": size, "verified": verified})
-        })
-        .collect();
-    let summary = serde_json::json!({
-        "name": identity.name,
-        "role": identity.role.as_str(),
-        "root": identity.is_root(),
-        "parent": config.as_ref().and_then(|c| c.parent.as_ref()).map(|p| &p.name),
-        "listen": config.as_ref().and_then(|c| c.listen.clone()),
-        "epoch": persisted.epoch,
-        "head": persisted.head,
-        "parentRevision": persisted.parent_position.map(|p| p.revision),
-        "ancestors": persisted.ancestors,
-        "entries": persisted.entries.keys().collect::<Vec<_>>(),
-        "bundles": bundles,
-        "nodes": persisted.nodes.keys().collect::<Vec<_>>(),
-        "digest": store.digest()?,
-    });
     println!("{}", serde_json::to_string_pretty(&summary)?);
     Ok(())
 }

@@ -66,7 +66,9 @@ impl Net {
     ) {
         let config = CoreConfig {
             name: name.into(),
+            role: Role::Relay,
             parent: parent.map(str::to_string),
+            labels: BTreeMap::new(),
             addresses: vec![format!("{name}:7443")],
             version: "test".into(),
             log_keep: 8,

@@ -1,0 +1,39 @@
+//! What `relay inspect` and `edge-agent inspect` print: a stopped node's
+//! store, summarised as JSON for people and tests.
+
+use serde_json::{json, Value};
+
+use crate::store::{Store, StoreError};
+
+/// A JSON summary of everything `store` holds, or `None` if it holds no node.
+/// Bundles are re-hashed, so `verified` says whether the bytes on disk are
+/// still the bundle their id names.
+pub fn summary(store: &Store) -> Result<Option<Value>, StoreError> {
+    let Some(identity) = store.identity()? else {
+        return Ok(None);
+    };
+    let config = store.config()?;
+    let persisted = store.load()?;
+    let mut bundles = Vec::new();
+    for (id, size) in store.bundle_sizes()? {
+        let verified = store.bundle(&id)?.is_some_and(|bytes| id.matches(&bytes));
+        bundles.push(json!({"id": id.to_hex(), "size": size, "verified": verified}));
+    }
+    let parent = config.as_ref().and_then(|c| c.parent.as_ref());
+    Ok(Some(json!({
+        "name": identity.name,
+        "role": identity.role.as_str(),
+        "root": identity.is_root(),
+        "parent": parent.map(|p| &p.name),
+        "listen": config.as_ref().and_then(|c| c.listen.clone()),
+        "labels": config.as_ref().map(|c| c.labels.clone()).unwrap_or_default(),
+        "epoch": persisted.epoch,
+        "head": persisted.head,
+        "parentRevision": persisted.parent_position.map(|p| p.revision),
+        "ancestors": persisted.ancestors,
+        "entries": persisted.entries.keys().collect::<Vec<_>>(),
+        "bundles": bundles,
+        "nodes": persisted.nodes.keys().collect::<Vec<_>>(),
+        "digest": store.digest()?,
+    })))
+}
