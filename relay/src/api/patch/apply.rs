@@ -102,11 +102,11 @@ pub(crate) fn server_side_apply(
             .filter(|e| !is_ours(e))
             .map(|e| &e.fields)
             .collect();
+        // Shallowest first: a removed item takes its fields with it.
         let mut dropped = previous.difference(&applied).paths();
-        // Deepest first, so an item loses its fields before the item itself.
-        dropped.sort_by_key(|path| std::cmp::Reverse(path.len()));
+        dropped.sort_by_key(Vec::len);
         for path in dropped {
-            if !others.iter().any(|set| set.contains_under(&path)) {
+            if !others.iter().any(|set| set.contains_under(&path)) && !is_item_key(&path) {
                 remove_path(&mut object, &path);
             }
         }
@@ -216,6 +216,18 @@ fn write_entries(object: &mut Value, entries: Vec<ManagedEntry>) {
     } else {
         set_metadata(object, "managedFields", Value::Array(entries));
     }
+}
+
+/// Whether `path` names a key field of a keyed list item (which stays while
+/// the item does).
+fn is_item_key(path: &[PathElement]) -> bool {
+    let [.., item, field] = path else {
+        return false;
+    };
+    let (Some(key), Some(field)) = (item.strip_prefix("k:"), field.strip_prefix("f:")) else {
+        return false;
+    };
+    serde_json::from_str::<Map<String, Value>>(key).is_ok_and(|key| key.contains_key(field))
 }
 
 /// Whether `path` holds the same value in `a` and `b`. A list item counts
@@ -405,3 +417,6 @@ fn conflict_error(conflicts: &[(ManagedEntry, Vec<PathElement>)]) -> PatchError 
     };
     PatchError::Conflict { message, causes }
 }
+
+#[cfg(test)]
+mod tests;
