@@ -104,20 +104,20 @@ pub fn apply_patch(
     body: &[u8],
     type_info: &TypeInfo,
 ) -> Result<Value, PatchError> {
-    if let PatchKind::Apply {
-        field_manager,
-        force,
-    } = kind
-    {
-        return apply::server_side_apply(live, body, type_info, field_manager, *force);
-    }
-    if matches!(kind, PatchKind::StrategicMerge) && !type_info.builtin {
-        return Err(PatchError::UnsupportedMediaType(format!(
-            "the body of the request was in an unknown format - accepted media types include: \
-             application/json-patch+json, application/merge-patch+json, \
-             application/apply-patch+yaml (strategic merge patch is not supported for {})",
-            type_info.kind
-        )));
+    match kind {
+        PatchKind::Apply {
+            field_manager,
+            force,
+        } => return apply::server_side_apply(live, body, type_info, field_manager, *force),
+        PatchKind::StrategicMerge if !type_info.builtin => {
+            return Err(PatchError::UnsupportedMediaType(format!(
+                "the body of the request was in an unknown format - accepted media types \
+                 include: application/json-patch+json, application/merge-patch+json, \
+                 application/apply-patch+yaml (strategic merge patch is not supported for {})",
+                type_info.kind
+            )))
+        }
+        PatchKind::Json | PatchKind::Merge | PatchKind::StrategicMerge => {}
     }
     let live = live.ok_or(PatchError::NotFound)?;
     let patch: Value = serde_json::from_slice(body)
@@ -125,11 +125,10 @@ pub fn apply_patch(
     let mut patched = match kind {
         PatchKind::Json => json_patch::apply(live, patch)?,
         PatchKind::Merge => merge::apply(live, &patch)?,
-        PatchKind::StrategicMerge => {
+        _ => {
             let schema = merge_keys::Schema::root(&type_info.kind, type_info.builtin);
             strategic::apply(live, &patch, schema)?
         }
-        PatchKind::Apply { .. } => unreachable!("handled above"),
     };
     check_identity(live, &patched)?;
     keep_server_fields(Some(live), &mut patched);

@@ -274,3 +274,86 @@ fn json_patch_ops_and_failing_test_op() {
     );
     assert!(matches!(result, Err(PatchError::BadPatch(_))));
 }
+
+#[test]
+fn track_update_records_a_patch_by_its_manager() {
+    let live = deployment();
+    let patched = smp(&live, json!({"spec": {"replicas": 4}})).expect("applies");
+    let mut tracked = patched.clone();
+    track_update(Some(&live), &mut tracked, "kubectl-patch");
+    let entries = &tracked["metadata"]["managedFields"];
+    assert_eq!(entries[0]["manager"], "kubectl-patch");
+    assert_eq!(entries[0]["operation"], "Update");
+    assert_eq!(entries[0]["apiVersion"], "apps/v1");
+    assert_eq!(
+        entries[0]["fieldsV1"],
+        json!({"f:spec": {"f:replicas": {}}})
+    );
+}
+
+/// A JSON value without nulls: scalars, short lists and small maps.
+fn value() -> impl Strategy<Value = Value> {
+    let leaf = prop_oneof![
+        any::<bool>().prop_map(Value::from),
+        (-5i64..5).prop_map(Value::from),
+        "[a-c]{0,2}".prop_map(Value::from),
+    ];
+    leaf.prop_recursive(3, 24, 4, |inner| {
+        prop_oneof![
+            proptest::collection::vec(inner.clone(), 0..3).prop_map(Value::from),
+            proptest::collection::btree_map("[a-d]", inner, 0..4)
+                .prop_map(|map| Value::Object(map.into_iter().collect())),
+        ]
+    })
+}
+
+fn object() -> impl Strategy<Value = Value> {
+    proptest::collection::btree_map("[a-d]", value(), 0..4)
+        .prop_map(|map| Value::Object(map.into_iter().collect()))
+}
+
+/// The RFC 7386 merge patch that turns `from` into `to` (both maps).
+fn merge_diff(from: &Value, to: &Value) -> Value {
+    let (Value::Object(from), Value::Object(to)) = (from, to) else {
+        return to.clone();
+    };
+    let mut patch = serde_json::Map::new();
+    for key in from.keys().filter(|key| !to.contains_key(*key)) {
+        patch.insert(key.clone(), Value::Null);
+    }
+    for (key, value) in to {
+        match from.get(key) {
+            Some(old) if old == value => {}
+            Some(old @ Value::Object(_)) if value.is_object() => {
+                patch.insert(key.clone(), merge_diff(old, value));
+            }
+            _ => {
+                patch.insert(key.clone(), value.clone());
+            }
+        }
+    }
+    Value::Object(patch)
+}
+
+proptest! {
+    #[test]
+    fn merge_patch_of_a_diff_reproduces_the_target(from in object(), to in object()) {
+        let patch = merge_diff(&from, &to);
+        let patched = super::merge::apply(&from, &patch).expect("object patch");
+        prop_assert_eq!(patched, to);
+    }
+
+    #[test]
+    fn empty_strategic_merge_patch_is_identity(
+        extra in object(),
+        replicas in 0u32..5,
+        env in proptest::collection::btree_set("[A-Z]{1,2}", 0..4),
+    ) {
+        let mut live = deployment();
+        live["spec"]["extra"] = extra;
+        live["spec"]["replicas"] = json!(replicas);
+        live["spec"]["template"]["spec"]["containers"][0]["env"] =
+            env.iter().map(|name| json!({"name": name, "value": "v"})).collect();
+        prop_assert_eq!(smp(&live, json!({})).expect("applies"), live);
+    }
+}
