@@ -37,6 +37,7 @@ use tokio_rustls::TlsAcceptor;
 use tracing::{debug, info, warn};
 
 mod objects;
+pub mod patch;
 mod query;
 mod routes;
 pub mod status;
