@@ -12,6 +12,7 @@
 #![warn(missing_docs)]
 
 pub mod reach;
+pub mod selector;
 pub mod subtree;
 
 pub use reach::{reach, Reach};
