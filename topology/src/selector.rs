@@ -15,6 +15,7 @@
 //! selector (one whose `In`/`NotIn` have values and whose
 //! `Exists`/`DoesNotExist` have none).
 
+use std::collections::btree_map::Entry;
 use std::collections::BTreeMap;
 
 use relaymesh_protocol::{LabelRequirement, LabelSelector, SelectorOperator};
@@ -136,13 +137,18 @@ impl Parser<'_> {
                 .push(requirement(key, SelectorOperator::NotIn, vec![value]));
         } else if self.eat("==") || self.eat("=") {
             let value = self.value()?;
-            if selector.match_labels.contains_key(&key) {
-                let values = vec![value];
-                selector
-                    .match_expressions
-                    .push(requirement(key, SelectorOperator::In, values));
-            } else {
-                selector.match_labels.insert(key, value);
+            match selector.match_labels.entry(key) {
+                Entry::Vacant(vacant) => {
+                    vacant.insert(value);
+                }
+                Entry::Occupied(occupied) => {
+                    let key = occupied.key().clone();
+                    selector.match_expressions.push(requirement(
+                        key,
+                        SelectorOperator::In,
+                        vec![value],
+                    ));
+                }
             }
         } else {
             let start = self.position;
