@@ -5,13 +5,21 @@
 //! the testbed's large simulations run exactly the same decisions. Start with
 //! [`subtree`], which indexes a relay's subtree by the child each node lies
 //! under, and [`reach()`], which says which children a slice entry concerns.
+//! Placements are resolved hierarchically: [`selector`] matches labels,
+//! [`aggregate`] summarises a subtree's clusters by label set, [`placement`]
+//! is one relay's decision (which child fills how much of the bound), and
+//! [`simulate`] runs those decisions over a whole tree in memory.
 //!
 //! Deliberately absent: sockets, files, clocks and randomness. Callers pass
 //! in `now` and anything random they need.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod aggregate;
+pub mod placement;
 pub mod reach;
+pub mod selector;
+pub mod simulate;
 pub mod subtree;
 
 pub use reach::{reach, Reach};

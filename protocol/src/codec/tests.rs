@@ -35,7 +35,65 @@ fn target() -> impl Strategy<Value = Target> {
     prop_oneof![
         Just(Target::Everywhere),
         prop::collection::vec(name(), 0..4).prop_map(Target::Subtrees),
+        placement_target().prop_map(Target::Placement),
     ]
+}
+
+fn selector_operator() -> impl Strategy<Value = SelectorOperator> {
+    prop_oneof![
+        Just(SelectorOperator::In),
+        Just(SelectorOperator::NotIn),
+        Just(SelectorOperator::Exists),
+        Just(SelectorOperator::DoesNotExist),
+    ]
+}
+
+fn label_selector() -> impl Strategy<Value = LabelSelector> {
+    let requirement = (
+        name(),
+        selector_operator(),
+        prop::collection::vec(name(), 0..3),
+    )
+        .prop_map(|(key, operator, values)| LabelRequirement {
+            key,
+            operator,
+            values,
+        });
+    (
+        prop::collection::btree_map(name(), name(), 0..3),
+        prop::collection::vec(requirement, 0..3),
+    )
+        .prop_map(|(match_labels, match_expressions)| LabelSelector {
+            match_labels,
+            match_expressions,
+        })
+}
+
+fn quota() -> impl Strategy<Value = Quota> {
+    (
+        any::<u32>(),
+        prop::collection::btree_map(name(), any::<u32>(), 0..3),
+    )
+        .prop_map(|(total, per_value)| Quota { total, per_value })
+}
+
+fn placement_target() -> impl Strategy<Value = PlacementTarget> {
+    (
+        proptest::option::of(label_selector()),
+        prop::collection::vec(name(), 0..3),
+        proptest::option::of(any::<u32>()),
+        proptest::option::of(name()),
+        proptest::option::of(quota()),
+    )
+        .prop_map(
+            |(selector, names, max_clusters, spread_by, quota)| PlacementTarget {
+                selector,
+                names,
+                max_clusters,
+                spread_by,
+                quota,
+            },
+        )
 }
 
 fn entry() -> impl Strategy<Value = SliceEntry> {

@@ -1,0 +1,266 @@
+//! A subtree's clusters summarised for placement.
+//!
+//! An [`Aggregate`] counts a subtree's clusters by their exact label set. A
+//! fleet of a million clusters has few distinct label sets (regions × zones ×
+//! tiers), so a relay holds one small aggregate per child and answers "how
+//! many clusters below this child match, per value of the spread label" in
+//! time proportional to the distinct label sets, never to the clusters.
+//!
+//! Aggregates form a commutative monoid under [`Aggregate::merge`] with the
+//! empty aggregate as identity, so a relay's own aggregate is the merge of its
+//! children's, whatever order they report in. Removing a cluster is the
+//! inverse of adding it.
+
+use std::collections::BTreeMap;
+
+use relaymesh_protocol::LabelSelector;
+
+use crate::selector;
+
+/// A cluster's labels.
+pub type Labels = BTreeMap<String, String>;
+
+/// How many clusters of a subtree carry each distinct label set.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct Aggregate {
+    counts: BTreeMap<Labels, u64>,
+}
+
+/// How many clusters of a subtree a placement could select.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Supply {
+    /// Matching clusters (with `spread_by`: only those carrying the label).
+    pub total: u64,
+    /// With `spread_by`: matching clusters per value of the label. Values
+    /// with no matching cluster are absent.
+    pub per_value: BTreeMap<String, u64>,
+}
+
+impl Aggregate {
+    /// The empty aggregate, the identity of [`merge`](Self::merge).
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The aggregate of a single cluster, as a leaf reports itself.
+    pub fn of_cluster(labels: &Labels) -> Self {
+        let mut aggregate = Self::new();
+        aggregate.add(labels);
+        aggregate
+    }
+
+    /// Counts one more cluster with `labels`.
+    pub fn add(&mut self, labels: &Labels) {
+        self.add_many(labels, 1);
+    }
+
+    /// Counts `count` more clusters with `labels`.
+    pub fn add_many(&mut self, labels: &Labels, count: u64) {
+        if count == 0 {
+            return;
+        }
+        match self.counts.get_mut(labels) {
+            Some(existing) => *existing = existing.saturating_add(count),
+            None => {
+                self.counts.insert(labels.clone(), count);
+            }
+        }
+    }
+
+    /// Forgets one cluster with `labels`; false if there was none.
+    pub fn remove(&mut self, labels: &Labels) -> bool {
+        let Some(count) = self.counts.get_mut(labels) else {
+            return false;
+        };
+        *count -= 1;
+        if *count == 0 {
+            self.counts.remove(labels);
+        }
+        true
+    }
+
+    /// Adds every cluster of `other`.
+    pub fn merge(&mut self, other: &Aggregate) {
+        for (labels, count) in &other.counts {
+            self.add_many(labels, *count);
+        }
+    }
+
+    /// Forgets every cluster of `other`, which must have been merged in
+    /// before (a child's old aggregate, when it reports a new one). Counts
+    /// never go below zero; false if `other` held clusters this did not.
+    pub fn subtract(&mut self, other: &Aggregate) -> bool {
+        let mut contained = true;
+        for (labels, count) in &other.counts {
+            match self.counts.get_mut(labels) {
+                Some(existing) if *existing > *count => *existing -= count,
+                Some(existing) => {
+                    contained &= *existing == *count;
+                    self.counts.remove(labels);
+                }
+                None => contained = false,
+            }
+        }
+        contained
+    }
+
+    /// How many clusters in all.
+    pub fn clusters(&self) -> u64 {
+        self.counts.values().sum()
+    }
+
+    /// How many distinct label sets: the cost of [`supply`](Self::supply).
+    pub fn label_sets(&self) -> usize {
+        self.counts.len()
+    }
+
+    /// Whether the subtree holds no cluster.
+    pub fn is_empty(&self) -> bool {
+        self.counts.is_empty()
+    }
+
+    /// Each distinct label set with its count, in label-set order.
+    pub fn iter(&self) -> impl Iterator<Item = (&Labels, u64)> + '_ {
+        self.counts.iter().map(|(labels, count)| (labels, *count))
+    }
+
+    /// How many clusters match `selector` (`None`: every cluster), counted
+    /// per value of `spread_by` when set. With `spread_by`, a cluster without
+    /// that label is not counted at all.
+    pub fn supply(&self, selector: Option<&LabelSelector>, spread_by: Option<&str>) -> Supply {
+        let mut supply = Supply::default();
+        for (labels, count) in &self.counts {
+            if selector.is_some_and(|selector| !selector::matches(selector, labels)) {
+                continue;
+            }
+            match spread_by {
+                None => supply.total += count,
+                Some(key) => {
+                    if let Some(value) = labels.get(key) {
+                        supply.total += count;
+                        *supply.per_value.entry(value.clone()).or_default() += count;
+                    }
+                }
+            }
+        }
+        supply
+    }
+}
+
+impl<'a> FromIterator<&'a Labels> for Aggregate {
+    fn from_iter<I: IntoIterator<Item = &'a Labels>>(clusters: I) -> Self {
+        let mut aggregate = Self::new();
+        for labels in clusters {
+            aggregate.add(labels);
+        }
+        aggregate
+    }
+}
+
+impl Supply {
+    /// Adds `other`'s clusters to this supply.
+    pub fn merge(&mut self, other: &Supply) {
+        self.total += other.total;
+        for (value, count) in &other.per_value {
+            *self.per_value.entry(value.clone()).or_default() += count;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn labels(pairs: &[(&str, &str)]) -> Labels {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn supply_counts_matching_clusters_per_spread_value() {
+        let eu_edge = labels(&[("region", "eu"), ("tier", "edge")]);
+        let us_edge = labels(&[("region", "us"), ("tier", "edge")]);
+        let bare_edge = labels(&[("tier", "edge")]);
+        let eu_core = labels(&[("region", "eu"), ("tier", "core")]);
+        let mut aggregate = Aggregate::new();
+        aggregate.add_many(&eu_edge, 3);
+        aggregate.add(&us_edge);
+        aggregate.add(&bare_edge);
+        aggregate.add(&eu_core);
+        assert_eq!(aggregate.clusters(), 6);
+        assert_eq!(aggregate.label_sets(), 4);
+
+        let edge = selector::parse("tier=edge").expect("valid");
+        let plain = aggregate.supply(Some(&edge), None);
+        assert_eq!((plain.total, plain.per_value.len()), (5, 0));
+        let spread = aggregate.supply(Some(&edge), Some("region"));
+        assert_eq!(
+            spread.total, 4,
+            "the cluster without a region is not counted"
+        );
+        assert_eq!(
+            spread.per_value,
+            [("eu".into(), 3), ("us".into(), 1)].into()
+        );
+        assert_eq!(aggregate.supply(None, None).total, 6);
+
+        assert!(aggregate.remove(&us_edge));
+        assert!(!aggregate.remove(&us_edge));
+        assert_eq!(aggregate.label_sets(), 3);
+        assert_eq!(aggregate.supply(Some(&edge), Some("region")).total, 3);
+    }
+
+    fn label_set() -> impl Strategy<Value = Labels> {
+        prop::collection::btree_map("[a-c]", "[x-z]", 0..3)
+    }
+
+    fn aggregate() -> impl Strategy<Value = Aggregate> {
+        prop::collection::vec(label_set(), 0..12)
+            .prop_map(|clusters| clusters.iter().collect::<Aggregate>())
+    }
+
+    fn merged(a: &Aggregate, b: &Aggregate) -> Aggregate {
+        let mut out = a.clone();
+        out.merge(b);
+        out
+    }
+
+    proptest! {
+        #[test]
+        fn merge_is_a_commutative_monoid(a in aggregate(), b in aggregate(), c in aggregate()) {
+            prop_assert_eq!(merged(&a, &b), merged(&b, &a));
+            prop_assert_eq!(merged(&merged(&a, &b), &c), merged(&a, &merged(&b, &c)));
+            prop_assert_eq!(merged(&a, &Aggregate::new()), a.clone());
+            prop_assert_eq!(merged(&Aggregate::new(), &a), a.clone());
+        }
+
+        #[test]
+        fn subtract_and_remove_undo_merge_and_add(a in aggregate(), b in aggregate(), one in label_set()) {
+            let mut both = merged(&a, &b);
+            prop_assert!(both.subtract(&b));
+            prop_assert_eq!(&both, &a);
+            both.add(&one);
+            prop_assert!(both.remove(&one));
+            prop_assert_eq!(both, a);
+        }
+
+        #[test]
+        fn supply_of_a_merge_is_the_sum(
+            a in aggregate(),
+            b in aggregate(),
+            key in "[a-c]",
+            value in "[x-z]",
+            spread in proptest::option::of("[a-c]"),
+        ) {
+            let selector = selector::parse(&format!("{key}!={value}")).expect("valid");
+            let supply = |x: &Aggregate| x.supply(Some(&selector), spread.as_deref());
+            let mut sum = supply(&a);
+            sum.merge(&supply(&b));
+            prop_assert_eq!(supply(&merged(&a, &b)), sum);
+        }
+    }
+}

@@ -1,0 +1,279 @@
+//! A whole tree in memory, and a placement resolved over it level by level
+//! exactly as the relays would: each relay sees only its children's
+//! aggregates, calls [`placement::split`], and cuts the target per child.
+//!
+//! The property tests of [`placement`] check the global result against brute
+//! force with it; the testbed's benchmark runs it over a million clusters;
+//! `relayctl explain` can use it to show why a cluster was (not) chosen.
+//!
+//! Clusters share their label sets (interned), so a cluster costs a name and
+//! a few words, and every cluster with the same labels shares one aggregate.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use relaymesh_protocol::{PlacementTarget, Quota};
+
+use crate::aggregate::{Aggregate, Labels};
+use crate::placement::{self, ChildInput, Split};
+
+/// A node of a [`Tree`], by position.
+pub type NodeId = usize;
+
+/// A tree of relays with clusters as leaves. Node 0 is the root relay.
+#[derive(Debug, Clone)]
+pub struct Tree {
+    nodes: Vec<Node>,
+    by_name: HashMap<String, NodeId>,
+    label_sets: Vec<Aggregate>,
+    label_set_ids: HashMap<Labels, usize>,
+}
+
+#[derive(Debug, Clone)]
+struct Node {
+    name: String,
+    parent: Option<NodeId>,
+    kind: Kind,
+}
+
+#[derive(Debug, Clone)]
+enum Kind {
+    Relay {
+        children: Vec<NodeId>,
+        aggregate: Aggregate,
+    },
+    Cluster {
+        label_set: usize,
+    },
+}
+
+/// What resolving one placement over a [`Tree`] gave.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Resolution {
+    /// Clusters selected by the selector and the bound.
+    pub by_label: BTreeSet<String>,
+    /// Clusters selected because they are named.
+    pub by_name: BTreeSet<String>,
+    /// The split each relay that received the entry made, by relay name:
+    /// pass the whole resolution back as `previous` to keep it sticky.
+    pub splits: BTreeMap<String, Split>,
+    /// The quota the root derived (`None`: unbounded).
+    pub root_quota: Option<Quota>,
+    /// Relays that received the entry.
+    pub relays_visited: u64,
+    /// Label sets examined at the root: Σ over its children of their
+    /// distinct label sets.
+    pub root_label_sets: u64,
+    /// Label sets examined by all the relays together.
+    pub label_sets: u64,
+}
+
+impl Resolution {
+    /// Every selected cluster.
+    pub fn selected(&self) -> BTreeSet<String> {
+        self.by_label.union(&self.by_name).cloned().collect()
+    }
+}
+
+impl Tree {
+    /// A tree holding only its root relay.
+    pub fn new(root: &str) -> Self {
+        let mut tree = Self {
+            nodes: Vec::new(),
+            by_name: HashMap::new(),
+            label_sets: Vec::new(),
+            label_set_ids: HashMap::new(),
+        };
+        tree.push(
+            root,
+            None,
+            Kind::Relay {
+                children: Vec::new(),
+                aggregate: Aggregate::new(),
+            },
+        );
+        tree
+    }
+
+    /// The root relay.
+    pub fn root(&self) -> NodeId {
+        0
+    }
+
+    /// Adds a relay under `parent`; `None` if `parent` is not a relay.
+    pub fn add_relay(&mut self, parent: NodeId, name: &str) -> Option<NodeId> {
+        let kind = Kind::Relay {
+            children: Vec::new(),
+            aggregate: Aggregate::new(),
+        };
+        self.add(parent, name, kind)
+    }
+
+    /// Adds a cluster under `parent`; `None` if `parent` is not a relay.
+    /// Call [`build_aggregates`](Self::build_aggregates) before resolving.
+    pub fn add_cluster(&mut self, parent: NodeId, name: &str, labels: &Labels) -> Option<NodeId> {
+        let next = self.label_sets.len();
+        let label_set = *self.label_set_ids.entry(labels.clone()).or_insert(next);
+        if label_set == next {
+            self.label_sets.push(Aggregate::of_cluster(labels));
+        }
+        self.add(parent, name, Kind::Cluster { label_set })
+    }
+
+    /// Recomputes every relay's aggregate from its children, bottom up.
+    pub fn build_aggregates(&mut self) {
+        // Children are always added after their parent, so reverse order is
+        // bottom up.
+        for id in (0..self.nodes.len()).rev() {
+            let Kind::Relay { children, .. } = &self.nodes[id].kind else {
+                continue;
+            };
+            let mut merged = Aggregate::new();
+            for child in children {
+                merged.merge(self.aggregate(*child));
+            }
+            if let Kind::Relay { aggregate, .. } = &mut self.nodes[id].kind {
+                *aggregate = merged;
+            }
+        }
+    }
+
+    /// How many nodes (relays and clusters).
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Whether the tree holds only its root.
+    pub fn is_empty(&self) -> bool {
+        self.nodes.len() == 1
+    }
+
+    /// A node by name.
+    pub fn find(&self, name: &str) -> Option<NodeId> {
+        self.by_name.get(name).copied()
+    }
+
+    /// A node's name.
+    pub fn name(&self, id: NodeId) -> &str {
+        &self.nodes[id].name
+    }
+
+    /// A cluster's labels (`None` for a relay).
+    pub fn labels(&self, id: NodeId) -> Option<&Labels> {
+        match self.nodes[id].kind {
+            Kind::Cluster { label_set } => self.label_sets[label_set].iter().next().map(|(l, _)| l),
+            Kind::Relay { .. } => None,
+        }
+    }
+
+    /// A node's parent (`None` for the root).
+    pub fn parent(&self, id: NodeId) -> Option<NodeId> {
+        self.nodes[id].parent
+    }
+
+    /// A relay's children (none for a cluster).
+    pub fn children(&self, id: NodeId) -> &[NodeId] {
+        match &self.nodes[id].kind {
+            Kind::Relay { children, .. } => children,
+            Kind::Cluster { .. } => &[],
+        }
+    }
+
+    /// The clusters of a node's subtree, summarised (as last built).
+    pub fn aggregate(&self, id: NodeId) -> &Aggregate {
+        match &self.nodes[id].kind {
+            Kind::Relay { aggregate, .. } => aggregate,
+            Kind::Cluster { label_set } => &self.label_sets[*label_set],
+        }
+    }
+
+    fn add(&mut self, parent: NodeId, name: &str, kind: Kind) -> Option<NodeId> {
+        if !matches!(self.nodes.get(parent)?.kind, Kind::Relay { .. }) {
+            return None;
+        }
+        let id = self.push(name, Some(parent), kind);
+        if let Kind::Relay { children, .. } = &mut self.nodes[parent].kind {
+            children.push(id);
+        }
+        Some(id)
+    }
+
+    fn push(&mut self, name: &str, parent: Option<NodeId>, kind: Kind) -> NodeId {
+        let id = self.nodes.len();
+        self.nodes.push(Node {
+            name: name.to_string(),
+            parent,
+            kind,
+        });
+        self.by_name.insert(name.to_string(), id);
+        id
+    }
+
+    /// The child of `relay` whose subtree holds `name`, if any.
+    fn via(&self, relay: NodeId, name: &str) -> Option<String> {
+        let mut node = self.find(name)?;
+        while let Some(parent) = self.nodes[node].parent {
+            if parent == relay {
+                return Some(self.nodes[node].name.clone());
+            }
+            node = parent;
+        }
+        None
+    }
+}
+
+/// Resolves `target` (as the root receives it, without a quota) over the
+/// whole tree, relay by relay from the root down, visiting only the relays
+/// that receive the entry. `previous` makes every relay's split sticky to
+/// the split it made in that earlier resolution.
+pub fn resolve_tree(
+    tree: &Tree,
+    placement_key: &str,
+    target: &PlacementTarget,
+    previous: Option<&Resolution>,
+) -> Resolution {
+    let mut resolution = Resolution::default();
+    let mut pending = vec![(tree.root(), target.clone())];
+    while let Some((relay, received)) = pending.pop() {
+        let children: Vec<ChildInput<'_>> = tree
+            .children(relay)
+            .iter()
+            .map(|child| ChildInput {
+                name: tree.name(*child),
+                aggregate: tree.aggregate(*child),
+            })
+            .collect();
+        let scanned: u64 = children
+            .iter()
+            .map(|c| c.aggregate.label_sets() as u64)
+            .sum();
+        let name = tree.name(relay);
+        let before = previous.and_then(|previous| previous.splits.get(name));
+        let own_quota = received.quota.as_ref();
+        let split = placement::split(placement_key, &received, own_quota, &children, before);
+        let named = placement::named_children_by(&received, |node| tree.via(relay, node));
+        if relay == tree.root() {
+            resolution.root_label_sets = scanned;
+            resolution.root_quota = received.max_clusters.map(|_| split.quota_sum());
+        }
+        resolution.relays_visited += 1;
+        resolution.label_sets += scanned;
+        for child in tree.children(relay) {
+            let child_name = tree.name(*child);
+            let Some(cut) = placement::cut(&received, &split, &named, child_name) else {
+                continue;
+            };
+            if tree.labels(*child).is_none() {
+                pending.push((*child, cut));
+                continue;
+            }
+            if split.per_child.contains_key(child_name) {
+                resolution.by_label.insert(child_name.to_string());
+            }
+            if cut.names.iter().any(|n| n == child_name) {
+                resolution.by_name.insert(child_name.to_string());
+            }
+        }
+        resolution.splits.insert(name.to_string(), split);
+    }
+    resolution
+}
