@@ -21,6 +21,8 @@ use serde_json::Value;
 use crate::api::IssuedToken;
 use crate::kubeconfig::ClientCredentials;
 
+pub mod manifests;
+pub mod resources;
 pub mod tree;
 
 /// How long to wait for a TCP and TLS connection to the server.

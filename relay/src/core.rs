@@ -14,6 +14,7 @@
 mod bundles;
 mod downstream;
 mod inventory;
+mod placements;
 mod slice;
 mod upstream;
 
@@ -27,6 +28,7 @@ use crate::store::{Mutation, Persisted};
 use bundles::Bundles;
 use downstream::ChildLink;
 use inventory::Inventory;
+use placements::Cuts;
 use slice::Slice;
 use upstream::Upstream;
 
@@ -125,6 +127,7 @@ pub struct Core {
     children: BTreeMap<LinkId, ChildLink>,
     links_by_name: BTreeMap<String, LinkId>,
     inventory_flush_at: Option<Instant>,
+    cuts: Cuts,
     actions: VecDeque<Action>,
 }
 
@@ -157,8 +160,11 @@ impl Core {
             children: BTreeMap::new(),
             links_by_name: BTreeMap::new(),
             inventory_flush_at: None,
+            cuts: Cuts::default(),
             actions: VecDeque::new(),
         };
+        core.inventory.take_aggregates_changed();
+        core.recut_all_quietly();
         let mut mutations = Vec::new();
         core.inventory
             .disconnect_all_children(now.unix_ms, &mut mutations);
@@ -210,10 +216,14 @@ impl Core {
 
     /// When [`Core::handle_timeout`] should be called next.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        [self.inventory_flush_at, self.bundles.next_retry()]
-            .into_iter()
-            .flatten()
-            .min()
+        [
+            self.inventory_flush_at,
+            self.bundles.next_retry(),
+            self.cuts.recut_at,
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     /// Runs whatever is due at `now`.
@@ -221,6 +231,10 @@ impl Core {
         if self.inventory_flush_at.is_some_and(|at| at <= now.instant) {
             self.inventory_flush_at = None;
             self.flush_inventory();
+        }
+        if self.cuts.recut_at.is_some_and(|at| at <= now.instant) {
+            self.cuts.recut_at = None;
+            self.recut_all();
         }
         self.retry_bundles(now);
     }

@@ -106,6 +106,12 @@ pub(crate) enum Event {
         id: BundleId,
         reply: oneshot::Sender<()>,
     },
+    /// The root's placement controller: these are all placement entries now
+    /// (their bundles are already stored).
+    SetPlacements {
+        entries: Vec<SliceEntry>,
+        reply: oneshot::Sender<()>,
+    },
 }
 
 /// Whether a child may have a bundle, and whether it is here yet.
@@ -370,6 +376,29 @@ impl Daemon {
                     BundleAccess::Pending
                 };
                 let _ = reply.send(access);
+            }
+            Event::SetPlacements { entries, reply } => {
+                let wanted: std::collections::BTreeSet<String> =
+                    entries.iter().map(|entry| entry.key.clone()).collect();
+                let stale: Vec<String> = self
+                    .core
+                    .entries()
+                    .filter(|entry| entry.key.starts_with(crate::placement::KEY_PREFIX))
+                    .filter(|entry| !wanted.contains(&entry.key))
+                    .map(|entry| entry.key.clone())
+                    .collect();
+                for key in stale {
+                    self.core.remove_local(now, &key);
+                }
+                for entry in entries {
+                    let bundles = entry.bundles.clone();
+                    self.core.upsert_local(now, entry);
+                    for id in bundles {
+                        self.core.handle_bundle_stored(now, id);
+                    }
+                }
+                self.stored.send_modify(|count| *count += 1);
+                let _ = reply.send(());
             }
             Event::PublishBundle { name, id, reply } => {
                 // The entry first, then the bundle: a bundle no entry

@@ -27,6 +27,7 @@ pub mod inspect;
 pub mod kubeconfig;
 pub mod logging;
 pub mod pki;
+pub mod placement;
 pub mod store;
 pub mod token;
 pub mod transport;

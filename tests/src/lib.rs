@@ -8,34 +8,41 @@
 use std::net::{TcpListener, UdpSocket};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::OnceLock;
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _};
 use serde_json::Value;
 
-/// The directory holding the workspace's built binaries.
-pub fn bin_dir() -> anyhow::Result<&'static Path> {
-    static DIR: OnceLock<PathBuf> = OnceLock::new();
-    if let Some(dir) = DIR.get() {
-        return Ok(dir);
+/// The directory holding the workspace's built binaries, built on first use.
+///
+/// It builds with `--workspace` so that dependency features are unified as in
+/// `scripts/test`'s own build, which makes this a no-op there.
+pub fn bin_dir() -> anyhow::Result<PathBuf> {
+    static DIR: Mutex<Option<PathBuf>> = Mutex::new(None);
+    let mut dir = DIR
+        .lock()
+        .map_err(|_| anyhow::anyhow!("a test panicked while building the binaries"))?;
+    if let Some(dir) = dir.as_ref() {
+        return Ok(dir.clone());
     }
     // The test binary lives in target/<profile>/deps.
     let exe = std::env::current_exe()?;
-    let dir = exe
+    let target = exe
         .parent()
         .and_then(Path::parent)
         .context("cannot find the target directory")?
         .to_path_buf();
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let status = Command::new(cargo)
-        .args(["build", "--quiet", "--bins", "-p", "relaymesh-relay"])
+        .args(["build", "--quiet", "--workspace", "--bins"])
         .status()
         .context("cannot run cargo build for the binaries")?;
     if !status.success() {
         bail!("building the binaries failed");
     }
-    Ok(DIR.get_or_init(|| dir))
+    *dir = Some(target.clone());
+    Ok(target)
 }
 
 /// The path of one of the workspace's binaries.

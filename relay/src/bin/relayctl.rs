@@ -11,7 +11,7 @@ use std::time::{Duration, UNIX_EPOCH};
 use anyhow::{bail, Context as _};
 use clap::{Parser, Subcommand, ValueEnum};
 use relaymesh_protocol::Role;
-use relaymesh_relay::client::{tree, Client, ClientError};
+use relaymesh_relay::client::{manifests, resources, tree, Client, ClientError};
 use relaymesh_relay::kubeconfig;
 use tracing_subscriber::EnvFilter;
 
@@ -31,6 +31,12 @@ Examples:
   # The tree, with link health
   relayctl tree
   relayctl tree -o json | jq '.children[].name'
+
+  # Submit workloads and a placement, then see where it went
+  relayctl apply -f examples/storefront/
+  relayctl get placements -n shop
+  relayctl explain storefront -n shop
+  relayctl get clusters
 
   # Send a file to every node (a smoke test of bundle distribution)
   relayctl bundle push ./demo.bin --name demo
@@ -67,6 +73,45 @@ enum Command {
     },
     /// Print the tree of relays and agents with the health of each link.
     Tree {
+        /// Output format.
+        #[arg(short, long, value_enum, default_value_t = Format::Text)]
+        output: Format,
+    },
+    /// Apply manifests (files, directories or - for stdin) at the root, as kubectl apply does.
+    Apply {
+        /// A manifest file, a directory of them, or - for standard input (repeatable).
+        #[arg(
+            short = 'f',
+            long = "filename",
+            required = true,
+            value_name = "FILE|DIR|-"
+        )]
+        files: Vec<String>,
+        /// The namespace for namespaced objects that name none.
+        #[arg(short, long, default_value = "default")]
+        namespace: String,
+    },
+    /// List objects of a resource as a table: placements, clusters, relays, or any kind.
+    Get {
+        /// The resource: placements (pl), clusters, relays, clusterprofiles, or a kind's plural.
+        resource: String,
+        /// The namespace (namespaced resources).
+        #[arg(short, long, default_value = "default")]
+        namespace: String,
+        /// Every namespace.
+        #[arg(short = 'A', long)]
+        all_namespaces: bool,
+        /// Output format.
+        #[arg(short, long, value_enum, default_value_t = GetFormat::Table)]
+        output: GetFormat,
+    },
+    /// Show which clusters a placement resolved to, and why.
+    Explain {
+        /// The placement's name.
+        placement: String,
+        /// The placement's namespace.
+        #[arg(short, long, default_value = "default")]
+        namespace: String,
         /// Output format.
         #[arg(short, long, value_enum, default_value_t = Format::Text)]
         output: Format,
@@ -113,6 +158,13 @@ enum BundleCommand {
 enum JoinRole {
     Relay,
     Agent,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum GetFormat {
+    Table,
+    Json,
+    Yaml,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -192,6 +244,72 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 }
             }
         }
+        Command::Apply { files, namespace } => {
+            let mut objects = Vec::new();
+            for file in &files {
+                objects
+                    .extend(manifests::read(file).with_context(|| format!("cannot read {file}"))?);
+            }
+            for object in &objects {
+                let kind = object["kind"].as_str().unwrap_or_default().to_lowercase();
+                let name = object["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string();
+                let applied = client
+                    .apply(object, &namespace)
+                    .await
+                    .with_context(|| format!("cannot apply {kind} {name:?}"))?;
+                let version = applied["metadata"]["resourceVersion"]
+                    .as_str()
+                    .unwrap_or("?");
+                println!("{kind}/{name} applied (resourceVersion {version})");
+            }
+        }
+        Command::Get {
+            resource,
+            namespace,
+            all_namespaces,
+            output,
+        } => {
+            let resource = known_resource(&resource);
+            let namespace = (!all_namespaces).then_some(namespace.as_str());
+            match output {
+                GetFormat::Table => {
+                    let table = client
+                        .table(&resource, namespace)
+                        .await
+                        .with_context(|| format!("cannot list {}", resource.plural))?;
+                    print!("{}", resources::render_table(&table));
+                }
+                GetFormat::Json | GetFormat::Yaml => {
+                    let list = client
+                        .list_resource(&resource, namespace)
+                        .await
+                        .with_context(|| format!("cannot list {}", resource.plural))?;
+                    if output == GetFormat::Json {
+                        println!("{}", serde_json::to_string_pretty(&list)?);
+                    } else {
+                        print!("{}", serde_yaml::to_string(&list)?);
+                    }
+                }
+            }
+        }
+        Command::Explain {
+            placement,
+            namespace,
+            output,
+        } => {
+            let explanation = client
+                .explain(&namespace, &placement)
+                .await
+                .with_context(|| format!("cannot explain placement {namespace}/{placement}"))?;
+            if output == Format::Json {
+                println!("{}", serde_json::to_string_pretty(&explanation)?);
+            } else {
+                print!("{}", resources::render_explanation(&explanation));
+            }
+        }
         Command::Bundle {
             command: BundleCommand::Push { file, name },
         } => {
@@ -205,6 +323,34 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// The resources relayctl knows by name; anything else is looked up as a
+/// plural in the core group, then relaymesh's.
+fn known_resource(name: &str) -> resources::Resource {
+    let relaymesh = |plural: &str, namespaced: bool| resources::Resource {
+        group: "relaymesh.dev".into(),
+        version: "v1alpha1".into(),
+        plural: plural.into(),
+        namespaced,
+    };
+    match name {
+        "placements" | "placement" | "pl" => relaymesh("placements", true),
+        "clusters" | "cluster" => relaymesh("clusters", false),
+        "relays" | "relay" => relaymesh("relays", false),
+        "clusterprofiles" | "clusterprofile" => resources::Resource {
+            group: "multicluster.x-k8s.io".into(),
+            version: "v1alpha1".into(),
+            plural: "clusterprofiles".into(),
+            namespaced: false,
+        },
+        other => resources::Resource {
+            group: String::new(),
+            version: "v1".into(),
+            plural: other.into(),
+            namespaced: !matches!(other, "namespaces" | "nodes"),
+        },
+    }
 }
 
 /// Logs go to stderr: `-v` flags win, else `RUST_LOG`, else warnings only.

@@ -4,9 +4,11 @@
 
 use relaymesh_protocol::limits::{MAX_FRAME_LEN, MAX_ITEMS_PER_FRAME};
 use relaymesh_protocol::message::{DownMessage, Hello, UpMessage, Welcome};
+use std::collections::BTreeMap;
+
 use relaymesh_protocol::{
-    BundleId, ErrorCode, NodeRecord, Refusal, Role, SliceChange, SliceEntry, MIN_PROTOCOL_VERSION,
-    PROTOCOL_VERSION,
+    BundleId, ErrorCode, NodeRecord, Refusal, Role, SliceChange, SliceEntry, Target,
+    MIN_PROTOCOL_VERSION, PROTOCOL_VERSION,
 };
 use relaymesh_topology::reach;
 
@@ -21,6 +23,13 @@ pub(crate) struct ChildLink {
     sent: u64,
     /// The revision the child acknowledged as durable.
     acked: u64,
+}
+
+impl ChildLink {
+    /// The revision up to which changes were sent.
+    pub fn sent(&self) -> u64 {
+        self.sent
+    }
 }
 
 /// The protocol version both sides speak, if any.
@@ -78,6 +87,9 @@ impl Core {
             .inventory
             .child_connected(record, now.unix_ms, &mut mutations);
         self.persist(mutations);
+        if self.inventory.take_aggregates_changed() {
+            self.schedule_recut(now);
+        }
         tracing::info!(child = name, %role, link, is_new, "child connected");
         self.children.insert(
             link,
@@ -104,7 +116,14 @@ impl Core {
             .and_then(|resume| Some((resume.revision, self.slice.keys_since(resume.revision)?)))
         {
             Some((base, keys)) => {
-                let changes = keys.iter().map(|key| self.change_for(name, key)).collect();
+                let mut changes: Vec<SliceChange> =
+                    keys.iter().map(|key| self.change_for(name, key)).collect();
+                // Placement cuts may have changed while the child was away.
+                for change in self.placement_resync(name) {
+                    if !keys.iter().any(|key| key == change.key()) {
+                        changes.push(change);
+                    }
+                }
                 if let Some(child) = self.children.get_mut(&link) {
                     child.acked = base;
                 }
@@ -151,6 +170,9 @@ impl Core {
                 if outcome.membership_changed && self.relevant_keys(&name) != before {
                     self.send_snapshot(link);
                 }
+                if self.inventory.take_aggregates_changed() {
+                    self.schedule_recut(now);
+                }
                 self.schedule_inventory_flush(now);
             }
             UpMessage::Ping { nonce } => self.send_down(link, DownMessage::Pong { nonce }),
@@ -194,10 +216,26 @@ impl Core {
     pub fn may_serve_bundle(&self, child: &str, id: &BundleId) -> bool {
         self.slice
             .entries()
-            .any(|entry| entry.bundles.contains(id) && self.concerns(entry, child))
+            .any(|entry| entry.bundles.contains(id) && self.entry_for_child(entry, child).is_some())
     }
 
     pub(super) fn send_changes_to_children(&mut self, changed: &[Changed]) {
+        // Placement entries are decided again first; `before` holds what
+        // each child had of them.
+        let mut before: BTreeMap<String, BTreeMap<String, SliceEntry>> = BTreeMap::new();
+        for change in changed {
+            let was_placement = change
+                .before
+                .as_ref()
+                .is_some_and(|entry| matches!(entry.target, Target::Placement(_)));
+            let is_placement = self
+                .slice
+                .entry(&change.key)
+                .is_some_and(|entry| matches!(entry.target, Target::Placement(_)));
+            if was_placement || is_placement {
+                before.insert(change.key.clone(), self.recut(&change.key));
+            }
+        }
         let links: Vec<(LinkId, String)> = self
             .children
             .iter()
@@ -210,14 +248,17 @@ impl Core {
                     let now_relevant = self
                         .slice
                         .entry(&change.key)
-                        .filter(|entry| self.concerns(entry, &name));
+                        .and_then(|entry| self.entry_for_child(entry, &name));
                     match now_relevant {
-                        Some(entry) => Some(SliceChange::Upsert(entry.clone())),
+                        Some(entry) => Some(SliceChange::Upsert(entry)),
                         None => {
-                            let was_relevant = change
-                                .before
-                                .as_ref()
-                                .is_some_and(|entry| self.concerns(entry, &name));
+                            let was_relevant = match before.get(&change.key) {
+                                Some(cut) => cut.contains_key(&name),
+                                None => change
+                                    .before
+                                    .as_ref()
+                                    .is_some_and(|entry| self.concerns(entry, &name)),
+                            };
                             was_relevant.then(|| SliceChange::Remove(change.key.clone()))
                         }
                     }
@@ -228,7 +269,7 @@ impl Core {
         }
     }
 
-    fn concerns(&self, entry: &SliceEntry, child: &str) -> bool {
+    pub(super) fn concerns(&self, entry: &SliceEntry, child: &str) -> bool {
         reach(
             &entry.target,
             &self.name,
@@ -241,6 +282,7 @@ impl Core {
     fn relevant_keys(&self, child: &str) -> Vec<String> {
         self.slice
             .entries()
+            .filter(|entry| !matches!(entry.target, Target::Placement(_)))
             .filter(|entry| self.concerns(entry, child))
             .map(|entry| entry.key.clone())
             .collect()
@@ -262,7 +304,7 @@ impl Core {
     /// Sends `changes` from `base` to the head, in frames that respect the
     /// limits; only the last frame advances the child's revision, so a child
     /// that dies midway resumes from `base` and gets them all again.
-    fn send_delta(&mut self, link: LinkId, base: u64, changes: Vec<SliceChange>) {
+    pub(super) fn send_delta(&mut self, link: LinkId, base: u64, changes: Vec<SliceChange>) {
         let head = self.slice.head();
         let pieces = split(changes, |change| match change {
             SliceChange::Upsert(entry) => entry_size(entry),
@@ -292,8 +334,7 @@ impl Core {
         let entries: Vec<SliceEntry> = self
             .slice
             .entries()
-            .filter(|entry| self.concerns(entry, &name))
-            .cloned()
+            .filter_map(|entry| self.entry_for_child(entry, &name))
             .collect();
         tracing::debug!(child = %name, entries = entries.len(), "sending snapshot");
         let head = self.slice.head();

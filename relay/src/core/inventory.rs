@@ -3,7 +3,8 @@
 
 use std::collections::BTreeMap;
 
-use relaymesh_protocol::{InventoryUpdate, LinkStatus, NodeRecord};
+use relaymesh_protocol::{InventoryUpdate, LinkStatus, NodeRecord, Role};
+use relaymesh_topology::aggregate::Aggregate;
 use relaymesh_topology::SubtreeIndex;
 
 use crate::store::{Mutation, Persisted};
@@ -18,6 +19,9 @@ pub(crate) struct Inventory {
     pending_up: BTreeMap<String, Option<NodeRecord>>,
     /// Pieces of a child's full inventory, until its last piece arrives.
     assembling: BTreeMap<String, Vec<NodeRecord>>,
+    /// The clusters below each direct child, by label set.
+    aggregates: BTreeMap<String, Aggregate>,
+    aggregates_changed: bool,
 }
 
 /// What an inventory update from a child changed.
@@ -37,6 +41,8 @@ impl Inventory {
             index: SubtreeIndex::new(),
             pending_up: BTreeMap::new(),
             assembling: BTreeMap::new(),
+            aggregates: BTreeMap::new(),
+            aggregates_changed: false,
         };
         // Parents come before their children when sorted by depth, which the
         // index needs; records whose chain is broken are dropped.
@@ -57,7 +63,7 @@ impl Inventory {
         });
         for (record, via) in records {
             if inventory.index.admit(&via, &record).is_ok() {
-                inventory.nodes.insert(record.name.clone(), (record, via));
+                inventory.put_node(record, via);
             }
         }
         inventory
@@ -72,15 +78,28 @@ impl Inventory {
         std::iter::once(&self.own).chain(self.nodes.values().map(|(record, _)| record))
     }
 
-    /// Marks every direct child disconnected: after a restart, none is.
-    pub fn disconnect_all_children(&mut self, unix_ms: u64, mutations: &mut Vec<Mutation>) {
-        let children: Vec<String> = self
-            .nodes
+    /// The names of this relay's direct children, connected or not.
+    pub fn direct_children(&self) -> Vec<String> {
+        self.nodes
             .iter()
             .filter(|(name, (_, via))| *name == via)
             .map(|(name, _)| name.clone())
-            .collect();
-        for child in children {
+            .collect()
+    }
+
+    /// The clusters below each direct child, summarised for placement.
+    pub fn aggregates(&self) -> &BTreeMap<String, Aggregate> {
+        &self.aggregates
+    }
+
+    /// Whether the aggregates changed since the last call (and resets it).
+    pub fn take_aggregates_changed(&mut self) -> bool {
+        std::mem::take(&mut self.aggregates_changed)
+    }
+
+    /// Marks every direct child disconnected: after a restart, none is.
+    pub fn disconnect_all_children(&mut self, unix_ms: u64, mutations: &mut Vec<Mutation>) {
+        for child in self.direct_children() {
             self.set_link(&child, unix_ms, mutations, |link| link.connected = false);
         }
     }
@@ -101,7 +120,7 @@ impl Inventory {
                 self.index.remove(&old_via, &name);
             }
             let _ = self.index.admit(&name, &child);
-            self.nodes.insert(name.clone(), (child, name.clone()));
+            self.put_node(child, name.clone());
         }
         self.set_link(&name, unix_ms, mutations, |link| link.connected = true);
         is_new
@@ -140,7 +159,7 @@ impl Inventory {
                 }
                 for name in removals {
                     if name != child && self.index.remove(child, &name) {
-                        self.nodes.remove(&name);
+                        self.drop_node(&name);
                         mutations.push(Mutation::RemoveNode(name.clone()));
                         self.pending_up.insert(name, None);
                         outcome.membership_changed = true;
@@ -226,8 +245,7 @@ impl Inventory {
         });
         self.pending_up
             .insert(record.name.clone(), Some(record.clone()));
-        self.nodes
-            .insert(record.name.clone(), (record, child.to_string()));
+        self.put_node(record, child.to_string());
     }
 
     fn replace_subtree(
@@ -253,12 +271,45 @@ impl Inventory {
         }
         for name in before {
             if !kept.contains(&name) || !self.index.contains(&name) {
-                self.nodes.remove(&name);
+                self.drop_node(&name);
                 mutations.push(Mutation::RemoveNode(name.clone()));
                 self.pending_up.insert(name, None);
                 outcome.membership_changed = true;
             }
         }
+    }
+
+    fn put_node(&mut self, record: NodeRecord, via: String) {
+        let unchanged = self.nodes.get(&record.name).is_some_and(|(old, old_via)| {
+            old.role == record.role && old.labels == record.labels && *old_via == via
+        });
+        if !unchanged {
+            if let Some((old, old_via)) = self.nodes.remove(&record.name) {
+                self.count(&old, &old_via, false);
+            }
+            self.count(&record, &via, true);
+        }
+        self.nodes.insert(record.name.clone(), (record, via));
+    }
+
+    fn drop_node(&mut self, name: &str) {
+        if let Some((old, via)) = self.nodes.remove(name) {
+            self.count(&old, &via, false);
+        }
+    }
+
+    /// Adds or removes a cluster from the aggregate of the child it is under.
+    fn count(&mut self, record: &NodeRecord, via: &str, add: bool) {
+        if record.role != Role::Agent {
+            return;
+        }
+        let aggregate = self.aggregates.entry(via.to_string()).or_default();
+        if add {
+            aggregate.add(&record.labels);
+        } else {
+            aggregate.remove(&record.labels);
+        }
+        self.aggregates_changed = true;
     }
 
     fn set_link(

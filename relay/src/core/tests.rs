@@ -15,6 +15,8 @@ struct Node {
     persisted: Persisted,
     bundles: BTreeMap<BundleId, Vec<u8>>,
     parent: Option<String>,
+    role: Role,
+    labels: BTreeMap<String, String>,
     /// The link id the parent knows this node by, while connected.
     link: Option<LinkId>,
 }
@@ -50,25 +52,46 @@ impl Net {
     }
 
     fn add(&mut self, name: &str, parent: Option<&str>) {
+        self.add_node(name, parent, Role::Relay, BTreeMap::new());
+    }
+
+    fn add_agent(&mut self, name: &str, parent: &str, labels: &[(&str, &str)]) {
+        let labels = labels
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        self.add_node(name, Some(parent), Role::Agent, labels);
+        self.connect(name);
+    }
+
+    fn add_node(
+        &mut self,
+        name: &str,
+        parent: Option<&str>,
+        role: Role,
+        labels: BTreeMap<String, String>,
+    ) {
         let persisted = Persisted {
             epoch: 1000 + self.nodes.len() as u64,
             ..Persisted::default()
         };
-        self.boot(name, parent, persisted, BTreeMap::new());
+        self.boot(name, parent, role, labels, persisted, BTreeMap::new());
     }
 
     fn boot(
         &mut self,
         name: &str,
         parent: Option<&str>,
+        role: Role,
+        labels: BTreeMap<String, String>,
         persisted: Persisted,
         bundles: BTreeMap<BundleId, Vec<u8>>,
     ) {
         let config = CoreConfig {
             name: name.into(),
-            role: Role::Relay,
+            role,
             parent: parent.map(str::to_string),
-            labels: BTreeMap::new(),
+            labels: labels.clone(),
             addresses: vec![format!("{name}:7443")],
             version: "test".into(),
             log_keep: 8,
@@ -82,6 +105,8 @@ impl Net {
                 persisted,
                 bundles,
                 parent: parent.map(str::to_string),
+                role,
+                labels,
                 link: None,
             },
         );
@@ -103,16 +128,27 @@ impl Net {
         let Some(node) = self.nodes.remove(name) else {
             return;
         };
-        self.boot(name, node.parent.as_deref(), node.persisted, node.bundles);
+        self.boot(
+            name,
+            node.parent.as_deref(),
+            node.role,
+            node.labels,
+            node.persisted,
+            node.bundles,
+        );
     }
 
     fn connect(&mut self, name: &str) {
         let link = self.next_link;
         self.next_link += 1;
         let now = self.now();
-        let (parent, hello) = {
+        let (parent, hello, role) = {
             let node = &self.nodes[name];
-            (node.parent.clone().unwrap_or_default(), node.core.hello())
+            (
+                node.parent.clone().unwrap_or_default(),
+                node.core.hello(),
+                node.role,
+            )
         };
         if let Some(node) = self.nodes.get_mut(name) {
             node.link = Some(link);
@@ -120,7 +156,7 @@ impl Net {
         let parent_core = &mut self.nodes.get_mut(&parent).map(|node| &mut node.core);
         if let Some(core) = parent_core {
             assert!(core
-                .handle_child_connected(now, link, name, Role::Relay, hello)
+                .handle_child_connected(now, link, name, role, hello)
                 .is_ok());
         }
         self.run();
@@ -479,4 +515,139 @@ fn a_delta_that_does_not_follow_asks_for_a_snapshot() {
     net.disconnect("us");
     net.connect("us");
     assert_eq!(net.keys("us"), net.keys("root"));
+}
+
+/// root ─┬─ eu ─┬─ eu-west ── agents e1 (zone a), e2 (zone b)
+///       │      └─ agent e3 (zone a)
+///       └─ us ── agents u1, u2, u3 (zone c)
+fn fleet() -> Net {
+    let mut net = three_levels();
+    net.add_agent("e1", "eu-west", &[("region", "eu"), ("zone", "a")]);
+    net.add_agent("e2", "eu-west", &[("region", "eu"), ("zone", "b")]);
+    net.add_agent("e3", "eu", &[("region", "eu"), ("zone", "a")]);
+    for name in ["u1", "u2", "u3"] {
+        net.add_agent(name, "us", &[("region", "us"), ("zone", "c")]);
+    }
+    // Inventory climbs one level per coalescing period.
+    for _ in 0..4 {
+        net.advance(INVENTORY_COALESCE * 2);
+    }
+    net
+}
+
+fn placement(key: &str, target: relaymesh_protocol::PlacementTarget) -> SliceEntry {
+    SliceEntry {
+        key: key.into(),
+        target: Target::Placement(target),
+        bundles: vec![],
+        body: vec![],
+    }
+}
+
+fn region(value: &str) -> Option<relaymesh_protocol::LabelSelector> {
+    Some(relaymesh_protocol::LabelSelector {
+        match_labels: [("region".to_string(), value.to_string())].into(),
+        match_expressions: vec![],
+    })
+}
+
+fn any_cluster() -> Option<relaymesh_protocol::LabelSelector> {
+    Some(relaymesh_protocol::LabelSelector::default())
+}
+
+fn agents_with(net: &Net, key: &str) -> BTreeSet<String> {
+    net.nodes
+        .iter()
+        .filter(|(_, node)| node.role == Role::Agent)
+        .filter(|(name, _)| net.keys(name).contains(key))
+        .map(|(name, _)| name.clone())
+        .collect()
+}
+
+fn set(names: &[&str]) -> BTreeSet<String> {
+    names.iter().map(|n| n.to_string()).collect()
+}
+
+fn upsert_at_root(net: &mut Net, entry: SliceEntry) {
+    let now = net.now();
+    if let Some(root) = net.nodes.get_mut("root") {
+        root.core.upsert_local(now, entry);
+    }
+    net.run();
+}
+
+#[test]
+fn placements_resolve_level_by_level_to_exactly_the_right_clusters() {
+    let mut net = fleet();
+    let by_label = relaymesh_protocol::PlacementTarget {
+        selector: region("eu"),
+        ..Default::default()
+    };
+    upsert_at_root(&mut net, placement("placement/shop/eu", by_label));
+    assert_eq!(
+        agents_with(&net, "placement/shop/eu"),
+        set(&["e1", "e2", "e3"])
+    );
+    assert!(
+        net.keys("us").is_empty(),
+        "us has no eu cluster and gets nothing"
+    );
+
+    let by_name = relaymesh_protocol::PlacementTarget {
+        names: vec!["e2".into(), "u3".into()],
+        ..Default::default()
+    };
+    upsert_at_root(&mut net, placement("placement/shop/named", by_name));
+    assert_eq!(
+        agents_with(&net, "placement/shop/named"),
+        set(&["e2", "u3"])
+    );
+
+    let bounded = relaymesh_protocol::PlacementTarget {
+        selector: any_cluster(),
+        max_clusters: Some(3),
+        spread_by: Some("region".into()),
+        ..Default::default()
+    };
+    upsert_at_root(&mut net, placement("placement/shop/three", bounded));
+    let chosen = agents_with(&net, "placement/shop/three");
+    assert_eq!(chosen.len(), 3, "{chosen:?}");
+    let eu = chosen.iter().filter(|n| n.starts_with('e')).count();
+    assert!(eu >= 1 && eu <= 2, "spread over both regions: {chosen:?}");
+}
+
+#[test]
+fn a_new_cluster_does_not_move_existing_assignments() {
+    let mut net = fleet();
+    let bounded = relaymesh_protocol::PlacementTarget {
+        selector: any_cluster(),
+        max_clusters: Some(2),
+        ..Default::default()
+    };
+    upsert_at_root(&mut net, placement("placement/shop/two", bounded));
+    let before = agents_with(&net, "placement/shop/two");
+    assert_eq!(before.len(), 2);
+    net.add_agent("u4", "us", &[("region", "us"), ("zone", "c")]);
+    net.add_agent("e4", "eu-west", &[("region", "eu"), ("zone", "a")]);
+    for _ in 0..4 {
+        net.advance(INVENTORY_COALESCE * 2);
+    }
+    assert_eq!(agents_with(&net, "placement/shop/two"), before);
+}
+
+#[test]
+fn a_placement_follows_a_cluster_that_appears_later() {
+    let mut net = fleet();
+    let target = relaymesh_protocol::PlacementTarget {
+        selector: region("ap"),
+        ..Default::default()
+    };
+    upsert_at_root(&mut net, placement("placement/shop/ap", target));
+    assert!(agents_with(&net, "placement/shop/ap").is_empty());
+    net.add_agent("a1", "us", &[("region", "ap")]);
+    for _ in 0..4 {
+        net.advance(INVENTORY_COALESCE * 2);
+    }
+    assert_eq!(agents_with(&net, "placement/shop/ap"), set(&["a1"]));
+    assert!(!net.keys("eu").contains("placement/shop/ap"));
 }

@@ -1,0 +1,154 @@
+//! Placement entries, cut per child: which children receive a placement and
+//! with what quota, decided from the children's aggregated inventory by
+//! `relaymesh_topology::placement`, kept stable between decisions, and
+//! re-decided when the clusters below change.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use relaymesh_protocol::{SliceChange, SliceEntry, Target};
+use relaymesh_topology::aggregate::Aggregate;
+use relaymesh_topology::placement::{cut, named_children, split, ChildInput, Split};
+
+use super::{Core, Now, INVENTORY_COALESCE};
+
+/// The per-child cuts of every placement entry of a relay's slice.
+#[derive(Debug, Default)]
+pub(crate) struct Cuts {
+    /// For each placement key, the entry each child receives.
+    by_key: BTreeMap<String, BTreeMap<String, SliceEntry>>,
+    /// The last split per key, so the next one keeps what it can.
+    previous: BTreeMap<String, Split>,
+    /// When to re-decide every placement after the inventory changed.
+    pub recut_at: Option<Instant>,
+}
+
+impl Core {
+    /// The entry `child` receives for `entry`, if any.
+    pub(super) fn entry_for_child(&self, entry: &SliceEntry, child: &str) -> Option<SliceEntry> {
+        match &entry.target {
+            Target::Placement(_) => self.cuts.by_key.get(&entry.key)?.get(child).cloned(),
+            Target::Everywhere | Target::Subtrees(_) => {
+                self.concerns(entry, child).then(|| entry.clone())
+            }
+        }
+    }
+
+    /// Re-decides one placement entry; returns the cut it had before.
+    pub(super) fn recut(&mut self, key: &str) -> BTreeMap<String, SliceEntry> {
+        let old = self.cuts.by_key.remove(key).unwrap_or_default();
+        let Some(entry) = self.slice.entry(key).cloned() else {
+            self.cuts.previous.remove(key);
+            return old;
+        };
+        let Target::Placement(target) = &entry.target else {
+            return old;
+        };
+        let empty = Aggregate::default();
+        let children = self.inventory.direct_children();
+        let inputs: Vec<ChildInput<'_>> = children
+            .iter()
+            .map(|name| ChildInput {
+                name,
+                aggregate: self.inventory.aggregates().get(name).unwrap_or(&empty),
+            })
+            .collect();
+        let decided = split(
+            key,
+            target,
+            target.quota.as_ref(),
+            &inputs,
+            self.cuts.previous.get(key),
+        );
+        let named = named_children(target, self.inventory.index());
+        let mut per_child = BTreeMap::new();
+        for child in &children {
+            if let Some(child_target) = cut(target, &decided, &named, child) {
+                let mut child_entry = entry.clone();
+                child_entry.target = Target::Placement(child_target);
+                per_child.insert(child.clone(), child_entry);
+            }
+        }
+        tracing::debug!(
+            placement = key,
+            children = per_child.len(),
+            "placement decided"
+        );
+        self.cuts.previous.insert(key.to_string(), decided);
+        self.cuts.by_key.insert(key.to_string(), per_child);
+        old
+    }
+
+    /// How many children receive each placement (for status and tests).
+    pub fn placement_children(&self, key: &str) -> Vec<String> {
+        self.cuts
+            .by_key
+            .get(key)
+            .map(|cut| cut.keys().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// Decides every placement again without telling anyone (at start-up).
+    pub(super) fn recut_all_quietly(&mut self) {
+        for key in self.placement_keys() {
+            self.recut(&key);
+        }
+    }
+
+    /// After the clusters below changed: decides every placement again and
+    /// tells each connected child what changed for it.
+    pub(super) fn recut_all(&mut self) {
+        let mut changes: BTreeMap<String, Vec<SliceChange>> = BTreeMap::new();
+        for key in self.placement_keys() {
+            let old = self.recut(&key);
+            let new = self.cuts.by_key.get(&key).cloned().unwrap_or_default();
+            for child in old.keys().chain(new.keys()) {
+                if old.get(child) == new.get(child) {
+                    continue;
+                }
+                let change = match new.get(child) {
+                    Some(entry) => SliceChange::Upsert(entry.clone()),
+                    None => SliceChange::Remove(key.clone()),
+                };
+                let pending = changes.entry(child.clone()).or_default();
+                if !pending.iter().any(|c| c.key() == key) {
+                    pending.push(change);
+                }
+            }
+        }
+        for (child, changes) in changes {
+            if let Some(&link) = self.links_by_name.get(&child) {
+                let base = self.children.get(&link).map_or(0, |c| c.sent());
+                self.send_delta(link, base, changes);
+            }
+        }
+    }
+
+    /// Every placement entry's removal or cut for `child`: sent on a resumed
+    /// link, because cuts may have changed while the child was away.
+    pub(super) fn placement_resync(&self, child: &str) -> Vec<SliceChange> {
+        self.placement_keys()
+            .into_iter()
+            .map(
+                |key| match self.cuts.by_key.get(&key).and_then(|cut| cut.get(child)) {
+                    Some(entry) => SliceChange::Upsert(entry.clone()),
+                    None => SliceChange::Remove(key),
+                },
+            )
+            .collect()
+    }
+
+    pub(super) fn schedule_recut(&mut self, now: Now) {
+        if self.cuts.recut_at.is_none() {
+            self.cuts.recut_at = Some(now.instant + INVENTORY_COALESCE);
+        }
+    }
+
+    fn placement_keys(&self) -> Vec<String> {
+        self.slice
+            .entries()
+            .filter(|entry| matches!(entry.target, Target::Placement(_)))
+            .map(|entry| entry.key.clone())
+            .collect()
+    }
+}

@@ -1,0 +1,77 @@
+//! Placements at the root: reading a `Placement` object, choosing the root
+//! objects it carries, and packing them into a content-addressed bundle and a
+//! slice entry for the tree.
+//!
+//! Selection semantics (documented in `docs/api.md`):
+//! * `spec.workloads` is a list of terms, OR-ed; each term ANDs its fields,
+//!   and an absent field matches anything. A term without `namespaces`
+//!   matches objects in the Placement's own namespace and cluster-scoped
+//!   objects.
+//! * relaymesh's own kinds (group `relaymesh.dev`) and the API's bookkeeping
+//!   kinds never travel.
+//! * `spec.clusters` selects clusters by `labelSelector` and/or `names`;
+//!   `maxClusters` bounds the label-selected part and `spreadBy` spreads
+//!   that bound over a label's values. Named clusters are always included.
+
+mod bundle;
+mod spec;
+
+pub use bundle::{canonical_json, pack, strip_server_fields};
+pub use spec::{
+    label_selector, selects, PlacementError, PlacementSpec, WorkloadTerm, RELAYMESH_GROUP,
+};
+
+use relaymesh_protocol::{BundleId, SliceEntry, Target};
+use serde_json::Value;
+
+/// The prefix of every placement's slice key.
+pub const KEY_PREFIX: &str = "placement/";
+
+/// The slice key of a placement.
+pub fn entry_key(namespace: &str, name: &str) -> String {
+    format!("{KEY_PREFIX}{namespace}/{name}")
+}
+
+/// What a placement becomes in the tree: its slice entry and the bytes of
+/// the bundle the entry references.
+#[derive(Debug, Clone)]
+pub struct Packed {
+    /// The entry to upsert at the root.
+    pub entry: SliceEntry,
+    /// The bundle's canonical bytes.
+    pub bundle: Vec<u8>,
+    /// How many objects the bundle holds.
+    pub objects: usize,
+}
+
+/// Builds the entry and bundle of `placement` from every object the root
+/// holds (`objects`).
+pub fn build(placement: &Value, objects: &[Value]) -> Result<Packed, PlacementError> {
+    let spec = PlacementSpec::from_object(placement)?;
+    let selected: Vec<&Value> = objects
+        .iter()
+        .filter(|object| spec.selects_object(object))
+        .collect();
+    let bundle = pack(&selected);
+    let id = BundleId::of(&bundle);
+    let body = canonical_json(&serde_json::json!({
+        "metadata": {
+            "namespace": spec.namespace,
+            "name": spec.name,
+        },
+        "spec": placement.get("spec").cloned().unwrap_or(Value::Null),
+    }));
+    Ok(Packed {
+        entry: SliceEntry {
+            key: entry_key(&spec.namespace, &spec.name),
+            target: Target::Placement(spec.target.clone()),
+            bundles: vec![id],
+            body,
+        },
+        objects: selected.len(),
+        bundle,
+    })
+}
+
+#[cfg(test)]
+mod tests;

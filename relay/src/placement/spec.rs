@@ -1,0 +1,269 @@
+//! Reading a Placement object's spec and matching root objects against its
+//! workload terms.
+
+use std::collections::BTreeMap;
+
+use relaymesh_protocol::{LabelRequirement, LabelSelector, PlacementTarget, SelectorOperator};
+use serde_json::Value;
+
+/// The group of relaymesh's own kinds, which never travel.
+pub const RELAYMESH_GROUP: &str = "relaymesh.dev";
+
+/// Why a Placement is not valid.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum PlacementError {
+    /// A field is missing or has the wrong shape.
+    #[error("{field}: {message}")]
+    Invalid {
+        /// The field's path, as Kubernetes writes it (`spec.maxClusters`).
+        field: String,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+fn invalid(field: impl Into<String>, message: impl Into<String>) -> PlacementError {
+    PlacementError::Invalid {
+        field: field.into(),
+        message: message.into(),
+    }
+}
+
+/// One term of `spec.workloads`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WorkloadTerm {
+    /// Namespaces the objects must be in (empty: the Placement's own and
+    /// cluster-scoped objects).
+    pub namespaces: Vec<String>,
+    /// The objects' API group (`""` is the core group).
+    pub api_group: Option<String>,
+    /// The objects' kind.
+    pub kind: Option<String>,
+    /// The objects' names.
+    pub names: Vec<String>,
+    /// A label selector on the objects.
+    pub label_selector: Option<LabelSelector>,
+}
+
+/// A Placement, read and checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlacementSpec {
+    /// The Placement's namespace.
+    pub namespace: String,
+    /// The Placement's name.
+    pub name: String,
+    /// Which root objects travel.
+    pub workloads: Vec<WorkloadTerm>,
+    /// Where they go.
+    pub target: PlacementTarget,
+}
+
+impl PlacementSpec {
+    /// Reads a Placement object.
+    pub fn from_object(object: &Value) -> Result<Self, PlacementError> {
+        let metadata = object.get("metadata");
+        let text = |value: Option<&Value>| value.and_then(Value::as_str).map(str::to_string);
+        let name = text(metadata.and_then(|m| m.get("name")))
+            .ok_or_else(|| invalid("metadata.name", "Required value"))?;
+        let namespace = text(metadata.and_then(|m| m.get("namespace")))
+            .ok_or_else(|| invalid("metadata.namespace", "Required value"))?;
+        let spec = object
+            .get("spec")
+            .ok_or_else(|| invalid("spec", "Required value"))?;
+        let workloads = match spec.get("workloads") {
+            Some(Value::Array(terms)) if !terms.is_empty() => terms
+                .iter()
+                .enumerate()
+                .map(|(index, term)| workload_term(term, &format!("spec.workloads[{index}]")))
+                .collect::<Result<Vec<_>, _>>()?,
+            _ => {
+                return Err(invalid(
+                    "spec.workloads",
+                    "Required value: at least one term",
+                ))
+            }
+        };
+        let target = target(spec)?;
+        Ok(Self {
+            namespace,
+            name,
+            workloads,
+            target,
+        })
+    }
+
+    /// Whether any term selects `object`.
+    pub fn selects_object(&self, object: &Value) -> bool {
+        self.workloads
+            .iter()
+            .any(|term| selects(term, object, &self.namespace))
+    }
+}
+
+/// Whether `term` of a Placement in `placement_namespace` selects `object`.
+pub fn selects(term: &WorkloadTerm, object: &Value, placement_namespace: &str) -> bool {
+    let api_version = object
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let group = api_version.rsplit_once('/').map_or("", |(group, _)| group);
+    if group == RELAYMESH_GROUP {
+        return false;
+    }
+    let kind = object
+        .get("kind")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let metadata = object.get("metadata");
+    let field = |name: &str| metadata.and_then(|m| m.get(name)).and_then(Value::as_str);
+    let namespace = field("namespace");
+    let name = field("name").unwrap_or_default();
+    let namespace_ok = if term.namespaces.is_empty() {
+        namespace.is_none_or(|namespace| namespace == placement_namespace)
+    } else {
+        namespace.is_some_and(|namespace| term.namespaces.iter().any(|n| n == namespace))
+    };
+    let labels: BTreeMap<String, String> = metadata
+        .and_then(|m| m.get("labels"))
+        .and_then(Value::as_object)
+        .map(|labels| {
+            labels
+                .iter()
+                .filter_map(|(key, value)| Some((key.clone(), value.as_str()?.to_string())))
+                .collect()
+        })
+        .unwrap_or_default();
+    namespace_ok
+        && term
+            .api_group
+            .as_deref()
+            .is_none_or(|wanted| wanted == group)
+        && term.kind.as_deref().is_none_or(|wanted| wanted == kind)
+        && (term.names.is_empty() || term.names.iter().any(|n| n == name))
+        && term
+            .label_selector
+            .as_ref()
+            .is_none_or(|selector| relaymesh_topology::selector::matches(selector, &labels))
+}
+
+fn workload_term(term: &Value, path: &str) -> Result<WorkloadTerm, PlacementError> {
+    if !term.is_object() {
+        return Err(invalid(path, "must be an object"));
+    }
+    Ok(WorkloadTerm {
+        namespaces: strings(term.get("namespaces"), &format!("{path}.namespaces"))?,
+        api_group: optional_string(term.get("apiGroup"), &format!("{path}.apiGroup"))?,
+        kind: optional_string(term.get("kind"), &format!("{path}.kind"))?,
+        names: strings(term.get("names"), &format!("{path}.names"))?,
+        label_selector: term
+            .get("labelSelector")
+            .map(|selector| label_selector(selector, &format!("{path}.labelSelector")))
+            .transpose()?,
+    })
+}
+
+fn target(spec: &Value) -> Result<PlacementTarget, PlacementError> {
+    let clusters = spec
+        .get("clusters")
+        .ok_or_else(|| invalid("spec.clusters", "Required value"))?;
+    let selector = clusters
+        .get("labelSelector")
+        .map(|selector| label_selector(selector, "spec.clusters.labelSelector"))
+        .transpose()?;
+    let names = strings(clusters.get("names"), "spec.clusters.names")?;
+    if selector.is_none() && names.is_empty() {
+        return Err(invalid(
+            "spec.clusters",
+            "Required value: a labelSelector or names",
+        ));
+    }
+    let max_clusters = match spec.get("maxClusters") {
+        None | Some(Value::Null) => None,
+        Some(value) => Some(
+            value
+                .as_u64()
+                .and_then(|n| u32::try_from(n).ok())
+                .ok_or_else(|| invalid("spec.maxClusters", "must be a non-negative integer"))?,
+        ),
+    };
+    let spread_by = optional_string(spec.get("spreadBy"), "spec.spreadBy")?;
+    if spread_by.is_some() && max_clusters.is_none() {
+        return Err(invalid("spec.spreadBy", "requires spec.maxClusters"));
+    }
+    Ok(PlacementTarget {
+        selector,
+        names,
+        max_clusters,
+        spread_by,
+        quota: None,
+    })
+}
+
+/// Reads a Kubernetes `LabelSelector` object.
+pub fn label_selector(value: &Value, path: &str) -> Result<LabelSelector, PlacementError> {
+    let mut selector = LabelSelector::default();
+    if let Some(labels) = value.get("matchLabels") {
+        let labels = labels
+            .as_object()
+            .ok_or_else(|| invalid(format!("{path}.matchLabels"), "must be an object"))?;
+        for (key, value) in labels {
+            let value = value
+                .as_str()
+                .ok_or_else(|| invalid(format!("{path}.matchLabels.{key}"), "must be a string"))?;
+            selector.match_labels.insert(key.clone(), value.to_string());
+        }
+    }
+    if let Some(expressions) = value.get("matchExpressions") {
+        let expressions = expressions
+            .as_array()
+            .ok_or_else(|| invalid(format!("{path}.matchExpressions"), "must be a list"))?;
+        for (index, expression) in expressions.iter().enumerate() {
+            let at = format!("{path}.matchExpressions[{index}]");
+            let key = optional_string(expression.get("key"), &format!("{at}.key"))?
+                .ok_or_else(|| invalid(format!("{at}.key"), "Required value"))?;
+            let operator = match expression.get("operator").and_then(Value::as_str) {
+                Some("In") => SelectorOperator::In,
+                Some("NotIn") => SelectorOperator::NotIn,
+                Some("Exists") => SelectorOperator::Exists,
+                Some("DoesNotExist") => SelectorOperator::DoesNotExist,
+                _ => {
+                    return Err(invalid(
+                        format!("{at}.operator"),
+                        "must be one of In, NotIn, Exists, DoesNotExist",
+                    ))
+                }
+            };
+            let values = strings(expression.get("values"), &format!("{at}.values"))?;
+            selector.match_expressions.push(LabelRequirement {
+                key,
+                operator,
+                values,
+            });
+        }
+    }
+    Ok(selector)
+}
+
+fn strings(value: Option<&Value>, path: &str) -> Result<Vec<String>, PlacementError> {
+    match value {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|item| {
+                item.as_str()
+                    .map(str::to_string)
+                    .ok_or_else(|| invalid(path, "must be a list of strings"))
+            })
+            .collect(),
+        Some(_) => Err(invalid(path, "must be a list of strings")),
+    }
+}
+
+fn optional_string(value: Option<&Value>, path: &str) -> Result<Option<String>, PlacementError> {
+    match value {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(text)) => Ok(Some(text.clone())),
+        Some(_) => Err(invalid(path, "must be a string")),
+    }
+}

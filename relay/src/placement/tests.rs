@@ -1,0 +1,124 @@
+//! Placement parsing, object selection and bundle packing.
+
+use serde_json::json;
+
+use super::*;
+
+fn placement() -> Value {
+    json!({
+        "apiVersion": "relaymesh.dev/v1alpha1",
+        "kind": "Placement",
+        "metadata": {"name": "storefront", "namespace": "shop"},
+        "spec": {
+            "workloads": [
+                {"apiGroup": "apps", "kind": "Deployment", "labelSelector": {"matchLabels": {"app": "storefront"}}},
+                {"kind": "ConfigMap", "names": ["storefront-config"]},
+            ],
+            "clusters": {"labelSelector": {"matchExpressions": [{"key": "region", "operator": "In", "values": ["eu"]}]}},
+            "maxClusters": 3,
+            "spreadBy": "zone",
+        }
+    })
+}
+
+fn object(api_version: &str, kind: &str, namespace: Option<&str>, name: &str, app: &str) -> Value {
+    let mut metadata = json!({"name": name, "labels": {"app": app}, "uid": "u-1", "resourceVersion": "7",
+        "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{}", "keep": "me"}});
+    if let Some(namespace) = namespace {
+        metadata["namespace"] = json!(namespace);
+    }
+    json!({"apiVersion": api_version, "kind": kind, "metadata": metadata, "spec": {"x": 1}, "status": {"y": 2}})
+}
+
+#[test]
+fn reads_the_contract() {
+    let spec = PlacementSpec::from_object(&placement()).expect("valid");
+    assert_eq!(spec.workloads.len(), 2);
+    assert_eq!(spec.target.max_clusters, Some(3));
+    assert_eq!(spec.target.spread_by.as_deref(), Some("zone"));
+    let selector = spec.target.selector.expect("selector");
+    assert_eq!(selector.match_expressions[0].values, vec!["eu".to_string()]);
+}
+
+#[test]
+fn refuses_invalid_specs_naming_the_field() {
+    let cases = [
+        (json!({"workloads": []}), "spec.workloads"),
+        (json!({"workloads": [{}]}), "spec.clusters"),
+        (json!({"workloads": [{}], "clusters": {}}), "spec.clusters"),
+        (
+            json!({"workloads": [{}], "clusters": {"names": ["a"]}, "maxClusters": -1}),
+            "spec.maxClusters",
+        ),
+        (
+            json!({"workloads": [{}], "clusters": {"names": ["a"]}, "spreadBy": "zone"}),
+            "spec.spreadBy",
+        ),
+        (
+            json!({"workloads": [{"kind": 3}], "clusters": {"names": ["a"]}}),
+            "spec.workloads[0].kind",
+        ),
+        (
+            json!({"workloads": [{}], "clusters": {"labelSelector": {"matchExpressions": [{"key": "a", "operator": "Near"}]}}}),
+            "spec.clusters.labelSelector.matchExpressions[0].operator",
+        ),
+    ];
+    for (spec, field) in cases {
+        let object = json!({"metadata": {"name": "p", "namespace": "n"}, "spec": spec});
+        match PlacementSpec::from_object(&object) {
+            Err(PlacementError::Invalid { field: got, .. }) => assert_eq!(got, field),
+            other => panic!("{spec}: expected an error on {field}, got {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn selects_by_group_kind_name_labels_and_namespace() {
+    let spec = PlacementSpec::from_object(&placement()).expect("valid");
+    let deployment = object("apps/v1", "Deployment", Some("shop"), "web", "storefront");
+    let other_app = object("apps/v1", "Deployment", Some("shop"), "db", "database");
+    let other_namespace = object("apps/v1", "Deployment", Some("blog"), "web", "storefront");
+    let config = object("v1", "ConfigMap", Some("shop"), "storefront-config", "x");
+    let other_config = object("v1", "ConfigMap", Some("shop"), "other", "x");
+    let own_kind = object(
+        "relaymesh.dev/v1alpha1",
+        "Placement",
+        Some("shop"),
+        "storefront-config",
+        "x",
+    );
+    assert!(spec.selects_object(&deployment));
+    assert!(!spec.selects_object(&other_app));
+    assert!(!spec.selects_object(&other_namespace));
+    assert!(spec.selects_object(&config));
+    assert!(!spec.selects_object(&other_config));
+    assert!(!spec.selects_object(&own_kind));
+}
+
+#[test]
+fn bundles_are_canonical_and_stripped() {
+    let a = object("apps/v1", "Deployment", Some("shop"), "web", "storefront");
+    let b = object("v1", "ConfigMap", Some("shop"), "storefront-config", "x");
+    let one = build(&placement(), &[a.clone(), b.clone()]).expect("packs");
+    let two = build(&placement(), &[b, a.clone()]).expect("packs");
+    assert_eq!(
+        one.bundle, two.bundle,
+        "order of the root's objects does not matter"
+    );
+    assert_eq!(one.entry.bundles, two.entry.bundles);
+    assert_eq!(one.objects, 2);
+    let objects: Vec<Value> = serde_json::from_slice(&one.bundle).expect("json");
+    assert_eq!(objects[0]["kind"], "ConfigMap", "core group sorts first");
+    for object in &objects {
+        assert!(object.get("status").is_none());
+        assert!(object["metadata"].get("uid").is_none());
+        assert!(object["metadata"].get("resourceVersion").is_none());
+        assert_eq!(object["metadata"]["annotations"], json!({"keep": "me"}));
+    }
+    // Editing a selected object makes a new bundle.
+    let mut edited = a;
+    edited["spec"]["x"] = json!(2);
+    let three = build(&placement(), &[edited]).expect("packs");
+    assert_ne!(three.entry.bundles, one.entry.bundles);
+    assert_eq!(one.entry.key, "placement/shop/storefront");
+}
