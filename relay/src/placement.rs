@@ -14,9 +14,11 @@
 //!   that bound over a label's values. Named clusters are always included.
 
 mod bundle;
+mod explain;
 mod spec;
 
 pub use bundle::{canonical_json, pack, strip_server_fields};
+pub use explain::explain;
 pub use spec::{
     label_selector, selects, PlacementError, PlacementSpec, WorkloadTerm, RELAYMESH_GROUP,
 };
