@@ -191,14 +191,48 @@ impl Mesh {
         self.start(name)
     }
 
+    /// Issues an agent token under `parent`, joins cluster `name` with
+    /// `labels` (`k=v,…`) and starts its edge agent.
+    pub fn add_agent(
+        &self,
+        name: &str,
+        parent: &str,
+        labels: &str,
+    ) -> anyhow::Result<RelayProcess> {
+        let token = self.token("agent", name, Some(parent), "10m")?;
+        run_ok(
+            Command::new(binary("edge-agent")?)
+                .arg("join")
+                .arg("--data-dir")
+                .arg(self.data_dir(name))
+                .args(["--name", name, "--token", &token, "--labels", labels]),
+        )?;
+        self.spawn("edge-agent", name)
+    }
+
     /// Starts `relay run` on a node's data directory.
     pub fn start(&self, name: &str) -> anyhow::Result<RelayProcess> {
+        self.spawn("relay", name)
+    }
+
+    /// `BINARY inspect` of a stopped node (`relay` or `edge-agent`).
+    pub fn inspect_with(&self, binary_name: &str, name: &str) -> anyhow::Result<Value> {
+        let output = run_ok(
+            Command::new(binary(binary_name)?)
+                .arg("inspect")
+                .arg("--data-dir")
+                .arg(self.data_dir(name)),
+        )?;
+        Ok(serde_json::from_slice(&output.stdout)?)
+    }
+
+    fn spawn(&self, binary_name: &str, name: &str) -> anyhow::Result<RelayProcess> {
         let log_path = self.dir.path().join(format!("{name}.log"));
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(&log_path)?;
-        let child = Command::new(binary("relay")?)
+        let child = Command::new(binary(binary_name)?)
             .arg("run")
             .arg("--data-dir")
             .arg(self.data_dir(name))
@@ -222,15 +256,9 @@ impl Mesh {
         Ok(serde_json::from_slice(&output.stdout)?)
     }
 
-    /// `relay inspect` of a stopped node.
+    /// `relay inspect` of a stopped relay.
     pub fn inspect(&self, name: &str) -> anyhow::Result<Value> {
-        let output = run_ok(
-            Command::new(binary("relay")?)
-                .arg("inspect")
-                .arg("--data-dir")
-                .arg(self.data_dir(name)),
-        )?;
-        Ok(serde_json::from_slice(&output.stdout)?)
+        self.inspect_with("relay", name)
     }
 
     /// Every log of this mesh, for failure messages.
@@ -334,6 +362,19 @@ pub fn find_node<'a>(tree: &'a Value, name: &str) -> Option<(&'a Value, Option<&
         children.iter().find_map(|child| walk(child, own, name))
     }
     walk(tree, None, name)
+}
+
+/// Every node of a `relayctl tree -o json` tree, depth first.
+pub fn all_nodes(tree: &Value) -> Vec<&Value> {
+    let mut nodes = vec![tree];
+    let mut index = 0;
+    while index < nodes.len() {
+        if let Some(children) = nodes[index]["children"].as_array() {
+            nodes.extend(children.iter());
+        }
+        index += 1;
+    }
+    nodes
 }
 
 /// Whether `name` is in the tree under `parent` and connected.
