@@ -24,6 +24,7 @@ pub mod core;
 pub mod daemon;
 pub mod identity;
 pub mod kubeconfig;
+pub mod objects;
 pub mod pki;
 pub mod store;
 pub mod token;
