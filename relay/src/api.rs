@@ -31,18 +31,31 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use relaymesh_protocol::{BundleId, NodeRecord, Role};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::watch;
+use tokio::sync::watch as signal;
 use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
 use tracing::{debug, info, warn};
 
+use crate::objects::ObjectStore;
+
+mod crd;
+mod crud;
+mod discovery;
+mod inventory;
 mod objects;
+mod openapi;
 pub mod patch;
+mod protobuf;
 mod query;
+mod resources;
 mod routes;
+mod selector;
 pub mod status;
+mod table;
 mod tls;
 mod tokens;
+mod validation;
+mod watch;
 
 pub use tls::{Peer, PeerIdentity};
 
@@ -149,9 +162,33 @@ pub enum ApiError {
     /// The path exists but not with this method (405, `MethodNotAllowed`).
     #[error("{0}")]
     MethodNotAllowed(String),
-    /// The object exists already or changed meanwhile (409, `Conflict`).
+    /// The object changed meanwhile (409, `Conflict`).
     #[error("{0}")]
     Conflict(String),
+    /// The object to create exists already (409, `AlreadyExists`).
+    #[error("{0}")]
+    AlreadyExists(String),
+    /// A server-side apply would take fields other managers own (409,
+    /// `Conflict`, one cause per field).
+    #[error("{message}")]
+    FieldConflicts {
+        /// A sentence for humans.
+        message: String,
+        /// The conflicting (manager, field path) pairs.
+        causes: Vec<(String, String)>,
+    },
+    /// A watch asked for a resourceVersion older than the history (410,
+    /// `Expired`).
+    #[error("{0}")]
+    Gone(String),
+    /// No representation the client accepts can be served (406,
+    /// `NotAcceptable`).
+    #[error("{0}")]
+    NotAcceptable(String),
+    /// The request body's media type is not supported here (415,
+    /// `UnsupportedMediaType`).
+    #[error("{0}")]
+    UnsupportedMediaType(String),
     /// The request body is larger than the endpoint accepts (413,
     /// `RequestEntityTooLarge`).
     #[error("{0}")]
@@ -184,11 +221,12 @@ pub async fn serve<B: Backend>(
     listener: TcpListener,
     tls: ApiTls,
     backend: Arc<B>,
+    objects: ObjectStore,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ApiError> {
     let acceptor = TlsAcceptor::from(Arc::new(tls::server_config(&tls)?));
     let authenticator = Arc::new(tls::Authenticator::new(&tls.ca_cert_der)?);
-    let (stop_sender, stop) = watch::channel(());
+    let (stop_sender, stop) = signal::channel(());
     let mut connections = JoinSet::new();
     if let Ok(address) = listener.local_addr() {
         info!(%address, "API server listening");
@@ -205,6 +243,7 @@ pub async fn serve<B: Backend>(
                         remote,
                         authenticator.clone(),
                         backend.clone(),
+                        objects.clone(),
                         stop.clone(),
                     ));
                 }
@@ -242,7 +281,8 @@ async fn serve_connection<B: Backend>(
     remote: SocketAddr,
     authenticator: Arc<tls::Authenticator>,
     backend: Arc<B>,
-    mut stop: watch::Receiver<()>,
+    objects: ObjectStore,
+    mut stop: signal::Receiver<()>,
 ) {
     let tls_stream = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
         Ok(Ok(tls_stream)) => tls_stream,
@@ -261,6 +301,8 @@ async fn serve_connection<B: Backend>(
         backend,
         peer,
         remote,
+        objects,
+        stop: stop.clone(),
     });
     let service = service_fn(move |request| {
         let context = context.clone();

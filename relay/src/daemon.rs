@@ -8,6 +8,7 @@
 
 mod backend;
 mod listener;
+mod placements;
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -26,6 +26,7 @@ pub mod identity;
 pub mod inspect;
 pub mod kubeconfig;
 pub mod logging;
+pub mod objects;
 pub mod pki;
 pub mod placement;
 pub mod store;

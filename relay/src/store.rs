@@ -110,6 +110,12 @@ impl Store {
         })
     }
 
+    /// Opens (or creates) the sled tree `name` in the store's database, for
+    /// stores that keep their own data (as the object store does).
+    pub fn open_tree(&self, name: &str) -> Result<sled::Tree, StoreError> {
+        self.db.open_tree(name).map_err(|e| self.sled(e))
+    }
+
     /// The node's identity, if it was initialized or joined.
     pub fn identity(&self) -> Result<Option<Identity>, StoreError> {
         self.read(&self.node, IDENTITY)

@@ -100,6 +100,7 @@ pub(super) fn list(records: &[NodeRecord], role: Role) -> NodeList {
 }
 
 /// The object of the node `name` with `role`, if there is one.
+#[cfg(test)]
 pub(super) fn get(records: &[NodeRecord], role: Role, name: &str) -> Option<NodeObject> {
     let record = records
         .iter()

@@ -8,7 +8,10 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use std::convert::Infallible;
+
 use bytes::Bytes;
+use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Body, Incoming};
 use hyper::header::{HeaderValue, ALLOW, CONTENT_TYPE};
@@ -18,12 +21,17 @@ use relaymesh_protocol::Role;
 use serde::Serialize;
 use tracing::{debug, warn};
 
-use super::objects;
+use super::crud::{self, ResourcePath};
 use super::query::Query;
+use super::resources::Registry;
 use super::status::Status;
 use super::tls::PeerIdentity;
 use super::tokens::JoinToken;
-use super::{ApiError, Backend};
+use super::{discovery, openapi, ApiError, Backend};
+use crate::objects::ObjectStore;
+
+/// The body of every reply: whole JSON documents or a watch's stream.
+pub(super) type ApiBody = UnsyncBoxBody<Bytes, Infallible>;
 
 /// The largest JSON body the API reads, as kube-apiserver's default limit
 /// for most requests is a few MiB.
@@ -46,6 +54,10 @@ pub(super) struct Context<B> {
     pub(super) peer: PeerIdentity,
     /// The client's address, for logs.
     pub(super) remote: SocketAddr,
+    /// The stored Kubernetes objects.
+    pub(super) objects: ObjectStore,
+    /// Changes when the server shuts down, so watches end.
+    pub(super) stop: tokio::sync::watch::Receiver<()>,
 }
 
 /// A path the API knows.
@@ -55,14 +67,24 @@ enum Route {
     Health,
     /// `/version`.
     Version,
-    /// `/apis/relaymesh.dev/v1alpha1/{relays,agents}`.
-    Nodes(Role),
-    /// `/apis/relaymesh.dev/v1alpha1/{relays,agents}/{name}`.
-    Node(Role, String),
+    /// `/api`.
+    CoreVersions,
+    /// `/apis`.
+    Groups,
+    /// `/apis/{group}`.
+    Group(String),
+    /// `/api/v1` or `/apis/{group}/{version}`.
+    GroupVersion(String, String),
+    /// A resource, collection or object under a group-version.
+    Resource(ResourcePath),
+    /// `/openapi/v3` (`None`) or `/openapi/v3/{api/v1, apis/G/V}`.
+    OpenApi(Option<String>),
     /// `/apis/relaymesh.dev/v1alpha1/jointokens`.
     JoinTokens,
     /// `/relaymesh/v1alpha1/bundles`.
     Bundles,
+    /// `/relaymesh/v1alpha1/explain/{namespace}/{placement}`.
+    Explain(String, String),
 }
 
 impl Route {
@@ -72,18 +94,22 @@ impl Route {
         let route = match segments.as_slice() {
             ["healthz" | "livez" | "readyz"] => Self::Health,
             ["version"] => Self::Version,
-            ["apis", GROUP, VERSION, resource] => match *resource {
-                "relays" => Self::Nodes(Role::Relay),
-                "agents" => Self::Nodes(Role::Agent),
-                "jointokens" => Self::JoinTokens,
-                _ => return None,
-            },
-            ["apis", GROUP, VERSION, resource, name] => match *resource {
-                "relays" => Self::Node(Role::Relay, name.to_string()),
-                "agents" => Self::Node(Role::Agent, name.to_string()),
-                _ => return None,
-            },
+            ["apis", GROUP, VERSION, "jointokens"] => Self::JoinTokens,
             ["relaymesh", VERSION, "bundles"] => Self::Bundles,
+            ["relaymesh", VERSION, "explain", namespace, name] => {
+                Self::Explain(namespace.to_string(), name.to_string())
+            }
+            ["api"] => Self::CoreVersions,
+            ["apis"] => Self::Groups,
+            ["apis", group] => Self::Group(group.to_string()),
+            ["api", version] => Self::GroupVersion(String::new(), version.to_string()),
+            ["apis", group, version] => Self::GroupVersion(group.to_string(), version.to_string()),
+            ["api", version, rest @ ..] => Self::Resource(resource_path("", version, rest)?),
+            ["apis", group, version, rest @ ..] => {
+                Self::Resource(resource_path(group, version, rest)?)
+            }
+            ["openapi", "v3"] => Self::OpenApi(None),
+            ["openapi", "v3", rest @ ..] => Self::OpenApi(Some(rest.join("/"))),
             _ => return None,
         };
         Some(route)
@@ -92,8 +118,15 @@ impl Route {
     /// The methods the route answers.
     fn methods(&self) -> &'static [Method] {
         match self {
-            Self::Health | Self::Version | Self::Nodes(_) | Self::Node(..) => &[Method::GET],
             Self::JoinTokens | Self::Bundles => &[Method::POST],
+            Self::Resource(_) => &[
+                Method::GET,
+                Method::POST,
+                Method::PUT,
+                Method::PATCH,
+                Method::DELETE,
+            ],
+            _ => &[Method::GET],
         }
     }
 
@@ -108,7 +141,7 @@ impl Route {
 pub(super) async fn handle<B: Backend>(
     context: &Context<B>,
     request: Request<Incoming>,
-) -> Response<Full<Bytes>> {
+) -> Response<ApiBody> {
     let method = request.method().clone();
     let path = request.uri().path().to_string();
     let response = match dispatch(context, request).await {
@@ -127,14 +160,12 @@ pub(super) async fn handle<B: Backend>(
 async fn dispatch<B: Backend>(
     context: &Context<B>,
     request: Request<Incoming>,
-) -> Result<Response<Full<Bytes>>, ApiError> {
+) -> Result<Response<ApiBody>, ApiError> {
     let route = Route::parse(request.uri().path());
     if !route.as_ref().is_some_and(Route::is_public) {
         authorize(&context.peer)?;
     }
-    let route = route.ok_or_else(|| {
-        ApiError::NotFound("the server could not find the requested resource".into())
-    })?;
+    let route = route.ok_or_else(not_found)?;
     if !route.methods().contains(request.method()) {
         let mut reply = error_reply(&ApiError::MethodNotAllowed(format!(
             "the server does not allow method {} on the requested resource",
@@ -150,14 +181,31 @@ async fn dispatch<B: Backend>(
     match route {
         Route::Health => Ok(text_reply("ok")),
         Route::Version => json_reply(StatusCode::OK, &version_info()),
-        Route::Nodes(role) => json_reply(StatusCode::OK, &objects::list(&backend.nodes(), role)),
-        Route::Node(role, name) => match objects::get(&backend.nodes(), role, &name) {
-            Some(object) => json_reply(StatusCode::OK, &object),
-            None => Err(ApiError::NotFound(format!(
-                "{}.{GROUP} {name:?} not found",
-                resource_of(role)
-            ))),
-        },
+        Route::CoreVersions => json_reply(StatusCode::OK, &discovery::core_versions()),
+        Route::Groups => {
+            let registry = Registry::load(&context.objects)?;
+            json_reply(StatusCode::OK, &discovery::groups(&registry))
+        }
+        Route::Group(group) => {
+            let registry = Registry::load(&context.objects)?;
+            let document = discovery::group(&registry, &group).ok_or_else(not_found)?;
+            json_reply(StatusCode::OK, &document)
+        }
+        Route::GroupVersion(group, version) => {
+            let registry = Registry::load(&context.objects)?;
+            let document =
+                discovery::resources(&registry, &group, &version).ok_or_else(not_found)?;
+            json_reply(StatusCode::OK, &document)
+        }
+        Route::OpenApi(path) => {
+            let registry = Registry::load(&context.objects)?;
+            let document = match path {
+                None => openapi::index(&registry),
+                Some(path) => openapi::document(&registry, &path).ok_or_else(not_found)?,
+            };
+            json_reply(StatusCode::OK, &document)
+        }
+        Route::Resource(path) => crud::handle(context, path, request).await,
         Route::JoinTokens => {
             let body = read_body(request.into_body(), MAX_JSON_BODY).await?;
             let token = JoinToken::parse(&body)?;
@@ -180,7 +228,64 @@ async fn dispatch<B: Backend>(
             let reply = serde_json::json!({"name": name, "id": id.to_hex(), "size": size});
             json_reply(StatusCode::CREATED, &reply)
         }
+        Route::Explain(namespace, name) => {
+            let key = crate::objects::ObjectKey::new(
+                crate::placement::RELAYMESH_GROUP,
+                "placements",
+                Some(&namespace),
+                &name,
+            );
+            let placement = context
+                .objects
+                .get(&key)
+                .map_err(|error| ApiError::Internal(error.to_string()))?
+                .ok_or_else(|| {
+                    ApiError::NotFound(format!("placements.relaymesh.dev {name:?} not found"))
+                })?;
+            let explained = crate::placement::explain(&placement, &backend.nodes()).map_err(
+                |crate::placement::PlacementError::Invalid { field, message }| ApiError::Invalid {
+                    field,
+                    message,
+                },
+            )?;
+            json_reply(StatusCode::OK, &explained)
+        }
     }
+}
+
+/// The path of a resource request: the segments after the group-version.
+fn resource_path(group: &str, version: &str, rest: &[&str]) -> Option<ResourcePath> {
+    let path =
+        |namespace: Option<&str>, plural: &str, name: Option<&str>, subresource: Option<&str>| {
+            Some(ResourcePath {
+                group: group.to_string(),
+                version: version.to_string(),
+                plural: plural.to_string(),
+                namespace: namespace.map(str::to_string),
+                name: name.map(str::to_string),
+                subresource: subresource.map(str::to_string),
+            })
+        };
+    match rest {
+        // A namespace's own subresources, not a collection in it.
+        ["namespaces", name, sub @ ("status" | "finalize")] => {
+            path(None, "namespaces", Some(name), Some(sub))
+        }
+        ["namespaces", namespace, plural] => path(Some(namespace), plural, None, None),
+        ["namespaces", namespace, plural, name] => path(Some(namespace), plural, Some(name), None),
+        ["namespaces", namespace, plural, name, sub] => {
+            path(Some(namespace), plural, Some(name), Some(sub))
+        }
+        [plural] => path(None, plural, None, None),
+        [plural, name] => path(None, plural, Some(name), None),
+        [plural, name, sub] => path(None, plural, Some(name), Some(sub)),
+        _ => None,
+    }
+    .filter(|path| !path.plural.is_empty() && path.name.as_deref() != Some(""))
+}
+
+fn not_found() -> ApiError {
+    ApiError::NotFound("the server could not find the requested resource".into())
 }
 
 /// Lets only verified admins through: 401 for no or a bad certificate, 403
@@ -201,7 +306,7 @@ fn authorize(peer: &PeerIdentity) -> Result<(), ApiError> {
 
 /// Reads a whole body, refusing it with 413 as soon as it is known to be
 /// larger than `limit`, before reading further.
-async fn read_body(mut body: Incoming, limit: u64) -> Result<Vec<u8>, ApiError> {
+pub(super) async fn read_body(mut body: Incoming, limit: u64) -> Result<Vec<u8>, ApiError> {
     let too_large =
         || ApiError::PayloadTooLarge(format!("the request body is larger than {limit} bytes"));
     let announced = body.size_hint().lower();
@@ -251,24 +356,17 @@ fn platform() -> String {
     format!("{}/{arch}", std::env::consts::OS)
 }
 
-/// The plural resource name of nodes with `role`.
-fn resource_of(role: Role) -> &'static str {
-    match role {
-        Role::Agent => "agents",
-        _ => "relays",
-    }
-}
-
-fn json_reply(
+/// A JSON reply.
+pub(super) fn json_reply(
     status: StatusCode,
     body: &impl Serialize,
-) -> Result<Response<Full<Bytes>>, ApiError> {
+) -> Result<Response<ApiBody>, ApiError> {
     let bytes = serde_json::to_vec(body)
         .map_err(|error| ApiError::Internal(format!("cannot encode the reply: {error}")))?;
     Ok(reply(status, "application/json", bytes))
 }
 
-fn text_reply(text: &'static str) -> Response<Full<Bytes>> {
+fn text_reply(text: &'static str) -> Response<ApiBody> {
     reply(
         StatusCode::OK,
         "text/plain; charset=utf-8",
@@ -277,7 +375,7 @@ fn text_reply(text: &'static str) -> Response<Full<Bytes>> {
 }
 
 /// The `metav1.Status` reply to `error`.
-fn error_reply(error: &ApiError) -> Response<Full<Bytes>> {
+fn error_reply(error: &ApiError) -> Response<ApiBody> {
     let status = Status::from_error(error);
     let code = StatusCode::from_u16(status.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     // A Status of strings and numbers always serializes; fall back to an
@@ -286,8 +384,8 @@ fn error_reply(error: &ApiError) -> Response<Full<Bytes>> {
     reply(code, "application/json", bytes)
 }
 
-fn reply(status: StatusCode, content_type: &'static str, bytes: Vec<u8>) -> Response<Full<Bytes>> {
-    let mut response = Response::new(Full::new(Bytes::from(bytes)));
+fn reply(status: StatusCode, content_type: &'static str, bytes: Vec<u8>) -> Response<ApiBody> {
+    let mut response = Response::new(Full::new(Bytes::from(bytes)).boxed_unsync());
     *response.status_mut() = status;
     response
         .headers_mut()
@@ -305,12 +403,45 @@ mod tests {
         assert_eq!(Route::parse("/version"), Some(Route::Version));
         assert_eq!(Route::parse("/readyz"), Some(Route::Health));
         assert_eq!(
-            Route::parse("/apis/relaymesh.dev/v1alpha1/relays"),
-            Some(Route::Nodes(Role::Relay))
+            Route::parse("/apis/relaymesh.dev/v1alpha1/agents/edge-1/"),
+            Some(Route::Resource(ResourcePath {
+                group: "relaymesh.dev".into(),
+                version: "v1alpha1".into(),
+                plural: "agents".into(),
+                namespace: None,
+                name: Some("edge-1".into()),
+                subresource: None,
+            }))
+        );
+        let Some(Route::Resource(path)) =
+            Route::parse("/api/v1/namespaces/shop/configmaps/a/status")
+        else {
+            panic!("a resource path");
+        };
+        assert_eq!(
+            (
+                path.namespace.as_deref(),
+                path.plural.as_str(),
+                path.name.as_deref(),
+                path.subresource.as_deref()
+            ),
+            (Some("shop"), "configmaps", Some("a"), Some("status"))
+        );
+        let Some(Route::Resource(path)) = Route::parse("/api/v1/namespaces/shop") else {
+            panic!("a resource path");
+        };
+        assert_eq!(
+            (path.plural.as_str(), path.name.as_deref()),
+            ("namespaces", Some("shop"))
+        );
+        assert_eq!(Route::parse("/apis"), Some(Route::Groups));
+        assert_eq!(
+            Route::parse("/api/v1"),
+            Some(Route::GroupVersion(String::new(), "v1".into()))
         );
         assert_eq!(
-            Route::parse("/apis/relaymesh.dev/v1alpha1/agents/edge-1/"),
-            Some(Route::Node(Role::Agent, "edge-1".into()))
+            Route::parse("/openapi/v3/apis/apps/v1"),
+            Some(Route::OpenApi(Some("apis/apps/v1".into())))
         );
         assert_eq!(
             Route::parse("/apis/relaymesh.dev/v1alpha1/jointokens"),
@@ -320,14 +451,7 @@ mod tests {
             Route::parse("/relaymesh/v1alpha1/bundles"),
             Some(Route::Bundles)
         );
-        for unknown in [
-            "/",
-            "",
-            "/apis",
-            "/apis/other.dev/v1alpha1/relays",
-            "/version/x",
-            "//version",
-        ] {
+        for unknown in ["/", "", "/api/v1/a/b/c/d", "/version/x", "//version"] {
             assert_eq!(Route::parse(unknown), None, "{unknown}");
         }
     }

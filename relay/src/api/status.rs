@@ -64,6 +64,16 @@ impl Status {
                     field: field.clone(),
                 }],
             }),
+            ApiError::FieldConflicts { causes, .. } => Some(StatusDetails {
+                causes: causes
+                    .iter()
+                    .map(|(manager, field)| StatusCause {
+                        reason: "FieldManagerConflict".to_string(),
+                        message: format!("conflict with {manager:?}"),
+                        field: field.clone(),
+                    })
+                    .collect(),
+            }),
             _ => None,
         };
         Self {
@@ -88,7 +98,11 @@ pub fn code_and_reason(error: &ApiError) -> (u16, &'static str) {
         ApiError::Forbidden(_) => (403, "Forbidden"),
         ApiError::NotFound(_) => (404, "NotFound"),
         ApiError::MethodNotAllowed(_) => (405, "MethodNotAllowed"),
-        ApiError::Conflict(_) => (409, "Conflict"),
+        ApiError::Conflict(_) | ApiError::FieldConflicts { .. } => (409, "Conflict"),
+        ApiError::AlreadyExists(_) => (409, "AlreadyExists"),
+        ApiError::Gone(_) => (410, "Expired"),
+        ApiError::NotAcceptable(_) => (406, "NotAcceptable"),
+        ApiError::UnsupportedMediaType(_) => (415, "UnsupportedMediaType"),
         ApiError::PayloadTooLarge(_) => (413, "RequestEntityTooLarge"),
         ApiError::Invalid { .. } => (422, "Invalid"),
         ApiError::Unavailable(_) => (503, "ServiceUnavailable"),

@@ -9,7 +9,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::{unix_ms, DaemonError, Event, Shared};
 use crate::api::{self, ApiError, ApiTls, Backend, IssuedToken, TokenRequest};
+use crate::objects::ObjectStore;
 use crate::{pki, token};
+use tracing::Instrument;
 
 /// Binds the API listener and returns the server task.
 pub(super) async fn serve_api(
@@ -35,12 +37,19 @@ pub(super) async fn serve_api(
         chain_der: certificate.chain_der,
         key_der: certificate.key_der,
     };
+    let objects = ObjectStore::open(shared.store.open_tree("objects")?)
+        .map_err(|error| listen_error(std::io::Error::other(error)))?;
+    let controller = tokio::spawn(
+        super::placements::run(objects.clone(), shared.clone(), shutdown.clone())
+            .instrument(tracing::Span::current()),
+    );
     let backend = Arc::new(RootBackend { shared });
     Ok(async move {
         let stopped = async move { shutdown.cancelled().await };
-        if let Err(error) = api::serve(listener, tls, backend, stopped).await {
+        if let Err(error) = api::serve(listener, tls, backend, objects, stopped).await {
             tracing::error!(%error, "root API stopped");
         }
+        let _ = controller.await;
     })
 }
 

@@ -32,17 +32,21 @@ pub(super) async fn run(objects: ObjectStore, shared: Shared, shutdown: Cancella
             () = shutdown.cancelled() => return,
         }
         tokio::time::sleep(DEBOUNCE).await;
-        while !matches!(events.try_recv(), Err(broadcast::error::TryRecvError::Empty | broadcast::error::TryRecvError::Closed)) {}
+        while !matches!(
+            events.try_recv(),
+            Err(broadcast::error::TryRecvError::Empty | broadcast::error::TryRecvError::Closed)
+        ) {}
     }
 }
 
 /// Rebuilds every placement's entry and hands the set to the core.
 async fn reconcile(objects: &ObjectStore, shared: &Shared) -> Result<(), ControllerError> {
     let all = objects.list_all()?;
-    let (placements, workloads): (Vec<_>, Vec<_>) = all
-        .into_iter()
-        .partition(|(key, _)| key.group == placement::RELAYMESH_GROUP && key.resource == "placements");
-    let workloads: Vec<serde_json::Value> = workloads.into_iter().map(|(_, object)| object).collect();
+    let (placements, workloads): (Vec<_>, Vec<_>) = all.into_iter().partition(|(key, _)| {
+        key.group == placement::RELAYMESH_GROUP && key.resource == "placements"
+    });
+    let workloads: Vec<serde_json::Value> =
+        workloads.into_iter().map(|(_, object)| object).collect();
     let mut entries: Vec<SliceEntry> = Vec::new();
     for (key, object) in placements {
         match placement::build(&object, &workloads) {
@@ -55,7 +59,9 @@ async fn reconcile(objects: &ObjectStore, shared: &Shared) -> Result<(), Control
                 tracing::debug!(placement = %key.name, objects = packed.objects, "placement built");
                 entries.push(packed.entry);
             }
-            Err(error) => tracing::warn!(placement = %key.name, %error, "invalid placement skipped"),
+            Err(error) => {
+                tracing::warn!(placement = %key.name, %error, "invalid placement skipped")
+            }
         }
     }
     let (reply, done) = oneshot::channel();

@@ -12,6 +12,7 @@ use relaymesh_protocol::{BundleId, LinkStatus, NodeRecord, Role};
 use relaymesh_relay::api::{self, ApiError, ApiTls, Backend, IssuedToken, TokenRequest};
 use relaymesh_relay::client::Client;
 use relaymesh_relay::kubeconfig::ClientCredentials;
+use relaymesh_relay::objects::ObjectStore;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 
@@ -81,8 +82,11 @@ pub struct Server {
     pub pki: Pki,
     pub address: SocketAddr,
     pub backend: Arc<FakeBackend>,
+    /// The object store the server serves, on a temporary sled database.
+    pub objects: ObjectStore,
     stop: Option<oneshot::Sender<()>>,
     task: tokio::task::JoinHandle<Result<(), ApiError>>,
+    _dir: tempfile::TempDir,
 }
 
 impl Server {
@@ -106,14 +110,25 @@ impl Server {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("a port");
         let address = listener.local_addr().expect("an address");
         let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(api::serve(listener, tls, backend.clone(), async move {
-            let _ = stopped.await;
-        }));
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let db = sled::open(dir.path().join("store")).expect("sled opens");
+        let objects = ObjectStore::open(db.open_tree("objects").expect("a tree")).expect("opens");
+        let task = tokio::spawn(api::serve(
+            listener,
+            tls,
+            backend.clone(),
+            objects.clone(),
+            async move {
+                let _ = stopped.await;
+            },
+        ));
         Self {
             pki,
             address,
             backend,
+            objects,
             stop: Some(stop),
+            _dir: dir,
             task,
         }
     }

@@ -1,0 +1,192 @@
+//! The read-only views of the tree: `Cluster` and SIG-Multicluster
+//! `ClusterProfile` objects built from agents, and `Relay` / `Agent` objects
+//! (shaped by the `objects` module). Pure functions of the backend's
+//! [`NodeRecord`]s.
+
+use std::collections::HashMap;
+
+use relaymesh_protocol::{NodeRecord, Role};
+use serde_json::{json, Value};
+
+use super::objects::{self as nodes, rfc3339};
+use super::resources::{Source, MULTICLUSTER_GROUP};
+
+/// The objects of a read-only source, sorted by name.
+pub(super) fn objects(source: Source, records: &[NodeRecord]) -> Vec<Value> {
+    match source {
+        Source::Relays | Source::Agents => {
+            let role = if source == Source::Relays {
+                Role::Relay
+            } else {
+                Role::Agent
+            };
+            let list = serde_json::to_value(nodes::list(records, role)).unwrap_or(Value::Null);
+            list["items"].as_array().cloned().unwrap_or_default()
+        }
+        Source::Clusters | Source::ClusterProfiles => {
+            let parents: HashMap<&str, Option<&str>> = records
+                .iter()
+                .map(|record| (record.name.as_str(), record.parent.as_deref()))
+                .collect();
+            let mut agents: Vec<&NodeRecord> = records
+                .iter()
+                .filter(|record| record.role == Role::Agent)
+                .collect();
+            agents.sort_by(|a, b| a.name.cmp(&b.name));
+            agents.dedup_by(|a, b| a.name == b.name);
+            agents
+                .into_iter()
+                .map(|record| {
+                    if source == Source::Clusters {
+                        cluster(record, &parents)
+                    } else {
+                        cluster_profile(record)
+                    }
+                })
+                .collect()
+        }
+        Source::Stored => Vec::new(),
+    }
+}
+
+/// The relays from the root down to the agent's parent.
+fn relay_path(record: &NodeRecord, parents: &HashMap<&str, Option<&str>>) -> Vec<String> {
+    let mut path = Vec::new();
+    let mut next = record.parent.as_deref();
+    while let Some(name) = next {
+        // A parent cycle in a corrupt inventory must not loop forever.
+        if path.iter().any(|seen: &String| seen == name) || path.len() > parents.len() {
+            break;
+        }
+        path.push(name.to_string());
+        next = parents.get(name).copied().flatten();
+    }
+    path.reverse();
+    path
+}
+
+fn cluster(record: &NodeRecord, parents: &HashMap<&str, Option<&str>>) -> Value {
+    let link = record.link.clone().unwrap_or_default();
+    let last_seen = (link.changed_unix_ms > 0).then(|| rfc3339(link.changed_unix_ms));
+    json!({
+        "apiVersion": "relaymesh.dev/v1alpha1",
+        "kind": "Cluster",
+        "metadata": {"name": record.name, "labels": record.labels},
+        "status": {
+            "relayPath": relay_path(record, parents),
+            "connected": link.connected,
+            "lastSeen": last_seen,
+            "capacity": {},
+            "cordoned": false,
+        },
+    })
+}
+
+fn cluster_profile(record: &NodeRecord) -> Value {
+    let connected = record.link.as_ref().is_some_and(|link| link.connected);
+    let changed = record
+        .link
+        .as_ref()
+        .filter(|link| link.changed_unix_ms > 0)
+        .map(|link| rfc3339(link.changed_unix_ms))
+        .unwrap_or_else(|| "1970-01-01T00:00:00Z".to_string());
+    let properties: Vec<Value> = record
+        .labels
+        .iter()
+        .map(|(name, value)| json!({"name": name, "value": value}))
+        .collect();
+    json!({
+        "apiVersion": format!("{MULTICLUSTER_GROUP}/v1alpha1"),
+        "kind": "ClusterProfile",
+        "metadata": {
+            "name": record.name,
+            "labels": {"x-k8s.io/cluster-manager": "relaymesh"},
+        },
+        "spec": {
+            "displayName": record.name,
+            "clusterManager": {"name": "relaymesh"},
+        },
+        "status": {
+            "conditions": [{
+                "type": "ControlPlaneHealthy",
+                "status": if connected { "True" } else { "False" },
+                "reason": if connected { "Connected" } else { "Disconnected" },
+                "message": if connected { "the agent's link is up" } else { "the agent's link is down" },
+                "lastTransitionTime": changed,
+            }],
+            "properties": properties,
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use relaymesh_protocol::LinkStatus;
+
+    use super::*;
+
+    fn record(name: &str, role: Role, parent: Option<&str>) -> NodeRecord {
+        NodeRecord {
+            name: name.into(),
+            role,
+            parent: parent.map(Into::into),
+            labels: BTreeMap::from([("region".to_string(), "eu".to_string())]),
+            addresses: vec![],
+            version: "0.1.0".into(),
+            link: parent.map(|_| LinkStatus {
+                connected: true,
+                changed_unix_ms: 1_795_305_000_000,
+                ..LinkStatus::default()
+            }),
+        }
+    }
+
+    fn records() -> Vec<NodeRecord> {
+        vec![
+            record("root", Role::Relay, None),
+            record("eu", Role::Relay, Some("root")),
+            record("edge-1", Role::Agent, Some("eu")),
+        ]
+    }
+
+    #[test]
+    fn clusters_carry_relay_paths() {
+        let clusters = objects(Source::Clusters, &records());
+        assert_eq!(clusters.len(), 1);
+        assert_eq!(clusters[0]["metadata"]["name"], "edge-1");
+        assert_eq!(clusters[0]["metadata"]["labels"]["region"], "eu");
+        assert_eq!(clusters[0]["status"]["relayPath"], json!(["root", "eu"]));
+        assert_eq!(clusters[0]["status"]["connected"], true);
+        assert_eq!(clusters[0]["status"]["lastSeen"], "2026-11-21T23:50:00Z");
+    }
+
+    #[test]
+    fn cluster_profiles_follow_sig_multicluster() {
+        let profiles = objects(Source::ClusterProfiles, &records());
+        let profile = &profiles[0];
+        assert_eq!(profile["apiVersion"], "multicluster.x-k8s.io/v1alpha1");
+        assert_eq!(profile["spec"]["clusterManager"]["name"], "relaymesh");
+        assert_eq!(
+            profile["status"]["conditions"][0]["type"],
+            "ControlPlaneHealthy"
+        );
+        assert_eq!(profile["status"]["conditions"][0]["status"], "True");
+        assert_eq!(
+            profile["status"]["properties"],
+            json!([{"name": "region", "value": "eu"}])
+        );
+    }
+
+    #[test]
+    fn relays_come_from_the_node_objects() {
+        let relays = objects(Source::Relays, &records());
+        let names: Vec<_> = relays
+            .iter()
+            .map(|r| r["metadata"]["name"].clone())
+            .collect();
+        assert_eq!(names, [json!("eu"), json!("root")]);
+        assert_eq!(relays[1]["status"]["children"], json!(["eu"]));
+    }
+}

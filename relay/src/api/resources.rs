@@ -1,0 +1,476 @@
+//! The resource registry: which group/version/resources the API serves, with
+//! their kind, scope, short names and verbs. Built-in kinds are a fixed table;
+//! CustomResourceDefinitions in the object store add theirs, and stop adding
+//! them when deleted (as kcp and kube-apiserver's apiextensions do).
+//!
+//! The registry is rebuilt from the store per request: CRDs are few and this
+//! keeps it always in step without a cache to invalidate.
+
+use serde_json::{json, Value};
+
+use super::ApiError;
+use crate::objects::{ObjectKey, ObjectStore};
+
+/// The group of CustomResourceDefinitions.
+pub(super) const CRD_GROUP: &str = "apiextensions.k8s.io";
+/// The plural resource of CustomResourceDefinitions.
+pub(super) const CRD_RESOURCE: &str = "customresourcedefinitions";
+/// relaymesh's API group.
+pub(super) const RELAYMESH_GROUP: &str = "relaymesh.dev";
+/// The SIG-Multicluster API group of ClusterProfiles.
+pub(super) const MULTICLUSTER_GROUP: &str = "multicluster.x-k8s.io";
+
+/// Where a resource's objects come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Source {
+    /// The object store (full CRUD).
+    Stored,
+    /// The tree's agents, as `Cluster` objects (read-only).
+    Clusters,
+    /// The tree's agents, as SIG-Multicluster `ClusterProfile`s (read-only).
+    ClusterProfiles,
+    /// The tree's relays, as `Relay` objects (read-only).
+    Relays,
+    /// The tree's agents, as `Agent` objects (read-only).
+    Agents,
+}
+
+/// One served resource in one group-version.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct Resource {
+    /// The API group; empty for the core group.
+    pub(super) group: String,
+    /// The version, as `v1`.
+    pub(super) version: String,
+    /// The plural resource name.
+    pub(super) plural: String,
+    /// The singular resource name.
+    pub(super) singular: String,
+    /// The kind.
+    pub(super) kind: String,
+    /// Namespaced or cluster-scoped.
+    pub(super) namespaced: bool,
+    /// kubectl's abbreviations.
+    pub(super) short_names: Vec<String>,
+    /// Where the objects come from.
+    pub(super) source: Source,
+    /// Built into Kubernetes (strategic merge patch applies), or custom.
+    pub(super) builtin: bool,
+    /// The OpenAPI v3 schema of custom kinds, from their CRD.
+    pub(super) schema: Option<Value>,
+    /// Extra printer columns of custom kinds, from their CRD.
+    pub(super) printer_columns: Vec<Value>,
+}
+
+impl Resource {
+    /// `group/version`, or `version` for the core group.
+    pub(super) fn api_version(&self) -> String {
+        api_version(&self.group, &self.version)
+    }
+
+    /// `plural.group`, or `plural` for the core group, as messages name it.
+    pub(super) fn qualified(&self) -> String {
+        if self.group.is_empty() {
+            self.plural.clone()
+        } else {
+            format!("{}.{}", self.plural, self.group)
+        }
+    }
+
+    /// The verbs discovery advertises.
+    pub(super) fn verbs(&self) -> Vec<&'static str> {
+        if self.source == Source::Stored {
+            vec![
+                "create", "delete", "get", "list", "patch", "update", "watch",
+            ]
+        } else {
+            vec!["get", "list", "watch"]
+        }
+    }
+
+    /// Whether the objects can be written.
+    pub(super) fn is_writable(&self) -> bool {
+        self.source == Source::Stored
+    }
+
+    /// The store key of the object `name` in `namespace`.
+    pub(super) fn key(&self, namespace: Option<&str>, name: &str) -> ObjectKey {
+        ObjectKey::new(&self.group, &self.plural, namespace, name)
+    }
+
+    /// The NotFound error for the object `name`.
+    pub(super) fn not_found(&self, name: &str) -> ApiError {
+        ApiError::NotFound(format!("{} {name:?} not found", self.qualified()))
+    }
+
+    /// The APIResource entry of discovery.
+    pub(super) fn discovery(&self) -> Value {
+        json!({
+            "name": self.plural,
+            "singularName": self.singular,
+            "namespaced": self.namespaced,
+            "kind": self.kind,
+            "verbs": self.verbs(),
+            "shortNames": self.short_names,
+            "categories": if self.builtin || self.group == RELAYMESH_GROUP { json!(["all"]) } else { json!([]) },
+            "storageVersionHash": "",
+        })
+    }
+}
+
+/// `group/version`, or `version` for the core group.
+pub(super) fn api_version(group: &str, version: &str) -> String {
+    if group.is_empty() {
+        version.to_string()
+    } else {
+        format!("{group}/{version}")
+    }
+}
+
+/// Every served resource.
+#[derive(Debug, Clone)]
+pub(super) struct Registry {
+    resources: Vec<Resource>,
+}
+
+/// (group, version, plural, kind, namespaced, short names) of built-ins.
+const BUILTINS: &[(&str, &str, &str, &str, bool, &[&str])] = &[
+    ("", "v1", "namespaces", "Namespace", false, &["ns"]),
+    ("", "v1", "configmaps", "ConfigMap", true, &["cm"]),
+    ("", "v1", "secrets", "Secret", true, &[]),
+    ("", "v1", "services", "Service", true, &["svc"]),
+    ("", "v1", "serviceaccounts", "ServiceAccount", true, &["sa"]),
+    (
+        "",
+        "v1",
+        "persistentvolumeclaims",
+        "PersistentVolumeClaim",
+        true,
+        &["pvc"],
+    ),
+    ("apps", "v1", "deployments", "Deployment", true, &["deploy"]),
+    ("apps", "v1", "statefulsets", "StatefulSet", true, &["sts"]),
+    ("apps", "v1", "daemonsets", "DaemonSet", true, &["ds"]),
+    ("apps", "v1", "replicasets", "ReplicaSet", true, &["rs"]),
+    ("batch", "v1", "jobs", "Job", true, &[]),
+    ("batch", "v1", "cronjobs", "CronJob", true, &["cj"]),
+    (
+        "networking.k8s.io",
+        "v1",
+        "ingresses",
+        "Ingress",
+        true,
+        &["ing"],
+    ),
+    (
+        "networking.k8s.io",
+        "v1",
+        "networkpolicies",
+        "NetworkPolicy",
+        true,
+        &["netpol"],
+    ),
+    (
+        "rbac.authorization.k8s.io",
+        "v1",
+        "roles",
+        "Role",
+        true,
+        &[],
+    ),
+    (
+        "rbac.authorization.k8s.io",
+        "v1",
+        "rolebindings",
+        "RoleBinding",
+        true,
+        &[],
+    ),
+    (
+        "rbac.authorization.k8s.io",
+        "v1",
+        "clusterroles",
+        "ClusterRole",
+        false,
+        &[],
+    ),
+    (
+        "rbac.authorization.k8s.io",
+        "v1",
+        "clusterrolebindings",
+        "ClusterRoleBinding",
+        false,
+        &[],
+    ),
+    (
+        "autoscaling",
+        "v2",
+        "horizontalpodautoscalers",
+        "HorizontalPodAutoscaler",
+        true,
+        &["hpa"],
+    ),
+    (
+        "policy",
+        "v1",
+        "poddisruptionbudgets",
+        "PodDisruptionBudget",
+        true,
+        &["pdb"],
+    ),
+    (
+        CRD_GROUP,
+        "v1",
+        CRD_RESOURCE,
+        "CustomResourceDefinition",
+        false,
+        &["crd", "crds"],
+    ),
+];
+
+impl Registry {
+    /// The built-ins, relaymesh's own kinds, and the served versions of every
+    /// CRD in `store`.
+    pub(super) fn load(store: &ObjectStore) -> Result<Self, ApiError> {
+        let mut resources: Vec<Resource> = BUILTINS
+            .iter()
+            .map(
+                |(group, version, plural, kind, namespaced, short_names)| Resource {
+                    group: group.to_string(),
+                    version: version.to_string(),
+                    plural: plural.to_string(),
+                    singular: kind.to_lowercase(),
+                    kind: kind.to_string(),
+                    namespaced: *namespaced,
+                    short_names: short_names.iter().map(|name| name.to_string()).collect(),
+                    source: Source::Stored,
+                    builtin: true,
+                    schema: None,
+                    printer_columns: Vec::new(),
+                },
+            )
+            .collect();
+        let own =
+            |group: &str, plural: &str, kind: &str, namespaced, short: &[&str], source| Resource {
+                group: group.to_string(),
+                version: "v1alpha1".to_string(),
+                plural: plural.to_string(),
+                singular: kind.to_lowercase(),
+                kind: kind.to_string(),
+                namespaced,
+                short_names: short.iter().map(|name| name.to_string()).collect(),
+                source,
+                builtin: false,
+                schema: None,
+                printer_columns: Vec::new(),
+            };
+        resources.extend([
+            own(
+                RELAYMESH_GROUP,
+                "placements",
+                "Placement",
+                true,
+                &["pl"],
+                Source::Stored,
+            ),
+            own(
+                RELAYMESH_GROUP,
+                "clusters",
+                "Cluster",
+                false,
+                &[],
+                Source::Clusters,
+            ),
+            own(
+                RELAYMESH_GROUP,
+                "relays",
+                "Relay",
+                false,
+                &[],
+                Source::Relays,
+            ),
+            own(
+                RELAYMESH_GROUP,
+                "agents",
+                "Agent",
+                false,
+                &[],
+                Source::Agents,
+            ),
+            own(
+                MULTICLUSTER_GROUP,
+                "clusterprofiles",
+                "ClusterProfile",
+                false,
+                &["cp"],
+                Source::ClusterProfiles,
+            ),
+        ]);
+        let (definitions, _) = store
+            .list(CRD_GROUP, CRD_RESOURCE, None)
+            .map_err(|error| ApiError::Internal(format!("cannot list CRDs: {error}")))?;
+        for definition in &definitions {
+            for resource in from_definition(definition) {
+                let taken = resources.iter().any(|known| {
+                    known.group == resource.group
+                        && known.version == resource.version
+                        && known.plural == resource.plural
+                });
+                if taken {
+                    tracing::debug!(group = %resource.group, plural = %resource.plural, "a CRD shadows a served resource; ignored");
+                } else {
+                    resources.push(resource);
+                }
+            }
+        }
+        Ok(Self { resources })
+    }
+
+    /// Every resource.
+    pub(super) fn all(&self) -> &[Resource] {
+        &self.resources
+    }
+
+    /// The resource `plural` of `group/version`.
+    pub(super) fn find(&self, group: &str, version: &str, plural: &str) -> Option<&Resource> {
+        self.resources.iter().find(|resource| {
+            resource.group == group && resource.version == version && resource.plural == plural
+        })
+    }
+
+    /// The resources of one group-version.
+    pub(super) fn of(&self, group: &str, version: &str) -> Vec<&Resource> {
+        self.resources
+            .iter()
+            .filter(|resource| resource.group == group && resource.version == version)
+            .collect()
+    }
+
+    /// The served groups (not the core group), each with its versions, in
+    /// order of first appearance.
+    pub(super) fn groups(&self) -> Vec<(String, Vec<String>)> {
+        let mut groups: Vec<(String, Vec<String>)> = Vec::new();
+        for resource in self.resources.iter().filter(|r| !r.group.is_empty()) {
+            match groups
+                .iter_mut()
+                .find(|(group, _)| *group == resource.group)
+            {
+                Some((_, versions)) => {
+                    if !versions.contains(&resource.version) {
+                        versions.push(resource.version.clone());
+                    }
+                }
+                None => groups.push((resource.group.clone(), vec![resource.version.clone()])),
+            }
+        }
+        groups
+    }
+}
+
+/// The resources a CRD serves: one per served version.
+fn from_definition(definition: &Value) -> Vec<Resource> {
+    let spec = &definition["spec"];
+    let (Some(group), Some(plural), Some(kind)) = (
+        spec["group"].as_str(),
+        spec["names"]["plural"].as_str(),
+        spec["names"]["kind"].as_str(),
+    ) else {
+        return Vec::new();
+    };
+    let singular = spec["names"]["singular"]
+        .as_str()
+        .map(str::to_string)
+        .unwrap_or_else(|| kind.to_lowercase());
+    let short_names: Vec<String> = spec["names"]["shortNames"]
+        .as_array()
+        .map(|names| {
+            names
+                .iter()
+                .filter_map(|n| n.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default();
+    let namespaced = spec["scope"].as_str() != Some("Cluster");
+    spec["versions"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+        .iter()
+        .filter(|version| version["served"].as_bool().unwrap_or(true))
+        .filter_map(|version| {
+            Some(Resource {
+                group: group.to_string(),
+                version: version["name"].as_str()?.to_string(),
+                plural: plural.to_string(),
+                singular: singular.clone(),
+                kind: kind.to_string(),
+                namespaced,
+                short_names: short_names.clone(),
+                source: Source::Stored,
+                builtin: false,
+                schema: version.pointer("/schema/openAPIV3Schema").cloned(),
+                printer_columns: version["additionalPrinterColumns"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default(),
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn crd() -> Value {
+        json!({
+            "apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "CustomResourceDefinition",
+            "metadata": {"name": "widgets.example.com"},
+            "spec": {
+                "group": "example.com",
+                "scope": "Cluster",
+                "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "shortNames": ["wg"]},
+                "versions": [
+                    {"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {"type": "object"}}},
+                    {"name": "v0", "served": false, "storage": false},
+                ],
+            },
+        })
+    }
+
+    #[test]
+    fn crds_add_served_versions() {
+        let resources = from_definition(&crd());
+        assert_eq!(resources.len(), 1);
+        let widget = &resources[0];
+        assert_eq!(widget.api_version(), "example.com/v1");
+        assert!(!widget.namespaced);
+        assert_eq!(widget.short_names, ["wg"]);
+        assert_eq!(widget.schema, Some(json!({"type": "object"})));
+        assert!(from_definition(&json!({"spec": {}})).is_empty());
+    }
+
+    #[test]
+    fn builtins_and_own_kinds() {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let db = sled::open(dir.path()).expect("sled opens");
+        let store = ObjectStore::open(db.open_tree("o").expect("a tree")).expect("opens");
+        let registry = Registry::load(&store).expect("loads");
+        let deployments = registry.find("apps", "v1", "deployments").expect("served");
+        assert_eq!(deployments.short_names, ["deploy"]);
+        assert!(deployments.namespaced && deployments.builtin);
+        let clusters = registry
+            .find(RELAYMESH_GROUP, "v1alpha1", "clusters")
+            .expect("served");
+        assert_eq!(clusters.verbs(), ["get", "list", "watch"]);
+        assert!(registry.find("", "v1", "pods").is_none());
+        let groups = registry.groups();
+        assert!(groups.contains(&("autoscaling".to_string(), vec!["v2".to_string()])));
+        let key = ObjectKey::new(CRD_GROUP, CRD_RESOURCE, None, "widgets.example.com");
+        store.create(&key, crd()).expect("creates");
+        let registry = Registry::load(&store).expect("loads");
+        assert!(registry.find("example.com", "v1", "widgets").is_some());
+        assert_eq!(registry.of("example.com", "v1").len(), 1);
+    }
+}

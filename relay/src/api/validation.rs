@@ -1,0 +1,284 @@
+//! Validation of objects written through the API, as kube-apiserver's
+//! generic checks do it: type meta against the URL, names, namespaces, and
+//! (with `fieldValidation=Strict`) unknown top-level fields. Failures are
+//! `422 Invalid` with the field path; no IO.
+
+use serde_json::Value;
+
+use super::resources::Resource;
+use super::ApiError;
+
+/// Top-level fields any Kubernetes object may carry besides its body.
+const COMMON_FIELDS: [&str; 4] = ["apiVersion", "kind", "metadata", "status"];
+
+/// Body fields of built-in kinds, for strict field validation. Kinds not
+/// listed accept any top-level field.
+const BODY_FIELDS: &[(&str, &[&str])] = &[
+    ("ConfigMap", &["data", "binaryData", "immutable"]),
+    ("Secret", &["data", "stringData", "type", "immutable"]),
+    ("Namespace", &["spec"]),
+    (
+        "ServiceAccount",
+        &[
+            "secrets",
+            "imagePullSecrets",
+            "automountServiceAccountToken",
+        ],
+    ),
+    ("Role", &["rules"]),
+    ("ClusterRole", &["rules", "aggregationRule"]),
+    ("RoleBinding", &["subjects", "roleRef"]),
+    ("ClusterRoleBinding", &["subjects", "roleRef"]),
+];
+
+/// Checks an object to be stored as `resource` under `name` (from the URL,
+/// if there is one) in `namespace` (from the URL).
+pub(super) fn validate(
+    resource: &Resource,
+    namespace: Option<&str>,
+    name: Option<&str>,
+    object: &Value,
+    strict: bool,
+) -> Result<(), ApiError> {
+    let Some(fields) = object.as_object() else {
+        return Err(ApiError::BadRequest(
+            "the object must be a JSON object".into(),
+        ));
+    };
+    let api_version = required_string(object, "apiVersion")?;
+    let kind = required_string(object, "kind")?;
+    if api_version != resource.api_version() {
+        return Err(invalid(
+            "apiVersion",
+            format!(
+                "Invalid value: {api_version:?}: must be {:?} for {}",
+                resource.api_version(),
+                resource.qualified()
+            ),
+        ));
+    }
+    if kind != resource.kind {
+        return Err(invalid(
+            "kind",
+            format!(
+                "Invalid value: {kind:?}: must be {:?} for {}",
+                resource.kind,
+                resource.qualified()
+            ),
+        ));
+    }
+    let object_name = object
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    if object_name.is_empty() {
+        return Err(invalid(
+            "metadata.name",
+            "Required value: name or generateName is required".into(),
+        ));
+    }
+    if let Some(name) = name {
+        if object_name != name {
+            return Err(ApiError::BadRequest(format!(
+                "the name of the object ({object_name}) does not match the name on the URL ({name})"
+            )));
+        }
+    }
+    let name_ok = if resource.plural == "namespaces" {
+        is_dns1123_label(object_name)
+    } else {
+        is_dns1123_subdomain(object_name)
+    };
+    if !name_ok {
+        let what = if resource.plural == "namespaces" {
+            "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character"
+        } else {
+            "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character"
+        };
+        return Err(invalid(
+            "metadata.name",
+            format!("Invalid value: {object_name:?}: {what}"),
+        ));
+    }
+    if let Some(object_namespace) = object
+        .pointer("/metadata/namespace")
+        .and_then(Value::as_str)
+    {
+        if resource.namespaced
+            && !object_namespace.is_empty()
+            && Some(object_namespace) != namespace
+        {
+            return Err(ApiError::BadRequest(
+                "the namespace of the provided object does not match the namespace sent on the request".into(),
+            ));
+        }
+    }
+    if let Some(labels) = object.pointer("/metadata/labels") {
+        let valid = labels
+            .as_object()
+            .is_some_and(|labels| labels.values().all(Value::is_string));
+        if !valid {
+            return Err(invalid(
+                "metadata.labels",
+                "Invalid value: labels must be a map of strings".into(),
+            ));
+        }
+    }
+    if strict {
+        if let Some((_, body)) = BODY_FIELDS.iter().find(|(kind, _)| *kind == resource.kind) {
+            for field in fields.keys() {
+                if !COMMON_FIELDS.contains(&field.as_str()) && !body.contains(&field.as_str()) {
+                    return Err(ApiError::BadRequest(format!(
+                        "strict decoding error: unknown field {field:?}"
+                    )));
+                }
+            }
+        }
+    }
+    if resource.group == crate::placement::RELAYMESH_GROUP && resource.plural == "placements" {
+        // The namespace comes from the URL when the object names none.
+        let mut placement = object.clone();
+        if let (Some(namespace), Some(metadata)) = (namespace, placement.get_mut("metadata")) {
+            metadata["namespace"] = Value::from(namespace);
+        }
+        crate::placement::PlacementSpec::from_object(&placement).map_err(
+            |crate::placement::PlacementError::Invalid { field, message }| invalid(&field, message),
+        )?;
+    }
+    Ok(())
+}
+
+/// Whether `name` is a DNS-1123 label: at most 63 characters of `[a-z0-9-]`,
+/// alphanumeric at both ends.
+pub(super) fn is_dns1123_label(name: &str) -> bool {
+    name.len() <= 63
+        && name.starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
+        && name.ends_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+}
+
+/// Whether `name` is a DNS-1123 subdomain: at most 253 characters of labels
+/// joined by dots.
+pub(super) fn is_dns1123_subdomain(name: &str) -> bool {
+    name.len() <= 253 && name.split('.').all(is_dns1123_label)
+}
+
+fn required_string<'a>(object: &'a Value, field: &str) -> Result<&'a str, ApiError> {
+    match object.get(field).and_then(Value::as_str) {
+        Some(value) if !value.is_empty() => Ok(value),
+        _ => Err(invalid(field, "Required value".into())),
+    }
+}
+
+fn invalid(field: &str, message: String) -> ApiError {
+    ApiError::Invalid {
+        field: field.to_string(),
+        message,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::super::resources::Source;
+    use super::*;
+
+    fn config_maps() -> Resource {
+        Resource {
+            group: String::new(),
+            version: "v1".into(),
+            plural: "configmaps".into(),
+            singular: "configmap".into(),
+            kind: "ConfigMap".into(),
+            namespaced: true,
+            short_names: vec![],
+            source: Source::Stored,
+            builtin: true,
+            schema: None,
+            printer_columns: vec![],
+        }
+    }
+
+    fn field_of(result: Result<(), ApiError>) -> String {
+        match result {
+            Err(ApiError::Invalid { field, .. }) => field,
+            other => format!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn names_and_type_meta() {
+        let resource = config_maps();
+        let good = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a.b-c"}});
+        assert!(validate(&resource, Some("ns"), None, &good, true).is_ok());
+        let cases = [
+            (
+                json!({"kind": "ConfigMap", "metadata": {"name": "a"}}),
+                "apiVersion",
+            ),
+            (
+                json!({"apiVersion": "v1", "metadata": {"name": "a"}}),
+                "kind",
+            ),
+            (
+                json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {}}),
+                "metadata.name",
+            ),
+            (
+                json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "A_b"}}),
+                "metadata.name",
+            ),
+            (
+                json!({"apiVersion": "apps/v1", "kind": "ConfigMap", "metadata": {"name": "a"}}),
+                "apiVersion",
+            ),
+            (
+                json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "a"}}),
+                "kind",
+            ),
+            (
+                json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "labels": {"x": 1}}}),
+                "metadata.labels",
+            ),
+        ];
+        for (object, field) in cases {
+            assert_eq!(
+                field_of(validate(&resource, Some("ns"), None, &object, false)),
+                field,
+                "{object}"
+            );
+        }
+    }
+
+    #[test]
+    fn url_mismatches_and_strict_fields() {
+        let resource = config_maps();
+        let object = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "x"}, "extra": 1});
+        assert!(matches!(
+            validate(&resource, Some("y"), None, &object, false),
+            Err(ApiError::BadRequest(_))
+        ));
+        assert!(matches!(
+            validate(&resource, Some("x"), Some("b"), &object, false),
+            Err(ApiError::BadRequest(_))
+        ));
+        assert!(validate(&resource, Some("x"), Some("a"), &object, false).is_ok());
+        assert!(matches!(
+            validate(&resource, Some("x"), Some("a"), &object, true),
+            Err(ApiError::BadRequest(_))
+        ));
+    }
+
+    #[test]
+    fn dns_names() {
+        assert!(is_dns1123_label("shop-1"));
+        assert!(!is_dns1123_label("shop.eu"));
+        assert!(!is_dns1123_label("-a"));
+        assert!(!is_dns1123_label(&"a".repeat(64)));
+        assert!(is_dns1123_subdomain("widgets.example.com"));
+        assert!(!is_dns1123_subdomain("a..b"));
+    }
+}

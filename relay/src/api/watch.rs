@@ -1,0 +1,361 @@
+//! Watches (`?watch=1`): a streamed response of newline-delimited
+//! `{"type": ..., "object": ...}` events, as kube-apiserver writes them.
+//!
+//! A watch from resourceVersion `""` or `"0"` first sends every matching
+//! object as `ADDED`; from a later version it replays the store's history,
+//! or sends one `ERROR` event with a `410 Expired` Status when the history no
+//! longer reaches back that far. Bookmarks are sent when asked for; the
+//! stream ends after `timeoutSeconds`, on server shutdown, or when the client
+//! goes away. Read-only resources send their current objects and then only
+//! bookmarks.
+
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, StreamBody};
+use hyper::body::Frame;
+use hyper::header::{HeaderValue, CONTENT_TYPE};
+use hyper::{Response, StatusCode};
+use serde_json::{json, Value};
+use tokio::sync::{broadcast, mpsc};
+use tracing::debug;
+
+use super::crud::{select, store_error, Filter};
+use super::query::Query;
+use super::resources::{Resource, Source};
+use super::routes::{ApiBody, Context};
+use super::status::Status;
+use super::table::{self, IncludeObject};
+use super::{ApiError, Backend};
+use crate::objects::{ObjectError, ObjectEvent, WatchEventType};
+
+/// How long a watch lasts when the client does not say (kube-apiserver picks
+/// 30 to 60 minutes).
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30 * 60);
+
+/// How often bookmarks are sent, when asked for.
+const BOOKMARK_INTERVAL: Duration = Duration::from_secs(10);
+
+/// How the events of one watch are written.
+struct Encoder {
+    resource: Resource,
+    as_table: bool,
+    include: IncludeObject,
+}
+
+impl Encoder {
+    fn event(&self, event_type: &str, object: &Value, resource_version: &str) -> Bytes {
+        let mut object = object.clone();
+        if object.is_object() {
+            object["apiVersion"] = json!(self.resource.api_version());
+            object["kind"] = json!(self.resource.kind);
+        }
+        let object = if self.as_table {
+            table::render(
+                &self.resource,
+                &[object],
+                self.include,
+                resource_version,
+                SystemTime::now(),
+            )
+        } else {
+            object
+        };
+        line(&json!({"type": event_type, "object": object}))
+    }
+
+    fn bookmark(&self, resource_version: u64) -> Bytes {
+        let object = json!({
+            "kind": self.resource.kind,
+            "apiVersion": self.resource.api_version(),
+            "metadata": {"resourceVersion": resource_version.to_string()},
+        });
+        line(&json!({"type": "BOOKMARK", "object": object}))
+    }
+}
+
+/// Starts a watch and returns its streaming response.
+pub(super) fn serve<B: Backend>(
+    context: &Context<B>,
+    resource: &Resource,
+    filter: Filter,
+    query: &Query,
+    as_table: bool,
+) -> Result<Response<ApiBody>, ApiError> {
+    let timeout = query
+        .get("timeoutSeconds")
+        .and_then(|seconds| seconds.parse().ok())
+        .map_or(DEFAULT_TIMEOUT, Duration::from_secs);
+    let bookmarks = query.get("allowWatchBookmarks") == Some("true");
+    let encoder = Encoder {
+        resource: resource.clone(),
+        as_table,
+        include: IncludeObject::parse(query.get("includeObject")),
+    };
+    let (sender, receiver) = mpsc::channel::<Bytes>(256);
+    let mut initial = Vec::new();
+    let mut live = None;
+    let since = query.get("resourceVersion").unwrap_or_default();
+    if resource.source != Source::Stored || since.is_empty() || since == "0" {
+        let (objects, version) = select(context, resource, &filter)?;
+        for object in &objects {
+            let version = object
+                .pointer("/metadata/resourceVersion")
+                .and_then(Value::as_str)
+                .unwrap_or(&version);
+            initial.push(encoder.event("ADDED", object, version));
+        }
+        if resource.source == Source::Stored {
+            let version: u64 = version.parse().unwrap_or(0);
+            let (history, events) = context
+                .objects
+                .watch(version)
+                .map_err(|e| store_error(resource, "", e))?;
+            initial.extend(
+                history
+                    .iter()
+                    .filter_map(|event| encode(&encoder, &filter, event)),
+            );
+            live = Some(events);
+        }
+    } else {
+        let version: u64 = since
+            .parse()
+            .map_err(|_| ApiError::BadRequest(format!("invalid resourceVersion {since:?}")))?;
+        match context.objects.watch(version) {
+            Ok((history, events)) => {
+                initial.extend(
+                    history
+                        .iter()
+                        .filter_map(|event| encode(&encoder, &filter, event)),
+                );
+                live = Some(events);
+            }
+            Err(error @ ObjectError::Gone { .. }) => {
+                let status = Status::from_error(&ApiError::Gone(error.to_string()));
+                initial.push(line(&json!({"type": "ERROR", "object": status})));
+            }
+            Err(error) => return Err(store_error(resource, "", error)),
+        }
+    }
+    let resource_version = context.objects.resource_version();
+    let stop = context.stop.clone();
+    let objects = context.objects.clone();
+    debug!(resource = %resource.qualified(), namespace = ?filter.namespace, since, ?timeout, "watch started");
+    tokio::spawn(async move {
+        stream(
+            sender,
+            initial,
+            live,
+            encoder,
+            filter,
+            StreamOptions {
+                timeout,
+                bookmarks,
+                resource_version,
+            },
+            stop,
+            objects,
+        )
+        .await;
+    });
+    let body = StreamBody::new(futures::stream::unfold(
+        receiver,
+        |mut receiver| async move {
+            receiver
+                .recv()
+                .await
+                .map(|bytes| (Ok(Frame::data(bytes)), receiver))
+        },
+    ));
+    let mut response = Response::new(BodyExt::boxed_unsync(body));
+    *response.status_mut() = StatusCode::OK;
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    Ok(response)
+}
+
+struct StreamOptions {
+    timeout: Duration,
+    bookmarks: bool,
+    resource_version: u64,
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn stream(
+    sender: mpsc::Sender<Bytes>,
+    initial: Vec<Bytes>,
+    live: Option<broadcast::Receiver<ObjectEvent>>,
+    encoder: Encoder,
+    filter: Filter,
+    options: StreamOptions,
+    mut stop: tokio::sync::watch::Receiver<()>,
+    objects: crate::objects::ObjectStore,
+) {
+    for bytes in initial {
+        if sender.send(bytes).await.is_err() {
+            return;
+        }
+    }
+    let deadline = tokio::time::sleep(options.timeout);
+    tokio::pin!(deadline);
+    let mut ticker = tokio::time::interval(BOOKMARK_INTERVAL);
+    ticker.tick().await;
+    let mut last_version = options.resource_version;
+    let mut live = live;
+    loop {
+        let next = async {
+            match live.as_mut() {
+                Some(receiver) => receiver.recv().await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            () = &mut deadline => break,
+            _ = stop.changed() => break,
+            () = sender.closed() => break,
+            _ = ticker.tick(), if options.bookmarks => {
+                last_version = last_version.max(objects.resource_version());
+                if sender.send(encoder.bookmark(last_version)).await.is_err() {
+                    break;
+                }
+            }
+            event = next => match event {
+                Ok(event) => {
+                    last_version = event.resource_version;
+                    if let Some(bytes) = encode(&encoder, &filter, &event) {
+                        if sender.send(bytes).await.is_err() {
+                            break;
+                        }
+                    }
+                }
+                Err(broadcast::error::RecvError::Lagged(missed)) => {
+                    // The client must start over from a list.
+                    debug!(missed, "watch fell behind; ending it");
+                    let status = Status::from_error(&ApiError::Gone(format!("the watch fell {missed} events behind")));
+                    let _ = sender.send(line(&json!({"type": "ERROR", "object": status}))).await;
+                    break;
+                }
+                Err(broadcast::error::RecvError::Closed) => break,
+            },
+        }
+    }
+    debug!(resource = %encoder.resource.qualified(), "watch ended");
+}
+
+/// The line of `event`, if the watch wants it.
+fn encode(encoder: &Encoder, filter: &Filter, event: &ObjectEvent) -> Option<Bytes> {
+    let resource = &encoder.resource;
+    let wanted = event.key.group == resource.group
+        && event.key.resource == resource.plural
+        && (filter.namespace.is_none() || event.key.namespace == filter.namespace)
+        && filter.matches(&event.object);
+    let event_type = match event.event_type {
+        WatchEventType::Added => "ADDED",
+        WatchEventType::Modified => "MODIFIED",
+        WatchEventType::Deleted => "DELETED",
+    };
+    wanted.then(|| {
+        encoder.event(
+            event_type,
+            &event.object,
+            &event.resource_version.to_string(),
+        )
+    })
+}
+
+fn line(value: &Value) -> Bytes {
+    let mut bytes = serde_json::to_vec(value).unwrap_or_default();
+    bytes.push(b'\n');
+    Bytes::from(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::objects::ObjectKey;
+
+    fn encoder() -> Encoder {
+        Encoder {
+            resource: Resource {
+                group: String::new(),
+                version: "v1".into(),
+                plural: "configmaps".into(),
+                singular: "configmap".into(),
+                kind: "ConfigMap".into(),
+                namespaced: true,
+                short_names: vec![],
+                source: Source::Stored,
+                builtin: true,
+                schema: None,
+                printer_columns: vec![],
+            },
+            as_table: false,
+            include: IncludeObject::Metadata,
+        }
+    }
+
+    fn event(namespace: &str, resource: &str, labels: Value) -> ObjectEvent {
+        ObjectEvent {
+            event_type: WatchEventType::Modified,
+            key: ObjectKey::new("", resource, Some(namespace), "a"),
+            object: json!({"metadata": {"name": "a", "namespace": namespace, "labels": labels}}),
+            resource_version: 9,
+        }
+    }
+
+    #[test]
+    fn events_are_filtered_and_framed() {
+        let query = Query::parse(Some("labelSelector=app%3Dweb")).expect("parses");
+        let filter = Filter::parse(Some("shop".into()), &query).expect("valid selectors");
+        let encoder = encoder();
+        let line = encode(
+            &encoder,
+            &filter,
+            &event("shop", "configmaps", json!({"app": "web"})),
+        )
+        .expect("wanted");
+        let decoded: Value = serde_json::from_slice(&line).expect("JSON");
+        assert!(line.ends_with(b"\n"));
+        assert_eq!(decoded["type"], "MODIFIED");
+        assert_eq!(decoded["object"]["kind"], "ConfigMap");
+        assert!(encode(
+            &encoder,
+            &filter,
+            &event("other", "configmaps", json!({"app": "web"}))
+        )
+        .is_none());
+        assert!(encode(
+            &encoder,
+            &filter,
+            &event("shop", "secrets", json!({"app": "web"}))
+        )
+        .is_none());
+        assert!(encode(
+            &encoder,
+            &filter,
+            &event("shop", "configmaps", json!({"app": "db"}))
+        )
+        .is_none());
+    }
+
+    #[test]
+    fn bookmarks_and_tables() {
+        let mut encoder = encoder();
+        let bookmark: Value = serde_json::from_slice(&encoder.bookmark(42)).expect("JSON");
+        assert_eq!(bookmark["type"], "BOOKMARK");
+        assert_eq!(bookmark["object"]["metadata"]["resourceVersion"], "42");
+        encoder.as_table = true;
+        let table: Value = serde_json::from_slice(&encoder.event(
+            "ADDED",
+            &json!({"metadata": {"name": "a"}}),
+            "3",
+        ))
+        .expect("JSON");
+        assert_eq!(table["object"]["kind"], "Table");
+        assert_eq!(table["object"]["rows"][0]["cells"][0], "a");
+    }
+}

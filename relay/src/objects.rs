@@ -1,0 +1,509 @@
+//! Unstructured object storage for the root's Kubernetes API, as kcp does it:
+//! objects of every kind are JSON documents in one sled tree, keyed by group,
+//! plural resource, namespace and name.
+//!
+//! What the store owns: the single, persisted, monotonically increasing
+//! `resourceVersion` (every write takes the next one), the fields the server
+//! sets (`uid`, `creationTimestamp`, `generation`, `resourceVersion`),
+//! optimistic concurrency on updates, and a bounded in-memory history of
+//! changes plus a broadcast channel, from which watches are served.
+//!
+//! What it does not do: validation, kinds and scopes (the API's resource
+//! registry knows those), selectors, or patching. Writes are serialized by one
+//! mutex; a write is one atomic sled batch (object and counter together).
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::SystemTime;
+
+use serde_json::{json, Value};
+use tokio::sync::broadcast;
+use tracing::{debug, info};
+
+mod stamp;
+#[cfg(test)]
+mod tests;
+
+pub use stamp::new_uid;
+
+/// How many past events watches can resume from.
+pub const HISTORY_LEN: usize = 10_000;
+
+/// How many events a slow subscriber may fall behind before it is told it
+/// lagged.
+const BROADCAST_CAPACITY: usize = 4096;
+
+/// The sled key of the persisted resourceVersion counter.
+const RESOURCE_VERSION_KEY: &[u8] = b"m/resourceVersion";
+/// The prefix of object keys.
+const OBJECT_PREFIX: &str = "o/";
+
+/// Namespaces that exist from the start, as in every Kubernetes cluster.
+pub const INITIAL_NAMESPACES: [&str; 3] = ["default", "kube-system", "kube-public"];
+
+/// Where an object lives: its group, plural resource, namespace and name.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ObjectKey {
+    /// The API group; empty for the core group.
+    pub group: String,
+    /// The plural resource name, as `deployments`.
+    pub resource: String,
+    /// The namespace; `None` for cluster-scoped objects.
+    pub namespace: Option<String>,
+    /// The object's name.
+    pub name: String,
+}
+
+/// What happened to an object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WatchEventType {
+    /// It was created.
+    Added,
+    /// It was changed.
+    Modified,
+    /// It was deleted.
+    Deleted,
+}
+
+/// One change, as watches see it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ObjectEvent {
+    /// What happened.
+    pub event_type: WatchEventType,
+    /// Which object.
+    pub key: ObjectKey,
+    /// The object after the change (for deletions: its last state, with the
+    /// deletion's resourceVersion).
+    pub object: Value,
+    /// The resourceVersion the change took.
+    pub resource_version: u64,
+}
+
+/// Why a store operation failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ObjectError {
+    /// sled failed.
+    #[error("object storage failed")]
+    Sled(#[from] sled::Error),
+    /// A stored object or counter cannot be decoded.
+    #[error("stored object {key} is corrupt")]
+    Corrupt {
+        /// The sled key.
+        key: String,
+        /// Why it cannot be decoded.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The object to create exists already.
+    #[error("{0} already exists")]
+    AlreadyExists(ObjectKey),
+    /// The object does not exist.
+    #[error("{0} not found")]
+    NotFound(ObjectKey),
+    /// An update carried a resourceVersion other than the stored one.
+    #[error("the object has been modified; please apply your changes to the latest version and try again (stored {stored}, given {given})")]
+    Conflict {
+        /// The stored object's resourceVersion.
+        stored: u64,
+        /// The one the update carried.
+        given: String,
+    },
+    /// A watch asked for history older than the store keeps.
+    #[error("too old resource version: {requested} ({oldest})")]
+    Gone {
+        /// The resourceVersion asked for.
+        requested: u64,
+        /// The oldest one a watch can start from.
+        oldest: u64,
+    },
+    /// The object is not a JSON object.
+    #[error("an object must be a JSON object")]
+    NotAnObject,
+}
+
+/// The object store. Cheap to clone; clones share everything.
+#[derive(Clone)]
+pub struct ObjectStore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    tree: sled::Tree,
+    state: Mutex<State>,
+    events: broadcast::Sender<ObjectEvent>,
+}
+
+struct State {
+    /// The last resourceVersion handed out.
+    resource_version: u64,
+    /// Watches can start from any version at or after this one.
+    oldest_watchable: u64,
+    /// The latest events, oldest first.
+    history: VecDeque<ObjectEvent>,
+}
+
+impl fmt::Display for ObjectKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let resource = if self.group.is_empty() {
+            self.resource.clone()
+        } else {
+            format!("{}.{}", self.resource, self.group)
+        };
+        match &self.namespace {
+            Some(namespace) => write!(f, "{resource} {namespace}/{:?}", self.name),
+            None => write!(f, "{resource} {:?}", self.name),
+        }
+    }
+}
+
+impl ObjectKey {
+    /// A key from its parts.
+    pub fn new(group: &str, resource: &str, namespace: Option<&str>, name: &str) -> Self {
+        Self {
+            group: group.to_string(),
+            resource: resource.to_string(),
+            namespace: namespace.map(str::to_string),
+            name: name.to_string(),
+        }
+    }
+
+    fn encode(&self) -> String {
+        // Cluster-scoped objects have an empty namespace segment.
+        format!(
+            "{}{}",
+            prefix(
+                &self.group,
+                &self.resource,
+                Some(self.namespace.as_deref().unwrap_or_default())
+            ),
+            self.name
+        )
+    }
+
+    fn decode(key: &[u8]) -> Option<Self> {
+        let text = std::str::from_utf8(key).ok()?.strip_prefix(OBJECT_PREFIX)?;
+        let mut parts = text.splitn(4, '/');
+        let group = parts.next()?;
+        let resource = parts.next()?;
+        let namespace = parts.next()?;
+        let name = parts.next()?;
+        Some(Self::new(
+            group,
+            resource,
+            (!namespace.is_empty()).then_some(namespace),
+            name,
+        ))
+    }
+}
+
+/// The sled key prefix of a resource's objects, in one namespace or all.
+fn prefix(group: &str, resource: &str, namespace: Option<&str>) -> String {
+    match namespace {
+        Some(namespace) => format!("{OBJECT_PREFIX}{group}/{resource}/{namespace}/"),
+        None => format!("{OBJECT_PREFIX}{group}/{resource}/"),
+    }
+}
+
+impl ObjectStore {
+    /// Opens the store on `tree`, creating the initial namespaces if missing.
+    pub fn open(tree: sled::Tree) -> Result<Self, ObjectError> {
+        let resource_version = match tree.get(RESOURCE_VERSION_KEY)? {
+            Some(bytes) => {
+                serde_json::from_slice(&bytes).map_err(|source| ObjectError::Corrupt {
+                    key: "resourceVersion".into(),
+                    source,
+                })?
+            }
+            None => 0,
+        };
+        let (events, _) = broadcast::channel(BROADCAST_CAPACITY);
+        let store = Self {
+            inner: Arc::new(Inner {
+                tree,
+                state: Mutex::new(State {
+                    resource_version,
+                    oldest_watchable: resource_version,
+                    history: VecDeque::new(),
+                }),
+                events,
+            }),
+        };
+        for name in INITIAL_NAMESPACES {
+            let key = ObjectKey::new("", "namespaces", None, name);
+            if store.get(&key)?.is_none() {
+                let namespace = json!({
+                    "apiVersion": "v1",
+                    "kind": "Namespace",
+                    "metadata": {"name": name},
+                    "spec": {"finalizers": ["kubernetes"]},
+                    "status": {"phase": "Active"},
+                });
+                store.create(&key, namespace)?;
+            }
+        }
+        info!(resource_version, "object store open");
+        Ok(store)
+    }
+
+    /// The object at `key`, if any.
+    pub fn get(&self, key: &ObjectKey) -> Result<Option<Value>, ObjectError> {
+        let encoded = key.encode();
+        match self.inner.tree.get(encoded.as_bytes())? {
+            Some(bytes) => Ok(Some(decode_object(&encoded, &bytes)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// The objects of a resource, in one namespace or all, sorted by
+    /// namespace and name, and the resourceVersion they are current at.
+    pub fn list(
+        &self,
+        group: &str,
+        resource: &str,
+        namespace: Option<&str>,
+    ) -> Result<(Vec<Value>, u64), ObjectError> {
+        // Holding the lock makes the list and its version consistent.
+        let state = self.lock();
+        let mut objects = Vec::new();
+        for item in self
+            .inner
+            .tree
+            .scan_prefix(prefix(group, resource, namespace).as_bytes())
+        {
+            let (key, bytes) = item?;
+            objects.push(decode_object(&String::from_utf8_lossy(&key), &bytes)?);
+        }
+        Ok((objects, state.resource_version))
+    }
+
+    /// Every object of every kind, with its key.
+    pub fn list_all(&self) -> Result<Vec<(ObjectKey, Value)>, ObjectError> {
+        let mut objects = Vec::new();
+        for item in self.inner.tree.scan_prefix(OBJECT_PREFIX.as_bytes()) {
+            let (key, bytes) = item?;
+            let text = String::from_utf8_lossy(&key).into_owned();
+            let object_key = ObjectKey::decode(&key).ok_or_else(|| ObjectError::Corrupt {
+                key: text.clone(),
+                source: serde::de::Error::custom("malformed key"),
+            })?;
+            objects.push((object_key, decode_object(&text, &bytes)?));
+        }
+        Ok(objects)
+    }
+
+    /// Every change from now on. A receiver that falls far behind gets
+    /// `Lagged` and should start over from a list.
+    pub fn subscribe(&self) -> broadcast::Receiver<ObjectEvent> {
+        self.inner.events.subscribe()
+    }
+
+    /// The last resourceVersion handed out.
+    pub fn resource_version(&self) -> u64 {
+        self.lock().resource_version
+    }
+
+    /// The changes after `resource_version` that the history still holds,
+    /// and a receiver for all later ones, taken atomically so none is missed
+    /// or seen twice. [`ObjectError::Gone`] if the history no longer reaches
+    /// back that far.
+    pub fn watch(
+        &self,
+        resource_version: u64,
+    ) -> Result<(Vec<ObjectEvent>, broadcast::Receiver<ObjectEvent>), ObjectError> {
+        let state = self.lock();
+        if resource_version < state.oldest_watchable {
+            return Err(ObjectError::Gone {
+                requested: resource_version,
+                oldest: state.oldest_watchable,
+            });
+        }
+        let events = state
+            .history
+            .iter()
+            .filter(|event| event.resource_version > resource_version)
+            .cloned()
+            .collect();
+        Ok((events, self.inner.events.subscribe()))
+    }
+
+    /// The changes after `resource_version`, or [`ObjectError::Gone`].
+    pub fn events_since(&self, resource_version: u64) -> Result<Vec<ObjectEvent>, ObjectError> {
+        self.watch(resource_version).map(|(events, _)| events)
+    }
+
+    /// Creates the object at `key`; the server sets `uid`,
+    /// `creationTimestamp`, `generation` and `resourceVersion`. Returns what
+    /// was stored.
+    pub fn create(&self, key: &ObjectKey, object: Value) -> Result<Value, ObjectError> {
+        self.create_inner(key, object, false)
+    }
+
+    /// What [`create`](Self::create) would store, without storing it.
+    pub fn create_dry_run(&self, key: &ObjectKey, object: Value) -> Result<Value, ObjectError> {
+        self.create_inner(key, object, true)
+    }
+
+    /// Replaces the object at `key`. If `object` carries a non-empty
+    /// `metadata.resourceVersion` it must be the stored one
+    /// ([`ObjectError::Conflict`] otherwise). `uid` and `creationTimestamp`
+    /// are kept; `generation` goes up when anything outside `metadata` and
+    /// `status` changed. An update that changes nothing writes nothing.
+    pub fn update(&self, key: &ObjectKey, object: Value) -> Result<Value, ObjectError> {
+        self.update_inner(key, object, false)
+    }
+
+    /// What [`update`](Self::update) would store, without storing it.
+    pub fn update_dry_run(&self, key: &ObjectKey, object: Value) -> Result<Value, ObjectError> {
+        self.update_inner(key, object, true)
+    }
+
+    /// Deletes the object at `key` and returns its last state.
+    pub fn delete(&self, key: &ObjectKey) -> Result<Value, ObjectError> {
+        let mut state = self.lock();
+        let encoded = key.encode();
+        let Some(bytes) = self.inner.tree.get(encoded.as_bytes())? else {
+            return Err(ObjectError::NotFound(key.clone()));
+        };
+        let mut object = decode_object(&encoded, &bytes)?;
+        let resource_version = state.resource_version + 1;
+        stamp::set_resource_version(&mut object, resource_version);
+        let mut batch = sled::Batch::default();
+        batch.remove(encoded.as_bytes());
+        batch.insert(
+            RESOURCE_VERSION_KEY,
+            resource_version.to_string().as_bytes(),
+        );
+        self.inner.tree.apply_batch(batch)?;
+        self.publish(&mut state, WatchEventType::Deleted, key, object.clone());
+        Ok(object)
+    }
+
+    fn create_inner(
+        &self,
+        key: &ObjectKey,
+        mut object: Value,
+        dry_run: bool,
+    ) -> Result<Value, ObjectError> {
+        if !object.is_object() {
+            return Err(ObjectError::NotAnObject);
+        }
+        let mut state = self.lock();
+        let encoded = key.encode();
+        if self.inner.tree.contains_key(encoded.as_bytes())? {
+            return Err(ObjectError::AlreadyExists(key.clone()));
+        }
+        let resource_version = state.resource_version + 1;
+        stamp::new_object(&mut object, key, SystemTime::now());
+        stamp::set_resource_version(&mut object, resource_version);
+        if dry_run {
+            return Ok(object);
+        }
+        self.write(&encoded, &object, resource_version)?;
+        self.publish(&mut state, WatchEventType::Added, key, object.clone());
+        Ok(object)
+    }
+
+    fn update_inner(
+        &self,
+        key: &ObjectKey,
+        mut object: Value,
+        dry_run: bool,
+    ) -> Result<Value, ObjectError> {
+        if !object.is_object() {
+            return Err(ObjectError::NotAnObject);
+        }
+        let mut state = self.lock();
+        let encoded = key.encode();
+        let Some(bytes) = self.inner.tree.get(encoded.as_bytes())? else {
+            return Err(ObjectError::NotFound(key.clone()));
+        };
+        let old = decode_object(&encoded, &bytes)?;
+        let stored = stamp::resource_version(&old);
+        let given = object
+            .pointer("/metadata/resourceVersion")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        if !given.is_empty() && given != stored.to_string() {
+            return Err(ObjectError::Conflict { stored, given });
+        }
+        stamp::carry_over(&old, &mut object, key);
+        stamp::set_resource_version(&mut object, stored);
+        if object == old {
+            debug!(%key, "update changes nothing");
+            return Ok(old);
+        }
+        let resource_version = state.resource_version + 1;
+        stamp::set_resource_version(&mut object, resource_version);
+        if dry_run {
+            return Ok(object);
+        }
+        self.write(&encoded, &object, resource_version)?;
+        self.publish(&mut state, WatchEventType::Modified, key, object.clone());
+        Ok(object)
+    }
+
+    fn write(
+        &self,
+        encoded: &str,
+        object: &Value,
+        resource_version: u64,
+    ) -> Result<(), ObjectError> {
+        let bytes = serde_json::to_vec(object).map_err(|source| ObjectError::Corrupt {
+            key: encoded.to_string(),
+            source,
+        })?;
+        let mut batch = sled::Batch::default();
+        batch.insert(encoded.as_bytes(), bytes);
+        batch.insert(
+            RESOURCE_VERSION_KEY,
+            resource_version.to_string().as_bytes(),
+        );
+        self.inner.tree.apply_batch(batch)?;
+        Ok(())
+    }
+
+    /// Records a write that took the next resourceVersion.
+    fn publish(
+        &self,
+        state: &mut State,
+        event_type: WatchEventType,
+        key: &ObjectKey,
+        object: Value,
+    ) {
+        state.resource_version += 1;
+        let event = ObjectEvent {
+            event_type,
+            key: key.clone(),
+            object,
+            resource_version: state.resource_version,
+        };
+        debug!(%key, resource_version = state.resource_version, ?event_type, "object changed");
+        if state.history.len() == HISTORY_LEN {
+            if let Some(dropped) = state.history.pop_front() {
+                state.oldest_watchable = dropped.resource_version;
+            }
+        }
+        state.history.push_back(event.clone());
+        // No subscribers is fine.
+        let _ = self.inner.events.send(event);
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // The state is a counter and a queue, consistent after every
+        // statement; a panicking writer cannot leave it half-changed.
+        self.inner
+            .state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+fn decode_object(key: &str, bytes: &[u8]) -> Result<Value, ObjectError> {
+    serde_json::from_slice(bytes).map_err(|source| ObjectError::Corrupt {
+        key: key.to_string(),
+        source,
+    })
+}

@@ -1,0 +1,127 @@
+//! The metadata fields the server owns: `uid`, `creationTimestamp`,
+//! `generation`, `resourceVersion`, and the namespace and name a key implies.
+//! Pure functions on JSON; no IO.
+
+use std::time::SystemTime;
+
+use rand::Rng;
+use serde_json::{Map, Value};
+
+use super::ObjectKey;
+
+/// A random RFC 4122 version 4 UUID, as Kubernetes uids are.
+pub fn new_uid() -> String {
+    let mut bytes: [u8; 16] = rand::thread_rng().gen();
+    bytes[6] = (bytes[6] & 0x0f) | 0x40;
+    bytes[8] = (bytes[8] & 0x3f) | 0x80;
+    let hex: String = bytes.iter().map(|byte| format!("{byte:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[0..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..32]
+    )
+}
+
+/// Sets the fields of a new object: uid, creation time, generation 1, and the
+/// key's name and namespace. Drops any `deletionTimestamp` a client sent.
+pub(super) fn new_object(object: &mut Value, key: &ObjectKey, now: SystemTime) {
+    let metadata = metadata_mut(object);
+    metadata.insert("uid".into(), Value::String(new_uid()));
+    metadata.insert(
+        "creationTimestamp".into(),
+        Value::String(humantime::format_rfc3339_seconds(now).to_string()),
+    );
+    metadata.insert("generation".into(), Value::from(1));
+    metadata.remove("deletionTimestamp");
+    set_identity(metadata, key);
+}
+
+/// Carries the server-owned fields of `old` over to its replacement `new`,
+/// bumping the generation if anything but metadata and status changed.
+pub(super) fn carry_over(old: &Value, new: &mut Value, key: &ObjectKey) {
+    let generation = old
+        .pointer("/metadata/generation")
+        .and_then(Value::as_i64)
+        .unwrap_or(1);
+    let generation = if spec_changed(old, new) {
+        generation + 1
+    } else {
+        generation
+    };
+    let metadata = metadata_mut(new);
+    for field in ["uid", "creationTimestamp"] {
+        match old.pointer(&format!("/metadata/{field}")) {
+            Some(value) => metadata.insert(field.into(), value.clone()),
+            None => metadata.remove(field),
+        };
+    }
+    metadata.insert("generation".into(), Value::from(generation));
+    set_identity(metadata, key);
+}
+
+/// The stored resourceVersion of an object (0 if it has none).
+pub(super) fn resource_version(object: &Value) -> u64 {
+    object
+        .pointer("/metadata/resourceVersion")
+        .and_then(Value::as_str)
+        .and_then(|text| text.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Sets `metadata.resourceVersion` (a string, as in Kubernetes).
+pub(super) fn set_resource_version(object: &mut Value, resource_version: u64) {
+    metadata_mut(object).insert(
+        "resourceVersion".into(),
+        Value::String(resource_version.to_string()),
+    );
+}
+
+/// Whether anything outside `metadata` and `status` differs.
+fn spec_changed(old: &Value, new: &Value) -> bool {
+    let rest = |object: &Value| -> Map<String, Value> {
+        object
+            .as_object()
+            .map(|fields| {
+                fields
+                    .iter()
+                    .filter(|(name, _)| !matches!(name.as_str(), "metadata" | "status"))
+                    .map(|(name, value)| (name.clone(), value.clone()))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    rest(old) != rest(new)
+}
+
+fn set_identity(metadata: &mut Map<String, Value>, key: &ObjectKey) {
+    metadata.insert("name".into(), Value::String(key.name.clone()));
+    match &key.namespace {
+        Some(namespace) => metadata.insert("namespace".into(), Value::String(namespace.clone())),
+        None => metadata.remove("namespace"),
+    };
+}
+
+/// `object.metadata`, made an object if it is missing or not one. `object`
+/// itself must be a JSON object (callers check); anything else is replaced
+/// by one.
+fn metadata_mut(object: &mut Value) -> &mut Map<String, Value> {
+    if !object.is_object() {
+        *object = Value::Object(Map::new());
+    }
+    let Value::Object(fields) = object else {
+        unreachable!("made an object above")
+    };
+    let metadata = fields
+        .entry("metadata")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if !metadata.is_object() {
+        *metadata = Value::Object(Map::new());
+    }
+    match metadata {
+        Value::Object(map) => map,
+        _ => unreachable!("made an object above"),
+    }
+}

@@ -1,0 +1,168 @@
+use serde_json::json;
+
+use super::*;
+
+fn open() -> (tempfile::TempDir, sled::Db, ObjectStore) {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let db = sled::open(dir.path().join("db")).expect("sled opens");
+    let store = ObjectStore::open(db.open_tree("objects").expect("a tree")).expect("store opens");
+    (dir, db, store)
+}
+
+fn config_map(name: &str) -> (ObjectKey, Value) {
+    let key = ObjectKey::new("", "configmaps", Some("default"), name);
+    let object = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {"a": "1"}});
+    (key, object)
+}
+
+#[test]
+fn initial_namespaces_exist() {
+    let (_dir, _db, store) = open();
+    let (namespaces, version) = store.list("", "namespaces", None).expect("lists");
+    let names: Vec<_> = namespaces
+        .iter()
+        .map(|ns| ns["metadata"]["name"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(names, ["default", "kube-public", "kube-system"]);
+    assert_eq!(version, 3);
+    assert_eq!(namespaces[0]["status"]["phase"], "Active");
+}
+
+#[test]
+fn create_sets_server_fields_and_refuses_duplicates() {
+    let (_dir, _db, store) = open();
+    let (key, object) = config_map("a");
+    let created = store.create(&key, object.clone()).expect("creates");
+    assert_eq!(created["metadata"]["resourceVersion"], "4");
+    assert_eq!(created["metadata"]["generation"], 1);
+    assert_eq!(created["metadata"]["namespace"], "default");
+    assert_eq!(created["metadata"]["uid"].as_str().map(str::len), Some(36));
+    assert!(created["metadata"]["creationTimestamp"].is_string());
+    assert!(matches!(
+        store.create(&key, object),
+        Err(ObjectError::AlreadyExists(_))
+    ));
+    assert_eq!(store.get(&key).expect("reads"), Some(created));
+}
+
+#[test]
+fn updates_check_the_resource_version_and_bump_generation() {
+    let (_dir, _db, store) = open();
+    let (key, object) = config_map("a");
+    let created = store.create(&key, object).expect("creates");
+    let mut stale = created.clone();
+    stale["metadata"]["resourceVersion"] = json!("1");
+    assert!(matches!(
+        store.update(&key, stale),
+        Err(ObjectError::Conflict { stored: 4, .. })
+    ));
+    let mut changed = created.clone();
+    changed["data"]["a"] = json!("2");
+    let updated = store.update(&key, changed).expect("updates");
+    assert_eq!(updated["metadata"]["resourceVersion"], "5");
+    assert_eq!(updated["metadata"]["generation"], 2);
+    assert_eq!(updated["metadata"]["uid"], created["metadata"]["uid"]);
+    // Status changes keep the generation; no-op updates write nothing.
+    let mut status = updated.clone();
+    status["metadata"]["resourceVersion"] = json!("");
+    status["status"] = json!({"x": 1});
+    let with_status = store.update(&key, status).expect("updates");
+    assert_eq!(with_status["metadata"]["generation"], 2);
+    let again = store.update(&key, with_status.clone()).expect("updates");
+    assert_eq!(again, with_status);
+    assert_eq!(store.resource_version(), 6);
+    let missing = ObjectKey::new("", "configmaps", Some("default"), "b");
+    assert!(matches!(
+        store.update(&missing, json!({})),
+        Err(ObjectError::NotFound(_))
+    ));
+}
+
+#[test]
+fn dry_runs_write_nothing() {
+    let (_dir, _db, store) = open();
+    let (key, object) = config_map("a");
+    let would = store.create_dry_run(&key, object).expect("would create");
+    assert_eq!(would["metadata"]["name"], "a");
+    assert_eq!(store.get(&key).expect("reads"), None);
+    assert_eq!(store.resource_version(), 3);
+}
+
+#[test]
+fn watch_replays_history_and_refuses_too_old_versions() {
+    let (_dir, db, store) = open();
+    let (key, object) = config_map("a");
+    store.create(&key, object).expect("creates");
+    let deleted = store.delete(&key).expect("deletes");
+    assert_eq!(deleted["metadata"]["resourceVersion"], "5");
+    let (events, mut receiver) = store.watch(3).expect("watchable");
+    let types: Vec<_> = events.iter().map(|event| event.event_type).collect();
+    assert_eq!(types, [WatchEventType::Added, WatchEventType::Deleted]);
+    assert_eq!(store.events_since(4).expect("watchable").len(), 1);
+    let (key_b, object_b) = config_map("b");
+    store.create(&key_b, object_b).expect("creates");
+    let event = receiver.try_recv().expect("an event");
+    assert_eq!((event.key, event.resource_version), (key_b, 6));
+
+    // After a restart the history is empty: older versions are gone.
+    drop(store);
+    let store = ObjectStore::open(db.open_tree("objects").expect("a tree")).expect("reopens");
+    assert_eq!(store.resource_version(), 6);
+    assert!(matches!(
+        store.watch(5),
+        Err(ObjectError::Gone {
+            requested: 5,
+            oldest: 6
+        })
+    ));
+    assert!(store.watch(6).expect("current").0.is_empty());
+}
+
+#[test]
+fn history_is_bounded() {
+    let (_dir, _db, store) = open();
+    let (key, object) = config_map("a");
+    store.create(&key, object).expect("creates");
+    for round in 0..HISTORY_LEN {
+        let mut current = store.get(&key).expect("reads").expect("exists");
+        current["data"]["a"] = json!(round.to_string());
+        store.update(&key, current).expect("updates");
+    }
+    // Events 1 to 4 were dropped: a watch from 4 still sees all later ones.
+    assert!(matches!(store.watch(3), Err(ObjectError::Gone { .. })));
+    assert_eq!(store.events_since(4).expect("kept").len(), HISTORY_LEN);
+}
+
+#[test]
+fn list_all_and_scoped_lists() {
+    let (_dir, _db, store) = open();
+    let (key, object) = config_map("a");
+    store.create(&key, object).expect("creates");
+    let other = ObjectKey::new("", "configmaps", Some("kube-system"), "a");
+    store
+        .create(&other, json!({"metadata": {}}))
+        .expect("creates");
+    assert_eq!(
+        store.list("", "configmaps", None).expect("lists").0.len(),
+        2
+    );
+    assert_eq!(
+        store
+            .list("", "configmaps", Some("kube-system"))
+            .expect("lists")
+            .0
+            .len(),
+        1
+    );
+    let all = store.list_all().expect("lists");
+    assert_eq!(all.len(), 5);
+    assert!(all.iter().any(|(k, _)| *k == other));
+}
+
+#[test]
+fn uids_are_uuid_shaped() {
+    let uid = new_uid();
+    assert_eq!(uid.len(), 36);
+    assert_eq!(uid.as_bytes()[14], b'4');
+    assert_ne!(uid, new_uid());
+}
