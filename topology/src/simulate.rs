@@ -259,18 +259,17 @@ pub fn resolve_tree(
         resolution.label_sets += scanned;
         for child in tree.children(relay) {
             let child_name = tree.name(*child);
-            let Some(cut) = placement::cut(&received, &split, &named, child_name) else {
-                continue;
-            };
-            if tree.labels(*child).is_none() {
+            if tree.labels(*child).is_some() {
+                // A leaf: selected by its share or by name, as
+                // `placement::leaf_selects` would decide on the agent.
+                if split.per_child.contains_key(child_name) {
+                    resolution.by_label.insert(child_name.to_string());
+                }
+                if named.contains(child_name) && received.names.iter().any(|n| n == child_name) {
+                    resolution.by_name.insert(child_name.to_string());
+                }
+            } else if let Some(cut) = placement::cut(&received, &split, &named, child_name) {
                 pending.push((*child, cut));
-                continue;
-            }
-            if split.per_child.contains_key(child_name) {
-                resolution.by_label.insert(child_name.to_string());
-            }
-            if cut.names.iter().any(|n| n == child_name) {
-                resolution.by_name.insert(child_name.to_string());
             }
         }
         resolution.splits.insert(name.to_string(), split);
