@@ -259,21 +259,58 @@ pub fn resolve_tree(
         resolution.label_sets += scanned;
         for child in tree.children(relay) {
             let child_name = tree.name(*child);
-            let Some(cut) = placement::cut(&received, &split, &named, child_name) else {
-                continue;
-            };
-            if tree.labels(*child).is_none() {
+            if tree.labels(*child).is_some() {
+                // A leaf: selected by its share or by name, as
+                // `placement::leaf_selects` would decide on the agent.
+                if split.per_child.contains_key(child_name) {
+                    resolution.by_label.insert(child_name.to_string());
+                }
+                if named.contains(child_name) && received.names.iter().any(|n| n == child_name) {
+                    resolution.by_name.insert(child_name.to_string());
+                }
+            } else if let Some(cut) = placement::cut(&received, &split, &named, child_name) {
                 pending.push((*child, cut));
-                continue;
-            }
-            if split.per_child.contains_key(child_name) {
-                resolution.by_label.insert(child_name.to_string());
-            }
-            if cut.names.iter().any(|n| n == child_name) {
-                resolution.by_name.insert(child_name.to_string());
             }
         }
         resolution.splits.insert(name.to_string(), split);
     }
     resolution
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::selector;
+
+    #[test]
+    fn a_tree_aggregates_bottom_up_and_resolves_named_and_bounded() {
+        let mut tree = Tree::new("root");
+        let eu = tree.add_relay(tree.root(), "eu").expect("root is a relay");
+        let edge: Labels = [("tier".to_string(), "edge".to_string())].into();
+        let one = tree.add_cluster(eu, "eu-1", &edge).expect("eu is a relay");
+        tree.add_cluster(eu, "eu-2", &edge).expect("eu is a relay");
+        assert_eq!(tree.add_relay(one, "below-a-cluster"), None);
+        assert!(tree.aggregate(tree.root()).is_empty(), "not built yet");
+        tree.build_aggregates();
+        assert_eq!(tree.aggregate(tree.root()).clusters(), 2);
+        assert_eq!(tree.aggregate(one).label_sets(), 1);
+        assert_eq!(tree.via(tree.root(), "eu-2").as_deref(), Some("eu"));
+        assert_eq!(tree.via(eu, "eu"), None);
+
+        let target = PlacementTarget {
+            selector: Some(selector::parse("tier=edge").expect("valid")),
+            names: vec!["eu-2".into()],
+            max_clusters: Some(1),
+            ..PlacementTarget::default()
+        };
+        let resolution = resolve_tree(&tree, "p", &target, None);
+        assert_eq!(resolution.by_label.len(), 1);
+        assert_eq!(resolution.by_name, ["eu-2".to_string()].into());
+        assert_eq!(resolution.relays_visited, 2);
+        assert_eq!(resolution.root_quota.as_ref().map(|q| q.total), Some(1));
+        assert_eq!(
+            resolve_tree(&tree, "p", &target, Some(&resolution)),
+            resolution
+        );
+    }
 }
