@@ -107,6 +107,10 @@ pub(crate) enum Event {
         id: BundleId,
         reply: oneshot::Sender<()>,
     },
+    /// How many clusters each placement selects, by slice key.
+    PlacementStatus {
+        reply: oneshot::Sender<BTreeMap<String, u64>>,
+    },
     /// The root's placement controller: these are all placement entries now
     /// (their bundles are already stored).
     SetPlacements {
@@ -377,6 +381,19 @@ impl Daemon {
                     BundleAccess::Pending
                 };
                 let _ = reply.send(access);
+            }
+            Event::PlacementStatus { reply } => {
+                let keys: Vec<String> = self
+                    .core
+                    .entries()
+                    .filter(|entry| entry.key.starts_with(crate::placement::KEY_PREFIX))
+                    .map(|entry| entry.key.clone())
+                    .collect();
+                let selected = keys
+                    .into_iter()
+                    .filter_map(|key| Some((key.clone(), self.core.placement_selected(&key)?)))
+                    .collect();
+                let _ = reply.send(selected);
             }
             Event::SetPlacements { entries, reply } => {
                 let wanted: std::collections::BTreeSet<String> =

@@ -131,6 +131,28 @@ fn placements_reach_exactly_the_selected_clusters() -> anyhow::Result<()> {
         .collect();
     assert_eq!(chosen, BTreeSet::from(["e1", "e2", "e3"]));
 
+    wait_for("placement status at the root", SETTLE, || {
+        let output = mesh.relayctl(&["get", "placements", "-n", "shop", "-o", "json"])?;
+        let list: Value = serde_json::from_slice(&output.stdout).unwrap_or_default();
+        let selected = |name: &str| {
+            list["items"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|p| p["metadata"]["name"] == name)
+                .and_then(|p| p["status"]["clusters"]["selected"].as_u64())
+        };
+        let expected = [("eu", 3), ("named", 2), ("three", 3), ("us-only", 1)];
+        Ok(expected
+            .iter()
+            .all(|(name, count)| selected(name) == Some(*count))
+            .then_some(()))
+    })
+    .with_context(|| mesh.logs())?;
+    let table = mesh.relayctl(&["get", "placements", "-n", "shop"])?;
+    let table = String::from_utf8_lossy(&table.stdout);
+    assert!(table.contains("NAME") && table.contains("three"), "{table}");
+
     // Every link caught up: no relay or agent lags its parent.
     wait_for("the tree to settle", SETTLE, || {
         let tree = mesh.tree()?;

@@ -78,6 +78,11 @@ impl Inventory {
         std::iter::once(&self.own).chain(self.nodes.values().map(|(record, _)| record))
     }
 
+    /// The record of a node below this relay.
+    pub fn record(&self, name: &str) -> Option<&NodeRecord> {
+        self.nodes.get(name).map(|(record, _)| record)
+    }
+
     /// The names of this relay's direct children, connected or not.
     pub fn direct_children(&self) -> Vec<String> {
         self.nodes

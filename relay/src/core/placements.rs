@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use relaymesh_protocol::{SliceChange, SliceEntry, Target};
 use relaymesh_topology::aggregate::Aggregate;
-use relaymesh_topology::placement::{cut, named_children, split, ChildInput, Split};
+use relaymesh_topology::placement::{cut, named_children, split, ChildInput, ChildShare, Split};
 
 use super::{Core, Now, INVENTORY_COALESCE};
 
@@ -86,6 +86,47 @@ impl Core {
             .get(key)
             .map(|cut| cut.keys().cloned().collect())
             .unwrap_or_default()
+    }
+
+    /// How many clusters below this relay a placement selects, from the last
+    /// split (O(children)): the quotas handed out, or the matching supply of
+    /// children with no bound, plus the named clusters not counted already.
+    pub fn placement_selected(&self, key: &str) -> Option<u64> {
+        let entry = self.slice.entry(key)?;
+        let Target::Placement(target) = &entry.target else {
+            return None;
+        };
+        let split = self.cuts.previous.get(key)?;
+        let mut selected = 0;
+        for (child, share) in &split.per_child {
+            selected += match share {
+                ChildShare::Quota(quota) => u64::from(quota.total),
+                ChildShare::Unbounded => {
+                    self.inventory
+                        .aggregates()
+                        .get(child)
+                        .map_or(0, |aggregate| {
+                            aggregate
+                                .supply(target.selector.as_ref(), target.spread_by.as_deref())
+                                .total
+                        })
+                }
+            };
+        }
+        let bounded = target.max_clusters.is_some() || target.quota.is_some();
+        for name in &target.names {
+            let Some(record) = self.inventory.record(name) else {
+                continue;
+            };
+            let counted = !bounded
+                && target.selector.as_ref().is_some_and(|selector| {
+                    relaymesh_topology::selector::matches(selector, &record.labels)
+                });
+            if !counted {
+                selected += 1;
+            }
+        }
+        Some(selected)
     }
 
     /// Decides every placement again without telling anyone (at start-up).

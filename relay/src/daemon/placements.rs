@@ -10,25 +10,34 @@ use tokio::sync::{broadcast, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use super::{Event, Shared};
-use crate::objects::ObjectStore;
+use crate::objects::{ObjectKey, ObjectStore};
 use crate::placement;
 
 /// How long object changes are gathered before placements are rebuilt, so a
 /// `kubectl apply` of many objects rebuilds once.
 const DEBOUNCE: Duration = Duration::from_millis(100);
 
+/// How often placement status is refreshed when no object changes (clusters
+/// joining or leaving change what a placement selects).
+const STATUS_INTERVAL: Duration = Duration::from_secs(5);
+
 /// Runs until `shutdown`.
 pub(super) async fn run(objects: ObjectStore, shared: Shared, shutdown: CancellationToken) {
     let mut events = objects.subscribe();
+    let mut status_tick = tokio::time::interval(STATUS_INTERVAL);
     loop {
         if let Err(error) = reconcile(&objects, &shared).await {
             tracing::warn!(%error, "cannot rebuild placements");
+        }
+        if let Err(error) = write_status(&objects, &shared).await {
+            tracing::warn!(%error, "cannot update placement status");
         }
         tokio::select! {
             event = events.recv() => match event {
                 Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {}
                 Err(broadcast::error::RecvError::Closed) => return,
             },
+            _ = status_tick.tick() => continue,
             () = shutdown.cancelled() => return,
         }
         tokio::time::sleep(DEBOUNCE).await;
@@ -71,6 +80,50 @@ async fn reconcile(objects: &ObjectStore, shared: &Shared) -> Result<(), Control
         .await
         .map_err(|_| ControllerError::Stopping)?;
     let _ = done.await;
+    Ok(())
+}
+
+/// Writes `status.clusters.selected` of every Placement whose count changed.
+/// Counts of applied and ready clusters arrive with edge agents that apply.
+async fn write_status(objects: &ObjectStore, shared: &Shared) -> Result<(), ControllerError> {
+    let (reply, selected) = oneshot::channel();
+    shared
+        .events
+        .send(Event::PlacementStatus { reply })
+        .await
+        .map_err(|_| ControllerError::Stopping)?;
+    let selected = selected.await.map_err(|_| ControllerError::Stopping)?;
+    let (placements, _) = objects.list(placement::RELAYMESH_GROUP, "placements", None)?;
+    for mut object in placements {
+        let namespace = object["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let name = object["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let Some(count) = selected.get(&placement::entry_key(&namespace, &name)) else {
+            continue;
+        };
+        if object["status"]["clusters"]["selected"].as_u64() == Some(*count) {
+            continue;
+        }
+        object["status"]["clusters"]["selected"] = serde_json::Value::from(*count);
+        let key = ObjectKey::new(
+            placement::RELAYMESH_GROUP,
+            "placements",
+            Some(&namespace),
+            &name,
+        );
+        match objects.update(&key, object) {
+            Ok(_) => tracing::debug!(placement = %name, selected = count, "placement status"),
+            // Changed meanwhile: the next round writes it.
+            Err(error) => {
+                tracing::debug!(placement = %name, %error, "placement status not written")
+            }
+        }
+    }
     Ok(())
 }
 
