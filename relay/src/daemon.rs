@@ -153,7 +153,16 @@ struct ParentHandle {
 /// Runs the relay whose store is in `data_dir` until `shutdown` is
 /// cancelled.
 pub async fn run(data_dir: &Path, shutdown: CancellationToken) -> Result<(), DaemonError> {
-    let store = Store::open(data_dir)?;
+    run_with_store(data_dir, Store::open(data_dir)?, shutdown).await
+}
+
+/// Runs the relay whose store is already open (so a caller that changed its
+/// configuration does not open the directory twice).
+pub async fn run_with_store(
+    data_dir: &Path,
+    store: Store,
+    shutdown: CancellationToken,
+) -> Result<(), DaemonError> {
     let name = store
         .identity()?
         .map(|identity| identity.name)

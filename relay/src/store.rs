@@ -25,6 +25,10 @@ use crate::identity::Identity;
 /// relay's slice needs, and edge machines are small.
 pub const CACHE_BYTES: u64 = 64 * 1024 * 1024;
 
+/// How many times opening retries while the directory's lock is held (20 ms
+/// apart).
+const LOCK_RETRIES: u32 = 50;
+
 /// A failure of the store.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -94,11 +98,25 @@ impl Store {
             path: path.clone(),
             source,
         };
-        let db = sled::Config::new()
+        let config = sled::Config::new()
             .path(dir.join("store"))
-            .cache_capacity(CACHE_BYTES)
-            .open()
-            .map_err(sled_error)?;
+            .cache_capacity(CACHE_BYTES);
+        // sled's flusher thread keeps the file lock for a moment after the
+        // last handle of a previous open in this process is dropped; another
+        // process holding it keeps it for good, and then this gives up.
+        let mut attempts = 0;
+        let db = loop {
+            match config.open() {
+                Err(sled::Error::Io(error))
+                    if error.kind() == std::io::ErrorKind::WouldBlock
+                        && attempts < LOCK_RETRIES =>
+                {
+                    attempts += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                other => break other.map_err(sled_error)?,
+            }
+        };
         let tree = |name: &str| db.open_tree(name).map_err(sled_error);
         Ok(Self {
             node: tree("node")?,

@@ -248,8 +248,8 @@ async fn join(
 }
 
 async fn run(data_dir: &Path, parent_addresses: Vec<String>) -> anyhow::Result<()> {
+    let store = open_store(data_dir)?;
     if !parent_addresses.is_empty() {
-        let store = open_store(data_dir)?;
         let mut config = store.config()?.context("the relay is not initialized")?;
         let Some(parent) = config.parent.as_mut() else {
             bail!("--parent-address: this relay is the root and has no parent");
@@ -258,7 +258,7 @@ async fn run(data_dir: &Path, parent_addresses: Vec<String>) -> anyhow::Result<(
         store.set_config(&config)?;
         store.flush()?;
     }
-    daemon::run(data_dir, daemon::cancel_on_signals()).await?;
+    daemon::run_with_store(data_dir, store, daemon::cancel_on_signals()).await?;
     Ok(())
 }
 

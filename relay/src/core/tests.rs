@@ -613,7 +613,10 @@ fn placements_resolve_level_by_level_to_exactly_the_right_clusters() {
     let chosen = agents_with(&net, "placement/shop/three");
     assert_eq!(chosen.len(), 3, "{chosen:?}");
     let eu = chosen.iter().filter(|n| n.starts_with('e')).count();
-    assert!(eu >= 1 && eu <= 2, "spread over both regions: {chosen:?}");
+    assert!(
+        (1..=2).contains(&eu),
+        "spread over both regions: {chosen:?}"
+    );
 }
 
 #[test]

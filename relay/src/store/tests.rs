@@ -52,7 +52,7 @@ proptest! {
     fn sled_store_matches_the_model(
         batches in prop::collection::vec((prop::collection::vec(mutation(), 0..6), any::<bool>()), 1..12)
     ) {
-        let dir = tempfile::tempdir().map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let mut dir = tempfile::tempdir().map_err(|e| TestCaseError::fail(e.to_string()))?;
         let fail = |e: StoreError| TestCaseError::fail(e.to_string());
         let mut store = Store::open(dir.path()).map_err(fail)?;
         let mut model = Persisted::default();
@@ -62,13 +62,37 @@ proptest! {
                 model.apply(mutation);
             }
             if reopen {
+                // A crash image: the files as they are on disk once flushed,
+                // opened by a new process (a copy, so no lock is shared).
                 store.flush().map_err(fail)?;
+                let image = crash_image(dir.path()).map_err(|e| TestCaseError::fail(e.to_string()))?;
                 drop(store);
-                store = Store::open(dir.path()).map_err(fail)?;
+                store = Store::open(image.path()).map_err(fail)?;
+                dir = image;
             }
             prop_assert_eq!(store.load().map_err(fail)?, model.clone());
         }
     }
+}
+
+/// Copies a data directory, as a crash would leave it, to a new directory.
+fn crash_image(from: &std::path::Path) -> std::io::Result<tempfile::TempDir> {
+    fn copy(from: &std::path::Path, to: &std::path::Path) -> std::io::Result<()> {
+        std::fs::create_dir_all(to)?;
+        for entry in std::fs::read_dir(from)? {
+            let entry = entry?;
+            let target = to.join(entry.file_name());
+            if entry.file_type()?.is_dir() {
+                copy(&entry.path(), &target)?;
+            } else {
+                std::fs::copy(entry.path(), target)?;
+            }
+        }
+        Ok(())
+    }
+    let image = tempfile::tempdir()?;
+    copy(from, image.path())?;
+    Ok(image)
 }
 
 #[test]
