@@ -294,7 +294,7 @@ async fn unknown_paths_and_methods() {
     let admin = server.raw(Some(&server.pki.admin));
     for path in [
         "/nope",
-        "/apis/relaymesh.dev/v1alpha1/placements",
+        "/apis/relaymesh.dev/v1alpha1/widgets",
         "/api/v1/pods",
     ] {
         let reply = admin.get(server.url(path)).send().await.expect("a reply");
@@ -418,4 +418,108 @@ async fn unreachable_server_is_one_clear_line() {
         error.to_string(),
         format!("cannot reach the root at https://{address}: connection refused")
     );
+}
+
+#[tokio::test]
+async fn objects_crud_conflicts_and_watch() {
+    let server = Server::start().await;
+    let admin = server.raw(Some(&server.pki.admin));
+    let url = server.url("/api/v1/namespaces/default/configmaps");
+    let object = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}, "data": {"k": "v"}});
+    let (code, created) = json_reply(
+        admin
+            .post(&url)
+            .json(&object)
+            .send()
+            .await
+            .expect("a reply"),
+    )
+    .await;
+    assert_eq!(code, 201);
+    let (code, body) = json_reply(
+        admin
+            .post(&url)
+            .json(&object)
+            .send()
+            .await
+            .expect("a reply"),
+    )
+    .await;
+    assert_eq!(
+        (code, body["reason"].as_str()),
+        (409, Some("AlreadyExists"))
+    );
+
+    let mut stale = created.clone();
+    stale["metadata"]["resourceVersion"] = json!("1");
+    let item = format!("{url}/a");
+    let (code, body) =
+        json_reply(admin.put(&item).json(&stale).send().await.expect("a reply")).await;
+    assert_eq!((code, body["reason"].as_str()), (409, Some("Conflict")));
+
+    let bad = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "Not_Valid"}});
+    let (code, body) = json_reply(admin.post(&url).json(&bad).send().await.expect("a reply")).await;
+    assert_eq!(
+        (code, body["details"]["causes"][0]["field"].as_str()),
+        (422, Some("metadata.name"))
+    );
+    let elsewhere = server.url("/api/v1/namespaces/nowhere/configmaps");
+    let (code, body) = json_reply(
+        admin
+            .post(&elsewhere)
+            .json(&object)
+            .send()
+            .await
+            .expect("a reply"),
+    )
+    .await;
+    assert_eq!(
+        (code, body["message"].as_str()),
+        (404, Some("namespaces \"nowhere\" not found"))
+    );
+
+    let (code, list) = json_reply(
+        admin
+            .get(format!("{url}?labelSelector=x%3Dy"))
+            .send()
+            .await
+            .expect("a reply"),
+    )
+    .await;
+    assert_eq!((code, list["kind"].as_str()), (200, Some("ConfigMapList")));
+    assert_eq!(list["items"].as_array().map(Vec::len), Some(0));
+
+    // A watch from a version the history never had: one ERROR event, 410.
+    let reply = admin
+        .get(format!("{url}?watch=1&resourceVersion=0&timeoutSeconds=1"))
+        .send()
+        .await
+        .expect("a reply");
+    let text = reply.text().await.expect("a body");
+    let first: Value = serde_json::from_str(text.lines().next().expect("an event")).expect("JSON");
+    assert_eq!(
+        (
+            first["type"].as_str(),
+            first["object"]["metadata"]["name"].as_str()
+        ),
+        (Some("ADDED"), Some("a"))
+    );
+    server
+        .objects
+        .delete(&relaymesh_relay::objects::ObjectKey::new(
+            "",
+            "configmaps",
+            Some("default"),
+            "a",
+        ))
+        .expect("deletes");
+    drop(server.objects.clone());
+    let reply = admin
+        .get(format!("{url}?watch=1&resourceVersion=2&timeoutSeconds=1"))
+        .send()
+        .await
+        .expect("a reply");
+    let text = reply.text().await.expect("a body");
+    assert!(text.contains("\"DELETED\""), "{text}");
+    server.stop().await;
 }

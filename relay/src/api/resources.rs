@@ -133,8 +133,18 @@ pub(super) struct Registry {
     resources: Vec<Resource>,
 }
 
-/// (group, version, plural, kind, namespaced, short names) of built-ins.
-const BUILTINS: &[(&str, &str, &str, &str, bool, &[&str])] = &[
+/// A built-in: (group, version, plural, kind, namespaced, short names).
+type Builtin = (
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static str,
+    bool,
+    &'static [&'static str],
+);
+
+/// The built-in kinds served.
+const BUILTINS: &[Builtin] = &[
     ("", "v1", "namespaces", "Namespace", false, &["ns"]),
     ("", "v1", "configmaps", "ConfigMap", true, &["cm"]),
     ("", "v1", "secrets", "Secret", true, &[]),

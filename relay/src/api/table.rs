@@ -413,7 +413,7 @@ mod tests {
         let widget = json!({"metadata": {"name": "w"}, "spec": {"size": 4}});
         let table = render(
             &widgets,
-            &[widget.clone()],
+            std::slice::from_ref(&widget),
             IncludeObject::Object,
             "1",
             SystemTime::now(),
