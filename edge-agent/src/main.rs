@@ -70,20 +70,7 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     logging::init(cli.log_format, "info");
-    let runtime = match tokio::runtime::Runtime::new() {
-        Ok(runtime) => runtime,
-        Err(error) => {
-            eprintln!("error: cannot start the async runtime: {error}");
-            return ExitCode::FAILURE;
-        }
-    };
-    match runtime.block_on(execute(cli.command)) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(error) => {
-            eprintln!("error: {error:#}");
-            ExitCode::FAILURE
-        }
-    }
+    relaymesh_relay::process::block_on_main(execute(cli.command))
 }
 
 async fn execute(command: Command) -> anyhow::Result<()> {

@@ -29,6 +29,7 @@ pub mod logging;
 pub mod objects;
 pub mod pki;
 pub mod placement;
+pub mod process;
 pub mod store;
 pub mod token;
 pub mod transport;

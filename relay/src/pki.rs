@@ -25,6 +25,7 @@ use x509_parser::extensions::GeneralName;
 
 mod certs;
 mod grant;
+pub(crate) mod handshake;
 mod quic_tls;
 #[cfg(test)]
 mod tests;
