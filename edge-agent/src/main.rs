@@ -100,7 +100,12 @@ async fn join(data_dir: &Path, name: &str, token: &str, labels: &str) -> anyhow:
     let labels = relaymesh_edge_agent::labels::parse(labels).context("--labels")?;
     std::fs::create_dir_all(data_dir)
         .with_context(|| format!("cannot create {}", data_dir.display()))?;
-    let store = open_store(data_dir)?;
+    let store = Store::open(data_dir).with_context(|| {
+        format!(
+            "cannot open the store in {} (is a node running on it?)",
+            data_dir.display()
+        )
+    })?;
     if store.identity()?.is_some() {
         bail!(
             "{} already holds an agent; run it with `edge-agent run --data-dir {}`",
@@ -126,10 +131,5 @@ async fn join(data_dir: &Path, name: &str, token: &str, labels: &str) -> anyhow:
 }
 
 fn open_store(data_dir: &Path) -> anyhow::Result<Store> {
-    Store::open(data_dir).with_context(|| {
-        format!(
-            "cannot open the store in {} (is an agent running on it?)",
-            data_dir.display()
-        )
-    })
+    Ok(Store::open_existing(data_dir)?)
 }

@@ -153,7 +153,7 @@ struct ParentHandle {
 /// Runs the relay whose store is in `data_dir` until `shutdown` is
 /// cancelled.
 pub async fn run(data_dir: &Path, shutdown: CancellationToken) -> Result<(), DaemonError> {
-    run_with_store(data_dir, Store::open(data_dir)?, shutdown).await
+    run_with_store(data_dir, Store::open_existing(data_dir)?, shutdown).await
 }
 
 /// Runs the relay whose store is already open (so a caller that changed its

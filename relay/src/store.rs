@@ -56,6 +56,20 @@ pub enum StoreError {
     /// A value could not be encoded.
     #[error("cannot encode a value for the store: {0}")]
     Encode(#[source] CodecError),
+    /// Another process holds the store's lock.
+    #[error("the store in {path} is in use by another process (a running relay or agent?)")]
+    Locked {
+        /// The data directory.
+        path: String,
+    },
+    /// The directory holds no store.
+    #[error(
+        "{path} holds no relaymesh node: run `relay init`, `relay join` or `edge-agent join` first"
+    )]
+    Missing {
+        /// The data directory.
+        path: String,
+    },
 }
 
 /// The root API's TLS server certificate: chain (leaf first) and PKCS#8 key.
@@ -91,6 +105,17 @@ const LOG_PREFIX: &[u8] = b"l/";
 const NODE_PREFIX: &[u8] = b"n/";
 
 impl Store {
+    /// Opens the store in `dir`, which must already hold one (so a typo in
+    /// `--data-dir` is an error, not a new empty node).
+    pub fn open_existing(dir: &Path) -> Result<Self, StoreError> {
+        if !dir.join("store").is_dir() {
+            return Err(StoreError::Missing {
+                path: dir.display().to_string(),
+            });
+        }
+        Self::open(dir)
+    }
+
     /// Opens (or creates) the store in `dir`.
     pub fn open(dir: &Path) -> Result<Self, StoreError> {
         let path = dir.display().to_string();
@@ -113,6 +138,9 @@ impl Store {
                 {
                     attempts += 1;
                     std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                Err(sled::Error::Io(error)) if error.kind() == std::io::ErrorKind::WouldBlock => {
+                    return Err(StoreError::Locked { path: path.clone() });
                 }
                 other => break other.map_err(sled_error)?,
             }

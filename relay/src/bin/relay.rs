@@ -258,12 +258,7 @@ fn inspect(data_dir: &Path) -> anyhow::Result<()> {
 }
 
 fn open_store(data_dir: &Path) -> anyhow::Result<Store> {
-    Store::open(data_dir).with_context(|| {
-        format!(
-            "cannot open the store in {} (is a relay running on it?)",
-            data_dir.display()
-        )
-    })
+    Ok(Store::open_existing(data_dir)?)
 }
 
 /// Opens the store of a node about to be created; refuses one that already
@@ -271,7 +266,12 @@ fn open_store(data_dir: &Path) -> anyhow::Result<Store> {
 fn open_new_store(data_dir: &Path) -> anyhow::Result<Store> {
     std::fs::create_dir_all(data_dir)
         .with_context(|| format!("cannot create {}", data_dir.display()))?;
-    let store = open_store(data_dir)?;
+    let store = Store::open(data_dir).with_context(|| {
+        format!(
+            "cannot open the store in {} (is a node running on it?)",
+            data_dir.display()
+        )
+    })?;
     if store.identity()?.is_some() {
         bail!(
             "{} already holds a relay; run it with `relay run --data-dir {}` or choose another directory",
