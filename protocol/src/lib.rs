@@ -27,6 +27,7 @@ pub mod message;
 pub mod name;
 pub mod placement;
 pub mod slice;
+pub mod status;
 pub mod token;
 
 pub use bundle_id::BundleId;
@@ -34,6 +35,7 @@ pub use error::{ErrorCode, Refusal};
 pub use inventory::{InventoryUpdate, LinkStatus, NodeRecord, Role};
 pub use placement::{LabelRequirement, LabelSelector, PlacementTarget, Quota, SelectorOperator};
 pub use slice::{SliceChange, SliceEntry, Target};
+pub use status::{PhaseCounts, PlacementStatus, StatusUpdate};
 
 /// The newest protocol version this build speaks. The child offers a range in
 /// its `Hello`; the parent answers with the version both will use.

@@ -13,7 +13,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::{BundleId, InventoryUpdate, Refusal, Role, SliceChange, SliceEntry};
+use crate::{BundleId, InventoryUpdate, Refusal, Role, SliceChange, SliceEntry, StatusUpdate};
 
 /// The first frame of every stream a child opens.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -76,6 +76,8 @@ pub enum UpMessage {
         /// Echoed back.
         nonce: u64,
     },
+    /// A change of the placement status of the child's subtree.
+    Status(StatusUpdate),
 }
 
 /// What a parent sends a child on the control stream.

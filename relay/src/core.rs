@@ -16,6 +16,7 @@ mod downstream;
 mod inventory;
 mod placements;
 mod slice;
+mod status;
 mod upstream;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -30,6 +31,7 @@ use downstream::ChildLink;
 use inventory::Inventory;
 use placements::Cuts;
 use slice::Slice;
+use status::Statuses;
 use upstream::Upstream;
 
 /// Identifies one connection of a child, as the daemon numbers them.
@@ -128,6 +130,7 @@ pub struct Core {
     links_by_name: BTreeMap<String, LinkId>,
     inventory_flush_at: Option<Instant>,
     cuts: Cuts,
+    statuses: Statuses,
     actions: VecDeque<Action>,
 }
 
@@ -161,6 +164,7 @@ impl Core {
             links_by_name: BTreeMap::new(),
             inventory_flush_at: None,
             cuts: Cuts::default(),
+            statuses: Statuses::default(),
             actions: VecDeque::new(),
         };
         core.inventory.take_aggregates_changed();
@@ -260,7 +264,8 @@ impl Core {
     }
 
     fn schedule_inventory_flush(&mut self, now: Now) {
-        if self.inventory.has_pending() && self.inventory_flush_at.is_none() {
+        let pending = self.inventory.has_pending() || self.statuses.dirty;
+        if pending && self.inventory_flush_at.is_none() {
             self.inventory_flush_at = Some(now.instant + INVENTORY_COALESCE);
         }
     }

@@ -107,9 +107,10 @@ pub(crate) enum Event {
         id: BundleId,
         reply: oneshot::Sender<()>,
     },
-    /// How many clusters each placement selects, by slice key.
+    /// How many clusters each placement selects, and how they are doing,
+    /// by slice key.
     PlacementStatus {
-        reply: oneshot::Sender<BTreeMap<String, u64>>,
+        reply: oneshot::Sender<BTreeMap<String, (u64, relaymesh_protocol::PlacementStatus)>>,
     },
     /// The root's placement controller: these are all placement entries now
     /// (their bundles are already stored).
@@ -153,7 +154,28 @@ struct ParentHandle {
 /// Runs the relay whose store is in `data_dir` until `shutdown` is
 /// cancelled.
 pub async fn run(data_dir: &Path, shutdown: CancellationToken) -> Result<(), DaemonError> {
-    run_with_store(data_dir, Store::open_existing(data_dir)?, shutdown).await
+    run_with_store(data_dir, Store::open_existing(data_dir)?, shutdown, None).await
+}
+
+/// What an edge agent's reconciler sees of its node: the slice, republished
+/// after every change and every bundle stored.
+#[derive(Debug, Clone, Default)]
+pub struct AgentSlice {
+    /// The entries assigned to this cluster.
+    pub entries: Arc<Vec<SliceEntry>>,
+    /// How many bundles were stored so far (a bundle an entry references may
+    /// arrive after the entry).
+    pub bundles_stored: u64,
+}
+
+/// The channels between an agent's daemon and its reconciler.
+#[derive(Debug)]
+pub struct AgentHooks {
+    /// Where the daemon publishes the slice.
+    pub slice: watch::Sender<AgentSlice>,
+    /// Where the reconciler reports this cluster's status per placement
+    /// (`None` forgets a placement).
+    pub status: mpsc::Receiver<(String, Option<relaymesh_protocol::PlacementStatus>)>,
 }
 
 /// Runs the relay whose store is already open (so a caller that changed its
@@ -162,12 +184,13 @@ pub async fn run_with_store(
     data_dir: &Path,
     store: Store,
     shutdown: CancellationToken,
+    hooks: Option<AgentHooks>,
 ) -> Result<(), DaemonError> {
     let name = store
         .identity()?
         .map(|identity| identity.name)
         .unwrap_or_default();
-    run_store(data_dir, store, shutdown)
+    run_store(data_dir, store, shutdown, hooks)
         .instrument(tracing::info_span!("relay", %name))
         .await
 }
@@ -176,6 +199,7 @@ async fn run_store(
     data_dir: &Path,
     store: Store,
     shutdown: CancellationToken,
+    hooks: Option<AgentHooks>,
 ) -> Result<(), DaemonError> {
     let (Some(identity), Some(config)) = (store.identity()?, store.config()?) else {
         return Err(DaemonError::NotInitialized {
@@ -255,6 +279,8 @@ async fn run_store(
         reconnect: reconnect_tx,
         stored: stored_tx,
         dirty: false,
+        hooks,
+        published: None,
     };
     let result = daemon.run(events_rx, shutdown.clone()).await;
     shutdown.cancel();
@@ -278,6 +304,10 @@ struct Daemon {
     stored: watch::Sender<u64>,
     /// Mutations were applied but not yet flushed.
     dirty: bool,
+    /// An edge agent's reconciler, if this node is an agent.
+    hooks: Option<AgentHooks>,
+    /// The head and bundle count last published to the reconciler.
+    published: Option<(u64, u64)>,
 }
 
 impl Daemon {
@@ -298,9 +328,28 @@ impl Daemon {
                 },
                 () = sleep_until(deadline) => self.core.handle_timeout(now()),
                 _ = stats.tick() => self.sample_links(),
+                Some((key, status)) = own_status(&mut self.hooks) => {
+                    self.core.set_own_status(now(), &key, status);
+                }
             }
             self.execute().await?;
+            self.publish_slice();
         }
+    }
+
+    /// Tells an agent's reconciler about a new slice or a newly stored bundle.
+    fn publish_slice(&mut self) {
+        let Some(hooks) = &self.hooks else { return };
+        let current = (self.core.head(), *self.stored.borrow());
+        if self.published == Some(current) {
+            return;
+        }
+        self.published = Some(current);
+        let entries: Vec<SliceEntry> = self.core.entries().cloned().collect();
+        hooks.slice.send_replace(AgentSlice {
+            entries: Arc::new(entries),
+            bundles_stored: current.1,
+        });
     }
 
     async fn handle(&mut self, event: Event) -> Result<(), DaemonError> {
@@ -400,7 +449,11 @@ impl Daemon {
                     .collect();
                 let selected = keys
                     .into_iter()
-                    .filter_map(|key| Some((key.clone(), self.core.placement_selected(&key)?)))
+                    .filter_map(|key| {
+                        let selected = self.core.placement_selected(&key)?;
+                        let status = self.core.placement_status(&key).unwrap_or_default();
+                        Some((key, (selected, status)))
+                    })
                     .collect();
                 let _ = reply.send(selected);
             }
@@ -629,6 +682,16 @@ async fn wait_for_signal() {
         }
     }
     let _ = tokio::signal::ctrl_c().await;
+}
+
+/// The next status the agent's reconciler reports; never, without one.
+async fn own_status(
+    hooks: &mut Option<AgentHooks>,
+) -> Option<(String, Option<relaymesh_protocol::PlacementStatus>)> {
+    match hooks {
+        Some(hooks) => hooks.status.recv().await,
+        None => std::future::pending().await,
+    }
 }
 
 async fn sleep_until(deadline: Option<tokio::time::Instant>) {

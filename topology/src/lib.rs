@@ -21,6 +21,7 @@ pub mod reach;
 pub mod selector;
 pub mod simulate;
 pub mod subtree;
+pub mod summary;
 
 pub use reach::{reach, Reach};
 pub use subtree::SubtreeIndex;

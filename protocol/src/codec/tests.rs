@@ -212,6 +212,31 @@ fn up() -> impl Strategy<Value = UpMessage> {
         any::<u64>().prop_map(|revision| UpMessage::Ack { revision }),
         inventory().prop_map(UpMessage::Inventory),
         any::<u64>().prop_map(|nonce| UpMessage::Ping { nonce }),
+        (
+            any::<bool>(),
+            prop::collection::vec(
+                (name(), any::<[u64; 5]>(), proptest::option::of(".{0,20}")),
+                0..3
+            ),
+            prop::collection::vec(name(), 0..3),
+        )
+            .prop_map(|(full, upserts, removals)| UpMessage::Status(StatusUpdate {
+                full,
+                upserts: upserts
+                    .into_iter()
+                    .map(|(key, n, message)| {
+                        let counts = PhaseCounts {
+                            pending: n[0],
+                            applied: n[1],
+                            ready: n[2],
+                            failed: n[3],
+                            offline: n[4],
+                        };
+                        (key, PlacementStatus { counts, message })
+                    })
+                    .collect(),
+                removals,
+            })),
     ]
 }
 

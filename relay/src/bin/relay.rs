@@ -245,7 +245,7 @@ async fn run(data_dir: &Path, parent_addresses: Vec<String>) -> anyhow::Result<(
         store.set_config(&config)?;
         store.flush()?;
     }
-    daemon::run_with_store(data_dir, store, daemon::cancel_on_signals()).await?;
+    daemon::run_with_store(data_dir, store, daemon::cancel_on_signals(), None).await?;
     Ok(())
 }
 

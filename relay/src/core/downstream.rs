@@ -176,6 +176,7 @@ impl Core {
                 self.schedule_inventory_flush(now);
             }
             UpMessage::Ping { nonce } => self.send_down(link, DownMessage::Pong { nonce }),
+            UpMessage::Status(update) => self.child_status(now, &name, update),
         }
     }
 
@@ -188,6 +189,7 @@ impl Core {
             self.links_by_name.remove(&child.name);
         }
         tracing::info!(child = %child.name, link, "child disconnected");
+        self.status_link_changed(now);
         let mut mutations = Vec::new();
         self.inventory
             .child_disconnected(&child.name, now.unix_ms, &mut mutations);

@@ -654,3 +654,55 @@ fn a_placement_follows_a_cluster_that_appears_later() {
     assert_eq!(agents_with(&net, "placement/shop/ap"), set(&["a1"]));
     assert!(!net.keys("eu").contains("placement/shop/ap"));
 }
+
+#[test]
+fn status_merges_up_the_tree_and_disconnected_clusters_count_offline() {
+    let mut net = fleet();
+    let target = relaymesh_protocol::PlacementTarget {
+        selector: region("eu"),
+        ..Default::default()
+    };
+    upsert_at_root(&mut net, placement("placement/shop/eu", target));
+    let now = net.now();
+    for (agent, ready) in [("e1", true), ("e2", false), ("e3", true)] {
+        let counts = relaymesh_protocol::PhaseCounts {
+            ready: u64::from(ready),
+            failed: u64::from(!ready),
+            ..Default::default()
+        };
+        let message = (!ready).then(|| format!("{agent}: Deployment shop/web: image pull failed"));
+        if let Some(node) = net.nodes.get_mut(agent) {
+            node.core.set_own_status(
+                now,
+                "placement/shop/eu",
+                Some(relaymesh_protocol::PlacementStatus { counts, message }),
+            );
+        }
+    }
+    for _ in 0..4 {
+        net.advance(INVENTORY_COALESCE * 2);
+    }
+    let status = net.nodes["root"]
+        .core
+        .placement_status("placement/shop/eu")
+        .expect("the root has a status");
+    assert_eq!((status.counts.ready, status.counts.failed), (2, 1));
+    assert!(status.message.is_some_and(|m| m.starts_with("e2:")));
+
+    net.disconnect("e1");
+    for _ in 0..4 {
+        net.advance(INVENTORY_COALESCE * 2);
+    }
+    let status = net.nodes["root"]
+        .core
+        .placement_status("placement/shop/eu")
+        .expect("the root has a status");
+    assert_eq!(
+        (
+            status.counts.ready,
+            status.counts.failed,
+            status.counts.offline
+        ),
+        (1, 1, 1)
+    );
+}

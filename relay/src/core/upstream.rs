@@ -113,6 +113,7 @@ impl Core {
             )));
         }
         self.inventory_flush_at = None;
+        self.flush_status(true);
         self.parent_link_ready(now);
     }
 
@@ -200,6 +201,7 @@ impl Core {
         if !self.upstream.has_parent() {
             // The root reports to no one; it serves its inventory instead.
             let _ = self.inventory.take_pending();
+            self.flush_status(false);
             return;
         }
         if !self.upstream.connected() {
@@ -209,5 +211,6 @@ impl Core {
             self.actions
                 .push_back(Action::SendUp(UpMessage::Inventory(update)));
         }
+        self.flush_status(false);
     }
 }

@@ -83,8 +83,10 @@ async fn reconcile(objects: &ObjectStore, shared: &Shared) -> Result<(), Control
     Ok(())
 }
 
-/// Writes `status.clusters.selected` of every Placement whose count changed.
-/// Counts of applied and ready clusters arrive with edge agents that apply.
+/// Writes `status.clusters` of every Placement whose counts changed: how
+/// many clusters it selects (from the root's split) and how they are doing
+/// (merged up the tree); selected clusters that have not reported yet are
+/// pending.
 async fn write_status(objects: &ObjectStore, shared: &Shared) -> Result<(), ControllerError> {
     let (reply, selected) = oneshot::channel();
     shared
@@ -103,13 +105,26 @@ async fn write_status(objects: &ObjectStore, shared: &Shared) -> Result<(), Cont
             .as_str()
             .unwrap_or_default()
             .to_string();
-        let Some(count) = selected.get(&placement::entry_key(&namespace, &name)) else {
+        let Some((count, status)) = selected.get(&placement::entry_key(&namespace, &name)) else {
             continue;
         };
-        if object["status"]["clusters"]["selected"].as_u64() == Some(*count) {
+        let counts = &status.counts;
+        let reported = counts.applied + counts.ready + counts.failed + counts.offline;
+        let mut clusters = serde_json::json!({
+            "selected": count,
+            "pending": count.saturating_sub(reported),
+            "applied": counts.applied,
+            "ready": counts.ready,
+            "failed": counts.failed,
+            "offline": counts.offline,
+        });
+        if let Some(message) = &status.message {
+            clusters["message"] = serde_json::Value::from(message.as_str());
+        }
+        if object["status"]["clusters"] == clusters {
             continue;
         }
-        object["status"]["clusters"]["selected"] = serde_json::Value::from(*count);
+        object["status"]["clusters"] = clusters;
         let key = ObjectKey::new(
             placement::RELAYMESH_GROUP,
             "placements",

@@ -1,0 +1,132 @@
+//! Placement status flowing up: what this node's own cluster reports (on an
+//! agent) and what each child reports for its subtree, merged per placement
+//! (`topology::summary`) and forwarded to the parent as changes, coalesced
+//! with the inventory. A disconnected child's clusters count as offline.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use relaymesh_protocol::message::UpMessage;
+use relaymesh_protocol::{PlacementStatus, StatusUpdate};
+use relaymesh_topology::summary;
+
+use super::{Action, Core, Now};
+
+#[derive(Debug, Default)]
+pub(crate) struct Statuses {
+    /// This node's own cluster, by placement key (agents).
+    own: BTreeMap<String, PlacementStatus>,
+    /// What each child reported, by child then placement key.
+    children: BTreeMap<String, BTreeMap<String, PlacementStatus>>,
+    /// What was last sent up.
+    reported: BTreeMap<String, PlacementStatus>,
+    /// Something changed since the last report.
+    pub dirty: bool,
+}
+
+impl Core {
+    /// Sets (or, with `None`, forgets) the status of this node's own cluster
+    /// for one placement: the edge agent's reconciler calls it.
+    pub fn set_own_status(&mut self, now: Now, key: &str, status: Option<PlacementStatus>) {
+        let changed = match status {
+            Some(status) => {
+                self.statuses.own.insert(key.to_string(), status.clone()) != Some(status)
+            }
+            None => self.statuses.own.remove(key).is_some(),
+        };
+        if changed {
+            self.statuses.dirty = true;
+            self.schedule_inventory_flush(now);
+        }
+    }
+
+    /// The merged status of one placement below (and at) this node.
+    pub fn placement_status(&self, key: &str) -> Option<PlacementStatus> {
+        self.merged().remove(key)
+    }
+
+    pub(super) fn child_status(&mut self, now: Now, child: &str, update: StatusUpdate) {
+        let reported = self.statuses.children.entry(child.to_string()).or_default();
+        if update.full {
+            reported.clear();
+        }
+        for key in update.removals {
+            reported.remove(&key);
+        }
+        reported.extend(update.upserts);
+        self.statuses.dirty = true;
+        self.schedule_inventory_flush(now);
+    }
+
+    pub(super) fn status_link_changed(&mut self, now: Now) {
+        self.statuses.dirty = true;
+        self.schedule_inventory_flush(now);
+    }
+
+    /// Sends what changed since the last report (everything if `full`).
+    pub(super) fn flush_status(&mut self, full: bool) {
+        if !full && !self.statuses.dirty {
+            return;
+        }
+        self.statuses.dirty = false;
+        let merged = self.merged();
+        if !self.upstream.has_parent() || !self.upstream.connected() {
+            self.statuses.reported = merged;
+            return;
+        }
+        let previous = if full {
+            BTreeMap::new()
+        } else {
+            std::mem::take(&mut self.statuses.reported)
+        };
+        let upserts: Vec<(String, PlacementStatus)> = merged
+            .iter()
+            .filter(|(key, status)| previous.get(*key) != Some(*status))
+            .map(|(key, status)| (key.clone(), status.clone()))
+            .collect();
+        let removals: Vec<String> = previous
+            .keys()
+            .filter(|key| !merged.contains_key(*key))
+            .cloned()
+            .collect();
+        self.statuses.reported = merged;
+        if full || !upserts.is_empty() || !removals.is_empty() {
+            self.actions
+                .push_back(Action::SendUp(UpMessage::Status(StatusUpdate {
+                    full,
+                    upserts,
+                    removals,
+                })));
+        }
+    }
+
+    fn merged(&self) -> BTreeMap<String, PlacementStatus> {
+        let keys: BTreeSet<&String> = self
+            .statuses
+            .own
+            .keys()
+            .chain(self.statuses.children.values().flat_map(BTreeMap::keys))
+            .collect();
+        keys.into_iter()
+            .map(|key| {
+                let mut parts: Vec<PlacementStatus> = Vec::new();
+                if let Some(own) = self.statuses.own.get(key) {
+                    parts.push(own.clone());
+                }
+                for (child, reported) in &self.statuses.children {
+                    let Some(status) = reported.get(key) else {
+                        continue;
+                    };
+                    if self.links_by_name.contains_key(child) {
+                        parts.push(status.clone());
+                    } else {
+                        parts.push(PlacementStatus {
+                            counts: summary::offline(&status.counts),
+                            message: status.message.clone(),
+                        });
+                    }
+                }
+                (key.clone(), summary::merge(&parts))
+            })
+            .collect()
+    }
+}
