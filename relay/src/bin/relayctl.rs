@@ -280,7 +280,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                         .table(&resource, namespace)
                         .await
                         .with_context(|| format!("cannot list {}", resource.plural))?;
-                    print!("{}", resources::render_table(&table));
+                    print!("{}", resources::render_table(&table, all_namespaces));
                 }
                 GetFormat::Json | GetFormat::Yaml => {
                     let list = client

@@ -152,8 +152,9 @@ impl Client {
 }
 
 /// Renders a Table like kubectl: upper-case headers of the priority-0
-/// columns, cells left-aligned.
-pub fn render_table(table: &Value) -> String {
+/// columns, cells left-aligned; with `namespaces`, a NAMESPACE column first
+/// (from each row's object metadata), as `kubectl get -A` prints.
+pub fn render_table(table: &Value, namespaces: bool) -> String {
     let columns: Vec<(usize, String)> = table["columnDefinitions"]
         .as_array()
         .into_iter()
@@ -167,21 +168,31 @@ pub fn render_table(table: &Value) -> String {
             )
         })
         .collect();
-    let mut rows: Vec<Vec<String>> = vec![columns.iter().map(|(_, name)| name.clone()).collect()];
+    let mut header: Vec<String> = columns.iter().map(|(_, name)| name.clone()).collect();
+    if namespaces {
+        header.insert(0, "NAMESPACE".into());
+    }
+    let width = header.len();
+    let mut rows: Vec<Vec<String>> = vec![header];
     for row in table["rows"].as_array().into_iter().flatten() {
         let cells = row["cells"].as_array().cloned().unwrap_or_default();
-        rows.push(
-            columns
-                .iter()
-                .map(|(index, _)| match cells.get(*index) {
-                    Some(Value::String(text)) => text.clone(),
-                    Some(Value::Null) | None => "<none>".into(),
-                    Some(other) => other.to_string(),
-                })
-                .collect(),
-        );
+        let mut line: Vec<String> = columns
+            .iter()
+            .map(|(index, _)| match cells.get(*index) {
+                Some(Value::String(text)) => text.clone(),
+                Some(Value::Null) | None => "<none>".into(),
+                Some(other) => other.to_string(),
+            })
+            .collect();
+        if namespaces {
+            let namespace = row["object"]["metadata"]["namespace"]
+                .as_str()
+                .unwrap_or_default();
+            line.insert(0, namespace.to_string());
+        }
+        rows.push(line);
     }
-    let widths: Vec<usize> = (0..columns.len())
+    let widths: Vec<usize> = (0..width)
         .map(|i| {
             rows.iter()
                 .map(|row| row[i].chars().count())
@@ -273,8 +284,16 @@ mod tests {
             "rows": [{"cells": ["web", "w", "5m"]}, {"cells": ["database-1", "w", null]}],
         });
         assert_eq!(
-            render_table(&table),
+            render_table(&table, false),
             "NAME         AGE\nweb          5m\ndatabase-1   <none>\n"
+        );
+        let with_object = json!({
+            "columnDefinitions": [{"name": "Name", "priority": 0}],
+            "rows": [{"cells": ["web"], "object": {"metadata": {"namespace": "shop"}}}],
+        });
+        assert_eq!(
+            render_table(&with_object, true),
+            "NAMESPACE   NAME\nshop        web\n"
         );
     }
 }
