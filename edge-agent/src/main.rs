@@ -120,6 +120,7 @@ async fn join(data_dir: &Path, name: &str, token: &str, labels: &str) -> anyhow:
         api_listen: None,
         parent: Some(joined.parent.clone()),
         labels,
+        capacity: Default::default(),
     };
     store.initialize(&joined.identity, &config, rand::random())?;
     println!(

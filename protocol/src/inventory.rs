@@ -64,6 +64,9 @@ pub struct NodeRecord {
     pub version: String,
     /// The node's link to its parent, as its parent sees it.
     pub link: Option<LinkStatus>,
+    /// For a cluster: what it can run, as Kubernetes quantities by resource
+    /// name (`cpu`, `memory`, `pods`), summed over its nodes.
+    pub capacity: BTreeMap<String, String>,
 }
 
 /// The health of a link, as seen from the parent's side.

@@ -19,6 +19,8 @@ pub struct NodeConfig {
     pub parent: Option<ParentConfig>,
     /// Labels this node reports (an agent's cluster labels).
     pub labels: BTreeMap<String, String>,
+    /// What this node's cluster can run (agents), by resource name.
+    pub capacity: BTreeMap<String, String>,
 }
 
 /// The parent a child dials.

@@ -65,6 +65,8 @@ pub struct CoreConfig {
     pub parent: Option<String>,
     /// The node's labels (for an agent: its cluster's labels).
     pub labels: BTreeMap<String, String>,
+    /// What the node's cluster can run (agents).
+    pub capacity: BTreeMap<String, String>,
     /// Where children can dial this relay.
     pub addresses: Vec<String>,
     /// The software version, reported in the inventory.
@@ -151,6 +153,7 @@ impl Core {
             addresses: config.addresses.clone(),
             version: config.version.clone(),
             link: None,
+            capacity: config.capacity.clone(),
         };
         let mut core = Self {
             name: config.name.clone(),

@@ -214,6 +214,7 @@ async fn run_store(
             role: identity.role,
             parent: config.parent.as_ref().map(|parent| parent.name.clone()),
             labels: config.labels.clone(),
+            capacity: config.capacity.clone(),
             addresses: config.advertise.clone(),
             version: env!("CARGO_PKG_VERSION").to_string(),
             log_keep: DEFAULT_LOG_KEEP,

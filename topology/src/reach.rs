@@ -74,6 +74,7 @@ mod tests {
                 addresses: vec![],
                 version: String::new(),
                 link: None,
+                capacity: Default::default(),
             };
             assert!(index.admit(&child, &record).is_ok());
         }

@@ -138,6 +138,7 @@ mod tests {
             addresses: vec![],
             version: String::new(),
             link: None,
+            capacity: Default::default(),
         }
     }
 

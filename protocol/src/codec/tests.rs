@@ -146,6 +146,7 @@ fn record() -> impl Strategy<Value = NodeRecord> {
             labels,
             addresses,
             version: "0.1.0".into(),
+            capacity: [("cpu".to_string(), "4".to_string())].into(),
             link,
         })
 }

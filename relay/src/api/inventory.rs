@@ -76,7 +76,7 @@ fn cluster(record: &NodeRecord, parents: &HashMap<&str, Option<&str>>) -> Value 
             "relayPath": relay_path(record, parents),
             "connected": link.connected,
             "lastSeen": last_seen,
-            "capacity": {},
+            "capacity": record.capacity,
             "cordoned": false,
         },
     })
@@ -129,6 +129,7 @@ mod tests {
 
     fn record(name: &str, role: Role, parent: Option<&str>) -> NodeRecord {
         NodeRecord {
+            capacity: Default::default(),
             name: name.into(),
             role,
             parent: parent.map(Into::into),

@@ -223,6 +223,7 @@ mod tests {
 
     fn record(name: &str, role: Role, parent: Option<&str>) -> NodeRecord {
         NodeRecord {
+            capacity: Default::default(),
             name: name.into(),
             role,
             parent: parent.map(Into::into),

@@ -169,6 +169,7 @@ fn init(
         api_listen: Some(api_listen),
         parent: None,
         labels: Default::default(),
+        capacity: Default::default(),
     };
     store.set_api_certificate(&ApiCertificate {
         chain_der: mesh.api_cert.chain_der.clone(),
@@ -223,6 +224,7 @@ async fn join(
         api_listen: None,
         parent: Some(joined.parent.clone()),
         labels: Default::default(),
+        capacity: Default::default(),
     };
     store.initialize(&joined.identity, &config, rand::random())?;
     println!(

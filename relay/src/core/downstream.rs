@@ -81,6 +81,7 @@ impl Core {
             addresses: Vec::new(),
             version: String::new(),
             link: None,
+            capacity: Default::default(),
         };
         let mut mutations = Vec::new();
         let is_new = self

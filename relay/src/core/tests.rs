@@ -92,6 +92,7 @@ impl Net {
             role,
             parent: parent.map(str::to_string),
             labels: labels.clone(),
+            capacity: BTreeMap::new(),
             addresses: vec![format!("{name}:7443")],
             version: "test".into(),
             log_keep: 8,
@@ -477,6 +478,7 @@ fn a_child_cannot_speak_for_another_subtree() {
         addresses: vec![],
         version: String::new(),
         link: None,
+        capacity: Default::default(),
     };
     if let Some(root) = net.nodes.get_mut("root") {
         root.core.handle_child_message(

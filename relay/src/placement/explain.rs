@@ -185,6 +185,7 @@ mod tests {
             addresses: vec![],
             version: String::new(),
             link: None,
+            capacity: Default::default(),
         }
     }
 

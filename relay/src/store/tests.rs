@@ -37,6 +37,7 @@ fn mutation() -> impl Strategy<Value = Mutation> {
                 addresses: vec![],
                 version: "test".into(),
                 link: None,
+                capacity: Default::default(),
             },
             via,
         }),
