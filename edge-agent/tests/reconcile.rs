@@ -107,6 +107,13 @@ async fn applies_definition_custom_resource_namespace_and_config_map_in_one_pass
         config_value(&cluster, "shop", "conf").await?.as_deref(),
         Some("1")
     );
+    // Steady: the agent's own writes echoed by its watches are not drift.
+    let version = |object: Option<Value>| object.map(|o| o["metadata"]["resourceVersion"].clone());
+    let settled = version(cluster.get("v1", "ConfigMap", Some("shop"), "conf").await?);
+    stays("the object is not re-applied", || async {
+        Ok(version(cluster.get("v1", "ConfigMap", Some("shop"), "conf").await?) == settled)
+    })
+    .await?;
     let parent = cluster
         .get(
             "v1",
@@ -412,6 +419,49 @@ async fn a_placement_waits_pending_for_its_bundle() -> anyhow::Result<()> {
         Some("1")
     );
     agent.stop().await?;
+    cluster.stop().await;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_workload_becomes_ready_when_its_status_says_so() -> anyhow::Result<()> {
+    let cluster = Cluster::start().await?;
+    let dir = tempfile::tempdir()?;
+    let mut agent = Agent::start(&cluster, dir.path())?;
+    agent.assign(&[(KEY, vec![namespace("shop"), deployment("nginx:1.27")])])?;
+    agent
+        .status_of(KEY, |status| status.counts.applied == 1)
+        .await?;
+    // Playing the Deployment controller: the watch on Deployments sees it.
+    let status = json!({"status": {"replicas": 1, "readyReplicas": 1,
+        "conditions": [{"type": "Available", "status": "True"}]}});
+    cluster
+        .api("apps/v1", "Deployment", Some("shop"))
+        .await?
+        .patch_status("web", &PatchParams::default(), &Patch::Merge(&status))
+        .await?;
+    agent
+        .status_of(KEY, |status| status.counts.ready == 1)
+        .await?;
+    agent.stop().await?;
+    cluster.stop().await;
+    Ok(())
+}
+
+#[tokio::test]
+async fn join_detects_the_cluster_version_and_nodes() -> anyhow::Result<()> {
+    let cluster = Cluster::start().await?;
+    let labels = relaymesh_edge_agent::cluster::detect_labels(&cluster.client).await?;
+    let version = labels
+        .get("relaymesh.dev/kubernetes-version")
+        .cloned()
+        .unwrap_or_default();
+    assert!(version.starts_with("1.") && version.len() >= 4, "{version}");
+    // This server serves no Nodes: the count falls back to 0.
+    assert_eq!(
+        labels.get("relaymesh.dev/nodes").map(String::as_str),
+        Some("0")
+    );
     cluster.stop().await;
     Ok(())
 }
