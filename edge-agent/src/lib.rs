@@ -1,14 +1,35 @@
 //! The relaymesh edge agent: the leaf of the tree, in front of one Kubernetes
 //! cluster.
 //!
-//! Today the agent joins below a relay with a token, registers its cluster
-//! (name and labels) in the tree's inventory, and keeps the slice of desired
-//! state its relay assigns it in its own sled store, through any outage of
-//! its uplink. It runs the relay's own core and link code in agent role: one
-//! implementation of a link for relays and agents alike. Applying the
-//! assigned workloads to the cluster with the `kube` crate arrives with the
-//! edge-agent issue; see `docs/roadmap.md`.
+//! The agent joins below a relay with a token, registers its cluster (name
+//! and labels, some detected from the cluster) in the tree's inventory, and
+//! keeps the slice of desired state its relay assigns it in its own sled
+//! store, through any outage of its uplink. It runs the relay's own core and
+//! link code in agent role, plus a [`reconciler`]: a kube-rs style
+//! controller that applies each assigned placement's bundles with
+//! server-side apply, prunes what left them, restores drift and reports
+//! status per placement.
+//!
+//! Where to start reading: [`reconciler`] (the loop and its
+//! [`reconciler::Action`]s), then `reconciler/pass.rs` (one apply pass),
+//! [`applier`], [`prune`] and [`drift`]. Pure logic — dependency order,
+//! object health, bundle parsing — is in [`order`], [`status`] and
+//! [`manifest`].
+//!
+//! What it deliberately does not do: it never deletes an object it did not
+//! create (the local [`inventory`] *and* the ApplySet label must agree), and
+//! never removes a whole placement from a slice it cannot trust yet (before
+//! its node first synchronized with its parent).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod applier;
+pub mod cluster;
+pub mod drift;
+pub mod inventory;
 pub mod labels;
+pub mod manifest;
+pub mod order;
+pub mod prune;
+pub mod reconciler;
+pub mod status;

@@ -5,23 +5,30 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context as _};
 use clap::{Parser, Subcommand};
+use relaymesh_edge_agent::cluster::{self, ClusterAccess, ClusterError};
+use relaymesh_edge_agent::reconciler::Reconciler;
 use relaymesh_protocol::Role;
 use relaymesh_relay::config::NodeConfig;
+use relaymesh_relay::daemon::{AgentHooks, AgentSlice};
 use relaymesh_relay::logging::{self, LogFormat};
 use relaymesh_relay::store::Store;
 use relaymesh_relay::{daemon, transport};
+use tokio::sync::{mpsc, watch};
 
 const LONG_ABOUT: &str = "\
 The relaymesh edge agent.
 
 An agent stands in front of one Kubernetes cluster. It joins the tree below a relay \
 with a token, registers its cluster with its labels, and keeps the desired state its \
-relay assigns it in a local sled store, so it keeps working when its uplink is down.";
+relay assigns it in a local sled store, so it keeps working when its uplink is down. \
+It applies what is assigned to its cluster with server-side apply, prunes what is \
+removed, restores drift and reports each placement's status up the tree.";
 
 const EXAMPLES: &str = "\
 Examples:
   TOKEN=$(relayctl token create --role agent --name edge-1 --parent eu-west)
-  edge-agent join --data-dir ./edge-1 --name edge-1 --token \"$TOKEN\" --labels region=eu,zone=eu-west-1a,tier=edge
+  edge-agent join --data-dir ./edge-1 --name edge-1 --token \"$TOKEN\" --labels region=eu,zone=eu-west-1a,tier=edge \\
+      --kubeconfig ~/.kube/edge-1.yaml
   edge-agent run --data-dir ./edge-1";
 
 /// The relaymesh edge agent.
@@ -34,6 +41,33 @@ struct Cli {
 
     #[command(subcommand)]
     command: Command,
+}
+
+/// How the agent reaches its cluster (neither: it keeps its slice but
+/// applies nothing).
+#[derive(Debug, clap::Args)]
+#[group(multiple = false)]
+struct ClusterArgs {
+    /// The kubeconfig file of the cluster (its current context).
+    #[arg(long, value_name = "FILE")]
+    kubeconfig: Option<PathBuf>,
+    /// Use the pod's service account (the agent runs in the cluster).
+    #[arg(long)]
+    in_cluster: bool,
+}
+
+impl ClusterArgs {
+    fn access(&self) -> anyhow::Result<Option<ClusterAccess>> {
+        if self.in_cluster {
+            return Ok(Some(ClusterAccess::InCluster));
+        }
+        let Some(path) = &self.kubeconfig else {
+            return Ok(None);
+        };
+        let path = std::fs::canonicalize(path)
+            .with_context(|| format!("--kubeconfig {}", path.display()))?;
+        Ok(Some(ClusterAccess::Kubeconfig(path)))
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -52,6 +86,8 @@ enum Command {
         /// The cluster's labels, `key=value,…` (placements select on them).
         #[arg(long, default_value = "")]
         labels: String,
+        #[command(flatten)]
+        cluster: ClusterArgs,
     },
     /// Run a joined agent until SIGTERM or Ctrl-C.
     Run {
@@ -80,11 +116,9 @@ async fn execute(command: Command) -> anyhow::Result<()> {
             name,
             token,
             labels,
-        } => join(&data_dir, &name, &token, &labels).await,
-        Command::Run { data_dir } => {
-            daemon::run(&data_dir, daemon::cancel_on_signals()).await?;
-            Ok(())
-        }
+            cluster,
+        } => join(&data_dir, &name, &token, &labels, cluster.access()?).await,
+        Command::Run { data_dir } => run(&data_dir).await,
         Command::Inspect { data_dir } => {
             let store = open_store(&data_dir)?;
             let summary = relaymesh_relay::inspect::summary(&store)?
@@ -95,9 +129,15 @@ async fn execute(command: Command) -> anyhow::Result<()> {
     }
 }
 
-async fn join(data_dir: &Path, name: &str, token: &str, labels: &str) -> anyhow::Result<()> {
+async fn join(
+    data_dir: &Path,
+    name: &str,
+    token: &str,
+    labels: &str,
+    cluster: Option<ClusterAccess>,
+) -> anyhow::Result<()> {
     relaymesh_protocol::name::validate(name).context("--name")?;
-    let labels = relaymesh_edge_agent::labels::parse(labels).context("--labels")?;
+    let mut labels = relaymesh_edge_agent::labels::parse(labels).context("--labels")?;
     std::fs::create_dir_all(data_dir)
         .with_context(|| format!("cannot create {}", data_dir.display()))?;
     let store = Store::open(data_dir).with_context(|| {
@@ -113,6 +153,16 @@ async fn join(data_dir: &Path, name: &str, token: &str, labels: &str) -> anyhow:
             data_dir.display()
         );
     }
+    // Asked before the token is spent, so an unreachable cluster costs none.
+    if let Some(access) = &cluster {
+        let client = access.client().await.context("cannot reach the cluster")?;
+        let detected = cluster::detect_labels(&client)
+            .await
+            .context("cannot read the cluster's version")?;
+        for (key, value) in detected {
+            labels.entry(key).or_insert(value);
+        }
+    }
     let joined = transport::join::join(token.trim(), name, Role::Agent).await?;
     let config = NodeConfig {
         listen: None,
@@ -123,11 +173,64 @@ async fn join(data_dir: &Path, name: &str, token: &str, labels: &str) -> anyhow:
         capacity: Default::default(),
     };
     store.initialize(&joined.identity, &config, rand::random())?;
+    if let Some(access) = &cluster {
+        access.save(&store.open_tree(cluster::AGENT_TREE)?)?;
+    }
     println!(
         "joined as cluster {name:?} under {:?}; next: edge-agent run --data-dir {}",
         joined.parent.name,
         data_dir.display()
     );
+    Ok(())
+}
+
+/// Runs the daemon in agent role and, if the agent has cluster access, the
+/// reconciler beside it on the same store.
+async fn run(data_dir: &Path) -> anyhow::Result<()> {
+    let store = open_store(data_dir)?;
+    let shutdown = daemon::cancel_on_signals();
+    let access = match ClusterAccess::load(&store.open_tree(cluster::AGENT_TREE)?) {
+        Ok(access) => Some(access),
+        Err(ClusterError::NotConfigured) => {
+            tracing::warn!("no cluster access configured: keeping the slice, applying nothing");
+            None
+        }
+        Err(error) => return Err(error.into()),
+    };
+    let Some(access) = access else {
+        daemon::run_with_store(data_dir, store, shutdown, None).await?;
+        return Ok(());
+    };
+    let client = access
+        .client()
+        .await
+        .context("cannot build a client for the cluster")?;
+    let name = store
+        .identity()?
+        .map(|identity| identity.name)
+        .unwrap_or_default();
+    let (slice_tx, slice_rx) = watch::channel(AgentSlice::default());
+    let (status_tx, status_rx) = mpsc::channel(256);
+    let reconciler = Reconciler::new(client, store.clone(), name, slice_rx, status_tx)?;
+    let stop = shutdown.clone();
+    let reconciling = tokio::spawn(async move {
+        let result = reconciler.run(stop.clone()).await;
+        if let Err(error) = &result {
+            tracing::error!(%error, "reconciler stopped; stopping the agent");
+            stop.cancel();
+        }
+        result
+    });
+    let hooks = AgentHooks {
+        slice: slice_tx,
+        status: status_rx,
+    };
+    let daemon_result =
+        daemon::run_with_store(data_dir, store, shutdown.clone(), Some(hooks)).await;
+    shutdown.cancel();
+    let reconciler_result = reconciling.await.context("reconciler task")?;
+    daemon_result?;
+    reconciler_result?;
     Ok(())
 }
 

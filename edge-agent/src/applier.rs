@@ -1,0 +1,230 @@
+//! Server-side apply of one object at a time, with kinds resolved through
+//! discovery: the field manager is always `relaymesh` and conflicts are
+//! forced, so the agent owns the fields its bundles set and nothing else.
+//!
+//! Also the few other writes an apply pass needs: creating a namespace the
+//! bundle uses but does not carry, waiting for a CRD to be Established, and
+//! reading or deleting an applied object.
+
+use std::time::Duration;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams};
+use kube::runtime::wait::{await_condition, conditions};
+use kube::{Api, Client};
+use serde_json::{json, Value};
+
+use crate::cluster::{Kind, Kinds};
+use crate::manifest::{Manifest, ObjectRef};
+
+/// The one field manager the agent applies with.
+pub const FIELD_MANAGER: &str = "relaymesh";
+
+/// The label on namespaces the agent created because a bundle used them.
+pub const CREATED_BY_LABEL: &str = "relaymesh.dev/created-by";
+
+/// How long an apply pass waits for a CRD to be Established.
+pub const ESTABLISH_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Why one object could not be applied (or read, or deleted).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ApplyError {
+    /// The cluster does not serve the object's kind.
+    #[error("the cluster does not serve {api_version} {kind}: {source}")]
+    UnknownKind {
+        /// The object's apiVersion.
+        api_version: String,
+        /// The object's kind.
+        kind: String,
+        /// What discovery said.
+        #[source]
+        source: kube::Error,
+    },
+    /// The cluster refused the request (validation, admission, conflict).
+    #[error("{reason} ({code}): {message}")]
+    Refused {
+        /// The HTTP status code.
+        code: u16,
+        /// The Kubernetes reason (`Invalid`, `Forbidden`, ...).
+        reason: String,
+        /// The cluster's message.
+        message: String,
+    },
+    /// The request failed on the way (connection, TLS, decoding).
+    #[error("request failed: {0}")]
+    Request(#[source] kube::Error),
+    /// A CRD was not Established in time.
+    #[error("CustomResourceDefinition {0} not Established within {ESTABLISH_TIMEOUT:?}")]
+    NotEstablished(String),
+}
+
+impl ApplyError {
+    /// Whether trying again without a change to the object may help.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            Self::Refused { code, .. } => *code >= 500 || *code == 409 || *code == 429,
+            Self::UnknownKind { .. } | Self::Request(_) | Self::NotEstablished(_) => true,
+        }
+    }
+}
+
+impl From<kube::Error> for ApplyError {
+    fn from(error: kube::Error) -> Self {
+        match error {
+            kube::Error::Api(status) => Self::Refused {
+                code: status.code,
+                reason: status.reason.clone(),
+                message: status.message.clone(),
+            },
+            other => Self::Request(other),
+        }
+    }
+}
+
+/// Applies objects to one cluster.
+#[derive(Clone)]
+pub struct Applier {
+    client: Client,
+    kinds: Kinds,
+}
+
+impl Applier {
+    /// An applier on `client`.
+    pub fn new(client: Client) -> Self {
+        Self {
+            kinds: Kinds::new(client.clone()),
+            client,
+        }
+    }
+
+    /// The client.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// The served kind of `reference`.
+    pub async fn kind(&mut self, reference: &ObjectRef) -> Result<Kind, ApplyError> {
+        self.kinds
+            .resolve(&reference.gvk())
+            .await
+            .map_err(|source| ApplyError::UnknownKind {
+                api_version: reference.api_version(),
+                kind: reference.kind.clone(),
+                source,
+            })
+    }
+
+    /// An `Api` for `reference`'s kind, in its namespace if it has one.
+    pub async fn api(&mut self, reference: &ObjectRef) -> Result<Api<DynamicObject>, ApplyError> {
+        let kind = self.kind(reference).await?;
+        Ok(match (&reference.namespace, kind.namespaced) {
+            (Some(namespace), true) => {
+                Api::namespaced_with(self.client.clone(), namespace, &kind.resource)
+            }
+            (None, true) => Api::default_namespaced_with(self.client.clone(), &kind.resource),
+            (_, false) => Api::all_with(self.client.clone(), &kind.resource),
+        })
+    }
+
+    /// Applies `manifest` (server-side apply, forced) and returns the live
+    /// object; a create-only object that exists is left as it is.
+    pub async fn apply(&mut self, manifest: &Manifest) -> Result<DynamicObject, ApplyError> {
+        let api = self.api(&manifest.reference).await?;
+        let name = &manifest.reference.name;
+        if manifest.create_only {
+            if let Some(live) = api.get_opt(name).await? {
+                return Ok(live);
+            }
+        }
+        let params = PatchParams::apply(FIELD_MANAGER).force();
+        Ok(api
+            .patch(name, &params, &Patch::Apply(&manifest.body))
+            .await?)
+    }
+
+    /// The live object `reference`, if it exists.
+    pub async fn get(
+        &mut self,
+        reference: &ObjectRef,
+    ) -> Result<Option<DynamicObject>, ApplyError> {
+        let api = self.api(reference).await?;
+        Ok(api.get_opt(&reference.name).await?)
+    }
+
+    /// Deletes `reference` (in the background); a missing object is fine.
+    pub async fn delete(&mut self, reference: &ObjectRef) -> Result<(), ApplyError> {
+        let api = self.api(reference).await?;
+        match api
+            .delete(&reference.name, &DeleteParams::background())
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(status)) if status.is_not_found() => Ok(()),
+            Err(error) => Err(error.into()),
+        }
+    }
+
+    /// Creates namespace `name`, labelled as created by relaymesh, unless it
+    /// exists; returns whether it was created.
+    pub async fn ensure_namespace(&mut self, name: &str) -> Result<bool, ApplyError> {
+        let reference = namespace_ref(name);
+        if self.get(&reference).await?.is_some() {
+            return Ok(false);
+        }
+        let body = json!({
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": name, "labels": {CREATED_BY_LABEL: FIELD_MANAGER}},
+        });
+        let manifest = Manifest {
+            reference,
+            body,
+            create_only: false,
+        };
+        self.apply(&manifest).await?;
+        tracing::info!(namespace = name, "created namespace the bundle uses");
+        Ok(true)
+    }
+
+    /// Waits (bounded) until CRD `name` is Established, then forgets what
+    /// discovery knew of its kinds.
+    pub async fn wait_established(&mut self, name: &str) -> Result<(), ApplyError> {
+        let api: Api<CustomResourceDefinition> = Api::all(self.client.clone());
+        let wait = await_condition(api, name, conditions::is_crd_established());
+        match tokio::time::timeout(ESTABLISH_TIMEOUT, wait).await {
+            Ok(Ok(Some(definition))) => {
+                let spec = &definition.spec;
+                for version in &spec.versions {
+                    self.kinds.forget(&kube::core::GroupVersionKind::gvk(
+                        &spec.group,
+                        &version.name,
+                        &spec.names.kind,
+                    ));
+                }
+                Ok(())
+            }
+            Ok(Ok(None)) | Err(_) => Err(ApplyError::NotEstablished(name.to_string())),
+            Ok(Err(error)) => {
+                tracing::warn!(crd = name, %error, "watching the CRD failed");
+                Err(ApplyError::NotEstablished(name.to_string()))
+            }
+        }
+    }
+}
+
+/// The reference of namespace `name`.
+pub fn namespace_ref(name: &str) -> ObjectRef {
+    ObjectRef {
+        group: String::new(),
+        version: "v1".into(),
+        kind: "Namespace".into(),
+        namespace: None,
+        name: name.to_string(),
+    }
+}
+
+/// The object's JSON (type, metadata and body), for comparing and status.
+pub fn to_value(object: &DynamicObject) -> Value {
+    serde_json::to_value(object).unwrap_or(Value::Null)
+}

@@ -1,0 +1,395 @@
+//! The reconciler: a kube-rs style controller loop that keeps every
+//! placement assigned to this cluster applied, pruned and reported.
+//!
+//! Inputs: the slice the daemon publishes (a `watch` channel of
+//! [`AgentSlice`]), bundles in the node's sled [`Store`], and events from
+//! the watchers on applied kinds ([`crate::drift`]). Output: the cluster's
+//! objects, the local [`Inventory`], and per-placement status on the
+//! daemon's channel.
+//!
+//! [`Reconciler::reconcile`] handles one placement and returns an
+//! [`Action`]: requeue after a backoff (something failed), or await a change
+//! (a new slice, a stored bundle, drift, a status change). Everything it
+//! needs is local, so it keeps working with the uplink down and after a
+//! restart. It never prunes a whole placement on an untrusted slice: until
+//! the daemon has synchronized with its parent once (`parent_position` is
+//! set), a placement missing from the slice is kept.
+//!
+//! The apply pass of one placement is in `reconciler/pass.rs`.
+
+mod pass;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use kube::Client;
+use relaymesh_protocol::{BundleId, PlacementStatus};
+use relaymesh_relay::daemon::AgentSlice;
+use relaymesh_relay::store::{Store, StoreError};
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument as _;
+
+use crate::applier::Applier;
+use crate::drift::{ClusterEvent, Watches};
+use crate::inventory::{Inventory, InventoryError};
+use crate::manifest::{self, Manifest, ObjectRef};
+use crate::prune::{self, ApplySet};
+use crate::status::{self, Health, Reporter};
+
+/// The prefix of the slice keys of placements.
+pub const PLACEMENT_PREFIX: &str = "placement/";
+
+/// The first retry after a failure; doubled per failure up to
+/// [`MAX_BACKOFF`].
+pub const MIN_BACKOFF: Duration = Duration::from_secs(1);
+/// The longest wait between retries.
+pub const MAX_BACKOFF: Duration = Duration::from_secs(300);
+/// The shortest time between two passes of one placement triggered by
+/// drift, so a field the cluster normalizes cannot make a hot loop.
+pub const DRIFT_SPACING: Duration = Duration::from_millis(500);
+
+/// Why the reconciler stopped.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ReconcileError {
+    /// The node's store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The inventory failed; the agent stops rather than change the cluster
+    /// without a record.
+    #[error(transparent)]
+    Inventory(#[from] InventoryError),
+}
+
+/// What to do with a placement after reconciling it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// Reconcile again after this long.
+    Requeue(Duration),
+    /// Reconcile again when something changes.
+    AwaitChange,
+}
+
+/// What the reconciler knows of one assigned placement.
+#[derive(Debug, Default)]
+struct Placement {
+    bundles: Vec<BundleId>,
+    /// The objects last read from its bundles.
+    desired: BTreeMap<ObjectRef, Manifest>,
+    /// Every object of it was applied once (failures aside).
+    applied: bool,
+    /// Objects that could not be applied, with why.
+    errors: BTreeMap<ObjectRef, String>,
+    /// A message for a failure that is not one object's.
+    problem: Option<String>,
+    health: BTreeMap<ObjectRef, Health>,
+    /// The resourceVersion our last apply returned, per object: watch
+    /// events carrying it are our own writes.
+    written: BTreeMap<ObjectRef, String>,
+    /// When to reconcile it next; `None` waits for a change.
+    due: Option<Instant>,
+    failures: u32,
+    last_pass: Option<Instant>,
+}
+
+/// The controller. Build it with [`Reconciler::new`], then [`Reconciler::run`].
+pub struct Reconciler {
+    cluster: String,
+    store: Store,
+    applier: Applier,
+    inventory: Inventory,
+    slice: watch::Receiver<AgentSlice>,
+    reporter: Reporter,
+    watches: Watches,
+    events: mpsc::Receiver<ClusterEvent>,
+    placements: BTreeMap<String, Placement>,
+    /// The slice comes from a daemon that synchronized with its parent.
+    trusted: bool,
+}
+
+impl Reconciler {
+    /// A reconciler for cluster `cluster` (its name, for status messages)
+    /// reached by `client`, on the node's `store` (bundles, its position in
+    /// the parent's history, and the `applied` inventory tree), fed by the
+    /// daemon's `slice` and reporting on `status` (the two ends of
+    /// [`relaymesh_relay::daemon::AgentHooks`]).
+    pub fn new(
+        client: Client,
+        store: Store,
+        cluster: impl Into<String>,
+        slice: watch::Receiver<AgentSlice>,
+        status: mpsc::Sender<(String, Option<PlacementStatus>)>,
+    ) -> Result<Self, ReconcileError> {
+        let inventory = Inventory::new(store.open_tree(crate::inventory::TREE)?);
+        let (events_tx, events) = mpsc::channel(1024);
+        Ok(Self {
+            cluster: cluster.into(),
+            store,
+            applier: Applier::new(client.clone()),
+            inventory,
+            slice,
+            reporter: Reporter::new(status),
+            watches: Watches::new(client, events_tx),
+            events,
+            placements: BTreeMap::new(),
+            trusted: false,
+        })
+    }
+
+    /// Runs until `shutdown` is cancelled or the slice's sender is gone. The
+    /// first slice handled is the first one published after the reconciler
+    /// was built (the channel's initial value says nothing).
+    pub async fn run(mut self, shutdown: CancellationToken) -> Result<(), ReconcileError> {
+        tokio::select! {
+            () = shutdown.cancelled() => return Ok(()),
+            changed = self.slice.changed() => if changed.is_err() { return Ok(()) },
+        }
+        self.sync_slice().await?;
+        loop {
+            self.reconcile_due().await?;
+            let next = self.placements.values().filter_map(|p| p.due).min();
+            tokio::select! {
+                () = shutdown.cancelled() => return Ok(()),
+                changed = self.slice.changed() => match changed {
+                    Ok(()) => self.sync_slice().await?,
+                    Err(_) => return Ok(()),
+                },
+                Some(event) = self.events.recv() => self.handle_event(event).await,
+                () = sleep_until(next) => {}
+            }
+        }
+    }
+
+    /// Reconciles the placements that are due, in key order.
+    async fn reconcile_due(&mut self) -> Result<(), ReconcileError> {
+        let now = Instant::now();
+        let due: Vec<String> = self
+            .placements
+            .iter()
+            .filter(|(_, placement)| placement.due.is_some_and(|due| due <= now))
+            .map(|(key, _)| key.clone())
+            .collect();
+        for key in due {
+            let span = tracing::info_span!("placement", key = %key);
+            let action = self.reconcile(&key).instrument(span).await?;
+            if let Some(placement) = self.placements.get_mut(&key) {
+                placement.last_pass = Some(Instant::now());
+                placement.due = match action {
+                    Action::Requeue(after) => Some(Instant::now() + after),
+                    Action::AwaitChange => None,
+                };
+            }
+        }
+        Ok(())
+    }
+
+    /// Takes the newest slice: new and changed placements become due,
+    /// placements gone from a trusted slice are removed from the cluster.
+    async fn sync_slice(&mut self) -> Result<(), ReconcileError> {
+        let slice = self.slice.borrow_and_update().clone();
+        if !self.trusted {
+            self.trusted = self.store.load()?.parent_position.is_some();
+        }
+        let mut assigned = BTreeSet::new();
+        for entry in slice.entries.iter() {
+            if !entry.key.starts_with(PLACEMENT_PREFIX) {
+                continue;
+            }
+            assigned.insert(entry.key.clone());
+            let placement = self.placements.entry(entry.key.clone()).or_default();
+            // A changed entry, or one still waiting for its bundles.
+            if placement.bundles != entry.bundles || !placement.applied {
+                placement.bundles = entry.bundles.clone();
+                placement.failures = 0;
+                placement.due = Some(Instant::now());
+            }
+        }
+        let gone: Vec<String> = self
+            .placements
+            .keys()
+            .filter(|key| !assigned.contains(*key))
+            .cloned()
+            .collect();
+        for key in gone {
+            self.placements.remove(&key);
+            self.reporter.forget(&key).await;
+        }
+        if self.trusted {
+            for key in self.inventory.placements()?.into_keys() {
+                if !assigned.contains(&key) {
+                    let span = tracing::info_span!("placement", key = %key);
+                    self.remove_placement(&key).instrument(span).await?;
+                }
+            }
+        } else if assigned.is_empty() && !self.inventory.placements()?.is_empty() {
+            tracing::warn!("empty slice before the first sync with the parent: pruning nothing");
+        }
+        Ok(())
+    }
+
+    /// Reconciles placement `key`: applies its bundles, prunes what left
+    /// them, and reports its status.
+    pub async fn reconcile(&mut self, key: &str) -> Result<Action, ReconcileError> {
+        let action = pass::run(self, key).await?;
+        self.report(key).await;
+        Ok(action)
+    }
+
+    /// Deletes everything recorded for a placement that is no longer
+    /// assigned, then its ApplySet parent and its record.
+    async fn remove_placement(&mut self, key: &str) -> Result<(), ReconcileError> {
+        let Some(mut record) = self.inventory.placement(key)? else {
+            return Ok(());
+        };
+        tracing::info!(
+            objects = record.objects.len(),
+            "placement unassigned: pruning it"
+        );
+        let applyset = ApplySet::of(key);
+        let remaining = pass::prune(
+            &mut self.applier,
+            &applyset,
+            record.objects.iter().cloned().collect(),
+        )
+        .await;
+        record.objects = remaining.keys().cloned().collect();
+        if record.objects.is_empty() {
+            if let Err(error) = applyset.delete_parent(&mut self.applier).await {
+                tracing::warn!(%error, "cannot delete the ApplySet parent");
+            }
+            self.inventory.remove_placement(key).await?;
+        } else {
+            self.inventory.set_placement(key, &record).await?;
+        }
+        self.prune_namespaces().await?;
+        Ok(())
+    }
+
+    /// Deletes the namespaces relaymesh created that none of its objects
+    /// use any more.
+    async fn prune_namespaces(&mut self) -> Result<(), ReconcileError> {
+        let created = self.inventory.created_namespaces()?;
+        if created.is_empty() {
+            return Ok(());
+        }
+        let in_use: BTreeSet<String> = self
+            .inventory
+            .placements()?
+            .values()
+            .flat_map(|record| record.objects.iter())
+            .filter_map(|object| object.namespace.clone())
+            .collect();
+        let kept = prune::prune_namespaces(&mut self.applier, &created, &in_use).await;
+        if kept != created {
+            self.inventory.set_created_namespaces(&kept).await?;
+        }
+        Ok(())
+    }
+
+    /// Reacts to a managed object changing in the cluster: drift makes its
+    /// placement due; a changed health is reported.
+    async fn handle_event(&mut self, event: ClusterEvent) {
+        let Some((key, placement)) = self
+            .placements
+            .iter_mut()
+            .find(|(_, placement)| placement.desired.contains_key(&event.reference))
+        else {
+            return;
+        };
+        let key = key.clone();
+        let Some(manifest) = placement.desired.get(&event.reference) else {
+            return;
+        };
+        let drifted = match &event.object {
+            None => {
+                tracing::info!(placement = %key, object = %event.reference, "managed object deleted; restoring it");
+                true
+            }
+            Some(live) => {
+                let version = live
+                    .pointer("/metadata/resourceVersion")
+                    .and_then(serde_json::Value::as_str);
+                let ours = version.is_some()
+                    && version == placement.written.get(&event.reference).map(String::as_str);
+                let health = status::health(&event.reference.group, &event.reference.kind, live);
+                placement.health.insert(event.reference.clone(), health);
+                let drifted =
+                    !ours && !manifest.create_only && !manifest::contains(live, &manifest.body);
+                if drifted {
+                    tracing::info!(placement = %key, object = %event.reference, "managed object changed; restoring it");
+                }
+                drifted
+            }
+        };
+        if drifted && placement.applied {
+            let earliest = placement
+                .last_pass
+                .map_or_else(Instant::now, |last| last + DRIFT_SPACING);
+            let due = earliest.max(Instant::now());
+            placement.due = Some(placement.due.map_or(due, |current| current.min(due)));
+        }
+        self.report(&key).await;
+    }
+
+    /// Reports placement `key`'s status (if it changed).
+    async fn report(&mut self, key: &str) {
+        let Some(placement) = self.placements.get(key) else {
+            return;
+        };
+        let phase = status::phase(
+            placement.applied,
+            placement.errors.len() + usize::from(placement.problem.is_some()),
+            placement.health.values(),
+        );
+        let failed_workload = placement
+            .health
+            .iter()
+            .find_map(|(object, health)| match health {
+                Health::Failed(reason) => Some(format!("{object}: {reason}")),
+                _ => None,
+            });
+        let message = placement
+            .problem
+            .clone()
+            .or_else(|| {
+                placement
+                    .errors
+                    .iter()
+                    .next()
+                    .map(|(object, reason)| format!("{object}: {reason}"))
+            })
+            .or(failed_workload)
+            .map(|message| format!("{}: {message}", self.cluster));
+        self.reporter
+            .report(key, status::placement_status(&phase, message))
+            .await;
+    }
+}
+
+/// The backoff after `failures` failures in a row.
+pub fn backoff(failures: u32) -> Duration {
+    let factor = 2u32.saturating_pow(failures.saturating_sub(1).min(16));
+    MIN_BACKOFF.saturating_mul(factor).min(MAX_BACKOFF)
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_and_caps() {
+        assert_eq!(backoff(1), Duration::from_secs(1));
+        assert_eq!(backoff(2), Duration::from_secs(2));
+        assert_eq!(backoff(4), Duration::from_secs(8));
+        assert_eq!(backoff(40), MAX_BACKOFF);
+    }
+}

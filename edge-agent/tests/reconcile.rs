@@ -1,0 +1,467 @@
+//! The reconciler against a real Kubernetes-compatible API server (relaymesh's
+//! own, over TLS with a throwaway PKI) through a real kube client: apply,
+//! update, prune, drift, create-only, failures, restarts and untrusted
+//! slices.
+
+#[path = "support/harness.rs"]
+mod harness;
+
+use harness::{eventually, stays, Agent, Cluster};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use relaymesh_edge_agent::manifest::PART_OF_LABEL;
+use serde_json::{json, Value};
+
+const KEY: &str = "placement/shop/web";
+
+fn namespace(name: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+}
+
+fn config_map(namespace: &str, name: &str, value: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap",
+           "metadata": {"name": name, "namespace": namespace}, "data": {"key": value}})
+}
+
+fn deployment(image: &str) -> Value {
+    json!({"apiVersion": "apps/v1", "kind": "Deployment",
+           "metadata": {"name": "web", "namespace": "shop"},
+           "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}},
+                    "template": {"metadata": {"labels": {"app": "web"}},
+                                 "spec": {"containers": [{"name": "web", "image": image}]}}}})
+}
+
+fn widget_definition() -> Value {
+    json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+           "metadata": {"name": "widgets.example.com"},
+           "spec": {"group": "example.com", "scope": "Namespaced",
+                    "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+                    "versions": [{"name": "v1", "served": true, "storage": true,
+                                  "schema": {"openAPIV3Schema": {"type": "object",
+                                             "x-kubernetes-preserve-unknown-fields": true}}}]}})
+}
+
+fn widget() -> Value {
+    json!({"apiVersion": "example.com/v1", "kind": "Widget",
+           "metadata": {"name": "gear", "namespace": "shop"}, "spec": {"size": 3}})
+}
+
+async fn config_value(
+    cluster: &Cluster,
+    namespace: &str,
+    name: &str,
+) -> anyhow::Result<Option<String>> {
+    Ok(cluster
+        .get("v1", "ConfigMap", Some(namespace), name)
+        .await?
+        .and_then(|object| {
+            object
+                .pointer("/data/key")
+                .and_then(Value::as_str)
+                .map(str::to_string)
+        }))
+}
+
+#[tokio::test]
+async fn applies_definition_custom_resource_namespace_and_config_map_in_one_pass(
+) -> anyhow::Result<()> {
+    let cluster = Cluster::start().await?;
+    let dir = tempfile::tempdir()?;
+    let mut agent = Agent::start(&cluster, dir.path())?;
+    // Deliberately out of order: the agent sorts.
+    agent.assign(&[(
+        KEY,
+        vec![
+            widget(),
+            config_map("shop", "conf", "1"),
+            namespace("shop"),
+            widget_definition(),
+        ],
+    )])?;
+    let status = agent
+        .status_of(KEY, |status| {
+            status.counts.ready == 1 || status.counts.failed == 1
+        })
+        .await?;
+    assert_eq!(status.counts.ready, 1, "{status:?}");
+    assert_eq!(status.message, None);
+
+    let gear = cluster
+        .get("example.com/v1", "Widget", Some("shop"), "gear")
+        .await?;
+    let gear = gear.ok_or_else(|| anyhow::anyhow!("the widget exists"))?;
+    assert_eq!(gear["spec"]["size"], 3);
+    assert!(gear["metadata"]["labels"][PART_OF_LABEL]
+        .as_str()
+        .is_some_and(|id| id.starts_with("applyset-")));
+    let managers: Vec<&str> = gear["metadata"]["managedFields"]
+        .as_array()
+        .map(|fields| {
+            fields
+                .iter()
+                .filter_map(|field| field["manager"].as_str())
+                .collect()
+        })
+        .unwrap_or_default();
+    assert_eq!(managers, ["relaymesh"]);
+    assert_eq!(
+        config_value(&cluster, "shop", "conf").await?.as_deref(),
+        Some("1")
+    );
+    // Steady: the agent's own writes echoed by its watches are not drift.
+    let version = |object: Option<Value>| object.map(|o| o["metadata"]["resourceVersion"].clone());
+    let settled = version(cluster.get("v1", "ConfigMap", Some("shop"), "conf").await?);
+    stays("the object is not re-applied", || async {
+        Ok(version(cluster.get("v1", "ConfigMap", Some("shop"), "conf").await?) == settled)
+    })
+    .await?;
+    let parent = cluster
+        .get(
+            "v1",
+            "ConfigMap",
+            Some("relaymesh-system"),
+            "placement.shop.web",
+        )
+        .await?;
+    let parent = parent.ok_or_else(|| anyhow::anyhow!("the ApplySet parent exists"))?;
+    assert_eq!(
+        parent["metadata"]["labels"]["applyset.kubernetes.io/id"],
+        gear["metadata"]["labels"][PART_OF_LABEL]
+    );
+    let kinds =
+        parent["metadata"]["annotations"]["applyset.kubernetes.io/contains-group-kinds"].as_str();
+    assert_eq!(
+        kinds,
+        Some(
+            "ConfigMap,CustomResourceDefinition.apiextensions.k8s.io,Namespace,Widget.example.com"
+        )
+    );
+    agent.stop().await?;
+    cluster.stop().await;
+    Ok(())
+}
+
+#[tokio::test]
+async fn an_image_change_is_applied_and_a_missing_namespace_created() -> anyhow::Result<()> {
+    let cluster = Cluster::start().await?;
+    let dir = tempfile::tempdir()?;
+    let mut agent = Agent::start(&cluster, dir.path())?;
+    // No Namespace in the bundle: the agent creates it, labelled as its own.
+    agent.assign(&[(KEY, vec![deployment("nginx:1.27")])])?;
+    // No controller runs on this server: applied, never ready.
+    agent
+        .status_of(KEY, |status| status.counts.applied == 1)
+        .await?;
+    let shop = cluster
+        .get("v1", "Namespace", None, "shop")
+        .await?
+        .unwrap_or_default();
+    assert_eq!(
+        shop["metadata"]["labels"]["relaymesh.dev/created-by"],
+        "relaymesh"
+    );
+
+    agent.assign(&[(KEY, vec![deployment("nginx:1.28")])])?;
+    eventually("the new image is applied", || async {
+        let web = cluster
+            .get("apps/v1", "Deployment", Some("shop"), "web")
+            .await?;
+        Ok(web.filter(|web| {
+            web.pointer("/spec/template/spec/containers/0/image") == Some(&json!("nginx:1.28"))
+        }))
+    })
+    .await?;
+    agent.stop().await?;
+    cluster.stop().await;
+    Ok(())
+}
+
+#[tokio::test]
+async fn removed_objects_are_pruned_and_foreign_ones_survive() -> anyhow::Result<()> {
+    let cluster = Cluster::start().await?;
+    let dir = tempfile::tempdir()?;
+    let mut agent = Agent::start(&cluster, dir.path())?;
+    agent.assign(&[(
+        KEY,
+        vec![
+            namespace("shop"),
+            config_map("shop", "keep", "1"),
+            config_map("shop", "drop", "1"),
+        ],
+    )])?;
+    agent
+        .status_of(KEY, |status| status.counts.ready == 1)
+        .await?;
+    // Someone else's object, without our part-of label.
+    let foreign = config_map("shop", "foreign", "theirs");
+    cluster
+        .api("v1", "ConfigMap", Some("shop"))
+        .await?
+        .create(&PostParams::default(), &serde_json::from_value(foreign)?)
+        .await?;
+
+    agent.assign(&[(
+        KEY,
+        vec![namespace("shop"), config_map("shop", "keep", "1")],
+    )])?;
+    eventually("the dropped object is pruned", || async {
+        Ok(config_value(&cluster, "shop", "drop")
+            .await?
+            .is_none()
+            .then_some(()))
+    })
+    .await?;
+    assert_eq!(
+        config_value(&cluster, "shop", "keep").await?.as_deref(),
+        Some("1")
+    );
+    assert_eq!(
+        config_value(&cluster, "shop", "foreign").await?.as_deref(),
+        Some("theirs")
+    );
+
+    // The whole placement goes (from a slice the agent can trust).
+    agent.synced()?;
+    agent.assign(&[])?;
+    eventually("the placement's objects are pruned", || async {
+        Ok(config_value(&cluster, "shop", "keep")
+            .await?
+            .is_none()
+            .then_some(()))
+    })
+    .await?;
+    agent.stop().await?;
+    cluster.stop().await;
+    Ok(())
+}
+
+#[tokio::test]
+async fn drift_is_restored_but_create_only_objects_are_left_alone() -> anyhow::Result<()> {
+    let cluster = Cluster::start().await?;
+    let dir = tempfile::tempdir()?;
+    let mut agent = Agent::start(&cluster, dir.path())?;
+    let mut seed = config_map("shop", "seed", "initial");
+    seed["metadata"]["annotations"] = json!({"relaymesh.dev/create-only": "true"});
+    agent.assign(&[(
+        KEY,
+        vec![namespace("shop"), config_map("shop", "conf", "1"), seed],
+    )])?;
+    agent
+        .status_of(KEY, |status| status.counts.ready == 1)
+        .await?;
+    let config_maps = cluster.api("v1", "ConfigMap", Some("shop")).await?;
+
+    // A managed field edited by someone else comes back.
+    let edit = json!({"data": {"key": "edited"}});
+    config_maps
+        .patch("conf", &PatchParams::default(), &Patch::Merge(&edit))
+        .await?;
+    eventually("the edited field is restored", || async {
+        Ok((config_value(&cluster, "shop", "conf").await?.as_deref() == Some("1")).then_some(()))
+    })
+    .await?;
+
+    // A deleted managed object comes back.
+    config_maps.delete("conf", &DeleteParams::default()).await?;
+    eventually("the deleted object is restored", || async {
+        Ok((config_value(&cluster, "shop", "conf").await?.as_deref() == Some("1")).then_some(()))
+    })
+    .await?;
+
+    // A create-only object keeps what the cluster's users made of it.
+    config_maps
+        .patch("seed", &PatchParams::default(), &Patch::Merge(&edit))
+        .await?;
+    stays("the create-only object keeps its edit", || async {
+        Ok(config_value(&cluster, "shop", "seed").await?.as_deref() == Some("edited"))
+    })
+    .await?;
+    agent.stop().await?;
+    cluster.stop().await;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_rejected_object_fails_the_placement_and_the_rest_applies() -> anyhow::Result<()> {
+    let cluster = Cluster::start().await?;
+    let dir = tempfile::tempdir()?;
+    let mut agent = Agent::start(&cluster, dir.path())?;
+    agent.assign(&[(
+        KEY,
+        vec![
+            namespace("shop"),
+            config_map("shop", "Not_A_Name", "1"),
+            config_map("shop", "fine", "1"),
+        ],
+    )])?;
+    let status = agent
+        .status_of(KEY, |status| status.counts.failed == 1)
+        .await?;
+    let message = status.message.unwrap_or_default();
+    assert!(
+        message.starts_with("edge-1: ConfigMap shop/Not_A_Name: Invalid (422)"),
+        "{message}"
+    );
+    assert_eq!(
+        config_value(&cluster, "shop", "fine").await?.as_deref(),
+        Some("1")
+    );
+
+    // Fixed in the next bundle: the placement recovers.
+    agent.assign(&[(
+        KEY,
+        vec![namespace("shop"), config_map("shop", "fine", "1")],
+    )])?;
+    let status = agent
+        .status_of(KEY, |status| status.counts.ready == 1)
+        .await?;
+    assert_eq!(status.message, None);
+    agent.stop().await?;
+    cluster.stop().await;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_restarted_agent_reapplies_from_its_local_state() -> anyhow::Result<()> {
+    let cluster = Cluster::start().await?;
+    let dir = tempfile::tempdir()?;
+    let mut agent = Agent::start(&cluster, dir.path())?;
+    let entries = agent.assign(&[(
+        KEY,
+        vec![namespace("shop"), config_map("shop", "conf", "1")],
+    )])?;
+    agent
+        .status_of(KEY, |status| status.counts.ready == 1)
+        .await?;
+    let store = agent.stop().await?;
+
+    // While the agent is down, someone deletes its object.
+    cluster
+        .api("v1", "ConfigMap", Some("shop"))
+        .await?
+        .delete("conf", &DeleteParams::default())
+        .await?;
+    // Restarted on the same sled: the daemon republishes the stored slice
+    // (whose bundle is only in the store).
+    let mut agent = Agent::start_on(&cluster, store)?;
+    agent.publish(entries);
+    agent
+        .status_of(KEY, |status| status.counts.ready == 1)
+        .await?;
+    assert_eq!(
+        config_value(&cluster, "shop", "conf").await?.as_deref(),
+        Some("1")
+    );
+    agent.stop().await?;
+    cluster.stop().await;
+    Ok(())
+}
+
+#[tokio::test]
+async fn an_empty_slice_before_the_first_sync_prunes_nothing() -> anyhow::Result<()> {
+    let cluster = Cluster::start().await?;
+    let dir = tempfile::tempdir()?;
+    let mut agent = Agent::start(&cluster, dir.path())?;
+    agent.assign(&[(KEY, vec![config_map("shop", "conf", "1")])])?;
+    agent
+        .status_of(KEY, |status| status.counts.ready == 1)
+        .await?;
+    let store = agent.stop().await?;
+
+    // Restarted with its uplink down: the slice it is handed is empty and
+    // the node never synchronized with a parent.
+    let mut agent = Agent::start_on(&cluster, store)?;
+    agent.assign(&[])?;
+    stays("the workload stays", || async {
+        Ok(config_value(&cluster, "shop", "conf").await?.is_some())
+    })
+    .await?;
+
+    // Once synchronized, an empty slice means it: pruned, and the namespace
+    // the agent created for it goes too.
+    agent.synced()?;
+    agent.assign(&[])?;
+    eventually("the placement is pruned", || async {
+        Ok(cluster
+            .get("v1", "Namespace", None, "shop")
+            .await?
+            .is_none()
+            .then_some(()))
+    })
+    .await?;
+    assert_eq!(config_value(&cluster, "shop", "conf").await?, None);
+    agent.stop().await?;
+    cluster.stop().await;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_placement_waits_pending_for_its_bundle() -> anyhow::Result<()> {
+    let cluster = Cluster::start().await?;
+    let dir = tempfile::tempdir()?;
+    let mut agent = Agent::start(&cluster, dir.path())?;
+    let entries = agent.assign(&[(
+        KEY,
+        vec![namespace("shop"), config_map("shop", "conf", "1")],
+    )])?;
+    agent
+        .status_of(KEY, |status| status.counts.ready == 1)
+        .await?;
+    // A new version whose bundle has not arrived yet.
+    let mut waiting = entries.clone();
+    waiting[0].bundles = vec![relaymesh_protocol::BundleId::of(b"not here yet")];
+    agent.publish(waiting);
+    agent
+        .status_of(KEY, |status| status.counts.pending == 1)
+        .await?;
+    // Nothing is pruned meanwhile.
+    assert_eq!(
+        config_value(&cluster, "shop", "conf").await?.as_deref(),
+        Some("1")
+    );
+    agent.stop().await?;
+    cluster.stop().await;
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_workload_becomes_ready_when_its_status_says_so() -> anyhow::Result<()> {
+    let cluster = Cluster::start().await?;
+    let dir = tempfile::tempdir()?;
+    let mut agent = Agent::start(&cluster, dir.path())?;
+    agent.assign(&[(KEY, vec![namespace("shop"), deployment("nginx:1.27")])])?;
+    agent
+        .status_of(KEY, |status| status.counts.applied == 1)
+        .await?;
+    // Playing the Deployment controller: the watch on Deployments sees it.
+    let status = json!({"status": {"replicas": 1, "readyReplicas": 1,
+        "conditions": [{"type": "Available", "status": "True"}]}});
+    cluster
+        .api("apps/v1", "Deployment", Some("shop"))
+        .await?
+        .patch_status("web", &PatchParams::default(), &Patch::Merge(&status))
+        .await?;
+    agent
+        .status_of(KEY, |status| status.counts.ready == 1)
+        .await?;
+    agent.stop().await?;
+    cluster.stop().await;
+    Ok(())
+}
+
+#[tokio::test]
+async fn join_detects_the_cluster_version_and_nodes() -> anyhow::Result<()> {
+    let cluster = Cluster::start().await?;
+    let labels = relaymesh_edge_agent::cluster::detect_labels(&cluster.client).await?;
+    let version = labels
+        .get("relaymesh.dev/kubernetes-version")
+        .cloned()
+        .unwrap_or_default();
+    assert!(version.starts_with("1.") && version.len() >= 4, "{version}");
+    // This server serves no Nodes: the count falls back to 0.
+    assert_eq!(
+        labels.get("relaymesh.dev/nodes").map(String::as_str),
+        Some("0")
+    );
+    cluster.stop().await;
+    Ok(())
+}

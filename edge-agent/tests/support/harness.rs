@@ -1,0 +1,287 @@
+//! A real Kubernetes-compatible API server (relaymesh's own, on 127.0.0.1
+//! with a throwaway PKI), a kube client for it from a kubeconfig file, and
+//! an agent's reconciler driven directly: the test feeds slices and bundles
+//! the way the daemon would, and reads the statuses it reports.
+
+// Each test uses a different part of this module.
+#![allow(dead_code)]
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context as _};
+use kube::api::{DynamicObject, GroupVersionKind};
+use kube::discovery::ApiResource;
+use kube::{Api, Client};
+use relaymesh_edge_agent::cluster::ClusterAccess;
+use relaymesh_edge_agent::reconciler::{ReconcileError, Reconciler};
+use relaymesh_protocol::message::Resume;
+use relaymesh_protocol::{BundleId, NodeRecord, PlacementStatus, SliceEntry, Target};
+use relaymesh_relay::api::{self, ApiError, ApiTls, Backend, IssuedToken, TokenRequest};
+use relaymesh_relay::daemon::AgentSlice;
+use relaymesh_relay::objects::ObjectStore;
+use relaymesh_relay::store::{Mutation, Store};
+use serde_json::Value;
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+/// How long a test waits for the agent to get something done.
+pub const PATIENCE: Duration = Duration::from_secs(30);
+
+struct NoTree;
+
+impl Backend for NoTree {
+    fn nodes(&self) -> Vec<NodeRecord> {
+        Vec::new()
+    }
+
+    fn create_token(&self, _request: TokenRequest) -> Result<IssuedToken, ApiError> {
+        Err(ApiError::Forbidden("no tokens in this test".into()))
+    }
+
+    async fn push_bundle(&self, _name: String, _bytes: Vec<u8>) -> Result<BundleId, ApiError> {
+        Err(ApiError::Forbidden("no bundles in this test".into()))
+    }
+}
+
+/// The API server standing in for the cluster.
+pub struct Cluster {
+    /// A kube client for it, built from `kubeconfig` as the agent does.
+    pub client: Client,
+    /// The admin kubeconfig file.
+    pub kubeconfig: PathBuf,
+    stop: Option<oneshot::Sender<()>>,
+    task: JoinHandle<Result<(), ApiError>>,
+    _dir: tempfile::TempDir,
+}
+
+impl Cluster {
+    pub async fn start() -> anyhow::Result<Self> {
+        let mesh = relaymesh_relay::pki::create_mesh("root", &["127.0.0.1".into()])?;
+        let tls = ApiTls {
+            ca_cert_der: mesh.identity.ca_cert_der.clone(),
+            chain_der: mesh.api_cert.chain_der.clone(),
+            key_der: mesh.api_cert.key_der.clone(),
+        };
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let address = listener.local_addr()?;
+        let dir = tempfile::tempdir()?;
+        let db = sled::open(dir.path().join("objects"))?;
+        let objects = ObjectStore::open(db.open_tree("objects")?)?;
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(api::serve(
+            listener,
+            tls,
+            Arc::new(NoTree),
+            objects,
+            async move {
+                let _ = stopped.await;
+            },
+        ));
+        let kubeconfig = dir.path().join("kubeconfig");
+        let text = relaymesh_relay::kubeconfig::admin_kubeconfig(
+            "test",
+            &format!("https://127.0.0.1:{}", address.port()),
+            &mesh.admin.ca_pem,
+            &mesh.admin.cert_pem,
+            &mesh.admin.key_pem,
+        );
+        std::fs::write(&kubeconfig, text)?;
+        let client = ClusterAccess::Kubeconfig(kubeconfig.clone())
+            .client()
+            .await?;
+        Ok(Self {
+            client,
+            kubeconfig,
+            stop: Some(stop),
+            task,
+            _dir: dir,
+        })
+    }
+
+    /// An `Api` for objects of `api_version`/`kind` (namespaced if
+    /// `namespace` is given).
+    pub async fn api(
+        &self,
+        api_version: &str,
+        kind: &str,
+        namespace: Option<&str>,
+    ) -> anyhow::Result<Api<DynamicObject>> {
+        let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+        let gvk = GroupVersionKind::gvk(group, version, kind);
+        let (resource, _): (ApiResource, _) =
+            kube::discovery::pinned_kind(&self.client, &gvk).await?;
+        Ok(match namespace {
+            Some(namespace) => Api::namespaced_with(self.client.clone(), namespace, &resource),
+            None => Api::all_with(self.client.clone(), &resource),
+        })
+    }
+
+    /// The live object, as JSON, if it exists.
+    pub async fn get(
+        &self,
+        api_version: &str,
+        kind: &str,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> anyhow::Result<Option<Value>> {
+        let api = self.api(api_version, kind, namespace).await?;
+        Ok(api
+            .get_opt(name)
+            .await?
+            .map(|object| serde_json::to_value(object).unwrap_or(Value::Null)))
+    }
+
+    pub async fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        let _ = tokio::time::timeout(Duration::from_secs(10), self.task).await;
+    }
+}
+
+/// One agent's node: its sled store and a running reconciler on it.
+pub struct Agent {
+    pub store: Store,
+    pub slice: watch::Sender<AgentSlice>,
+    pub status: mpsc::Receiver<(String, Option<PlacementStatus>)>,
+    shutdown: CancellationToken,
+    task: JoinHandle<Result<(), ReconcileError>>,
+    bundles_stored: u64,
+}
+
+impl Agent {
+    /// Starts a reconciler for cluster `edge-1` on the store in `dir`.
+    pub fn start(cluster: &Cluster, dir: &std::path::Path) -> anyhow::Result<Self> {
+        Self::start_on(cluster, Store::open(dir)?)
+    }
+
+    /// Marks the node as synchronized with its parent once (a slice it
+    /// publishes may then remove placements).
+    pub fn synced(&self) -> anyhow::Result<()> {
+        self.store.apply(&[Mutation::SetParentPosition(Resume {
+            epoch: 1,
+            revision: 1,
+        })])?;
+        Ok(())
+    }
+
+    /// Publishes a slice: one placement per `(key, objects)`, each object
+    /// list packed into a bundle stored first.
+    pub fn assign(&mut self, placements: &[(&str, Vec<Value>)]) -> anyhow::Result<Vec<SliceEntry>> {
+        let mut entries = Vec::new();
+        for (key, objects) in placements {
+            let refs: Vec<&Value> = objects.iter().collect();
+            let bytes = relaymesh_relay::placement::pack(&refs);
+            let id = BundleId::of(&bytes);
+            self.store.put_bundle(&id, &bytes)?;
+            self.bundles_stored += 1;
+            entries.push(SliceEntry {
+                key: (*key).to_string(),
+                target: Target::Everywhere,
+                bundles: vec![id],
+                body: b"{}".to_vec(),
+            });
+        }
+        self.publish(entries.clone());
+        Ok(entries)
+    }
+
+    /// Waits for a status of `key` that `accept` takes; returns it.
+    pub async fn status_of(
+        &mut self,
+        key: &str,
+        accept: impl Fn(&PlacementStatus) -> bool,
+    ) -> anyhow::Result<PlacementStatus> {
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        loop {
+            let next = tokio::time::timeout_at(deadline, self.status.recv())
+                .await
+                .context("no such status in time")?;
+            match next {
+                Some((reported, Some(status))) if reported == key && accept(&status) => {
+                    return Ok(status)
+                }
+                Some(_) => {}
+                None => bail!("the reconciler stopped"),
+            }
+        }
+    }
+
+    pub async fn stop(self) -> anyhow::Result<Store> {
+        self.shutdown.cancel();
+        self.task.await??;
+        Ok(self.store)
+    }
+}
+
+/// Retries `check` until it returns `Some`, for at most [`PATIENCE`].
+pub async fn eventually<T, F, Fut>(what: &str, mut check: F) -> anyhow::Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = anyhow::Result<Option<T>>>,
+{
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        if let Some(value) = check().await? {
+            return Ok(value);
+        }
+        if tokio::time::Instant::now() > deadline {
+            bail!("timed out waiting until {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Waits a little and proves `check` still holds (for "nothing happens").
+pub async fn stays<F, Fut>(what: &str, mut check: F) -> anyhow::Result<()>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = anyhow::Result<bool>>,
+{
+    for _ in 0..20 {
+        if !check().await? {
+            bail!("no longer true: {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Ok(())
+}
+
+impl Agent {
+    /// Starts a reconciler on an open store (a restart of the agent).
+    pub fn start_on(cluster: &Cluster, store: Store) -> anyhow::Result<Self> {
+        let (slice, slice_rx) = watch::channel(AgentSlice::default());
+        let (status_tx, status) = mpsc::channel(256);
+        let reconciler = Reconciler::new(
+            cluster.client.clone(),
+            store.clone(),
+            "edge-1",
+            slice_rx,
+            status_tx,
+        )?;
+        let shutdown = CancellationToken::new();
+        let task = tokio::spawn(reconciler.run(shutdown.clone()));
+        Ok(Self {
+            store,
+            slice,
+            status,
+            shutdown,
+            task,
+            bundles_stored: 0,
+        })
+    }
+
+    /// Publishes entries as they are (their bundles must be in the store,
+    /// or are awaited).
+    pub fn publish(&self, entries: Vec<SliceEntry>) {
+        self.slice.send_replace(AgentSlice {
+            entries: Arc::new(entries),
+            bundles_stored: self.bundles_stored,
+        });
+    }
+}
