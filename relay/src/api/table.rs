@@ -338,7 +338,7 @@ fn human_duration(duration: Duration) -> String {
     let (minutes, hours, days) = (seconds / 60, seconds / 3600, seconds / 86400);
     match seconds {
         0..120 => format!("{seconds}s"),
-        120..600 if seconds % 60 != 0 => format!("{minutes}m{}s", seconds % 60),
+        120..600 if !seconds.is_multiple_of(60) => format!("{minutes}m{}s", seconds % 60),
         120..10_800 => format!("{minutes}m"),
         10_800..28_800 if minutes % 60 != 0 => format!("{hours}h{}m", minutes % 60),
         10_800..172_800 => format!("{hours}h"),
