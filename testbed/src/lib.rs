@@ -10,3 +10,5 @@
 
 pub mod bench;
 pub mod cluster;
+pub mod demo;
+pub mod up;
