@@ -1,10 +1,14 @@
 //! The relaymesh testbed library: what the `testbed` binary uses to bring up
 //! local trees and to benchmark the tree logic at scale.
 //!
-//! Start with [`bench::placement`], which resolves many placements over a
+//! Start with [`cluster::SimulatedCluster`], the in-process stand-in for an
+//! edge cluster, or [`bench::placement`], which resolves many placements over a
 //! simulated fleet of up to a million clusters with the same code the relays
 //! run.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod bench;
+pub mod cluster;
+pub mod demo;
+pub mod up;

@@ -1,10 +1,13 @@
 //! `testbed`: relaymesh's local trees, simulations and benchmarks.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use anyhow::Context;
-use clap::{Parser, Subcommand};
-use relaymesh_testbed::bench;
+use clap::{Args, Parser, Subcommand};
+use relaymesh_testbed::cluster::{FailureRule, SimulatorOptions};
+use relaymesh_testbed::up::{self, Fleet, UpOptions};
+use relaymesh_testbed::{bench, demo};
 
 /// relaymesh's testbed.
 #[derive(Debug, Parser)]
@@ -19,6 +22,53 @@ enum Command {
     /// Benchmarks of the tree logic, in memory.
     #[command(subcommand)]
     Bench(Bench),
+    /// A local fleet: relays and edge agents as processes on loopback, each
+    /// agent with its own simulated cluster, until Ctrl-C or SIGTERM.
+    Up(UpArgs),
+    /// `up` with the storefront example applied, watched until it runs on
+    /// every cluster of region eu; then keeps running like `up`.
+    Demo {
+        #[command(flatten)]
+        up: UpArgs,
+        /// The manifests to apply at the root.
+        #[arg(long, default_value = "examples/storefront/")]
+        manifests: PathBuf,
+        /// How long to watch the rollout.
+        #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+        watch_for: Duration,
+    },
+}
+
+#[derive(Debug, Args)]
+struct UpArgs {
+    /// Relays under each relay of the level above, comma-separated (the
+    /// first number is the root's children).
+    #[arg(long, value_delimiter = ',', default_value = "2,2")]
+    relays_per_level: Vec<usize>,
+    /// Edge agents (each with a simulated cluster), spread over the deepest level.
+    #[arg(long, default_value_t = 8)]
+    agents: usize,
+    /// The fleet's directory (cleared first if the testbed made it).
+    #[arg(long, default_value = "target/testbed")]
+    dir: PathBuf,
+    /// The root's API port; the relays' QUIC ports follow it (0: any free ports).
+    #[arg(long, default_value_t = 7400)]
+    base_port: u16,
+    /// A file to write (JSON) once every node is connected.
+    #[arg(long, value_name = "PATH")]
+    ready_file: Option<PathBuf>,
+    /// How long simulated workloads take to become ready.
+    #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
+    status_delay: Duration,
+    /// Fail a workload (`name` or `namespace/name`) on a share of the
+    /// clusters, as `shop/storefront=0.25` (repeatable). Images containing
+    /// `fail` fail everywhere.
+    #[arg(long = "fail", value_name = "WORKLOAD=FRACTION", value_parser = parse_failure)]
+    failures: Vec<FailureRule>,
+    /// Do not run `cargo build` for the daemons first (it runs only under
+    /// `cargo run`).
+    #[arg(long)]
+    no_build: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -42,6 +92,12 @@ enum Bench {
 
 fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
+        Command::Up(args) => run_fleet(args, None),
+        Command::Demo {
+            up,
+            manifests,
+            watch_for,
+        } => run_fleet(up, Some((manifests, watch_for))),
         Command::Bench(Bench::Placement {
             clusters,
             placements,
@@ -63,9 +119,111 @@ fn main() -> anyhow::Result<()> {
                 .with_context(|| format!("writing {}", out.display()))?;
             print_summary(&report);
             println!("report: {}", out.display());
+            Ok(())
         }
     }
+}
+
+/// `up`, and for `demo` the rollout of `demo`'s manifests.
+fn run_fleet(args: UpArgs, demo: Option<(PathBuf, Duration)>) -> anyhow::Result<()> {
+    let bin_dir = std::env::current_exe()?
+        .parent()
+        .context("the testbed binary has no directory")?
+        .to_path_buf();
+    if !args.no_build {
+        build_daemons(&bin_dir)?;
+    }
+    up::prepare_dir(&args.dir)?;
+    init_logging(&args.dir.join("logs").join("testbed.log"))?;
+    let options = UpOptions {
+        relays_per_level: args.relays_per_level,
+        agents: args.agents,
+        dir: args.dir,
+        base_port: args.base_port,
+        ready_file: args.ready_file,
+        bin_dir,
+        simulator: SimulatorOptions {
+            delay: args.status_delay,
+            failures: args.failures,
+            ..SimulatorOptions::default()
+        },
+    };
+    let runtime = tokio::runtime::Runtime::new()?;
+    runtime.block_on(async {
+        let mut fleet = Fleet::start(&options).await?;
+        let outcome = match &demo {
+            Some((manifests, watch_for)) => {
+                demo::run(&fleet, manifests, *watch_for).await.map(|_| ())
+            }
+            None => Ok(()),
+        };
+        if let Err(error) = outcome {
+            eprintln!("demo: {error:#}");
+        }
+        fleet.print_next_steps();
+        fleet.run_until_signal().await;
+        fleet.shutdown().await;
+        Ok(())
+    })
+}
+
+/// Under `cargo run` (which sets `CARGO`), builds the workspace's binaries
+/// the way the end-to-end tests do, so the daemons are never stale.
+fn build_daemons(bin_dir: &Path) -> anyhow::Result<()> {
+    let Some(cargo) = std::env::var_os("CARGO") else {
+        return Ok(());
+    };
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.toml");
+    let mut command = std::process::Command::new(cargo);
+    command
+        .args([
+            "build",
+            "--quiet",
+            "--workspace",
+            "--bins",
+            "--manifest-path",
+        ])
+        .arg(manifest);
+    if bin_dir.file_name().is_some_and(|name| name == "release") {
+        command.arg("--release");
+    }
+    let status = command.status().context("cannot run cargo build")?;
+    anyhow::ensure!(status.success(), "building the daemons failed");
     Ok(())
+}
+
+/// The testbed's own logs (and its simulated clusters') go to `path`;
+/// the terminal gets only what the user should read.
+fn init_logging(path: &Path) -> anyhow::Result<()> {
+    use tracing_subscriber::EnvFilter;
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .with_context(|| format!("cannot open {}", path.display()))?;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::sync::Mutex::new(file))
+        .with_ansi(false)
+        .init();
+    Ok(())
+}
+
+fn parse_failure(text: &str) -> Result<FailureRule, String> {
+    let (workload, fraction) = text
+        .split_once('=')
+        .ok_or("expected WORKLOAD=FRACTION, as shop/storefront=0.25")?;
+    let fraction: f64 = fraction
+        .parse()
+        .map_err(|_| format!("{fraction:?} is not a number"))?;
+    if !(0.0..=1.0).contains(&fraction) || workload.is_empty() {
+        return Err("the fraction must be between 0 and 1, after a workload name".into());
+    }
+    Ok(FailureRule {
+        workload: workload.to_string(),
+        fraction,
+    })
 }
 
 fn print_summary(report: &bench::placement::Report) {

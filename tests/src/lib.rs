@@ -382,3 +382,159 @@ pub fn connected_under(tree: &Value, name: &str, parent: &str) -> bool {
     find_node(tree, name)
         .is_some_and(|(node, found)| found == Some(parent) && node["connected"] == true)
 }
+
+/// A running `testbed up`: a whole fleet of relay and edge-agent processes
+/// with simulated clusters, in a temporary directory. Dropping it stops the
+/// fleet with SIGTERM (so the testbed stops its own children).
+pub struct Testbed {
+    pub dir: tempfile::TempDir,
+    child: Option<Child>,
+}
+
+impl Testbed {
+    /// Starts `testbed up ARGS --dir DIR/fleet --ready-file DIR/ready` and
+    /// waits (up to `timeout`) for the ready file.
+    pub fn up(args: &[&str], timeout: Duration) -> anyhow::Result<Self> {
+        let dir = tempfile::tempdir()?;
+        let output = std::fs::File::create(dir.path().join("testbed.out"))?;
+        let child = Command::new(binary("testbed")?)
+            .arg("up")
+            .args(args)
+            .arg("--dir")
+            .arg(dir.path().join("fleet"))
+            .arg("--ready-file")
+            .arg(dir.path().join("ready"))
+            // The binaries are built already (bin_dir); never rebuild here.
+            .arg("--no-build")
+            .stdin(Stdio::null())
+            .stdout(output.try_clone()?)
+            .stderr(output)
+            .spawn()?;
+        let mut testbed = Self {
+            dir,
+            child: Some(child),
+        };
+        let ready = testbed.dir.path().join("ready");
+        let waited = wait_for("the testbed's ready file", timeout, || {
+            if let Some(child) = testbed.child.as_mut() {
+                if let Some(status) = child.try_wait()? {
+                    bail!("testbed up exited with {status}");
+                }
+            }
+            Ok(ready.exists().then_some(()))
+        });
+        if let Err(error) = waited {
+            bail!("{error:#}\n{}", testbed.logs());
+        }
+        Ok(testbed)
+    }
+
+    /// The fleet's directory (`--dir`).
+    pub fn fleet_dir(&self) -> PathBuf {
+        self.dir.path().join("fleet")
+    }
+
+    /// The ready file's JSON.
+    pub fn ready(&self) -> anyhow::Result<Value> {
+        Ok(serde_json::from_slice(&std::fs::read(
+            self.dir.path().join("ready"),
+        )?)?)
+    }
+
+    /// `DIR/root.kubeconfig`.
+    pub fn root_kubeconfig(&self) -> PathBuf {
+        self.fleet_dir().join("root.kubeconfig")
+    }
+
+    /// `DIR/clusters/NAME.kubeconfig`.
+    pub fn cluster_kubeconfig(&self, name: &str) -> PathBuf {
+        self.fleet_dir()
+            .join("clusters")
+            .join(format!("{name}.kubeconfig"))
+    }
+
+    /// Runs relayctl against the root.
+    pub fn relayctl(&self, args: &[&str]) -> anyhow::Result<Output> {
+        Ok(Command::new(binary("relayctl")?)
+            .arg("--kubeconfig")
+            .arg(self.root_kubeconfig())
+            .args(args)
+            .output()?)
+    }
+
+    /// The testbed's output and the tail of every log, for failure messages.
+    pub fn logs(&self) -> String {
+        let mut text = format!(
+            "==> testbed output <==\n{}",
+            std::fs::read_to_string(self.dir.path().join("testbed.out")).unwrap_or_default()
+        );
+        let logs = self.fleet_dir().join("logs");
+        let mut paths: Vec<PathBuf> = std::fs::read_dir(&logs)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|entry| entry.path())
+            .collect();
+        paths.sort();
+        for path in paths {
+            let body = std::fs::read_to_string(&path).unwrap_or_default();
+            let tail: Vec<&str> = body.lines().rev().take(25).collect();
+            text.push_str(&format!("\n==> {} <==\n", path.display()));
+            for line in tail.into_iter().rev() {
+                text.push_str(line);
+                text.push('\n');
+            }
+        }
+        text
+    }
+
+    /// SIGTERM, then waits for the testbed to stop its fleet and exit.
+    pub fn stop(&mut self) -> anyhow::Result<()> {
+        let Some(mut child) = self.child.take() else {
+            return Ok(());
+        };
+        Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status()?;
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Some(status) = child.try_wait()? {
+                if !status.success() {
+                    bail!("testbed exited with {status} after SIGTERM");
+                }
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                child.kill()?;
+                child.wait()?;
+                bail!("testbed did not stop within 60s of SIGTERM");
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Testbed {
+    fn drop(&mut self) {
+        let _ = self.stop();
+    }
+}
+
+/// Runs `kubectl --kubeconfig KUBECONFIG ARGS`, with `stdin` piped in if
+/// given.
+pub fn kubectl(kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> anyhow::Result<Output> {
+    use std::io::Write as _;
+    let mut child = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("cannot run kubectl")?;
+    if let Some(mut input) = child.stdin.take() {
+        input.write_all(stdin.unwrap_or_default().as_bytes())?;
+    }
+    Ok(child.wait_with_output()?)
+}

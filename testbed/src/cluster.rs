@@ -1,0 +1,261 @@
+//! Simulated clusters: the root's own Kubernetes-compatible API server, run
+//! in-process on loopback with its own sled store and CA, plus a KWOK-like
+//! status simulator, so that an edge agent has a cluster to apply to when no
+//! real one is at hand.
+//!
+//! What a simulated cluster is: an API that stores objects (any kind the
+//! relay's API serves, CRDs included), serves watches and tables to `kubectl`
+//! and kube-rs, and writes believable `.status` on Deployments, StatefulSets,
+//! DaemonSets, ReplicaSets and Jobs (see [`status`] for the rules). What it is
+//! not: it runs no pods, schedules nothing, and serves no Node objects (the
+//! API has no `nodes` resource; DaemonSets count [`SimulatorOptions::nodes`]
+//! instead).
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use relaymesh_protocol::{BundleId, NodeRecord};
+use relaymesh_relay::api::{self, ApiError, ApiTls, Backend, IssuedToken, TokenRequest};
+use relaymesh_relay::kubeconfig::{admin_kubeconfig, write_private};
+use relaymesh_relay::objects::{ObjectError, ObjectKey, ObjectStore};
+use relaymesh_relay::pki::{self, PkiError};
+use serde_json::json;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tracing::{info, warn};
+
+mod simulator;
+pub mod status;
+
+pub use status::FailureRule;
+
+/// How long [`SimulatedCluster::shutdown`] waits for the API server.
+const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// Namespaces a simulated cluster has from the start (the object store adds
+/// `default`, `kube-system` and `kube-public` itself).
+const EXTRA_NAMESPACES: [&str; 1] = ["kube-node-lease"];
+
+/// How a simulated cluster's workloads behave.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SimulatorOptions {
+    /// How long after a workload appears or changes its status is written.
+    pub delay: Duration,
+    /// How many nodes the cluster pretends to have (DaemonSets run on each).
+    pub nodes: u32,
+    /// Workloads that fail on a chosen share of clusters (besides those whose
+    /// image contains `fail`, which fail everywhere).
+    pub failures: Vec<FailureRule>,
+}
+
+impl Default for SimulatorOptions {
+    fn default() -> Self {
+        Self {
+            delay: Duration::from_secs(2),
+            nodes: 3,
+            failures: Vec::new(),
+        }
+    }
+}
+
+/// Why a simulated cluster could not start or stop.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ClusterError {
+    /// Its directory or kubeconfig could not be written.
+    #[error("cannot write {path}")]
+    Io {
+        /// The file or directory.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The listener could not be bound.
+    #[error("cannot listen on 127.0.0.1")]
+    Listen(#[source] std::io::Error),
+    /// Its sled store could not be opened.
+    #[error("cannot open the cluster's store")]
+    Sled(#[from] sled::Error),
+    /// Its object store could not be opened or seeded.
+    #[error("cannot use the cluster's object store")]
+    Objects(#[from] ObjectError),
+    /// Its CA and certificates could not be made.
+    #[error("cannot make the cluster's certificates")]
+    Pki(#[from] PkiError),
+    /// The API server failed.
+    #[error("the cluster's API server failed")]
+    Api(#[from] ApiError),
+    /// The API server did not stop in time, or its task panicked.
+    #[error("the cluster's API server did not stop cleanly")]
+    Stop,
+}
+
+/// A running simulated cluster. Stop it with [`shutdown`](Self::shutdown);
+/// dropping it stops its tasks without waiting.
+pub struct SimulatedCluster {
+    name: String,
+    address: SocketAddr,
+    kubeconfig: PathBuf,
+    objects: ObjectStore,
+    db: sled::Db,
+    stop: watch::Sender<()>,
+    server: JoinHandle<Result<(), ApiError>>,
+    simulator: JoinHandle<()>,
+}
+
+impl std::fmt::Debug for SimulatedCluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SimulatedCluster")
+            .field("name", &self.name)
+            .field("address", &self.address)
+            .field("kubeconfig", &self.kubeconfig)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SimulatedCluster {
+    /// Starts cluster `name` (a DNS label) on 127.0.0.1 with a free port,
+    /// keeping its store in `dir/store` and writing `dir/admin.kubeconfig`.
+    /// Must be called within a tokio runtime.
+    pub async fn start(
+        name: &str,
+        dir: &Path,
+        options: SimulatorOptions,
+    ) -> Result<Self, ClusterError> {
+        std::fs::create_dir_all(dir).map_err(|source| ClusterError::Io {
+            path: dir.to_path_buf(),
+            source,
+        })?;
+        let db = sled::open(dir.join("store"))?;
+        let objects = ObjectStore::open(db.open_tree("objects")?)?;
+        for namespace in EXTRA_NAMESPACES {
+            let key = ObjectKey::new("", "namespaces", None, namespace);
+            if objects.get(&key)?.is_none() {
+                objects.create(
+                    &key,
+                    json!({
+                        "apiVersion": "v1",
+                        "kind": "Namespace",
+                        "metadata": {"name": namespace},
+                        "spec": {"finalizers": ["kubernetes"]},
+                        "status": {"phase": "Active"},
+                    }),
+                )?;
+            }
+        }
+
+        let mesh = pki::create_mesh(name, &["127.0.0.1".to_string()])?;
+        let tls = ApiTls {
+            ca_cert_der: mesh.identity.ca_cert_der.clone(),
+            chain_der: mesh.api_cert.chain_der.clone(),
+            key_der: mesh.api_cert.key_der.clone(),
+        };
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .map_err(ClusterError::Listen)?;
+        let address = listener.local_addr().map_err(ClusterError::Listen)?;
+        let kubeconfig = dir.join("admin.kubeconfig");
+        let text = admin_kubeconfig(
+            name,
+            &format!("https://{address}"),
+            &mesh.admin.ca_pem,
+            &mesh.admin.cert_pem,
+            &mesh.admin.key_pem,
+        );
+        write_private(&kubeconfig, &text).map_err(|source| ClusterError::Io {
+            path: kubeconfig.clone(),
+            source,
+        })?;
+
+        let (stop, stopped) = watch::channel(());
+        let mut server_stop = stopped.clone();
+        let server = tokio::spawn(api::serve(
+            listener,
+            tls,
+            Arc::new(SimulatedBackend),
+            objects.clone(),
+            async move {
+                // Either a send or the sender's drop ends the server.
+                let _ = server_stop.changed().await;
+            },
+        ));
+        let simulator = tokio::spawn(simulator::run(
+            objects.clone(),
+            name.to_string(),
+            options,
+            stopped,
+        ));
+        info!(cluster = name, %address, "simulated cluster started");
+        Ok(Self {
+            name: name.to_string(),
+            address,
+            kubeconfig,
+            objects,
+            db,
+            stop,
+            server,
+            simulator,
+        })
+    }
+
+    /// The cluster's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Where its API listens.
+    pub fn address(&self) -> SocketAddr {
+        self.address
+    }
+
+    /// Its admin kubeconfig.
+    pub fn kubeconfig(&self) -> &Path {
+        &self.kubeconfig
+    }
+
+    /// Its object store, for tests that look behind the API.
+    pub fn objects(&self) -> &ObjectStore {
+        &self.objects
+    }
+
+    /// Stops the simulator and the API server, letting open requests finish.
+    pub async fn shutdown(self) -> Result<(), ClusterError> {
+        let _ = self.stop.send(());
+        let _ = self.simulator.await;
+        match tokio::time::timeout(SHUTDOWN_TIMEOUT, self.server).await {
+            Ok(Ok(result)) => result?,
+            Ok(Err(_)) | Err(_) => return Err(ClusterError::Stop),
+        }
+        if let Err(error) = self.db.flush_async().await {
+            warn!(cluster = %self.name, %error, "cannot flush the cluster's store");
+        }
+        info!(cluster = %self.name, "simulated cluster stopped");
+        Ok(())
+    }
+}
+
+/// The backend of a simulated cluster: it is no relay, so it has no tree,
+/// issues no tokens and takes no bundles.
+struct SimulatedBackend;
+
+impl Backend for SimulatedBackend {
+    fn nodes(&self) -> Vec<NodeRecord> {
+        Vec::new()
+    }
+
+    fn create_token(&self, _request: TokenRequest) -> Result<IssuedToken, ApiError> {
+        Err(ApiError::Forbidden(
+            "a simulated cluster issues no join tokens".into(),
+        ))
+    }
+
+    async fn push_bundle(&self, _name: String, _bytes: Vec<u8>) -> Result<BundleId, ApiError> {
+        Err(ApiError::NotFound(
+            "a simulated cluster takes no bundles".into(),
+        ))
+    }
+}

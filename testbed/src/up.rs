@@ -1,0 +1,526 @@
+//! `testbed up`: a local fleet as separate processes on loopback. A root
+//! relay, levels of relays below it, and edge agents each applying to its own
+//! in-process [`SimulatedCluster`].
+//!
+//! The layout under the fleet's directory (DESIGN.md, "The testbed's
+//! layout"): `root.kubeconfig` (admin access to the root's API),
+//! `clusters/NAME.kubeconfig` for every simulated cluster (its store in
+//! `clusters/NAME/`), the daemons' data directories in `nodes/NAME/`, and
+//! every process's log in `logs/NAME.log` (the testbed's own, with the
+//! simulated clusters', in `logs/testbed.log`).
+
+use std::collections::BTreeMap;
+use std::net::{TcpListener, UdpSocket};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context as _};
+use serde_json::{json, Value};
+use tokio::process::Command;
+use tracing::{info, warn};
+
+use crate::cluster::{SimulatedCluster, SimulatorOptions};
+
+pub mod plan;
+pub mod processes;
+
+use plan::{Plan, ROOT};
+use processes::{run_logged, Daemons};
+
+/// The file that marks a directory as a testbed's, so `up` may clear it.
+const MARKER: &str = ".testbed";
+
+/// How long one stage (a level of relays, the agents) may take to connect.
+const STAGE_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// How often the tree is polled while waiting.
+const POLL: Duration = Duration::from_millis(300);
+
+/// What to bring up.
+#[derive(Debug, Clone)]
+pub struct UpOptions {
+    /// Relays under each relay of the level above (the root is level 0).
+    pub relays_per_level: Vec<usize>,
+    /// Edge agents, spread round-robin over the deepest level.
+    pub agents: usize,
+    /// The fleet's directory; cleared first if a testbed made it.
+    pub dir: PathBuf,
+    /// The root's API port; relays' QUIC ports follow it. 0: any free ports.
+    pub base_port: u16,
+    /// Written (JSON) once everything is connected.
+    pub ready_file: Option<PathBuf>,
+    /// Where the `relay`, `relayctl` and `edge-agent` binaries are.
+    pub bin_dir: PathBuf,
+    /// How the simulated clusters behave.
+    pub simulator: SimulatorOptions,
+}
+
+/// A running fleet.
+#[derive(Debug)]
+pub struct Fleet {
+    /// The fleet's directory.
+    pub dir: PathBuf,
+    /// Its shape and labels.
+    pub plan: Plan,
+    /// Whether the agents apply to their clusters (their `edge-agent join`
+    /// takes `--kubeconfig`).
+    pub agents_apply: bool,
+    bin_dir: PathBuf,
+    daemons: Daemons,
+    clusters: Vec<SimulatedCluster>,
+}
+
+impl Fleet {
+    /// Brings the fleet up in `options.dir`, which [`prepare_dir`] made
+    /// ready, and waits until every node is connected. On failure, stops
+    /// what it started.
+    pub async fn start(options: &UpOptions) -> anyhow::Result<Self> {
+        let plan = Plan::new(&options.relays_per_level, options.agents);
+        let mut fleet = Self {
+            dir: options.dir.clone(),
+            plan,
+            agents_apply: false,
+            bin_dir: options.bin_dir.clone(),
+            daemons: Daemons::default(),
+            clusters: Vec::new(),
+        };
+        match fleet.bring_up(options).await {
+            Ok(()) => Ok(fleet),
+            Err(error) => {
+                fleet.shutdown().await;
+                Err(error)
+            }
+        }
+    }
+
+    /// The root's admin kubeconfig.
+    pub fn root_kubeconfig(&self) -> PathBuf {
+        self.dir.join("root.kubeconfig")
+    }
+
+    /// A simulated cluster's admin kubeconfig.
+    pub fn cluster_kubeconfig(&self, name: &str) -> PathBuf {
+        self.dir.join("clusters").join(format!("{name}.kubeconfig"))
+    }
+
+    /// A binary next to the testbed's.
+    pub fn binary(&self, name: &str) -> PathBuf {
+        self.bin_dir.join(name)
+    }
+
+    /// `relayctl --kubeconfig DIR/root.kubeconfig ARGS`, with its output.
+    pub async fn relayctl(&self, args: &[&str]) -> anyhow::Result<String> {
+        run_logged(
+            Command::new(self.binary("relayctl"))
+                .arg("--kubeconfig")
+                .arg(self.root_kubeconfig())
+                .args(args),
+            &self.log("relayctl"),
+        )
+        .await
+    }
+
+    /// Tells the user what runs and what to try.
+    pub fn print_next_steps(&self) {
+        let dir = self.dir.display();
+        let bin = self.bin_dir.display();
+        println!(
+            "\nA fleet of {} relays and {} edge agents with simulated clusters is running.",
+            self.plan.relays.len() + 1,
+            self.plan.agents.len()
+        );
+        println!("Clusters:");
+        for agent in &self.plan.agents {
+            println!(
+                "  {:<14} under {:<10} {}",
+                agent.name,
+                agent.parent,
+                agent.labels_flag()
+            );
+        }
+        let example = self
+            .plan
+            .agents
+            .first()
+            .map_or("NAME", |agent| agent.name.as_str());
+        println!(
+            "\nTry:\n  kubectl --kubeconfig {dir}/root.kubeconfig apply -f examples/storefront/\n  \
+             {bin}/relayctl --kubeconfig {dir}/root.kubeconfig tree\n  \
+             {bin}/relayctl --kubeconfig {dir}/root.kubeconfig get placements -A\n  \
+             kubectl --kubeconfig {dir}/clusters/{example}.kubeconfig get deploy -n shop\n\
+             Logs are in {dir}/logs/. Press Ctrl-C to stop everything."
+        );
+    }
+
+    /// Runs until Ctrl-C or SIGTERM, reporting daemons that exit meanwhile.
+    pub async fn run_until_signal(&mut self) {
+        let signal = shutdown_signal();
+        tokio::pin!(signal);
+        let mut ticks = tokio::time::interval(Duration::from_secs(1));
+        loop {
+            tokio::select! {
+                () = &mut signal => break,
+                _ = ticks.tick() => {
+                    for (name, status, log) in self.daemons.newly_exited() {
+                        eprintln!("{name} exited ({status}); see {}", log.display());
+                    }
+                }
+            }
+        }
+        println!("stopping the fleet");
+    }
+
+    /// Stops the daemons (agents first, the root last), then the simulated
+    /// clusters.
+    pub async fn shutdown(mut self) {
+        self.daemons.stop_all().await;
+        for cluster in self.clusters.drain(..) {
+            let name = cluster.name().to_string();
+            if let Err(error) = cluster.shutdown().await {
+                warn!(cluster = %name, error = %format!("{error:#}"), "simulated cluster did not stop cleanly");
+            }
+        }
+        info!("fleet stopped");
+    }
+
+    fn log(&self, name: &str) -> PathBuf {
+        self.dir.join("logs").join(format!("{name}.log"))
+    }
+
+    fn data_dir(&self, name: &str) -> PathBuf {
+        self.dir.join("nodes").join(name)
+    }
+
+    async fn bring_up(&mut self, options: &UpOptions) -> anyhow::Result<()> {
+        for binary in ["relay", "relayctl", "edge-agent"] {
+            let path = self.binary(binary);
+            if !path.is_file() {
+                bail!(
+                    "{} is missing: build the daemons with `cargo build --bins`",
+                    path.display()
+                );
+            }
+        }
+        let mut ports = Ports::new(options.base_port);
+        let api = ports.tcp()?;
+        let listen = ports.udp()?;
+        println!("starting root (API on 127.0.0.1:{api})");
+        run_logged(
+            Command::new(self.binary("relay"))
+                .arg("init")
+                .arg("--data-dir")
+                .arg(self.data_dir(ROOT))
+                .args(["--name", ROOT])
+                .arg("--listen")
+                .arg(format!("127.0.0.1:{listen}"))
+                .arg("--api-listen")
+                .arg(format!("127.0.0.1:{api}")),
+            &self.log(ROOT),
+        )
+        .await?;
+        let admin = self.data_dir(ROOT).join("admin.kubeconfig");
+        std::fs::copy(&admin, self.root_kubeconfig())
+            .with_context(|| format!("cannot copy {}", admin.display()))?;
+        self.daemons.start(
+            0,
+            ROOT,
+            &self.binary("relay"),
+            &self.data_dir(ROOT),
+            &self.log(ROOT),
+        )?;
+        self.wait_connected("the root's API", &[]).await?;
+
+        for level in 1..=self.plan.depth() {
+            let relays: Vec<_> = self
+                .plan
+                .relays
+                .iter()
+                .filter(|relay| relay.level == level)
+                .cloned()
+                .collect();
+            for relay in &relays {
+                println!("starting relay {} under {}", relay.name, relay.parent);
+                let listen = ports.udp()?;
+                let args = ["--listen".to_string(), format!("127.0.0.1:{listen}")];
+                self.join("relay", &relay.name, &relay.parent, &args)
+                    .await?;
+                self.daemons.start(
+                    level,
+                    &relay.name,
+                    &self.binary("relay"),
+                    &self.data_dir(&relay.name),
+                    &self.log(&relay.name),
+                )?;
+            }
+            let names: Vec<_> = relays.iter().map(|r| r.name.clone()).collect();
+            self.wait_connected(&format!("relays of level {level}"), &names)
+                .await?;
+        }
+
+        let applies = self.agent_takes_kubeconfig().await;
+        self.agents_apply = applies;
+        if !applies {
+            println!("(this edge-agent has no --kubeconfig yet: agents register but do not apply to their clusters)");
+        }
+        let stage = self.plan.depth() + 1;
+        for agent in self.plan.agents.clone() {
+            let cluster = SimulatedCluster::start(
+                &agent.name,
+                &self.dir.join("clusters").join(&agent.name),
+                options.simulator.clone(),
+            )
+            .await
+            .with_context(|| format!("cannot start simulated cluster {}", agent.name))?;
+            let kubeconfig = self.cluster_kubeconfig(&agent.name);
+            std::fs::copy(cluster.kubeconfig(), &kubeconfig)
+                .with_context(|| format!("cannot write {}", kubeconfig.display()))?;
+            println!(
+                "starting agent {} under {} (cluster API on {})",
+                agent.name,
+                agent.parent,
+                cluster.address()
+            );
+            self.clusters.push(cluster);
+            let mut args = vec!["--labels".to_string(), agent.labels_flag()];
+            if applies {
+                args.push("--kubeconfig".into());
+                args.push(kubeconfig.to_string_lossy().into_owned());
+            }
+            self.join("agent", &agent.name, &agent.parent, &args)
+                .await?;
+            self.daemons.start(
+                stage,
+                &agent.name,
+                &self.binary("edge-agent"),
+                &self.data_dir(&agent.name),
+                &self.log(&agent.name),
+            )?;
+        }
+        let names: Vec<_> = self.plan.agents.iter().map(|a| a.name.clone()).collect();
+        self.wait_connected("the edge agents", &names).await?;
+
+        if let Some(ready) = &options.ready_file {
+            let text = serde_json::to_string_pretty(&self.summary())?;
+            std::fs::write(ready, text + "\n")
+                .with_context(|| format!("cannot write {}", ready.display()))?;
+        }
+        Ok(())
+    }
+
+    /// What the ready file holds: where things are and the clusters' labels.
+    fn summary(&self) -> Value {
+        let clusters: BTreeMap<&str, Value> = self
+            .plan
+            .agents
+            .iter()
+            .map(|agent| {
+                (
+                    agent.name.as_str(),
+                    json!({
+                        "parent": agent.parent,
+                        "labels": agent.labels,
+                        "kubeconfig": self.cluster_kubeconfig(&agent.name),
+                    }),
+                )
+            })
+            .collect();
+        json!({
+            "dir": self.dir,
+            "rootKubeconfig": self.root_kubeconfig(),
+            "relays": self.plan.relays.iter().map(|r| json!({"name": r.name, "parent": r.parent})).collect::<Vec<_>>(),
+            "clusters": clusters,
+        })
+    }
+
+    /// Issues a token for `name` under `parent` and runs `BINARY join`,
+    /// retrying while the parent is not yet known to the root.
+    async fn join(
+        &self,
+        role: &str,
+        name: &str,
+        parent: &str,
+        extra: &[String],
+    ) -> anyhow::Result<()> {
+        let binary = if role == "agent" {
+            "edge-agent"
+        } else {
+            "relay"
+        };
+        let deadline = Instant::now() + STAGE_TIMEOUT;
+        loop {
+            let attempt = async {
+                let token = self
+                    .relayctl(&[
+                        "token", "create", "--role", role, "--name", name, "--parent", parent,
+                    ])
+                    .await?;
+                run_logged(
+                    Command::new(self.binary(binary))
+                        .arg("join")
+                        .arg("--data-dir")
+                        .arg(self.data_dir(name))
+                        .args(["--name", name])
+                        .env("RELAYMESH_TOKEN", token.trim())
+                        .args(extra),
+                    &self.log(name),
+                )
+                .await
+            };
+            match attempt.await {
+                Ok(_) => return Ok(()),
+                Err(error) if Instant::now() < deadline => {
+                    info!(node = name, error = %format!("{error:#}"), "join failed; retrying");
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+                Err(error) => return Err(error.context(format!("cannot join {name}"))),
+            }
+        }
+    }
+
+    /// Waits until `relayctl tree` answers and shows each of `names`
+    /// connected under its planned parent.
+    async fn wait_connected(&self, what: &str, names: &[String]) -> anyhow::Result<()> {
+        let deadline = Instant::now() + STAGE_TIMEOUT;
+        let parents: BTreeMap<&str, &str> = self
+            .plan
+            .relays
+            .iter()
+            .map(|r| (r.name.as_str(), r.parent.as_str()))
+            .chain(
+                self.plan
+                    .agents
+                    .iter()
+                    .map(|a| (a.name.as_str(), a.parent.as_str())),
+            )
+            .collect();
+        let mut missing = names.to_vec();
+        loop {
+            if let Ok(text) = self.relayctl(&["tree", "-o", "json"]).await {
+                let tree: Value = serde_json::from_str(&text).unwrap_or_default();
+                let connected = connected_nodes(&tree);
+                missing.retain(|name| {
+                    connected.get(name.as_str()).copied().flatten()
+                        != parents.get(name.as_str()).copied()
+                });
+                if missing.is_empty() && tree.is_object() {
+                    return Ok(());
+                }
+            }
+            if Instant::now() > deadline {
+                bail!(
+                    "{what}: not connected after {STAGE_TIMEOUT:?}: {missing:?} (logs in {})",
+                    self.dir.join("logs").display()
+                );
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    }
+
+    async fn agent_takes_kubeconfig(&self) -> bool {
+        let help = Command::new(self.binary("edge-agent"))
+            .args(["join", "--help"])
+            .output()
+            .await;
+        help.is_ok_and(|output| String::from_utf8_lossy(&output.stdout).contains("--kubeconfig"))
+    }
+}
+
+/// Every connected node of a `relayctl tree -o json` tree, with its
+/// parent's name (`None` for the root).
+pub fn connected_nodes(tree: &Value) -> BTreeMap<&str, Option<&str>> {
+    let mut found = BTreeMap::new();
+    let mut stack = vec![(tree, None)];
+    while let Some((node, parent)) = stack.pop() {
+        let Some(name) = node["name"].as_str() else {
+            continue;
+        };
+        if parent.is_none() || node["connected"] == true {
+            found.insert(name, parent);
+        }
+        for child in node["children"].as_array().into_iter().flatten() {
+            stack.push((child, Some(name)));
+        }
+    }
+    found
+}
+
+/// Makes `dir` a fresh fleet directory: creates it, or clears it if a
+/// testbed made it; refuses any other non-empty directory. Creates its
+/// `logs`, `clusters` and `nodes` subdirectories.
+pub fn prepare_dir(dir: &Path) -> anyhow::Result<()> {
+    if dir.exists() {
+        let empty = std::fs::read_dir(dir)
+            .with_context(|| format!("cannot read {}", dir.display()))?
+            .next()
+            .is_none();
+        if !empty {
+            if !dir.join(MARKER).exists() {
+                bail!(
+                    "{} is not empty and was not made by the testbed; choose another --dir",
+                    dir.display()
+                );
+            }
+            std::fs::remove_dir_all(dir)
+                .with_context(|| format!("cannot clear {}", dir.display()))?;
+        }
+    }
+    for sub in ["logs", "clusters", "nodes"] {
+        std::fs::create_dir_all(dir.join(sub))
+            .with_context(|| format!("cannot create {}", dir.join(sub).display()))?;
+    }
+    std::fs::write(
+        dir.join(MARKER),
+        "made by `testbed up`; it clears this directory when it starts\n",
+    )?;
+    Ok(())
+}
+
+/// Hands out ports: consecutive from a base, or free ones if the base is 0.
+struct Ports {
+    next: u16,
+}
+
+impl Ports {
+    fn new(base: u16) -> Self {
+        Self { next: base }
+    }
+
+    fn tcp(&mut self) -> anyhow::Result<u16> {
+        if self.next == 0 {
+            return Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port());
+        }
+        self.take()
+    }
+
+    fn udp(&mut self) -> anyhow::Result<u16> {
+        if self.next == 0 {
+            return Ok(UdpSocket::bind("127.0.0.1:0")?.local_addr()?.port());
+        }
+        self.take()
+    }
+
+    fn take(&mut self) -> anyhow::Result<u16> {
+        let port = self.next;
+        self.next = self
+            .next
+            .checked_add(1)
+            .context("ran out of ports above --base-port")?;
+        Ok(port)
+    }
+}
+
+/// Completes on Ctrl-C or SIGTERM.
+pub async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        if let Ok(mut terminate) = signal(SignalKind::terminate()) {
+            tokio::select! {
+                _ = terminate.recv() => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
+            return;
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
+}

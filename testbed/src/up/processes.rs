@@ -1,0 +1,162 @@
+//! The daemons of a local fleet as child processes: each with its log file,
+//! stopped with SIGTERM in the reverse order of their start.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use anyhow::{bail, Context as _};
+use tokio::process::{Child, Command};
+use tracing::{info, warn};
+
+/// How long a daemon may take to exit after SIGTERM before it is killed.
+const STOP_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// One running daemon.
+#[derive(Debug)]
+pub struct Daemon {
+    /// The node's name.
+    pub name: String,
+    /// Its log file.
+    pub log: PathBuf,
+    stage: usize,
+    child: Child,
+    exited: bool,
+}
+
+/// The daemons, in the order they started.
+#[derive(Debug, Default)]
+pub struct Daemons {
+    running: Vec<Daemon>,
+}
+
+impl Daemons {
+    /// Starts `binary run --data-dir DATA_DIR`, with stdout and stderr
+    /// appended to `log`. `stage` orders shutdown: higher stages stop first.
+    pub fn start(
+        &mut self,
+        stage: usize,
+        name: &str,
+        binary: &Path,
+        data_dir: &Path,
+        log: &Path,
+    ) -> anyhow::Result<()> {
+        let mut command = Command::new(binary);
+        command.arg("run").arg("--data-dir").arg(data_dir);
+        if std::env::var_os("RUST_LOG").is_none() {
+            command.env("RUST_LOG", "info");
+        }
+        let child = command
+            .stdin(Stdio::null())
+            .stdout(append(log)?)
+            .stderr(append(log)?)
+            .kill_on_drop(true)
+            .spawn()
+            .with_context(|| format!("cannot start {}", binary.display()))?;
+        info!(node = name, pid = child.id(), "daemon started");
+        self.running.push(Daemon {
+            name: name.to_string(),
+            log: log.to_path_buf(),
+            stage,
+            child,
+            exited: false,
+        });
+        Ok(())
+    }
+
+    /// The daemons that exited since the last call, with how.
+    pub fn newly_exited(&mut self) -> Vec<(String, String, PathBuf)> {
+        let mut exited = Vec::new();
+        for daemon in self.running.iter_mut().filter(|daemon| !daemon.exited) {
+            match daemon.child.try_wait() {
+                Ok(Some(status)) => {
+                    daemon.exited = true;
+                    exited.push((daemon.name.clone(), status.to_string(), daemon.log.clone()));
+                }
+                Ok(None) => {}
+                Err(error) => warn!(node = %daemon.name, %error, "cannot poll a daemon"),
+            }
+        }
+        exited
+    }
+
+    /// Stops every daemon, the latest stage first (agents, then the
+    /// deepest relays, …, the root last): SIGTERM to a whole stage, then
+    /// waiting for each of its daemons.
+    pub async fn stop_all(&mut self) {
+        while let Some(stage) = self.running.iter().map(|daemon| daemon.stage).max() {
+            let (batch, rest): (Vec<Daemon>, Vec<Daemon>) = std::mem::take(&mut self.running)
+                .into_iter()
+                .partition(|daemon| daemon.stage == stage);
+            self.running = rest;
+            for daemon in &batch {
+                terminate(daemon);
+            }
+            for mut daemon in batch {
+                wait(&mut daemon).await;
+            }
+        }
+    }
+}
+
+fn terminate(daemon: &Daemon) {
+    if daemon.exited {
+        return;
+    }
+    let Some(pid) = daemon.child.id() else {
+        // Already reaped.
+        return;
+    };
+    let Some(pid) = i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+    else {
+        return;
+    };
+    if let Err(error) = rustix::process::kill_process(pid, rustix::process::Signal::TERM) {
+        // ESRCH: it exited on its own (Ctrl-C reaches the whole process group).
+        if error != rustix::io::Errno::SRCH {
+            warn!(node = %daemon.name, %error, "cannot send SIGTERM");
+        }
+    }
+}
+
+async fn wait(daemon: &mut Daemon) {
+    match tokio::time::timeout(STOP_TIMEOUT, daemon.child.wait()).await {
+        Ok(Ok(status)) if status.success() => info!(node = %daemon.name, "daemon stopped"),
+        Ok(Ok(status)) => warn!(node = %daemon.name, %status, "daemon stopped with an error"),
+        Ok(Err(error)) => warn!(node = %daemon.name, %error, "cannot wait for a daemon"),
+        Err(_) => {
+            warn!(node = %daemon.name, "daemon ignored SIGTERM; killing it");
+            let _ = daemon.child.kill().await;
+        }
+    }
+}
+
+/// `log` opened for appending, for a child's stdout or stderr.
+pub fn append(log: &Path) -> anyhow::Result<std::fs::File> {
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .with_context(|| format!("cannot open {}", log.display()))
+}
+
+/// Runs a short command to completion, its output appended to `log`;
+/// returns its stdout.
+pub async fn run_logged(command: &mut Command, log: &Path) -> anyhow::Result<String> {
+    let output = command
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .with_context(|| format!("cannot run {command:?}"))?;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    if !stderr.is_empty() {
+        use std::io::Write as _;
+        let _ = append(log)?.write_all(stderr.as_bytes());
+    }
+    if !output.status.success() {
+        bail!("{command:?} failed ({}): {}", output.status, stderr.trim());
+    }
+    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+}
