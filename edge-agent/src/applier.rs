@@ -165,6 +165,43 @@ impl Applier {
         }
     }
 
+    /// Whether namespace `name` holds no object of any listable kind, other
+    /// than what Kubernetes puts in every namespace (the `default`
+    /// ServiceAccount, the `kube-root-ca.crt` ConfigMap) and events. Deleting
+    /// a namespace deletes everything in it, so relaymesh deletes one it
+    /// created only when this holds: nobody else's objects go with it.
+    pub async fn namespace_is_empty(&mut self, name: &str) -> Result<bool, ApplyError> {
+        let client = self.client.clone();
+        let discovery = kube::discovery::Discovery::new(client.clone())
+            .run()
+            .await?;
+        for group in discovery.groups() {
+            for (resource, capabilities) in group.recommended_resources() {
+                let listable = capabilities.scope == kube::discovery::Scope::Namespaced
+                    && capabilities.supports_operation(kube::discovery::verbs::LIST);
+                if !listable || resource.plural == "events" {
+                    continue;
+                }
+                let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), name, &resource);
+                let list = api
+                    .list(&kube::api::ListParams::default().limit(10))
+                    .await?;
+                let foreign = list.items.iter().any(|item| {
+                    let name = item.metadata.name.as_deref().unwrap_or_default();
+                    !matches!(
+                        (resource.kind.as_str(), name),
+                        ("ServiceAccount", "default") | ("ConfigMap", "kube-root-ca.crt")
+                    )
+                });
+                if foreign {
+                    tracing::info!(namespace = name, kind = %resource.kind, "namespace still holds objects");
+                    return Ok(false);
+                }
+            }
+        }
+        Ok(true)
+    }
+
     /// Creates namespace `name`, labelled as created by relaymesh, unless it
     /// exists; returns whether it was created.
     pub async fn ensure_namespace(&mut self, name: &str) -> Result<bool, ApplyError> {

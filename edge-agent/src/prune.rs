@@ -149,7 +149,8 @@ pub async fn prune_object(
 }
 
 /// Deletes the namespaces in `created` that relaymesh created (still
-/// labelled so) and that hold nothing in `in_use`; returns those still kept.
+/// labelled so), that hold nothing in `in_use`, and that hold no one else's
+/// objects either; returns those still kept.
 pub async fn prune_namespaces(
     applier: &mut Applier,
     created: &BTreeSet<String>,
@@ -180,6 +181,20 @@ pub async fn prune_namespaces(
         };
         if !ours {
             continue;
+        }
+        match applier.namespace_is_empty(namespace).await {
+            Ok(true) => {}
+            Ok(false) => {
+                // Someone else's objects live there; keep it and look again
+                // on the next pass.
+                kept.insert(namespace.clone());
+                continue;
+            }
+            Err(error) => {
+                tracing::warn!(namespace, %error, "cannot tell whether a namespace we created is empty");
+                kept.insert(namespace.clone());
+                continue;
+            }
         }
         match applier.delete(&reference).await {
             Ok(()) => tracing::info!(namespace, "deleted the namespace relaymesh created"),

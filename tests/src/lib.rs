@@ -210,6 +210,33 @@ impl Mesh {
         self.spawn("edge-agent", name)
     }
 
+    /// Joins cluster `name` with `labels` under `parent`, applying to the
+    /// Kubernetes API of `kubeconfig`, and starts its edge agent.
+    pub fn add_agent_for(
+        &self,
+        name: &str,
+        parent: &str,
+        labels: &str,
+        kubeconfig: &Path,
+    ) -> anyhow::Result<RelayProcess> {
+        let token = self.token("agent", name, Some(parent), "10m")?;
+        run_ok(
+            Command::new(binary("edge-agent")?)
+                .arg("join")
+                .arg("--data-dir")
+                .arg(self.data_dir(name))
+                .args(["--name", name, "--token", &token, "--labels", labels])
+                .arg("--kubeconfig")
+                .arg(kubeconfig),
+        )?;
+        self.spawn("edge-agent", name)
+    }
+
+    /// Starts a joined edge agent again.
+    pub fn start_agent(&self, name: &str) -> anyhow::Result<RelayProcess> {
+        self.spawn("edge-agent", name)
+    }
+
     /// Starts `relay run` on a node's data directory.
     pub fn start(&self, name: &str) -> anyhow::Result<RelayProcess> {
         self.spawn("relay", name)

@@ -1,0 +1,222 @@
+//! Edge autonomy: an agent cut off from the tree keeps its cluster running
+//! the last version it was given (nothing deleted), re-applies from its own
+//! sled when it restarts during the outage, and converges to the new version
+//! within seconds of its relay coming back.
+//!
+//! Real processes: a root, a relay "site", and an edge agent applying to a
+//! simulated cluster (the relay's own API server with the status simulator,
+//! in this test process) through the kube crate.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context as _};
+use relaymesh_testbed::cluster::{SimulatedCluster, SimulatorOptions};
+use relaymesh_tests::{connected_under, kubectl, wait_for, Mesh};
+use serde_json::Value;
+
+const SETTLE: Duration = Duration::from_secs(60);
+
+fn manifests(tag: &str) -> String {
+    format!(
+        r#"
+apiVersion: v1
+kind: Namespace
+metadata: {{name: shop}}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: web, namespace: shop, labels: {{app: web}}}}
+spec:
+  replicas: 1
+  selector: {{matchLabels: {{app: web}}}}
+  template:
+    metadata: {{labels: {{app: web}}}}
+    spec: {{containers: [{{name: web, image: "nginx:{tag}"}}]}}
+---
+apiVersion: relaymesh.dev/v1alpha1
+kind: Placement
+metadata: {{name: web, namespace: shop}}
+spec:
+  workloads: [{{labelSelector: {{matchLabels: {{app: web}}}}}}]
+  clusters: {{labelSelector: {{matchLabels: {{region: eu}}}}}}
+"#
+    )
+}
+
+/// The image of the web Deployment in the cluster, if it exists.
+fn image(kubeconfig: &Path) -> anyhow::Result<Option<String>> {
+    let output = kubectl(
+        kubeconfig,
+        &["get", "deployment", "web", "-n", "shop", "-o", "json"],
+        None,
+    )?;
+    if !output.status.success() {
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        if stderr.contains("NotFound") || stderr.contains("not found") {
+            return Ok(None);
+        }
+        bail!("kubectl get deployment: {stderr}");
+    }
+    let deployment: Value = serde_json::from_slice(&output.stdout)?;
+    Ok(
+        deployment["spec"]["template"]["spec"]["containers"][0]["image"]
+            .as_str()
+            .map(str::to_string),
+    )
+}
+
+fn apply_at_root(mesh: &Mesh, text: &str) -> anyhow::Result<()> {
+    let output = kubectl(&mesh.kubeconfig(), &["apply", "-f", "-"], Some(text))?;
+    if !output.status.success() {
+        bail!("kubectl apply: {}", String::from_utf8_lossy(&output.stderr));
+    }
+    Ok(())
+}
+
+#[test]
+fn a_cut_off_agent_keeps_its_workloads_and_converges_after_the_outage() -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Runtime::new()?;
+    let (mesh, _root) = Mesh::init()?;
+    let cluster = runtime.block_on(SimulatedCluster::start(
+        "edge-1",
+        &mesh.dir.path().join("cluster-edge-1"),
+        SimulatorOptions::default(),
+    ))?;
+    let kubeconfig = cluster.kubeconfig().to_path_buf();
+
+    let mut site = mesh.add_relay("site", "root")?;
+    wait_for("site in the tree", SETTLE, || {
+        Ok(connected_under(&mesh.tree()?, "site", "root").then_some(()))
+    })?;
+    let mut agent = mesh.add_agent_for("edge-1", "site", "region=eu", &kubeconfig)?;
+    wait_for("edge-1 in the tree", SETTLE, || {
+        Ok(connected_under(&mesh.tree()?, "edge-1", "site").then_some(()))
+    })
+    .with_context(|| mesh.logs())?;
+
+    apply_at_root(&mesh, &manifests("1.26"))?;
+    wait_for("version 1.26 in the cluster", SETTLE, || {
+        Ok((image(&kubeconfig)?.as_deref() == Some("nginx:1.26")).then_some(()))
+    })
+    .with_context(|| mesh.logs())?;
+
+    // Drift: an edit made directly in the cluster is undone.
+    let edited = kubectl(
+        &kubeconfig,
+        &[
+            "set",
+            "image",
+            "deployment/web",
+            "web=nginx:tampered",
+            "-n",
+            "shop",
+        ],
+        None,
+    )?;
+    assert!(
+        edited.status.success(),
+        "{}",
+        String::from_utf8_lossy(&edited.stderr)
+    );
+    wait_for("the agent to undo the edit", SETTLE, || {
+        Ok((image(&kubeconfig)?.as_deref() == Some("nginx:1.26")).then_some(()))
+    })
+    .with_context(|| mesh.logs())?;
+    // An object relaymesh did not create, in the same namespace.
+    let foreign = kubectl(
+        &kubeconfig,
+        &[
+            "create",
+            "configmap",
+            "mine",
+            "-n",
+            "shop",
+            "--from-literal=owner=someone-else",
+        ],
+        None,
+    )?;
+    assert!(
+        foreign.status.success(),
+        "{}",
+        String::from_utf8_lossy(&foreign.stderr)
+    );
+
+    // The outage: the agent's relay dies; the root moves on to 1.27.
+    site.kill()?;
+    apply_at_root(&mesh, &manifests("1.27"))?;
+    let until = Instant::now() + Duration::from_secs(8);
+    while Instant::now() < until {
+        assert_eq!(
+            image(&kubeconfig)?.as_deref(),
+            Some("nginx:1.26"),
+            "a cut-off cluster keeps running what it had"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+
+    // The agent restarts during the outage and re-applies from its sled,
+    // even what was deleted from the cluster behind its back meanwhile.
+    agent.stop()?;
+    let deleted = kubectl(
+        &kubeconfig,
+        &["delete", "deployment", "web", "-n", "shop"],
+        None,
+    )?;
+    assert!(
+        deleted.status.success(),
+        "{}",
+        String::from_utf8_lossy(&deleted.stderr)
+    );
+    agent = mesh.start_agent("edge-1")?;
+    wait_for(
+        "the restarted agent to re-apply 1.26 from its store",
+        SETTLE,
+        || Ok((image(&kubeconfig)?.as_deref() == Some("nginx:1.26")).then_some(())),
+    )
+    .with_context(|| mesh.logs())?;
+
+    // The relay comes back: the cluster converges to 1.27.
+    let restarted = Instant::now();
+    site = mesh.start("site")?;
+    wait_for("version 1.27 after the outage", SETTLE, || {
+        Ok((image(&kubeconfig)?.as_deref() == Some("nginx:1.27")).then_some(()))
+    })
+    .with_context(|| mesh.logs())?;
+    let took = restarted.elapsed();
+    assert!(
+        took < Duration::from_secs(30),
+        "converged {took:?} after the relay's restart"
+    );
+
+    // Deleting the Placement removes what relaymesh applied, and only that.
+    let deleted = kubectl(
+        &mesh.kubeconfig(),
+        &["delete", "placement", "web", "-n", "shop"],
+        None,
+    )?;
+    assert!(
+        deleted.status.success(),
+        "{}",
+        String::from_utf8_lossy(&deleted.stderr)
+    );
+    wait_for("the deployment to be pruned", SETTLE, || {
+        Ok(image(&kubeconfig)?.is_none().then_some(()))
+    })
+    .with_context(|| mesh.logs())?;
+    let mine = kubectl(
+        &kubeconfig,
+        &["get", "configmap", "mine", "-n", "shop"],
+        None,
+    )?;
+    assert!(
+        mine.status.success(),
+        "a foreign object survives pruning: {}",
+        String::from_utf8_lossy(&mine.stderr)
+    );
+
+    agent.stop()?;
+    site.stop()?;
+    runtime.block_on(cluster.shutdown())?;
+    Ok(())
+}
