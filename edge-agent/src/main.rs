@@ -94,6 +94,11 @@ enum Command {
         /// The agent's data directory.
         #[arg(long, value_name = "DIR")]
         data_dir: PathBuf,
+        /// Replace the parent relay's addresses (repeatable); the agent dials
+        /// all, keeps the nearest and fails over when it drops. Saved for
+        /// later runs.
+        #[arg(long, value_name = "HOST:PORT")]
+        parent_address: Vec<String>,
     },
     /// Print what a stopped agent's store holds, as JSON.
     Inspect {
@@ -118,7 +123,10 @@ async fn execute(command: Command) -> anyhow::Result<()> {
             labels,
             cluster,
         } => join(&data_dir, &name, &token, &labels, cluster.access()?).await,
-        Command::Run { data_dir } => run(&data_dir).await,
+        Command::Run {
+            data_dir,
+            parent_address,
+        } => run(&data_dir, parent_address).await,
         Command::Inspect { data_dir } => {
             let store = open_store(&data_dir)?;
             let summary = relaymesh_relay::inspect::summary(&store)?
@@ -186,8 +194,14 @@ async fn join(
 
 /// Runs the daemon in agent role and, if the agent has cluster access, the
 /// reconciler beside it on the same store.
-async fn run(data_dir: &Path) -> anyhow::Result<()> {
+async fn run(data_dir: &Path, parent_addresses: Vec<String>) -> anyhow::Result<()> {
     let store = open_store(data_dir)?;
+    if !parent_addresses.is_empty() && !store.set_parent_addresses(parent_addresses)? {
+        bail!(
+            "--parent-address: {} holds no joined agent",
+            data_dir.display()
+        );
+    }
     let shutdown = daemon::cancel_on_signals();
     let access = match ClusterAccess::load(&store.open_tree(cluster::AGENT_TREE)?) {
         Ok(access) => Some(access),

@@ -201,6 +201,22 @@ impl Store {
         Ok(())
     }
 
+    /// Replaces the parent's addresses (`relay run` / `edge-agent run
+    /// --parent-address`) and makes it durable; `Ok(false)` if this node has
+    /// no parent to replace them for.
+    pub fn set_parent_addresses(&self, addresses: Vec<String>) -> Result<bool, StoreError> {
+        let Some(mut config) = self.config()? else {
+            return Ok(false);
+        };
+        let Some(parent) = config.parent.as_mut() else {
+            return Ok(false);
+        };
+        parent.addresses = addresses;
+        self.set_config(&config)?;
+        self.flush()?;
+        Ok(true)
+    }
+
     /// Replaces the configuration (for example, new parent addresses).
     pub fn set_config(&self, config: &NodeConfig) -> Result<(), StoreError> {
         self.node

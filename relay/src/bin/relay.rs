@@ -238,14 +238,8 @@ async fn join(
 
 async fn run(data_dir: &Path, parent_addresses: Vec<String>) -> anyhow::Result<()> {
     let store = open_store(data_dir)?;
-    if !parent_addresses.is_empty() {
-        let mut config = store.config()?.context("the relay is not initialized")?;
-        let Some(parent) = config.parent.as_mut() else {
-            bail!("--parent-address: this relay is the root and has no parent");
-        };
-        parent.addresses = parent_addresses;
-        store.set_config(&config)?;
-        store.flush()?;
+    if !parent_addresses.is_empty() && !store.set_parent_addresses(parent_addresses)? {
+        bail!("--parent-address: this relay is the root and has no parent");
     }
     daemon::run_with_store(data_dir, store, daemon::cancel_on_signals(), None).await?;
     Ok(())
