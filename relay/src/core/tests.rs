@@ -192,6 +192,14 @@ impl Net {
         self.run();
     }
 
+    /// Lets inventory and status climb the tree: one coalescing period per
+    /// level, with room to spare.
+    fn settle(&mut self) {
+        for _ in 0..4 {
+            self.advance(INVENTORY_COALESCE * 2);
+        }
+    }
+
     fn child_by_link(&self, link: LinkId) -> Option<String> {
         self.nodes
             .iter()
@@ -531,9 +539,7 @@ fn fleet() -> Net {
         net.add_agent(name, "us", &[("region", "us"), ("zone", "c")]);
     }
     // Inventory climbs one level per coalescing period.
-    for _ in 0..4 {
-        net.advance(INVENTORY_COALESCE * 2);
-    }
+    net.settle();
     net
 }
 
@@ -634,9 +640,7 @@ fn a_new_cluster_does_not_move_existing_assignments() {
     assert_eq!(before.len(), 2);
     net.add_agent("u4", "us", &[("region", "us"), ("zone", "c")]);
     net.add_agent("e4", "eu-west", &[("region", "eu"), ("zone", "a")]);
-    for _ in 0..4 {
-        net.advance(INVENTORY_COALESCE * 2);
-    }
+    net.settle();
     assert_eq!(agents_with(&net, "placement/shop/two"), before);
 }
 
@@ -650,9 +654,7 @@ fn a_placement_follows_a_cluster_that_appears_later() {
     upsert_at_root(&mut net, placement("placement/shop/ap", target));
     assert!(agents_with(&net, "placement/shop/ap").is_empty());
     net.add_agent("a1", "us", &[("region", "ap")]);
-    for _ in 0..4 {
-        net.advance(INVENTORY_COALESCE * 2);
-    }
+    net.settle();
     assert_eq!(agents_with(&net, "placement/shop/ap"), set(&["a1"]));
     assert!(!net.keys("eu").contains("placement/shop/ap"));
 }
@@ -681,9 +683,7 @@ fn status_merges_up_the_tree_and_disconnected_clusters_count_offline() {
             );
         }
     }
-    for _ in 0..4 {
-        net.advance(INVENTORY_COALESCE * 2);
-    }
+    net.settle();
     let status = net.nodes["root"]
         .core
         .placement_status("placement/shop/eu")
@@ -692,9 +692,7 @@ fn status_merges_up_the_tree_and_disconnected_clusters_count_offline() {
     assert!(status.message.is_some_and(|m| m.starts_with("e2:")));
 
     net.disconnect("e1");
-    for _ in 0..4 {
-        net.advance(INVENTORY_COALESCE * 2);
-    }
+    net.settle();
     let status = net.nodes["root"]
         .core
         .placement_status("placement/shop/eu")
