@@ -86,6 +86,12 @@ pub struct LinkStatus {
     pub revision_lag: u64,
     /// When `connected` last changed, in milliseconds since the Unix epoch.
     pub changed_unix_ms: u64,
+    /// How many bundle transfers the parent completed to this child, ever: an
+    /// application counter (a bundle sent twice counts twice), unlike the wire
+    /// bytes above, which include retransmissions and acknowledgements.
+    pub bundles_served: u64,
+    /// The payload bytes of those transfers (bundle bytes only, no framing).
+    pub bundle_bytes_served: u64,
 }
 
 /// A change to the inventory a child reports. Large subtrees send a full

@@ -161,7 +161,11 @@ impl Core {
             ancestors: persisted.ancestors.clone(),
             slice: Slice::restore(&persisted, config.log_keep),
             inventory: Inventory::restore(own, &persisted),
-            bundles: Bundles::new(held_bundles),
+            bundles: Bundles::new(
+                held_bundles,
+                persisted.served.clone(),
+                persisted.served_totals.clone(),
+            ),
             upstream: Upstream::new(config.parent.is_some(), persisted.parent_position),
             children: BTreeMap::new(),
             links_by_name: BTreeMap::new(),
@@ -170,6 +174,12 @@ impl Core {
             statuses: Statuses::default(),
             actions: VecDeque::new(),
         };
+        for (child, total) in core.bundles.served_totals().clone() {
+            core.inventory.child_stats(&child, |link| {
+                link.bundles_served = total.times;
+                link.bundle_bytes_served = total.bytes;
+            });
+        }
         core.inventory.take_aggregates_changed();
         core.recut_all_quietly();
         let mut mutations = Vec::new();

@@ -102,6 +102,12 @@ pub(crate) enum Event {
         id: BundleId,
         reply: oneshot::Sender<BundleAccess>,
     },
+    /// A child acknowledged every byte of a bundle this relay served it.
+    BundleServed {
+        child: String,
+        id: BundleId,
+        bytes: u64,
+    },
     PublishBundle {
         name: String,
         id: BundleId,
@@ -440,6 +446,9 @@ impl Daemon {
                     BundleAccess::Pending
                 };
                 let _ = reply.send(access);
+            }
+            Event::BundleServed { child, id, bytes } => {
+                self.core.handle_bundle_served(now, &child, id, bytes);
             }
             Event::PlacementStatus { reply } => {
                 let keys: Vec<String> = self

@@ -7,7 +7,8 @@ use crate::store::{Store, StoreError};
 
 /// A JSON summary of everything `store` holds, or `None` if it holds no node.
 /// Bundles are re-hashed, so `verified` says whether the bytes on disk are
-/// still the bundle their id names.
+/// still the bundle their id names. `served` holds, per child, the bundle
+/// transfers this node completed to it (in all, and per bundle still held).
 pub fn summary(store: &Store) -> Result<Option<Value>, StoreError> {
     let Some(identity) = store.identity()? else {
         return Ok(None);
@@ -18,6 +19,22 @@ pub fn summary(store: &Store) -> Result<Option<Value>, StoreError> {
     for (id, size) in store.bundle_sizes()? {
         let verified = store.bundle(&id)?.is_some_and(|bytes| id.matches(&bytes));
         bundles.push(json!({"id": id.to_hex(), "size": size, "verified": verified}));
+    }
+    // Per child: its totals, and each held bundle it was served.
+    let mut served = serde_json::Map::new();
+    for (child, total) in &persisted.served_totals {
+        let bundles: Vec<Value> = persisted
+            .served
+            .iter()
+            .filter(|((_, to), _)| to == child)
+            .map(|((id, _), count)| {
+                json!({"id": id.to_hex(), "times": count.times, "bytes": count.bytes})
+            })
+            .collect();
+        served.insert(
+            child.clone(),
+            json!({"times": total.times, "bytes": total.bytes, "bundles": bundles}),
+        );
     }
     let parent = config.as_ref().and_then(|c| c.parent.as_ref());
     Ok(Some(json!({
@@ -33,6 +50,7 @@ pub fn summary(store: &Store) -> Result<Option<Value>, StoreError> {
         "ancestors": persisted.ancestors,
         "entries": persisted.entries.keys().collect::<Vec<_>>(),
         "bundles": bundles,
+        "served": served,
         "nodes": persisted.nodes.keys().collect::<Vec<_>>(),
         "digest": store.digest()?,
     })))

@@ -16,7 +16,7 @@ use relaymesh_protocol::BundleId;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-pub use state::{Mutation, Persisted};
+pub use state::{Mutation, Persisted, Served};
 
 use crate::config::NodeConfig;
 use crate::identity::Identity;
@@ -52,6 +52,14 @@ pub enum StoreError {
         /// The decoding error.
         #[source]
         source: CodecError,
+    },
+    /// A key does not have the layout its prefix promises.
+    #[error("store at {path}: corrupt key {key:?}")]
+    CorruptKey {
+        /// The data directory.
+        path: String,
+        /// The key, lossily as text.
+        key: String,
     },
     /// A value could not be encoded.
     #[error("cannot encode a value for the store: {0}")]
@@ -103,6 +111,10 @@ const ANCESTORS: &[u8] = b"m/ancestors";
 const ENTRY_PREFIX: &[u8] = b"e/";
 const LOG_PREFIX: &[u8] = b"l/";
 const NODE_PREFIX: &[u8] = b"n/";
+/// `s/` + bundle id (32 bytes) + child name: transfers of a bundle to a child.
+const SERVED_PREFIX: &[u8] = b"s/";
+/// `t/` + child name: transfers of any bundle to a child.
+const SERVED_TOTAL_PREFIX: &[u8] = b"t/";
 
 impl Store {
     /// Opens the store in `dir`, which must already hold one (so a typo in
@@ -252,6 +264,28 @@ impl Store {
                 self.decode(&key, &value)?;
             persisted.nodes.insert(record.name.clone(), (record, via));
         }
+        for item in self.state.scan_prefix(SERVED_PREFIX) {
+            let (key, value) = item.map_err(|e| self.sled(e))?;
+            let rest = &key[SERVED_PREFIX.len()..];
+            let id = rest
+                .get(..32)
+                .and_then(|bytes| <[u8; 32]>::try_from(bytes).ok())
+                .map(BundleId);
+            let (Some(id), Some(child)) = (id, rest.get(32..)) else {
+                return Err(self.corrupt_key(&key));
+            };
+            let child = String::from_utf8_lossy(child).into_owned();
+            persisted
+                .served
+                .insert((id, child), self.decode(&key, &value)?);
+        }
+        for item in self.state.scan_prefix(SERVED_TOTAL_PREFIX) {
+            let (key, value) = item.map_err(|e| self.sled(e))?;
+            let child = String::from_utf8_lossy(&key[SERVED_TOTAL_PREFIX.len()..]).into_owned();
+            persisted
+                .served_totals
+                .insert(child, self.decode(&key, &value)?);
+        }
         Ok(persisted)
     }
 
@@ -263,6 +297,8 @@ impl Store {
         // Log records this batch writes, which a TrimLog later in the same
         // batch must see although they are not in sled yet.
         let mut logged = BTreeSet::new();
+        // Likewise the transfer records this batch writes, for a ForgetServed.
+        let mut served_written = BTreeSet::new();
         for mutation in mutations {
             match mutation {
                 Mutation::SetEpoch(epoch) => batch.insert(EPOCH, encode(epoch)?),
@@ -299,6 +335,28 @@ impl Store {
                     encode(&(record, via))?,
                 ),
                 Mutation::RemoveNode(name) => batch.remove(prefixed(NODE_PREFIX, name.as_bytes())),
+                Mutation::RecordServed {
+                    child,
+                    bundle,
+                    bundle_total,
+                    link_total,
+                } => {
+                    let key = prefixed(&prefixed(SERVED_PREFIX, &bundle.0), child.as_bytes());
+                    batch.insert(key.clone(), encode(bundle_total)?);
+                    served_written.insert(key);
+                    let total = prefixed(SERVED_TOTAL_PREFIX, child.as_bytes());
+                    batch.insert(total, encode(link_total)?);
+                }
+                Mutation::ForgetServed(bundle) => {
+                    let prefix = prefixed(SERVED_PREFIX, &bundle.0);
+                    for item in self.state.scan_prefix(&prefix) {
+                        let (key, _) = item.map_err(|e| self.sled(e))?;
+                        batch.remove(key);
+                    }
+                    for key in served_written.iter().filter(|key| key.starts_with(&prefix)) {
+                        batch.remove(key.clone());
+                    }
+                }
             }
         }
         self.state.apply_batch(batch).map_err(|e| self.sled(e))
@@ -432,6 +490,13 @@ impl Store {
             key: String::from_utf8_lossy(key).into_owned(),
             source,
         })
+    }
+
+    fn corrupt_key(&self, key: &[u8]) -> StoreError {
+        StoreError::CorruptKey {
+            path: self.path.clone(),
+            key: String::from_utf8_lossy(key).into_owned(),
+        }
     }
 
     fn sled(&self, source: sled::Error) -> StoreError {

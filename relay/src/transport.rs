@@ -48,6 +48,9 @@ pub enum LinkError {
     /// Reading from a stream failed.
     #[error("read: {0}")]
     Read(#[from] quinn::ReadError),
+    /// The connection was lost before the peer acknowledged a stream's data.
+    #[error("not acknowledged: {0}")]
+    Unacknowledged(#[from] quinn::StoppedError),
     /// The stream ended in the middle of a frame or bundle.
     #[error("the stream ended early")]
     Truncated,

@@ -11,4 +11,5 @@
 pub mod bench;
 pub mod cluster;
 pub mod demo;
+pub mod ports;
 pub mod up;

@@ -10,7 +10,6 @@
 //! simulated clusters', in `logs/testbed.log`).
 
 use std::collections::BTreeMap;
-use std::net::{TcpListener, UdpSocket};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -475,7 +474,8 @@ pub fn prepare_dir(dir: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Hands out ports: consecutive from a base, or free ones if the base is 0.
+/// Hands out ports: consecutive from a base, or free ones (see
+/// [`crate::ports`]) if the base is 0.
 struct Ports {
     next: u16,
 }
@@ -487,14 +487,14 @@ impl Ports {
 
     fn tcp(&mut self) -> anyhow::Result<u16> {
         if self.next == 0 {
-            return Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port());
+            return Ok(crate::ports::tcp()?);
         }
         self.take()
     }
 
     fn udp(&mut self) -> anyhow::Result<u16> {
         if self.next == 0 {
-            return Ok(UdpSocket::bind("127.0.0.1:0")?.local_addr()?.port());
+            return Ok(crate::ports::udp()?);
         }
         self.take()
     }

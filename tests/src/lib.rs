@@ -5,7 +5,6 @@
 //! Tests here are slow by nature (real processes, real QUIC, real sled), so
 //! they poll with deadlines instead of sleeping fixed amounts.
 
-use std::net::{TcpListener, UdpSocket};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::Mutex;
@@ -50,17 +49,47 @@ pub fn binary(name: &str) -> anyhow::Result<PathBuf> {
     Ok(bin_dir()?.join(name))
 }
 
-/// A free UDP port on 127.0.0.1 (for a relay's QUIC listener).
+/// A free UDP port on 127.0.0.1 (for a relay's QUIC listener), from below
+/// the ephemeral range so no client socket takes it before the relay binds it
+/// (see [`relaymesh_testbed::ports`]).
 pub fn free_udp_port() -> anyhow::Result<u16> {
-    Ok(UdpSocket::bind("127.0.0.1:0")?.local_addr()?.port())
+    Ok(relaymesh_testbed::ports::udp()?)
 }
 
-/// A free TCP port on 127.0.0.1 (for the root's API).
+/// A free TCP port on 127.0.0.1 (for the root's API); see [`free_udp_port`].
 pub fn free_tcp_port() -> anyhow::Result<u16> {
-    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+    Ok(relaymesh_testbed::ports::tcp()?)
 }
 
-/// Polls `probe` until it returns `Some` or `timeout` passes.
+thread_local! {
+    /// What the current thread's helpers last read from the system under
+    /// test, for [`wait_for`]'s message when its deadline passes.
+    static LAST_SEEN: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+}
+
+/// How much of an observation a timeout message repeats.
+const SEEN_LIMIT: usize = 4000;
+
+/// Records what a probe saw, so that a [`wait_for`] that expires says what
+/// the state was rather than only that it was wrong. The helpers here that
+/// read state ([`Mesh::tree`], [`kubectl`], …) call it themselves; a probe
+/// that computes something else can call it too.
+pub fn observe(what: impl std::fmt::Display) {
+    let mut text = what.to_string();
+    if text.len() > SEEN_LIMIT {
+        let mut end = SEEN_LIMIT;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+        text.push_str(" …");
+    }
+    LAST_SEEN.with(|seen| *seen.borrow_mut() = Some(text));
+}
+
+/// Polls `probe` until it returns `Some` or `timeout` passes. On expiry the
+/// error names what was awaited, the last error, and the state seen last
+/// (see [`observe`]).
 pub fn wait_for<T>(
     what: &str,
     timeout: Duration,
@@ -68,6 +97,7 @@ pub fn wait_for<T>(
 ) -> anyhow::Result<T> {
     let deadline = Instant::now() + timeout;
     let mut last_error = None;
+    LAST_SEEN.with(|seen| *seen.borrow_mut() = None);
     loop {
         match probe() {
             Ok(Some(value)) => return Ok(value),
@@ -75,7 +105,12 @@ pub fn wait_for<T>(
             Err(error) => last_error = Some(error),
         }
         if Instant::now() > deadline {
-            bail!("timed out after {timeout:?} waiting for {what}; last error: {last_error:?}");
+            let seen = LAST_SEEN
+                .with(|seen| seen.borrow_mut().take())
+                .unwrap_or_else(|| "nothing recorded".into());
+            bail!(
+                "timed out after {timeout:?} waiting for {what}; last error: {last_error:?}; last seen: {seen}"
+            );
         }
         std::thread::sleep(Duration::from_millis(200));
     }
@@ -280,7 +315,9 @@ impl Mesh {
         if !output.status.success() {
             bail!("relayctl tree: {}", String::from_utf8_lossy(&output.stderr));
         }
-        Ok(serde_json::from_slice(&output.stdout)?)
+        let tree: Value = serde_json::from_slice(&output.stdout)?;
+        observe(format_args!("relayctl tree: {tree}"));
+        Ok(tree)
     }
 
     /// `relay inspect` of a stopped relay.
@@ -563,5 +600,12 @@ pub fn kubectl(kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> anyhow:
     if let Some(mut input) = child.stdin.take() {
         input.write_all(stdin.unwrap_or_default().as_bytes())?;
     }
-    Ok(child.wait_with_output()?)
+    let output = child.wait_with_output()?;
+    observe(format_args!(
+        "kubectl {}: {}{}",
+        args.join(" "),
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    ));
+    Ok(output)
 }

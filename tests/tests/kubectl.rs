@@ -2,13 +2,17 @@
 //! CRDs and custom objects, client- and server-side apply, tables, watch,
 //! kustomize, and relaymesh's own kinds.
 
-use std::io::Read as _;
+use std::io::{BufRead as _, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{bail, Context as _};
-use relaymesh_tests::Mesh;
+use relaymesh_tests::{observe, wait_for, Mesh};
+
+/// How long a watch may take to show what it must.
+const WATCH: Duration = Duration::from_secs(30);
 
 const KUBECTL: &str = "/usr/bin/kubectl";
 
@@ -292,7 +296,30 @@ fn watch_sees_changes(kubectl: &Kubectl) -> anyhow::Result<()> {
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()?;
-    std::thread::sleep(Duration::from_secs(2));
+    let stdout = watcher.stdout.take().context("the watcher's stdout")?;
+    let lines = Arc::new(Mutex::new(Vec::<String>::new()));
+    let reader = {
+        let lines = Arc::clone(&lines);
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Ok(mut lines) = lines.lock() {
+                    lines.push(line);
+                }
+            }
+        })
+    };
+    let seen = |prefix: &str| -> anyhow::Result<usize> {
+        let lines = lines
+            .lock()
+            .map_err(|_| anyhow::anyhow!("the reader panicked"))?;
+        observe(lines.join("\n"));
+        Ok(lines.iter().filter(|line| line.starts_with(prefix)).count())
+    };
+    // The initial list is printed before the watch starts, from that list's
+    // resourceVersion, so nothing created after it printed can be missed.
+    wait_for("the watch's initial list", WATCH, || {
+        Ok((seen("web-config")? > 0).then_some(()))
+    })?;
     kubectl.ok(&[
         "create",
         "configmap",
@@ -302,20 +329,16 @@ fn watch_sees_changes(kubectl: &Kubectl) -> anyhow::Result<()> {
         "--from-literal=a=b",
     ])?;
     kubectl.ok(&["delete", "configmap", "watched", "-n", "shop"])?;
-    std::thread::sleep(Duration::from_secs(2));
+    // Added, then deleted (a watch may also show the deletion's update).
+    wait_for(
+        "the watch to show the config map come and go",
+        WATCH,
+        || Ok((seen("watched")? >= 2).then_some(())),
+    )?;
     watcher.kill()?;
-    let mut seen = String::new();
-    if let Some(mut stdout) = watcher.stdout.take() {
-        stdout.read_to_string(&mut seen)?;
-    }
     watcher.wait()?;
-    assert!(seen.contains("web-config"), "{seen}");
-    assert!(
-        seen.lines()
-            .filter(|line| line.starts_with("watched"))
-            .count()
-            >= 2,
-        "{seen}"
-    );
+    reader
+        .join()
+        .map_err(|_| anyhow::anyhow!("the reader panicked"))?;
     Ok(())
 }

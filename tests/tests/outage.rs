@@ -8,7 +8,7 @@
 //! in this test process) through the kube crate.
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{bail, Context as _};
 use relaymesh_testbed::cluster::{SimulatedCluster, SimulatorOptions};
@@ -143,17 +143,22 @@ fn a_cut_off_agent_keeps_its_workloads_and_converges_after_the_outage() -> anyho
     );
 
     // The outage: the agent's relay dies; the root moves on to 1.27.
+    let before_outage = std::fs::read_to_string(&agent.log)?.len();
     site.kill()?;
     apply_at_root(&mesh, &manifests("1.27"))?;
-    let until = Instant::now() + Duration::from_secs(8);
-    while Instant::now() < until {
-        assert_eq!(
-            image(&kubeconfig)?.as_deref(),
-            Some("nginx:1.26"),
-            "a cut-off cluster keeps running what it had"
-        );
-        std::thread::sleep(Duration::from_millis(500));
-    }
+    // The agent noticed: its link is gone and a redial failed. Whatever it
+    // does with a lost uplink it has done by now, and it kept the workload.
+    wait_for("the agent to fail to reach its relay", SETTLE, || {
+        let log = std::fs::read_to_string(&agent.log)?;
+        let since = log.get(before_outage..).unwrap_or_default();
+        Ok(since.contains("cannot reach parent").then_some(()))
+    })
+    .with_context(|| mesh.logs())?;
+    assert_eq!(
+        image(&kubeconfig)?.as_deref(),
+        Some("nginx:1.26"),
+        "a cut-off cluster keeps running what it had"
+    );
 
     // The agent restarts during the outage and re-applies from its sled,
     // even what was deleted from the cluster behind its back meanwhile.
@@ -177,17 +182,11 @@ fn a_cut_off_agent_keeps_its_workloads_and_converges_after_the_outage() -> anyho
     .with_context(|| mesh.logs())?;
 
     // The relay comes back: the cluster converges to 1.27.
-    let restarted = Instant::now();
     site = mesh.start("site")?;
     wait_for("version 1.27 after the outage", SETTLE, || {
         Ok((image(&kubeconfig)?.as_deref() == Some("nginx:1.27")).then_some(()))
     })
     .with_context(|| mesh.logs())?;
-    let took = restarted.elapsed();
-    assert!(
-        took < Duration::from_secs(30),
-        "converged {took:?} after the relay's restart"
-    );
 
     // Deleting the Placement removes what relaymesh applied, and only that.
     let deleted = kubectl(

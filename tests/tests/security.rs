@@ -11,7 +11,7 @@ use relaymesh_relay::store::Store;
 use relaymesh_relay::transport::uplink::{connect_nearest, open_control, Endpoints};
 use relaymesh_relay::transport::LinkError;
 use relaymesh_relay::{pki, token};
-use relaymesh_tests::{binary, free_tcp_port, free_udp_port, run_ok, Mesh};
+use relaymesh_tests::{binary, free_tcp_port, free_udp_port, run_ok, wait_for, Mesh};
 
 fn stderr(output: &std::process::Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
@@ -46,8 +46,17 @@ fn refused_joins_and_links_change_nothing_at_the_root() -> anyhow::Result<()> {
     let before = mesh.inspect("root")?["digest"].clone();
     root = mesh.start("root")?;
     mesh.wait_for_api()?;
-    // The 1s token is valid through its last whole second.
-    std::thread::sleep(std::time::Duration::from_millis(2100));
+    // The 1s token is valid through its last whole second: wait until the
+    // clock has passed the expiry the token itself carries.
+    let not_after = token::read_unverified(&expired)?.not_after_unix;
+    wait_for(
+        "the 1s token to expire",
+        std::time::Duration::from_secs(10),
+        || {
+            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?;
+            Ok((now.as_secs() > not_after).then_some(()))
+        },
+    )?;
 
     let refused = mesh.join("late", &expired)?;
     assert!(!refused.status.success(), "{}", stderr(&refused));

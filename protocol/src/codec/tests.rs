@@ -119,7 +119,7 @@ fn change() -> impl Strategy<Value = SliceChange> {
 }
 
 fn link() -> impl Strategy<Value = LinkStatus> {
-    (any::<bool>(), any::<[u64; 6]>()).prop_map(|(connected, n)| LinkStatus {
+    (any::<bool>(), any::<[u64; 8]>()).prop_map(|(connected, n)| LinkStatus {
         connected,
         rtt_micros: n[0],
         bytes_sent: n[1],
@@ -127,6 +127,8 @@ fn link() -> impl Strategy<Value = LinkStatus> {
         acked_revision: n[3],
         revision_lag: n[4],
         changed_unix_ms: n[5],
+        bundles_served: n[6],
+        bundle_bytes_served: n[7],
     })
 }
 

@@ -102,7 +102,9 @@ enum Command {
         #[arg(long, value_name = "HOST:PORT")]
         parent_address: Vec<String>,
     },
-    /// Print what a stopped relay's store holds, as JSON.
+    /// Print what a stopped relay's store holds, as JSON: identity, slice
+    /// entries, bundles (re-hashed), bundle transfers completed to each child
+    /// (`served`), known nodes and a digest of the store.
     Inspect {
         /// The relay's data directory.
         #[arg(long, value_name = "DIR")]

@@ -16,7 +16,8 @@ const MAX_DEPTH: usize = 256;
 
 /// The nested tree from the root: every node as `{"name", "role",
 /// "connected", "rttMicros", "revisionLag", "ackedRevision", "subtreeSize",
-/// "bytesSent", "bytesReceived", "lastTransitionTime" (when known),
+/// "bytesSent", "bytesReceived", "bundlesServed", "bundleBytesServed",
+/// "lastTransitionTime" (when known),
 /// "children": [...]}`, children sorted by name. `None` if no node is
 /// without a parent.
 pub fn build_tree(nodes: &[Value]) -> Option<Value> {
@@ -154,6 +155,8 @@ impl<'a> Index<'a> {
                 "subtreeSize",
                 "bytesSent",
                 "bytesReceived",
+                "bundlesServed",
+                "bundleBytesServed",
             ] {
                 fields.insert(key.into(), Value::from(number(key)));
             }

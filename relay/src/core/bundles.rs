@@ -1,5 +1,5 @@
-//! Which bundles a relay holds, which it must fetch from its parent, and
-//! which it may drop.
+//! Which bundles a relay holds, which it must fetch from its parent, which it
+//! may drop, and which it served to each child.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use relaymesh_protocol::BundleId;
 
 use super::{Action, Core, Now};
+use crate::store::{Mutation, Served};
 
 /// The longest wait between two attempts to fetch a bundle.
 pub const MAX_FETCH_BACKOFF: Duration = Duration::from_secs(30);
@@ -15,6 +16,10 @@ pub const MAX_FETCH_BACKOFF: Duration = Duration::from_secs(30);
 pub(crate) struct Bundles {
     held: BTreeSet<BundleId>,
     fetching: BTreeMap<BundleId, Fetch>,
+    /// Completed transfers of each held bundle to each child.
+    served: BTreeMap<(BundleId, String), Served>,
+    /// Completed transfers to each child, in all.
+    served_totals: BTreeMap<String, Served>,
 }
 
 #[derive(Debug, Default)]
@@ -25,11 +30,22 @@ struct Fetch {
 }
 
 impl Bundles {
-    pub fn new(held: BTreeSet<BundleId>) -> Self {
+    pub fn new(
+        held: BTreeSet<BundleId>,
+        served: BTreeMap<(BundleId, String), Served>,
+        served_totals: BTreeMap<String, Served>,
+    ) -> Self {
         Self {
             held,
             fetching: BTreeMap::new(),
+            served,
+            served_totals,
         }
+    }
+
+    /// Completed transfers to each child, in all.
+    pub fn served_totals(&self) -> &BTreeMap<String, Served> {
+        &self.served_totals
     }
 
     pub fn next_retry(&self) -> Option<Instant> {
@@ -46,7 +62,7 @@ impl Core {
     pub fn handle_bundle_stored(&mut self, now: Now, id: BundleId) {
         self.bundles.fetching.remove(&id);
         self.bundles.held.insert(id);
-        tracing::debug!(bundle = ?id, "bundle stored");
+        tracing::debug!(bundle = %id, "bundle stored");
         self.reconcile_bundles(now);
     }
 
@@ -61,6 +77,55 @@ impl Core {
             fetch.retry_at = Some(now.instant + backoff);
             tracing::warn!(bundle = ?id, failures = fetch.failures, ?backoff, "bundle fetch failed");
         }
+    }
+
+    /// The transport finished serving bundle `id` to `child`: the child
+    /// acknowledged all `bytes` of it. Counted per link and per bundle, and
+    /// persisted, so "a bundle crosses each link once" can be checked against
+    /// what the application did rather than what the wire carried.
+    pub fn handle_bundle_served(&mut self, now: Now, child: &str, id: BundleId, bytes: u64) {
+        let key = (id, child.to_string());
+        let bundle_total = self
+            .bundles
+            .served
+            .get(&key)
+            .copied()
+            .unwrap_or_default()
+            .plus(bytes);
+        let link_total = self
+            .bundles
+            .served_totals
+            .get(child)
+            .copied()
+            .unwrap_or_default()
+            .plus(bytes);
+        self.bundles
+            .served_totals
+            .insert(child.to_string(), link_total);
+        tracing::debug!(%child, bundle = %id, bytes, times = bundle_total.times, "bundle served");
+        let mut mutations = vec![Mutation::RecordServed {
+            child: child.to_string(),
+            bundle: id,
+            bundle_total,
+            link_total,
+        }];
+        if self.bundles.held.contains(&id) {
+            self.bundles.served.insert(key, bundle_total);
+        } else {
+            // Dropped while it was being served: keep only the link's totals.
+            mutations.push(Mutation::ForgetServed(id));
+        }
+        self.persist(mutations);
+        self.inventory.child_stats(child, |link| {
+            link.bundles_served = link_total.times;
+            link.bundle_bytes_served = link_total.bytes;
+        });
+        self.schedule_inventory_flush(now);
+    }
+
+    /// Completed transfers of each held bundle to each child.
+    pub fn bundles_served(&self) -> &BTreeMap<(BundleId, String), Served> {
+        &self.bundles.served
     }
 
     /// Whether a bundle is held here.
@@ -81,6 +146,11 @@ impl Core {
             .collect();
         for id in unreferenced {
             self.bundles.held.remove(&id);
+            let before = self.bundles.served.len();
+            self.bundles.served.retain(|(served, _), _| *served != id);
+            if self.bundles.served.len() != before {
+                self.persist(vec![Mutation::ForgetServed(id)]);
+            }
             self.actions.push_back(Action::DropBundle(id));
         }
         self.bundles

@@ -8,6 +8,7 @@ use relaymesh_protocol::message::{DownMessage, UpMessage};
 use relaymesh_protocol::{BundleId, Role, SliceEntry, Target};
 
 use super::*;
+use crate::store::Served;
 
 /// One simulated relay: its core, its durable state and its bundles.
 struct Node {
@@ -271,6 +272,7 @@ impl Net {
                     .get(&parent)
                     .filter(|parent| parent.core.may_serve_bundle(name, &id))
                     .and_then(|parent| parent.bundles.get(&id).cloned());
+                let served = bytes.as_ref().map(|bytes| bytes.len() as u64);
                 let node = self.nodes.get_mut(name).map(|node| match bytes {
                     Some(bytes) if id.matches(&bytes) => {
                         *self.bundle_bytes_in.entry(name.to_string()).or_default() +=
@@ -281,6 +283,11 @@ impl Net {
                     _ => node.core.handle_bundle_failed(now, id),
                 });
                 assert!(node.is_some());
+                // The child read it all: the parent's transport reports the
+                // completed transfer.
+                if let (Some(len), Some(parent)) = (served, self.nodes.get_mut(&parent)) {
+                    parent.core.handle_bundle_served(now, name, id, len);
+                }
             }
             Action::DropBundle(id) => {
                 if let Some(node) = self.nodes.get_mut(name) {
@@ -368,10 +375,26 @@ fn a_bundle_crosses_each_link_once() {
     let mut net = three_levels();
     let bytes = vec![42u8; 100_000];
     let id = net.publish("bundle/demo", Target::Everywhere, &bytes);
+    let len = bytes.len() as u64;
     for name in ["eu", "us", "eu-west"] {
         assert!(net.keys(name).contains("bundle/demo"), "{name}");
         assert_eq!(net.nodes[name].bundles.get(&id), Some(&bytes), "{name}");
-        assert_eq!(net.bundle_bytes_in.get(name), Some(&(bytes.len() as u64)));
+        assert_eq!(net.bundle_bytes_in.get(name), Some(&len));
+    }
+    // The parents' own counters say the same, in the inventory that climbs to
+    // the root and in each parent's store.
+    net.advance(INVENTORY_COALESCE * 2);
+    for (parent, child) in [("root", "eu"), ("root", "us"), ("eu", "eu-west")] {
+        let link = net.record("root", child).and_then(|record| record.link);
+        let link = link.expect("a child has a link record");
+        assert_eq!((link.bundles_served, link.bundle_bytes_served), (1, len));
+        let once = Served {
+            times: 1,
+            bytes: len,
+        };
+        let persisted = &net.nodes[parent].persisted;
+        assert_eq!(persisted.served.get(&(id, child.to_string())), Some(&once));
+        assert_eq!(persisted.served_totals.get(child), Some(&once));
     }
     // Removing the entry removes it everywhere and frees the bundle.
     let now = net.now();
@@ -382,7 +405,15 @@ fn a_bundle_crosses_each_link_once() {
     for name in ["root", "eu", "us", "eu-west"] {
         assert!(net.keys(name).is_empty(), "{name}");
         assert!(net.nodes[name].bundles.is_empty(), "{name}");
+        // Per-bundle records go with the bundle; the link totals stay.
+        assert!(net.nodes[name].persisted.served.is_empty(), "{name}");
     }
+    assert_eq!(net.nodes["root"].persisted.served_totals.len(), 2);
+    // A restarted parent reports the totals it kept.
+    net.restart("root");
+    net.advance(INVENTORY_COALESCE * 2);
+    let eu = net.record("root", "eu").and_then(|record| record.link);
+    assert_eq!(eu.map(|link| link.bundles_served), Some(1));
 }
 
 #[test]

@@ -273,6 +273,7 @@ async fn serve_bundle(
     send: &mut quinn::SendStream,
 ) -> Result<(), LinkError> {
     let (reply_tx, reply_rx) = oneshot::channel();
+    let child_name = child.clone();
     let asked = shared
         .events
         .send(Event::BundleAccess {
@@ -304,7 +305,18 @@ async fn serve_bundle(
         }
     };
     let bytes = tokio::time::timeout(BUNDLE_WAIT, wait).await.ok().flatten();
-    bundle_transfer::serve(send, id, bytes.as_deref()).await
+    let served = bundle_transfer::serve(send, id, bytes.as_deref()).await?;
+    if let Some(bytes) = served {
+        let _ = shared
+            .events
+            .send(Event::BundleServed {
+                child: child_name,
+                id,
+                bytes,
+            })
+            .await;
+    }
+    Ok(())
 }
 
 struct StoreLedger<'a>(&'a crate::store::Store);

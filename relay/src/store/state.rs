@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use relaymesh_protocol::message::Resume;
-use relaymesh_protocol::{NodeRecord, SliceEntry};
+use relaymesh_protocol::{BundleId, NodeRecord, SliceEntry};
 use serde::{Deserialize, Serialize};
 
 /// One durable change. The core emits them in batches; a batch is applied
@@ -54,6 +54,40 @@ pub enum Mutation {
     },
     /// Removes an inventory record.
     RemoveNode(String),
+    /// Records a completed bundle transfer to a child, as running totals (so
+    /// applying it twice changes nothing).
+    RecordServed {
+        /// The child the bundle went to.
+        child: String,
+        /// The bundle.
+        bundle: BundleId,
+        /// Transfers of this bundle to this child so far.
+        bundle_total: Served,
+        /// Transfers of any bundle to this child so far.
+        link_total: Served,
+    },
+    /// Forgets the per-bundle transfer records of a bundle this relay no
+    /// longer holds; the per-link totals stay.
+    ForgetServed(BundleId),
+}
+
+/// Completed bundle transfers: how many, and their payload bytes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Served {
+    /// Completed transfers.
+    pub times: u64,
+    /// Their payload bytes.
+    pub bytes: u64,
+}
+
+impl Served {
+    /// These totals with one more transfer of `bytes`.
+    pub fn plus(self, bytes: u64) -> Self {
+        Self {
+            times: self.times.saturating_add(1),
+            bytes: self.bytes.saturating_add(bytes),
+        }
+    }
 }
 
 /// Everything a relay's core needs to start where it stopped.
@@ -75,6 +109,10 @@ pub struct Persisted {
     pub ancestors: Vec<String>,
     /// The inventory of this relay's subtree, with the child each node is under.
     pub nodes: BTreeMap<String, (NodeRecord, Option<String>)>,
+    /// Bundle transfers to each child, per held bundle.
+    pub served: BTreeMap<(BundleId, String), Served>,
+    /// Bundle transfers to each child, in all.
+    pub served_totals: BTreeMap<String, Served>,
 }
 
 impl Persisted {
@@ -106,6 +144,18 @@ impl Persisted {
             }
             Mutation::RemoveNode(name) => {
                 self.nodes.remove(name);
+            }
+            Mutation::RecordServed {
+                child,
+                bundle,
+                bundle_total,
+                link_total,
+            } => {
+                self.served.insert((*bundle, child.clone()), *bundle_total);
+                self.served_totals.insert(child.clone(), *link_total);
+            }
+            Mutation::ForgetServed(bundle) => {
+                self.served.retain(|(id, _), _| id != bundle);
             }
         }
     }

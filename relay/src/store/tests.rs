@@ -43,6 +43,19 @@ fn mutation() -> impl Strategy<Value = Mutation> {
         }),
         key().prop_map(Mutation::RemoveNode),
         any::<u64>().prop_map(Mutation::SetEpoch),
+        (key(), 0u8..3, any::<[u64; 4]>()).prop_map(|(child, byte, n)| Mutation::RecordServed {
+            child,
+            bundle: BundleId::of(&[byte]),
+            bundle_total: Served {
+                times: n[0],
+                bytes: n[1]
+            },
+            link_total: Served {
+                times: n[2],
+                bytes: n[3]
+            },
+        }),
+        (0u8..3).prop_map(|byte| Mutation::ForgetServed(BundleId::of(&[byte]))),
     ]
 }
 

@@ -56,6 +56,13 @@ async fn fetch_inner(connection: &quinn::Connection, id: BundleId) -> Result<Vec
         hasher.update(&chunk.bytes);
         bytes.extend_from_slice(&chunk.bytes);
     }
+    // Read to the end, so the parent sees the whole stream acknowledged and
+    // counts the transfer as complete (dropping it unread would stop it).
+    if recv.read_chunk(1, true).await?.is_some() {
+        return Err(LinkError::Protocol(format!(
+            "parent sent more than the {len} bytes of bundle {id}"
+        )));
+    }
     if hasher.finish() != id {
         return Err(LinkError::Protocol(format!(
             "bundle {id} failed its hash check; discarded"
@@ -65,21 +72,35 @@ async fn fetch_inner(connection: &quinn::Connection, id: BundleId) -> Result<Vec
 }
 
 /// Answers a bundle request with `bytes` (or "missing") and ends the stream.
+/// Returns the payload bytes the child acknowledged, once it acknowledged
+/// every one of them: `Some(len)` for a completed transfer, `None` for a
+/// "missing" answer. A child that stops reading early is an error.
 pub async fn serve(
     send: &mut quinn::SendStream,
     id: BundleId,
     bytes: Option<&[u8]>,
-) -> Result<(), LinkError> {
-    match bytes {
+) -> Result<Option<u64>, LinkError> {
+    let served = match bytes {
         Some(bytes) => {
             let len = bytes.len() as u64;
             write_frame(send, &BundleReply::Found { id, len }).await?;
             send.write_all(bytes).await?;
+            Some(len)
         }
-        None => write_frame(send, &BundleReply::Missing { id }).await?,
-    }
+        None => {
+            write_frame(send, &BundleReply::Missing { id }).await?;
+            None
+        }
+    };
     let _ = send.finish();
-    Ok(())
+    // Finished and acknowledged (`None`), or stopped by the child first.
+    match send.stopped().await {
+        Ok(None) => Ok(served),
+        Ok(Some(code)) => Err(LinkError::Protocol(format!(
+            "the child stopped the transfer of bundle {id} (code {code})"
+        ))),
+        Err(error) => Err(LinkError::Unacknowledged(error)),
+    }
 }
 
 /// Refuses a bundle request and ends the stream.

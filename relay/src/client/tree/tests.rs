@@ -84,6 +84,8 @@ fn nests_from_the_root_with_sorted_children() {
         "subtreeSize",
         "bytesSent",
         "bytesReceived",
+        "bundlesServed",
+        "bundleBytesServed",
         "children",
     ] {
         assert!(keys.contains(key), "{key}");
