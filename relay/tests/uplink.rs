@@ -16,8 +16,10 @@ async fn the_uplink_keeps_the_address_that_answers() -> anyhow::Result<()> {
         "127.0.0.1:0".parse()?,
     )?;
     let live = server.local_addr()?;
-    // A port nothing listens on: the dial there never completes.
-    let dead: SocketAddr = UdpSocket::bind("127.0.0.1:0")?.local_addr()?;
+    // A socket that never answers: the dial there never completes. It stays
+    // bound for the whole test, so no other socket can take its port.
+    let silent = UdpSocket::bind("127.0.0.1:0")?;
+    let dead: SocketAddr = silent.local_addr()?;
     tokio::spawn(async move {
         let mut open = Vec::new();
         while let Some(incoming) = server.accept().await {
@@ -51,6 +53,7 @@ async fn the_uplink_keeps_the_address_that_answers() -> anyhow::Result<()> {
         .map(|error| error.to_string())
         .unwrap_or_default();
     assert!(error.contains("timed out"), "{error}");
+    drop(silent);
     Ok(())
 }
 
