@@ -584,11 +584,28 @@ impl Drop for Testbed {
     }
 }
 
+/// Where kubectl keeps its discovery cache for the API server of
+/// `kubeconfig` (its `KUBECACHEDIR`): under the target directory, one per
+/// test process and kubeconfig. kubectl's default, `~/.kube/cache`, is keyed
+/// by host and port and kept for hours, so a later test whose server got the
+/// same port would start from another server's discovery.
+pub fn kubectl_cache_dir(kubeconfig: &Path) -> anyhow::Result<PathBuf> {
+    use std::hash::{Hash as _, Hasher as _};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    kubeconfig.hash(&mut hasher);
+    Ok(bin_dir()?.join("kubectl-cache").join(format!(
+        "{}-{:016x}",
+        std::process::id(),
+        hasher.finish()
+    )))
+}
+
 /// Runs `kubectl --kubeconfig KUBECONFIG ARGS`, with `stdin` piped in if
 /// given.
 pub fn kubectl(kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> anyhow::Result<Output> {
     use std::io::Write as _;
     let mut child = Command::new("kubectl")
+        .env("KUBECACHEDIR", kubectl_cache_dir(kubeconfig)?)
         .arg("--kubeconfig")
         .arg(kubeconfig)
         .args(args)

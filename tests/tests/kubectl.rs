@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{bail, Context as _};
-use relaymesh_tests::{observe, wait_for, Mesh};
+use relaymesh_tests::{kubectl_cache_dir, observe, wait_for, Mesh};
 
 /// How long a watch may take to show what it must.
 const WATCH: Duration = Duration::from_secs(30);
@@ -85,6 +85,9 @@ struct Kubectl {
 impl Kubectl {
     fn command(&self, args: &[&str]) -> Command {
         let mut command = Command::new(KUBECTL);
+        if let Ok(cache) = kubectl_cache_dir(&self.kubeconfig) {
+            command.env("KUBECACHEDIR", cache);
+        }
         command
             .arg("--kubeconfig")
             .arg(&self.kubeconfig)
