@@ -110,6 +110,7 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    relaymesh_relay::store::permissions::restrict_new_files();
     logging::init(cli.log_format, "info");
     relaymesh_relay::process::block_on_main(execute(cli.command))
 }
@@ -146,9 +147,7 @@ async fn join(
 ) -> anyhow::Result<()> {
     relaymesh_protocol::name::validate(name).context("--name")?;
     let mut labels = relaymesh_edge_agent::labels::parse(labels).context("--labels")?;
-    std::fs::create_dir_all(data_dir)
-        .with_context(|| format!("cannot create {}", data_dir.display()))?;
-    let store = Store::open(data_dir).with_context(|| {
+    let store = Store::create(data_dir).with_context(|| {
         format!(
             "cannot open the store in {} (is a node running on it?)",
             data_dir.display()

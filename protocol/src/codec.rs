@@ -34,6 +34,15 @@ pub enum CodecError {
     /// The message could not be encoded.
     #[error("cannot encode message: {0}")]
     Encode(#[source] bincode::error::EncodeError),
+    /// A frame announced more than the stricter limit of where it was read
+    /// (an opening frame, before the peer is authenticated).
+    #[error("frame of {len} bytes is larger than the limit of {limit} bytes here")]
+    TooLargeHere {
+        /// The announced length.
+        len: usize,
+        /// The limit that applies.
+        limit: usize,
+    },
 }
 
 fn config() -> impl bincode::config::Config {
@@ -74,7 +83,21 @@ pub fn encode_frame<T: Serialize>(message: &T) -> Result<Vec<u8>, CodecError> {
     Ok(frame)
 }
 
-/// Reads a frame header and checks the length it announces.
+/// The payload length a frame header announces, checked against `limit` as
+/// well as [`MAX_FRAME_LEN`]: for streams whose frames are small by nature.
+pub fn payload_len_within(
+    header: [u8; FRAME_HEADER_LEN],
+    limit: usize,
+) -> Result<usize, CodecError> {
+    let len = payload_len(header)?;
+    if len > limit {
+        return Err(CodecError::TooLargeHere { len, limit });
+    }
+    Ok(len)
+}
+
+/// The payload length a frame header announces, checked against
+/// [`MAX_FRAME_LEN`].
 pub fn payload_len(header: [u8; FRAME_HEADER_LEN]) -> Result<usize, CodecError> {
     let len = u32::from_be_bytes(header) as usize;
     if len > MAX_FRAME_LEN {

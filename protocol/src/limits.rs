@@ -7,6 +7,11 @@
 /// snapshot, a full inventory) is sent as several frames.
 pub const MAX_FRAME_LEN: usize = 16 * 1024 * 1024;
 
+/// The largest opening frame of a stream (`Open`: a hello, a bundle request
+/// or a join request), which a peer may send before it is authenticated: a
+/// stranger must not make a relay allocate more than this.
+pub const MAX_OPENING_FRAME_LEN: usize = 64 * 1024;
+
 /// The length of a frame header: the payload length as a big-endian `u32`.
 pub const FRAME_HEADER_LEN: usize = 4;
 

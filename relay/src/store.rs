@@ -6,6 +6,7 @@
 //! acknowledgement to the parent) leaves the node. Values are encoded with the
 //! protocol codec, so every decode is bounded like a frame.
 
+pub mod permissions;
 mod state;
 
 use std::collections::BTreeSet;
@@ -70,6 +71,28 @@ pub enum StoreError {
         /// The data directory.
         path: String,
     },
+    /// Something in the data directory is open to the group or others.
+    #[error(
+        "{path} has mode {mode:04o}: a node's data directory holds its private keys and must be \
+         private to its owner; fix it with `chmod -R go-rwx {data_dir}`"
+    )]
+    NotPrivate {
+        /// The file or directory.
+        path: String,
+        /// Its permission bits.
+        mode: u32,
+        /// The data directory.
+        data_dir: String,
+    },
+    /// A file or directory of the data directory could not be read or changed.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file or directory.
+        path: String,
+        /// The error.
+        #[source]
+        source: std::io::Error,
+    },
     /// The directory holds no store.
     #[error(
         "{path} holds no relaymesh node: run `relay init`, `relay join` or `edge-agent join` first"
@@ -118,14 +141,26 @@ const SERVED_TOTAL_PREFIX: &[u8] = b"t/";
 
 impl Store {
     /// Opens the store in `dir`, which must already hold one (so a typo in
-    /// `--data-dir` is an error, not a new empty node).
+    /// `--data-dir` is an error, not a new empty node) and be private to its
+    /// owner (see [`permissions`]).
     pub fn open_existing(dir: &Path) -> Result<Self, StoreError> {
         if !dir.join("store").is_dir() {
             return Err(StoreError::Missing {
                 path: dir.display().to_string(),
             });
         }
+        permissions::check_private(dir)?;
         Self::open(dir)
+    }
+
+    /// Creates `dir` private to its owner (0700) if needed and opens (or
+    /// creates) the store in it, with every file private (0600): for a node
+    /// being initialized or joined.
+    pub fn create(dir: &Path) -> Result<Self, StoreError> {
+        permissions::create_private_dir(dir)?;
+        let store = Self::open(dir)?;
+        permissions::make_private(dir)?;
+        Ok(store)
     }
 
     /// Opens (or creates) the store in `dir`.

@@ -13,7 +13,7 @@ pub mod uplink;
 use std::net::SocketAddr;
 
 use relaymesh_protocol::codec::{self, CodecError};
-use relaymesh_protocol::limits::FRAME_HEADER_LEN;
+use relaymesh_protocol::limits::{FRAME_HEADER_LEN, MAX_FRAME_LEN};
 use relaymesh_protocol::Refusal;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -85,6 +85,31 @@ pub async fn write_frame<T: Serialize>(
 pub async fn read_frame<T: DeserializeOwned>(
     recv: &mut quinn::RecvStream,
 ) -> Result<Option<T>, LinkError> {
+    read_frame_within(recv, MAX_FRAME_LEN).await
+}
+
+/// Reads one frame that must be there.
+pub async fn expect_frame<T: DeserializeOwned>(
+    recv: &mut quinn::RecvStream,
+) -> Result<T, LinkError> {
+    read_frame(recv).await?.ok_or(LinkError::Truncated)
+}
+
+/// Reads one frame that must be there and be at most `limit` bytes: for
+/// what a peer sends before it is authenticated.
+pub async fn expect_frame_within<T: DeserializeOwned>(
+    recv: &mut quinn::RecvStream,
+    limit: usize,
+) -> Result<T, LinkError> {
+    read_frame_within(recv, limit)
+        .await?
+        .ok_or(LinkError::Truncated)
+}
+
+async fn read_frame_within<T: DeserializeOwned>(
+    recv: &mut quinn::RecvStream,
+    limit: usize,
+) -> Result<Option<T>, LinkError> {
     let mut header = [0u8; FRAME_HEADER_LEN];
     match recv.read_exact(&mut header).await {
         Ok(()) => {}
@@ -93,7 +118,7 @@ pub async fn read_frame<T: DeserializeOwned>(
         Err(quinn::ReadExactError::ReadError(error)) => return Err(error.into()),
     }
     // Checked before the payload buffer is allocated.
-    let len = codec::payload_len(header)?;
+    let len = codec::payload_len_within(header, limit)?;
     let mut payload = vec![0u8; len];
     recv.read_exact(&mut payload)
         .await
@@ -102,13 +127,6 @@ pub async fn read_frame<T: DeserializeOwned>(
             quinn::ReadExactError::ReadError(error) => error.into(),
         })?;
     Ok(Some(codec::decode(&payload)?))
-}
-
-/// Reads one frame that must be there.
-pub async fn expect_frame<T: DeserializeOwned>(
-    recv: &mut quinn::RecvStream,
-) -> Result<T, LinkError> {
-    read_frame(recv).await?.ok_or(LinkError::Truncated)
 }
 
 /// Resolves `host:port` to socket addresses.

@@ -2,14 +2,14 @@
 //! and the refusing root's store does not change by a byte.
 
 use anyhow::Context as _;
-use relaymesh_protocol::message::Hello;
+use relaymesh_protocol::message::{DownMessage, Hello};
 use relaymesh_protocol::{ErrorCode, PROTOCOL_VERSION};
 use relaymesh_relay::client::{Client, ClientError};
 use relaymesh_relay::config::ParentConfig;
 use relaymesh_relay::kubeconfig;
 use relaymesh_relay::store::Store;
 use relaymesh_relay::transport::uplink::{connect_nearest, open_control, Endpoints};
-use relaymesh_relay::transport::LinkError;
+use relaymesh_relay::transport::{expect_frame, LinkError};
 use relaymesh_relay::{pki, token};
 use relaymesh_tests::{binary, free_tcp_port, free_udp_port, run_ok, wait_for, Mesh};
 
@@ -106,6 +106,23 @@ fn refused_joins_and_links_change_nothing_at_the_root() -> anyhow::Result<()> {
             }
             other => panic!("an anonymous control stream must be refused: {other:?}"),
         }
+        // An opening frame that announces 1 MiB, before any certificate:
+        // refused at once for its length (the limit is 64 KiB), so a stranger
+        // cannot make the relay allocate and wait for it.
+        let (mut send, mut recv) = connection.open_bi().await?;
+        send.write_all(&(1u32 << 20).to_be_bytes()).await?;
+        let reply = tokio::time::timeout(
+            std::time::Duration::from_secs(30),
+            expect_frame::<DownMessage>(&mut recv),
+        )
+        .await??;
+        match reply {
+            DownMessage::Refused(refusal) => {
+                assert_eq!(refusal.code, ErrorCode::Malformed);
+                assert!(refusal.message.contains("limit of 65536"), "{refusal}");
+            }
+            other => panic!("an oversized opening frame must be refused: {other:?}"),
+        }
         // A certificate from another mesh's CA: the TLS handshake fails.
         let foreign = pki::quic_client_config(&other_identity)?;
         match connect_nearest(&parent, &foreign, &mut Endpoints::default()).await {
@@ -138,5 +155,39 @@ fn refused_joins_and_links_change_nothing_at_the_root() -> anyhow::Result<()> {
     root.stop()?;
     let after = mesh.inspect("root")?["digest"].clone();
     assert_eq!(before, after, "a refused request changed the root's store");
+    Ok(())
+}
+
+#[test]
+fn data_directories_are_private_and_a_loose_one_is_refused() -> anyhow::Result<()> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let mode = |path: &std::path::Path| -> anyhow::Result<u32> {
+        Ok(std::fs::metadata(path)?.permissions().mode() & 0o777)
+    };
+    let (mesh, mut root) = Mesh::init()?;
+    root.stop()?;
+    let data_dir = mesh.data_dir("root");
+    // The mesh CA's key and the admin's key live in these.
+    assert_eq!(mode(&data_dir)?, 0o700);
+    assert_eq!(mode(&data_dir.join("store"))?, 0o700);
+    assert_eq!(mode(&data_dir.join("store").join("db"))?, 0o600);
+    assert_eq!(mode(&mesh.kubeconfig())?, 0o600);
+
+    std::fs::set_permissions(&data_dir, std::fs::Permissions::from_mode(0o755))?;
+    let refused = std::process::Command::new(binary("relay")?)
+        .arg("run")
+        .arg("--data-dir")
+        .arg(&data_dir)
+        .output()?;
+    assert!(!refused.status.success(), "{}", stderr(&refused));
+    assert!(
+        stderr(&refused).contains("mode 0755") && stderr(&refused).contains("chmod -R go-rwx"),
+        "{}",
+        stderr(&refused)
+    );
+
+    std::fs::set_permissions(&data_dir, std::fs::Permissions::from_mode(0o700))?;
+    let _root = mesh.start("root")?;
+    mesh.wait_for_api()?;
     Ok(())
 }

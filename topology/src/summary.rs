@@ -23,9 +23,12 @@ pub fn offline(counts: &PhaseCounts) -> PhaseCounts {
     }
 }
 
-/// How many clusters the counts cover.
+/// How many clusters the counts cover. Saturates, like [`add`]: counts come
+/// from children, and a hostile child's huge numbers must not overflow.
 pub fn total(counts: &PhaseCounts) -> u64 {
-    counts.pending + counts.applied + counts.ready + counts.failed + counts.offline
+    [counts.applied, counts.ready, counts.failed, counts.offline]
+        .into_iter()
+        .fold(counts.pending, u64::saturating_add)
 }
 
 /// Merges statuses: counts add up; the message kept is the first one in
@@ -57,7 +60,30 @@ mod tests {
         })
     }
 
+    /// Any counts at all, as a hostile child may report them.
+    fn any_counts() -> impl Strategy<Value = PhaseCounts> {
+        any::<[u64; 5]>().prop_map(|n| PhaseCounts {
+            pending: n[0],
+            applied: n[1],
+            ready: n[2],
+            failed: n[3],
+            offline: n[4],
+        })
+    }
+
     proptest! {
+        #[test]
+        fn hostile_counts_saturate_instead_of_overflowing(a in any_counts(), b in any_counts()) {
+            let sum = add(&a, &b);
+            prop_assert!(total(&sum) >= total(&a).max(total(&b)));
+            prop_assert_eq!(total(&offline(&sum)), total(&sum));
+            let merged = merge([
+                &PlacementStatus { counts: a, message: None },
+                &PlacementStatus { counts: b, message: None },
+            ]);
+            prop_assert_eq!(merged.counts, sum);
+        }
+
         #[test]
         fn add_is_a_commutative_monoid(a in counts(), b in counts(), c in counts()) {
             prop_assert_eq!(add(&a, &b), add(&b, &a));

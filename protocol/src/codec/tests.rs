@@ -400,6 +400,22 @@ fn oversized_header_is_refused_before_buffering() {
     ));
 }
 
+proptest! {
+    #[test]
+    fn an_opening_frame_is_held_to_its_own_limit(len in any::<u32>()) {
+        let limit = crate::limits::MAX_OPENING_FRAME_LEN;
+        let checked = payload_len_within(len.to_be_bytes(), limit);
+        match checked {
+            Ok(found) => prop_assert!(found == len as usize && found <= limit),
+            Err(CodecError::TooLargeHere { len: found, .. }) => {
+                prop_assert!(found > limit && found <= MAX_FRAME_LEN)
+            }
+            Err(CodecError::TooLarge { len: found }) => prop_assert!(found > MAX_FRAME_LEN),
+            Err(other) => prop_assert!(false, "unexpected error {other}"),
+        }
+    }
+}
+
 #[test]
 fn huge_collection_length_is_refused_without_allocating() {
     // A Delta claiming u64::MAX changes: the varint length is honest bincode,

@@ -114,6 +114,7 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    relaymesh_relay::store::permissions::restrict_new_files();
     logging::init(cli.log_format, "info");
     relaymesh_relay::process::block_on_main(execute(cli.command))
 }
@@ -262,9 +263,7 @@ fn open_store(data_dir: &Path) -> anyhow::Result<Store> {
 /// Opens the store of a node about to be created; refuses one that already
 /// holds an identity, so an `init` or `join` never overwrites a node.
 fn open_new_store(data_dir: &Path) -> anyhow::Result<Store> {
-    std::fs::create_dir_all(data_dir)
-        .with_context(|| format!("cannot create {}", data_dir.display()))?;
-    let store = Store::open(data_dir).with_context(|| {
+    let store = Store::create(data_dir).with_context(|| {
         format!(
             "cannot open the store in {} (is a node running on it?)",
             data_dir.display()

@@ -231,8 +231,22 @@ impl Inventory {
     ) {
         let existing = self.nodes.get(&record.name);
         if record.name == child {
-            // A child's own link is this relay's to describe, not the child's.
+            // A child's own link is this relay's to describe, and its role
+            // and parent come from its certificate and this link: never from
+            // what the child says of itself.
             record.link = existing.and_then(|(current, _)| current.link.clone());
+            if let Some((current, _)) = existing {
+                record.role = current.role;
+                record.parent.clone_from(&current.parent);
+            }
+        } else if self
+            .nodes
+            .get(child)
+            .is_some_and(|(own, _)| own.role == Role::Agent)
+        {
+            tracing::warn!(child, node = %record.name, "refused a node reported below an agent");
+            outcome.refused.push(record.name);
+            return;
         }
         let is_new = existing.is_none();
         if let Err(error) = self.index.admit(child, &record) {

@@ -536,6 +536,49 @@ fn a_child_cannot_speak_for_another_subtree() {
 }
 
 #[test]
+fn an_agent_speaks_only_for_itself_and_cannot_change_its_role() {
+    let mut net = three_levels();
+    net.add_agent("edge", "eu", &[("region", "eu")]);
+    net.advance(INVENTORY_COALESCE * 2);
+    let now = net.now();
+    let edge_link = net.nodes["edge"].link.unwrap_or_default();
+    let record = |name: &str, role: Role, parent: &str| relaymesh_protocol::NodeRecord {
+        name: name.into(),
+        role,
+        parent: Some(parent.into()),
+        labels: Default::default(),
+        addresses: vec![],
+        version: String::new(),
+        link: None,
+        capacity: Default::default(),
+    };
+    // A cluster below the agent, and the agent claiming to be a relay under
+    // another parent.
+    let forged = vec![
+        record("edge", Role::Relay, "root"),
+        record("ghost", Role::Agent, "edge"),
+    ];
+    if let Some(eu) = net.nodes.get_mut("eu") {
+        eu.core.handle_child_message(
+            now,
+            edge_link,
+            UpMessage::Inventory(relaymesh_protocol::InventoryUpdate::Delta {
+                upserts: forged,
+                removals: vec![],
+            }),
+        );
+    }
+    net.run();
+    net.advance(INVENTORY_COALESCE * 2);
+    for at in ["eu", "root"] {
+        assert!(net.record(at, "ghost").is_none(), "{at} knows the ghost");
+        let edge = net.record(at, "edge").expect("the agent is known");
+        assert_eq!(edge.role, Role::Agent, "{at}: the certificate's role");
+        assert_eq!(edge.parent.as_deref(), Some("eu"), "{at}: the real parent");
+    }
+}
+
+#[test]
 fn a_delta_that_does_not_follow_asks_for_a_snapshot() {
     let mut net = three_levels();
     net.publish("a", Target::Everywhere, b"a");

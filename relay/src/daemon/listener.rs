@@ -5,6 +5,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use relaymesh_protocol::limits::MAX_OPENING_FRAME_LEN;
 use relaymesh_protocol::message::{DownMessage, JoinReply, JoinRequest, Open, UpMessage};
 use relaymesh_protocol::{BundleId, ErrorCode, Refusal};
 use tokio::sync::{mpsc, oneshot};
@@ -15,7 +16,7 @@ use super::{unix_ms, BundleAccess, DaemonError, Event, Shared, CHILD_QUEUE};
 use crate::admission::{self, TokenLedger};
 use crate::identity::Identity;
 use crate::pki::{self, Peer};
-use crate::transport::{bundle_transfer, expect_frame, read_frame, write_frame, LinkError};
+use crate::transport::{bundle_transfer, expect_frame_within, read_frame, write_frame, LinkError};
 
 /// How long a child may take to say what a new stream is for.
 const OPEN_TIMEOUT: Duration = Duration::from_secs(10);
@@ -96,7 +97,10 @@ async fn serve_connection(
         let Ok((mut send, mut recv)) = stream else {
             return;
         };
-        let open = tokio::time::timeout(OPEN_TIMEOUT, expect_frame::<Open>(&mut recv)).await;
+        // Whoever the peer is, an opening frame is small: a stranger (a
+        // joining node) cannot make this relay allocate a large buffer.
+        let opening = expect_frame_within::<Open>(&mut recv, MAX_OPENING_FRAME_LEN);
+        let open = tokio::time::timeout(OPEN_TIMEOUT, opening).await;
         let open = match open {
             Ok(Ok(open)) => open,
             Ok(Err(error)) => {

@@ -70,7 +70,9 @@ fn walk(dir: &Path) -> Result<Vec<(PathBuf, bool)>, StoreError> {
     while index < found.len() {
         let (path, is_dir) = found[index].clone();
         index += 1;
-        let depth = path.strip_prefix(dir).map_or(0, |rest| rest.components().count());
+        let depth = path
+            .strip_prefix(dir)
+            .map_or(0, |rest| rest.components().count());
         if !is_dir || depth >= MAX_DEPTH {
             continue;
         }
@@ -106,7 +108,11 @@ mod tests {
     use super::*;
 
     fn mode(path: &Path) -> u32 {
-        std::fs::metadata(path).expect("exists").permissions().mode() & 0o777
+        std::fs::metadata(path)
+            .expect("exists")
+            .permissions()
+            .mode()
+            & 0o777
     }
 
     #[test]
@@ -120,9 +126,19 @@ mod tests {
         std::fs::write(&key, b"secret").expect("written");
         set_mode(&key, 0o644).expect("chmod");
 
-        let refused = check_private(&dir).expect_err("a 0644 file is refused");
+        set_mode(&dir.join("store"), 0o755).expect("chmod");
+        let refused = check_private(&dir).expect_err("a 0755 directory is refused");
         let message = refused.to_string();
-        assert!(message.contains("0644") && message.contains("chmod -R go-rwx"), "{message}");
+        assert!(
+            message.contains("store has mode 0755") && message.contains("chmod -R go-rwx"),
+            "{message}"
+        );
+        set_mode(&dir.join("store"), 0o700).expect("chmod");
+        let refused = check_private(&dir).expect_err("a 0644 file is refused");
+        assert!(
+            refused.to_string().contains("db has mode 0644"),
+            "{refused}"
+        );
 
         make_private(&dir).expect("tightened");
         assert_eq!(mode(&key), 0o600);
