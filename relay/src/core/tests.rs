@@ -335,6 +335,20 @@ impl Net {
     }
 }
 
+/// An inventory record as a child might report it.
+fn node_record(name: &str, role: Role, parent: &str) -> relaymesh_protocol::NodeRecord {
+    relaymesh_protocol::NodeRecord {
+        name: name.into(),
+        role,
+        parent: Some(parent.into()),
+        labels: Default::default(),
+        addresses: vec![],
+        version: String::new(),
+        link: None,
+        capacity: Default::default(),
+    }
+}
+
 /// root ─┬─ eu ── eu-west
 ///       └─ us
 fn three_levels() -> Net {
@@ -509,16 +523,7 @@ fn a_child_cannot_speak_for_another_subtree() {
     let mut net = three_levels();
     let now = net.now();
     let us_link = net.nodes["us"].link.unwrap_or_default();
-    let forged = relaymesh_protocol::NodeRecord {
-        name: "eu-west".into(),
-        role: Role::Relay,
-        parent: Some("us".into()),
-        labels: Default::default(),
-        addresses: vec![],
-        version: String::new(),
-        link: None,
-        capacity: Default::default(),
-    };
+    let forged = node_record("eu-west", Role::Relay, "us");
     if let Some(root) = net.nodes.get_mut("root") {
         root.core.handle_child_message(
             now,
@@ -542,21 +547,11 @@ fn an_agent_speaks_only_for_itself_and_cannot_change_its_role() {
     net.advance(INVENTORY_COALESCE * 2);
     let now = net.now();
     let edge_link = net.nodes["edge"].link.unwrap_or_default();
-    let record = |name: &str, role: Role, parent: &str| relaymesh_protocol::NodeRecord {
-        name: name.into(),
-        role,
-        parent: Some(parent.into()),
-        labels: Default::default(),
-        addresses: vec![],
-        version: String::new(),
-        link: None,
-        capacity: Default::default(),
-    };
     // A cluster below the agent, and the agent claiming to be a relay under
     // another parent.
     let forged = vec![
-        record("edge", Role::Relay, "root"),
-        record("ghost", Role::Agent, "edge"),
+        node_record("edge", Role::Relay, "root"),
+        node_record("ghost", Role::Agent, "edge"),
     ];
     if let Some(eu) = net.nodes.get_mut("eu") {
         eu.core.handle_child_message(
