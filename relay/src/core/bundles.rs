@@ -123,11 +123,6 @@ impl Core {
         self.schedule_inventory_flush(now);
     }
 
-    /// Completed transfers of each held bundle to each child.
-    pub fn bundles_served(&self) -> &BTreeMap<(BundleId, String), Served> {
-        &self.bundles.served
-    }
-
     /// Whether a bundle is held here.
     pub fn holds_bundle(&self, id: &BundleId) -> bool {
         self.bundles.held.contains(id)
