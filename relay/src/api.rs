@@ -38,6 +38,8 @@ use tracing::{debug, info, warn};
 
 use crate::objects::ObjectStore;
 
+mod audit;
+mod authz;
 mod crd;
 mod crud;
 mod discovery;
@@ -54,10 +56,14 @@ pub mod status;
 mod table;
 mod tls;
 mod tokens;
+mod users;
 mod validation;
 mod watch;
 
-pub use tls::{Peer, PeerIdentity};
+pub use audit::AuditLog;
+pub use authz::{ADMINS, GROUPS, OPERATORS, VIEWERS};
+pub use tls::{PeerIdentity, User};
+pub use users::DEFAULT_VALIDITY as DEFAULT_USER_CERT_VALIDITY;
 
 /// How long a client may take to finish the TLS handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -71,8 +77,9 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 /// The API server's TLS material.
 #[derive(Clone)]
 pub struct ApiTls {
-    /// The mesh CA certificate (DER): client certificates must chain to it.
-    pub ca_cert_der: Vec<u8>,
+    /// The API CA: client certificates must chain to it, and it signs user
+    /// certificates.
+    pub authority: crate::pki::ApiAuthority,
     /// The server's certificate chain (DER), leaf first.
     pub chain_der: Vec<Vec<u8>>,
     /// The server certificate's private key (PKCS#8 DER).
@@ -222,10 +229,16 @@ pub async fn serve<B: Backend>(
     tls: ApiTls,
     backend: Arc<B>,
     objects: ObjectStore,
+    audit: Option<AuditLog>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ApiError> {
     let acceptor = TlsAcceptor::from(Arc::new(tls::server_config(&tls)?));
-    let authenticator = Arc::new(tls::Authenticator::new(&tls.ca_cert_der)?);
+    let authenticator = tls::Authenticator::new(&tls.authority.cert_der)?;
+    let shared = Arc::new(ConnectionShared {
+        authenticator,
+        authority: Arc::new(tls.authority.clone()),
+        audit: audit.map(Arc::new),
+    });
     let (stop_sender, stop) = signal::channel(());
     let mut connections = JoinSet::new();
     if let Ok(address) = listener.local_addr() {
@@ -241,7 +254,7 @@ pub async fn serve<B: Backend>(
                         acceptor.clone(),
                         stream,
                         remote,
-                        authenticator.clone(),
+                        shared.clone(),
                         backend.clone(),
                         objects.clone(),
                         stop.clone(),
@@ -274,12 +287,19 @@ pub async fn serve<B: Backend>(
     Ok(())
 }
 
+/// What every connection of one server shares.
+struct ConnectionShared {
+    authenticator: tls::Authenticator,
+    authority: Arc<crate::pki::ApiAuthority>,
+    audit: Option<Arc<AuditLog>>,
+}
+
 /// Runs TLS and HTTP on one accepted connection.
 async fn serve_connection<B: Backend>(
     acceptor: TlsAcceptor,
     stream: TcpStream,
     remote: SocketAddr,
-    authenticator: Arc<tls::Authenticator>,
+    shared: Arc<ConnectionShared>,
     backend: Arc<B>,
     objects: ObjectStore,
     mut stop: signal::Receiver<()>,
@@ -295,7 +315,9 @@ async fn serve_connection<B: Backend>(
             return;
         }
     };
-    let peer = authenticator.authenticate(tls_stream.get_ref().1.peer_certificates());
+    let peer = shared
+        .authenticator
+        .authenticate(tls_stream.get_ref().1.peer_certificates());
     debug!(%remote, %peer, "API connection");
     let context = Arc::new(routes::Context {
         backend,
@@ -303,6 +325,8 @@ async fn serve_connection<B: Backend>(
         remote,
         objects,
         stop: stop.clone(),
+        authority: shared.authority.clone(),
+        audit: shared.audit.clone(),
     });
     let service = service_fn(move |request| {
         let context = context.clone();

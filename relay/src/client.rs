@@ -184,6 +184,42 @@ impl Client {
         })
     }
 
+    /// Has the API CA sign `csr_pem` as user `name` in `group`, valid for
+    /// `valid_for`; returns the certificate and the API CA (both PEM).
+    pub async fn create_user_certificate(
+        &self,
+        name: &str,
+        group: &str,
+        csr_pem: &str,
+        valid_for: Duration,
+    ) -> Result<(String, String), ClientError> {
+        let body = serde_json::json!({
+            "apiVersion": "relaymesh.dev/v1alpha1",
+            "kind": "UserCertificate",
+            "metadata": {"name": name},
+            "spec": {
+                "group": group,
+                "request": csr_pem,
+                "expirationSeconds": valid_for.as_secs(),
+            },
+        });
+        let request = self
+            .http
+            .post(self.url(&format!("{GROUP_PATH}/usercertificates")))
+            .timeout(REQUEST_TIMEOUT)
+            .json(&body);
+        let reply: Value = self.send_json(request).await?;
+        let field = |key: &str| {
+            reply["status"][key]
+                .as_str()
+                .map(str::to_string)
+                .ok_or_else(|| {
+                    ClientError::Decode(format!("the UserCertificate has no status.{key}"))
+                })
+        };
+        Ok((field("certificate")?, field("ca")?))
+    }
+
     /// Uploads `bytes` as the bundle `name`; returns its id and size.
     pub async fn push_bundle(
         &self,

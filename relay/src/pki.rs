@@ -29,12 +29,20 @@ pub(crate) mod handshake;
 mod quic_tls;
 #[cfg(test)]
 mod tests;
+mod users;
 
-pub use certs::{create_mesh, new_node_keys, sign_issuer_cert, sign_node_cert, MAX_INTERMEDIATES};
+pub use certs::{
+    create_mesh, new_node_keys, sign_issuer_cert, sign_node_cert, ADMIN_GROUP, ADMIN_USER,
+    MAX_INTERMEDIATES,
+};
 pub use grant::{identity_from_grant, is_issued_by, verify_chain};
 pub use quic_tls::{
     connection_leaf, connection_peer, quic_client_config, quic_join_client_config,
     quic_server_config,
+};
+pub use users::{
+    authority_pem, create_api_authority, new_user_key, sign_user_cert, user_of, ApiAuthority,
+    UserKey, UserName, MAX_USER_CERT_VALIDITY,
 };
 
 use crate::identity::Identity;
@@ -140,7 +148,7 @@ pub struct Peer {
 /// What an operator needs to reach the root's API: a kubeconfig's material.
 #[derive(Clone)]
 pub struct AdminCredentials {
-    /// The mesh CA certificate (PEM).
+    /// The API CA certificate (PEM).
     pub ca_pem: String,
     /// The admin client certificate (PEM).
     pub cert_pem: String,
@@ -167,6 +175,9 @@ pub struct MeshBootstrap {
     pub admin: AdminCredentials,
     /// The certificate of the root's HTTPS API.
     pub api_cert: ServerCert,
+    /// The CA of the root's API, which signed `api_cert` and the admin's
+    /// certificate; only the root keeps it.
+    pub api_authority: ApiAuthority,
 }
 
 /// The keys and certificate requests a joining node makes for itself. The

@@ -103,13 +103,16 @@ pub enum StoreError {
     },
 }
 
-/// The root API's TLS server certificate: chain (leaf first) and PKCS#8 key.
+/// The root API's TLS material: its server certificate chain (leaf first)
+/// and PKCS#8 key, and the API CA that signed it and signs users.
 #[derive(Clone, serde::Serialize, serde::Deserialize)]
 pub struct ApiCertificate {
     /// The chain, leaf first.
     pub chain_der: Vec<Vec<u8>>,
     /// The leaf's private key.
     pub key_der: Vec<u8>,
+    /// The API CA, which only the root holds.
+    pub authority: crate::pki::ApiAuthority,
 }
 
 /// A relay's store, in one sled database.
@@ -233,6 +236,11 @@ impl Store {
         self.node.apply_batch(node).map_err(|e| self.sled(e))?;
         self.apply(&[Mutation::SetEpoch(epoch)])?;
         self.flush()
+    }
+
+    /// The data directory the store lives in.
+    pub fn dir(&self) -> &std::path::Path {
+        std::path::Path::new(&self.path)
     }
 
     /// The root API's server certificate chain and key, if this is the root.

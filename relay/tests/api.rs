@@ -257,16 +257,21 @@ async fn authentication_and_authorization() {
         "{body}"
     );
 
+    // A relay's link certificate chains to the mesh CA, not the API CA.
     let relay = server.raw(Some(&server.pki.relay));
     let (code, body) = json_reply(relay.get(&url).send().await.expect("a reply")).await;
     assert_eq!(
         (code, body["reason"].as_str()),
-        (403, Some("Forbidden")),
+        (401, Some("Unauthorized")),
         "{body}"
     );
 
+    // A user of the API CA in no known group sees discovery, nothing else.
+    let stranger = server.raw(Some(&server.pki.stranger));
+    let (code, body) = json_reply(stranger.get(&url).send().await.expect("a reply")).await;
+    assert_eq!(code, 200, "{body}");
     let error = server
-        .client(&server.pki.relay)
+        .client(&server.pki.stranger)
         .relays()
         .await
         .expect_err("forbidden");

@@ -114,7 +114,7 @@ async fn failures_are_one_clear_line() {
         directory.path(),
         &server,
         &server.url(""),
-        &server.pki.relay,
+        &server.pki.stranger,
     );
     let output = relayctl(&relay, &["tree"]).await;
     assert!(!output.status.success());

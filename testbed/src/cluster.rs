@@ -150,7 +150,7 @@ impl SimulatedCluster {
 
         let mesh = pki::create_mesh(name, &["127.0.0.1".to_string()])?;
         let tls = ApiTls {
-            ca_cert_der: mesh.identity.ca_cert_der.clone(),
+            authority: mesh.api_authority.clone(),
             chain_der: mesh.api_cert.chain_der.clone(),
             key_der: mesh.api_cert.key_der.clone(),
         };
@@ -178,6 +178,7 @@ impl SimulatedCluster {
             tls,
             Arc::new(SimulatedBackend),
             objects.clone(),
+            None,
             async move {
                 // Either a send or the sender's drop ends the server.
                 let _ = server_stop.changed().await;

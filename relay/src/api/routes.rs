@@ -17,16 +17,18 @@ use hyper::body::{Body, Incoming};
 use hyper::header::{HeaderValue, ALLOW, CONTENT_TYPE};
 use hyper::{Method, Request, Response, StatusCode};
 use relaymesh_protocol::limits::MAX_BUNDLE_LEN;
-use relaymesh_protocol::Role;
 use serde::Serialize;
 use tracing::{debug, warn};
 
+use super::audit::AuditLog;
+use super::authz::{self, Attributes};
 use super::crud::{self, ResourcePath};
 use super::query::Query;
 use super::resources::Registry;
 use super::status::Status;
-use super::tls::PeerIdentity;
+use super::tls::{PeerIdentity, User};
 use super::tokens::JoinToken;
+use super::users;
 use super::{discovery, openapi, ApiError, Backend};
 use crate::objects::ObjectStore;
 
@@ -58,6 +60,10 @@ pub(super) struct Context<B> {
     pub(super) objects: ObjectStore,
     /// Changes when the server shuts down, so watches end.
     pub(super) stop: tokio::sync::watch::Receiver<()>,
+    /// The API CA, which signs user certificates.
+    pub(super) authority: Arc<crate::pki::ApiAuthority>,
+    /// Where writes are recorded, if anywhere.
+    pub(super) audit: Option<Arc<AuditLog>>,
 }
 
 /// A path the API knows.
@@ -81,6 +87,12 @@ enum Route {
     OpenApi(Option<String>),
     /// `/apis/relaymesh.dev/v1alpha1/jointokens`.
     JoinTokens,
+    /// `/apis/relaymesh.dev/v1alpha1/usercertificates`.
+    UserCertificates,
+    /// `/apis/authorization.k8s.io/v1/selfsubjectaccessreviews`.
+    AccessReview,
+    /// `/apis/authentication.k8s.io/v1/selfsubjectreviews`.
+    SelfReview,
     /// `/relaymesh/v1alpha1/bundles`.
     Bundles,
     /// `/relaymesh/v1alpha1/explain/{namespace}/{placement}`.
@@ -95,6 +107,11 @@ impl Route {
             ["healthz" | "livez" | "readyz"] => Self::Health,
             ["version"] => Self::Version,
             ["apis", GROUP, VERSION, "jointokens"] => Self::JoinTokens,
+            ["apis", GROUP, VERSION, "usercertificates"] => Self::UserCertificates,
+            ["apis", "authorization.k8s.io", "v1", "selfsubjectaccessreviews"] => {
+                Self::AccessReview
+            }
+            ["apis", "authentication.k8s.io", "v1", "selfsubjectreviews"] => Self::SelfReview,
             ["relaymesh", VERSION, "bundles"] => Self::Bundles,
             ["relaymesh", VERSION, "explain", namespace, name] => {
                 Self::Explain(namespace.to_string(), name.to_string())
@@ -118,7 +135,11 @@ impl Route {
     /// The methods the route answers.
     fn methods(&self) -> &'static [Method] {
         match self {
-            Self::JoinTokens | Self::Bundles => &[Method::POST],
+            Self::JoinTokens
+            | Self::UserCertificates
+            | Self::AccessReview
+            | Self::SelfReview
+            | Self::Bundles => &[Method::POST],
             Self::Resource(_) => &[
                 Method::GET,
                 Method::POST,
@@ -135,6 +156,62 @@ impl Route {
     fn is_public(&self) -> bool {
         matches!(self, Self::Health)
     }
+
+    /// What a request on the route asks to do, for authorization.
+    fn attributes(&self, method: &Method, query: Option<&str>) -> Attributes {
+        let relaymesh = |verb: &str, resource: &str| Attributes::Resource {
+            verb: verb.to_string(),
+            group: GROUP.to_string(),
+            resource: resource.to_string(),
+            subresource: None,
+            namespace: None,
+        };
+        match self {
+            Self::JoinTokens => relaymesh("create", "jointokens"),
+            Self::UserCertificates => relaymesh("create", "usercertificates"),
+            Self::Bundles => relaymesh("create", "bundles"),
+            Self::Explain(namespace, _) => Attributes::Resource {
+                verb: "get".into(),
+                group: GROUP.to_string(),
+                resource: "placements".into(),
+                subresource: None,
+                namespace: Some(namespace.clone()),
+            },
+            Self::AccessReview | Self::SelfReview => Attributes::SelfReview,
+            Self::Resource(path) => {
+                let watch = query.is_some_and(|query| {
+                    query
+                        .split('&')
+                        .any(|pair| pair == "watch=true" || pair == "watch=1")
+                });
+                let verb = match (method, path.name.is_some()) {
+                    (&Method::GET, true) => "get",
+                    (&Method::GET, false) if watch => "watch",
+                    (&Method::GET, false) => "list",
+                    (&Method::POST, _) => "create",
+                    (&Method::PUT, _) => "update",
+                    (&Method::PATCH, _) => "patch",
+                    (&Method::DELETE, true) => "delete",
+                    (&Method::DELETE, false) => "deletecollection",
+                    _ => "unknown",
+                };
+                Attributes::Resource {
+                    verb: verb.to_string(),
+                    group: path.group.clone(),
+                    resource: path.plural.clone(),
+                    subresource: path.subresource.clone(),
+                    namespace: path.namespace.clone(),
+                }
+            }
+            Self::Health
+            | Self::Version
+            | Self::CoreVersions
+            | Self::Groups
+            | Self::Group(_)
+            | Self::GroupVersion(..)
+            | Self::OpenApi(_) => Attributes::Discovery,
+        }
+    }
 }
 
 /// Answers one request, logging it.
@@ -149,6 +226,17 @@ pub(super) async fn handle<B: Backend>(
         Err(error) => error_reply(&error),
     };
     let status = response.status().as_u16();
+    if method != Method::GET && method != Method::HEAD {
+        if let Some(audit) = &context.audit {
+            audit.record(
+                &context.peer,
+                method.as_str(),
+                &path,
+                status,
+                context.remote,
+            );
+        }
+    }
     if response.status().is_server_error() {
         warn!(%method, path, status, peer = %context.peer, remote = %context.remote, "API request failed");
     } else {
@@ -162,10 +250,15 @@ async fn dispatch<B: Backend>(
     request: Request<Incoming>,
 ) -> Result<Response<ApiBody>, ApiError> {
     let route = Route::parse(request.uri().path());
-    if !route.as_ref().is_some_and(Route::is_public) {
-        authorize(&context.peer)?;
-    }
+    let user = match &route {
+        Some(route) if route.is_public() => None,
+        _ => Some(authenticated(&context.peer)?),
+    };
     let route = route.ok_or_else(not_found)?;
+    if let Some(user) = user {
+        let attributes = route.attributes(request.method(), request.uri().query());
+        authz::decide(user, &attributes).map_err(ApiError::Forbidden)?;
+    }
     if !route.methods().contains(request.method()) {
         let mut reply = error_reply(&ApiError::MethodNotAllowed(format!(
             "the server does not allow method {} on the requested resource",
@@ -206,6 +299,22 @@ async fn dispatch<B: Backend>(
             json_reply(StatusCode::OK, &document)
         }
         Route::Resource(path) => crud::handle(context, path, request).await,
+        Route::UserCertificates => {
+            let body = read_body(request.into_body(), MAX_JSON_BODY).await?;
+            json_reply(
+                StatusCode::CREATED,
+                &users::issue(&context.authority, &body)?,
+            )
+        }
+        Route::AccessReview => {
+            let body = read_body(request.into_body(), MAX_JSON_BODY).await?;
+            let user = authenticated(&context.peer)?;
+            json_reply(StatusCode::CREATED, &authz::access_review(user, &body)?)
+        }
+        Route::SelfReview => {
+            let user = authenticated(&context.peer)?;
+            json_reply(StatusCode::CREATED, &authz::self_review(user))
+        }
         Route::JoinTokens => {
             let body = read_body(request.into_body(), MAX_JSON_BODY).await?;
             let token = JoinToken::parse(&body)?;
@@ -288,17 +397,12 @@ fn not_found() -> ApiError {
     ApiError::NotFound("the server could not find the requested resource".into())
 }
 
-/// Lets only verified admins through: 401 for no or a bad certificate, 403
-/// for other mesh identities.
-fn authorize(peer: &PeerIdentity) -> Result<(), ApiError> {
+/// The verified user of a connection: 401 for no or a bad certificate.
+fn authenticated(peer: &PeerIdentity) -> Result<&User, ApiError> {
     match peer {
-        PeerIdentity::Verified(peer) if peer.role == Role::Admin => Ok(()),
-        PeerIdentity::Verified(peer) => Err(ApiError::Forbidden(format!(
-            "{}/{} is not allowed to use the API; only admin certificates are",
-            peer.role, peer.name
-        ))),
+        PeerIdentity::Verified(user) => Ok(user),
         PeerIdentity::Anonymous => Err(ApiError::Unauthorized(
-            "a client certificate from the mesh CA is required".into(),
+            "a client certificate from the API CA is required".into(),
         )),
         PeerIdentity::Rejected(reason) => Err(ApiError::Unauthorized(reason.clone())),
     }
@@ -396,7 +500,6 @@ fn reply(status: StatusCode, content_type: &'static str, bytes: Vec<u8>) -> Resp
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::Peer;
 
     #[test]
     fn routes_parse() {
@@ -457,24 +560,65 @@ mod tests {
     }
 
     #[test]
-    fn only_admins_pass() {
-        let verified = |role| {
-            PeerIdentity::Verified(Peer {
-                role,
-                name: "x".into(),
-            })
+    fn requests_map_to_kubernetes_verbs() {
+        let attributes = |method: Method, path: &str, query: Option<&str>| {
+            Route::parse(path)
+                .expect("a route")
+                .attributes(&method, query)
         };
-        assert!(authorize(&verified(Role::Admin)).is_ok());
+        let verb = |attributes: Attributes| match attributes {
+            Attributes::Resource { verb, .. } => verb,
+            other => panic!("a resource request, not {other:?}"),
+        };
+        let deployments = "/apis/apps/v1/namespaces/shop/deployments";
+        assert_eq!(verb(attributes(Method::GET, deployments, None)), "list");
+        assert_eq!(
+            verb(attributes(Method::GET, deployments, Some("watch=true"))),
+            "watch"
+        );
+        assert_eq!(verb(attributes(Method::POST, deployments, None)), "create");
+        assert_eq!(
+            verb(attributes(Method::DELETE, deployments, None)),
+            "deletecollection"
+        );
+        let web = "/apis/apps/v1/namespaces/shop/deployments/web";
+        assert_eq!(verb(attributes(Method::GET, web, None)), "get");
+        assert_eq!(verb(attributes(Method::PATCH, web, None)), "patch");
+        assert_eq!(verb(attributes(Method::PUT, web, None)), "update");
+        assert_eq!(verb(attributes(Method::DELETE, web, None)), "delete");
+        assert_eq!(
+            attributes(
+                Method::POST,
+                "/apis/relaymesh.dev/v1alpha1/jointokens",
+                None
+            ),
+            Attributes::Resource {
+                verb: "create".into(),
+                group: GROUP.into(),
+                resource: "jointokens".into(),
+                subresource: None,
+                namespace: None,
+            }
+        );
+        assert_eq!(
+            attributes(Method::GET, "/apis", None),
+            Attributes::Discovery
+        );
+    }
+
+    #[test]
+    fn only_verified_users_are_authenticated() {
+        let user = User {
+            name: "x".into(),
+            groups: vec![],
+        };
+        assert!(authenticated(&PeerIdentity::Verified(user)).is_ok());
         assert!(matches!(
-            authorize(&verified(Role::Relay)),
-            Err(ApiError::Forbidden(_))
-        ));
-        assert!(matches!(
-            authorize(&PeerIdentity::Anonymous),
+            authenticated(&PeerIdentity::Anonymous),
             Err(ApiError::Unauthorized(_))
         ));
         assert!(matches!(
-            authorize(&PeerIdentity::Rejected("foreign".into())),
+            authenticated(&PeerIdentity::Rejected("foreign".into())),
             Err(ApiError::Unauthorized(_))
         ));
     }

@@ -3,10 +3,11 @@
 //! Authentication works as in kube-apiserver. The handshake asks for a client
 //! certificate but accepts any (and none): the only thing checked there is
 //! that the client holds the key of the certificate it sent. The application
-//! then verifies the chain against the mesh CA ([`Authenticator`]) and reads
-//! the identity from the certificate's `spiffe://relaymesh/<role>/<name>` URI,
-//! so that a missing or foreign certificate is answered with a readable
-//! `401 Status` instead of an opaque TLS alert.
+//! then verifies the chain against the API CA ([`Authenticator`]), never the
+//! mesh CA that relays' issuers chain to, and reads the user from the
+//! certificate's subject (`CN` the name, each `O` a group), so that a missing
+//! or foreign certificate is answered with a readable `401 Status` instead of
+//! an opaque TLS alert.
 //!
 //! Everything uses the ring provider explicitly, never rustls's process
 //! default.
@@ -14,46 +15,39 @@
 use std::fmt;
 use std::sync::Arc;
 
-use relaymesh_protocol::Role;
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, UnixTime};
 use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 use rustls::server::WebPkiClientVerifier;
 use rustls::{DistinguishedName, RootCertStore, ServerConfig};
-use x509_parser::extensions::GeneralName;
-use x509_parser::prelude::{FromDer, X509Certificate};
 
 use super::{ApiError, ApiTls};
-
-/// The scheme and authority every mesh identity URI starts with.
-const SPIFFE_PREFIX: &str = "spiffe://relaymesh/";
 
 /// Who is on the other end of a connection, as far as the API can tell.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum PeerIdentity {
-    /// The client sent a certificate that chains to the mesh CA and names a
-    /// mesh identity.
-    Verified(Peer),
+    /// The client sent a certificate that chains to the API CA.
+    Verified(User),
     /// The client sent no certificate.
     Anonymous,
     /// The client sent a certificate the API does not accept; the text says why.
     Rejected(String),
 }
 
-/// A verified mesh identity.
+/// An authenticated user: the certificate's common name and organizations.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Peer {
-    /// The role in the certificate's identity URI.
-    pub role: Role,
-    /// The name in the certificate's identity URI.
+pub struct User {
+    /// The user's name.
     pub name: String,
+    /// The groups the user is in.
+    pub groups: Vec<String>,
 }
 
 impl fmt::Display for PeerIdentity {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Self::Verified(peer) => write!(f, "{}/{}", peer.role, peer.name),
+            Self::Verified(user) => f.write_str(&user.name),
             Self::Anonymous => f.write_str("anonymous"),
             Self::Rejected(_) => f.write_str("rejected"),
         }
@@ -91,7 +85,7 @@ pub(super) struct Authenticator {
 }
 
 impl Authenticator {
-    /// An authenticator trusting `ca_cert_der` (the mesh CA).
+    /// An authenticator trusting `ca_cert_der` (the API CA).
     pub(super) fn new(ca_cert_der: &[u8]) -> Result<Self, ApiError> {
         let mut roots = RootCertStore::empty();
         roots
@@ -101,7 +95,7 @@ impl Authenticator {
             .build()
             .map_err(|error| {
                 ApiError::TlsConfig(rustls::Error::General(format!(
-                    "the mesh CA cannot verify clients: {error}"
+                    "the API CA cannot verify clients: {error}"
                 )))
             })?;
         Ok(Self { verifier })
@@ -117,57 +111,17 @@ impl Authenticator {
             .verify_client_cert(leaf, intermediates, UnixTime::now())
         {
             return PeerIdentity::Rejected(format!(
-                "the client certificate is not valid for the mesh CA: {error}"
+                "the client certificate is not valid for the API CA: {error}"
             ));
         }
-        match identity_of(leaf) {
-            Ok(peer) => PeerIdentity::Verified(peer),
-            Err(reason) => PeerIdentity::Rejected(reason),
+        match crate::pki::user_of(leaf) {
+            Ok(user) => PeerIdentity::Verified(User {
+                name: user.name,
+                groups: user.groups,
+            }),
+            Err(error) => PeerIdentity::Rejected(error.to_string()),
         }
     }
-}
-
-/// Reads the mesh identity from a certificate's URI subject alternative names.
-fn identity_of(cert_der: &[u8]) -> Result<Peer, String> {
-    let (_, cert) = X509Certificate::from_der(cert_der)
-        .map_err(|error| format!("the client certificate cannot be parsed: {error}"))?;
-    let names = cert.subject_alternative_name().map_err(|error| {
-        format!("the client certificate's alternative names are malformed: {error}")
-    })?;
-    let uris = names.into_iter().flat_map(|extension| {
-        extension
-            .value
-            .general_names
-            .iter()
-            .filter_map(|name| match name {
-                GeneralName::URI(uri) => Some(*uri),
-                _ => None,
-            })
-    });
-    for uri in uris {
-        if let Some(peer) = parse_spiffe(uri)? {
-            return Ok(peer);
-        }
-    }
-    Err(
-        "the client certificate carries no relaymesh identity (spiffe://relaymesh/<role>/<name>)"
-            .into(),
-    )
-}
-
-/// Parses `spiffe://relaymesh/<role>/<name>`; `Ok(None)` for other URIs.
-fn parse_spiffe(uri: &str) -> Result<Option<Peer>, String> {
-    let Some(path) = uri.strip_prefix(SPIFFE_PREFIX) else {
-        return Ok(None);
-    };
-    let invalid = || format!("the client certificate's identity {uri:?} is malformed");
-    let (role, name) = path.split_once('/').ok_or_else(invalid)?;
-    let role = Role::parse(role).ok_or_else(invalid)?;
-    relaymesh_protocol::name::validate(name).map_err(|_| invalid())?;
-    Ok(Some(Peer {
-        role,
-        name: name.to_string(),
-    }))
 }
 
 /// Accepts any client certificate chain in the handshake, checking only that
@@ -207,35 +161,6 @@ impl ClientCertVerifier for AcceptAnyClientCert {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn spiffe_uris_parse() {
-        assert_eq!(
-            parse_spiffe("spiffe://relaymesh/admin/admin"),
-            Ok(Some(Peer {
-                role: Role::Admin,
-                name: "admin".into()
-            }))
-        );
-        assert_eq!(
-            parse_spiffe("spiffe://relaymesh/relay/eu-west"),
-            Ok(Some(Peer {
-                role: Role::Relay,
-                name: "eu-west".into()
-            }))
-        );
-        assert_eq!(parse_spiffe("spiffe://other/admin/admin"), Ok(None));
-        assert_eq!(parse_spiffe("https://relaymesh/admin/admin"), Ok(None));
-        for bad in [
-            "spiffe://relaymesh/admin",
-            "spiffe://relaymesh/king/admin",
-            "spiffe://relaymesh/relay/EU",
-            "spiffe://relaymesh/relay/eu/west",
-            "spiffe://relaymesh/relay/",
-        ] {
-            assert!(parse_spiffe(bad).is_err(), "{bad}");
-        }
-    }
 
     #[test]
     fn no_certificate_is_anonymous() {

@@ -177,6 +177,7 @@ fn init(
     store.set_api_certificate(&ApiCertificate {
         chain_der: mesh.api_cert.chain_der.clone(),
         key_der: mesh.api_cert.key_der.clone(),
+        authority: mesh.api_authority.clone(),
     })?;
     store.initialize(&mesh.identity, &config, rand::random())?;
     let server_host = if api_address.ip().is_unspecified() {

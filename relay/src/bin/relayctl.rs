@@ -12,21 +12,25 @@ use anyhow::{bail, Context as _};
 use clap::{Parser, Subcommand, ValueEnum};
 use relaymesh_protocol::Role;
 use relaymesh_relay::client::{manifests, resources, tree, Client, ClientError};
-use relaymesh_relay::kubeconfig;
+use relaymesh_relay::{kubeconfig, pki};
 use tracing_subscriber::EnvFilter;
 
 const LONG_ABOUT: &str = "\
 The operator's command line for a relaymesh root.
 
 relayctl talks to the root relay of a relaymesh tree over its Kubernetes-compatible \
-HTTPS API. It authenticates with the admin client certificate of a kubeconfig, found \
-as kubectl finds it: --kubeconfig, else the first existing file in KUBECONFIG, else \
+HTTPS API. It authenticates with the client certificate of a kubeconfig (the one \
+`relay init` wrote, or one from `relayctl user create`), found as kubectl finds it: --kubeconfig, else the first existing file in KUBECONFIG, else \
 ~/.kube/config.";
 
 const EXAMPLES: &str = "\
 Examples:
   # A join token for a relay named eu-west that joins under \"eu\", valid 30 minutes
   TOKEN=$(relayctl token create --role relay --name eu-west --parent eu --ttl 30m)
+
+  # A kubeconfig for alice, who may read but not change anything
+  relayctl user create alice --group viewers -o alice.kubeconfig
+  kubectl --kubeconfig alice.kubeconfig auth can-i create deployments   # no
 
   # The tree, with link health
   relayctl tree
@@ -70,6 +74,11 @@ enum Command {
     Token {
         #[command(subcommand)]
         command: TokenCommand,
+    },
+    /// Users of the API: client certificates for viewers, operators and admins.
+    User {
+        #[command(subcommand)]
+        command: UserCommand,
     },
     /// Print the tree of relays and agents with the health of each link.
     Tree {
@@ -140,6 +149,37 @@ enum TokenCommand {
         #[arg(long, default_value = "1h", value_parser = humantime::parse_duration)]
         ttl: Duration,
     },
+}
+
+#[derive(Debug, Subcommand)]
+enum UserCommand {
+    /// Write a kubeconfig for a new user with a client certificate from the API CA.
+    ///
+    /// The key is made here and never sent; the root signs a certificate
+    /// naming the user (CN) and group (O). viewers may get, list and watch;
+    /// operators may also create, change and delete workloads and placements;
+    /// admins may also issue join tokens and user certificates. Only admins
+    /// may create users.
+    Create {
+        /// The user's name (a DNS label), as audit log lines show it.
+        name: String,
+        /// What the user may do.
+        #[arg(long, value_enum)]
+        group: UserGroup,
+        /// Where to write the kubeconfig (mode 0600); - for standard output.
+        #[arg(short, long, value_name = "FILE|-")]
+        output: String,
+        /// How long the certificate stays valid (at most 366d).
+        #[arg(long, default_value = "30d", value_parser = humantime::parse_duration)]
+        valid_for: Duration,
+    },
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum UserGroup {
+    Viewers,
+    Operators,
+    Admins,
 }
 
 #[derive(Debug, Subcommand)]
@@ -218,6 +258,41 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 "token for {role} {name:?} expires at {}",
                 humantime::format_rfc3339_seconds(expires)
             );
+        }
+        Command::User {
+            command:
+                UserCommand::Create {
+                    name,
+                    group,
+                    output,
+                    valid_for,
+                },
+        } => {
+            let group = match group {
+                UserGroup::Viewers => relaymesh_relay::api::VIEWERS,
+                UserGroup::Operators => relaymesh_relay::api::OPERATORS,
+                UserGroup::Admins => relaymesh_relay::api::ADMINS,
+            };
+            let key = pki::new_user_key(&name).context("cannot make the user's key")?;
+            let csr_pem = pki::der_to_pem(&key.csr_der, "CERTIFICATE REQUEST");
+            let (cert_pem, ca_pem) = client
+                .create_user_certificate(&name, group, &csr_pem, valid_for)
+                .await
+                .with_context(|| format!("cannot create user {name:?}"))?;
+            let text = kubeconfig::admin_kubeconfig(
+                &format!("relaymesh-{name}"),
+                &credentials.server,
+                &ca_pem,
+                &cert_pem,
+                &pki::der_to_pem(&key.key_der, "PRIVATE KEY"),
+            );
+            if output == "-" {
+                print!("{text}");
+            } else {
+                kubeconfig::write_private(std::path::Path::new(&output), &text)
+                    .with_context(|| format!("cannot write {output}"))?;
+                eprintln!("kubeconfig for {name} ({group}) written to {output}");
+            }
         }
         Command::Tree { output } => {
             let (relays, agents) = tokio::try_join!(client.relays(), client.agents())

@@ -13,6 +13,9 @@ use crate::objects::ObjectStore;
 use crate::{pki, token};
 use tracing::Instrument;
 
+/// The audit log's file name in the data directory.
+pub const AUDIT_LOG: &str = "audit.log";
+
 /// Binds the API listener and returns the server task.
 pub(super) async fn serve_api(
     address: &str,
@@ -33,10 +36,17 @@ pub(super) async fn serve_api(
         .map_err(listen_error)?;
     tracing::info!(%address, "serving the root API");
     let tls = ApiTls {
-        ca_cert_der: shared.identity.ca_cert_der.clone(),
+        authority: certificate.authority,
         chain_der: certificate.chain_der,
         key_der: certificate.key_der,
     };
+    let audit_path = shared.store.dir().join(AUDIT_LOG);
+    let audit = api::AuditLog::open(&audit_path).map_err(|error| {
+        listen_error(std::io::Error::other(format!(
+            "cannot open the audit log {}: {error}",
+            audit_path.display()
+        )))
+    })?;
     let objects = ObjectStore::open(shared.store.open_tree("objects")?)
         .map_err(|error| listen_error(std::io::Error::other(error)))?;
     let controller = tokio::spawn(
@@ -46,7 +56,8 @@ pub(super) async fn serve_api(
     let backend = Arc::new(RootBackend { shared });
     Ok(async move {
         let stopped = async move { shutdown.cancelled().await };
-        if let Err(error) = api::serve(listener, tls, backend, objects, stopped).await {
+        if let Err(error) = api::serve(listener, tls, backend, objects, Some(audit), stopped).await
+        {
             tracing::error!(%error, "root API stopped");
         }
         let _ = controller.await;

@@ -23,6 +23,14 @@ use crate::identity::{Identity, Issuer};
 /// (`MAX_SUB_CA_COUNT = 6` in its `src/verify_cert.rs`).
 pub const MAX_INTERMEDIATES: usize = 6;
 
+/// The common name of relay `<name>`'s issuer is this prefix and the name.
+pub(super) const ISSUER_CN_PREFIX: &str = "relaymesh issuer ";
+
+/// The user `relay init` writes a kubeconfig for, and its group.
+pub const ADMIN_USER: &str = "admin";
+/// The group of [`ADMIN_USER`].
+pub const ADMIN_GROUP: &str = "admins";
+
 const CA_YEARS: u64 = 10;
 const NODE_YEARS: u64 = 1;
 const DAY_SECS: u64 = 24 * 60 * 60;
@@ -56,23 +64,19 @@ pub fn create_mesh(root_name: &str, api_hosts: &[String]) -> Result<MeshBootstra
         .signed_by(&root_key, &signer)
         .map_err(generate("sign the root's TLS certificate"))?;
 
-    let admin_key = new_key()?;
-    let mut admin_params = node_params("admin", Role::Admin)?;
-    admin_params.distinguished_name = DistinguishedName::new();
-    admin_params
-        .distinguished_name
-        .push(DnType::OrganizationName, "system:masters");
-    admin_params
-        .distinguished_name
-        .push(DnType::CommonName, "admin");
-    let admin_cert = admin_params
-        .signed_by(&admin_key, &signer)
-        .map_err(generate("sign the admin certificate"))?;
+    // The API has its own CA, which relays never hold: see `users`.
+    let api_authority = super::users::create_api_authority()?;
+    let admin_key = super::users::new_user_key(ADMIN_USER)?;
+    let admin_cert = super::users::sign_user_cert(
+        &api_authority,
+        &admin_key.csr_der,
+        ADMIN_USER,
+        &[ADMIN_GROUP],
+        super::users::MAX_USER_CERT_VALIDITY,
+    )?;
 
     let api_key = new_key()?;
-    let api_cert = api_params(api_hosts)?
-        .signed_by(&api_key, &signer)
-        .map_err(generate("sign the API certificate"))?;
+    let api_cert = super::users::sign_api_cert(&api_authority, api_params(api_hosts)?, &api_key)?;
 
     let token_key = ring::signature::Ed25519KeyPair::generate_pkcs8(
         &ring::rand::SystemRandom::new(),
@@ -103,14 +107,15 @@ pub fn create_mesh(root_name: &str, api_hosts: &[String]) -> Result<MeshBootstra
             token_signing_key: Some(token_key.as_ref().to_vec()),
         },
         admin: AdminCredentials {
-            ca_pem: der_to_pem(&ca_cert_der, "CERTIFICATE"),
-            cert_pem: der_to_pem(admin_cert.der(), "CERTIFICATE"),
-            key_pem: der_to_pem(&admin_key.serialize_der(), "PRIVATE KEY"),
+            ca_pem: super::users::authority_pem(&api_authority),
+            cert_pem: der_to_pem(&admin_cert, "CERTIFICATE"),
+            key_pem: der_to_pem(&admin_key.key_der, "PRIVATE KEY"),
         },
         api_cert: ServerCert {
-            chain_der: vec![api_cert.der().to_vec()],
+            chain_der: vec![api_cert],
             key_der: api_key.serialize_der(),
         },
+        api_authority,
     })
 }
 
@@ -126,7 +131,7 @@ pub fn new_node_keys(name: &str, role: Role) -> Result<NodeKeys, PkiError> {
         .map_err(generate("make the TLS certificate request"))?;
     let (issuer_key_der, issuer_csr_der) = if role == Role::Relay {
         let issuer_key = new_key()?;
-        let csr = for_request(issuer_params(name)?)
+        let csr = for_request(issuer_params(name, 0)?)
             .serialize_request(&issuer_key)
             .map_err(generate("make the issuer certificate request"))?;
         (Some(issuer_key.serialize_der()), Some(csr.der().to_vec()))
@@ -185,7 +190,10 @@ pub fn sign_issuer_cert(issuer: &Issuer, csr_der: &[u8], name: &str) -> Result<V
     }
     let public_key = csr_public_key(csr_der)?;
     let signer = signer(issuer)?;
-    let cert = issuer_params(name)?
+    // The new issuer may have at most this many issuers below it, so the
+    // limit of chain verification is also written into each issuer.
+    let below = u8::try_from(MAX_INTERMEDIATES - depth).unwrap_or(0);
+    let cert = issuer_params(name, below)?
         .signed_by(&public_key, &signer)
         .map_err(generate("sign an issuer certificate"))?;
     Ok(cert.der().to_vec())
@@ -206,7 +214,7 @@ fn intermediates_below(issuer: &Issuer) -> Result<usize, PkiError> {
 
 /// Parses a PKCS#10 request, checks its self-signature and key type, and
 /// returns its public key.
-fn csr_public_key(csr_der: &[u8]) -> Result<rcgen::PublicKey, PkiError> {
+pub(super) fn csr_public_key(csr_der: &[u8]) -> Result<rcgen::PublicKey, PkiError> {
     let request = CertificateSigningRequestParams::from_der(&csr_der.into()).map_err(|e| {
         PkiError::BadCsr {
             reason: e.to_string(),
@@ -247,11 +255,11 @@ fn for_request(mut params: CertificateParams) -> CertificateParams {
     params
 }
 
-fn new_key() -> Result<KeyPair, PkiError> {
+pub(super) fn new_key() -> Result<KeyPair, PkiError> {
     KeyPair::generate_for(&PKCS_ECDSA_P256_SHA256).map_err(generate("generate a P-256 key"))
 }
 
-fn generate(what: &'static str) -> impl FnOnce(rcgen::Error) -> PkiError {
+pub(super) fn generate(what: &'static str) -> impl FnOnce(rcgen::Error) -> PkiError {
     move |source| PkiError::Generate { what, source }
 }
 
@@ -280,13 +288,15 @@ pub(super) fn node_params(name: &str, role: Role) -> Result<CertificateParams, P
     Ok(params)
 }
 
-/// An intermediate CA with which relay `name` admits its children.
-pub(super) fn issuer_params(name: &str) -> Result<CertificateParams, PkiError> {
+/// An intermediate CA with which relay `name` admits its children; at most
+/// `below` further issuers may follow it in a chain (its basic constraints'
+/// path length).
+pub(super) fn issuer_params(name: &str, below: u8) -> Result<CertificateParams, PkiError> {
     let mut params = base_params(CA_YEARS)?;
     params
         .distinguished_name
-        .push(DnType::CommonName, format!("relaymesh issuer {name}"));
-    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        .push(DnType::CommonName, format!("{ISSUER_CN_PREFIX}{name}"));
+    params.is_ca = IsCa::Ca(BasicConstraints::Constrained(below));
     params.key_usages = vec![
         KeyUsagePurpose::KeyCertSign,
         KeyUsagePurpose::CrlSign,
@@ -298,7 +308,7 @@ pub(super) fn issuer_params(name: &str) -> Result<CertificateParams, PkiError> {
 /// The self-signed mesh CA. A random suffix keeps the subjects of different
 /// meshes' CAs apart.
 fn ca_params() -> Result<CertificateParams, PkiError> {
-    let mut params = issuer_params("")?;
+    let mut params = issuer_params("", MAX_INTERMEDIATES as u8)?;
     let mesh_id: [u8; 4] = rand::random();
     let mesh_id: String = mesh_id.iter().map(|b| format!("{b:02x}")).collect();
     params.distinguished_name = DistinguishedName::new();
@@ -350,6 +360,14 @@ fn valid_dns_name(host: &str) -> bool {
 /// Parameters shared by every certificate: a random serial, and a validity
 /// from an hour ago to `years` from now.
 fn base_params(years: u64) -> Result<CertificateParams, PkiError> {
+    base_params_for(std::time::Duration::from_secs(years * 365 * DAY_SECS))
+}
+
+/// Parameters shared by every certificate: a random serial, and a validity
+/// from an hour ago to `valid_for` from now.
+pub(super) fn base_params_for(
+    valid_for: std::time::Duration,
+) -> Result<CertificateParams, PkiError> {
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_err(|_| PkiError::Clock)?
@@ -359,7 +377,7 @@ fn base_params(years: u64) -> Result<CertificateParams, PkiError> {
     set_validity(
         &mut params,
         now.saturating_sub(BACKDATE_SECS),
-        now.saturating_add(years * 365 * DAY_SECS),
+        now.saturating_add(valid_for.as_secs()),
     )?;
     let mut serial: [u8; 16] = rand::random();
     serial[0] &= 0x7f; // a positive INTEGER

@@ -62,15 +62,18 @@ fn create_mesh_makes_root_admin_and_api() {
     );
     assert_eq!(root.token_key.len(), 32);
 
+    // The admin and the API belong to the API CA, which is not the mesh CA:
+    // nothing a relay's issuer signs can pass for them.
     let admin_der = pem_to_der(&mesh.admin.cert_pem);
-    assert_eq!(pem_to_der(&mesh.admin.ca_pem), root.ca_cert_der);
-    let admin =
-        verify_chain(&root.ca_cert_der, std::slice::from_ref(&admin_der)).expect("admin chain");
-    assert_eq!(admin.role, Role::Admin);
+    let api_ca = pem_to_der(&mesh.admin.ca_pem);
+    assert_eq!(api_ca, mesh.api_authority.cert_der);
+    assert_ne!(api_ca, root.ca_cert_der);
+    assert!(is_issued_by(&admin_der, &api_ca).expect("parse"));
+    assert!(is_issued_by(&mesh.api_cert.chain_der[0], &api_ca).expect("parse"));
+    assert!(verify_chain(&root.ca_cert_der, std::slice::from_ref(&admin_der)).is_err());
+    let admin = user_of(&admin_der).expect("a user");
     assert_eq!(admin.name, "admin");
-    let subject = parse_cert(&admin_der).expect("parse").subject().to_string();
-    assert!(subject.contains("O=system:masters"), "{subject}");
-    assert!(subject.contains("CN=admin"), "{subject}");
+    assert_eq!(admin.groups, vec!["admins".to_string()]);
     assert!(mesh
         .admin
         .key_pem
@@ -237,6 +240,22 @@ fn chains_stop_at_the_webpki_intermediate_limit() {
     }
     let deepest = relay.issuer.as_ref().expect("issuer");
     assert_eq!(deepest.chain_der.len() + 1, MAX_INTERMEDIATES);
+    // Each issuer says in its basic constraints how many may follow it.
+    let path_len = |der: &[u8]| {
+        parse_cert(der)
+            .expect("parse")
+            .basic_constraints()
+            .expect("readable")
+            .expect("present")
+            .value
+            .path_len_constraint
+    };
+    assert_eq!(path_len(&root.ca_cert_der), Some(MAX_INTERMEDIATES as u32));
+    assert_eq!(path_len(&deepest.cert_der), Some(0));
+    for (above, issuer) in deepest.chain_der.iter().enumerate() {
+        // chain_der[0] is the issuer of depth 5, the last one of depth 1.
+        assert_eq!(path_len(issuer), Some(above as u32 + 1));
+    }
     let agent = join(&relay, "edge-deep", Role::Agent);
     assert_eq!(agent.tls_chain_der.len(), 1 + MAX_INTERMEDIATES);
     verify_chain(&root.ca_cert_der, &agent.tls_chain_der).expect("6 intermediates verify");
@@ -250,7 +269,7 @@ fn chains_stop_at_the_webpki_intermediate_limit() {
 
     // Forge the 7th issuer and a leaf below it, bypassing the check.
     let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).expect("key");
-    let seventh = certs::issuer_params("r7")
+    let seventh = certs::issuer_params("r7", 0)
         .expect("params")
         .signed_by(&key, &certs::signer(deepest).expect("signer"))
         .expect("sign")

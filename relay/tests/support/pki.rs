@@ -1,5 +1,6 @@
-//! A throwaway mesh PKI for the API tests: a CA, a server certificate, and
-//! client certificates for several identities, plus one from a foreign CA.
+//! A throwaway PKI for the API tests: an API CA, a server certificate, and
+//! user certificates in each group, plus certificates from other CAs (a
+//! mesh CA, as relays hold, and a foreign one).
 
 // Each test crate uses a different part of this module.
 #![allow(dead_code)]
@@ -17,12 +18,20 @@ pub struct Leaf {
     pub key_der: Vec<u8>,
 }
 
-/// The PKI of one test mesh.
+/// The PKI of one test API.
 pub struct Pki {
     pub ca_pem: String,
     pub ca_der: Vec<u8>,
+    /// The API CA's key (PKCS#8 DER).
+    pub ca_key_der: Vec<u8>,
     pub server: Leaf,
+    /// In the group admins.
     pub admin: Leaf,
+    /// In the group viewers.
+    pub viewer: Leaf,
+    /// Signed by the API CA, but in no group the API knows.
+    pub stranger: Leaf,
+    /// A relay's link certificate, from a mesh CA: not a user.
     pub relay: Leaf,
     /// Says it is the admin, but is signed by another CA.
     pub foreign_admin: Leaf,
@@ -31,20 +40,25 @@ pub struct Pki {
 struct Ca {
     pem: String,
     der: Vec<u8>,
+    key_der: Vec<u8>,
     issuer: Issuer<'static, KeyPair>,
 }
 
 impl Pki {
     pub fn new() -> Self {
-        let mesh = ca("relaymesh CA");
+        let api = ca("relaymesh API CA");
+        let mesh = ca("relaymesh mesh CA");
         let foreign = ca("someone else's CA");
         Self {
-            server: leaf(&mesh, "spiffe://relaymesh/relay/root", &["localhost"]),
-            admin: leaf(&mesh, "spiffe://relaymesh/admin/admin", &[]),
-            relay: leaf(&mesh, "spiffe://relaymesh/relay/eu", &[]),
-            foreign_admin: leaf(&foreign, "spiffe://relaymesh/admin/admin", &[]),
-            ca_pem: mesh.pem,
-            ca_der: mesh.der,
+            server: leaf(&api, "spiffe://relaymesh/relay/root", &["localhost"], &[]),
+            admin: leaf(&api, "admin", &[], &["admins"]),
+            viewer: leaf(&api, "vera", &[], &["viewers"]),
+            stranger: leaf(&api, "stranger", &[], &["system:masters"]),
+            relay: leaf(&mesh, "spiffe://relaymesh/relay/eu", &[], &[]),
+            foreign_admin: leaf(&foreign, "admin", &[], &["admins"]),
+            ca_pem: api.pem,
+            ca_der: api.der,
+            ca_key_der: api.key_der,
         }
     }
 }
@@ -65,21 +79,31 @@ fn ca(common_name: &str) -> Ca {
     Ca {
         pem: cert.pem(),
         der: cert.der().to_vec(),
+        key_der: key.serialize_der(),
         issuer: Issuer::new(params, key),
     }
 }
 
-fn leaf(ca: &Ca, spiffe: &str, dns_names: &[&str]) -> Leaf {
+/// A certificate with common name `name` (also a URI SAN if it is a URI)
+/// and one organization per group.
+fn leaf(ca: &Ca, name: &str, dns_names: &[&str], groups: &[&str]) -> Leaf {
     let key = KeyPair::generate().expect("a key");
     let names: Vec<String> = dns_names.iter().map(|name| name.to_string()).collect();
     let mut params = CertificateParams::new(names).expect("parameters");
-    params.distinguished_name.push(DnType::CommonName, spiffe);
+    params.distinguished_name.push(DnType::CommonName, name);
+    for group in groups {
+        params
+            .distinguished_name
+            .push(DnType::OrganizationName, *group);
+    }
     params
         .subject_alt_names
         .push(SanType::IpAddress([127, 0, 0, 1].into()));
-    params
-        .subject_alt_names
-        .push(SanType::URI(spiffe.try_into().expect("an IA5 URI")));
+    if name.contains("://") {
+        params
+            .subject_alt_names
+            .push(SanType::URI(name.try_into().expect("an IA5 URI")));
+    }
     params.extended_key_usages = vec![
         ExtendedKeyUsagePurpose::ServerAuth,
         ExtendedKeyUsagePurpose::ClientAuth,

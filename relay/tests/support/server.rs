@@ -104,7 +104,10 @@ impl Server {
             ..FakeBackend::default()
         });
         let tls = ApiTls {
-            ca_cert_der: pki.ca_der.clone(),
+            authority: relaymesh_relay::pki::ApiAuthority {
+                cert_der: pki.ca_der.clone(),
+                key_der: pki.ca_key_der.clone(),
+            },
             chain_der: vec![pki.server.cert_der.clone()],
             key_der: pki.server.key_der.clone(),
         };
@@ -119,6 +122,7 @@ impl Server {
             tls,
             backend.clone(),
             objects.clone(),
+            None,
             async move {
                 let _ = stopped.await;
             },

@@ -1,0 +1,273 @@
+//! Who may do what: the API's three groups and the one decision function
+//! every request and every `SelfSubjectAccessReview` goes through.
+//!
+//! Groups come from the client certificate's organizations (see
+//! [`super::tls`]); a user in several has the widest of their rights:
+//!
+//! | group       | may                                                        |
+//! |-------------|------------------------------------------------------------|
+//! | `viewers`   | get, list and watch everything                             |
+//! | `operators` | also create, change and delete workloads and placements    |
+//! | `admins`    | also issue join tokens and user certificates               |
+//!
+//! Every authenticated user may read discovery and ask about their own
+//! rights, as in kube-apiserver (`system:discovery`, `system:basic-user`).
+
+use serde_json::{json, Map, Value};
+
+use super::tls::User;
+use super::ApiError;
+
+/// The group that may read.
+pub const VIEWERS: &str = "viewers";
+/// The group that may also change workloads and placements.
+pub const OPERATORS: &str = "operators";
+/// The group that may also issue join tokens and user certificates.
+pub const ADMINS: &str = "admins";
+
+/// The groups, narrowest first.
+pub const GROUPS: [&str; 3] = [VIEWERS, OPERATORS, ADMINS];
+
+/// The relaymesh resources only admins may write: they hand out access.
+const ADMIN_RESOURCES: [&str; 2] = ["jointokens", "usercertificates"];
+
+/// What a request asks to do, in Kubernetes' terms.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Attributes {
+    /// A verb on a resource.
+    Resource {
+        /// `get`, `list`, `watch`, `create`, `update`, `patch`, `delete`,
+        /// `deletecollection`.
+        verb: String,
+        /// The API group (empty for the core group).
+        group: String,
+        /// The resource's plural.
+        resource: String,
+        /// The subresource, if any.
+        subresource: Option<String>,
+        /// The namespace, for namespaced requests.
+        namespace: Option<String>,
+    },
+    /// Discovery, version and OpenAPI documents.
+    Discovery,
+    /// A review of the caller's own identity or rights.
+    SelfReview,
+}
+
+/// How wide a user's rights are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Rank {
+    None,
+    Viewer,
+    Operator,
+    Admin,
+}
+
+fn rank(user: &User) -> Rank {
+    user.groups
+        .iter()
+        .map(|group| match group.as_str() {
+            VIEWERS => Rank::Viewer,
+            OPERATORS => Rank::Operator,
+            ADMINS => Rank::Admin,
+            _ => Rank::None,
+        })
+        .max()
+        .unwrap_or(Rank::None)
+}
+
+/// Whether `user` may do what `attributes` says; `Err` carries the reason
+/// for a 403, worded as kube-apiserver words it.
+pub(super) fn decide(user: &User, attributes: &Attributes) -> Result<(), String> {
+    let (verb, group, resource, subresource, namespace) = match attributes {
+        Attributes::Discovery | Attributes::SelfReview => return Ok(()),
+        Attributes::Resource {
+            verb,
+            group,
+            resource,
+            subresource,
+            namespace,
+        } => (verb, group, resource, subresource, namespace),
+    };
+    let needed = if matches!(verb.as_str(), "get" | "list" | "watch") {
+        Rank::Viewer
+    } else if group == crate::placement::RELAYMESH_GROUP
+        && ADMIN_RESOURCES.contains(&resource.as_str())
+    {
+        Rank::Admin
+    } else {
+        Rank::Operator
+    };
+    if rank(user) >= needed {
+        return Ok(());
+    }
+    let full = match subresource {
+        Some(sub) => format!("{resource}/{sub}"),
+        None => resource.clone(),
+    };
+    let place = match namespace {
+        Some(namespace) => format!(" in the namespace {namespace:?}"),
+        None => " at the cluster scope".to_string(),
+    };
+    Err(format!(
+        "User {:?} cannot {verb} resource {full:?} in API group {group:?}{place}: {}",
+        user.name,
+        match needed {
+            Rank::Admin => "only the group admins may",
+            Rank::Operator => "the groups operators and admins may",
+            _ => "the groups viewers, operators and admins may",
+        }
+    ))
+}
+
+/// Answers a `SelfSubjectAccessReview` (what `kubectl auth can-i` sends)
+/// for `user`: the request with a `status` saying whether it is allowed.
+pub(super) fn access_review(user: &User, body: &[u8]) -> Result<Value, ApiError> {
+    let mut review: Map<String, Value> = serde_json::from_slice(body).map_err(|error| {
+        ApiError::BadRequest(format!(
+            "cannot decode the SelfSubjectAccessReview: {error}"
+        ))
+    })?;
+    let spec = review
+        .get("spec")
+        .and_then(Value::as_object)
+        .ok_or_else(|| ApiError::Invalid {
+            field: "spec".into(),
+            message: "Required value".into(),
+        })?;
+    let attributes = if let Some(resource) = spec.get("resourceAttributes") {
+        let field = |name: &str| {
+            resource
+                .get(name)
+                .and_then(Value::as_str)
+                .filter(|value| !value.is_empty())
+                .map(str::to_string)
+        };
+        Attributes::Resource {
+            verb: field("verb").unwrap_or_default(),
+            group: field("group").unwrap_or_default(),
+            resource: field("resource").unwrap_or_default(),
+            subresource: field("subresource"),
+            namespace: field("namespace"),
+        }
+    } else if spec.get("nonResourceAttributes").is_some() {
+        Attributes::Discovery
+    } else {
+        return Err(ApiError::Invalid {
+            field: "spec.resourceAttributes".into(),
+            message: "exactly one of resourceAttributes and nonResourceAttributes must be set"
+                .into(),
+        });
+    };
+    let decision = decide(user, &attributes);
+    let status = match &decision {
+        Ok(()) => json!({"allowed": true, "reason": "allowed by the relaymesh groups"}),
+        Err(reason) => json!({"allowed": false, "reason": reason}),
+    };
+    review.insert("apiVersion".into(), json!("authorization.k8s.io/v1"));
+    review.insert("kind".into(), json!("SelfSubjectAccessReview"));
+    review.insert("status".into(), status);
+    Ok(Value::Object(review))
+}
+
+/// Answers a `SelfSubjectReview` (what `kubectl auth whoami` sends).
+pub(super) fn self_review(user: &User) -> Value {
+    let mut groups = user.groups.clone();
+    groups.push("system:authenticated".into());
+    json!({
+        "apiVersion": "authentication.k8s.io/v1",
+        "kind": "SelfSubjectReview",
+        "metadata": {"creationTimestamp": null},
+        "status": {"userInfo": {"username": user.name, "groups": groups}},
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn user(groups: &[&str]) -> User {
+        User {
+            name: "someone".into(),
+            groups: groups.iter().map(|group| group.to_string()).collect(),
+        }
+    }
+
+    fn request(verb: &str, group: &str, resource: &str) -> Attributes {
+        Attributes::Resource {
+            verb: verb.into(),
+            group: group.into(),
+            resource: resource.into(),
+            subresource: None,
+            namespace: Some("default".into()),
+        }
+    }
+
+    #[test]
+    fn each_group_has_exactly_its_rights() {
+        let rows = [
+            // (verb, group, resource, viewers, operators, admins)
+            ("get", "apps", "deployments", true, true, true),
+            ("watch", "", "pods", true, true, true),
+            ("create", "apps", "deployments", false, true, true),
+            ("patch", "relaymesh.dev", "placements", false, true, true),
+            ("delete", "", "namespaces", false, true, true),
+            ("create", "relaymesh.dev", "jointokens", false, false, true),
+            (
+                "create",
+                "relaymesh.dev",
+                "usercertificates",
+                false,
+                false,
+                true,
+            ),
+        ];
+        for (verb, group, resource, viewers, operators, admins) in rows {
+            let attributes = request(verb, group, resource);
+            for (groups, expected) in [
+                (&[VIEWERS][..], viewers),
+                (&[OPERATORS][..], operators),
+                (&[ADMINS][..], admins),
+            ] {
+                assert_eq!(
+                    decide(&user(groups), &attributes).is_ok(),
+                    expected,
+                    "{groups:?} {verb} {resource}"
+                );
+            }
+            // No known group: nothing but discovery and self reviews.
+            assert!(decide(&user(&["system:masters"]), &attributes).is_err());
+        }
+        assert!(decide(&user(&[]), &Attributes::Discovery).is_ok());
+        assert!(decide(&user(&[]), &Attributes::SelfReview).is_ok());
+        // The widest group counts.
+        assert!(decide(
+            &user(&[VIEWERS, ADMINS]),
+            &request("create", "relaymesh.dev", "jointokens")
+        )
+        .is_ok());
+    }
+
+    #[test]
+    fn a_refusal_says_who_what_and_who_may() {
+        let reason = decide(&user(&[VIEWERS]), &request("create", "apps", "deployments"))
+            .expect_err("a viewer may not create");
+        assert!(reason.contains("User \"someone\" cannot create resource \"deployments\" in API group \"apps\" in the namespace \"default\""), "{reason}");
+        assert!(reason.contains("operators and admins"), "{reason}");
+    }
+
+    #[test]
+    fn access_reviews_answer_truthfully() {
+        let body = br#"{"apiVersion":"authorization.k8s.io/v1","kind":"SelfSubjectAccessReview","spec":{"resourceAttributes":{"namespace":"default","verb":"create","group":"apps","resource":"deployments"}}}"#;
+        let viewer = access_review(&user(&[VIEWERS]), body).expect("a review");
+        assert_eq!(viewer["status"]["allowed"], json!(false));
+        let operator = access_review(&user(&[OPERATORS]), body).expect("a review");
+        assert_eq!(operator["status"]["allowed"], json!(true));
+        assert_eq!(
+            operator["spec"]["resourceAttributes"]["verb"],
+            json!("create")
+        );
+        assert!(access_review(&user(&[VIEWERS]), b"{\"spec\":{}}").is_err());
+        assert!(access_review(&user(&[VIEWERS]), b"not json").is_err());
+    }
+}

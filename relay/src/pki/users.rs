@@ -1,0 +1,203 @@
+//! The API CA: the root's own certificate authority for its HTTPS API. It
+//! signs the API's server certificate and every user's client certificate.
+//!
+//! It is deliberately not the mesh CA. Every relay holds an issuer that
+//! chains to the mesh CA (it signs its children's link certificates), so if
+//! the API trusted the mesh CA, any relay could mint itself an admin
+//! certificate or a server certificate for the API's address. The API CA's
+//! key exists only in the root's store; relays never see it.
+//!
+//! A user certificate names its holder the way kube-apiserver reads client
+//! certificates: `CN=<user>`, one `O=<group>` per group. It carries no mesh
+//! identity URI, and links trust only the mesh CA, so it opens no link.
+
+use std::time::Duration;
+
+use rcgen::{
+    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
+    KeyPair, KeyUsagePurpose, PKCS_ECDSA_P256_SHA256,
+};
+use rustls::pki_types::{CertificateDer, PrivatePkcs8KeyDer};
+use serde::{Deserialize, Serialize};
+
+use super::certs::{base_params_for, csr_public_key, generate, new_key};
+use super::{bad_cert, der_to_pem, parse_cert, PkiError};
+
+/// How long an API CA lasts.
+const API_CA_VALIDITY: Duration = Duration::from_secs(10 * 365 * 24 * 60 * 60);
+/// The longest a user certificate may be valid.
+pub const MAX_USER_CERT_VALIDITY: Duration = Duration::from_secs(366 * 24 * 60 * 60);
+
+/// The API CA's certificate and key, kept in the root's store only.
+#[derive(Clone, Serialize, Deserialize)]
+pub struct ApiAuthority {
+    /// The CA certificate (DER): what clients pin as the API's CA and what
+    /// user certificates chain to.
+    pub cert_der: Vec<u8>,
+    /// The CA's private key (PKCS#8 DER).
+    pub key_der: Vec<u8>,
+}
+
+// Keys are never printed.
+impl std::fmt::Debug for ApiAuthority {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ApiAuthority").finish_non_exhaustive()
+    }
+}
+
+/// A user's key and the PKCS#10 request for it, made where the user's
+/// kubeconfig is written; the key never travels.
+pub struct UserKey {
+    /// The private key (PKCS#8 DER).
+    pub key_der: Vec<u8>,
+    /// The request (DER). The signer takes name and group from its own
+    /// arguments, not from the request.
+    pub csr_der: Vec<u8>,
+}
+
+impl std::fmt::Debug for UserKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UserKey").finish_non_exhaustive()
+    }
+}
+
+/// Who a user certificate names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UserName {
+    /// The certificate's common name.
+    pub name: String,
+    /// Its organizations, in order.
+    pub groups: Vec<String>,
+}
+
+/// Makes a new, self-signed API CA. A random suffix keeps the subjects of
+/// different meshes' CAs apart.
+pub fn create_api_authority() -> Result<ApiAuthority, PkiError> {
+    let key = new_key()?;
+    let mut params = base_params_for(API_CA_VALIDITY)?;
+    let mesh_id: [u8; 4] = rand::random();
+    let mesh_id: String = mesh_id.iter().map(|b| format!("{b:02x}")).collect();
+    params
+        .distinguished_name
+        .push(DnType::OrganizationName, "relaymesh");
+    params
+        .distinguished_name
+        .push(DnType::CommonName, format!("relaymesh API CA {mesh_id}"));
+    // It signs leaf certificates only.
+    params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
+    params.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
+    let cert = params
+        .self_signed(&key)
+        .map_err(generate("self-sign the API CA"))?;
+    Ok(ApiAuthority {
+        cert_der: cert.der().to_vec(),
+        key_der: key.serialize_der(),
+    })
+}
+
+/// Makes a user's key and certificate request.
+pub fn new_user_key(name: &str) -> Result<UserKey, PkiError> {
+    let key = new_key()?;
+    let mut params = CertificateParams::default();
+    params.distinguished_name = DistinguishedName::new();
+    params.distinguished_name.push(DnType::CommonName, name);
+    let csr = params
+        .serialize_request(&key)
+        .map_err(generate("make the user certificate request"))?;
+    Ok(UserKey {
+        key_der: key.serialize_der(),
+        csr_der: csr.der().to_vec(),
+    })
+}
+
+/// Signs a client certificate for user `name` in `groups`, valid for
+/// `valid_for` (at most [`MAX_USER_CERT_VALIDITY`]), for the public key of
+/// `csr_der` after checking the request's self-signature.
+pub fn sign_user_cert(
+    authority: &ApiAuthority,
+    csr_der: &[u8],
+    name: &str,
+    groups: &[&str],
+    valid_for: Duration,
+) -> Result<Vec<u8>, PkiError> {
+    if valid_for.is_zero() || valid_for > MAX_USER_CERT_VALIDITY {
+        return Err(bad_cert(format!(
+            "a user certificate must be valid for more than 0 s and at most {} days",
+            MAX_USER_CERT_VALIDITY.as_secs() / 86_400
+        )));
+    }
+    let public_key = csr_public_key(csr_der)?;
+    let mut params = base_params_for(valid_for)?;
+    params.distinguished_name.push(DnType::CommonName, name);
+    for group in groups {
+        params
+            .distinguished_name
+            .push(DnType::OrganizationName, *group);
+    }
+    params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+    let cert = params
+        .signed_by(&public_key, &authority_signer(authority)?)
+        .map_err(generate("sign a user certificate"))?;
+    Ok(cert.der().to_vec())
+}
+
+/// Signs the API's server certificate for `hosts` with the API CA.
+pub(super) fn sign_api_cert(
+    authority: &ApiAuthority,
+    params: CertificateParams,
+    key: &KeyPair,
+) -> Result<Vec<u8>, PkiError> {
+    let cert = params
+        .signed_by(key, &authority_signer(authority)?)
+        .map_err(generate("sign the API certificate"))?;
+    Ok(cert.der().to_vec())
+}
+
+/// The user a certificate names: its common name and organizations.
+pub fn user_of(cert_der: &[u8]) -> Result<UserName, PkiError> {
+    let cert = parse_cert(cert_der)?;
+    let subject = cert.subject();
+    let mut names = subject.iter_common_name();
+    let name = match (names.next(), names.next()) {
+        (Some(name), None) => name
+            .as_str()
+            .map_err(|e| bad_cert(format!("unreadable common name: {e}")))?
+            .to_string(),
+        _ => return Err(bad_cert("a user certificate needs exactly one common name")),
+    };
+    if name.is_empty() {
+        return Err(bad_cert("a user certificate's common name is empty"));
+    }
+    let groups = subject
+        .iter_organization()
+        .map(|group| {
+            group
+                .as_str()
+                .map(str::to_string)
+                .map_err(|e| bad_cert(format!("unreadable organization: {e}")))
+        })
+        .collect::<Result<_, _>>()?;
+    Ok(UserName { name, groups })
+}
+
+/// The API CA as PEM, as a kubeconfig's `certificate-authority-data` holds it.
+pub fn authority_pem(authority: &ApiAuthority) -> String {
+    der_to_pem(&authority.cert_der, "CERTIFICATE")
+}
+
+fn authority_signer(authority: &ApiAuthority) -> Result<rcgen::Issuer<'static, KeyPair>, PkiError> {
+    let key = KeyPair::from_pkcs8_der_and_sign_algo(
+        &PrivatePkcs8KeyDer::from(authority.key_der.as_slice()),
+        &PKCS_ECDSA_P256_SHA256,
+    )
+    .map_err(|e| PkiError::BadKey {
+        reason: format!("API CA key: {e}"),
+    })?;
+    rcgen::Issuer::from_ca_cert_der(&CertificateDer::from(authority.cert_der.as_slice()), key)
+        .map_err(|e| bad_cert(format!("API CA certificate: {e}")))
+}
