@@ -63,7 +63,7 @@ impl Cluster {
     pub async fn start() -> anyhow::Result<Self> {
         let mesh = relaymesh_relay::pki::create_mesh("root", &["127.0.0.1".into()])?;
         let tls = ApiTls {
-            ca_cert_der: mesh.identity.ca_cert_der.clone(),
+            authority: mesh.api_authority.clone(),
             chain_der: mesh.api_cert.chain_der.clone(),
             key_der: mesh.api_cert.key_der.clone(),
         };
@@ -78,6 +78,7 @@ impl Cluster {
             tls,
             Arc::new(NoTree),
             objects,
+            None,
             async move {
                 let _ = stopped.await;
             },
