@@ -1,6 +1,6 @@
 //! The claims a join token carries.
 //!
-//! A token is `rmt1.<claims>.<signature>` in unpadded base64url: the
+//! A token is `rmt2.<claims>.<signature>` in unpadded base64url: the
 //! bincode-encoded [`TokenClaims`] and an Ed25519 signature over them by the
 //! mesh's token key. Any relay that holds the token key can check a token
 //! without asking the root, so a site cut off from the root can still admit
@@ -11,8 +11,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::Role;
 
-/// The prefix of every version-1 token.
-pub const TOKEN_PREFIX: &str = "rmt1.";
+/// The prefix of every version-2 token (version 2 added
+/// [`TokenClaims::parent_issuers`]).
+pub const TOKEN_PREFIX: &str = "rmt2.";
 
 /// What a join token says.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -27,6 +28,13 @@ pub struct TokenClaims {
     pub parent: String,
     /// Where to dial the parent (`host:port`).
     pub parent_addresses: Vec<String>,
+    /// The relays whose issuers stand between the mesh CA and the parent's
+    /// own certificate, from the root's child down to the parent's parent:
+    /// empty when the parent is the root or a child of the root. The
+    /// joining node refuses a server whose chain takes any other path, so
+    /// another relay cannot pose as the parent with a certificate its own
+    /// issuer made.
+    pub parent_issuers: Vec<String>,
     /// SHA-256 of the mesh CA certificate (DER), which the joining node
     /// pins before it trusts anything the parent says.
     pub ca_sha256: [u8; 32],

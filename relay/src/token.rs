@@ -1,6 +1,6 @@
 //! Join tokens: issuing them at the root and checking them at any relay.
 //!
-//! A token is `rmt1.<claims>.<signature>`: the bincode encoding of
+//! A token is `rmt2.<claims>.<signature>`: the bincode encoding of
 //! [`TokenClaims`] (through [`relaymesh_protocol::codec`]) and an Ed25519
 //! signature over exactly those bytes, both in unpadded base64url. The root
 //! signs with the mesh's token key; every relay holds the public key, so any
@@ -53,13 +53,25 @@ pub enum TokenError {
     },
 }
 
-/// Claims for a new token with a random 16-byte id, valid for `ttl` from
-/// `now_unix`.
+/// The relay a token names as parent: its name, where to dial it, and the
+/// relays whose issuers lead to its certificate (see
+/// [`TokenClaims::parent_issuers`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenParent {
+    /// The parent's name.
+    pub name: String,
+    /// Its addresses.
+    pub addresses: Vec<String>,
+    /// The relays between the root and it, top-down, neither included.
+    pub issuers: Vec<String>,
+}
+
+/// New claims for `name` in `role` under `parent`, pinning the mesh CA
+/// `ca_sha256`, valid for `ttl` from `now_unix`, with a fresh random id.
 pub fn new_claims(
     name: &str,
     role: Role,
-    parent: &str,
-    parent_addresses: Vec<String>,
+    parent: TokenParent,
     ca_sha256: [u8; 32],
     ttl: Duration,
     now_unix: u64,
@@ -68,8 +80,9 @@ pub fn new_claims(
         id: rand::random(),
         name: name.to_string(),
         role,
-        parent: parent.to_string(),
-        parent_addresses,
+        parent: parent.name,
+        parent_addresses: parent.addresses,
+        parent_issuers: parent.issuers,
         ca_sha256,
         not_after_unix: now_unix.saturating_add(ttl.as_secs()),
     }
@@ -141,10 +154,10 @@ fn split(token: &str) -> Result<Parts, TokenError> {
         )));
     };
     let Some((claims, signature)) = body.split_once('.') else {
-        return Err(malformed("expected rmt1.<claims>.<signature>"));
+        return Err(malformed("expected rmt2.<claims>.<signature>"));
     };
     if signature.contains('.') {
-        return Err(malformed("expected rmt1.<claims>.<signature>"));
+        return Err(malformed("expected rmt2.<claims>.<signature>"));
     }
     let claims = URL_SAFE_NO_PAD
         .decode(claims)
@@ -199,8 +212,11 @@ mod tests {
         new_claims(
             "edge-1",
             Role::Agent,
-            "eu",
-            vec!["10.0.0.1:7443".into(), "eu.example:7443".into()],
+            TokenParent {
+                name: "eu".into(),
+                addresses: vec!["10.0.0.1:7443".into(), "eu.example:7443".into()],
+                issuers: Vec::new(),
+            },
             [7; 32],
             Duration::from_secs(3600),
             NOW,
@@ -212,7 +228,7 @@ mod tests {
         let (signing, public) = key_pair();
         let claims = claims();
         let token = issue(&signing, &claims).expect("issue");
-        assert!(token.starts_with("rmt1."));
+        assert!(token.starts_with("rmt2."));
         assert_eq!(verify(&token, &public, NOW).expect("verify"), claims);
         assert_eq!(read_unverified(&token).expect("read"), claims);
         assert_eq!(claims.not_after_unix, NOW + 3600);
@@ -282,13 +298,13 @@ mod tests {
         let (_, public) = key_pair();
         for garbage in [
             "",
-            "rmt1.",
-            "rmt1..",
+            "rmt2.",
+            "rmt2..",
             "hello",
             "rmt2.AAAA.AAAA",
-            "rmt1.!!!.AAAA",
-            "rmt1.AAAA",
-            "rmt1.AAAA.AAAA.AAAA",
+            "rmt2.!!!.AAAA",
+            "rmt2.AAAA",
+            "rmt2.AAAA.AAAA.AAAA",
         ] {
             assert!(
                 matches!(verify(garbage, &public, NOW), Err(TokenError::Malformed(_))),
@@ -307,7 +323,7 @@ mod tests {
         let key = Ed25519KeyPair::from_pkcs8(&signing).expect("key");
         let bytes = b"not bincode claims";
         let token = format!(
-            "rmt1.{}.{}",
+            "rmt2.{}.{}",
             URL_SAFE_NO_PAD.encode(bytes),
             URL_SAFE_NO_PAD.encode(key.sign(bytes).as_ref())
         );
@@ -320,7 +336,7 @@ mod tests {
     #[test]
     fn oversized_is_malformed_before_decoding() {
         let (_, public) = key_pair();
-        let token = format!("rmt1.{}.AAAA", "A".repeat(MAX_TOKEN_LEN));
+        let token = format!("rmt2.{}.AAAA", "A".repeat(MAX_TOKEN_LEN));
         match verify(&token, &public, NOW) {
             Err(TokenError::Malformed(reason)) => assert!(reason.contains("limit"), "{reason}"),
             other => panic!("expected Malformed, got {other:?}"),

@@ -48,8 +48,11 @@ impl Mesh {
         let claims = token::new_claims(
             name,
             role,
-            parent,
-            vec!["127.0.0.1:7443".into()],
+            token::TokenParent {
+                name: parent.into(),
+                addresses: vec!["127.0.0.1:7443".into()],
+                issuers: Vec::new(),
+            },
             pki::sha256(&self.root.ca_cert_der),
             Duration::from_secs(600),
             NOW,
@@ -180,8 +183,11 @@ fn refusals_never_touch_the_ledger() {
         let claims = token::new_claims(
             "eu",
             Role::Relay,
-            "root",
-            Vec::new(),
+            token::TokenParent {
+                name: "root".into(),
+                addresses: Vec::new(),
+                issuers: Vec::new(),
+            },
             pki::sha256(&mesh.root.ca_cert_der),
             Duration::from_secs(60),
             NOW - 120,

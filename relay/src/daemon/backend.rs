@@ -64,6 +64,34 @@ pub(super) async fn serve_api(
     })
 }
 
+/// The relays between the root (`root`, not included) and `node` (not
+/// included), top-down, from the inventory's parent links.
+fn ancestors(nodes: &[NodeRecord], node: &NodeRecord, root: &str) -> Result<Vec<String>, ApiError> {
+    let mut path = Vec::new();
+    let mut parent = node.parent.as_deref();
+    while let Some(name) = parent {
+        if name == root {
+            path.reverse();
+            return Ok(path);
+        }
+        if path.len() > pki::MAX_INTERMEDIATES {
+            break;
+        }
+        path.push(name.to_string());
+        parent = nodes
+            .iter()
+            .find(|record| record.name == name)
+            .and_then(|record| record.parent.as_deref());
+    }
+    Err(ApiError::Invalid {
+        field: "spec.parent".into(),
+        message: format!(
+            "the root does not know the path to relay {:?} yet; try again when its parents have reported",
+            node.name
+        ),
+    })
+}
+
 struct RootBackend {
     shared: Shared,
 }
@@ -84,10 +112,10 @@ impl Backend for RootBackend {
             .as_deref()
             .ok_or_else(|| ApiError::Forbidden("only the root issues join tokens".into()))?;
         let parent = request.parent.unwrap_or_else(|| identity.name.clone());
-        let addresses = if parent == identity.name {
-            self.shared.config.advertise.clone()
+        let nodes = self.nodes();
+        let (addresses, issuers) = if parent == identity.name {
+            (self.shared.config.advertise.clone(), Vec::new())
         } else {
-            let nodes = self.nodes();
             let record = nodes
                 .iter()
                 .find(|node| node.name == parent)
@@ -100,7 +128,10 @@ impl Backend for RootBackend {
                     message: format!("{parent:?} is an {}, not a relay", record.role),
                 });
             }
-            record.addresses.clone()
+            (
+                record.addresses.clone(),
+                ancestors(&nodes, record, &identity.name)?,
+            )
         };
         if addresses.is_empty() {
             return Err(ApiError::Invalid {
@@ -112,8 +143,11 @@ impl Backend for RootBackend {
         let claims = token::new_claims(
             &request.name,
             request.role,
-            &parent,
-            addresses,
+            token::TokenParent {
+                name: parent.clone(),
+                addresses,
+                issuers,
+            },
             pki::sha256(&identity.ca_cert_der),
             request.ttl,
             now_unix,

@@ -13,8 +13,9 @@ use rustls::crypto::CryptoProvider;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName, UnixTime};
 use rustls::{CertificateError, Error as TlsError};
 
+use super::certs::ISSUER_CN_PREFIX;
 use super::grant::mesh_roots;
-use super::{peer_of, sha256, Peer, PkiError};
+use super::{is_issued_by, peer_of, sha256, Peer, PkiError, MAX_INTERMEDIATES};
 use crate::identity::Identity;
 
 /// How often an idle link sends a keep-alive.
@@ -56,10 +57,32 @@ pub fn quic_server_config(identity: &Identity) -> Result<quinn::ServerConfig, Pk
 /// Connect with the parent's node name as server name (it is a DNS SAN of
 /// the parent's certificate); only relay certificates are valid for server
 /// authentication.
+///
+/// The parent must also hold a certificate from the issuer that admitted
+/// the parent, which is the next issuer up this node's own chain (the mesh
+/// CA for the root and its children): a relay that mints itself a
+/// certificate with its own issuer cannot pose as the root or as any other
+/// relay to its children.
 pub fn quic_client_config(identity: &Identity) -> Result<quinn::ClientConfig, PkiError> {
-    let tls = rustls::ClientConfig::builder_with_provider(ring_provider())
+    let provider = ring_provider();
+    let inner = rustls::client::WebPkiServerVerifier::builder_with_provider(
+        Arc::new(mesh_roots(&identity.ca_cert_der)?),
+        provider.clone(),
+    )
+    .build()?;
+    let expected_issuer = identity
+        .tls_chain_der
+        .get(2)
+        .unwrap_or(&identity.ca_cert_der)
+        .clone();
+    let tls = rustls::ClientConfig::builder_with_provider(provider.clone())
         .with_protocol_versions(&[&rustls::version::TLS13])?
-        .with_root_certificates(mesh_roots(&identity.ca_cert_der)?)
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(ParentVerifier {
+            inner,
+            expected_issuer,
+            provider,
+        }))
         .with_client_auth_cert(
             certificate_chain(&identity.tls_chain_der),
             private_key(&identity.tls_key_der),
@@ -71,13 +94,21 @@ pub fn quic_client_config(identity: &Identity) -> Result<quinn::ClientConfig, Pk
 /// server accepted only if its chain contains a certificate whose SHA-256 is
 /// `ca_sha256` and verifies against that certificate as the sole trust anchor
 /// for the server name given at connect time (the parent's name).
-pub fn quic_join_client_config(ca_sha256: [u8; 32]) -> Result<quinn::ClientConfig, PkiError> {
+///
+/// The chain must also pass through the issuers of `parent_issuers` (the
+/// token's [`relaymesh_protocol::token::TokenClaims::parent_issuers`]) and
+/// no others, so a relay elsewhere in the tree cannot pose as the parent.
+pub fn quic_join_client_config(
+    ca_sha256: [u8; 32],
+    parent_issuers: &[String],
+) -> Result<quinn::ClientConfig, PkiError> {
     let provider = ring_provider();
     let tls = rustls::ClientConfig::builder_with_provider(provider.clone())
         .with_protocol_versions(&[&rustls::version::TLS13])?
         .dangerous()
         .with_custom_certificate_verifier(Arc::new(PinnedCaVerifier {
             ca_sha256,
+            parent_issuers: parent_issuers.to_vec(),
             provider,
         }))
         .with_no_client_auth();
@@ -113,7 +144,107 @@ pub fn connection_leaf(conn: &quinn::Connection) -> Result<Option<Vec<u8>>, PkiE
 #[derive(Debug)]
 struct PinnedCaVerifier {
     ca_sha256: [u8; 32],
+    parent_issuers: Vec<String>,
     provider: Arc<CryptoProvider>,
+}
+
+/// Verifies the parent against the mesh CA, then checks who issued it.
+#[derive(Debug)]
+struct ParentVerifier {
+    inner: Arc<rustls::client::WebPkiServerVerifier>,
+    expected_issuer: Vec<u8>,
+    provider: Arc<CryptoProvider>,
+}
+
+/// A server certificate that verifies against the mesh CA but was not
+/// issued where the tree says the server sits.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct WrongIssuer(String);
+
+fn wrong_issuer(reason: String) -> TlsError {
+    TlsError::InvalidCertificate(CertificateError::Other(rustls::OtherError(Arc::new(
+        WrongIssuer(reason),
+    ))))
+}
+
+impl ServerCertVerifier for ParentVerifier {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp_response: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, TlsError> {
+        let verified = self.inner.verify_server_cert(
+            end_entity,
+            intermediates,
+            server_name,
+            ocsp_response,
+            now,
+        )?;
+        if is_issued_by(end_entity.as_ref(), &self.expected_issuer).unwrap_or(false) {
+            return Ok(verified);
+        }
+        let expected = subject_of(&self.expected_issuer);
+        Err(wrong_issuer(format!(
+            "the parent's certificate was not issued by {expected}, which admitted the parent: another relay may be posing as it"
+        )))
+    }
+
+    crate::pki::handshake::verify_handshake_signatures!();
+}
+
+/// The relays whose issuers lead from the CA to `leaf`, top-down, found by
+/// signature among `intermediates` (in any order, extras ignored).
+fn issuer_path(
+    leaf: &[u8],
+    intermediates: &[CertificateDer<'_>],
+    ca: &[u8],
+) -> Result<Vec<String>, String> {
+    let mut path = Vec::new();
+    let mut current = leaf.to_vec();
+    for _ in 0..=MAX_INTERMEDIATES {
+        if is_issued_by(&current, ca).unwrap_or(false) {
+            path.reverse();
+            return Ok(path);
+        }
+        let Some(issuer) = intermediates.iter().find(|candidate| {
+            candidate.as_ref() != current.as_slice()
+                && is_issued_by(&current, candidate.as_ref()).unwrap_or(false)
+        }) else {
+            return Err("the chain does not lead to the mesh CA".into());
+        };
+        let Some(name) = relay_of_issuer(issuer.as_ref()) else {
+            return Err(format!(
+                "{} is not a relay's issuer",
+                subject_of(issuer.as_ref())
+            ));
+        };
+        path.push(name);
+        current = issuer.as_ref().to_vec();
+    }
+    Err("the chain is longer than verification accepts".into())
+}
+
+/// The relay an issuer certificate belongs to: its only common name is
+/// [`ISSUER_CN_PREFIX`] and the relay's name.
+fn relay_of_issuer(der: &[u8]) -> Option<String> {
+    let cert = super::parse_cert(der).ok()?;
+    let mut names = cert.subject().iter_common_name();
+    let (Some(name), None) = (names.next(), names.next()) else {
+        return None;
+    };
+    let relay = name.as_str().ok()?.strip_prefix(ISSUER_CN_PREFIX)?;
+    relaymesh_protocol::name::validate(relay).ok()?;
+    Some(relay.to_string())
+}
+
+fn subject_of(der: &[u8]) -> String {
+    super::parse_cert(der)
+        .map(|cert| cert.subject().to_string())
+        .unwrap_or_else(|_| "an unreadable certificate".into())
 }
 
 /// The server did not present the CA a join token pins.
@@ -146,7 +277,22 @@ impl ServerCertVerifier for PinnedCaVerifier {
         )
         .build()
         .map_err(|e| TlsError::General(format!("cannot build the pinned verifier: {e}")))?;
-        verifier.verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now)
+        let verified = verifier.verify_server_cert(
+            end_entity,
+            intermediates,
+            server_name,
+            ocsp_response,
+            now,
+        )?;
+        let path =
+            issuer_path(end_entity.as_ref(), intermediates, ca.as_ref()).map_err(wrong_issuer)?;
+        if path != self.parent_issuers {
+            return Err(wrong_issuer(format!(
+                "the server's certificate was issued below {path:?}, but the token places the parent below {:?}: another relay may be posing as it",
+                self.parent_issuers
+            )));
+        }
+        Ok(verified)
     }
 
     crate::pki::handshake::verify_handshake_signatures!();

@@ -417,19 +417,19 @@ async fn join_pins_the_mesh_ca() {
     let root = root();
     let server = serve(&root);
     let pin = sha256(&root.ca_cert_der);
-    let config = quic_join_client_config(pin).expect("join config");
+    let config = quic_join_client_config(pin, &[]).expect("join config");
     let (client_conn, server_conn) = handshake(&server, config, "root").await;
     client_conn.expect("join handshake");
     let server_conn = server_conn.expect("server handshake");
     assert_eq!(connection_peer(&server_conn).expect("peer"), None);
 
-    let config = quic_join_client_config([0; 32]).expect("join config");
+    let config = quic_join_client_config([0; 32], &[]).expect("join config");
     let (client_conn, _) = handshake(&server, config, "root").await;
     assert!(client_conn.is_err());
 
     // The right pin does not make another mesh's relay acceptable.
     let impostor = serve(&create_mesh("root", &[]).expect("mesh").identity);
-    let config = quic_join_client_config(pin).expect("join config");
+    let config = quic_join_client_config(pin, &[]).expect("join config");
     let (client_conn, _) = handshake(&impostor, config, "root").await;
     assert!(client_conn.is_err());
 }
@@ -468,9 +468,81 @@ async fn three_levels_connect() {
     );
 
     // A joining node pins the CA even three levels down.
-    let config = quic_join_client_config(sha256(&root.ca_cert_der)).expect("join config");
+    let config = quic_join_client_config(sha256(&root.ca_cert_der), &["eu".to_string()])
+        .expect("join config");
     let (client_conn, _) = handshake(&server, config, "eu-west").await;
     client_conn.expect("join handshake");
+}
+
+/// What relay `minter` can make with its own issuer: a server identity that
+/// claims to be relay `name`.
+fn forge_relay(minter: &Identity, name: &str) -> Identity {
+    let issuer = minter.issuer.as_ref().expect("a relay's issuer");
+    let keys = new_node_keys(name, Role::Relay).expect("keys");
+    let leaf = sign_node_cert(issuer, &keys.tls_csr_der, name, Role::Relay).expect("signed");
+    let mut chain = vec![leaf, issuer.cert_der.clone()];
+    chain.extend(issuer.chain_der.iter().cloned());
+    Identity {
+        name: name.into(),
+        role: Role::Relay,
+        ca_cert_der: minter.ca_cert_der.clone(),
+        tls_chain_der: chain,
+        tls_key_der: keys.tls_key_der,
+        issuer: None,
+        token_key: minter.token_key.clone(),
+        token_signing_key: None,
+    }
+}
+
+#[tokio::test]
+async fn a_relay_cannot_pose_as_the_root_to_its_children() {
+    let root = root();
+    let mallory = join(&root, "mallory", Role::Relay);
+    let victim = join(&mallory, "victim", Role::Agent);
+    let below = join(&mallory, "below", Role::Relay);
+    let deeper = join(&below, "deeper", Role::Agent);
+    // The forged certificate verifies against the mesh CA and names the
+    // root: only its issuer gives it away.
+    let forged = forge_relay(&mallory, "root");
+    verify_chain(&root.ca_cert_der, &forged.tls_chain_der).expect("a valid chain");
+    let impostor = serve(&forged);
+    for child in [&victim, &below] {
+        let config = quic_client_config(child).expect("client config");
+        let (client_conn, _) = handshake(&impostor, config, "root").await;
+        let error = client_conn.expect_err("the impostor must be refused");
+        assert!(error.to_string().contains("posing"), "{error}");
+    }
+    // (A certificate mallory mints for below, which it admitted, deeper
+    // cannot tell apart: a relay is trusted with its own subtree.)
+    // The real parents pass.
+    for (parent, child, name) in [(&mallory, &victim, "mallory"), (&below, &deeper, "below")] {
+        let server = serve(parent);
+        let config = quic_client_config(child).expect("client config");
+        let (client_conn, _) = handshake(&server, config, name).await;
+        client_conn.expect("the real parent");
+    }
+}
+
+#[tokio::test]
+async fn a_relay_cannot_pose_as_a_sibling_to_a_joining_node() {
+    let root = root();
+    let eu = join(&root, "eu", Role::Relay);
+    let mallory = join(&root, "mallory", Role::Relay);
+    let pin = sha256(&root.ca_cert_der);
+    // A token for a node joining under eu, a child of the root.
+    let impostor = serve(&forge_relay(&mallory, "eu"));
+    let config = quic_join_client_config(pin, &[]).expect("join config");
+    let (client_conn, _) = handshake(&impostor, config, "eu").await;
+    let error = client_conn.expect_err("the impostor must be refused");
+    assert!(error.to_string().contains("posing"), "{error}");
+    let real = serve(&eu);
+    let config = quic_join_client_config(pin, &[]).expect("join config");
+    let (client_conn, _) = handshake(&real, config, "eu").await;
+    client_conn.expect("the real parent");
+    // A token that places the parent elsewhere refuses the real one too.
+    let config = quic_join_client_config(pin, &["us".to_string()]).expect("join config");
+    let (client_conn, _) = handshake(&real, config, "eu").await;
+    assert!(client_conn.is_err());
 }
 
 #[tokio::test]

@@ -73,7 +73,7 @@ pub async fn join(token: &str, name: &str, role: Role) -> Result<Joined, JoinErr
         addresses: parent.addresses.join(", "),
         source,
     };
-    let client = pki::quic_join_client_config(claims.ca_sha256)?;
+    let client = pki::quic_join_client_config(claims.ca_sha256, &claims.parent_issuers)?;
     let mut endpoints = Endpoints::default();
     let (connection, address) = connect_nearest(&parent, &client, &mut endpoints)
         .await
