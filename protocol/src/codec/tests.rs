@@ -347,13 +347,14 @@ proptest! {
     }
 
     #[test]
-    fn token_claims_round_trip(name in name(), parent in name(), id in any::<[u8; 16]>(), not_after_unix in any::<u64>()) {
+    fn token_claims_round_trip(name in name(), parent in name(), issuers in prop::collection::vec(name(), 0..6), id in any::<[u8; 16]>(), not_after_unix in any::<u64>()) {
         round_trip(&TokenClaims {
             id,
             name,
             role: Role::Agent,
             parent,
             parent_addresses: vec!["127.0.0.1:7443".into()],
+            parent_issuers: issuers,
             ca_sha256: [3; 32],
             not_after_unix,
         })?;
