@@ -33,7 +33,7 @@ async fn the_uplink_keeps_the_address_that_answers() -> anyhow::Result<()> {
         addresses: vec![dead.to_string(), live.to_string()],
     };
     // A joining node's client: no certificate, the CA pinned.
-    let client = pki::quic_join_client_config(pki::sha256(&mesh.identity.ca_cert_der))?;
+    let client = pki::quic_join_client_config(pki::sha256(&mesh.identity.ca_cert_der), &[])?;
     let (connection, address) =
         connect_nearest(&parent, &client, &mut Endpoints::default()).await?;
     assert_eq!(address, live);
