@@ -67,6 +67,11 @@ pub struct NodeRecord {
     /// For a cluster: what it can run, as Kubernetes quantities by resource
     /// name (`cpu`, `memory`, `pods`), summed over its nodes.
     pub capacity: BTreeMap<String, String>,
+    /// Integrity alarms: slice entries the node refused since it started
+    /// because the root's signature on them was missing, wrong, or older
+    /// than the version it holds. Anything but zero means a relay above the
+    /// node forged or altered what the root decided.
+    pub refused_entries: u64,
 }
 
 /// The health of a link, as seen from the parent's side.

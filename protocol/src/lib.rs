@@ -39,12 +39,14 @@ pub use status::{PhaseCounts, PlacementStatus, StatusUpdate};
 
 /// The newest protocol version this build speaks. The child offers a range in
 /// its `Hello`; the parent answers with the version both will use.
-pub const PROTOCOL_VERSION: u16 = 2;
+pub const PROTOCOL_VERSION: u16 = 3;
 
 /// The oldest protocol version this build still speaks. Version 2 appended
-/// the bundle-serve counters to `LinkStatus`, which version 1 cannot decode,
-/// so nothing older is spoken (there are no version 1 deployments to keep).
-pub const MIN_PROTOCOL_VERSION: u16 = 2;
+/// the bundle-serve counters to `LinkStatus`; version 3 added the root's
+/// signature to `SliceEntry` and integrity alarms to `NodeRecord`, which
+/// older versions cannot decode, so nothing older is spoken (there are no
+/// deployments to keep).
+pub const MIN_PROTOCOL_VERSION: u16 = 3;
 
 /// The QUIC ALPN identifier of version 1 of the relaymesh protocol.
 pub const ALPN: &[u8] = b"relaymesh/1";

@@ -10,6 +10,12 @@ use serde::{Deserialize, Serialize};
 use crate::{BundleId, PlacementTarget};
 
 /// One entry of a slice.
+///
+/// The root signs every entry it decides ([`SliceEntry::signed_message`]):
+/// relays and agents check the signature with the root's public key, which
+/// they received at join, before they store or forward the entry, so a relay
+/// on the way cannot forge or alter one. It can still withhold entries, and
+/// so removals, which are withholding by another name, are not signed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SliceEntry {
     /// Unique key within the slice, such as `bundle/demo`.
@@ -21,6 +27,39 @@ pub struct SliceEntry {
     pub bundles: Vec<BundleId>,
     /// The entry's payload, opaque to the transport.
     pub body: Vec<u8>,
+    /// The root's serial for this version of the entry: it grows each time
+    /// the root changes the entry, so an older signed version cannot be
+    /// replayed over a newer one.
+    pub serial: u64,
+    /// The root's Ed25519 signature over [`SliceEntry::signed_message`].
+    pub signature: Vec<u8>,
+}
+
+/// What the root's signature on a slice entry covers: a context string, so a
+/// signature made for anything else (a join token) never verifies here, then
+/// the entry without its signature.
+const SIGNED_CONTEXT: &[u8] = b"relaymesh slice entry v1\0";
+
+impl SliceEntry {
+    /// The bytes the root signs: [`SIGNED_CONTEXT`] and the encoding of the
+    /// key, target, bundles, body and serial.
+    ///
+    /// A placement's target is signed without its quota: each relay on the
+    /// way fills in the share of a bounded placement its child must provide
+    /// (the decision the root delegates), and nothing else of the target.
+    pub fn signed_message(&self) -> Result<Vec<u8>, crate::codec::CodecError> {
+        let target = match &self.target {
+            Target::Placement(placement) => Target::Placement(crate::PlacementTarget {
+                quota: None,
+                ..placement.clone()
+            }),
+            other => other.clone(),
+        };
+        let signed = (&self.key, &target, &self.bundles, &self.body, self.serial);
+        let mut message = SIGNED_CONTEXT.to_vec();
+        message.extend(crate::codec::encode(&signed)?);
+        Ok(message)
+    }
 }
 
 /// Which part of the tree a slice entry is for.
@@ -37,6 +76,9 @@ pub enum Target {
 }
 
 /// One change of a slice.
+// Removals are rare and short-lived; boxing every upsert to shrink them
+// would cost an allocation per entry on the hot path.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum SliceChange {
     /// Add or replace the entry with this key.

@@ -73,6 +73,9 @@ pub struct CoreConfig {
     pub version: String,
     /// How many revisions the log keeps.
     pub log_keep: u64,
+    /// The root's Ed25519 public key, which every slice entry from the
+    /// parent must be signed with (the identity's token key).
+    pub root_key: Vec<u8>,
 }
 
 /// Something the daemon must do, in the order given.
@@ -134,6 +137,7 @@ pub struct Core {
     cuts: Cuts,
     statuses: Statuses,
     actions: VecDeque<Action>,
+    root_key: Vec<u8>,
 }
 
 impl Core {
@@ -154,6 +158,7 @@ impl Core {
             version: config.version.clone(),
             link: None,
             capacity: config.capacity.clone(),
+            refused_entries: 0,
         };
         let mut core = Self {
             name: config.name.clone(),
@@ -173,6 +178,7 @@ impl Core {
             cuts: Cuts::default(),
             statuses: Statuses::default(),
             actions: VecDeque::new(),
+            root_key: config.root_key.clone(),
         };
         for (child, total) in core.bundles.served_totals().clone() {
             core.inventory.child_stats(&child, |link| {

@@ -224,6 +224,7 @@ async fn run_store(
             addresses: config.advertise.clone(),
             version: env!("CARGO_PKG_VERSION").to_string(),
             log_keep: DEFAULT_LOG_KEEP,
+            root_key: identity.token_key.clone(),
         },
         persisted,
         held,
@@ -481,6 +482,9 @@ impl Daemon {
                     self.core.remove_local(now, &key);
                 }
                 for entry in entries {
+                    let Some(entry) = self.seal(now, entry) else {
+                        continue;
+                    };
                     let bundles = entry.bundles.clone();
                     self.core.upsert_local(now, entry);
                     for id in bundles {
@@ -493,21 +497,56 @@ impl Daemon {
             Event::PublishBundle { name, id, reply } => {
                 // The entry first, then the bundle: a bundle no entry
                 // references would be collected at once.
-                self.core.upsert_local(
+                let Some(entry) = self.seal(
                     now,
                     SliceEntry {
                         key: format!("bundle/{name}"),
                         target: Target::Everywhere,
                         bundles: vec![id],
                         body: name.into_bytes(),
+                        serial: 0,
+                        signature: Vec::new(),
                     },
-                );
+                ) else {
+                    let _ = reply.send(());
+                    return Ok(());
+                };
+                self.core.upsert_local(now, entry);
                 self.core.handle_bundle_stored(now, id);
                 self.stored.send_modify(|count| *count += 1);
                 let _ = reply.send(());
             }
         }
         Ok(())
+    }
+
+    /// Signs an entry the root decided. An entry that says what the held
+    /// one says keeps its serial and signature, so re-deciding it changes
+    /// nothing downstream; a changed one gets a serial above the held one's
+    /// and at least the current Unix time in milliseconds, so serials keep
+    /// growing across restarts and removals.
+    ///
+    /// An entry that cannot be signed is logged and left out: no node would
+    /// accept it.
+    fn seal(&self, now: Now, mut entry: SliceEntry) -> Option<SliceEntry> {
+        let held = self.core.entries().find(|held| held.key == entry.key);
+        if let Some(held) = held.filter(|held| crate::seal::same_content(held, &entry)) {
+            return Some(held.clone());
+        }
+        let serial = held
+            .map_or(0, |held| held.serial.saturating_add(1))
+            .max(now.unix_ms);
+        let signed = match self.shared.identity.token_signing_key.as_deref() {
+            Some(signing_key) => crate::seal::sign(signing_key, &mut entry, serial),
+            None => Err(crate::seal::SealError::BadSigningKey),
+        };
+        match signed {
+            Ok(()) => Some(entry),
+            Err(error) => {
+                tracing::error!(key = %entry.key, %error, "cannot sign a slice entry; it is not sent");
+                None
+            }
+        }
     }
 
     fn is_current(&self, generation: u64) -> bool {

@@ -30,6 +30,7 @@ pub mod objects;
 pub mod pki;
 pub mod placement;
 pub mod process;
+pub mod seal;
 pub mod store;
 pub mod token;
 pub mod transport;

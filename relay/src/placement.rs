@@ -69,6 +69,9 @@ pub fn build(placement: &Value, objects: &[Value]) -> Result<Packed, PlacementEr
             target: Target::Placement(spec.target.clone()),
             bundles: vec![id],
             body,
+            // The root's daemon signs the entry when it takes it.
+            serial: 0,
+            signature: Vec::new(),
         },
         objects: selected.len(),
         bundle,

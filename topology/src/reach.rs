@@ -75,6 +75,7 @@ mod tests {
                 version: String::new(),
                 link: None,
                 capacity: Default::default(),
+                refused_entries: 0,
             };
             assert!(index.admit(&child, &record).is_ok());
         }

@@ -139,6 +139,7 @@ mod tests {
             version: String::new(),
             link: None,
             capacity: Default::default(),
+            refused_entries: 0,
         }
     }
 

@@ -186,6 +186,9 @@ impl Agent {
                 target: Target::Everywhere,
                 bundles: vec![id],
                 body: b"{}".to_vec(),
+                // The reconciler takes entries the agent's core has checked.
+                serial: 0,
+                signature: Vec::new(),
             });
         }
         self.publish(entries.clone());

@@ -102,13 +102,19 @@ fn entry() -> impl Strategy<Value = SliceEntry> {
         target(),
         prop::collection::vec(bundle_id(), 0..3),
         prop::collection::vec(any::<u8>(), 0..64),
+        any::<u64>(),
+        prop::collection::vec(any::<u8>(), 0..65),
     )
-        .prop_map(|(key, target, bundles, body)| SliceEntry {
-            key,
-            target,
-            bundles,
-            body,
-        })
+        .prop_map(
+            |(key, target, bundles, body, serial, signature)| SliceEntry {
+                key,
+                target,
+                bundles,
+                body,
+                serial,
+                signature,
+            },
+        )
 }
 
 fn change() -> impl Strategy<Value = SliceChange> {
@@ -140,17 +146,21 @@ fn record() -> impl Strategy<Value = NodeRecord> {
         prop::collection::btree_map(name(), name(), 0..3),
         prop::collection::vec("[0-9.:]{1,21}", 0..2),
         proptest::option::of(link()),
+        any::<u64>(),
     )
-        .prop_map(|(name, role, parent, labels, addresses, link)| NodeRecord {
-            name,
-            role,
-            parent,
-            labels,
-            addresses,
-            version: "0.1.0".into(),
-            capacity: [("cpu".to_string(), "4".to_string())].into(),
-            link,
-        })
+        .prop_map(
+            |(name, role, parent, labels, addresses, link, refused_entries)| NodeRecord {
+                name,
+                role,
+                parent,
+                labels,
+                addresses,
+                version: "0.1.0".into(),
+                capacity: [("cpu".to_string(), "4".to_string())].into(),
+                link,
+                refused_entries,
+            },
+        )
 }
 
 fn inventory() -> impl Strategy<Value = InventoryUpdate> {
@@ -441,6 +451,8 @@ fn oversized_message_is_refused_on_encode() {
             target: Target::Everywhere,
             bundles: vec![],
             body: vec![0; MAX_FRAME_LEN + 1],
+            serial: 1,
+            signature: vec![0; 64],
         }],
         first: true,
         last: true,

@@ -130,6 +130,7 @@ mod tests {
     fn record(name: &str, role: Role, parent: Option<&str>) -> NodeRecord {
         NodeRecord {
             capacity: Default::default(),
+            refused_entries: 0,
             name: name.into(),
             role,
             parent: parent.map(Into::into),

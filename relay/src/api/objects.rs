@@ -67,6 +67,7 @@ struct NodeStatus {
     acked_revision: u64,
     revision_lag: u64,
     subtree_size: usize,
+    refused_entries: u64,
     children: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     last_transition_time: Option<String>,
@@ -199,6 +200,7 @@ impl<'a> Tree<'a> {
                 acked_revision: link.acked_revision,
                 revision_lag: link.revision_lag,
                 subtree_size: self.subtree_sizes.get(name).copied().unwrap_or(0),
+                refused_entries: record.refused_entries,
                 children: self
                     .children
                     .get(name)
@@ -228,6 +230,7 @@ mod tests {
     fn record(name: &str, role: Role, parent: Option<&str>) -> NodeRecord {
         NodeRecord {
             capacity: Default::default(),
+            refused_entries: 0,
             name: name.into(),
             role,
             parent: parent.map(Into::into),

@@ -17,6 +17,7 @@ const MAX_DEPTH: usize = 256;
 /// The nested tree from the root: every node as `{"name", "role",
 /// "connected", "rttMicros", "revisionLag", "ackedRevision", "subtreeSize",
 /// "bytesSent", "bytesReceived", "bundlesServed", "bundleBytesServed",
+/// "refusedEntries",
 /// "lastTransitionTime" (when known),
 /// "children": [...]}`, children sorted by name. `None` if no node is
 /// without a parent.
@@ -157,6 +158,7 @@ impl<'a> Index<'a> {
                 "bytesReceived",
                 "bundlesServed",
                 "bundleBytesServed",
+                "refusedEntries",
             ] {
                 fields.insert(key.into(), Value::from(number(key)));
             }
@@ -239,6 +241,12 @@ fn details(node: &Value, show_link: bool) -> String {
         ));
     } else if let Some(since) = node["lastTransitionTime"].as_str() {
         text.push_str(&format!("  (since {since})"));
+    }
+    let refused = number("refusedEntries");
+    if refused > 0 {
+        text.push_str(&format!(
+            "  INTEGRITY ALARM: refused {refused} forged slice entries"
+        ));
     }
     text
 }

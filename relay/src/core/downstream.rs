@@ -82,6 +82,7 @@ impl Core {
             version: String::new(),
             link: None,
             capacity: Default::default(),
+            refused_entries: 0,
         };
         let mut mutations = Vec::new();
         let is_new = self

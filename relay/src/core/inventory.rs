@@ -78,6 +78,13 @@ impl Inventory {
         std::iter::once(&self.own).chain(self.nodes.values().map(|(record, _)| record))
     }
 
+    /// Changes this node's own record and owes it to the parent.
+    pub fn update_own(&mut self, update: impl FnOnce(&mut NodeRecord)) {
+        update(&mut self.own);
+        self.pending_up
+            .insert(self.own.name.clone(), Some(self.own.clone()));
+    }
+
     /// The record of a node below this relay.
     pub fn record(&self, name: &str) -> Option<&NodeRecord> {
         self.nodes.get(name).map(|(record, _)| record)

@@ -137,6 +137,8 @@ mod tests {
             target: Target::Everywhere,
             bundles: vec![],
             body: vec![byte],
+            serial: 0,
+            signature: Vec::new(),
         }
     }
 

@@ -23,6 +23,9 @@ struct Node {
 }
 
 /// A tree of cores on a perfect network with virtual time.
+/// How a compromised relay changes an entry it forwards.
+type Alteration = fn(&mut SliceEntry);
+
 struct Net {
     nodes: BTreeMap<String, Node>,
     start: Instant,
@@ -31,6 +34,12 @@ struct Net {
     /// Bundle bytes sent over the link above each node.
     bundle_bytes_in: BTreeMap<String, u64>,
     messages_down: usize,
+    /// The root's signing key (PKCS#8) and public key.
+    root_key: (Vec<u8>, Vec<u8>),
+    /// The next serial the root signs with.
+    serial: u64,
+    /// A node that alters what it sends down, as a compromised relay would.
+    tamper: Option<(String, Alteration)>,
 }
 
 impl Net {
@@ -42,7 +51,17 @@ impl Net {
             next_link: 1,
             bundle_bytes_in: BTreeMap::new(),
             messages_down: 0,
+            root_key: crate::seal::test_key(),
+            serial: 1,
+            tamper: None,
         }
+    }
+
+    /// The entry as the root's daemon would sign it.
+    fn signed(&mut self, mut entry: SliceEntry) -> SliceEntry {
+        self.serial += 1;
+        crate::seal::sign(&self.root_key.0, &mut entry, self.serial).expect("signed");
+        entry
     }
 
     fn now(&self) -> Now {
@@ -97,6 +116,7 @@ impl Net {
             addresses: vec![format!("{name}:7443")],
             version: "test".into(),
             log_keep: 8,
+            root_key: self.root_key.1.clone(),
         };
         let held = bundles.keys().copied().collect();
         let core = Core::new(config, persisted.clone(), held, self.now());
@@ -248,8 +268,11 @@ impl Net {
                     parent.core.handle_child_message(now, link, message);
                 }
             }
-            Action::SendDown { link, message } => {
+            Action::SendDown { link, mut message } => {
                 self.messages_down += 1;
+                if let Some((_, alter)) = self.tamper.as_ref().filter(|(who, _)| who == name) {
+                    tamper_with(&mut message, *alter);
+                }
                 if let Some(child) = self.child_by_link(link) {
                     if let Some(node) = self.nodes.get_mut(&child) {
                         node.core.handle_parent_message(now, message);
@@ -301,17 +324,17 @@ impl Net {
     fn publish(&mut self, key: &str, target: Target, bytes: &[u8]) -> BundleId {
         let id = BundleId::of(bytes);
         let now = self.now();
+        let entry = self.signed(SliceEntry {
+            key: key.into(),
+            target,
+            bundles: vec![id],
+            body: key.as_bytes().to_vec(),
+            serial: 0,
+            signature: Vec::new(),
+        });
         if let Some(root) = self.nodes.get_mut("root") {
             root.bundles.insert(id, bytes.to_vec());
-            root.core.upsert_local(
-                now,
-                SliceEntry {
-                    key: key.into(),
-                    target,
-                    bundles: vec![id],
-                    body: key.as_bytes().to_vec(),
-                },
-            );
+            root.core.upsert_local(now, entry);
             root.core.handle_bundle_stored(now, id);
         }
         self.run();
@@ -346,11 +369,27 @@ fn node_record(name: &str, role: Role, parent: &str) -> relaymesh_protocol::Node
         version: String::new(),
         link: None,
         capacity: Default::default(),
+        refused_entries: 0,
     }
 }
 
 /// root ─┬─ eu ── eu-west
 ///       └─ us
+/// Applies `alter` to every entry a message carries.
+fn tamper_with(message: &mut DownMessage, alter: Alteration) {
+    match message {
+        DownMessage::Delta { changes, .. } => {
+            for change in changes {
+                if let SliceChange::Upsert(entry) = change {
+                    alter(entry);
+                }
+            }
+        }
+        DownMessage::Snapshot { entries, .. } => entries.iter_mut().for_each(alter),
+        _ => {}
+    }
+}
+
 fn three_levels() -> Net {
     let mut net = Net::new();
     net.add("root", None);
@@ -618,6 +657,8 @@ fn placement(key: &str, target: relaymesh_protocol::PlacementTarget) -> SliceEnt
         target: Target::Placement(target),
         bundles: vec![],
         body: vec![],
+        serial: 0,
+        signature: Vec::new(),
     }
 }
 
@@ -646,6 +687,7 @@ fn set(names: &[&str]) -> BTreeSet<String> {
 }
 
 fn upsert_at_root(net: &mut Net, entry: SliceEntry) {
+    let entry = net.signed(entry);
     let now = net.now();
     if let Some(root) = net.nodes.get_mut("root") {
         root.core.upsert_local(now, entry);
@@ -773,5 +815,95 @@ fn status_merges_up_the_tree_and_disconnected_clusters_count_offline() {
             status.counts.offline
         ),
         (1, 1, 1)
+    );
+}
+
+#[test]
+fn a_relay_that_alters_entries_is_refused_below_and_raises_an_alarm() {
+    let alterations: [Alteration; 4] = [
+        |entry| entry.body = b"something else".to_vec(),
+        |entry| entry.bundles = vec![BundleId::of(b"another bundle")],
+        |entry| entry.target = Target::Everywhere,
+        |entry| entry.signature.clear(),
+    ];
+    for alter in alterations {
+        let mut net = three_levels();
+        net.publish(
+            "bundle/a",
+            Target::Subtrees(vec!["eu-west".into()]),
+            b"first",
+        );
+        let first = net.nodes["eu-west"]
+            .core
+            .entries()
+            .cloned()
+            .collect::<Vec<_>>();
+        assert_eq!(first.len(), 1);
+        net.tamper = Some(("eu".into(), alter));
+        net.publish(
+            "bundle/a",
+            Target::Subtrees(vec!["eu-west".into()]),
+            b"second",
+        );
+        // eu took the root's version; eu-west refused eu's alteration of it
+        // and kept the version it had.
+        assert_eq!(
+            net.nodes["eu"].core.entries().next().map(|e| e.serial),
+            Some(net.serial)
+        );
+        let held: Vec<_> = net.nodes["eu-west"].core.entries().cloned().collect();
+        assert_eq!(held, first);
+        net.settle();
+        let alarm = net.record("root", "eu-west").expect("eu-west at the root");
+        assert_eq!(alarm.refused_entries, 1);
+        assert_eq!(net.record("root", "eu").expect("eu").refused_entries, 0);
+    }
+}
+
+#[test]
+fn an_older_signed_version_cannot_be_replayed() {
+    let mut net = three_levels();
+    net.publish("bundle/a", Target::Everywhere, b"first");
+    let old = net.nodes["eu-west"]
+        .core
+        .entries()
+        .next()
+        .cloned()
+        .expect("held");
+    net.publish("bundle/a", Target::Everywhere, b"second");
+    let new = net.nodes["eu-west"]
+        .core
+        .entries()
+        .next()
+        .cloned()
+        .expect("held");
+    assert!(new.serial > old.serial);
+    // eu replays the first version, validly signed but older.
+    let now = net.now();
+    if let Some(node) = net.nodes.get_mut("eu-west") {
+        let revision = node.core.hello().resume.map_or(0, |resume| resume.revision);
+        node.core.handle_parent_message(
+            now,
+            DownMessage::Delta {
+                base: revision,
+                revision: revision + 1,
+                changes: vec![SliceChange::Upsert(old)],
+            },
+        );
+    }
+    net.run();
+    let held = net.nodes["eu-west"]
+        .core
+        .entries()
+        .next()
+        .cloned()
+        .expect("held");
+    assert_eq!(held, new);
+    net.settle();
+    assert_eq!(
+        net.record("root", "eu-west")
+            .expect("known")
+            .refused_entries,
+        1
     );
 }

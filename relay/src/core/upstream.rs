@@ -187,6 +187,7 @@ impl Core {
         revision: u64,
         changes: Vec<SliceChange>,
     ) {
+        let changes = self.keep_signed(now, changes);
         let position = Resume { epoch, revision };
         let advanced = self.upstream.position != Some(position);
         self.upstream.position = Some(position);
@@ -195,6 +196,41 @@ impl Core {
             self.actions
                 .push_back(Action::SendUp(UpMessage::Ack { revision }));
         }
+    }
+
+    /// Drops the upserts that do not carry the root's signature, or that
+    /// are older than the version held, and raises an integrity alarm for
+    /// each: logged, and counted in this node's own record, which goes up.
+    /// The rest of the changes apply; a refused entry keeps its old version.
+    fn keep_signed(&mut self, now: Now, changes: Vec<SliceChange>) -> Vec<SliceChange> {
+        let mut refused = 0;
+        let kept = changes
+            .into_iter()
+            .filter(|change| {
+                let SliceChange::Upsert(entry) = change else {
+                    return true;
+                };
+                if let Err(error) = crate::seal::verify(&self.root_key, entry) {
+                    tracing::error!(key = %entry.key, %error, "integrity alarm: refused a slice entry from the parent");
+                    refused += 1;
+                    return false;
+                }
+                let held = self.slice.entry(&entry.key).map(|held| held.serial);
+                if held.is_some_and(|held| held > entry.serial) {
+                    tracing::error!(key = %entry.key, serial = entry.serial, ?held, "integrity alarm: the parent sent an older version of a slice entry");
+                    refused += 1;
+                    return false;
+                }
+                true
+            })
+            .collect();
+        if refused > 0 {
+            self.inventory.update_own(|own| {
+                own.refused_entries = own.refused_entries.saturating_add(refused);
+            });
+            self.schedule_inventory_flush(now);
+        }
+        kept
     }
 
     pub(super) fn flush_inventory(&mut self) {

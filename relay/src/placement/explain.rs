@@ -186,6 +186,7 @@ mod tests {
             version: String::new(),
             link: None,
             capacity: Default::default(),
+            refused_entries: 0,
         }
     }
 

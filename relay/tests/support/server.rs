@@ -63,6 +63,7 @@ pub fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 pub fn node(name: &str, role: Role, parent: Option<&str>, connected: bool) -> NodeRecord {
     NodeRecord {
         capacity: Default::default(),
+        refused_entries: 0,
         name: name.into(),
         role,
         parent: parent.map(Into::into),

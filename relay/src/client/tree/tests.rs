@@ -86,6 +86,7 @@ fn nests_from_the_root_with_sorted_children() {
         "bytesReceived",
         "bundlesServed",
         "bundleBytesServed",
+        "refusedEntries",
         "children",
     ] {
         assert!(keys.contains(key), "{key}");
