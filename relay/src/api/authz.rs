@@ -109,8 +109,13 @@ pub(super) fn decide(user: &User, attributes: &Attributes) -> Result<(), String>
         Some(namespace) => format!(" in the namespace {namespace:?}"),
         None => " at the cluster scope".to_string(),
     };
+    let qualified = if group.is_empty() {
+        resource.clone()
+    } else {
+        format!("{resource}.{group}")
+    };
     Err(format!(
-        "User {:?} cannot {verb} resource {full:?} in API group {group:?}{place}: {}",
+        "{qualified} is forbidden: User {:?} cannot {verb} resource {full:?} in API group {group:?}{place}: {}",
         user.name,
         match needed {
             Rank::Admin => "only the group admins may",
@@ -122,12 +127,12 @@ pub(super) fn decide(user: &User, attributes: &Attributes) -> Result<(), String>
 
 /// Answers a `SelfSubjectAccessReview` (what `kubectl auth can-i` sends)
 /// for `user`: the request with a `status` saying whether it is allowed.
-pub(super) fn access_review(user: &User, body: &[u8]) -> Result<Value, ApiError> {
-    let mut review: Map<String, Value> = serde_json::from_slice(body).map_err(|error| {
-        ApiError::BadRequest(format!(
-            "cannot decode the SelfSubjectAccessReview: {error}"
-        ))
-    })?;
+pub(super) fn access_review(user: &User, review: Value) -> Result<Value, ApiError> {
+    let Value::Object(mut review) = review else {
+        return Err(ApiError::BadRequest(
+            "a SelfSubjectAccessReview must be an object".into(),
+        ));
+    };
     let spec = review
         .get("spec")
         .and_then(Value::as_object)
@@ -252,14 +257,18 @@ mod tests {
     fn a_refusal_says_who_what_and_who_may() {
         let reason = decide(&user(&[VIEWERS]), &request("create", "apps", "deployments"))
             .expect_err("a viewer may not create");
+        assert!(
+            reason.starts_with("deployments.apps is forbidden: "),
+            "{reason}"
+        );
         assert!(reason.contains("User \"someone\" cannot create resource \"deployments\" in API group \"apps\" in the namespace \"default\""), "{reason}");
         assert!(reason.contains("operators and admins"), "{reason}");
     }
 
     #[test]
     fn access_reviews_answer_truthfully() {
-        let body = br#"{"apiVersion":"authorization.k8s.io/v1","kind":"SelfSubjectAccessReview","spec":{"resourceAttributes":{"namespace":"default","verb":"create","group":"apps","resource":"deployments"}}}"#;
-        let viewer = access_review(&user(&[VIEWERS]), body).expect("a review");
+        let body = json!({"apiVersion":"authorization.k8s.io/v1","kind":"SelfSubjectAccessReview","spec":{"resourceAttributes":{"namespace":"default","verb":"create","group":"apps","resource":"deployments"}}});
+        let viewer = access_review(&user(&[VIEWERS]), body.clone()).expect("a review");
         assert_eq!(viewer["status"]["allowed"], json!(false));
         let operator = access_review(&user(&[OPERATORS]), body).expect("a review");
         assert_eq!(operator["status"]["allowed"], json!(true));
@@ -267,7 +276,7 @@ mod tests {
             operator["spec"]["resourceAttributes"]["verb"],
             json!("create")
         );
-        assert!(access_review(&user(&[VIEWERS]), b"{\"spec\":{}}").is_err());
-        assert!(access_review(&user(&[VIEWERS]), b"not json").is_err());
+        assert!(access_review(&user(&[VIEWERS]), json!({"spec": {}})).is_err());
+        assert!(access_review(&user(&[VIEWERS]), json!("not an object")).is_err());
     }
 }

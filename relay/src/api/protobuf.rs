@@ -78,17 +78,74 @@ pub fn decode(body: &[u8]) -> Result<Value, ProtobufError> {
             ("Secret", 3) => {
                 object.insert("type".into(), json!(text(bytes)?));
             }
-            ("Namespace" | "ConfigMap" | "Secret" | "ServiceAccount", _) => {}
+            ("SelfSubjectAccessReview", 2) => {
+                object.insert("spec".into(), access_review_spec(bytes)?);
+            }
+            (
+                "Namespace"
+                | "ConfigMap"
+                | "Secret"
+                | "ServiceAccount"
+                | "SelfSubjectAccessReview"
+                | "SelfSubjectReview",
+                _,
+            ) => {}
             _ => return Err(ProtobufError::Unsupported(kind)),
         }
     }
     if !matches!(
         kind.as_str(),
-        "Namespace" | "ConfigMap" | "Secret" | "ServiceAccount"
+        "Namespace"
+            | "ConfigMap"
+            | "Secret"
+            | "ServiceAccount"
+            | "SelfSubjectAccessReview"
+            | "SelfSubjectReview"
     ) {
         return Err(ProtobufError::Unsupported(kind));
     }
     Ok(Value::Object(object))
+}
+
+/// `SelfSubjectAccessReviewSpec`: resource attributes (1) or non-resource
+/// attributes (2), each a message of string fields.
+fn access_review_spec(bytes: &[u8]) -> Result<Value, ProtobufError> {
+    const RESOURCE: [&str; 7] = [
+        "namespace",
+        "verb",
+        "group",
+        "version",
+        "resource",
+        "subresource",
+        "name",
+    ];
+    const NON_RESOURCE: [&str; 2] = ["path", "verb"];
+    let mut spec = Map::new();
+    for field in Fields::new(bytes) {
+        let (number, value) = field?;
+        let Wire::Bytes(attributes) = value else {
+            continue;
+        };
+        let (key, names) = match number {
+            1 => ("resourceAttributes", &RESOURCE[..]),
+            2 => ("nonResourceAttributes", &NON_RESOURCE[..]),
+            _ => continue,
+        };
+        let mut decoded = Map::new();
+        for field in Fields::new(attributes) {
+            let (number, value) = field?;
+            let Wire::Bytes(bytes) = value else { continue };
+            let name = usize::try_from(number)
+                .ok()
+                .and_then(|number| number.checked_sub(1))
+                .and_then(|index| names.get(index));
+            if let Some(name) = name {
+                decoded.insert((*name).into(), json!(text(bytes)?));
+            }
+        }
+        spec.insert(key.into(), Value::Object(decoded));
+    }
+    Ok(Value::Object(spec))
 }
 
 fn object_meta(bytes: &[u8]) -> Result<Value, ProtobufError> {

@@ -307,9 +307,26 @@ async fn dispatch<B: Backend>(
             )
         }
         Route::AccessReview => {
+            // kubectl auth can-i sends protobuf, like its other typed calls.
+            let content_type = request
+                .headers()
+                .get(CONTENT_TYPE)
+                .and_then(|value| value.to_str().ok())
+                .unwrap_or_default()
+                .to_string();
             let body = read_body(request.into_body(), MAX_JSON_BODY).await?;
+            let review = if content_type.contains("protobuf") {
+                super::protobuf::decode(&body)
+                    .map_err(|error| ApiError::BadRequest(error.to_string()))?
+            } else {
+                serde_json::from_slice(&body).map_err(|error| {
+                    ApiError::BadRequest(format!(
+                        "cannot decode the SelfSubjectAccessReview: {error}"
+                    ))
+                })?
+            };
             let user = authenticated(&context.peer)?;
-            json_reply(StatusCode::CREATED, &authz::access_review(user, &body)?)
+            json_reply(StatusCode::CREATED, &authz::access_review(user, review)?)
         }
         Route::SelfReview => {
             let user = authenticated(&context.peer)?;
