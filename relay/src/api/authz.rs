@@ -13,7 +13,7 @@
 //! Every authenticated user may read discovery and ask about their own
 //! rights, as in kube-apiserver (`system:discovery`, `system:basic-user`).
 
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
 use super::tls::User;
 use super::ApiError;
