@@ -92,8 +92,8 @@ struct PolicyArgs {
         env = "RELAYMESH_ALLOW"
     )]
     allow: Vec<Category>,
-    /// Refuse objects of CATEGORY, which the agent allows by default (only
-    /// crds is); the categories are those of --allow. Repeatable, or
+    /// Refuse CATEGORY, which the agent allows by default (crds and
+    /// adoption are); the categories are those of --allow. Repeatable, or
     /// comma-separated.
     #[arg(
         long,

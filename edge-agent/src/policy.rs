@@ -10,7 +10,8 @@
 //! admission control, aggregated APIs, and anything in the `kube-system`,
 //! `kube-public` and `kube-node-lease` namespaces.
 //! `edge-agent run --allow CATEGORY` opens a category;
-//! CustomResourceDefinitions are allowed unless `--deny crds` closes them.
+//! CustomResourceDefinitions and adoption are allowed unless `--deny crds`
+//! or `--deny adoption` closes them.
 //!
 //! Independently of the categories, the agent never takes over an object it
 //! did not create: an object that exists without relaymesh's marks is
@@ -61,20 +62,26 @@ pub enum Category {
     /// CustomResourceDefinitions (apiextensions.k8s.io). Allowed unless
     /// `--deny crds`.
     Crds,
+    /// Not a kind but an act: taking over an existing object that
+    /// relaymesh did not create, when its Placement says `adopt: true`.
+    /// Allowed unless `--deny adoption`, which keeps every Placement (and
+    /// every relay on the way) from taking over anything.
+    Adoption,
 }
 
 impl Category {
     /// Every category, in the order `--help` lists them.
-    pub const ALL: [Self; 5] = [
+    pub const ALL: [Self; 6] = [
         Self::ClusterRbac,
         Self::Admission,
         Self::AggregatedApis,
         Self::KubeSystem,
         Self::Crds,
+        Self::Adoption,
     ];
 
     /// The categories a policy allows when the command line says nothing.
-    pub const ALLOWED_BY_DEFAULT: [Self; 1] = [Self::Crds];
+    pub const ALLOWED_BY_DEFAULT: [Self; 2] = [Self::Crds, Self::Adoption];
 
     /// The name `--allow` and `--deny` take.
     pub fn name(self) -> &'static str {
@@ -84,6 +91,7 @@ impl Category {
             Self::AggregatedApis => "aggregated-apis",
             Self::KubeSystem => "kube-system",
             Self::Crds => "crds",
+            Self::Adoption => "adoption",
         }
     }
 
@@ -97,12 +105,24 @@ impl Category {
                 "writing in the kube-system, kube-public and kube-node-lease namespaces"
             }
             Self::Crds => "CustomResourceDefinitions",
+            Self::Adoption => "adopting existing objects",
+        }
+    }
+
+    /// What the cluster's operator would change to allow the category.
+    pub fn remedy(self) -> String {
+        if Self::ALLOWED_BY_DEFAULT.contains(&self) {
+            format!("the agent runs with --deny {self}")
+        } else {
+            format!("edge-agent run --allow {self}")
         }
     }
 
     /// The categories an object falls into, given the namespace it will
     /// land in (`None` for a cluster-scoped object). Most objects fall into
     /// none; an object must be allowed in every category it falls into.
+    /// ([`Category::Adoption`] is never one: [`Policy::check_takeover`]
+    /// decides it.)
     pub fn of(reference: &ObjectRef, namespace: Option<&str>) -> Vec<Self> {
         let mut categories = Vec::new();
         match (reference.group.as_str(), reference.kind.as_str()) {
@@ -146,8 +166,9 @@ pub enum PolicyError {
 pub enum Refusal {
     /// The object falls into a category the policy does not allow.
     #[error(
-        "refused by this agent's apply policy: {} is not allowed here (edge-agent run --allow {category})",
-        category.description()
+        "refused by this agent's apply policy: {} is not allowed here ({})",
+        category.description(),
+        category.remedy()
     )]
     Category {
         /// The (first) category that is not allowed.
@@ -212,6 +233,24 @@ impl Policy {
         {
             Some(category) => Err(Refusal::Category { category }),
             None => Ok(()),
+        }
+    }
+}
+
+impl Policy {
+    /// Whether the agent may apply over the live object (`None`: there is
+    /// none) of a placement that does or does not ask to `adopt`:
+    /// [`takeover`], refused if this policy denies adoption.
+    pub fn check_takeover(
+        &self,
+        live: Option<Ownership>,
+        adopt: bool,
+    ) -> Result<Takeover, Refusal> {
+        match takeover(live, adopt)? {
+            Takeover::Adopt if !self.allows(Category::Adoption) => Err(Refusal::Category {
+                category: Category::Adoption,
+            }),
+            decided => Ok(decided),
         }
     }
 }

@@ -148,8 +148,9 @@ fn allow_opens_and_deny_closes() -> anyhow::Result<()> {
     let everything = Policy::new(&Category::ALL, &[])?;
     assert_eq!(
         everything.allowed_names(),
-        "cluster-rbac,admission,aggregated-apis,kube-system,crds"
+        "cluster-rbac,admission,aggregated-apis,kube-system,crds,adoption"
     );
+    assert_eq!(Policy::default().allowed_names(), "crds,adoption");
     Ok(())
 }
 
@@ -205,6 +206,11 @@ fn refusals_say_why_and_what_to_do() {
     .to_string();
     assert!(text.contains("cluster-scoped RBAC"), "{text}");
     assert!(text.contains("--allow cluster-rbac"), "{text}");
+    let text = Refusal::Category {
+        category: Category::Crds,
+    }
+    .to_string();
+    assert!(text.contains("the agent runs with --deny crds"), "{text}");
     assert_eq!(
         Refusal::NotManaged.to_string(),
         "exists and is not managed by relaymesh; set spec.adopt: true to take it over"
@@ -263,6 +269,29 @@ fn adoption_only_when_asked() {
         takeover(Some(Ownership::Foreign), true),
         Ok(Takeover::Adopt)
     );
+}
+
+#[test]
+fn the_agent_may_refuse_adoption_whatever_the_placement_says() -> anyhow::Result<()> {
+    let open = Policy::default();
+    assert_eq!(
+        open.check_takeover(Some(Ownership::Foreign), true),
+        Ok(Takeover::Adopt)
+    );
+    let closed = Policy::new(&[], &[Category::Adoption])?;
+    assert_eq!(
+        closed.check_takeover(Some(Ownership::Foreign), true),
+        Err(Refusal::Category {
+            category: Category::Adoption
+        })
+    );
+    // Its own objects and new ones are unaffected.
+    assert_eq!(
+        closed.check_takeover(Some(Ownership::Relaymesh), true),
+        Ok(Takeover::Update)
+    );
+    assert_eq!(closed.check_takeover(None, true), Ok(Takeover::Create));
+    Ok(())
 }
 
 #[test]

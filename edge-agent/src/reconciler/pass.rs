@@ -288,7 +288,7 @@ async fn check_takeover(
     let ownership = live
         .as_ref()
         .map(|live| policy::ownership(live.metadata.labels.as_ref(), applysets));
-    match policy::takeover(ownership, adopt) {
+    match reconciler.policy.check_takeover(ownership, adopt) {
         Ok(Takeover::Update) => Ok(Ok(())),
         Ok(Takeover::Create) => {
             // Adopted once, gone since: what the agent creates now is its own.
