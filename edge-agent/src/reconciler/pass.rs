@@ -109,8 +109,16 @@ async fn apply_placement(
             // A create-only object that exists is left as it is anyway.
             match check_takeover(reconciler, manifest, &applysets, placement.adopt).await? {
                 Ok(()) => {}
-                Err(error) => {
-                    errors.insert(reference.clone(), error);
+                Err(Blocked::Refused(refusal)) => {
+                    // The object may go away (retried); the policy stays.
+                    if matches!(refusal, Refusal::Category { .. }) {
+                        refused.insert(reference.clone());
+                    }
+                    errors.insert(reference.clone(), refusal.to_string());
+                    continue;
+                }
+                Err(Blocked::Failed(error)) => {
+                    errors.insert(reference.clone(), error.to_string());
                     continue;
                 }
             }
@@ -267,22 +275,30 @@ async fn check_policy(
     Ok(verdict)
 }
 
+/// Why an object was not written.
+enum Blocked {
+    /// The policy or the adoption rule refused it.
+    Refused(Refusal),
+    /// The live object could not be read.
+    Failed(ApplyError),
+}
+
 /// Whether the agent may write over the live object of `manifest`: it does
 /// not exist, it is the agent's own, or the placement asks to `adopt` it
-/// (then it is recorded as adopted before it is touched). `Err` inside says
-/// why not, for the placement's status.
+/// and the policy allows adoption (then it is recorded as adopted before it
+/// is touched).
 async fn check_takeover(
     reconciler: &mut Reconciler,
     manifest: &Manifest,
     applysets: &BTreeSet<String>,
     adopt: bool,
-) -> Result<Result<(), String>, ReconcileError> {
+) -> Result<Result<(), Blocked>, ReconcileError> {
     let reference = &manifest.reference;
     let live = match reconciler.applier.get(reference).await {
         Ok(live) => live,
         Err(error) => {
             tracing::warn!(object = %reference, %error, "cannot read the live object");
-            return Ok(Err(error.to_string()));
+            return Ok(Err(Blocked::Failed(error)));
         }
     };
     let ownership = live
@@ -308,7 +324,7 @@ async fn check_takeover(
         }
         Err(refusal) => {
             tracing::warn!(object = %reference, reason = %refusal, "refused to take over an object relaymesh did not create");
-            Ok(Err(refusal.to_string()))
+            Ok(Err(Blocked::Refused(refusal)))
         }
     }
 }
