@@ -127,6 +127,23 @@ impl Applier {
         })
     }
 
+    /// The namespace `reference` lands in: its own, or for a namespaced
+    /// kind written without one, the client's default namespace (which is
+    /// the agent's own pod namespace when it runs in the cluster); `None`
+    /// for a cluster-scoped kind.
+    pub async fn namespace_of(
+        &mut self,
+        reference: &ObjectRef,
+    ) -> Result<Option<String>, ApplyError> {
+        if let Some(namespace) = &reference.namespace {
+            return Ok(Some(namespace.clone()));
+        }
+        let kind = self.kind(reference).await?;
+        Ok(kind
+            .namespaced
+            .then(|| self.client.default_namespace().to_string()))
+    }
+
     /// Applies `manifest` (server-side apply, forced) and returns the live
     /// object; a create-only object that exists is left as it is.
     pub async fn apply(&mut self, manifest: &Manifest) -> Result<DynamicObject, ApplyError> {
@@ -157,6 +174,29 @@ impl Applier {
         let api = self.api(reference).await?;
         match api
             .delete(&reference.name, &DeleteParams::background())
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(status)) if status.is_not_found() => Ok(()),
+            Err(error) => Err(error.into()),
+        }
+    }
+
+    /// Removes label `key` from the live object `reference` (a JSON merge
+    /// patch, so nothing else of it changes); a missing object is fine.
+    pub async fn remove_label(
+        &mut self,
+        reference: &ObjectRef,
+        key: &str,
+    ) -> Result<(), ApplyError> {
+        let api = self.api(reference).await?;
+        let patch = json!({"metadata": {"labels": {key: null}}});
+        let params = PatchParams {
+            field_manager: Some(FIELD_MANAGER.to_string()),
+            ..PatchParams::default()
+        };
+        match api
+            .patch(&reference.name, &params, &Patch::Merge(&patch))
             .await
         {
             Ok(_) => Ok(()),

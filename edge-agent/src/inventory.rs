@@ -1,6 +1,7 @@
 //! The agent's local record of what it applied, in its own sled tree
 //! (`applied`): per placement, the ApplySet id and every object applied
-//! under it; and the namespaces the agent had to create itself.
+//! under it; the namespaces the agent had to create itself; and the objects
+//! it adopted (they existed before it, so it never deletes them).
 //!
 //! Pruning trusts this record together with the labels in the cluster: an
 //! object is deleted only if it is recorded here *and* carries the
@@ -19,6 +20,7 @@ pub const TREE: &str = "applied";
 
 const PLACEMENT_PREFIX: &str = "placement-record/";
 const CREATED_NAMESPACES: &str = "created-namespaces";
+const ADOPTED: &str = "adopted-objects";
 
 /// Why the inventory could not be read or written.
 #[derive(Debug, thiserror::Error)]
@@ -120,6 +122,24 @@ impl Inventory {
         self.tree.flush_async().await?;
         Ok(())
     }
+
+    /// The objects the agent adopted: they existed, without relaymesh's
+    /// marks, before a placement with `spec.adopt: true` took them over.
+    pub fn adopted(&self) -> Result<BTreeSet<ObjectRef>, InventoryError> {
+        self.tree
+            .get(ADOPTED)?
+            .map(|value| decode(ADOPTED, &value))
+            .transpose()
+            .map(Option::unwrap_or_default)
+    }
+
+    /// Records the objects the agent adopted, durably.
+    pub async fn set_adopted(&self, objects: &BTreeSet<ObjectRef>) -> Result<(), InventoryError> {
+        let bytes = encode(ADOPTED, objects)?;
+        self.tree.insert(ADOPTED, bytes)?;
+        self.tree.flush_async().await?;
+        Ok(())
+    }
 }
 
 fn decode<T: serde::de::DeserializeOwned>(key: &str, bytes: &[u8]) -> Result<T, InventoryError> {
@@ -163,6 +183,9 @@ mod tests {
             inventory
                 .set_created_namespaces(&BTreeSet::from(["shop".to_string()]))
                 .await?;
+            inventory
+                .set_adopted(&BTreeSet::from([reference.clone()]))
+                .await?;
         }
         let db = sled::open(dir.path())?;
         let inventory = Inventory::new(db.open_tree(TREE)?);
@@ -171,6 +194,7 @@ mod tests {
         assert!(placements["placement/a/b"].objects.contains(&reference));
         assert!(inventory.placement("placement/a/c")?.is_none());
         assert_eq!(inventory.created_namespaces()?.len(), 1);
+        assert_eq!(inventory.adopted()?, BTreeSet::from([reference]));
         Ok(())
     }
 }

@@ -19,7 +19,11 @@
 //! What it deliberately does not do: it never deletes an object it did not
 //! create (the local [`inventory`] *and* the ApplySet label must agree), and
 //! never removes a whole placement from a slice it cannot trust yet (before
-//! its node first synchronized with its parent).
+//! its node first synchronized with its parent). What it writes at all is
+//! its own [`policy`]'s decision, not its parent's: by default it refuses
+//! cluster-scoped RBAC, admission control, aggregated APIs and the
+//! `kube-system` namespaces, and it takes over an object someone else made
+//! only when the Placement asks to adopt it.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -30,6 +34,7 @@ pub mod inventory;
 pub mod labels;
 pub mod manifest;
 pub mod order;
+pub mod policy;
 pub mod prune;
 pub mod reconciler;
 pub mod status;

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use anyhow::{bail, Context as _};
 use clap::{Parser, Subcommand};
 use relaymesh_edge_agent::cluster::{self, ClusterAccess, ClusterError};
+use relaymesh_edge_agent::policy::{Category, Policy};
 use relaymesh_edge_agent::reconciler::Reconciler;
 use relaymesh_protocol::Role;
 use relaymesh_relay::config::NodeConfig;
@@ -22,14 +23,21 @@ An agent stands in front of one Kubernetes cluster. It joins the tree below a re
 with a token, registers its cluster with its labels, and keeps the desired state its \
 relay assigns it in a local sled store, so it keeps working when its uplink is down. \
 It applies what is assigned to its cluster with server-side apply, prunes what is \
-removed, restores drift and reports each placement's status up the tree.";
+removed, restores drift and reports each placement's status up the tree.
+
+What it applies is its own decision, not its parent's: by default it refuses \
+cluster-scoped RBAC, admission control, aggregated APIs and anything in the \
+kube-system namespaces (`edge-agent run --allow` opens them; see `edge-agent run \
+--help`), and it never takes over an object it did not create unless the Placement \
+says `spec.adopt: true`.";
 
 const EXAMPLES: &str = "\
 Examples:
   TOKEN=$(relayctl token create --role agent --name edge-1 --parent eu-west)
   edge-agent join --data-dir ./edge-1 --name edge-1 --token \"$TOKEN\" --labels region=eu,zone=eu-west-1a,tier=edge \\
       --kubeconfig ~/.kube/edge-1.yaml
-  edge-agent run --data-dir ./edge-1";
+  edge-agent run --data-dir ./edge-1
+  edge-agent run --data-dir ./edge-1 --allow cluster-rbac";
 
 /// The relaymesh edge agent.
 #[derive(Debug, Parser)]
@@ -70,6 +78,43 @@ impl ClusterArgs {
     }
 }
 
+/// The apply policy: which categories of object the agent writes.
+#[derive(Debug, clap::Args)]
+struct PolicyArgs {
+    /// Apply objects of CATEGORY, which the agent refuses by default
+    /// (repeatable, or comma-separated). Decided here, by whoever runs the
+    /// agent; nothing a Placement or a relay says changes it.
+    #[arg(
+        long,
+        value_name = "CATEGORY",
+        value_enum,
+        value_delimiter = ',',
+        env = "RELAYMESH_ALLOW"
+    )]
+    allow: Vec<Category>,
+    /// Refuse CATEGORY, which the agent allows by default (crds and
+    /// adoption are); the categories are those of --allow. Repeatable, or
+    /// comma-separated.
+    #[arg(
+        long,
+        value_name = "CATEGORY",
+        value_enum,
+        value_delimiter = ',',
+        hide_possible_values = true,
+        env = "RELAYMESH_DENY"
+    )]
+    deny: Vec<Category>,
+}
+
+const POLICY_HELP: &str = "\
+Apply policy:
+  A refused object is not applied; the placement counts as failed on this cluster, \
+its status says which object was refused and why, and the rest of the bundle is \
+applied. Independently of --allow, the agent never writes over an object that \
+exists without relaymesh's labels unless the Placement says spec.adopt: true; an \
+adopted object (a Namespace included) is released, never deleted, when it leaves \
+the placement. See docs/security.md for the RBAC the agent itself needs.";
+
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Join the tree below the relay the token names, as cluster NAME.
@@ -90,6 +135,7 @@ enum Command {
         cluster: ClusterArgs,
     },
     /// Run a joined agent until SIGTERM or Ctrl-C.
+    #[command(after_long_help = POLICY_HELP)]
     Run {
         /// The agent's data directory.
         #[arg(long, value_name = "DIR")]
@@ -99,6 +145,8 @@ enum Command {
         /// later runs.
         #[arg(long, value_name = "HOST:PORT")]
         parent_address: Vec<String>,
+        #[command(flatten)]
+        policy: PolicyArgs,
     },
     /// Print what a stopped agent's store holds, as JSON.
     Inspect {
@@ -127,7 +175,11 @@ async fn execute(command: Command) -> anyhow::Result<()> {
         Command::Run {
             data_dir,
             parent_address,
-        } => run(&data_dir, parent_address).await,
+            policy,
+        } => {
+            let policy = Policy::new(&policy.allow, &policy.deny).context("--allow/--deny")?;
+            run(&data_dir, parent_address, policy).await
+        }
         Command::Inspect { data_dir } => {
             let store = open_store(&data_dir)?;
             let summary = relaymesh_relay::inspect::summary(&store)?
@@ -193,7 +245,7 @@ async fn join(
 
 /// Runs the daemon in agent role and, if the agent has cluster access, the
 /// reconciler beside it on the same store.
-async fn run(data_dir: &Path, parent_addresses: Vec<String>) -> anyhow::Result<()> {
+async fn run(data_dir: &Path, parent_addresses: Vec<String>, policy: Policy) -> anyhow::Result<()> {
     let store = open_store(data_dir)?;
     if !parent_addresses.is_empty() && !store.set_parent_addresses(parent_addresses)? {
         bail!(
@@ -224,7 +276,9 @@ async fn run(data_dir: &Path, parent_addresses: Vec<String>) -> anyhow::Result<(
         .unwrap_or_default();
     let (slice_tx, slice_rx) = watch::channel(AgentSlice::default());
     let (status_tx, status_rx) = mpsc::channel(256);
-    let reconciler = Reconciler::new(client, store.clone(), name, slice_rx, status_tx)?;
+    tracing::info!(allowed = %policy.allowed_names(), "apply policy");
+    let reconciler =
+        Reconciler::new(client, store.clone(), name, slice_rx, status_tx)?.with_policy(policy);
     let stop = shutdown.clone();
     let reconciling = tokio::spawn(async move {
         let result = reconciler.run(stop.clone()).await;

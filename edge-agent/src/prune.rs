@@ -8,7 +8,9 @@
 //!
 //! An object is pruned only if the local inventory records it for the
 //! placement *and* the live object carries the placement's part-of label:
-//! an object relaymesh did not create is never touched.
+//! an object relaymesh did not create is never touched. An object the agent
+//! adopted (it existed before; see [`crate::policy`]) is released instead
+//! of deleted: its part-of label is removed and it stays.
 
 use std::collections::BTreeSet;
 
@@ -17,6 +19,7 @@ use serde_json::json;
 
 use crate::applier::{self, Applier, ApplyError};
 use crate::manifest::{Manifest, ObjectRef, PART_OF_LABEL};
+use crate::policy::{self, PruneAction};
 
 /// The namespace of the ApplySet parents.
 pub const SYSTEM_NAMESPACE: &str = "relaymesh-system";
@@ -122,13 +125,17 @@ pub enum Pruned {
     Missing,
     /// Left alone: the live object is not (or no longer) ours.
     NotOurs,
+    /// Adopted, so released: our part-of label removed, the object kept.
+    Released,
 }
 
-/// Deletes `object` if the live object is a member of `applyset`.
+/// Deletes `object` if the live object is a member of `applyset`, or only
+/// releases it from the ApplySet if the agent `adopted` it.
 pub async fn prune_object(
     applier: &mut Applier,
     applyset: &ApplySet,
     object: &ObjectRef,
+    adopted: bool,
 ) -> Result<Pruned, ApplyError> {
     let Some(live) = applier.get(object).await? else {
         return Ok(Pruned::Missing);
@@ -143,9 +150,18 @@ pub async fn prune_object(
         tracing::info!(object = %object, "not pruning an object without our part-of label");
         return Ok(Pruned::NotOurs);
     }
-    applier.delete(object).await?;
-    tracing::info!(object = %object, "pruned");
-    Ok(Pruned::Deleted)
+    match policy::prune_action(adopted) {
+        PruneAction::Release => {
+            applier.remove_label(object, PART_OF_LABEL).await?;
+            tracing::info!(object = %object, "released an adopted object (it existed before relaymesh; not deleting it)");
+            Ok(Pruned::Released)
+        }
+        PruneAction::Delete => {
+            applier.delete(object).await?;
+            tracing::info!(object = %object, "pruned");
+            Ok(Pruned::Deleted)
+        }
+    }
 }
 
 /// Deletes the namespaces in `created` that relaymesh created (still

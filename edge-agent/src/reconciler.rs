@@ -15,6 +15,10 @@
 //! the daemon has synchronized with its parent once (`parent_position` is
 //! set), a placement missing from the slice is kept.
 //!
+//! What it may write is its [`Policy`]'s decision (see [`crate::policy`]):
+//! a refused object is reported as a failure of its placement and the rest
+//! of the bundle is applied.
+//!
 //! The apply pass of one placement is in `reconciler/pass.rs`.
 
 mod pass;
@@ -35,6 +39,7 @@ use crate::applier::Applier;
 use crate::drift::{ClusterEvent, Watches};
 use crate::inventory::{Inventory, InventoryError};
 use crate::manifest::{self, Manifest, ObjectRef};
+use crate::policy::{self, Policy};
 use crate::prune::{self, ApplySet};
 use crate::status::{self, Health, Reporter};
 
@@ -76,11 +81,13 @@ pub enum Action {
 #[derive(Debug, Default)]
 struct Placement {
     bundles: Vec<BundleId>,
+    /// Its spec says `adopt: true`: it may take over existing objects.
+    adopt: bool,
     /// The objects last read from its bundles.
     desired: BTreeMap<ObjectRef, Manifest>,
     /// Every object of it was applied once (failures aside).
     applied: bool,
-    /// Objects that could not be applied, with why.
+    /// Objects that could not be applied, with why (refusals included).
     errors: BTreeMap<ObjectRef, String>,
     /// A message for a failure that is not one object's.
     problem: Option<String>,
@@ -107,6 +114,8 @@ pub struct Reconciler {
     placements: BTreeMap<String, Placement>,
     /// The slice comes from a daemon that synchronized with its parent.
     trusted: bool,
+    /// What the agent agrees to write.
+    policy: Policy,
 }
 
 impl Reconciler {
@@ -135,7 +144,14 @@ impl Reconciler {
             events,
             placements: BTreeMap::new(),
             trusted: false,
+            policy: Policy::default(),
         })
+    }
+
+    /// The reconciler with apply policy `policy` instead of the default.
+    pub fn with_policy(mut self, policy: Policy) -> Self {
+        self.policy = policy;
+        self
     }
 
     /// Runs until `shutdown` is cancelled or the slice's sender is gone. The
@@ -199,9 +215,12 @@ impl Reconciler {
             }
             assigned.insert(entry.key.clone());
             let placement = self.placements.entry(entry.key.clone()).or_default();
+            let adopt = policy::adopt_requested(&entry.body);
             // A changed entry, or one still waiting for its bundles.
-            if placement.bundles != entry.bundles || !placement.applied {
+            if placement.bundles != entry.bundles || placement.adopt != adopt || !placement.applied
+            {
                 placement.bundles = entry.bundles.clone();
+                placement.adopt = adopt;
                 placement.failures = 0;
                 placement.due = Some(Instant::now());
             }
@@ -250,10 +269,11 @@ impl Reconciler {
         let applyset = ApplySet::of(key);
         let remaining = pass::prune(
             &mut self.applier,
+            &self.inventory,
             &applyset,
             record.objects.iter().cloned().collect(),
         )
-        .await;
+        .await?;
         record.objects = remaining.keys().cloned().collect();
         if record.objects.is_empty() {
             if let Err(error) = applyset.delete_parent(&mut self.applier).await {

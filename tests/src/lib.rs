@@ -254,6 +254,19 @@ impl Mesh {
         labels: &str,
         kubeconfig: &Path,
     ) -> anyhow::Result<RelayProcess> {
+        self.add_agent_for_with(name, parent, labels, kubeconfig, &[])
+    }
+
+    /// [`Mesh::add_agent_for`], with `run_args` added to `edge-agent run`
+    /// (`--allow cluster-rbac`, ...).
+    pub fn add_agent_for_with(
+        &self,
+        name: &str,
+        parent: &str,
+        labels: &str,
+        kubeconfig: &Path,
+        run_args: &[&str],
+    ) -> anyhow::Result<RelayProcess> {
         let token = self.token("agent", name, Some(parent), "10m")?;
         run_ok(
             Command::new(binary("edge-agent")?)
@@ -264,7 +277,7 @@ impl Mesh {
                 .arg("--kubeconfig")
                 .arg(kubeconfig),
         )?;
-        self.spawn("edge-agent", name)
+        self.spawn_with("edge-agent", name, run_args)
     }
 
     /// Starts a joined edge agent again.
@@ -289,6 +302,15 @@ impl Mesh {
     }
 
     fn spawn(&self, binary_name: &str, name: &str) -> anyhow::Result<RelayProcess> {
+        self.spawn_with(binary_name, name, &[])
+    }
+
+    fn spawn_with(
+        &self,
+        binary_name: &str,
+        name: &str,
+        run_args: &[&str],
+    ) -> anyhow::Result<RelayProcess> {
         let log_path = self.dir.path().join(format!("{name}.log"));
         let log = std::fs::OpenOptions::new()
             .create(true)
@@ -298,6 +320,11 @@ impl Mesh {
             .arg("run")
             .arg("--data-dir")
             .arg(self.data_dir(name))
+            .args(run_args)
+            // An agent's policy is what the test gives it, not the caller's
+            // environment.
+            .env_remove("RELAYMESH_ALLOW")
+            .env_remove("RELAYMESH_DENY")
             .env("RUST_LOG", "info,relaymesh_relay=debug")
             .stdout(Stdio::null())
             .stderr(log)

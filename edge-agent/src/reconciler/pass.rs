@@ -2,14 +2,21 @@
 //! its objects in the inventory, apply them in dependency order (waiting for
 //! CRDs to be Established, creating namespaces the bundle uses but does not
 //! carry), prune what left it, and remember what happened for status.
+//!
+//! Before an object is written, the agent's policy must allow its category
+//! and, if it exists already, it must be the agent's own or the placement
+//! must ask to adopt it (see [`crate::policy`]); a refused object is left
+//! alone and reported, and the pass goes on with the rest.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::{backoff, Action, Placement, ReconcileError, Reconciler};
 use crate::applier::{to_value, Applier, ApplyError};
+use crate::inventory::Inventory;
 use crate::manifest::{self, Manifest, ObjectRef};
 use crate::order::{self, Stage};
-use crate::prune::{self, ApplySet};
+use crate::policy::{self, Refusal, Takeover};
+use crate::prune::{self, ApplySet, Pruned};
 use crate::status;
 
 /// Runs one pass of placement `key`.
@@ -57,7 +64,15 @@ async fn apply_placement(
         .filter(|object| object.group.is_empty() && object.kind == "Namespace")
         .map(|object| object.name.as_str())
         .collect();
+    // The ApplySets of this agent's placements: a live object labelled
+    // with one of them is the agent's own.
+    let applysets: BTreeSet<String> = inventory
+        .placements()?
+        .into_values()
+        .map(|record| record.applyset_id)
+        .collect();
     let mut errors = BTreeMap::new();
+    let mut refused = BTreeSet::new();
     let mut health = BTreeMap::new();
     let mut written = BTreeMap::new();
     let mut checked_namespaces = BTreeSet::new();
@@ -67,12 +82,43 @@ async fn apply_placement(
         if order::stage_of(manifest) > Stage::Definitions {
             await_definitions(&mut reconciler.applier, &mut definitions, &mut errors).await;
         }
+        match check_policy(reconciler, reference).await {
+            Ok(Ok(())) => {}
+            Ok(Err(refusal)) => {
+                refused.insert(reference.clone());
+                errors.insert(reference.clone(), refusal.to_string());
+                continue;
+            }
+            Err(error) => {
+                tracing::warn!(object = %reference, %error, "cannot tell where the object lands");
+                errors.insert(reference.clone(), error.to_string());
+                continue;
+            }
+        }
         if let Some(namespace) = &reference.namespace {
             if !bundled_namespaces.contains(namespace.as_str())
                 && checked_namespaces.insert(namespace.clone())
             {
                 if let Err(error) = ensure_namespace(reconciler, namespace).await? {
                     errors.insert(reference.clone(), format!("namespace {namespace}: {error}"));
+                    continue;
+                }
+            }
+        }
+        if !manifest.create_only {
+            // A create-only object that exists is left as it is anyway.
+            match check_takeover(reconciler, manifest, &applysets, placement.adopt).await? {
+                Ok(()) => {}
+                Err(Blocked::Refused(refusal)) => {
+                    // The object may go away (retried); the policy stays.
+                    if matches!(refusal, Refusal::Category { .. }) {
+                        refused.insert(reference.clone());
+                    }
+                    errors.insert(reference.clone(), refusal.to_string());
+                    continue;
+                }
+                Err(Blocked::Failed(error)) => {
+                    errors.insert(reference.clone(), error.to_string());
                     continue;
                 }
             }
@@ -109,7 +155,7 @@ async fn apply_placement(
         .cloned()
         .collect();
     let pruned_any = !stale.is_empty();
-    let remaining = prune(&mut reconciler.applier, &applyset, stale).await;
+    let remaining = prune(&mut reconciler.applier, &inventory, &applyset, stale).await?;
     for (object, error) in &remaining {
         errors.insert(object.clone(), format!("cannot prune: {error}"));
     }
@@ -128,15 +174,24 @@ async fn apply_placement(
     tracing::info!(
         objects = manifests.len(),
         failed = errors.len(),
+        refused = refused.len(),
         "placement applied"
     );
+    let mut manifests = manifests;
+    // What the policy refused is not the agent's to watch for drift.
+    manifests.retain(|object, _| !refused.contains(object));
     placement.desired = manifests;
     placement.applied = true;
     placement.problem = None;
     placement.errors = errors;
     placement.health = health;
     placement.written = written;
-    if placement.errors.is_empty() {
+    // What the policy refused, another try would refuse again.
+    let retry = placement
+        .errors
+        .keys()
+        .any(|object| !refused.contains(object));
+    if !retry {
         placement.failures = 0;
         Ok(Action::AwaitChange)
     } else {
@@ -195,6 +250,85 @@ async fn ensure_namespace(
     }
 }
 
+/// Whether the agent's policy lets it write `reference`, judged on the
+/// namespace the object lands in (for a namespaced kind written without
+/// one, the client's default namespace). The category alone decides first,
+/// so a refused kind costs no discovery.
+async fn check_policy(
+    reconciler: &mut Reconciler,
+    reference: &ObjectRef,
+) -> Result<Result<(), Refusal>, ApplyError> {
+    let mut verdict = reconciler
+        .policy
+        .check(reference, reference.namespace.as_deref());
+    if verdict.is_ok() && reference.namespace.is_none() {
+        let namespace = reconciler.applier.namespace_of(reference).await?;
+        verdict = reconciler.policy.check(reference, namespace.as_deref());
+    }
+    if let Err(refusal) = &verdict {
+        let category = match refusal {
+            Refusal::Category { category } => category.name(),
+            _ => "",
+        };
+        tracing::warn!(object = %reference, category, reason = %refusal, "refused by the apply policy");
+    }
+    Ok(verdict)
+}
+
+/// Why an object was not written.
+enum Blocked {
+    /// The policy or the adoption rule refused it.
+    Refused(Refusal),
+    /// The live object could not be read.
+    Failed(ApplyError),
+}
+
+/// Whether the agent may write over the live object of `manifest`: it does
+/// not exist, it is the agent's own, or the placement asks to `adopt` it
+/// and the policy allows adoption (then it is recorded as adopted before it
+/// is touched).
+async fn check_takeover(
+    reconciler: &mut Reconciler,
+    manifest: &Manifest,
+    applysets: &BTreeSet<String>,
+    adopt: bool,
+) -> Result<Result<(), Blocked>, ReconcileError> {
+    let reference = &manifest.reference;
+    let live = match reconciler.applier.get(reference).await {
+        Ok(live) => live,
+        Err(error) => {
+            tracing::warn!(object = %reference, %error, "cannot read the live object");
+            return Ok(Err(Blocked::Failed(error)));
+        }
+    };
+    let ownership = live
+        .as_ref()
+        .map(|live| policy::ownership(live.metadata.labels.as_ref(), applysets));
+    match reconciler.policy.check_takeover(ownership, adopt) {
+        Ok(Takeover::Update) => Ok(Ok(())),
+        Ok(Takeover::Create) => {
+            // Adopted once, gone since: what the agent creates now is its own.
+            let mut adopted = reconciler.inventory.adopted()?;
+            if adopted.remove(reference) {
+                reconciler.inventory.set_adopted(&adopted).await?;
+            }
+            Ok(Ok(()))
+        }
+        Ok(Takeover::Adopt) => {
+            let mut adopted = reconciler.inventory.adopted()?;
+            if adopted.insert(reference.clone()) {
+                reconciler.inventory.set_adopted(&adopted).await?;
+                tracing::info!(object = %reference, "adopting an existing object (spec.adopt: true); it will be released, not deleted, when it leaves");
+            }
+            Ok(Ok(()))
+        }
+        Err(refusal) => {
+            tracing::warn!(object = %reference, reason = %refusal, "refused to take over an object relaymesh did not create");
+            Ok(Err(Blocked::Refused(refusal)))
+        }
+    }
+}
+
 /// Waits for the CRDs applied so far to be Established.
 async fn await_definitions(
     applier: &mut Applier,
@@ -210,21 +344,32 @@ async fn await_definitions(
 
 /// Prunes `stale` members of `applyset`, workloads first; returns those
 /// that could not be, with why. An object whose kind is no longer served
-/// is gone with its definition.
+/// is gone with its definition. Adopted objects are released, not deleted,
+/// and forgotten as adopted once they are.
 pub(super) async fn prune(
     applier: &mut Applier,
+    inventory: &Inventory,
     applyset: &ApplySet,
     mut stale: Vec<ObjectRef>,
-) -> BTreeMap<ObjectRef, String> {
+) -> Result<BTreeMap<ObjectRef, String>, ReconcileError> {
     stale.sort_by_key(|object| {
         order::prune_rank(&object.group, &object.kind, object.namespace.is_some())
     });
+    let mut adopted = inventory.adopted()?;
+    let adopted_before = adopted.len();
     let mut remaining = BTreeMap::new();
     for object in stale {
-        match prune::prune_object(applier, applyset, &object).await {
-            Ok(_) => {}
+        let was_adopted = adopted.contains(&object);
+        match prune::prune_object(applier, applyset, &object, was_adopted).await {
+            Ok(Pruned::Deleted | Pruned::Missing | Pruned::Released) => {
+                adopted.remove(&object);
+            }
+            // Someone else's now: it may belong to another of our
+            // placements, which keeps what it knows of it.
+            Ok(Pruned::NotOurs) => {}
             Err(ApplyError::UnknownKind { .. }) => {
                 tracing::info!(object = %object, "kind no longer served; nothing to prune");
+                adopted.remove(&object);
             }
             Err(error) => {
                 tracing::warn!(object = %object, %error, "prune failed");
@@ -232,5 +377,8 @@ pub(super) async fn prune(
             }
         }
     }
-    remaining
+    if adopted.len() != adopted_before {
+        inventory.set_adopted(&adopted).await?;
+    }
+    Ok(remaining)
 }

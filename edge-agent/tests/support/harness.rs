@@ -16,6 +16,7 @@ use kube::api::{DynamicObject, GroupVersionKind};
 use kube::discovery::ApiResource;
 use kube::{Api, Client};
 use relaymesh_edge_agent::cluster::ClusterAccess;
+use relaymesh_edge_agent::policy::Policy;
 use relaymesh_edge_agent::reconciler::{ReconcileError, Reconciler};
 use relaymesh_protocol::message::Resume;
 use relaymesh_protocol::{BundleId, NodeRecord, PlacementStatus, SliceEntry, Target};
@@ -174,6 +175,17 @@ impl Agent {
     /// Publishes a slice: one placement per `(key, objects)`, each object
     /// list packed into a bundle stored first.
     pub fn assign(&mut self, placements: &[(&str, Vec<Value>)]) -> anyhow::Result<Vec<SliceEntry>> {
+        self.assign_with_spec(placements, &serde_json::json!({}))
+    }
+
+    /// [`Agent::assign`] with `spec` as every placement's spec in its entry
+    /// body (as the root writes it: `{"metadata": …, "spec": …}`).
+    pub fn assign_with_spec(
+        &mut self,
+        placements: &[(&str, Vec<Value>)],
+        spec: &Value,
+    ) -> anyhow::Result<Vec<SliceEntry>> {
+        let body = serde_json::to_vec(&serde_json::json!({"metadata": {}, "spec": spec}))?;
         let mut entries = Vec::new();
         for (key, objects) in placements {
             let refs: Vec<&Value> = objects.iter().collect();
@@ -185,7 +197,7 @@ impl Agent {
                 key: (*key).to_string(),
                 target: Target::Everywhere,
                 bundles: vec![id],
-                body: b"{}".to_vec(),
+                body: body.clone(),
                 // The reconciler takes entries the agent's core has checked.
                 serial: 0,
                 signature: Vec::new(),
@@ -259,6 +271,15 @@ where
 impl Agent {
     /// Starts a reconciler on an open store (a restart of the agent).
     pub fn start_on(cluster: &Cluster, store: Store) -> anyhow::Result<Self> {
+        Self::start_with_policy(cluster, store, Policy::default())
+    }
+
+    /// Starts a reconciler with apply policy `policy` on an open store.
+    pub fn start_with_policy(
+        cluster: &Cluster,
+        store: Store,
+        policy: Policy,
+    ) -> anyhow::Result<Self> {
         let (slice, slice_rx) = watch::channel(AgentSlice::default());
         let (status_tx, status) = mpsc::channel(256);
         let reconciler = Reconciler::new(
@@ -267,7 +288,8 @@ impl Agent {
             "edge-1",
             slice_rx,
             status_tx,
-        )?;
+        )?
+        .with_policy(policy);
         let shutdown = CancellationToken::new();
         let task = tokio::spawn(reconciler.run(shutdown.clone()));
         Ok(Self {

@@ -57,6 +57,11 @@ pub struct PlacementSpec {
     pub workloads: Vec<WorkloadTerm>,
     /// Where they go.
     pub target: PlacementTarget,
+    /// `spec.adopt`: whether edge agents may take over objects that exist
+    /// on their cluster without relaymesh's marks (default false). The
+    /// agents read it from the slice entry's body; each still applies its
+    /// own policy first.
+    pub adopt: bool,
 }
 
 impl PlacementSpec {
@@ -85,11 +90,17 @@ impl PlacementSpec {
             }
         };
         let target = target(spec)?;
+        let adopt = match spec.get("adopt") {
+            None | Some(Value::Null) => false,
+            Some(Value::Bool(adopt)) => *adopt,
+            Some(_) => return Err(invalid("spec.adopt", "must be a boolean")),
+        };
         Ok(Self {
             namespace,
             name,
             workloads,
             target,
+            adopt,
         })
     }
 

@@ -36,8 +36,12 @@ fn reads_the_contract() {
     assert_eq!(spec.workloads.len(), 2);
     assert_eq!(spec.target.max_clusters, Some(3));
     assert_eq!(spec.target.spread_by.as_deref(), Some("zone"));
+    assert!(!spec.adopt, "adopt defaults to false");
     let selector = spec.target.selector.expect("selector");
     assert_eq!(selector.match_expressions[0].values, vec!["eu".to_string()]);
+    let mut adopting = placement();
+    adopting["spec"]["adopt"] = json!(true);
+    assert!(PlacementSpec::from_object(&adopting).expect("valid").adopt);
 }
 
 #[test]
@@ -57,6 +61,10 @@ fn refuses_invalid_specs_naming_the_field() {
         (
             json!({"workloads": [{"kind": 3}], "clusters": {"names": ["a"]}}),
             "spec.workloads[0].kind",
+        ),
+        (
+            json!({"workloads": [{}], "clusters": {"names": ["a"]}, "adopt": "yes"}),
+            "spec.adopt",
         ),
         (
             json!({"workloads": [{}], "clusters": {"labelSelector": {"matchExpressions": [{"key": "a", "operator": "Near"}]}}}),
