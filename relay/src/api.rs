@@ -41,6 +41,8 @@ use crate::objects::ObjectStore;
 mod crd;
 mod crud;
 mod discovery;
+#[doc(hidden)]
+pub mod fuzzing;
 mod inventory;
 mod objects;
 mod openapi;
