@@ -126,6 +126,23 @@ fn reapplying_a_name_only_metadata_keeps_the_rest_of_metadata() {
     assert_eq!(twice["metadata"]["labels"], json!({"team": "a"}));
 }
 
+/// Found by the `api_patch` fuzz target: a container without its `name`
+/// was appended again by every apply of the same configuration.
+#[test]
+fn apply_refuses_a_keyed_list_item_without_its_key() {
+    let config = json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "web"},
+        "spec": {"template": {"spec": {"containers": [{"image": "nginx"}]}}},
+    });
+    let error = apply(None, &config, "helm", false).expect_err("refused");
+    assert!(
+        matches!(&error, PatchError::Invalid(message) if message.contains(".spec.template.spec.containers")),
+        "{error}"
+    );
+}
+
 #[test]
 fn reapply_without_a_field_removes_it() {
     let first = config(
