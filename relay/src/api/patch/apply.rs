@@ -141,8 +141,8 @@ pub(crate) fn server_side_apply(
 }
 
 /// Refuses a configuration with an item of a keyed list that has none of
-/// the list's keys, as Kubernetes does: such an item can be neither owned
-/// nor matched, so each apply appended it again.
+/// the list's keys (or only `null` ones), as Kubernetes does: such an item
+/// can be neither owned nor matched, so each apply appended it again.
 fn check_list_keys(value: &Value, schema: Schema, path: &str) -> Result<(), PatchError> {
     let Value::Object(map) = value else {
         return Ok(());
@@ -156,7 +156,10 @@ fn check_list_keys(value: &Value, schema: Schema, path: &str) -> Result<(), Patc
                 let strategy = schema.list_strategy(name);
                 if let ListStrategy::Keyed { keys } = strategy {
                     for item in items {
-                        if !item.is_object() || item_element(item, strategy).is_none() {
+                        let has_key = keys
+                            .iter()
+                            .any(|key| item.get(*key).is_some_and(|value| !value.is_null()));
+                        if !has_key {
                             return Err(PatchError::Invalid(format!(
                                 "{child_path}: Invalid value: an element of this list must be a map with one of the keys {keys:?}"
                             )));

@@ -141,6 +141,9 @@ fn apply_refuses_a_keyed_list_item_without_its_key() {
         matches!(&error, PatchError::Invalid(message) if message.contains(".spec.template.spec.containers")),
         "{error}"
     );
+    let mut null_name = config;
+    null_name["spec"]["template"]["spec"]["containers"][0]["name"] = Value::Null;
+    assert!(apply(None, &null_name, "helm", false).is_err());
 }
 
 #[test]
