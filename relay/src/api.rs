@@ -43,6 +43,8 @@ mod authz;
 mod crd;
 mod crud;
 mod discovery;
+#[doc(hidden)]
+pub mod fuzzing;
 mod inventory;
 mod objects;
 mod openapi;

@@ -534,7 +534,7 @@ fn decode_continue(token: &str) -> Result<String, ApiError> {
 
 /// The object in a create or update body: JSON, YAML, or the protobuf of
 /// the few kinds kubectl's typed commands send.
-fn decode(body: &[u8], content_type: &str) -> Result<Value, ApiError> {
+pub(super) fn decode(body: &[u8], content_type: &str) -> Result<Value, ApiError> {
     if content_type.contains("protobuf") {
         return protobuf::decode(body).map_err(|error| match error {
             ProtobufError::Unsupported(_) => ApiError::UnsupportedMediaType(error.to_string()),

@@ -242,6 +242,30 @@ impl Registry {
     /// The built-ins, relaymesh's own kinds, and the served versions of every
     /// CRD in `store`.
     pub(super) fn load(store: &ObjectStore) -> Result<Self, ApiError> {
+        let Self { mut resources } = Self::without_definitions();
+        let (definitions, _) = store
+            .list(CRD_GROUP, CRD_RESOURCE, None)
+            .map_err(|error| ApiError::Internal(format!("cannot list CRDs: {error}")))?;
+        for definition in &definitions {
+            for resource in from_definition(definition) {
+                let taken = resources.iter().any(|known| {
+                    known.group == resource.group
+                        && known.version == resource.version
+                        && known.plural == resource.plural
+                });
+                if taken {
+                    tracing::debug!(group = %resource.group, plural = %resource.plural, "a CRD shadows a served resource; ignored");
+                } else {
+                    resources.push(resource);
+                }
+            }
+        }
+        Ok(Self { resources })
+    }
+
+    /// The built-ins and relaymesh's own kinds: what is served before any
+    /// CRD is stored.
+    pub(super) fn without_definitions() -> Self {
         let mut resources: Vec<Resource> = BUILTINS
             .iter()
             .map(
@@ -316,24 +340,7 @@ impl Registry {
                 Source::ClusterProfiles,
             ),
         ]);
-        let (definitions, _) = store
-            .list(CRD_GROUP, CRD_RESOURCE, None)
-            .map_err(|error| ApiError::Internal(format!("cannot list CRDs: {error}")))?;
-        for definition in &definitions {
-            for resource in from_definition(definition) {
-                let taken = resources.iter().any(|known| {
-                    known.group == resource.group
-                        && known.version == resource.version
-                        && known.plural == resource.plural
-                });
-                if taken {
-                    tracing::debug!(group = %resource.group, plural = %resource.plural, "a CRD shadows a served resource; ignored");
-                } else {
-                    resources.push(resource);
-                }
-            }
-        }
-        Ok(Self { resources })
+        Self { resources }
     }
 
     /// Every resource.
@@ -378,7 +385,7 @@ impl Registry {
 }
 
 /// The resources a CRD serves: one per served version.
-fn from_definition(definition: &Value) -> Vec<Resource> {
+pub(super) fn from_definition(definition: &Value) -> Vec<Resource> {
     let spec = &definition["spec"];
     let (Some(group), Some(plural), Some(kind)) = (
         spec["group"].as_str(),

@@ -59,6 +59,7 @@ pub(crate) fn server_side_apply(
         }
     }
     let schema = Schema::root(&type_info.kind, type_info.builtin);
+    check_list_keys(&config, schema, "")?;
     let empty = Value::Object(Map::new());
     let base = live.unwrap_or(&empty);
     let applied = FieldSet::of_object(&config, schema);
@@ -137,6 +138,40 @@ pub(crate) fn server_side_apply(
     keep_server_fields(live, &mut object);
     write_entries(&mut object, entries);
     Ok(object)
+}
+
+/// Refuses a configuration with an item of a keyed list that has none of
+/// the list's keys (or only `null` ones), as Kubernetes does: such an item
+/// can be neither owned nor matched, so each apply appended it again.
+fn check_list_keys(value: &Value, schema: Schema, path: &str) -> Result<(), PatchError> {
+    let Value::Object(map) = value else {
+        return Ok(());
+    };
+    for (name, child) in map {
+        let child_path = format!("{path}.{name}");
+        let child_schema = schema.child(name);
+        match child {
+            Value::Object(_) => check_list_keys(child, child_schema, &child_path)?,
+            Value::Array(items) => {
+                let strategy = schema.list_strategy(name);
+                if let ListStrategy::Keyed { keys } = strategy {
+                    for item in items {
+                        let has_key = keys
+                            .iter()
+                            .any(|key| item.get(*key).is_some_and(|value| !value.is_null()));
+                        if !has_key {
+                            return Err(PatchError::Invalid(format!(
+                                "{child_path}: Invalid value: an element of this list must be a map with one of the keys {keys:?}"
+                            )));
+                        }
+                        check_list_keys(item, child_schema, &child_path)?;
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 /// See [`super::track_update`].

@@ -13,7 +13,11 @@ pub(crate) fn apply(live: &Value, patch: Value) -> Result<Value, PatchError> {
     let operations: ::json_patch::Patch = serde_json::from_value(patch)
         .map_err(|err| PatchError::BadPatch(format!("invalid JSON patch: {err}")))?;
     let mut patched = live.clone();
-    ::json_patch::patch(&mut patched, &operations).map_err(|err| {
+    // Not `json_patch::patch`: on a failed operation it undoes the earlier
+    // ones, and json-patch 5.0.0 panics when an undo fails (a `copy` then a
+    // failing `move` from its target). A failed patch drops this copy
+    // anyway, so there is nothing to undo.
+    ::json_patch::patch_unsafe(&mut patched, &operations).map_err(|err| {
         PatchError::Invalid(format!("the JSON patch could not be applied: {err}"))
     })?;
     Ok(patched)

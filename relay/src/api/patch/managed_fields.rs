@@ -21,11 +21,22 @@ use super::merge_keys::{is_stripped, ListStrategy, Schema};
 pub(crate) type PathElement = String;
 
 /// A set of field paths.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default)]
 pub(crate) struct FieldSet {
     members: BTreeSet<PathElement>,
     children: BTreeMap<PathElement, FieldSet>,
 }
+
+/// Two sets are equal when they have the same members, whatever empty
+/// children building them left behind (an object whose only fields are
+/// stripped, such as `metadata: {name}`, leaves one).
+impl PartialEq for FieldSet {
+    fn eq(&self, other: &Self) -> bool {
+        self.paths() == other.paths()
+    }
+}
+
+impl Eq for FieldSet {}
 
 impl FieldSet {
     /// The fields an object holds, per the schema table.
@@ -115,8 +126,16 @@ impl FieldSet {
     /// The set in the `FieldsV1` JSON encoding.
     pub(crate) fn to_fields_v1(&self) -> Value {
         let mut map = Map::new();
-        let keys: BTreeSet<&PathElement> =
-            self.members.iter().chain(self.children.keys()).collect();
+        // An empty child owns nothing and must not be written: `{}` reads
+        // back as a member, which made a manager that applied
+        // `metadata: {name}` own all of `metadata`, so its next apply
+        // removed everything else in it.
+        let non_empty = self
+            .children
+            .iter()
+            .filter(|(_, child)| !child.is_empty())
+            .map(|(key, _)| key);
+        let keys: BTreeSet<&PathElement> = self.members.iter().chain(non_empty).collect();
         for key in keys {
             let mut node = match self.children.get(key) {
                 Some(child) if !child.is_empty() => match child.to_fields_v1() {

@@ -227,6 +227,21 @@ fn merge_patch_null_deletes_and_lists_replace() {
     assert_eq!(out["spec"]["replicas"], 5);
 }
 
+/// Found by the `api_patch` fuzz target: json-patch's undo of a failed
+/// patch panicked (`copy` to a path, then a `move` from it that fails).
+#[test]
+fn a_failing_json_patch_after_a_copy_is_refused_without_a_panic() {
+    let body = br#"[{"op":"copy","from":"/spec/replicas","path":"/spec/minReadySeconds"},
+        {"op":"move","from":"/spec/minReadySeconds","path":"/nowhere/paused"}]"#;
+    let result = apply_patch(
+        &PatchKind::Json,
+        Some(&deployment()),
+        body,
+        &deployment_type(),
+    );
+    assert!(matches!(result, Err(PatchError::Invalid(_))), "{result:?}");
+}
+
 #[test]
 fn json_patch_ops_and_failing_test_op() {
     let body = br#"[

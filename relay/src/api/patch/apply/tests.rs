@@ -91,6 +91,61 @@ fn apply_creates_with_fields_v1() {
     assert!(entries[0].2.pointer("/f:metadata/f:name").is_none());
 }
 
+/// Found by the `api_patch` fuzz target: a configuration whose `metadata`
+/// holds only its name left an empty `f:metadata` in the manager's
+/// `fieldsV1`, which reads back as owning all of `metadata`, so applying
+/// the same configuration again removed the namespace and other managers'
+/// labels.
+#[test]
+fn reapplying_a_name_only_metadata_keeps_the_rest_of_metadata() {
+    let live = json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": "shop", "labels": {"team": "a"}},
+        "spec": {"replicas": 1},
+    });
+    let live = apply(Some(&live), &live, "kubectl", false).expect("first owner");
+    let config = json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "web"},
+        "spec": {"replicas": 1},
+    });
+    let once = apply(Some(&live), &config, "helm", false).expect("applies");
+    assert_eq!(once["metadata"]["namespace"], "shop");
+    let (_, _, fields) = managers(&once)
+        .into_iter()
+        .find(|(manager, _, _)| manager == "helm")
+        .expect("helm manages fields");
+    assert!(fields.get("f:metadata").is_none(), "{fields}");
+    let twice = apply(Some(&once), &config, "helm", false).expect("applies again");
+    assert_eq!(
+        twice, once,
+        "re-applying the same configuration changed the object"
+    );
+    assert_eq!(twice["metadata"]["labels"], json!({"team": "a"}));
+}
+
+/// Found by the `api_patch` fuzz target: a container without its `name`
+/// was appended again by every apply of the same configuration.
+#[test]
+fn apply_refuses_a_keyed_list_item_without_its_key() {
+    let config = json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "web"},
+        "spec": {"template": {"spec": {"containers": [{"image": "nginx"}]}}},
+    });
+    let error = apply(None, &config, "helm", false).expect_err("refused");
+    assert!(
+        matches!(&error, PatchError::Invalid(message) if message.contains(".spec.template.spec.containers")),
+        "{error}"
+    );
+    let mut null_name = config;
+    null_name["spec"]["template"]["spec"]["containers"][0]["name"] = Value::Null;
+    assert!(apply(None, &null_name, "helm", false).is_err());
+}
+
 #[test]
 fn reapply_without_a_field_removes_it() {
     let first = config(

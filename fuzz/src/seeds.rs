@@ -1,0 +1,580 @@
+//! The seed corpus: a few valid inputs of every target, so the fuzzer starts
+//! from messages and bodies that decode rather than from nothing. Written to
+//! `fuzz/corpus/<target>/` by `scripts/fuzz --seeds` (see docs/testing.md).
+
+use std::collections::BTreeMap;
+
+use relaymesh_protocol::codec::{encode, encode_frame};
+use relaymesh_protocol::message::{
+    BundleReply, BundleRequest, DownMessage, Hello, JoinGrant, JoinReply, JoinRequest, Open,
+    Resume, UpMessage, Welcome,
+};
+use relaymesh_protocol::token::TokenClaims;
+use relaymesh_protocol::{
+    BundleId, ErrorCode, InventoryUpdate, LabelRequirement, LabelSelector, LinkStatus, NodeRecord,
+    PhaseCounts, PlacementStatus, PlacementTarget, Quota, Refusal, Role, SelectorOperator,
+    SliceChange, SliceEntry, StatusUpdate, Target,
+};
+use serde::Serialize;
+use serde_json::{json, Value};
+
+/// One seed: the target it is for, a file name, and the input.
+pub struct Seed {
+    /// The fuzz target.
+    pub target: &'static str,
+    /// The file name under `corpus/<target>/`.
+    pub name: String,
+    /// The input.
+    pub bytes: Vec<u8>,
+}
+
+/// Every seed of every target.
+pub fn all() -> Vec<Seed> {
+    let mut seeds = Vec::new();
+    let messages = messages();
+    for (name, payload) in &messages {
+        seeds.push(seed("messages", name, payload.clone()));
+    }
+    seeds.extend(frames(&messages));
+    seeds.extend(tokens());
+    seeds.extend(bundles());
+    seeds.extend(api_bodies());
+    seeds.extend(api_patches());
+    seeds.extend(api_selectors());
+    seeds
+}
+
+fn seed(target: &'static str, name: &str, bytes: Vec<u8>) -> Seed {
+    Seed {
+        target,
+        name: format!("seed-{name}"),
+        bytes,
+    }
+}
+
+fn payload<T: Serialize>(message: &T) -> Vec<u8> {
+    encode(message).expect("a seed message encodes")
+}
+
+fn node(name: &str, role: Role, parent: Option<&str>) -> NodeRecord {
+    NodeRecord {
+        name: name.into(),
+        role,
+        parent: parent.map(str::to_string),
+        labels: BTreeMap::from([
+            ("region".into(), "eu".into()),
+            ("tier".into(), "edge".into()),
+        ]),
+        addresses: vec!["10.0.0.1:4433".into()],
+        version: "0.1.0".into(),
+        link: Some(LinkStatus {
+            connected: true,
+            rtt_micros: 1500,
+            bytes_sent: 4096,
+            bytes_received: 1024,
+            acked_revision: 7,
+            revision_lag: 1,
+            changed_unix_ms: 1_700_000_000_000,
+            bundles_served: 2,
+            bundle_bytes_served: 300,
+        }),
+        capacity: BTreeMap::from([("cpu".into(), "8".into()), ("memory".into(), "32Gi".into())]),
+    }
+}
+
+fn placement_target() -> PlacementTarget {
+    PlacementTarget {
+        selector: Some(LabelSelector {
+            match_labels: BTreeMap::from([("region".into(), "eu".into())]),
+            match_expressions: vec![LabelRequirement {
+                key: "tier".into(),
+                operator: SelectorOperator::In,
+                values: vec!["edge".into(), "core".into()],
+            }],
+        }),
+        names: vec!["cluster-a".into()],
+        max_clusters: Some(3),
+        spread_by: Some("zone".into()),
+        quota: Some(Quota {
+            total: 3,
+            per_value: BTreeMap::from([("a".into(), 2), ("b".into(), 1)]),
+        }),
+    }
+}
+
+fn entry() -> SliceEntry {
+    SliceEntry {
+        key: "placement/default/web".into(),
+        target: Target::Placement(placement_target()),
+        bundles: vec![BundleId::of(b"bundle")],
+        body: br#"{"metadata":{"name":"web"}}"#.to_vec(),
+    }
+}
+
+fn claims() -> TokenClaims {
+    TokenClaims {
+        id: [7; 16],
+        name: "edge-1".into(),
+        role: Role::Agent,
+        parent: "eu-west".into(),
+        parent_addresses: vec!["192.0.2.1:4433".into(), "[2001:db8::1]:4433".into()],
+        ca_sha256: [9; 32],
+        not_after_unix: 1_900_000_000,
+    }
+}
+
+/// A valid payload of every message type, by name.
+fn messages() -> Vec<(String, Vec<u8>)> {
+    let hello = Hello {
+        min_version: 2,
+        max_version: 2,
+        resume: Some(Resume {
+            epoch: 42,
+            revision: 9,
+        }),
+    };
+    let join = JoinRequest {
+        version: 2,
+        token: "rmt1.abc.def".into(),
+        name: "edge-1".into(),
+        role: Role::Relay,
+        tls_csr_der: vec![0x30, 0x82, 0x01, 0x00],
+        issuer_csr_der: Some(vec![0x30, 0x03, 0x02, 0x01, 0x00]),
+    };
+    let refusal = Refusal::new(ErrorCode::TokenExpired, "token expired at 5");
+    let grant = JoinGrant {
+        ca_cert_der: vec![0x30, 0x01, 0x00],
+        tls_chain_der: vec![vec![0x30, 0x01], vec![0x30, 0x02]],
+        issuer_chain_der: Some(vec![vec![0x30, 0x03]]),
+        token_key: vec![1; 32],
+        parent: "root".into(),
+    };
+    let status = StatusUpdate {
+        full: true,
+        upserts: vec![(
+            "default/web".into(),
+            PlacementStatus {
+                counts: PhaseCounts {
+                    pending: 1,
+                    applied: 2,
+                    ready: 3,
+                    failed: 0,
+                    offline: u64::MAX,
+                },
+                message: Some("1 pending".into()),
+            },
+        )],
+        removals: vec!["default/old".into()],
+    };
+    let inventory = InventoryUpdate::Full {
+        records: vec![
+            node("eu-west", Role::Relay, Some("root")),
+            node("edge-1", Role::Agent, Some("eu-west")),
+        ],
+        first: true,
+        last: true,
+    };
+    vec![
+        (
+            "open-control".into(),
+            payload(&Open::Control(hello.clone())),
+        ),
+        (
+            "open-control-fresh".into(),
+            payload(&Open::Control(Hello {
+                resume: None,
+                ..hello.clone()
+            })),
+        ),
+        (
+            "open-bundle".into(),
+            payload(&Open::Bundle(BundleRequest {
+                id: BundleId::of(b"x"),
+            })),
+        ),
+        ("open-join".into(), payload(&Open::Join(join.clone()))),
+        ("hello".into(), payload(&hello)),
+        (
+            "welcome".into(),
+            payload(&Welcome {
+                version: 2,
+                parent: "eu-west".into(),
+                epoch: 42,
+                ancestors: vec!["root".into(), "eu".into()],
+            }),
+        ),
+        ("up-ack".into(), payload(&UpMessage::Ack { revision: 300 })),
+        (
+            "up-ping".into(),
+            payload(&UpMessage::Ping { nonce: u64::MAX }),
+        ),
+        (
+            "up-inventory".into(),
+            payload(&UpMessage::Inventory(inventory.clone())),
+        ),
+        (
+            "up-inventory-delta".into(),
+            payload(&UpMessage::Inventory(InventoryUpdate::Delta {
+                upserts: vec![node("edge-2", Role::Agent, Some("eu-west"))],
+                removals: vec!["edge-3".into()],
+            })),
+        ),
+        (
+            "up-status".into(),
+            payload(&UpMessage::Status(status.clone())),
+        ),
+        (
+            "down-welcome".into(),
+            payload(&DownMessage::Welcome(Welcome {
+                version: 2,
+                parent: "root".into(),
+                epoch: 1,
+                ancestors: vec![],
+            })),
+        ),
+        (
+            "down-delta".into(),
+            payload(&DownMessage::Delta {
+                base: 3,
+                revision: 5,
+                changes: vec![
+                    SliceChange::Upsert(entry()),
+                    SliceChange::Remove("bundle/demo".into()),
+                ],
+            }),
+        ),
+        (
+            "down-snapshot".into(),
+            payload(&DownMessage::Snapshot {
+                revision: 5,
+                entries: vec![
+                    entry(),
+                    SliceEntry {
+                        key: "bundle/demo".into(),
+                        target: Target::Subtrees(vec!["eu-west".into()]),
+                        bundles: vec![],
+                        body: vec![],
+                    },
+                ],
+                first: true,
+                last: false,
+            }),
+        ),
+        ("down-pong".into(), payload(&DownMessage::Pong { nonce: 1 })),
+        (
+            "down-refused".into(),
+            payload(&DownMessage::Refused(refusal.clone())),
+        ),
+        (
+            "bundle-request".into(),
+            payload(&BundleRequest {
+                id: BundleId::of(b"y"),
+            }),
+        ),
+        (
+            "bundle-found".into(),
+            payload(&BundleReply::Found {
+                id: BundleId::of(b"z"),
+                len: 1 << 20,
+            }),
+        ),
+        (
+            "bundle-missing".into(),
+            payload(&BundleReply::Missing {
+                id: BundleId::of(b"z"),
+            }),
+        ),
+        (
+            "bundle-refused".into(),
+            payload(&BundleReply::Refused(refusal.clone())),
+        ),
+        ("join-request".into(), payload(&join)),
+        (
+            "join-accepted".into(),
+            payload(&JoinReply::Accepted(grant.clone())),
+        ),
+        (
+            "join-refused".into(),
+            payload(&JoinReply::Refused(refusal.clone())),
+        ),
+        ("join-grant".into(), payload(&grant)),
+        ("token-claims".into(), payload(&claims())),
+        ("slice-entry".into(), payload(&entry())),
+        (
+            "slice-everywhere".into(),
+            payload(&SliceChange::Upsert(SliceEntry {
+                target: Target::Everywhere,
+                ..entry()
+            })),
+        ),
+        ("placement-target".into(), payload(&placement_target())),
+        ("inventory".into(), payload(&inventory)),
+        (
+            "node-record".into(),
+            payload(&node("root", Role::Relay, None)),
+        ),
+        ("status".into(), payload(&status)),
+        ("refusal".into(), payload(&refusal)),
+    ]
+}
+
+/// Streams of frames: an opening frame followed by control messages, with
+/// different piece sizes (the first byte).
+fn frames(messages: &[(String, Vec<u8>)]) -> Vec<Seed> {
+    let frame = |payload: &[u8]| {
+        let mut frame = (payload.len() as u32).to_be_bytes().to_vec();
+        frame.extend_from_slice(payload);
+        frame
+    };
+    let by_name = |name: &str| {
+        messages
+            .iter()
+            .find(|(candidate, _)| candidate == name)
+            .map(|(_, payload)| frame(payload))
+            .expect("a seed message of that name")
+    };
+    let stream = |piece: u8, names: &[&str]| {
+        let mut bytes = vec![piece];
+        for name in names {
+            bytes.extend(by_name(name));
+        }
+        bytes
+    };
+    let mut oversized = vec![3];
+    oversized.extend(by_name("open-bundle"));
+    oversized.extend(u32::MAX.to_be_bytes());
+    let mut truncated = stream(1, &["open-join"]);
+    truncated.extend(&by_name("up-ack")[..3]);
+    let framed = encode_frame(&UpMessage::Ping { nonce: 5 }).expect("a ping frames");
+    vec![
+        seed(
+            "frame_decoder",
+            "control-up",
+            stream(
+                0,
+                &[
+                    "open-control",
+                    "up-ack",
+                    "up-inventory",
+                    "up-status",
+                    "up-ping",
+                ],
+            ),
+        ),
+        seed(
+            "frame_decoder",
+            "control-down",
+            stream(
+                13,
+                &[
+                    "down-welcome",
+                    "down-snapshot",
+                    "down-delta",
+                    "down-pong",
+                    "down-refused",
+                ],
+            ),
+        ),
+        seed(
+            "frame_decoder",
+            "bundle",
+            stream(200, &["open-bundle", "bundle-found"]),
+        ),
+        seed(
+            "frame_decoder",
+            "join",
+            stream(255, &["open-join", "join-accepted"]),
+        ),
+        seed("frame_decoder", "oversized-header", oversized),
+        seed("frame_decoder", "truncated", truncated),
+        seed("frame_decoder", "encode-frame", [vec![7], framed].concat()),
+    ]
+}
+
+/// Tokens signed with a throwaway key, and broken ones.
+fn tokens() -> Vec<Seed> {
+    use ring::rand::SystemRandom;
+    use ring::signature::Ed25519KeyPair;
+    let pkcs8 = Ed25519KeyPair::generate_pkcs8(&SystemRandom::new()).expect("a key");
+    let token = relaymesh_relay::token::issue(pkcs8.as_ref(), &claims()).expect("a token");
+    let relay = relaymesh_relay::token::issue(
+        pkcs8.as_ref(),
+        &TokenClaims {
+            role: Role::Relay,
+            parent_addresses: vec![],
+            ..claims()
+        },
+    )
+    .expect("a token");
+    vec![
+        seed("join_token", "agent", token.clone().into_bytes()),
+        seed("join_token", "relay", relay.into_bytes()),
+        seed("join_token", "padded", format!("  {token}\n").into_bytes()),
+        seed("join_token", "no-signature", b"rmt1.AAAA".to_vec()),
+    ]
+}
+
+fn objects() -> Vec<Value> {
+    vec![
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "shop", "uid": "1", "resourceVersion": "5"}}),
+        json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "shop",
+            "labels": {"app": "web"}, "annotations": {"relaymesh.dev/create-only": "true",
+            "kubectl.kubernetes.io/last-applied-configuration": "{}"}},
+            "spec": {"replicas": 2, "template": {"spec": {"containers": [{"name": "web", "image": "nginx:1.27",
+            "ports": [{"containerPort": 80}], "env": [{"name": "A", "value": "1"}]}]}}},
+            "status": {"readyReplicas": 2}}),
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "config", "namespace": "shop"},
+            "data": {"key": "value", "n": "1.5e3"}}),
+        json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}, "spec": {"size": 1.25, "list": [1, -2, null, true]}}),
+    ]
+}
+
+fn bundles() -> Vec<Seed> {
+    let objects = objects();
+    let all: Vec<&Value> = objects.iter().collect();
+    vec![
+        seed("bundle", "packed", relaymesh_relay::placement::pack(&all)),
+        seed(
+            "bundle",
+            "packed-one",
+            relaymesh_relay::placement::pack(&all[2..3]),
+        ),
+        seed(
+            "bundle",
+            "raw",
+            serde_json::to_vec_pretty(&objects).expect("JSON"),
+        ),
+        seed("bundle", "empty", b"[]".to_vec()),
+        seed(
+            "bundle",
+            "missing-name",
+            br#"[{"apiVersion":"v1","kind":"ConfigMap","metadata":{}}]"#.to_vec(),
+        ),
+    ]
+}
+
+/// A Kubernetes protobuf body (`runtime.Unknown`) of a ConfigMap.
+fn protobuf_config_map() -> Vec<u8> {
+    fn field(number: u8, bytes: &[u8]) -> Vec<u8> {
+        let mut out = vec![(number << 3) | 2];
+        let mut len = bytes.len();
+        while len >= 0x80 {
+            out.push((len as u8) | 0x80);
+            len >>= 7;
+        }
+        out.push(len as u8);
+        out.extend_from_slice(bytes);
+        out
+    }
+    let type_meta = [field(1, b"v1"), field(2, b"ConfigMap")].concat();
+    let labels = [field(1, b"app"), field(2, b"web")].concat();
+    let metadata = [
+        field(1, b"config"),
+        field(3, b"default"),
+        field(11, &labels),
+    ]
+    .concat();
+    let entry = [field(1, b"key"), field(2, b"value")].concat();
+    let raw = [field(1, &metadata), field(2, &entry)].concat();
+    [b"k8s\0".to_vec(), field(1, &type_meta), field(2, &raw)].concat()
+}
+
+fn api_bodies() -> Vec<Seed> {
+    // Flags: bits 0-1 content type (JSON, YAML, protobuf, CBOR), bit 2 the
+    // URL has a namespace, bit 3 the URL has the name "fuzz"; then the index
+    // of the kind in `kinds()`.
+    const NAMESPACE: usize = 0;
+    const CONFIG_MAP: u8 = 1;
+    const SECRET: u8 = 2;
+    const DEPLOYMENT: u8 = 6;
+    const CRD: u8 = 20;
+    const PLACEMENT: u8 = 21;
+    let kinds = relaymesh_relay::api::fuzzing::kinds();
+    assert_eq!(kinds[NAMESPACE], "Namespace");
+    assert_eq!(kinds[usize::from(CRD)], "CustomResourceDefinition");
+    assert_eq!(kinds[usize::from(PLACEMENT)], "Placement");
+    let json_body = |flags: u8, kind: u8, object: Value| {
+        [
+            vec![flags, kind],
+            serde_json::to_vec(&object).expect("JSON"),
+        ]
+        .concat()
+    };
+    let objects = objects();
+    vec![
+        seed("api_body", "namespace", json_body(0, 0, objects[0].clone())),
+        seed("api_body", "deployment", json_body(4, DEPLOYMENT, objects[1].clone())),
+        seed("api_body", "config-map", json_body(4, CONFIG_MAP, objects[2].clone())),
+        seed("api_body", "config-map-named", json_body(4 | 8, CONFIG_MAP, json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "fuzz"}}))),
+        seed("api_body", "secret", json_body(4, SECRET, json!({"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": "s", "namespace": "default"}, "stringData": {"password": "hunter2"}, "data": {"a": "YQ=="}}))),
+        seed("api_body", "crd", json_body(0, CRD, json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "widgets.example.com"},
+            "spec": {"group": "example.com", "scope": "Namespaced",
+                "names": {"plural": "widgets", "kind": "Widget", "shortNames": ["wd"]},
+                "versions": [{"name": "v1", "served": true, "storage": true,
+                    "schema": {"openAPIV3Schema": {"type": "object"}},
+                    "additionalPrinterColumns": [{"name": "Size", "type": "integer", "jsonPath": ".spec.size"}]}]}}))),
+        seed("api_body", "placement", json_body(4, PLACEMENT, json!({"apiVersion": "relaymesh.dev/v1alpha1", "kind": "Placement",
+            "metadata": {"name": "web", "namespace": "default"},
+            "spec": {"workloads": [{"kinds": ["Deployment"], "names": ["web"], "labelSelector": {"matchLabels": {"app": "web"}}}],
+                "clusters": {"labelSelector": {"matchExpressions": [{"key": "region", "operator": "In", "values": ["eu"]}]},
+                    "names": ["edge-1"], "maxClusters": 2, "spreadBy": "zone"}}}))),
+        seed("api_body", "yaml", [vec![1 | 4, CONFIG_MAP], b"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: config\n  labels: {app: web}\ndata:\n  key: |\n    multi\n    line\n".to_vec()].concat()),
+        seed("api_body", "protobuf", [vec![2 | 4, CONFIG_MAP], protobuf_config_map()].concat()),
+        seed("api_body", "join-token", json_body(0, 0, json!({"apiVersion": "relaymesh.dev/v1alpha1", "kind": "JoinToken",
+            "spec": {"name": "edge-1", "role": "agent", "parent": "eu-west", "ttl": "2h"}}))),
+    ]
+}
+
+fn api_patches() -> Vec<Seed> {
+    // The choice byte: bits 0-2 the patch kind (JSON, merge, strategic,
+    // apply, forced apply), bits 4-5 the type (Deployment, Service,
+    // ConfigMap, a custom Widget).
+    let patch = |choice: u8, live: &Value, body: &[u8], manager: &str| {
+        let live = serde_json::to_vec(live).expect("JSON");
+        [
+            vec![choice],
+            live,
+            vec![0xff],
+            body.to_vec(),
+            vec![0xff],
+            manager.as_bytes().to_vec(),
+        ]
+        .concat()
+    };
+    let deployment = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": "shop", "resourceVersion": "7", "uid": "u-1",
+            "managedFields": [{"manager": "kubectl", "operation": "Apply", "apiVersion": "apps/v1",
+                "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {"f:replicas": {},
+                    "f:template": {"f:spec": {"f:containers": {"k:{\"name\":\"web\"}": {".": {}, "f:image": {}}}}}}}}]},
+        "spec": {"replicas": 2, "template": {"spec": {"containers": [
+            {"name": "web", "image": "nginx:1.26", "ports": [{"containerPort": 80, "protocol": "TCP"}],
+             "env": [{"name": "A", "value": "1"}, {"name": "B", "value": "2"}]}]}}}});
+    let config_map = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "config"}, "data": {"a": "1"}});
+    let widget = json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}, "spec": {"list": [1, 2]}});
+    vec![
+        seed("api_patch", "json-patch", patch(0, &deployment, br#"[{"op":"replace","path":"/spec/replicas","value":3},{"op":"test","path":"/metadata/name","value":"web"},{"op":"add","path":"/metadata/labels","value":{"a":"b"}},{"op":"remove","path":"/spec/template/spec/containers/0/env/1"},{"op":"copy","from":"/spec/replicas","path":"/spec/minReadySeconds"},{"op":"move","from":"/spec/minReadySeconds","path":"/spec/paused"}]"#, "kubectl")),
+        seed("api_patch", "merge-patch", patch(1 | 0x20, &config_map, br#"{"data":{"a":null,"b":"2"},"metadata":{"labels":{"x":"y"}}}"#, "kubectl-edit")),
+        seed("api_patch", "strategic", patch(2, &deployment, br#"{"spec":{"template":{"spec":{"containers":[{"name":"web","image":"nginx:1.27","env":[{"name":"A","$patch":"delete"},{"name":"C","value":"3"}]}],"$setElementOrder/containers":[{"name":"web"}]}}}}"#, "kubectl")),
+        seed("api_patch", "strategic-directives", patch(2, &deployment, br#"{"spec":{"template":{"spec":{"$retainKeys":["containers"],"containers":[{"name":"side","image":"busybox","$patch":"replace"}]}}},"metadata":{"$deleteFromPrimitiveList/finalizers":["a"]}}"#, "kubectl")),
+        seed("api_patch", "apply", patch(3, &deployment, b"apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n  replicas: 5\n  template:\n    spec:\n      containers:\n      - name: web\n        image: nginx:1.28\n", "helm")),
+        seed("api_patch", "apply-forced", patch(4, &deployment, br#"{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"web"},"spec":{"replicas":null}}"#, "helm")),
+        seed("api_patch", "apply-create", [vec![5 | 0x30], b"null".to_vec(), vec![0xff], b"apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w\nspec:\n  list: [1, 2, 3]\n".to_vec()].concat()),
+        seed("api_patch", "merge-custom", patch(1 | 0x30, &widget, br#"{"spec":{"list":[3]}}"#, "")),
+    ]
+}
+
+fn api_selectors() -> Vec<Seed> {
+    let object = serde_json::to_vec(&json!({"metadata": {"name": "web", "namespace": "shop",
+        "labels": {"app": "web", "tier": "frontend", "example.com/zone": "a"}}}))
+    .expect("JSON");
+    let query = |text: &str| [text.as_bytes().to_vec(), vec![0xff], object.clone()].concat();
+    vec![
+        seed("api_selector", "equality", query("app=web,tier!=backend")),
+        seed("api_selector", "sets", query("tier in (frontend, backend),env notin (prod),example.com/zone,!legacy")),
+        seed("api_selector", "query", query("labelSelector=app%3Dweb%2Ctier+in+%28frontend%29&fieldSelector=metadata.name%3D%3Dweb,metadata.namespace!=kube-system&watch=1")),
+        seed("api_selector", "field", query("metadata.name=web,metadata.namespace==shop")),
+        seed("api_selector", "empty", query("")),
+    ]
+}
