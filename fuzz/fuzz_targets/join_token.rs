@@ -4,28 +4,14 @@
 //! and the claims of any token that reads must sign and verify again.
 #![no_main]
 
-use std::sync::OnceLock;
-
 use libfuzzer_sys::fuzz_target;
 use relaymesh_relay::token::{self, TokenError};
-use ring::rand::SystemRandom;
-use ring::signature::{Ed25519KeyPair, KeyPair};
-
-/// A token key pair for the whole run: (PKCS#8, public key).
-fn key() -> &'static (Vec<u8>, Vec<u8>) {
-    static KEY: OnceLock<(Vec<u8>, Vec<u8>)> = OnceLock::new();
-    KEY.get_or_init(|| {
-        let pkcs8 = Ed25519KeyPair::generate_pkcs8(&SystemRandom::new()).expect("a key");
-        let pair = Ed25519KeyPair::from_pkcs8(pkcs8.as_ref()).expect("its own key");
-        (pkcs8.as_ref().to_vec(), pair.public_key().as_ref().to_vec())
-    })
-}
 
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
-    let (pkcs8, public) = key();
+    let (pkcs8, public) = relaymesh_fuzz::run_key();
     let unverified = token::read_unverified(text);
     // The fuzzer does not know this run's key: nothing it writes may verify.
     if let Ok(claims) = token::verify(text, public, 0) {

@@ -7,6 +7,21 @@ use serde::Serialize;
 
 pub mod seeds;
 
+/// An Ed25519 key pair for a whole fuzzing run, (PKCS#8, public key): one
+/// the fuzzer cannot know, so nothing it writes may verify under it.
+pub fn run_key() -> &'static (Vec<u8>, Vec<u8>) {
+    use ring::signature::KeyPair as _;
+    static KEY: std::sync::OnceLock<(Vec<u8>, Vec<u8>)> = std::sync::OnceLock::new();
+    KEY.get_or_init(|| {
+        let pkcs8 =
+            ring::signature::Ed25519KeyPair::generate_pkcs8(&ring::rand::SystemRandom::new())
+                .expect("a key");
+        let pair =
+            ring::signature::Ed25519KeyPair::from_pkcs8(pkcs8.as_ref()).expect("its own key");
+        (pkcs8.as_ref().to_vec(), pair.public_key().as_ref().to_vec())
+    })
+}
+
 /// The variable that makes a target binary write the seed corpus instead of
 /// fuzzing: `scripts/fuzz --seeds` sets it to `fuzz/corpus`.
 pub const WRITE_SEEDS_VARIABLE: &str = "RELAYMESH_FUZZ_WRITE_SEEDS";

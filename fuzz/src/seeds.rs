@@ -41,7 +41,26 @@ pub fn all() -> Vec<Seed> {
     seeds.extend(api_bodies());
     seeds.extend(api_patches());
     seeds.extend(api_selectors());
+    seeds.extend(slice_entries());
     seeds
+}
+
+/// Slice entries as the wire carries them, unsigned and signed by some key.
+fn slice_entries() -> Vec<Seed> {
+    use ring::rand::SystemRandom;
+    use ring::signature::Ed25519KeyPair;
+    let pkcs8 = Ed25519KeyPair::generate_pkcs8(&SystemRandom::new()).expect("a key");
+    let mut signed = entry();
+    relaymesh_relay::seal::sign(pkcs8.as_ref(), &mut signed, 9).expect("signed");
+    let everywhere = SliceEntry {
+        target: Target::Everywhere,
+        ..signed.clone()
+    };
+    vec![
+        seed("slice_entry", "placement", payload(&entry())),
+        seed("slice_entry", "signed", payload(&signed)),
+        seed("slice_entry", "everywhere", payload(&everywhere)),
+    ]
 }
 
 fn seed(target: &'static str, name: &str, bytes: Vec<u8>) -> Seed {
@@ -79,6 +98,7 @@ fn node(name: &str, role: Role, parent: Option<&str>) -> NodeRecord {
             bundle_bytes_served: 300,
         }),
         capacity: BTreeMap::from([("cpu".into(), "8".into()), ("memory".into(), "32Gi".into())]),
+        refused_entries: 1,
     }
 }
 
@@ -108,6 +128,8 @@ fn entry() -> SliceEntry {
         target: Target::Placement(placement_target()),
         bundles: vec![BundleId::of(b"bundle")],
         body: br#"{"metadata":{"name":"web"}}"#.to_vec(),
+        serial: 1_795_000_000_000,
+        signature: vec![0x5a; 64],
     }
 }
 
@@ -118,6 +140,7 @@ fn claims() -> TokenClaims {
         role: Role::Agent,
         parent: "eu-west".into(),
         parent_addresses: vec!["192.0.2.1:4433".into(), "[2001:db8::1]:4433".into()],
+        parent_issuers: vec!["eu".into()],
         ca_sha256: [9; 32],
         not_after_unix: 1_900_000_000,
     }
@@ -135,7 +158,7 @@ fn messages() -> Vec<(String, Vec<u8>)> {
     };
     let join = JoinRequest {
         version: 2,
-        token: "rmt1.abc.def".into(),
+        token: "rmt2.abc.def".into(),
         name: "edge-1".into(),
         role: Role::Relay,
         tls_csr_der: vec![0x30, 0x82, 0x01, 0x00],
@@ -254,6 +277,8 @@ fn messages() -> Vec<(String, Vec<u8>)> {
                         target: Target::Subtrees(vec!["eu-west".into()]),
                         bundles: vec![],
                         body: vec![],
+                        serial: 2,
+                        signature: vec![],
                     },
                 ],
                 first: true,
@@ -410,7 +435,7 @@ fn tokens() -> Vec<Seed> {
         seed("join_token", "agent", token.clone().into_bytes()),
         seed("join_token", "relay", relay.into_bytes()),
         seed("join_token", "padded", format!("  {token}\n").into_bytes()),
-        seed("join_token", "no-signature", b"rmt1.AAAA".to_vec()),
+        seed("join_token", "no-signature", b"rmt2.AAAA".to_vec()),
     ]
 }
 

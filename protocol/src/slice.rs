@@ -41,7 +41,7 @@ pub struct SliceEntry {
 const SIGNED_CONTEXT: &[u8] = b"relaymesh slice entry v1\0";
 
 impl SliceEntry {
-    /// The bytes the root signs: [`SIGNED_CONTEXT`] and the encoding of the
+    /// The bytes the root signs: a context string (`relaymesh slice entry v1`) and the encoding of the
     /// key, target, bundles, body and serial.
     ///
     /// A placement's target is signed without its quota: each relay on the

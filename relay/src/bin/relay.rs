@@ -53,7 +53,7 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Create a new mesh: its CA, the root relay's identity, and an admin kubeconfig.
+    /// Create a new mesh: its mesh and API CAs, the root relay's identity, and an admin kubeconfig.
     Init {
         /// Where the relay keeps its store; writes DIR/admin.kubeconfig.
         #[arg(long, value_name = "DIR")]
