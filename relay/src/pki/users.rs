@@ -15,9 +15,8 @@ use std::time::Duration;
 
 use rcgen::{
     BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
-    KeyPair, KeyUsagePurpose, PKCS_ECDSA_P256_SHA256,
+    KeyPair, KeyUsagePurpose,
 };
-use rustls::pki_types::{CertificateDer, PrivatePkcs8KeyDer};
 use serde::{Deserialize, Serialize};
 
 use super::certs::{base_params_for, csr_public_key, generate, new_key};
@@ -190,14 +189,13 @@ pub fn authority_pem(authority: &ApiAuthority) -> String {
     der_to_pem(&authority.cert_der, "CERTIFICATE")
 }
 
-fn authority_signer(authority: &ApiAuthority) -> Result<rcgen::Issuer<'static, KeyPair>, PkiError> {
-    let key = KeyPair::from_pkcs8_der_and_sign_algo(
-        &PrivatePkcs8KeyDer::from(authority.key_der.as_slice()),
-        &PKCS_ECDSA_P256_SHA256,
-    )
-    .map_err(|e| PkiError::BadKey {
-        reason: format!("API CA key: {e}"),
-    })?;
-    rcgen::Issuer::from_ca_cert_der(&CertificateDer::from(authority.cert_der.as_slice()), key)
-        .map_err(|e| bad_cert(format!("API CA certificate: {e}")))
+fn authority_signer(
+    authority: &ApiAuthority,
+) -> Result<rcgen::Issuer<'static, KeyPair>, PkiError> {
+    // The API CA signs like any issuer; it just has nothing above it.
+    super::certs::signer(&crate::identity::Issuer {
+        cert_der: authority.cert_der.clone(),
+        chain_der: Vec::new(),
+        key_der: authority.key_der.clone(),
+    })
 }
