@@ -32,6 +32,9 @@ pub enum ErrorCode {
     Unavailable,
     /// An unexpected failure on the refusing side.
     Internal,
+    /// The root revoked the peer's certificate or token (see
+    /// [`crate::revocation`]).
+    Revoked,
 }
 
 impl fmt::Display for ErrorCode {
@@ -49,6 +52,7 @@ impl fmt::Display for ErrorCode {
             Self::TooLarge => "too large",
             Self::Unavailable => "unavailable",
             Self::Internal => "internal error",
+            Self::Revoked => "revoked",
         };
         f.write_str(text)
     }

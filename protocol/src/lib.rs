@@ -26,6 +26,7 @@ pub mod limits;
 pub mod message;
 pub mod name;
 pub mod placement;
+pub mod revocation;
 pub mod slice;
 pub mod status;
 pub mod token;
@@ -34,6 +35,7 @@ pub use bundle_id::BundleId;
 pub use error::{ErrorCode, Refusal};
 pub use inventory::{InventoryUpdate, LinkStatus, NodeRecord, Role};
 pub use placement::{LabelRequirement, LabelSelector, PlacementTarget, Quota, SelectorOperator};
+pub use revocation::Revocation;
 pub use slice::{SliceChange, SliceEntry, Target};
 pub use status::{PhaseCounts, PlacementStatus, StatusUpdate};
 

@@ -15,6 +15,7 @@ mod bundles;
 mod downstream;
 mod inventory;
 mod placements;
+mod revocations;
 mod slice;
 mod status;
 mod upstream;
@@ -108,6 +109,11 @@ pub enum Action {
     FetchBundle(BundleId),
     /// Delete this bundle from the store: nothing references it any more.
     DropBundle(BundleId),
+    /// The root revoked a node or a token. The core has already closed the
+    /// link of a revoked child and forgotten its subtree; the daemon adds
+    /// the revocation to the deny list its listener and admission check,
+    /// and closes any other connection whose certificates it covers.
+    Revoked(relaymesh_protocol::Revocation),
 }
 
 /// Per-link statistics the transport measures.
@@ -271,6 +277,8 @@ impl Core {
         mutations.extend(extra);
         self.persist(mutations);
         if !changed.is_empty() {
+            // A revoked child is cut off before anything else is sent.
+            self.apply_revocations(now, &changed);
             self.send_changes_to_children(&changed);
             self.reconcile_bundles(now);
         }

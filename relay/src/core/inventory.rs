@@ -142,6 +142,41 @@ impl Inventory {
         self.set_link(child, unix_ms, mutations, |link| link.connected = false);
     }
 
+    /// Forgets `name` and every node below it, if they lie below this relay,
+    /// and owes their removal to the parent. Returns the names forgotten.
+    pub fn remove_subtree(&mut self, name: &str, mutations: &mut Vec<Mutation>) -> Vec<String> {
+        let Some(via) = self.index.via(name).map(str::to_string) else {
+            return Vec::new();
+        };
+        // The nodes below `name` are those whose chain of parents reaches
+        // it; they all lie under the same direct child.
+        let mut doomed = vec![name.to_string()];
+        let mut grew = true;
+        while grew {
+            grew = false;
+            for candidate in self.index.under(&via) {
+                let below = self.nodes.get(candidate).is_some_and(|(record, _)| {
+                    record
+                        .parent
+                        .as_deref()
+                        .is_some_and(|parent| doomed.iter().any(|name| name == parent))
+                });
+                if below && !doomed.iter().any(|name| name == candidate) {
+                    doomed.push(candidate.to_string());
+                    grew = true;
+                }
+            }
+        }
+        for name in &doomed {
+            self.index.remove(&via, name);
+            self.assembling.remove(name);
+            self.drop_node(name);
+            mutations.push(Mutation::RemoveNode(name.clone()));
+            self.pending_up.insert(name.clone(), None);
+        }
+        doomed
+    }
+
     /// Updates the parts of a child's link status that change all the time.
     /// They go up with the next report but are not persisted.
     pub fn child_stats(&mut self, child: &str, update: impl FnOnce(&mut LinkStatus)) {

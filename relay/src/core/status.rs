@@ -57,6 +57,14 @@ impl Core {
         self.schedule_inventory_flush(now);
     }
 
+    /// Forgets what a child reported: it left the tree (it was revoked).
+    pub(super) fn forget_child_status(&mut self, now: Now, child: &str) {
+        if self.statuses.children.remove(child).is_some() {
+            self.statuses.dirty = true;
+            self.schedule_inventory_flush(now);
+        }
+    }
+
     pub(super) fn status_link_changed(&mut self, now: Now) {
         self.statuses.dirty = true;
         self.schedule_inventory_flush(now);

@@ -40,6 +40,8 @@ struct Net {
     serial: u64,
     /// A node that alters what it sends down, as a compromised relay would.
     tamper: Option<(String, Alteration)>,
+    /// The revocations each node's daemon was told of.
+    revoked: BTreeMap<String, Vec<relaymesh_protocol::Revocation>>,
 }
 
 impl Net {
@@ -54,6 +56,7 @@ impl Net {
             root_key: crate::seal::test_key(),
             serial: 1,
             tamper: None,
+            revoked: BTreeMap::new(),
         }
     }
 
@@ -316,6 +319,12 @@ impl Net {
                 if let Some(node) = self.nodes.get_mut(name) {
                     node.bundles.remove(&id);
                 }
+            }
+            Action::Revoked(revocation) => {
+                self.revoked
+                    .entry(name.to_string())
+                    .or_default()
+                    .push(revocation);
             }
         }
     }
@@ -906,4 +915,67 @@ fn an_older_signed_version_cannot_be_replayed() {
             .refused_entries,
         1
     );
+}
+
+fn revoke_at_root(net: &mut Net, name: &str) -> relaymesh_protocol::Revocation {
+    let revocation = relaymesh_protocol::Revocation::Node {
+        name: name.into(),
+        at_unix: net.now().unix_ms / 1000,
+    };
+    upsert_at_root(net, revocation.to_entry().expect("encodes"));
+    net.settle();
+    revocation
+}
+
+#[test]
+fn a_revoked_relay_is_cut_off_and_leaves_the_inventory_with_its_subtree() {
+    let mut net = fleet();
+    assert!(net.record("root", "e1").is_some());
+    let revocation = revoke_at_root(&mut net, "eu-west");
+
+    // eu closed eu-west's link; e1 and e2 are still below eu-west, which
+    // no longer hears from the tree.
+    assert_eq!(net.nodes["eu-west"].link, None, "eu-west is cut off");
+    assert!(net.nodes["e1"].link.is_some());
+    for at in ["root", "eu"] {
+        for gone in ["eu-west", "e1", "e2"] {
+            assert!(net.record(at, gone).is_none(), "{at} still knows {gone}");
+        }
+        assert!(net.record(at, "e3").is_some(), "{at} forgot e3");
+    }
+    // Every relay and agent that still hears from the root was told, so
+    // its daemon refuses the node's certificates from now on.
+    for name in ["root", "eu", "us", "e3", "u1"] {
+        assert_eq!(
+            net.revoked.get(name),
+            Some(&vec![revocation.clone()]),
+            "{name}"
+        );
+    }
+    assert!(!net.revoked.contains_key("eu-west"));
+    // A placement no longer counts the clusters that left.
+    upsert_at_root(
+        &mut net,
+        placement(
+            "placement/shop/web",
+            relaymesh_protocol::PlacementTarget {
+                selector: region("eu"),
+                ..Default::default()
+            },
+        ),
+    );
+    net.settle();
+    assert_eq!(agents_with(&net, "placement/shop/web"), set(&["e3"]));
+}
+
+#[test]
+fn a_direct_child_of_the_root_is_cut_off_by_the_root_itself() {
+    let mut net = three_levels();
+    revoke_at_root(&mut net, "us");
+    assert_eq!(net.nodes["us"].link, None);
+    assert!(net.record("root", "us").is_none());
+    assert!(net.record("root", "eu-west").is_some());
+    // Restarting the root keeps it forgotten: the removal was persisted.
+    net.restart("root");
+    assert!(net.record("root", "us").is_none());
 }
