@@ -22,6 +22,9 @@ pub trait TokenLedger {
     /// `Ok(false)` if it was already used. `not_after_unix` is the token's
     /// expiry, after which the record may be forgotten.
     fn claim(&self, id: [u8; 16], not_after_unix: u64) -> Result<bool, String>;
+
+    /// Whether the root revoked token `id` (see [`crate::deny_list`]).
+    fn is_revoked(&self, id: &[u8; 16]) -> bool;
 }
 
 /// Decides on `request` at this node: a grant with freshly signed
@@ -30,8 +33,9 @@ pub trait TokenLedger {
 /// Checks, in order: the protocol version; that this node has an issuer;
 /// the token's signature and lifetime; that the token is for this mesh and
 /// this parent; that the request's role and name are the token's; the name;
-/// that a relay sent an issuer request and that the role is not admin; the
-/// certificate requests (by signing them). Only then is the token claimed in
+/// that a relay sent an issuer request and that the role is not admin; that
+/// the root has not revoked the token; the certificate requests (by signing
+/// them). Only then is the token claimed in
 /// `ledger`.
 pub fn admit(
     identity: &Identity,
@@ -56,6 +60,12 @@ pub fn admit(
     };
     let claims = verify_token(identity, &request.token, now_unix)?;
     check_claims(identity, request, &claims)?;
+    if ledger.is_revoked(&claims.id) {
+        return Err(Refusal::new(
+            ErrorCode::Revoked,
+            format!("token {} was revoked by the root", token_id_hex(&claims.id)),
+        ));
+    }
 
     let tls_cert = pki::sign_node_cert(issuer, &request.tls_csr_der, &claims.name, claims.role)
         .map_err(|e| signing_refusal("TLS", e))?;
@@ -199,7 +209,7 @@ fn signing_refusal(what: &str, error: PkiError) -> Refusal {
 }
 
 fn token_id_hex(id: &[u8; 16]) -> String {
-    id.iter().map(|b| format!("{b:02x}")).collect()
+    relaymesh_protocol::revocation::hex(id)
 }
 
 #[cfg(test)]

@@ -22,6 +22,7 @@ pub mod client;
 pub mod config;
 pub mod core;
 pub mod daemon;
+pub mod deny_list;
 pub mod identity;
 pub mod inspect;
 pub mod kubeconfig;

@@ -26,6 +26,7 @@ use x509_parser::extensions::GeneralName;
 mod certs;
 mod grant;
 pub(crate) mod handshake;
+mod holders;
 mod quic_tls;
 #[cfg(test)]
 mod tests;
@@ -36,9 +37,10 @@ pub use certs::{
     MAX_INTERMEDIATES,
 };
 pub use grant::{identity_from_grant, is_issued_by, verify_chain};
+pub use holders::{holder_of, Holder};
 pub use quic_tls::{
-    connection_leaf, connection_peer, quic_client_config, quic_join_client_config,
-    quic_server_config,
+    connection_chain, connection_leaf, connection_peer, quic_client_config,
+    quic_join_client_config, quic_server_config,
 };
 pub use users::{
     authority_pem, create_api_authority, new_user_key, sign_user_cert, user_of, ApiAuthority,

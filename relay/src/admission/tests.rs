@@ -20,6 +20,7 @@ struct MemoryLedger {
     used: RefCell<HashMap<[u8; 16], u64>>,
     writes: Cell<usize>,
     broken: bool,
+    revoked: Vec<[u8; 16]>,
 }
 
 impl TokenLedger for MemoryLedger {
@@ -29,6 +30,10 @@ impl TokenLedger for MemoryLedger {
         }
         self.writes.set(self.writes.get() + 1);
         Ok(self.used.borrow_mut().insert(id, not_after_unix).is_none())
+    }
+
+    fn is_revoked(&self, id: &[u8; 16]) -> bool {
+        self.revoked.contains(id)
     }
 }
 
@@ -146,6 +151,25 @@ fn a_token_is_used_once() {
     let refusal = admit(&mesh.root, &request, NOW, &ledger).expect_err("second use");
     assert_eq!(refusal.code, ErrorCode::TokenReused);
     assert!(refusal.message.contains("was already used"), "{refusal}");
+}
+
+#[test]
+fn a_revoked_token_is_refused_and_stays_unused() {
+    let mesh = mesh();
+    let keys = pki::new_node_keys("edge-1", Role::Agent).expect("keys");
+    let token = mesh.token("edge-1", Role::Agent, "root");
+    let id = token::verify(&token, &mesh.root.token_key, NOW)
+        .expect("valid")
+        .id;
+    let request = request(token, "edge-1", Role::Agent, &keys);
+    let ledger = MemoryLedger {
+        revoked: vec![id],
+        ..MemoryLedger::default()
+    };
+    let refusal = admit(&mesh.root, &request, NOW, &ledger).expect_err("revoked");
+    assert_eq!(refusal.code, ErrorCode::Revoked);
+    assert!(refusal.message.contains("was revoked"), "{refusal}");
+    assert_eq!(ledger.writes.get(), 0);
 }
 
 #[test]

@@ -112,6 +112,26 @@ async fn serve_connection(
             }
             Err(_) => continue,
         };
+        // Checked per stream, not per connection: a revocation can arrive
+        // while a connection is open.
+        let denied = match (&open, &peer) {
+            (Open::Control(_) | Open::Bundle(_), Some(_)) => revoked(&connection, &shared),
+            _ => None,
+        };
+        if let Some(reason) = denied {
+            tracing::warn!(%reason, "refused a revoked node");
+            let refusal = Refusal::new(ErrorCode::Revoked, reason);
+            if matches!(open, Open::Bundle(_)) {
+                let _ = bundle_transfer::refuse(&mut send, refusal.clone()).await;
+            } else {
+                let _ = write_frame(&mut send, &DownMessage::Refused(refusal.clone())).await;
+                let _ = send.finish();
+            }
+            // Give the refusal a moment to arrive before the connection goes.
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            connection.close(1u32.into(), refusal.message.as_bytes());
+            return;
+        }
         match (open, &peer) {
             (Open::Join(request), _) => {
                 let shared = shared.clone();
@@ -186,6 +206,12 @@ fn authenticate(
         None => false,
     };
     Ok((Some(peer), issued_here))
+}
+
+/// Why the connection's certificates are on the deny list, if they are.
+fn revoked(connection: &quinn::Connection, shared: &Shared) -> Option<String> {
+    let chain = pki::connection_chain(connection).ok()?;
+    shared.deny.read().ok()?.refuses_chain(&chain)
 }
 
 fn not_admitted_here(peer: &Peer) -> Refusal {
@@ -323,18 +349,27 @@ async fn serve_bundle(
     Ok(())
 }
 
-struct StoreLedger<'a>(&'a crate::store::Store);
+struct StoreLedger<'a>(&'a Shared);
 
 impl TokenLedger for StoreLedger<'_> {
     fn claim(&self, id: [u8; 16], not_after_unix: u64) -> Result<bool, String> {
         self.0
+            .store
             .claim_token(id, not_after_unix, unix_ms() / 1000)
             .map_err(|error| error.to_string())
+    }
+
+    fn is_revoked(&self, id: &[u8; 16]) -> bool {
+        // A poisoned lock means a panic elsewhere: refuse rather than admit.
+        self.0
+            .deny
+            .read()
+            .map_or(true, |deny| deny.refuses_token(id))
     }
 }
 
 fn admit(shared: &Shared, request: &JoinRequest) -> JoinReply {
-    let ledger = StoreLedger(&shared.store);
+    let ledger = StoreLedger(shared);
     match admission::admit(&shared.identity, request, unix_ms() / 1000, &ledger) {
         Ok(grant) => {
             tracing::info!(node = %request.name, role = %request.role, "admitted a node");

@@ -36,7 +36,7 @@ const NODE_YEARS: u64 = 1;
 const DAY_SECS: u64 = 24 * 60 * 60;
 /// Certificates start being valid a little in the past, so that a node whose
 /// clock lags its parent's can use a fresh certificate at once.
-const BACKDATE_SECS: u64 = 60 * 60;
+pub(super) const BACKDATE_SECS: u64 = 60 * 60;
 
 /// Makes a new mesh: its CA, the root relay's identity, the admin's client
 /// credentials and the certificate of the root's HTTPS API.

@@ -128,16 +128,22 @@ pub fn connection_peer(conn: &quinn::Connection) -> Result<Option<Peer>, PkiErro
         .transpose()
 }
 
-/// The DER of the certificate the peer of an authenticated connection
-/// presented (None if it sent none).
-pub fn connection_leaf(conn: &quinn::Connection) -> Result<Option<Vec<u8>>, PkiError> {
+/// Every certificate the peer of an authenticated connection presented,
+/// leaf first (empty if it sent none).
+pub fn connection_chain(conn: &quinn::Connection) -> Result<Vec<Vec<u8>>, PkiError> {
     let Some(identity) = conn.peer_identity() else {
-        return Ok(None);
+        return Ok(Vec::new());
     };
     let chain = identity
         .downcast::<Vec<CertificateDer<'static>>>()
         .map_err(|_| PkiError::UnexpectedPeerIdentity)?;
-    Ok(chain.first().map(|leaf| leaf.to_vec()))
+    Ok(chain.iter().map(|cert| cert.to_vec()).collect())
+}
+
+/// The DER of the certificate the peer of an authenticated connection
+/// presented (None if it sent none).
+pub fn connection_leaf(conn: &quinn::Connection) -> Result<Option<Vec<u8>>, PkiError> {
+    Ok(connection_chain(conn)?.into_iter().next())
 }
 
 /// Accepts a server whose chain holds the pinned CA and verifies against it.
@@ -230,7 +236,7 @@ fn issuer_path(
 
 /// The relay an issuer certificate belongs to: its only common name is
 /// [`ISSUER_CN_PREFIX`] and the relay's name.
-fn relay_of_issuer(der: &[u8]) -> Option<String> {
+pub(super) fn relay_of_issuer(der: &[u8]) -> Option<String> {
     let cert = super::parse_cert(der).ok()?;
     let mut names = cert.subject().iter_common_name();
     let (Some(name), None) = (names.next(), names.next()) else {
