@@ -52,6 +52,7 @@ pub mod patch;
 mod protobuf;
 mod query;
 mod resources;
+mod revocations;
 mod routes;
 mod selector;
 pub mod status;
@@ -128,6 +129,19 @@ impl std::fmt::Debug for IssuedToken {
     }
 }
 
+/// What revoking a node did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeRevoked {
+    /// The node revoked.
+    pub name: String,
+    /// When (Unix seconds): certificates issued to it until then are void.
+    pub at_unix: u64,
+    /// The ids of the node's outstanding join tokens, revoked with it.
+    pub tokens: Vec<[u8; 16]>,
+    /// The nodes that left the root's inventory: the node and its subtree.
+    pub removed: Vec<String>,
+}
+
 /// What the API serves from: the daemon's view of the tree and its stores.
 ///
 /// The synchronous methods are called from request handlers on the async
@@ -139,6 +153,44 @@ pub trait Backend: Send + Sync + 'static {
 
     /// Issues a single-use join token for `request`.
     fn create_token(&self, request: TokenRequest) -> Result<IssuedToken, ApiError>;
+
+    /// The join tokens the root issued and still remembers, oldest first.
+    fn tokens(&self) -> Result<Vec<crate::store::TokenRecord>, ApiError> {
+        Err(ApiError::NotFound(
+            "this server does not issue join tokens".into(),
+        ))
+    }
+
+    /// Revokes the join token `id`, so no relay admits anyone with it.
+    fn revoke_token(
+        &self,
+        id: [u8; 16],
+    ) -> impl Future<Output = Result<crate::store::TokenRecord, ApiError>> + Send {
+        let _ = id;
+        async {
+            Err(ApiError::NotFound(
+                "this server does not issue join tokens".into(),
+            ))
+        }
+    }
+
+    /// Revokes node `name`: every relay drops its link and refuses its
+    /// certificates (and those of everything its issuer signed), and it
+    /// leaves the inventory with its subtree.
+    fn revoke_node(
+        &self,
+        name: String,
+    ) -> impl Future<Output = Result<NodeRevoked, ApiError>> + Send {
+        let _ = name;
+        async { Err(ApiError::NotFound("this server has no tree".into())) }
+    }
+
+    /// Every revocation the root holds.
+    fn revocations(
+        &self,
+    ) -> impl Future<Output = Result<Vec<relaymesh_protocol::Revocation>, ApiError>> + Send {
+        async { Ok(Vec::new()) }
+    }
 
     /// Stores an opaque bundle at the root under `name` and puts a slice entry
     /// referencing it that targets every node (a debugging / smoke-test path

@@ -245,6 +245,43 @@ impl Client {
         Ok((id, size))
     }
 
+    /// Every join token the root issued and remembers (`JoinToken`
+    /// objects, without the tokens' text).
+    pub async fn tokens(&self) -> Result<Vec<Value>, ClientError> {
+        self.list("jointokens").await
+    }
+
+    /// Revokes the join token with `id` (32 hex digits, as `tokens` names
+    /// them); returns the token's `JoinToken` object.
+    pub async fn revoke_token(&self, id: &str) -> Result<Value, ClientError> {
+        let request = self
+            .http
+            .delete(self.url(&format!("{GROUP_PATH}/jointokens/{id}")))
+            .timeout(REQUEST_TIMEOUT);
+        self.send_json(request).await
+    }
+
+    /// Revokes node `name`; returns the `Revocation` object, whose status
+    /// lists the tokens revoked with it and the nodes that left the tree.
+    pub async fn revoke_node(&self, name: &str) -> Result<Value, ClientError> {
+        let body = serde_json::json!({
+            "apiVersion": "relaymesh.dev/v1alpha1",
+            "kind": "Revocation",
+            "spec": {"node": name},
+        });
+        let request = self
+            .http
+            .post(self.url(&format!("{GROUP_PATH}/revocations")))
+            .timeout(REQUEST_TIMEOUT)
+            .json(&body);
+        self.send_json(request).await
+    }
+
+    /// Every revocation the root holds (`Revocation` objects).
+    pub async fn revocations(&self) -> Result<Vec<Value>, ClientError> {
+        self.list("revocations").await
+    }
+
     async fn list(&self, resource: &str) -> Result<Vec<Value>, ClientError> {
         let mut list = self.get_json(&format!("{GROUP_PATH}/{resource}")).await?;
         match list.get_mut("items").map(Value::take) {

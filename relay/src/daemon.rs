@@ -23,6 +23,7 @@ use tracing::Instrument;
 
 use crate::config::NodeConfig;
 use crate::core::{Action, Core, CoreConfig, LinkId, LinkStats, Now, DEFAULT_LOG_KEEP};
+use crate::deny_list::DenyList;
 use crate::identity::Identity;
 use crate::pki::{self, Peer, PkiError};
 use crate::store::{Store, StoreError};
@@ -118,6 +119,15 @@ pub(crate) enum Event {
     PlacementStatus {
         reply: oneshot::Sender<BTreeMap<String, (u64, relaymesh_protocol::PlacementStatus)>>,
     },
+    /// The root revoked a node or a token: sign it and send it down.
+    Revoke {
+        revocation: relaymesh_protocol::Revocation,
+        reply: oneshot::Sender<Result<(), String>>,
+    },
+    /// Every revocation the slice holds.
+    Revocations {
+        reply: oneshot::Sender<Vec<relaymesh_protocol::Revocation>>,
+    },
     /// The root's placement controller: these are all placement entries now
     /// (their bundles are already stored).
     SetPlacements {
@@ -144,6 +154,8 @@ pub(crate) struct Shared {
     pub bundles_stored: watch::Receiver<u64>,
     pub nodes: Arc<RwLock<Vec<NodeRecord>>>,
     pub config: Arc<NodeConfig>,
+    /// The revocations this relay holds, as the listener checks them.
+    pub deny: Arc<RwLock<DenyList>>,
 }
 
 struct ChildHandle {
@@ -239,6 +251,7 @@ async fn run_store(
         bundles_stored: stored_rx,
         nodes: Arc::new(RwLock::new(core.nodes())),
         config: Arc::new(config.clone()),
+        deny: Arc::new(RwLock::new(DenyList::from_entries(core.entries()))),
     };
     tracing::info!(
         root = config.parent.is_none(),
@@ -494,6 +507,33 @@ impl Daemon {
                 self.stored.send_modify(|count| *count += 1);
                 let _ = reply.send(());
             }
+            Event::Revoke { revocation, reply } => {
+                let entry = revocation
+                    .to_entry()
+                    .map_err(|error| error.to_string())
+                    .and_then(|entry| {
+                        self.seal(now, entry)
+                            .ok_or_else(|| "the root cannot sign the revocation".to_string())
+                    });
+                match entry {
+                    Ok(entry) => {
+                        self.core.upsert_local(now, entry);
+                        let _ = reply.send(Ok(()));
+                    }
+                    Err(error) => {
+                        let _ = reply.send(Err(error));
+                    }
+                }
+            }
+            Event::Revocations { reply } => {
+                let revocations = self
+                    .core
+                    .entries()
+                    .filter_map(relaymesh_protocol::Revocation::from_entry)
+                    .filter_map(Result::ok)
+                    .collect();
+                let _ = reply.send(revocations);
+            }
             Event::PublishBundle { name, id, reply } => {
                 // The entry first, then the bundle: a bundle no entry
                 // references would be collected at once.
@@ -631,9 +671,43 @@ impl Daemon {
                     tracing::debug!(bundle = %id, "dropping unreferenced bundle");
                     self.store.remove_bundle(&id)?;
                 }
+                Action::Revoked(revocation) => self.revoked(&revocation),
             }
         }
         Ok(())
+    }
+
+    /// Adds a revocation to the deny list and closes every child link whose
+    /// certificates it covers (the core closed a revoked child's own link
+    /// already; this also catches a link opened with a certificate of a
+    /// revoked issuer).
+    fn revoked(&mut self, revocation: &relaymesh_protocol::Revocation) {
+        tracing::warn!(?revocation, "the root revoked");
+        let Ok(mut deny) = self.shared.deny.write() else {
+            return;
+        };
+        deny.insert(revocation);
+        let refused: Vec<(LinkId, String)> = self
+            .children
+            .iter()
+            .filter_map(|(link, child)| {
+                let chain = pki::connection_chain(&child.connection).ok()?;
+                Some((*link, deny.refuses_chain(&chain)?))
+            })
+            .collect();
+        drop(deny);
+        for (link, reason) in refused {
+            if let Some(child) = self.children.remove(&link) {
+                let refusal = Refusal::new(relaymesh_protocol::ErrorCode::Revoked, reason);
+                let _ = child
+                    .outgoing
+                    .try_send(DownMessage::Refused(refusal.clone()));
+                child
+                    .connection
+                    .close(1u32.into(), refusal.message.as_bytes());
+                self.core.handle_child_disconnected(now(), link);
+            }
+        }
     }
 
     fn fetch_bundle(&mut self, id: BundleId) {

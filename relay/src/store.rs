@@ -6,6 +6,7 @@
 //! acknowledgement to the parent) leaves the node. Values are encoded with the
 //! protocol codec, so every decode is bounded like a frame.
 
+mod issued_tokens;
 pub mod permissions;
 mod state;
 
@@ -21,6 +22,7 @@ pub use state::{Mutation, Persisted, Served};
 
 use crate::config::NodeConfig;
 use crate::identity::Identity;
+pub use issued_tokens::TokenRecord;
 
 /// The sled page cache a relay uses. Sled's default (1 GiB) is far more than a
 /// relay's slice needs, and edge machines are small.

@@ -8,7 +8,7 @@
 //! |-------------|------------------------------------------------------------|
 //! | `viewers`   | get, list and watch everything                             |
 //! | `operators` | also create, change and delete workloads and placements    |
-//! | `admins`    | also issue join tokens and user certificates               |
+//! | `admins`    | also issue and revoke join tokens, users and nodes         |
 //!
 //! Every authenticated user may read discovery and ask about their own
 //! rights, as in kube-apiserver (`system:discovery`, `system:basic-user`).
@@ -22,14 +22,16 @@ use super::ApiError;
 pub const VIEWERS: &str = "viewers";
 /// The group that may also change workloads and placements.
 pub const OPERATORS: &str = "operators";
-/// The group that may also issue join tokens and user certificates.
+/// The group that may also issue and revoke join tokens, user certificates
+/// and nodes.
 pub const ADMINS: &str = "admins";
 
 /// The groups, narrowest first.
 pub const GROUPS: [&str; 3] = [VIEWERS, OPERATORS, ADMINS];
 
-/// The relaymesh resources only admins may write: they hand out access.
-const ADMIN_RESOURCES: [&str; 2] = ["jointokens", "usercertificates"];
+/// The relaymesh resources only admins may write: they hand out or take
+/// away access.
+const ADMIN_RESOURCES: [&str; 3] = ["jointokens", "usercertificates", "revocations"];
 
 /// What a request asks to do, in Kubernetes' terms.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -29,7 +29,7 @@ use super::status::Status;
 use super::tls::{PeerIdentity, User};
 use super::tokens::JoinToken;
 use super::users;
-use super::{discovery, openapi, ApiError, Backend};
+use super::{discovery, openapi, revocations, ApiError, Backend};
 use crate::objects::ObjectStore;
 
 /// The body of every reply: whole JSON documents or a watch's stream.
@@ -87,6 +87,10 @@ enum Route {
     OpenApi(Option<String>),
     /// `/apis/relaymesh.dev/v1alpha1/jointokens`.
     JoinTokens,
+    /// `/apis/relaymesh.dev/v1alpha1/jointokens/{id}`.
+    JoinToken(String),
+    /// `/apis/relaymesh.dev/v1alpha1/revocations`.
+    Revocations,
     /// `/apis/relaymesh.dev/v1alpha1/usercertificates`.
     UserCertificates,
     /// `/apis/authorization.k8s.io/v1/selfsubjectaccessreviews`.
@@ -107,6 +111,8 @@ impl Route {
             ["healthz" | "livez" | "readyz"] => Self::Health,
             ["version"] => Self::Version,
             ["apis", GROUP, VERSION, "jointokens"] => Self::JoinTokens,
+            ["apis", GROUP, VERSION, "jointokens", id] => Self::JoinToken(id.to_string()),
+            ["apis", GROUP, VERSION, "revocations"] => Self::Revocations,
             ["apis", GROUP, VERSION, "usercertificates"] => Self::UserCertificates,
             ["apis", "authorization.k8s.io", "v1", "selfsubjectaccessreviews"] => {
                 Self::AccessReview
@@ -135,11 +141,11 @@ impl Route {
     /// The methods the route answers.
     fn methods(&self) -> &'static [Method] {
         match self {
-            Self::JoinTokens
-            | Self::UserCertificates
-            | Self::AccessReview
-            | Self::SelfReview
-            | Self::Bundles => &[Method::POST],
+            Self::JoinTokens | Self::Revocations => &[Method::GET, Method::POST],
+            Self::JoinToken(_) => &[Method::DELETE],
+            Self::UserCertificates | Self::AccessReview | Self::SelfReview | Self::Bundles => {
+                &[Method::POST]
+            }
             Self::Resource(_) => &[
                 Method::GET,
                 Method::POST,
@@ -167,7 +173,11 @@ impl Route {
             namespace: None,
         };
         match self {
+            Self::JoinTokens if method == Method::GET => relaymesh("list", "jointokens"),
             Self::JoinTokens => relaymesh("create", "jointokens"),
+            Self::JoinToken(_) => relaymesh("delete", "jointokens"),
+            Self::Revocations if method == Method::GET => relaymesh("list", "revocations"),
+            Self::Revocations => relaymesh("create", "revocations"),
             Self::UserCertificates => relaymesh("create", "usercertificates"),
             Self::Bundles => relaymesh("create", "bundles"),
             Self::Explain(namespace, _) => Attributes::Resource {
@@ -332,6 +342,30 @@ async fn dispatch<B: Backend>(
             let user = authenticated(&context.peer)?;
             json_reply(StatusCode::CREATED, &authz::self_review(user))
         }
+        Route::JoinTokens if request.method() == Method::GET => {
+            let now_unix = unix_now();
+            let list = revocations::token_list(&backend.tokens()?, &backend.nodes(), now_unix);
+            json_reply(StatusCode::OK, &list)
+        }
+        Route::JoinToken(id) => {
+            let id = revocations::parse_token_id(&id)?;
+            let record = backend.revoke_token(id).await?;
+            let object = revocations::token_object(&record, &backend.nodes(), unix_now());
+            json_reply(StatusCode::OK, &object)
+        }
+        Route::Revocations if request.method() == Method::GET => {
+            let list = revocations::revocation_list(&backend.revocations().await?);
+            json_reply(StatusCode::OK, &list)
+        }
+        Route::Revocations => {
+            let body = read_body(request.into_body(), MAX_JSON_BODY).await?;
+            let node = revocations::parse_request(&body)?;
+            let revoked = backend.revoke_node(node).await?;
+            json_reply(
+                StatusCode::CREATED,
+                &revocations::node_revoked_object(&revoked),
+            )
+        }
         Route::JoinTokens => {
             let body = read_body(request.into_body(), MAX_JSON_BODY).await?;
             let token = JoinToken::parse(&body)?;
@@ -427,6 +461,13 @@ fn authenticated(peer: &PeerIdentity) -> Result<&User, ApiError> {
 
 /// Reads a whole body, refusing it with 413 as soon as it is known to be
 /// larger than `limit`, before reading further.
+/// Seconds since the Unix epoch (0 if the clock is before it).
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_secs())
+}
+
 pub(super) async fn read_body(mut body: Incoming, limit: u64) -> Result<Vec<u8>, ApiError> {
     let too_large =
         || ApiError::PayloadTooLarge(format!("the request body is larger than {limit} bytes"));

@@ -80,6 +80,25 @@ enum Command {
         #[command(subcommand)]
         command: UserCommand,
     },
+    /// Revoke a node: every relay drops its link and refuses its certificates.
+    ///
+    /// The node's TLS certificate and, for a relay, its issuer are void from
+    /// now on, so its children cannot use theirs either; they come back only
+    /// with new join tokens, under another parent. The node and its subtree
+    /// leave the inventory, and the node's outstanding join tokens are
+    /// revoked with it. A node joined later under the same name, with a new
+    /// token, is not affected. With --list, print what the root revoked.
+    Revoke {
+        /// The node to revoke.
+        #[arg(required_unless_present = "list", conflicts_with = "list")]
+        node: Option<String>,
+        /// List the revoked nodes and tokens instead.
+        #[arg(long)]
+        list: bool,
+        /// Output format.
+        #[arg(short, long, value_enum, default_value_t = Format::Text)]
+        output: Format,
+    },
     /// Print the tree of relays and agents with the health of each link.
     Tree {
         /// Output format.
@@ -148,6 +167,21 @@ enum TokenCommand {
         /// How long the token stays valid (at most 24h).
         #[arg(long, default_value = "1h", value_parser = humantime::parse_duration)]
         ttl: Duration,
+    },
+    /// List the join tokens the root issued (never their text): id, node, parent, expiry, state.
+    ///
+    /// STATE is Valid, Expired or Revoked. IN TREE says whether a node of the
+    /// token's name and role is in the tree under the token's parent; the
+    /// root cannot tell whether it joined with this very token.
+    List {
+        /// Output format.
+        #[arg(short, long, value_enum, default_value_t = Format::Text)]
+        output: Format,
+    },
+    /// Revoke a join token by its id (from `token list`): no relay admits anyone with it.
+    Revoke {
+        /// The token's id: 32 hex digits.
+        id: String,
     },
 }
 
@@ -258,6 +292,78 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 "token for {role} {name:?} expires at {}",
                 humantime::format_rfc3339_seconds(expires)
             );
+        }
+        Command::Token {
+            command: TokenCommand::List { output },
+        } => {
+            let tokens = client.tokens().await.context("cannot list join tokens")?;
+            match output {
+                Format::Json => println!("{}", serde_json::to_string_pretty(&tokens)?),
+                Format::Text => print!("{}", token_table(&tokens)),
+            }
+        }
+        Command::Token {
+            command: TokenCommand::Revoke { id },
+        } => {
+            let token = client
+                .revoke_token(&id)
+                .await
+                .with_context(|| format!("cannot revoke join token {id}"))?;
+            println!(
+                "join token {id} for {} {:?} revoked",
+                token["spec"]["role"].as_str().unwrap_or("node"),
+                token["spec"]["name"].as_str().unwrap_or_default()
+            );
+        }
+        Command::Revoke {
+            list: true, output, ..
+        } => {
+            let revocations = client
+                .revocations()
+                .await
+                .context("cannot list revocations")?;
+            match output {
+                Format::Json => println!("{}", serde_json::to_string_pretty(&revocations)?),
+                Format::Text => print!("{}", revocation_table(&revocations)),
+            }
+        }
+        Command::Revoke {
+            node: Some(node),
+            output,
+            ..
+        } => {
+            let revoked = client
+                .revoke_node(&node)
+                .await
+                .with_context(|| format!("cannot revoke {node:?}"))?;
+            match output {
+                Format::Json => println!("{}", serde_json::to_string_pretty(&revoked)?),
+                Format::Text => {
+                    let status = &revoked["status"];
+                    let list = |key: &str| {
+                        let names: Vec<&str> = status[key]
+                            .as_array()
+                            .map(|items| {
+                                items.iter().filter_map(serde_json::Value::as_str).collect()
+                            })
+                            .unwrap_or_default();
+                        if names.is_empty() {
+                            "none".to_string()
+                        } else {
+                            names.join(", ")
+                        }
+                    };
+                    println!(
+                        "revoked {node:?} at {}",
+                        status["revokedAt"].as_str().unwrap_or_default()
+                    );
+                    println!("removed from the tree: {}", list("removedFromTree"));
+                    println!("join tokens revoked with it: {}", list("tokensRevoked"));
+                }
+            }
+        }
+        Command::Revoke { node: None, .. } => {
+            anyhow::bail!("name the node to revoke, or pass --list")
         }
         Command::User {
             command:
@@ -398,6 +504,71 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// `relayctl token list` as a table.
+fn token_table(tokens: &[serde_json::Value]) -> String {
+    let rows = tokens.iter().map(|token| {
+        let field = |path: &[&str]| {
+            path.iter()
+                .fold(token, |value, key| &value[*key])
+                .as_str()
+                .unwrap_or("-")
+                .to_string()
+        };
+        let in_tree = if token["status"]["nodeInTree"] == true {
+            "yes"
+        } else {
+            "no"
+        };
+        vec![
+            field(&["metadata", "name"]),
+            field(&["spec", "name"]),
+            field(&["spec", "role"]),
+            field(&["spec", "parent"]),
+            field(&["status", "expirationTimestamp"]),
+            field(&["status", "state"]),
+            in_tree.to_string(),
+        ]
+    });
+    columns(
+        &[
+            "ID", "NAME", "ROLE", "PARENT", "EXPIRES", "STATE", "IN TREE",
+        ],
+        rows,
+    )
+}
+
+/// `relayctl revoke --list` as a table.
+fn revocation_table(revocations: &[serde_json::Value]) -> String {
+    let rows = revocations.iter().map(|revocation| {
+        let spec = &revocation["spec"];
+        let status = &revocation["status"];
+        match spec["node"].as_str() {
+            Some(node) => vec![
+                "node".to_string(),
+                node.to_string(),
+                status["revokedAt"].as_str().unwrap_or("-").to_string(),
+            ],
+            None => vec![
+                "token".to_string(),
+                format!(
+                    "{} (for {})",
+                    spec["token"].as_str().unwrap_or("-"),
+                    spec["tokenName"].as_str().unwrap_or("-")
+                ),
+                "-".to_string(),
+            ],
+        }
+    });
+    columns(&["WHAT", "NAME", "REVOKED AT"], rows)
+}
+
+/// A header and rows as kubectl prints them.
+fn columns(header: &[&str], rows: impl Iterator<Item = Vec<String>>) -> String {
+    let mut table: Vec<Vec<String>> = vec![header.iter().map(|h| h.to_string()).collect()];
+    table.extend(rows);
+    relaymesh_relay::client::resources::render_rows(&table)
 }
 
 /// The resources relayctl knows by name; anything else is looked up as a

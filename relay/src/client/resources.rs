@@ -172,7 +172,6 @@ pub fn render_table(table: &Value, namespaces: bool) -> String {
     if namespaces {
         header.insert(0, "NAMESPACE".into());
     }
-    let width = header.len();
     let mut rows: Vec<Vec<String>> = vec![header];
     for row in table["rows"].as_array().into_iter().flatten() {
         let cells = row["cells"].as_array().cloned().unwrap_or_default();
@@ -192,16 +191,23 @@ pub fn render_table(table: &Value, namespaces: bool) -> String {
         }
         rows.push(line);
     }
+    render_rows(&rows)
+}
+
+/// Left-aligned columns three spaces apart, as kubectl prints them; the
+/// first row is the header.
+pub fn render_rows(rows: &[Vec<String>]) -> String {
+    let width = rows.first().map_or(0, Vec::len);
     let widths: Vec<usize> = (0..width)
         .map(|i| {
             rows.iter()
-                .map(|row| row[i].chars().count())
+                .map(|row| row.get(i).map_or(0, |cell| cell.chars().count()))
                 .max()
                 .unwrap_or(0)
         })
         .collect();
     let mut text = String::new();
-    for row in &rows {
+    for row in rows {
         let line: Vec<String> = row
             .iter()
             .zip(&widths)

@@ -3,13 +3,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use relaymesh_protocol::{BundleId, NodeRecord, Role};
+use relaymesh_protocol::{BundleId, NodeRecord, Revocation, Role};
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use super::{unix_ms, DaemonError, Event, Shared};
-use crate::api::{self, ApiError, ApiTls, Backend, IssuedToken, TokenRequest};
+use crate::api::{self, ApiError, ApiTls, Backend, IssuedToken, NodeRevoked, TokenRequest};
 use crate::objects::ObjectStore;
+use crate::store::TokenRecord;
 use crate::{pki, token};
 use tracing::Instrument;
 
@@ -96,6 +97,45 @@ struct RootBackend {
     shared: Shared,
 }
 
+impl RootBackend {
+    /// Hands a revocation to the loop, which signs it and sends it down.
+    async fn revoke(&self, revocation: Revocation) -> Result<(), ApiError> {
+        let (reply, answer) = oneshot::channel();
+        self.ask(Event::Revoke { revocation, reply }, answer)
+            .await?
+            .map_err(ApiError::Internal)
+    }
+
+    /// Sends `event` to the loop and waits for its answer.
+    async fn ask<T>(&self, event: Event, answer: oneshot::Receiver<T>) -> Result<T, ApiError> {
+        self.shared
+            .events
+            .send(event)
+            .await
+            .map_err(|_| ApiError::Unavailable("the relay is stopping".into()))?;
+        tokio::time::timeout(Duration::from_secs(30), answer)
+            .await
+            .map_err(|_| ApiError::Unavailable("the relay did not answer in time".into()))?
+            .map_err(|_| ApiError::Unavailable("the relay is stopping".into()))
+    }
+}
+
+/// `name` and every node below it, from the inventory's parent links.
+fn subtree(nodes: &[NodeRecord], name: &str) -> Vec<String> {
+    let mut names = vec![name.to_string()];
+    let mut index = 0;
+    while index < names.len() {
+        let parent = names[index].clone();
+        for node in nodes {
+            if node.parent.as_deref() == Some(parent.as_str()) && !names.contains(&node.name) {
+                names.push(node.name.clone());
+            }
+        }
+        index += 1;
+    }
+    names
+}
+
 impl Backend for RootBackend {
     fn nodes(&self) -> Vec<NodeRecord> {
         self.shared
@@ -154,11 +194,100 @@ impl Backend for RootBackend {
         );
         let issued = token::issue(signing_key, &claims)
             .map_err(|error| ApiError::Internal(error.to_string()))?;
+        // Remembered before it is handed out, so every token an admin holds
+        // can be listed and revoked.
+        self.shared
+            .store
+            .record_issued_token(
+                &TokenRecord {
+                    id: claims.id,
+                    name: request.name.clone(),
+                    role: request.role,
+                    parent: parent.clone(),
+                    issued_unix: now_unix,
+                    not_after_unix: claims.not_after_unix,
+                    revoked: false,
+                },
+                now_unix,
+            )
+            .map_err(|error| ApiError::Internal(error.to_string()))?;
         tracing::info!(name = %request.name, role = %request.role, %parent, ttl = ?request.ttl, "issued a join token");
         Ok(IssuedToken {
             token: issued,
             expires_unix: claims.not_after_unix,
         })
+    }
+
+    fn tokens(&self) -> Result<Vec<TokenRecord>, ApiError> {
+        self.shared
+            .store
+            .issued_tokens()
+            .map_err(|error| ApiError::Internal(error.to_string()))
+    }
+
+    async fn revoke_token(&self, id: [u8; 16]) -> Result<TokenRecord, ApiError> {
+        let record = self
+            .shared
+            .store
+            .revoke_issued_token(&id)
+            .map_err(|error| ApiError::Internal(error.to_string()))?
+            .ok_or_else(|| {
+                ApiError::NotFound(format!(
+                    "jointokens.relaymesh.dev {:?} not found",
+                    relaymesh_protocol::revocation::hex(&id)
+                ))
+            })?;
+        self.revoke(Revocation::Token {
+            id,
+            name: record.name.clone(),
+            not_after_unix: record.not_after_unix,
+        })
+        .await?;
+        tracing::warn!(token = %relaymesh_protocol::revocation::hex(&id), name = %record.name, "revoked a join token");
+        Ok(record)
+    }
+
+    async fn revoke_node(&self, name: String) -> Result<NodeRevoked, ApiError> {
+        if name == self.shared.identity.name {
+            return Err(ApiError::Invalid {
+                field: "spec.node".into(),
+                message: format!("{name:?} is the root, which cannot be revoked"),
+            });
+        }
+        let nodes = self.nodes();
+        if !nodes.iter().any(|node| node.name == name) {
+            return Err(ApiError::NotFound(format!(
+                "node {name:?} is not in the tree"
+            )));
+        }
+        let removed = subtree(&nodes, &name);
+        let now_unix = unix_ms() / 1000;
+        // The node's outstanding tokens go with it: a stolen one must not
+        // bring it back.
+        let mut tokens = Vec::new();
+        for record in self.tokens()? {
+            if record.name == name && !record.revoked && record.not_after_unix > now_unix {
+                self.revoke_token(record.id).await?;
+                tokens.push(record.id);
+            }
+        }
+        self.revoke(Revocation::Node {
+            name: name.clone(),
+            at_unix: now_unix,
+        })
+        .await?;
+        tracing::warn!(node = %name, ?removed, tokens = tokens.len(), "revoked a node");
+        Ok(NodeRevoked {
+            name,
+            at_unix: now_unix,
+            tokens,
+            removed,
+        })
+    }
+
+    async fn revocations(&self) -> Result<Vec<Revocation>, ApiError> {
+        let (reply, answer) = oneshot::channel();
+        self.ask(Event::Revocations { reply }, answer).await
     }
 
     async fn push_bundle(&self, name: String, bytes: Vec<u8>) -> Result<BundleId, ApiError> {
@@ -168,20 +297,9 @@ impl Backend for RootBackend {
             .await
             .map_err(|error| ApiError::Internal(error.to_string()))?
             .map_err(|error| ApiError::Internal(error.to_string()))?;
-        let (reply_tx, reply_rx) = oneshot::channel();
-        self.shared
-            .events
-            .send(Event::PublishBundle {
-                name,
-                id,
-                reply: reply_tx,
-            })
-            .await
-            .map_err(|_| ApiError::Unavailable("the relay is stopping".into()))?;
-        tokio::time::timeout(Duration::from_secs(30), reply_rx)
-            .await
-            .map_err(|_| ApiError::Unavailable("the relay did not answer in time".into()))?
-            .map_err(|_| ApiError::Unavailable("the relay is stopping".into()))?;
+        let (reply, answer) = oneshot::channel();
+        self.ask(Event::PublishBundle { name, id, reply }, answer)
+            .await?;
         Ok(id)
     }
 }

@@ -1,0 +1,141 @@
+//! The join tokens the root issued, so an admin can list and revoke them.
+//!
+//! Only the root keeps these (a token's text is never stored: it is a
+//! credential, shown once). Which tokens were used is known only to the
+//! relay that admitted the node, so the list cannot say it; it says whether
+//! a node of the token's name is in the tree under the token's parent.
+
+use relaymesh_protocol::Role;
+use serde::{Deserialize, Serialize};
+
+use super::{encode, Store, StoreError};
+
+/// The sled tree of issued tokens, keyed by token id.
+const TREE: &str = "issued_tokens";
+
+/// How long a record is kept after its token expired, so `relayctl token
+/// list` still shows recent ones as expired.
+const KEEP_EXPIRED_SECS: u64 = 7 * 24 * 60 * 60;
+
+/// A token the root issued.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TokenRecord {
+    /// The token's id.
+    pub id: [u8; 16],
+    /// The name the joining node gets.
+    pub name: String,
+    /// The role the joining node gets.
+    pub role: Role,
+    /// The relay that admits the node.
+    pub parent: String,
+    /// When the root issued it (Unix seconds).
+    pub issued_unix: u64,
+    /// When it expires (Unix seconds).
+    pub not_after_unix: u64,
+    /// Whether an admin revoked it.
+    pub revoked: bool,
+}
+
+impl Store {
+    /// Records a token the root issued, and forgets records of tokens that
+    /// expired more than a week before `now_unix`.
+    pub fn record_issued_token(
+        &self,
+        record: &TokenRecord,
+        now_unix: u64,
+    ) -> Result<(), StoreError> {
+        let tree = self.open_tree(TREE)?;
+        for old in self.issued_tokens()? {
+            if old.not_after_unix.saturating_add(KEEP_EXPIRED_SECS) < now_unix {
+                tree.remove(old.id).map_err(|e| self.sled(e))?;
+            }
+        }
+        tree.insert(record.id, encode(record)?)
+            .map_err(|e| self.sled(e))?;
+        self.flush()
+    }
+
+    /// Every token the root issued and still remembers, oldest first.
+    pub fn issued_tokens(&self) -> Result<Vec<TokenRecord>, StoreError> {
+        let tree = self.open_tree(TREE)?;
+        let mut records = Vec::new();
+        for item in tree.iter() {
+            let (key, value) = item.map_err(|e| self.sled(e))?;
+            records.push(self.decode::<TokenRecord>(&key, &value)?);
+        }
+        records.sort_by_key(|record| (record.issued_unix, record.id));
+        Ok(records)
+    }
+
+    /// Marks token `id` revoked; returns its record (`None` if the root
+    /// never issued it or has forgotten it).
+    pub fn revoke_issued_token(&self, id: &[u8; 16]) -> Result<Option<TokenRecord>, StoreError> {
+        let tree = self.open_tree(TREE)?;
+        let Some(value) = tree.get(id).map_err(|e| self.sled(e))? else {
+            return Ok(None);
+        };
+        let mut record: TokenRecord = self.decode(id, &value)?;
+        if !record.revoked {
+            record.revoked = true;
+            tree.insert(id, encode(&record)?)
+                .map_err(|e| self.sled(e))?;
+            self.flush()?;
+        }
+        Ok(Some(record))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(id: u8, not_after_unix: u64) -> TokenRecord {
+        TokenRecord {
+            id: [id; 16],
+            name: format!("edge-{id}"),
+            role: Role::Agent,
+            parent: "root".into(),
+            issued_unix: not_after_unix - 600,
+            not_after_unix,
+            revoked: false,
+        }
+    }
+
+    #[test]
+    fn records_survive_a_reopen_and_old_ones_are_forgotten() {
+        let dir = tempfile::tempdir().expect("test");
+        let now = 10_000_000;
+        {
+            let store = Store::create(dir.path()).expect("test");
+            store
+                .record_issued_token(&record(1, now + 600), now)
+                .expect("test");
+            store
+                .record_issued_token(&record(2, now + 1200), now)
+                .expect("test");
+            let revoked = store
+                .revoke_issued_token(&[1; 16])
+                .expect("test")
+                .expect("test");
+            assert!(revoked.revoked);
+            assert!(store.revoke_issued_token(&[9; 16]).expect("test").is_none());
+        }
+        let store = Store::open_existing(dir.path()).expect("test");
+        let records = store.issued_tokens().expect("test");
+        assert_eq!(records.len(), 2);
+        assert!(records[0].revoked && !records[1].revoked);
+
+        // A week and a day later, issuing one more forgets both.
+        let later = now + 1200 + KEEP_EXPIRED_SECS + 1;
+        store
+            .record_issued_token(&record(3, later + 600), later)
+            .expect("test");
+        let ids: Vec<[u8; 16]> = store
+            .issued_tokens()
+            .expect("test")
+            .iter()
+            .map(|r| r.id)
+            .collect();
+        assert_eq!(ids, vec![[3; 16]]);
+    }
+}
