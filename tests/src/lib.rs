@@ -290,6 +290,32 @@ impl Mesh {
         self.spawn("relay", name)
     }
 
+    /// [`Mesh::start`] with `run_args` added to `relay run`
+    /// (`--parent-address`, ...).
+    pub fn start_with(&self, name: &str, run_args: &[&str]) -> anyhow::Result<RelayProcess> {
+        self.spawn_with("relay", name, run_args)
+    }
+
+    /// The first address relay `name` advertises, as the root lists it.
+    pub fn advertised_address(&self, name: &str) -> anyhow::Result<String> {
+        let output = self.relayctl(&["get", "relays", "-o", "json"])?;
+        if !output.status.success() {
+            bail!(
+                "relayctl get relays: {}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+        }
+        let list: Value = serde_json::from_slice(&output.stdout)?;
+        list["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|item| item["metadata"]["name"] == name)
+            .and_then(|item| item["spec"]["addresses"][0].as_str())
+            .map(str::to_string)
+            .with_context(|| format!("relay {name} advertises an address: {list}"))
+    }
+
     /// `BINARY inspect` of a stopped node (`relay` or `edge-agent`).
     pub fn inspect_with(&self, binary_name: &str, name: &str) -> anyhow::Result<Value> {
         let output = run_ok(

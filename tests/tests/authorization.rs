@@ -85,21 +85,6 @@ fn impostor_dir(mesh: &Mesh, dir: &str, identity: &Identity, listen: &str) -> an
     Ok(())
 }
 
-/// The address relay `name` advertises, from the root's inventory.
-fn advertised_address(mesh: &Mesh, name: &str) -> anyhow::Result<String> {
-    let output = mesh.relayctl(&["get", "relays", "-o", "json"])?;
-    anyhow::ensure!(output.status.success(), "{}", text(&output));
-    let list: serde_json::Value = serde_json::from_slice(&output.stdout)?;
-    list["items"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|item| item["metadata"]["name"] == name)
-        .and_then(|item| item["spec"]["addresses"][0].as_str())
-        .map(str::to_string)
-        .with_context(|| format!("relay {name} advertises an address: {list}"))
-}
-
 #[test]
 fn a_relay_cannot_mint_users_and_each_group_gets_only_its_rights() -> anyhow::Result<()> {
     let (mesh, _root) = Mesh::init()?;
@@ -274,8 +259,8 @@ fn a_relay_cannot_pose_as_the_root_or_a_sibling() -> anyhow::Result<()> {
     // node under eu; mallory serves a certificate for "eu" that its own
     // issuer made, at eu's address.
     let token = mesh.token("relay", "newcomer", Some("eu"), "10m")?;
-    let eu_address = advertised_address(&mesh, "eu")?;
-    let root_address = advertised_address(&mesh, "root")?;
+    let eu_address = mesh.advertised_address("eu")?;
+    let root_address = mesh.advertised_address("root")?;
     eu.stop()?;
     impostor_dir(&mesh, "fake-eu", &forge_relay(&mallory, "eu")?, &eu_address)?;
     let mut fake_eu = mesh.start("fake-eu")?;
