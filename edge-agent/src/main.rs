@@ -263,7 +263,7 @@ async fn run(data_dir: &Path, parent_addresses: Vec<String>, policy: Policy) -> 
         Err(error) => return Err(error.into()),
     };
     let Some(access) = access else {
-        daemon::run_with_store(data_dir, store, shutdown, None).await?;
+        daemon::run_with_store(data_dir, store, shutdown, None, Default::default()).await?;
         return Ok(());
     };
     let client = access
@@ -292,8 +292,14 @@ async fn run(data_dir: &Path, parent_addresses: Vec<String>, policy: Policy) -> 
         slice: slice_tx,
         status: status_rx,
     };
-    let daemon_result =
-        daemon::run_with_store(data_dir, store, shutdown.clone(), Some(hooks)).await;
+    let daemon_result = daemon::run_with_store(
+        data_dir,
+        store,
+        shutdown.clone(),
+        Some(hooks),
+        Default::default(),
+    )
+    .await;
     shutdown.cancel();
     let reconciler_result = reconciling.await.context("reconciler task")?;
     daemon_result?;

@@ -9,7 +9,9 @@
 //! * a **bundle** fetch: [`BundleRequest`], answered by one [`BundleReply`]
 //!   frame and, if found, the bundle's raw bytes until the stream ends;
 //! * a **join**, the only stream allowed on a connection without a client
-//!   certificate: [`JoinRequest`], answered by one [`JoinReply`].
+//!   certificate: [`JoinRequest`], answered by one [`JoinReply`];
+//! * a **renewal** of the node's certificate: [`RenewRequest`], answered by
+//!   one [`RenewReply`].
 
 use serde::{Deserialize, Serialize};
 
@@ -24,6 +26,9 @@ pub enum Open {
     Bundle(BundleRequest),
     /// Asks to join the mesh with a token.
     Join(JoinRequest),
+    /// Asks the parent to sign the node's TLS key again, before its
+    /// certificate expires.
+    Renew(RenewRequest),
 }
 
 /// A child's greeting on the control stream.
@@ -186,4 +191,25 @@ pub struct JoinGrant {
     pub token_key: Vec<u8>,
     /// The parent's name.
     pub parent: String,
+}
+
+/// A node's request for a new TLS certificate for the key it already has.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RenewRequest {
+    /// A PKCS#10 request (DER) signed with the node's current TLS key; the
+    /// name and role come from the certificate the connection presented.
+    pub tls_csr_der: Vec<u8>,
+}
+
+/// The parent's answer to [`RenewRequest`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum RenewReply {
+    /// The new certificate (DER) followed by the issuing chain up to, not
+    /// including, the mesh CA.
+    Renewed {
+        /// The chain, leaf first.
+        tls_chain_der: Vec<Vec<u8>>,
+    },
+    /// The request was refused.
+    Refused(Refusal),
 }

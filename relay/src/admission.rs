@@ -28,7 +28,7 @@ pub trait TokenLedger {
 }
 
 /// Decides on `request` at this node: a grant with freshly signed
-/// certificates, or a refusal saying why.
+/// certificates (the TLS one valid for `validity`), or a refusal saying why.
 ///
 /// Checks, in order: the protocol version; that this node has an issuer;
 /// the token's signature and lifetime; that the token is for this mesh and
@@ -42,6 +42,7 @@ pub fn admit(
     request: &JoinRequest,
     now_unix: u64,
     ledger: &dyn TokenLedger,
+    validity: std::time::Duration,
 ) -> Result<JoinGrant, Refusal> {
     if !(MIN_PROTOCOL_VERSION..=PROTOCOL_VERSION).contains(&request.version) {
         return Err(Refusal::new(
@@ -67,8 +68,14 @@ pub fn admit(
         ));
     }
 
-    let tls_cert = pki::sign_node_cert(issuer, &request.tls_csr_der, &claims.name, claims.role)
-        .map_err(|e| signing_refusal("TLS", e))?;
+    let tls_cert = pki::sign_node_cert(
+        issuer,
+        &request.tls_csr_der,
+        &claims.name,
+        claims.role,
+        validity,
+    )
+    .map_err(|e| signing_refusal("TLS", e))?;
     let issuer_cert = match (&request.issuer_csr_der, claims.role) {
         (Some(csr), Role::Relay) => Some(
             pki::sign_issuer_cert(issuer, csr, &claims.name)
@@ -182,7 +189,7 @@ fn check_claims(
 /// The certificates between a child's certificate and the mesh CA: this
 /// node's issuer and its chain, or nothing at the root, whose issuer is the
 /// mesh CA itself.
-fn chain_above_leaf(identity: &Identity, issuer: &Issuer) -> Vec<Vec<u8>> {
+pub(crate) fn chain_above_leaf(identity: &Identity, issuer: &Issuer) -> Vec<Vec<u8>> {
     if issuer.cert_der == identity.ca_cert_der {
         Vec::new()
     } else {

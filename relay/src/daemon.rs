@@ -9,6 +9,7 @@
 mod backend;
 mod listener;
 mod placements;
+mod renewal;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -124,6 +125,8 @@ pub(crate) enum Event {
         revocation: relaymesh_protocol::Revocation,
         reply: oneshot::Sender<Result<(), String>>,
     },
+    /// The parent answered a renewal request: the new chain, or why not.
+    Renewed(Result<Vec<Vec<u8>>, String>),
     /// Every revocation the slice holds.
     Revocations {
         reply: oneshot::Sender<Vec<relaymesh_protocol::Revocation>>,
@@ -156,6 +159,24 @@ pub(crate) struct Shared {
     pub config: Arc<NodeConfig>,
     /// The revocations this relay holds, as the listener checks them.
     pub deny: Arc<RwLock<DenyList>>,
+    /// How long the TLS certificates this relay signs for its children last.
+    pub node_cert_validity: Duration,
+}
+
+/// How a daemon runs, beyond what its store holds.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// How long the TLS certificates this relay signs for its children
+    /// (at join and renewal) last, and, at the root, its own.
+    pub node_cert_validity: Duration,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        Self {
+            node_cert_validity: pki::DEFAULT_NODE_CERT_VALIDITY,
+        }
+    }
 }
 
 struct ChildHandle {
@@ -172,7 +193,15 @@ struct ParentHandle {
 /// Runs the relay whose store is in `data_dir` until `shutdown` is
 /// cancelled.
 pub async fn run(data_dir: &Path, shutdown: CancellationToken) -> Result<(), DaemonError> {
-    run_with_store(data_dir, Store::open_existing(data_dir)?, shutdown, None).await
+    let options = RunOptions::default();
+    run_with_store(
+        data_dir,
+        Store::open_existing(data_dir)?,
+        shutdown,
+        None,
+        options,
+    )
+    .await
 }
 
 /// What an edge agent's reconciler sees of its node: the slice, republished
@@ -203,12 +232,13 @@ pub async fn run_with_store(
     store: Store,
     shutdown: CancellationToken,
     hooks: Option<AgentHooks>,
+    options: RunOptions,
 ) -> Result<(), DaemonError> {
     let name = store
         .identity()?
         .map(|identity| identity.name)
         .unwrap_or_default();
-    run_store(data_dir, store, shutdown, hooks)
+    run_store(data_dir, store, shutdown, hooks, options)
         .instrument(tracing::info_span!("relay", %name))
         .await
 }
@@ -218,6 +248,7 @@ async fn run_store(
     store: Store,
     shutdown: CancellationToken,
     hooks: Option<AgentHooks>,
+    options: RunOptions,
 ) -> Result<(), DaemonError> {
     let (Some(identity), Some(config)) = (store.identity()?, store.config()?) else {
         return Err(DaemonError::NotInitialized {
@@ -252,6 +283,7 @@ async fn run_store(
         nodes: Arc::new(RwLock::new(core.nodes())),
         config: Arc::new(config.clone()),
         deny: Arc::new(RwLock::new(DenyList::from_entries(core.entries()))),
+        node_cert_validity: options.node_cert_validity,
     };
     tracing::info!(
         root = config.parent.is_none(),
@@ -260,8 +292,10 @@ async fn run_store(
     );
 
     let mut tasks = tokio::task::JoinSet::new();
+    let mut server = None;
     if let Some(listen) = &config.listen {
         let endpoint = listener::open(listen, &shared.identity)?;
+        server = Some(endpoint.clone());
         tracing::info!(address = %listen, "accepting children");
         tasks.spawn(
             listener::accept_loop(endpoint, shared.clone(), shutdown.clone())
@@ -269,8 +303,8 @@ async fn run_store(
         );
     }
     let (reconnect_tx, reconnect_rx) = mpsc::channel(1);
+    let (client_tx, client) = watch::channel(pki::quic_client_config(&shared.identity)?);
     if let Some(parent) = config.parent.clone() {
-        let client = pki::quic_client_config(&shared.identity)?;
         let (uplink_tx, mut uplink_rx) = mpsc::channel(4);
         tasks.spawn(
             uplink::run(parent, client, uplink_tx, reconnect_rx, shutdown.clone())
@@ -290,6 +324,7 @@ async fn run_store(
         tasks.spawn(serve.instrument(tracing::Span::current()));
     }
 
+    let shared_identity = shared.identity.clone();
     let mut daemon = Daemon {
         core,
         store,
@@ -302,6 +337,12 @@ async fn run_store(
         dirty: false,
         hooks,
         published: None,
+        renewal: renewal::Renewal::new(
+            (*shared_identity).clone(),
+            options.node_cert_validity,
+            client_tx,
+            server,
+        ),
     };
     let result = daemon.run(events_rx, shutdown.clone()).await;
     shutdown.cancel();
@@ -329,6 +370,8 @@ struct Daemon {
     hooks: Option<AgentHooks>,
     /// The head and bundle count last published to the reconciler.
     published: Option<(u64, u64)>,
+    /// This node's certificate and when to renew it.
+    renewal: renewal::Renewal,
 }
 
 impl Daemon {
@@ -348,6 +391,10 @@ impl Daemon {
                     None => return Ok(()),
                 },
                 () = sleep_until(deadline) => self.core.handle_timeout(now()),
+                () = sleep_until(self.renewal.deadline()) => {
+                    let parent = self.parent.as_ref().map(|parent| parent.connection.clone());
+                    self.renewal.due(&self.store, parent, &self.shared.events)?;
+                }
                 _ = stats.tick() => self.sample_links(),
                 Some((key, status)) = own_status(&mut self.hooks) => {
                     self.core.set_own_status(now(), &key, status);
@@ -525,6 +572,7 @@ impl Daemon {
                     }
                 }
             }
+            Event::Renewed(result) => self.renewal.answered(&self.store, result)?,
             Event::Revocations { reply } => {
                 let revocations = self
                     .core

@@ -103,8 +103,14 @@ mod tests {
             key_der: eu_keys.issuer_key_der.expect("issuer key"),
         };
         let west_keys = pki::new_node_keys("eu-west", Role::Relay).expect("keys");
-        let leaf = pki::sign_node_cert(&eu_issuer, &west_keys.tls_csr_der, "eu-west", Role::Relay)
-            .expect("signed");
+        let leaf = pki::sign_node_cert(
+            &eu_issuer,
+            &west_keys.tls_csr_der,
+            "eu-west",
+            Role::Relay,
+            pki::DEFAULT_NODE_CERT_VALIDITY,
+        )
+        .expect("signed");
         vec![leaf, eu_issuer_cert]
     }
 

@@ -28,13 +28,14 @@ mod grant;
 pub(crate) mod handshake;
 mod holders;
 mod quic_tls;
+mod renewal;
 #[cfg(test)]
 mod tests;
 mod users;
 
 pub use certs::{
     create_mesh, new_node_keys, sign_issuer_cert, sign_node_cert, ADMIN_GROUP, ADMIN_USER,
-    MAX_INTERMEDIATES,
+    DEFAULT_NODE_CERT_VALIDITY, MAX_INTERMEDIATES, MAX_NODE_CERT_VALIDITY, MIN_NODE_CERT_VALIDITY,
 };
 pub use grant::{identity_from_grant, is_issued_by, verify_chain};
 pub use holders::{holder_of, Holder};
@@ -42,6 +43,7 @@ pub use quic_tls::{
     connection_chain, connection_leaf, connection_peer, quic_client_config,
     quic_join_client_config, quic_server_config,
 };
+pub use renewal::{expiry, renew_at_root, renewal_request, renewed_identity, sign_renewal};
 pub use users::{
     authority_pem, create_api_authority, new_user_key, sign_user_cert, user_of, ApiAuthority,
     UserKey, UserName, MAX_USER_CERT_VALIDITY,

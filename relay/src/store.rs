@@ -240,6 +240,14 @@ impl Store {
         self.flush()
     }
 
+    /// Replaces the node's identity (a renewed certificate) durably.
+    pub fn set_identity(&self, identity: &Identity) -> Result<(), StoreError> {
+        self.node
+            .insert(IDENTITY, encode(identity)?)
+            .map_err(|e| self.sled(e))?;
+        self.flush()
+    }
+
     /// The data directory the store lives in.
     pub fn dir(&self) -> &std::path::Path {
         std::path::Path::new(&self.path)

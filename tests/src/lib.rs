@@ -125,6 +125,11 @@ pub struct Mesh {
 impl Mesh {
     /// `relay init` of a root called `root` in a fresh directory.
     pub fn init() -> anyhow::Result<(Self, RelayProcess)> {
+        Self::init_with(&[])
+    }
+
+    /// [`Mesh::init`], with `run_args` added to the root's `relay run`.
+    pub fn init_with(run_args: &[&str]) -> anyhow::Result<(Self, RelayProcess)> {
         let dir = tempfile::tempdir()?;
         let api_port = free_tcp_port()?;
         let mesh = Self { dir, api_port };
@@ -138,7 +143,7 @@ impl Mesh {
                 .args(["--name", "root", "--listen", &listen])
                 .args(["--api-listen", &format!("127.0.0.1:{api_port}")]),
         )?;
-        let root = mesh.start("root")?;
+        let root = mesh.start_with("root", run_args)?;
         mesh.wait_for_api()?;
         Ok((mesh, root))
     }
@@ -215,6 +220,16 @@ impl Mesh {
 
     /// Issues a token for relay `name` under `parent`, joins and starts it.
     pub fn add_relay(&self, name: &str, parent: &str) -> anyhow::Result<RelayProcess> {
+        self.add_relay_with(name, parent, &[])
+    }
+
+    /// [`Mesh::add_relay`], with `run_args` added to its `relay run`.
+    pub fn add_relay_with(
+        &self,
+        name: &str,
+        parent: &str,
+        run_args: &[&str],
+    ) -> anyhow::Result<RelayProcess> {
         let token = self.token("relay", name, Some(parent), "10m")?;
         let output = self.join(name, &token)?;
         if !output.status.success() {
@@ -223,7 +238,7 @@ impl Mesh {
                 String::from_utf8_lossy(&output.stderr)
             );
         }
-        self.start(name)
+        self.start_with(name, run_args)
     }
 
     /// Issues an agent token under `parent`, joins cluster `name` with

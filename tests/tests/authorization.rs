@@ -54,7 +54,13 @@ fn forged_kubeconfig(mesh: &Mesh, name: &str, chain: &[Vec<u8>], key_der: &[u8])
 fn forge_relay(minter: &Identity, name: &str) -> anyhow::Result<Identity> {
     let issuer = minter.issuer.as_ref().context("a relay has an issuer")?;
     let keys = pki::new_node_keys(name, Role::Relay)?;
-    let leaf = pki::sign_node_cert(issuer, &keys.tls_csr_der, name, Role::Relay)?;
+    let leaf = pki::sign_node_cert(
+        issuer,
+        &keys.tls_csr_der,
+        name,
+        Role::Relay,
+        pki::DEFAULT_NODE_CERT_VALIDITY,
+    )?;
     let mut chain = vec![leaf, issuer.cert_der.clone()];
     chain.extend(issuer.chain_der.iter().cloned());
     Ok(Identity {
@@ -108,7 +114,13 @@ fn a_relay_cannot_mint_users_and_each_group_gets_only_its_rights() -> anyhow::Re
         &["admins"],
         Duration::from_secs(3600),
     )?;
-    let as_mesh_admin = pki::sign_node_cert(&issuer, &key.csr_der, "admin", Role::Admin)?;
+    let as_mesh_admin = pki::sign_node_cert(
+        &issuer,
+        &key.csr_der,
+        "admin",
+        Role::Admin,
+        pki::DEFAULT_NODE_CERT_VALIDITY,
+    )?;
     for (name, leaf) in [("minted-user", as_user), ("minted-admin", as_mesh_admin)] {
         let mut chain = vec![leaf, issuer.cert_der.clone()];
         chain.extend(issuer.chain_der.iter().cloned());

@@ -81,7 +81,14 @@ fn request(token: String, name: &str, role: Role, keys: &NodeKeys) -> JoinReques
 fn join(mesh: &Mesh, parent: &Identity, name: &str, role: Role) -> Identity {
     let keys = pki::new_node_keys(name, role).expect("keys");
     let request = request(mesh.token(name, role, &parent.name), name, role, &keys);
-    let grant = admit(parent, &request, NOW, &MemoryLedger::default()).expect("admitted");
+    let grant = admit(
+        parent,
+        &request,
+        NOW,
+        &MemoryLedger::default(),
+        pki::DEFAULT_NODE_CERT_VALIDITY,
+    )
+    .expect("admitted");
     pki::identity_from_grant(name, role, keys, &grant).expect("identity")
 }
 
@@ -96,7 +103,14 @@ fn accepts_a_relay() {
         &keys,
     );
     let ledger = MemoryLedger::default();
-    let grant = admit(&mesh.root, &request, NOW, &ledger).expect("admitted");
+    let grant = admit(
+        &mesh.root,
+        &request,
+        NOW,
+        &ledger,
+        pki::DEFAULT_NODE_CERT_VALIDITY,
+    )
+    .expect("admitted");
     assert_eq!(ledger.writes.get(), 1);
     assert_eq!(grant.parent, "root");
     assert_eq!(grant.ca_cert_der, mesh.root.ca_cert_der);
@@ -121,7 +135,14 @@ fn accepts_an_agent_below_a_relay() {
         &keys,
     );
     let ledger = MemoryLedger::default();
-    let grant = admit(&relay, &request, NOW, &ledger).expect("admitted");
+    let grant = admit(
+        &relay,
+        &request,
+        NOW,
+        &ledger,
+        pki::DEFAULT_NODE_CERT_VALIDITY,
+    )
+    .expect("admitted");
     assert_eq!(ledger.writes.get(), 1);
     assert_eq!(grant.parent, "eu");
     assert_eq!(grant.issuer_chain_der, None);
@@ -147,8 +168,22 @@ fn a_token_is_used_once() {
         &keys,
     );
     let ledger = MemoryLedger::default();
-    admit(&mesh.root, &request, NOW, &ledger).expect("first use");
-    let refusal = admit(&mesh.root, &request, NOW, &ledger).expect_err("second use");
+    admit(
+        &mesh.root,
+        &request,
+        NOW,
+        &ledger,
+        pki::DEFAULT_NODE_CERT_VALIDITY,
+    )
+    .expect("first use");
+    let refusal = admit(
+        &mesh.root,
+        &request,
+        NOW,
+        &ledger,
+        pki::DEFAULT_NODE_CERT_VALIDITY,
+    )
+    .expect_err("second use");
     assert_eq!(refusal.code, ErrorCode::TokenReused);
     assert!(refusal.message.contains("was already used"), "{refusal}");
 }
@@ -166,7 +201,14 @@ fn a_revoked_token_is_refused_and_stays_unused() {
         revoked: vec![id],
         ..MemoryLedger::default()
     };
-    let refusal = admit(&mesh.root, &request, NOW, &ledger).expect_err("revoked");
+    let refusal = admit(
+        &mesh.root,
+        &request,
+        NOW,
+        &ledger,
+        pki::DEFAULT_NODE_CERT_VALIDITY,
+    )
+    .expect_err("revoked");
     assert_eq!(refusal.code, ErrorCode::Revoked);
     assert!(refusal.message.contains("was revoked"), "{refusal}");
     assert_eq!(ledger.writes.get(), 0);
@@ -186,7 +228,14 @@ fn a_broken_ledger_is_an_internal_error() {
         broken: true,
         ..MemoryLedger::default()
     };
-    let refusal = admit(&mesh.root, &request, NOW, &ledger).expect_err("refused");
+    let refusal = admit(
+        &mesh.root,
+        &request,
+        NOW,
+        &ledger,
+        pki::DEFAULT_NODE_CERT_VALIDITY,
+    )
+    .expect_err("refused");
     assert_eq!(refusal.code, ErrorCode::Internal);
 }
 
@@ -360,7 +409,14 @@ fn refusals_never_touch_the_ledger() {
     ];
     for (case, parent, request, code, message) in cases {
         let ledger = MemoryLedger::default();
-        let refusal = admit(parent, &request, NOW, &ledger).expect_err(case);
+        let refusal = admit(
+            parent,
+            &request,
+            NOW,
+            &ledger,
+            pki::DEFAULT_NODE_CERT_VALIDITY,
+        )
+        .expect_err(case);
         assert_eq!(refusal.code, code, "{case}: {refusal}");
         assert!(refusal.message.contains(message), "{case}: {refusal}");
         assert_eq!(ledger.writes.get(), 0, "{case} wrote to the ledger");
@@ -383,7 +439,14 @@ fn too_deep_relays_are_forbidden() {
         &keys,
     );
     let ledger = MemoryLedger::default();
-    let refusal = admit(&parent, &request, NOW, &ledger).expect_err("too deep");
+    let refusal = admit(
+        &parent,
+        &request,
+        NOW,
+        &ledger,
+        pki::DEFAULT_NODE_CERT_VALIDITY,
+    )
+    .expect_err("too deep");
     assert_eq!(refusal.code, ErrorCode::Forbidden, "{refusal}");
     assert_eq!(ledger.writes.get(), 0);
     // An agent still fits below the deepest relay.

@@ -101,6 +101,18 @@ enum Command {
         /// keeps the nearest. Saved for later runs.
         #[arg(long, value_name = "HOST:PORT")]
         parent_address: Vec<String>,
+        /// How long the TLS certificates this relay signs for its children last
+        /// (at join and at renewal, between 10s and 366d); at the root, its own
+        /// too. Nodes renew theirs over the link when two thirds of the time
+        /// left have passed; a node offline for longer needs a new join token.
+        #[arg(
+            long,
+            env = "RELAYMESH_NODE_CERT_VALIDITY",
+            default_value = "24h",
+            value_parser = humantime::parse_duration,
+            value_name = "DURATION"
+        )]
+        node_cert_validity: std::time::Duration,
     },
     /// Print what a stopped relay's store holds, as JSON: identity, slice
     /// entries, bundles (re-hashed), bundle transfers completed to each child
@@ -139,7 +151,8 @@ async fn execute(command: Command) -> anyhow::Result<()> {
         Command::Run {
             data_dir,
             parent_address,
-        } => run(&data_dir, parent_address).await,
+            node_cert_validity,
+        } => run(&data_dir, parent_address, node_cert_validity).await,
         Command::Inspect { data_dir } => inspect(&data_dir),
     }
 }
@@ -240,12 +253,26 @@ async fn join(
     Ok(())
 }
 
-async fn run(data_dir: &Path, parent_addresses: Vec<String>) -> anyhow::Result<()> {
+async fn run(
+    data_dir: &Path,
+    parent_addresses: Vec<String>,
+    node_cert_validity: std::time::Duration,
+) -> anyhow::Result<()> {
+    let range = pki::MIN_NODE_CERT_VALIDITY..=pki::MAX_NODE_CERT_VALIDITY;
+    if !range.contains(&node_cert_validity) {
+        bail!(
+            "--node-cert-validity {} is outside {} to {}",
+            humantime::format_duration(node_cert_validity),
+            humantime::format_duration(*range.start()),
+            humantime::format_duration(*range.end())
+        );
+    }
     let store = open_store(data_dir)?;
     if !parent_addresses.is_empty() && !store.set_parent_addresses(parent_addresses)? {
         bail!("--parent-address: this relay is the root and has no parent");
     }
-    daemon::run_with_store(data_dir, store, daemon::cancel_on_signals(), None).await?;
+    let options = daemon::RunOptions { node_cert_validity };
+    daemon::run_with_store(data_dir, store, daemon::cancel_on_signals(), None, options).await?;
     Ok(())
 }
 

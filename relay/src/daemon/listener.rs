@@ -6,7 +6,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use relaymesh_protocol::limits::MAX_OPENING_FRAME_LEN;
-use relaymesh_protocol::message::{DownMessage, JoinReply, JoinRequest, Open, UpMessage};
+use relaymesh_protocol::message::{
+    DownMessage, JoinReply, JoinRequest, Open, RenewReply, RenewRequest, UpMessage,
+};
 use relaymesh_protocol::{BundleId, ErrorCode, Refusal};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
@@ -115,7 +117,9 @@ async fn serve_connection(
         // Checked per stream, not per connection: a revocation can arrive
         // while a connection is open.
         let denied = match (&open, &peer) {
-            (Open::Control(_) | Open::Bundle(_), Some(_)) => revoked(&connection, &shared),
+            (Open::Control(_) | Open::Bundle(_) | Open::Renew(_), Some(_)) => {
+                revoked(&connection, &shared)
+            }
             _ => None,
         };
         if let Some(reason) = denied {
@@ -123,6 +127,9 @@ async fn serve_connection(
             let refusal = Refusal::new(ErrorCode::Revoked, reason);
             if matches!(open, Open::Bundle(_)) {
                 let _ = bundle_transfer::refuse(&mut send, refusal.clone()).await;
+            } else if matches!(open, Open::Renew(_)) {
+                let _ = write_frame(&mut send, &RenewReply::Refused(refusal.clone())).await;
+                let _ = send.finish();
             } else {
                 let _ = write_frame(&mut send, &DownMessage::Refused(refusal.clone())).await;
                 let _ = send.finish();
@@ -142,6 +149,24 @@ async fn serve_connection(
                     }
                     let _ = send.finish();
                 });
+            }
+            (Open::Renew(request), Some(peer)) => {
+                let reply = if issued_here {
+                    renew(&connection, &shared, &request)
+                } else {
+                    RenewReply::Refused(not_admitted_here(peer))
+                };
+                if let RenewReply::Refused(refusal) = &reply {
+                    tracing::warn!(%refusal, "refused a renewal");
+                } else {
+                    tracing::info!(node = %peer.name, "renewed a child's certificate");
+                }
+                let _ = write_frame(&mut send, &reply).await;
+                let _ = send.finish();
+            }
+            (Open::Renew(_), None) => {
+                let _ = write_frame(&mut send, &RenewReply::Refused(unauthenticated())).await;
+                let _ = send.finish();
             }
             (Open::Control(_), Some(peer)) if !issued_here => {
                 tracing::warn!(node = %peer.name, "refused a node this relay did not admit");
@@ -206,6 +231,36 @@ fn authenticate(
         None => false,
     };
     Ok((Some(peer), issued_here))
+}
+
+/// Signs a child's renewal request for the key its connection presented.
+fn renew(connection: &quinn::Connection, shared: &Shared, request: &RenewRequest) -> RenewReply {
+    let Some(issuer) = shared.identity.issuer.as_ref() else {
+        return RenewReply::Refused(Refusal::new(
+            ErrorCode::Forbidden,
+            "agents have no children to renew",
+        ));
+    };
+    let presented = match pki::connection_leaf(connection) {
+        Ok(Some(leaf)) => leaf,
+        _ => return RenewReply::Refused(unauthenticated()),
+    };
+    match pki::sign_renewal(
+        issuer,
+        &request.tls_csr_der,
+        &presented,
+        shared.node_cert_validity,
+    ) {
+        Ok(leaf) => RenewReply::Renewed {
+            tls_chain_der: std::iter::once(leaf)
+                .chain(admission::chain_above_leaf(&shared.identity, issuer))
+                .collect(),
+        },
+        Err(error) => RenewReply::Refused(Refusal::new(
+            ErrorCode::Malformed,
+            format!("cannot renew: {error}"),
+        )),
+    }
 }
 
 /// Why the connection's certificates are on the deny list, if they are.
@@ -370,7 +425,14 @@ impl TokenLedger for StoreLedger<'_> {
 
 fn admit(shared: &Shared, request: &JoinRequest) -> JoinReply {
     let ledger = StoreLedger(shared);
-    match admission::admit(&shared.identity, request, unix_ms() / 1000, &ledger) {
+    let validity = shared.node_cert_validity;
+    match admission::admit(
+        &shared.identity,
+        request,
+        unix_ms() / 1000,
+        &ledger,
+        validity,
+    ) {
         Ok(grant) => {
             tracing::info!(node = %request.name, role = %request.role, "admitted a node");
             JoinReply::Accepted(grant)

@@ -32,7 +32,21 @@ pub const ADMIN_USER: &str = "admin";
 pub const ADMIN_GROUP: &str = "admins";
 
 const CA_YEARS: u64 = 10;
-const NODE_YEARS: u64 = 1;
+/// The root's API server certificate lasts a year; it is not renewed yet
+/// (docs/roadmap.md).
+const API_CERT_YEARS: u64 = 1;
+
+/// How long a node's TLS certificate lasts unless its parent is told
+/// otherwise (`relay run --node-cert-validity`); nodes renew it over the
+/// link when two thirds of it have passed (see `renewal`).
+pub const DEFAULT_NODE_CERT_VALIDITY: std::time::Duration =
+    std::time::Duration::from_secs(24 * 60 * 60);
+/// The shortest node certificate lifetime a relay hands out (short ones are
+/// for tests of renewal).
+pub const MIN_NODE_CERT_VALIDITY: std::time::Duration = std::time::Duration::from_secs(10);
+/// The longest node certificate lifetime a relay hands out.
+pub const MAX_NODE_CERT_VALIDITY: std::time::Duration =
+    std::time::Duration::from_secs(366 * 24 * 60 * 60);
 const DAY_SECS: u64 = 24 * 60 * 60;
 /// Certificates start being valid a little in the past, so that a node whose
 /// clock lags its parent's can use a fresh certificate at once.
@@ -60,7 +74,7 @@ pub fn create_mesh(root_name: &str, api_hosts: &[String]) -> Result<MeshBootstra
     let signer = rcgen::Issuer::from_params(&ca_params, &ca_key);
 
     let root_key = new_key()?;
-    let root_cert = node_params(root_name, Role::Relay)?
+    let root_cert = node_params(root_name, Role::Relay, DEFAULT_NODE_CERT_VALIDITY)?
         .signed_by(&root_key, &signer)
         .map_err(generate("sign the root's TLS certificate"))?;
 
@@ -126,7 +140,8 @@ pub fn create_mesh(root_name: &str, api_hosts: &[String]) -> Result<MeshBootstra
 pub fn new_node_keys(name: &str, role: Role) -> Result<NodeKeys, PkiError> {
     relaymesh_protocol::name::validate(name)?;
     let tls_key = new_key()?;
-    let tls_csr = for_request(node_params(name, role)?)
+    // A request's validity is the signer's to choose.
+    let tls_csr = for_request(node_params(name, role, DEFAULT_NODE_CERT_VALIDITY)?)
         .serialize_request(&tls_key)
         .map_err(generate("make the TLS certificate request"))?;
     let (issuer_key_der, issuer_csr_der) = if role == Role::Relay {
@@ -146,7 +161,8 @@ pub fn new_node_keys(name: &str, role: Role) -> Result<NodeKeys, PkiError> {
     })
 }
 
-/// Signs a one-year leaf TLS certificate (not a CA) for `name` in `role`,
+/// Signs a leaf TLS certificate (not a CA) valid for `validity` (clamped to
+/// [`MIN_NODE_CERT_VALIDITY`]..=[`MAX_NODE_CERT_VALIDITY`]) for `name` in `role`,
 /// for the public key of `csr_der` after checking the request's
 /// self-signature. Name and role come from the arguments; whatever the
 /// request's subject or extensions say is ignored.
@@ -155,11 +171,36 @@ pub fn sign_node_cert(
     csr_der: &[u8],
     name: &str,
     role: Role,
+    validity: std::time::Duration,
+) -> Result<Vec<u8>, PkiError> {
+    sign_node_cert_since(issuer, csr_der, name, role, validity, None)
+}
+
+/// [`sign_node_cert`], with `notBefore` at `since_unix` when given: a
+/// renewal keeps the time the node first joined, which is what a
+/// revocation is checked against (see `holders`).
+pub(super) fn sign_node_cert_since(
+    issuer: &Issuer,
+    csr_der: &[u8],
+    name: &str,
+    role: Role,
+    validity: std::time::Duration,
+    since_unix: Option<u64>,
 ) -> Result<Vec<u8>, PkiError> {
     relaymesh_protocol::name::validate(name)?;
+    let validity = validity.clamp(MIN_NODE_CERT_VALIDITY, MAX_NODE_CERT_VALIDITY);
     let public_key = csr_public_key(csr_der)?;
     let signer = signer(issuer)?;
-    let cert = node_params(name, role)?
+    let mut params = node_params(name, role, validity)?;
+    if let Some(since) = since_unix {
+        let not_after = params.not_after;
+        let unix = i64::try_from(since).map_err(|_| PkiError::Clock)?;
+        params.not_before = x509_parser::time::ASN1Time::from_timestamp(unix)
+            .map(|time| time.to_datetime())
+            .map_err(|_| PkiError::Clock)?;
+        params.not_after = not_after;
+    }
+    let cert = params
         .signed_by(&public_key, &signer)
         .map_err(generate("sign a node certificate"))?;
     Ok(cert.der().to_vec())
@@ -249,7 +290,7 @@ pub(super) fn signer(issuer: &Issuer) -> Result<rcgen::Issuer<'static, KeyPair>,
 }
 
 /// Drops what a PKCS#10 request cannot carry (the signer chooses those).
-fn for_request(mut params: CertificateParams) -> CertificateParams {
+pub(super) fn for_request(mut params: CertificateParams) -> CertificateParams {
     params.serial_number = None;
     params.use_authority_key_identifier_extension = false;
     params
@@ -266,8 +307,12 @@ pub(super) fn generate(what: &'static str) -> impl FnOnce(rcgen::Error) -> PkiEr
 /// A leaf certificate for a node: spiffe URI and DNS SANs, `CN=<name>`,
 /// `O=relaymesh:<role>`. Relays are TLS servers and clients; agents and
 /// admins only clients.
-pub(super) fn node_params(name: &str, role: Role) -> Result<CertificateParams, PkiError> {
-    let mut params = base_params(NODE_YEARS)?;
+pub(super) fn node_params(
+    name: &str,
+    role: Role,
+    validity: std::time::Duration,
+) -> Result<CertificateParams, PkiError> {
+    let mut params = base_params_for(validity)?;
     params.distinguished_name.push(DnType::CommonName, name);
     params.distinguished_name.push(
         DnType::OrganizationName,
@@ -323,7 +368,7 @@ fn ca_params() -> Result<CertificateParams, PkiError> {
 
 /// The root's HTTPS API server certificate.
 fn api_params(api_hosts: &[String]) -> Result<CertificateParams, PkiError> {
-    let mut params = base_params(NODE_YEARS)?;
+    let mut params = base_params(API_CERT_YEARS)?;
     params
         .distinguished_name
         .push(DnType::CommonName, "relaymesh API");

@@ -161,7 +161,7 @@ fn relay_issuer(key_der: Option<Vec<u8>>, grant: &JoinGrant) -> Result<Issuer, P
 }
 
 /// Checks that a relay's chain also serves as a TLS server chain for `name`.
-fn verify_server_chain(
+pub(super) fn verify_server_chain(
     ca_cert_der: &[u8],
     chain_der: &[Vec<u8>],
     name: &str,
@@ -201,7 +201,11 @@ pub(super) fn mesh_roots(ca_cert_der: &[u8]) -> Result<RootCertStore, PkiError> 
 }
 
 /// Checks that the certificate's public key is the one of `key_der`.
-fn check_key_matches(cert_der: &[u8], key_der: &[u8], what: &str) -> Result<(), PkiError> {
+pub(super) fn check_key_matches(
+    cert_der: &[u8],
+    key_der: &[u8],
+    what: &str,
+) -> Result<(), PkiError> {
     let key = KeyPair::from_pkcs8_der_and_sign_algo(
         &PrivatePkcs8KeyDer::from(key_der),
         &PKCS_ECDSA_P256_SHA256,
@@ -218,7 +222,7 @@ fn check_key_matches(cert_der: &[u8], key_der: &[u8], what: &str) -> Result<(), 
     Ok(())
 }
 
-fn mismatch(reason: impl Into<String>) -> PkiError {
+pub(super) fn mismatch(reason: impl Into<String>) -> PkiError {
     PkiError::GrantMismatch {
         reason: reason.into(),
     }

@@ -2,9 +2,11 @@
 //! against.
 //!
 //! A node's TLS certificate names it in its spiffe URI; a relay's issuer
-//! names the relay in its common name. Every certificate relaymesh makes
-//! starts [`BACKDATE_SECS`](super::certs::BACKDATE_SECS) before it was
-//! signed, so the signing time is read back from `notBefore`.
+//! names the relay in its common name. Every certificate relaymesh makes at
+//! a join starts [`BACKDATE_SECS`](super::certs::BACKDATE_SECS) before it
+//! was signed, and a renewal keeps that `notBefore`, so `notBefore` tells
+//! when the node joined: a revoked node cannot escape its revocation by
+//! renewing before the revocation reaches its parent.
 
 use super::{parse_cert, peer_of, PkiError};
 
@@ -13,8 +15,8 @@ use super::{parse_cert, peer_of, PkiError};
 pub struct Holder {
     /// The node's name.
     pub name: String,
-    /// When the certificate was signed, in seconds since the Unix epoch
-    /// (by the signer's clock).
+    /// When the node joined (its first certificate was signed), in seconds
+    /// since the Unix epoch, by the signer's clock.
     pub issued_unix: u64,
 }
 

@@ -19,7 +19,14 @@ fn grant_for(parent: &Identity, keys: &NodeKeys, name: &str, role: Role) -> Join
             .chain(issuer.chain_der.iter().cloned())
             .collect()
     };
-    let leaf = sign_node_cert(issuer, &keys.tls_csr_der, name, role).expect("sign leaf");
+    let leaf = sign_node_cert(
+        issuer,
+        &keys.tls_csr_der,
+        name,
+        role,
+        DEFAULT_NODE_CERT_VALIDITY,
+    )
+    .expect("sign leaf");
     let issuer_chain = keys.issuer_csr_der.as_ref().map(|csr| {
         let cert = sign_issuer_cert(issuer, csr, name).expect("sign issuer");
         std::iter::once(cert).chain(above.iter().cloned()).collect()
@@ -145,7 +152,14 @@ fn signing_takes_name_and_role_from_the_arguments() {
     let root = root();
     let keys = new_node_keys("admin", Role::Admin).expect("keys");
     let issuer = root.issuer.as_ref().expect("issuer");
-    let cert = sign_node_cert(issuer, &keys.tls_csr_der, "edge-2", Role::Agent).expect("sign");
+    let cert = sign_node_cert(
+        issuer,
+        &keys.tls_csr_der,
+        "edge-2",
+        Role::Agent,
+        DEFAULT_NODE_CERT_VALIDITY,
+    )
+    .expect("sign");
     assert_eq!(
         peer_of(&cert).expect("peer"),
         Peer {
@@ -171,7 +185,13 @@ fn bad_requests_are_refused() {
     tampered[last] ^= 1;
     for csr in [&b"garbage"[..], &tampered[..], &[][..]] {
         assert!(matches!(
-            sign_node_cert(issuer, csr, "edge-3", Role::Agent),
+            sign_node_cert(
+                issuer,
+                csr,
+                "edge-3",
+                Role::Agent,
+                DEFAULT_NODE_CERT_VALIDITY
+            ),
             Err(PkiError::BadCsr { .. })
         ));
         assert!(matches!(
@@ -180,7 +200,13 @@ fn bad_requests_are_refused() {
         ));
     }
     assert!(matches!(
-        sign_node_cert(issuer, &keys.tls_csr_der, "Not_A_Name", Role::Agent),
+        sign_node_cert(
+            issuer,
+            &keys.tls_csr_der,
+            "Not_A_Name",
+            Role::Agent,
+            DEFAULT_NODE_CERT_VALIDITY
+        ),
         Err(PkiError::InvalidName(_))
     ));
 }
@@ -281,7 +307,7 @@ fn chains_stop_at_the_webpki_intermediate_limit() {
         chain_der: Vec::new(),
         key_der: key.serialize_der(),
     };
-    let leaf = certs::node_params("edge-too-deep", Role::Agent)
+    let leaf = certs::node_params("edge-too-deep", Role::Agent, DEFAULT_NODE_CERT_VALIDITY)
         .expect("params")
         .signed_by(&leaf_key, &certs::signer(&seventh_issuer).expect("signer"))
         .expect("sign")
@@ -479,7 +505,14 @@ async fn three_levels_connect() {
 fn forge_relay(minter: &Identity, name: &str) -> Identity {
     let issuer = minter.issuer.as_ref().expect("a relay's issuer");
     let keys = new_node_keys(name, Role::Relay).expect("keys");
-    let leaf = sign_node_cert(issuer, &keys.tls_csr_der, name, Role::Relay).expect("signed");
+    let leaf = sign_node_cert(
+        issuer,
+        &keys.tls_csr_der,
+        name,
+        Role::Relay,
+        DEFAULT_NODE_CERT_VALIDITY,
+    )
+    .expect("signed");
     let mut chain = vec![leaf, issuer.cert_der.clone()];
     chain.extend(issuer.chain_der.iter().cloned());
     Identity {
@@ -554,4 +587,75 @@ async fn an_agent_certificate_cannot_serve() {
     let config = quic_client_config(&relay).expect("client config");
     let (client_conn, _) = handshake(&server, config, "edge-1").await;
     assert!(client_conn.is_err());
+}
+
+/// `(notBefore, notAfter)` of a certificate, in Unix seconds.
+fn validity(der: &[u8]) -> (i64, i64) {
+    let cert = parse_cert(der).expect("parses");
+    (
+        cert.validity().not_before.timestamp(),
+        cert.validity().not_after.timestamp(),
+    )
+}
+
+#[test]
+fn a_renewal_signs_the_same_key_again_and_keeps_the_join_time() {
+    let root = root();
+    let eu = join(&root, "eu", Role::Relay);
+    let edge = join(&eu, "edge-1", Role::Agent);
+    let issuer = eu.issuer.as_ref().expect("a relay issues");
+    let presented = edge.tls_chain_der[0].clone();
+
+    let csr = renewal_request(&edge).expect("request");
+    let leaf = sign_renewal(issuer, &csr, &presented, Duration::from_secs(600)).expect("signed");
+    let (joined, _) = validity(&presented);
+    let (since, until) = validity(&leaf);
+    assert_eq!(since, joined, "a renewal keeps notBefore");
+    let now = i64::try_from(crate::daemon::unix_ms() / 1000).expect("fits");
+    assert!((until - now - 600).abs() <= 5, "valid for the given time");
+
+    let chain: Vec<Vec<u8>> = std::iter::once(leaf)
+        .chain(edge.tls_chain_der[1..].iter().cloned())
+        .collect();
+    let renewed = renewed_identity(&edge, chain.clone()).expect("accepted");
+    assert_eq!(renewed.tls_chain_der, chain);
+    assert_eq!(renewed.tls_key_der, edge.tls_key_der);
+
+    // Another node's request is not renewed on this connection, and a
+    // renewal for another node or from another issuer is not accepted.
+    let other = join(&eu, "edge-2", Role::Agent);
+    let other_csr = renewal_request(&other).expect("request");
+    assert!(matches!(
+        sign_renewal(issuer, &other_csr, &presented, DEFAULT_NODE_CERT_VALIDITY),
+        Err(PkiError::BadCsr { .. })
+    ));
+    assert!(renewed_identity(&edge, other.tls_chain_der.clone()).is_err());
+    let us = join(&root, "us", Role::Relay);
+    let elsewhere = sign_renewal(
+        us.issuer.as_ref().expect("a relay issues"),
+        &csr,
+        &presented,
+        DEFAULT_NODE_CERT_VALIDITY,
+    )
+    .expect("us signs anything it is asked to");
+    let mut wrong = vec![elsewhere];
+    wrong.extend(us.issuer.iter().map(|issuer| issuer.cert_der.clone()));
+    assert!(renewed_identity(&edge, wrong).is_err());
+}
+
+#[test]
+fn the_root_renews_its_own_certificate() {
+    let root = root();
+    let renewed = renew_at_root(&root, Duration::from_secs(3600))
+        .expect("renewed")
+        .expect("the root renews itself");
+    assert_ne!(renewed.tls_chain_der, root.tls_chain_der);
+    assert_eq!(
+        validity(&renewed.tls_chain_der[0]).0,
+        validity(&root.tls_chain_der[0]).0
+    );
+    let eu = join(&root, "eu", Role::Relay);
+    assert!(renew_at_root(&eu, Duration::from_secs(3600))
+        .expect("no error")
+        .is_none());
 }

@@ -32,11 +32,12 @@ pub enum UplinkEvent {
     },
 }
 
-/// Keeps a connection to `parent` until `shutdown`. Every `()` received on
+/// Keeps a connection to `parent` until `shutdown`, dialing with the latest
+/// `client` configuration. Every `()` received on
 /// `reconnect` drops the current connection and dials again.
 pub async fn run(
     parent: ParentConfig,
-    client: quinn::ClientConfig,
+    client: tokio::sync::watch::Receiver<quinn::ClientConfig>,
     events: mpsc::Sender<UplinkEvent>,
     mut reconnect: mpsc::Receiver<()>,
     shutdown: CancellationToken,
@@ -44,8 +45,11 @@ pub async fn run(
     let mut backoff = Backoff::default();
     let mut endpoints = Endpoints::default();
     loop {
+        // The newest configuration: a renewed certificate is used from the
+        // next connection on.
+        let config = client.borrow().clone();
         let attempt = tokio::select! {
-            attempt = connect_nearest(&parent, &client, &mut endpoints) => attempt,
+            attempt = connect_nearest(&parent, &config, &mut endpoints) => attempt,
             () = shutdown.cancelled() => return,
         };
         match attempt {

@@ -1,0 +1,172 @@
+//! Renewing this node's TLS certificate while it runs (see
+//! [`crate::pki`]'s renewal): when two thirds of the time left have passed,
+//! the root signs its own again and every other node asks its parent over
+//! the current link. The new certificate is stored, used for every later
+//! connection to the parent and, at a relay, served to its children; links
+//! already open stay as they are.
+
+use std::time::Duration;
+
+use relaymesh_protocol::message::{Open, RenewReply, RenewRequest};
+use tokio::sync::{mpsc, watch};
+
+use super::{unix_ms, DaemonError, Event};
+use crate::identity::Identity;
+use crate::pki;
+use crate::store::Store;
+use crate::transport::{expect_frame, write_frame, LinkError};
+
+/// How soon a failed renewal is tried again, at most.
+const RETRY: Duration = Duration::from_secs(60);
+
+/// The renewal state the loop keeps.
+pub(super) struct Renewal {
+    identity: Identity,
+    validity: Duration,
+    /// When to renew next.
+    due: tokio::time::Instant,
+    /// A request is on its way to the parent.
+    asking: bool,
+    client: watch::Sender<quinn::ClientConfig>,
+    server: Option<quinn::Endpoint>,
+}
+
+impl Renewal {
+    /// Starts with `identity`'s certificate; `client` is the uplink's
+    /// configuration and `server` the listener's endpoint, both replaced on
+    /// each renewal.
+    pub fn new(
+        identity: Identity,
+        validity: Duration,
+        client: watch::Sender<quinn::ClientConfig>,
+        server: Option<quinn::Endpoint>,
+    ) -> Self {
+        let due = next_due(&identity);
+        Self {
+            identity,
+            validity,
+            due,
+            asking: false,
+            client,
+            server,
+        }
+    }
+
+    /// When the loop should call [`Renewal::due`].
+    pub fn deadline(&self) -> Option<tokio::time::Instant> {
+        (!self.asking).then_some(self.due)
+    }
+
+    /// Renews now: at the root by itself; elsewhere by asking the parent on
+    /// `parent`, whose answer comes back as [`Event::Renewed`].
+    pub fn due(
+        &mut self,
+        store: &Store,
+        parent: Option<quinn::Connection>,
+        events: &mpsc::Sender<Event>,
+    ) -> Result<(), DaemonError> {
+        match pki::renew_at_root(&self.identity, self.validity) {
+            Ok(Some(renewed)) => return self.adopt(store, renewed),
+            Ok(None) => {}
+            Err(error) => {
+                tracing::error!(%error, "cannot renew the root's certificate");
+                self.retry();
+                return Ok(());
+            }
+        }
+        let Some(connection) = parent else {
+            // Asked again once the parent is back (or in a minute).
+            self.retry();
+            return Ok(());
+        };
+        let request = match pki::renewal_request(&self.identity) {
+            Ok(csr) => RenewRequest { tls_csr_der: csr },
+            Err(error) => {
+                tracing::error!(%error, "cannot make a renewal request");
+                self.retry();
+                return Ok(());
+            }
+        };
+        self.asking = true;
+        let events = events.clone();
+        tokio::spawn(async move {
+            let result = ask(&connection, request).await;
+            let _ = events.send(Event::Renewed(result)).await;
+        });
+        Ok(())
+    }
+
+    /// The parent answered.
+    pub fn answered(
+        &mut self,
+        store: &Store,
+        result: Result<Vec<Vec<u8>>, String>,
+    ) -> Result<(), DaemonError> {
+        self.asking = false;
+        let renewed = result.and_then(|chain| {
+            pki::renewed_identity(&self.identity, chain).map_err(|error| error.to_string())
+        });
+        match renewed {
+            Ok(identity) => self.adopt(store, identity),
+            Err(error) => {
+                tracing::warn!(%error, "certificate renewal failed; retrying");
+                self.retry();
+                Ok(())
+            }
+        }
+    }
+
+    /// Stores and uses a renewed identity.
+    fn adopt(&mut self, store: &Store, identity: Identity) -> Result<(), DaemonError> {
+        store.set_identity(&identity)?;
+        if let Some(server) = &self.server {
+            server.set_server_config(Some(pki::quic_server_config(&identity)?));
+        }
+        if identity.token_signing_key.is_none() {
+            self.client
+                .send_replace(pki::quic_client_config(&identity)?);
+        }
+        let expires = pki::expiry(&identity).unwrap_or_default();
+        tracing::info!(expires_unix = expires, "renewed this node's certificate");
+        self.identity = identity;
+        self.due = next_due(&self.identity);
+        Ok(())
+    }
+
+    fn retry(&mut self) {
+        let left = pki::expiry(&self.identity)
+            .unwrap_or_default()
+            .saturating_sub(unix_ms() / 1000);
+        let wait = RETRY.min(Duration::from_secs(left / 10).max(Duration::from_secs(1)));
+        self.due = tokio::time::Instant::now() + wait;
+    }
+}
+
+/// Two thirds of the time the certificate has left, from now: in steady
+/// state that is two thirds of its lifetime, and a node that restarts late
+/// in a certificate's life still renews before it ends.
+fn next_due(identity: &Identity) -> tokio::time::Instant {
+    let left = pki::expiry(identity)
+        .unwrap_or_default()
+        .saturating_sub(unix_ms() / 1000);
+    tokio::time::Instant::now() + Duration::from_secs(left / 3 * 2).max(Duration::from_secs(1))
+}
+
+/// Sends a renewal request on the parent connection and reads the answer.
+async fn ask(
+    connection: &quinn::Connection,
+    request: RenewRequest,
+) -> Result<Vec<Vec<u8>>, String> {
+    let exchange = async {
+        let (mut send, mut recv) = connection.open_bi().await?;
+        write_frame(&mut send, &Open::Renew(request)).await?;
+        let _ = send.finish();
+        expect_frame::<RenewReply>(&mut recv).await
+    };
+    match tokio::time::timeout(Duration::from_secs(30), exchange).await {
+        Ok(Ok(RenewReply::Renewed { tls_chain_der })) => Ok(tls_chain_der),
+        Ok(Ok(RenewReply::Refused(refusal))) => Err(format!("the parent refused: {refusal}")),
+        Ok(Err(error)) => Err(LinkError::to_string(&error)),
+        Err(_) => Err("the parent did not answer within 30 s".into()),
+    }
+}

@@ -1,0 +1,146 @@
+//! Renewing a node's TLS certificate before it expires.
+//!
+//! Node certificates are short-lived ([`DEFAULT_NODE_CERT_VALIDITY`]). When
+//! two thirds of the time left have passed, the node asks its parent, over
+//! the link its current certificate still opens, to sign the same key again
+//! ([`renewal_request`], [`sign_renewal`]); it checks what came back
+//! ([`renewed_identity`]) and uses it for its next connections and, for a
+//! relay, to serve its own children. The root signs its own with the mesh
+//! CA ([`renew_at_root`]). The key stays the same: what expires is the
+//! parent's word for it.
+
+use std::time::Duration;
+
+use rcgen::{KeyPair, PKCS_ECDSA_P256_SHA256};
+use relaymesh_protocol::Role;
+use rustls::pki_types::PrivatePkcs8KeyDer;
+
+use super::certs::{csr_public_key, for_request, node_params, sign_node_cert_since};
+use super::grant::{check_key_matches, mismatch, verify_server_chain};
+use super::{parse_cert, peer_of, verify_chain, PkiError, DEFAULT_NODE_CERT_VALIDITY};
+use crate::identity::Identity;
+use crate::identity::Issuer;
+
+/// A certificate request for the node's current TLS key, name and role.
+pub fn renewal_request(identity: &Identity) -> Result<Vec<u8>, PkiError> {
+    let key = KeyPair::from_pkcs8_der_and_sign_algo(
+        &PrivatePkcs8KeyDer::from(identity.tls_key_der.as_slice()),
+        &PKCS_ECDSA_P256_SHA256,
+    )
+    .map_err(|e| PkiError::BadKey {
+        reason: format!("TLS key: {e}"),
+    })?;
+    let params = node_params(&identity.name, identity.role, DEFAULT_NODE_CERT_VALIDITY)?;
+    let csr = for_request(params)
+        .serialize_request(&key)
+        .map_err(super::certs::generate("make the renewal request"))?;
+    Ok(csr.der().to_vec())
+}
+
+/// `identity` with the renewed chain `chain_der`, after checking that it
+/// carries the node's own key, name and role, comes from the same issuer
+/// as before, and verifies against the mesh CA.
+pub fn renewed_identity(
+    identity: &Identity,
+    chain_der: Vec<Vec<u8>>,
+) -> Result<Identity, PkiError> {
+    let Some(leaf) = chain_der.first() else {
+        return Err(mismatch("the renewal holds no certificate"));
+    };
+    let peer = peer_of(leaf)?;
+    if peer.name != identity.name || peer.role != identity.role {
+        return Err(mismatch(format!(
+            "the renewed certificate is for {} {}, not {} {}",
+            peer.role.as_str(),
+            peer.name,
+            identity.role.as_str(),
+            identity.name
+        )));
+    }
+    check_key_matches(leaf, &identity.tls_key_der, "TLS")?;
+    if chain_der.get(1..) != identity.tls_chain_der.get(1..) {
+        return Err(mismatch(
+            "the renewed certificate comes from another issuer than the current one",
+        ));
+    }
+    verify_chain(&identity.ca_cert_der, &chain_der)?;
+    if identity.role == Role::Relay {
+        verify_server_chain(&identity.ca_cert_der, &chain_der, &identity.name)?;
+    }
+    Ok(Identity {
+        tls_chain_der: chain_der,
+        ..identity.clone()
+    })
+}
+
+/// When the node's current certificate expires (Unix seconds).
+pub fn expiry(identity: &Identity) -> Result<u64, PkiError> {
+    let Some(leaf) = identity.tls_chain_der.first() else {
+        return Err(mismatch("the identity holds no certificate"));
+    };
+    Ok(validity_of(leaf)?.1)
+}
+
+/// A parent's answer to a child's renewal: a certificate for the key of
+/// `csr_der`, which must be the key of `presented_der` (the certificate the
+/// child's connection proved it holds), with the name and role of
+/// `presented_der`, valid for `validity` from now. Its `notBefore` stays
+/// the one of `presented_der`, so a renewed certificate still says when
+/// the node first joined, which a revocation is checked against.
+pub fn sign_renewal(
+    issuer: &Issuer,
+    csr_der: &[u8],
+    presented_der: &[u8],
+    validity: Duration,
+) -> Result<Vec<u8>, PkiError> {
+    let presented = parse_cert(presented_der)?;
+    let wanted = csr_public_key(csr_der)?;
+    if presented.public_key().subject_public_key.data.as_ref()
+        != rcgen::PublicKeyData::der_bytes(&wanted)
+    {
+        return Err(PkiError::BadCsr {
+            reason: "a renewal must be for the key the connection presented".into(),
+        });
+    }
+    let peer = peer_of(presented_der)?;
+    let (since, _) = validity_of(presented_der)?;
+    sign_node_cert_since(
+        issuer,
+        csr_der,
+        &peer.name,
+        peer.role,
+        validity,
+        Some(since),
+    )
+}
+
+/// The root's own certificate, signed again by the mesh CA it holds, valid
+/// for `validity`. `None` for any other node.
+pub fn renew_at_root(
+    identity: &Identity,
+    validity: Duration,
+) -> Result<Option<Identity>, PkiError> {
+    let Some(issuer) = identity
+        .issuer
+        .as_ref()
+        .filter(|issuer| issuer.cert_der == identity.ca_cert_der)
+    else {
+        return Ok(None);
+    };
+    let Some(leaf) = identity.tls_chain_der.first() else {
+        return Err(mismatch("the identity holds no certificate"));
+    };
+    let csr = renewal_request(identity)?;
+    let cert = sign_renewal(issuer, &csr, leaf, validity)?;
+    renewed_identity(identity, vec![cert]).map(Some)
+}
+
+/// A certificate's `notBefore` and `notAfter` (Unix seconds).
+fn validity_of(der: &[u8]) -> Result<(u64, u64), PkiError> {
+    let cert = parse_cert(der)?;
+    let validity = cert.validity();
+    Ok((
+        u64::try_from(validity.not_before.timestamp()).unwrap_or(0),
+        u64::try_from(validity.not_after.timestamp()).unwrap_or(0),
+    ))
+}
