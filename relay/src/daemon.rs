@@ -702,14 +702,7 @@ impl Daemon {
                     }
                 }
                 Action::CloseChild { link, refusal } => {
-                    if let Some(child) = self.children.remove(&link) {
-                        let _ = child
-                            .outgoing
-                            .try_send(DownMessage::Refused(refusal.clone()));
-                        child
-                            .connection
-                            .close(1u32.into(), refusal.message.as_bytes());
-                    }
+                    self.close_child(link, &refusal);
                 }
                 Action::ReconnectParent => {
                     let _ = self.reconnect.try_send(());
@@ -745,17 +738,25 @@ impl Daemon {
             .collect();
         drop(deny);
         for (link, reason) in refused {
-            if let Some(child) = self.children.remove(&link) {
-                let refusal = Refusal::new(relaymesh_protocol::ErrorCode::Revoked, reason);
-                let _ = child
-                    .outgoing
-                    .try_send(DownMessage::Refused(refusal.clone()));
-                child
-                    .connection
-                    .close(1u32.into(), refusal.message.as_bytes());
+            let refusal = Refusal::new(relaymesh_protocol::ErrorCode::Revoked, reason);
+            if self.close_child(link, &refusal) {
                 self.core.handle_child_disconnected(now(), link);
             }
         }
+    }
+
+    /// Tells a child why, then closes its connection; false if it is gone.
+    fn close_child(&mut self, link: LinkId, refusal: &Refusal) -> bool {
+        let Some(child) = self.children.remove(&link) else {
+            return false;
+        };
+        let _ = child
+            .outgoing
+            .try_send(DownMessage::Refused(refusal.clone()));
+        child
+            .connection
+            .close(1u32.into(), refusal.message.as_bytes());
+        true
     }
 
     fn fetch_bundle(&mut self, id: BundleId) {

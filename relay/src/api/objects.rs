@@ -213,6 +213,34 @@ impl<'a> Tree<'a> {
     }
 }
 
+/// A 422 for `field`.
+pub(super) fn invalid(field: &str, message: impl Into<String>) -> super::ApiError {
+    super::ApiError::Invalid {
+        field: field.to_string(),
+        message: message.into(),
+    }
+}
+
+/// Checks that a relaymesh object's `apiVersion` and `kind`, where given,
+/// are [`API_VERSION`] and `kind`.
+pub(super) fn check_type_meta(
+    object: &serde_json::Map<String, serde_json::Value>,
+    kind: &str,
+) -> Result<(), super::ApiError> {
+    for (key, expected) in [("apiVersion", API_VERSION), ("kind", kind)] {
+        match object.get(key) {
+            None => {}
+            Some(serde_json::Value::String(value)) if value == expected => {}
+            Some(other) => {
+                return Err(super::ApiError::BadRequest(format!(
+                    "{key} must be {expected:?}, not {other}"
+                )))
+            }
+        }
+    }
+    Ok(())
+}
+
 /// `unix_ms` as an RFC 3339 timestamp in UTC, to the second, as Kubernetes
 /// writes `metav1.Time`.
 pub(super) fn rfc3339(unix_ms: u64) -> String {

@@ -11,7 +11,7 @@
 use relaymesh_protocol::{NodeRecord, Revocation};
 use serde_json::{json, Map, Value};
 
-use super::objects::{rfc3339, API_VERSION};
+use super::objects::{check_type_meta, invalid, rfc3339, API_VERSION};
 use super::{ApiError, NodeRevoked};
 use crate::store::TokenRecord;
 
@@ -23,17 +23,7 @@ pub(super) fn parse_request(body: &[u8]) -> Result<String, ApiError> {
     let object: Map<String, Value> = serde_json::from_slice(body).map_err(|error| {
         ApiError::BadRequest(format!("cannot decode the {KIND} object: {error}"))
     })?;
-    for (key, expected) in [("apiVersion", API_VERSION), ("kind", KIND)] {
-        match object.get(key) {
-            None => {}
-            Some(Value::String(value)) if value == expected => {}
-            Some(other) => {
-                return Err(ApiError::BadRequest(format!(
-                    "{key} must be {expected:?}, not {other}"
-                )))
-            }
-        }
-    }
+    check_type_meta(&object, KIND)?;
     let node = object
         .get("spec")
         .and_then(|spec| spec.get("node"))
@@ -164,13 +154,6 @@ pub(super) fn node_revoked_object(revoked: &NodeRevoked) -> Value {
         status.insert("removedFromTree".into(), json!(revoked.removed));
     }
     object
-}
-
-fn invalid(field: &str, message: impl Into<String>) -> ApiError {
-    ApiError::Invalid {
-        field: field.to_string(),
-        message: message.into(),
-    }
 }
 
 #[cfg(test)]

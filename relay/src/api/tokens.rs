@@ -11,7 +11,7 @@ use std::time::Duration;
 use relaymesh_protocol::Role;
 use serde_json::{Map, Value};
 
-use super::objects::{rfc3339, API_VERSION};
+use super::objects::{check_type_meta, invalid, rfc3339, API_VERSION};
 use super::{ApiError, IssuedToken, TokenRequest};
 
 /// The kind of a join token request.
@@ -38,8 +38,7 @@ impl JoinToken {
         let object: Map<String, Value> = serde_json::from_slice(body).map_err(|error| {
             ApiError::BadRequest(format!("cannot decode the {KIND} object: {error}"))
         })?;
-        expect_string(&object, "apiVersion", API_VERSION)?;
-        expect_string(&object, "kind", KIND)?;
+        check_type_meta(&object, KIND)?;
         let spec = match object.get("spec") {
             Some(Value::Object(spec)) => spec,
             Some(_) => return Err(invalid("spec", "must be an object")),
@@ -120,17 +119,6 @@ fn parse_ttl(text: &str) -> Result<Duration, ApiError> {
     Ok(ttl)
 }
 
-/// Checks that `object[key]`, if present, is `expected`.
-fn expect_string(object: &Map<String, Value>, key: &str, expected: &str) -> Result<(), ApiError> {
-    match object.get(key) {
-        None => Ok(()),
-        Some(Value::String(value)) if value == expected => Ok(()),
-        Some(other) => Err(ApiError::BadRequest(format!(
-            "{key} must be {expected:?}, not {other}"
-        ))),
-    }
-}
-
 fn required_string<'a>(spec: &'a Map<String, Value>, key: &str) -> Result<&'a str, ApiError> {
     optional_string(spec, key)?.ok_or_else(|| invalid(&format!("spec.{key}"), "Required value"))
 }
@@ -143,13 +131,6 @@ fn optional_string<'a>(
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(value)) => Ok(Some(value)),
         Some(_) => Err(invalid(&format!("spec.{key}"), "must be a string")),
-    }
-}
-
-fn invalid(field: &str, message: impl Into<String>) -> ApiError {
-    ApiError::Invalid {
-        field: field.to_string(),
-        message: message.into(),
     }
 }
 

@@ -12,7 +12,7 @@ use std::time::Duration;
 use serde_json::{json, Map, Value};
 
 use super::authz::GROUPS;
-use super::objects::{rfc3339, API_VERSION};
+use super::objects::{check_type_meta, invalid, rfc3339, API_VERSION};
 use super::ApiError;
 use crate::pki::{self, ApiAuthority};
 
@@ -27,17 +27,7 @@ pub(super) fn issue(authority: &ApiAuthority, body: &[u8]) -> Result<Value, ApiE
     let mut object: Map<String, Value> = serde_json::from_slice(body).map_err(|error| {
         ApiError::BadRequest(format!("cannot decode the {KIND} object: {error}"))
     })?;
-    for (key, expected) in [("apiVersion", API_VERSION), ("kind", KIND)] {
-        match object.get(key) {
-            None => {}
-            Some(Value::String(value)) if value == expected => {}
-            Some(other) => {
-                return Err(ApiError::BadRequest(format!(
-                    "{key} must be {expected:?}, not {other}"
-                )))
-            }
-        }
-    }
+    check_type_meta(&object, KIND)?;
     let name = object
         .get("metadata")
         .and_then(|metadata| metadata.get("name"))
@@ -112,13 +102,6 @@ fn csr_from_pem(text: &str) -> Result<Vec<u8>, ApiError> {
     match rustls_pemfile::read_one(&mut reader) {
         Ok(Some(rustls_pemfile::Item::Csr(der))) => Ok(der.to_vec()),
         _ => Err(invalid("spec.request", "must be a PEM CERTIFICATE REQUEST")),
-    }
-}
-
-fn invalid(field: &str, message: impl Into<String>) -> ApiError {
-    ApiError::Invalid {
-        field: field.to_string(),
-        message: message.into(),
     }
 }
 
