@@ -189,9 +189,7 @@ pub fn authority_pem(authority: &ApiAuthority) -> String {
     der_to_pem(&authority.cert_der, "CERTIFICATE")
 }
 
-fn authority_signer(
-    authority: &ApiAuthority,
-) -> Result<rcgen::Issuer<'static, KeyPair>, PkiError> {
+fn authority_signer(authority: &ApiAuthority) -> Result<rcgen::Issuer<'static, KeyPair>, PkiError> {
     // The API CA signs like any issuer; it just has nothing above it.
     super::certs::signer(&crate::identity::Issuer {
         cert_der: authority.cert_der.clone(),
