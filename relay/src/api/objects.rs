@@ -154,7 +154,8 @@ impl<'a> Tree<'a> {
                 .and_then(|record| record.parent.as_deref())
                 .filter(|parent| known.contains_key(parent) && *parent != name);
             if let Some(parent) = parent {
-                *subtree_sizes.entry(parent).or_insert(0) += size + 1;
+                let parent_size = subtree_sizes.entry(parent).or_insert(0);
+                *parent_size = parent_size.saturating_add(size.saturating_add(1));
                 if let Some(left) = pending.get_mut(parent) {
                     *left -= 1;
                     if *left == 0 {

@@ -70,7 +70,7 @@ impl Core {
     pub fn handle_bundle_failed(&mut self, now: Now, id: BundleId) {
         if let Some(fetch) = self.bundles.fetching.get_mut(&id) {
             fetch.in_flight = false;
-            fetch.failures += 1;
+            fetch.failures = fetch.failures.saturating_add(1);
             let backoff = Duration::from_millis(250)
                 .saturating_mul(1 << fetch.failures.min(8))
                 .min(MAX_FETCH_BACKOFF);
