@@ -159,6 +159,7 @@ impl Core {
             link: None,
             capacity: config.capacity.clone(),
             refused_entries: 0,
+            limit_refusals: Default::default(),
         };
         let mut core = Self {
             name: config.name.clone(),

@@ -83,6 +83,7 @@ impl Core {
             link: None,
             capacity: Default::default(),
             refused_entries: 0,
+            limit_refusals: Default::default(),
         };
         let mut mutations = Vec::new();
         let is_new = self

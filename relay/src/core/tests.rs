@@ -370,6 +370,7 @@ fn node_record(name: &str, role: Role, parent: &str) -> relaymesh_protocol::Node
         link: None,
         capacity: Default::default(),
         refused_entries: 0,
+        limit_refusals: Default::default(),
     }
 }
 

@@ -41,6 +41,7 @@ fn mutation() -> impl Strategy<Value = Mutation> {
                 link: None,
                 capacity: Default::default(),
                 refused_entries: 0,
+                limit_refusals: Default::default(),
             },
             via,
         }),

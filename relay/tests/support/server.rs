@@ -64,6 +64,7 @@ pub fn node(name: &str, role: Role, parent: Option<&str>, connected: bool) -> No
     NodeRecord {
         capacity: Default::default(),
         refused_entries: 0,
+        limit_refusals: Default::default(),
         name: name.into(),
         role,
         parent: parent.map(Into::into),
