@@ -7,6 +7,7 @@
 //! move frames; nothing outside the loop decides anything.
 
 mod backend;
+mod bundles;
 mod listener;
 mod placements;
 
@@ -27,7 +28,7 @@ use crate::identity::Identity;
 use crate::pki::{self, Peer, PkiError};
 use crate::store::{Store, StoreError};
 use crate::transport::uplink::{self, UplinkEvent};
-use crate::transport::{bundle_transfer, LinkError};
+use crate::transport::LinkError;
 
 /// How often link statistics are sampled and the API's view refreshed.
 pub const STATS_INTERVAL: Duration = Duration::from_secs(1);
@@ -95,7 +96,7 @@ pub(crate) enum Event {
     },
     BundleFetched {
         id: BundleId,
-        result: Result<Vec<u8>, LinkError>,
+        result: Result<(), bundles::FetchFailure>,
     },
     BundleAccess {
         child: String,
@@ -213,6 +214,13 @@ async fn run_store(
         });
     };
     let persisted = store.load()?;
+    let partial = store.remove_partial_bundles()?;
+    if partial > 0 {
+        tracing::info!(
+            bundles = partial,
+            "removed bundles whose transfer did not finish"
+        );
+    }
     let held = store.bundle_ids()?;
     let core = Core::new(
         CoreConfig {
@@ -420,20 +428,12 @@ impl Daemon {
                 }
             }
             Event::BundleFetched { id, result } => match result {
-                Ok(bytes) => {
-                    let store = self.store.clone();
-                    let stored =
-                        tokio::task::spawn_blocking(move || store.put_bundle(&id, &bytes)).await;
-                    match stored {
-                        Ok(Ok(())) => {
-                            self.core.handle_bundle_stored(now, id);
-                            self.stored.send_modify(|count| *count += 1);
-                        }
-                        Ok(Err(error)) => return Err(error.into()),
-                        Err(_) => self.core.handle_bundle_failed(now, id),
-                    }
+                Ok(()) => {
+                    self.core.handle_bundle_stored(now, id);
+                    self.stored.send_modify(|count| *count += 1);
                 }
-                Err(error) => {
+                Err(bundles::FetchFailure::Store(error)) => return Err(error.into()),
+                Err(bundles::FetchFailure::Link(error)) => {
                     tracing::warn!(bundle = %id, %error, "bundle fetch failed");
                     self.core.handle_bundle_failed(now, id);
                 }
@@ -642,8 +642,9 @@ impl Daemon {
             return;
         };
         let events = self.shared.events.clone();
+        let store = self.store.clone();
         tokio::spawn(async move {
-            let result = bundle_transfer::fetch(&connection, id).await;
+            let result = bundles::fetch_into_store(&connection, &store, id).await;
             let _ = events.send(Event::BundleFetched { id, result }).await;
         });
     }

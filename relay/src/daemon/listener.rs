@@ -300,16 +300,17 @@ async fn serve_bundle(
     let mut stored = shared.bundles_stored.clone();
     let wait = async {
         loop {
-            if let Some(bytes) = shared.store.bundle(&id).ok().flatten() {
-                return Some(bytes);
+            if let Some(chunks) = shared.store.bundle_chunks(&id).ok().flatten() {
+                return Some(chunks);
             }
             if stored.changed().await.is_err() {
                 return None;
             }
         }
     };
-    let bytes = tokio::time::timeout(BUNDLE_WAIT, wait).await.ok().flatten();
-    let served = bundle_transfer::serve(send, id, bytes.as_deref()).await?;
+    // Read from the store chunk by chunk as the stream takes them.
+    let chunks = tokio::time::timeout(BUNDLE_WAIT, wait).await.ok().flatten();
+    let served = bundle_transfer::serve(send, id, chunks).await?;
     if let Some(bytes) = served {
         let _ = shared
             .events
