@@ -25,6 +25,7 @@ use tracing::Instrument;
 use crate::config::NodeConfig;
 use crate::core::{Action, Core, CoreConfig, LinkId, LinkStats, Now, DEFAULT_LOG_KEEP};
 use crate::identity::Identity;
+use crate::limits::{ConnectionGate, JoinRate, Limits, Refusals};
 use crate::pki::{self, Peer, PkiError};
 use crate::store::{Store, StoreError};
 use crate::transport::uplink::{self, UplinkEvent};
@@ -145,6 +146,12 @@ pub(crate) struct Shared {
     pub bundles_stored: watch::Receiver<u64>,
     pub nodes: Arc<RwLock<Vec<NodeRecord>>>,
     pub config: Arc<NodeConfig>,
+    /// Connections open now, in all and per source address.
+    pub connections: Arc<ConnectionGate>,
+    /// Joins each source address may still start.
+    pub joins: Arc<JoinRate>,
+    /// Refusals by the links and the API, until the loop counts them.
+    pub refusals: Arc<Refusals>,
 }
 
 struct ChildHandle {
@@ -186,18 +193,30 @@ pub struct AgentHooks {
 }
 
 /// Runs the relay whose store is already open (so a caller that changed its
-/// configuration does not open the directory twice).
+/// configuration does not open the directory twice), with the default
+/// limits.
 pub async fn run_with_store(
     data_dir: &Path,
     store: Store,
     shutdown: CancellationToken,
     hooks: Option<AgentHooks>,
 ) -> Result<(), DaemonError> {
+    run_with_limits(data_dir, store, shutdown, hooks, Limits::default()).await
+}
+
+/// [`run_with_store`] with the limits `relay run` was given.
+pub async fn run_with_limits(
+    data_dir: &Path,
+    store: Store,
+    shutdown: CancellationToken,
+    hooks: Option<AgentHooks>,
+    limits: Limits,
+) -> Result<(), DaemonError> {
     let name = store
         .identity()?
         .map(|identity| identity.name)
         .unwrap_or_default();
-    run_store(data_dir, store, shutdown, hooks)
+    run_store(data_dir, store, shutdown, hooks, limits)
         .instrument(tracing::info_span!("relay", %name))
         .await
 }
@@ -207,6 +226,7 @@ async fn run_store(
     store: Store,
     shutdown: CancellationToken,
     hooks: Option<AgentHooks>,
+    limits: Limits,
 ) -> Result<(), DaemonError> {
     let (Some(identity), Some(config)) = (store.identity()?, store.config()?) else {
         return Err(DaemonError::NotInitialized {
@@ -233,6 +253,8 @@ async fn run_store(
             version: env!("CARGO_PKG_VERSION").to_string(),
             log_keep: DEFAULT_LOG_KEEP,
             root_key: identity.token_key.clone(),
+            max_records_per_child: limits.max_records_per_child,
+            max_status_keys_per_child: limits.max_status_keys_per_child,
         },
         persisted,
         held,
@@ -247,6 +269,9 @@ async fn run_store(
         bundles_stored: stored_rx,
         nodes: Arc::new(RwLock::new(core.nodes())),
         config: Arc::new(config.clone()),
+        connections: ConnectionGate::new(&limits),
+        joins: Arc::new(JoinRate::new(limits.joins_per_minute_per_address)),
+        refusals: Arc::new(Refusals::default()),
     };
     tracing::info!(
         root = config.parent.is_none(),
@@ -651,6 +676,7 @@ impl Daemon {
 
     fn sample_links(&mut self) {
         let now = now();
+        self.count_refusals(now);
         for (link, child) in &self.children {
             let stats = child.connection.stats();
             self.core.handle_link_stats(
@@ -665,6 +691,18 @@ impl Daemon {
         }
         if let Ok(mut nodes) = self.shared.nodes.write() {
             *nodes = self.core.nodes();
+        }
+    }
+}
+
+impl Daemon {
+    /// Hands the refusals the links and the API counted to the core, which
+    /// puts them in this node's own record; logged here, once a second at
+    /// most, rather than once per refused request.
+    fn count_refusals(&mut self, now: Now) {
+        for (limit, count) in self.shared.refusals.take() {
+            tracing::warn!(%limit, count, "refused requests over a limit");
+            self.core.count_limit_refusals(now, limit, count);
         }
     }
 }

@@ -25,6 +25,7 @@ pub mod daemon;
 pub mod identity;
 pub mod inspect;
 pub mod kubeconfig;
+pub mod limits;
 pub mod logging;
 pub mod objects;
 pub mod pki;

@@ -290,6 +290,12 @@ impl Mesh {
         self.spawn("relay", name)
     }
 
+    /// Starts `relay run` on a node's data directory with `run_args` added
+    /// (`--max-connections-per-address 8`, ...).
+    pub fn start_with(&self, name: &str, run_args: &[&str]) -> anyhow::Result<RelayProcess> {
+        self.spawn_with("relay", name, run_args)
+    }
+
     /// `BINARY inspect` of a stopped node (`relay` or `edge-agent`).
     pub fn inspect_with(&self, binary_name: &str, name: &str) -> anyhow::Result<Value> {
         let output = run_ok(
@@ -325,6 +331,12 @@ impl Mesh {
             // environment.
             .env_remove("RELAYMESH_ALLOW")
             .env_remove("RELAYMESH_DENY")
+            // Limits too: a relay's are the defaults unless the test says.
+            .env_remove("RELAYMESH_MAX_CONNECTIONS")
+            .env_remove("RELAYMESH_MAX_CONNECTIONS_PER_ADDRESS")
+            .env_remove("RELAYMESH_MAX_JOINS_PER_MINUTE_PER_ADDRESS")
+            .env_remove("RELAYMESH_MAX_INVENTORY_RECORDS_PER_CHILD")
+            .env_remove("RELAYMESH_MAX_STATUS_KEYS_PER_CHILD")
             .env("RUST_LOG", "info,relaymesh_relay=debug")
             .stdout(Stdio::null())
             .stderr(log)

@@ -40,6 +40,13 @@ struct Net {
     serial: u64,
     /// A node that alters what it sends down, as a compromised relay would.
     tamper: Option<(String, Alteration)>,
+    /// The core limits of nodes booted from now on.
+    max_records_per_child: usize,
+    max_status_keys_per_child: usize,
+    /// Bundle fetches are kept here instead of completing at once, while
+    /// set, so a test can see how many are in flight.
+    hold_fetches: bool,
+    held_fetches: Vec<(String, BundleId)>,
 }
 
 impl Net {
@@ -54,6 +61,10 @@ impl Net {
             root_key: crate::seal::test_key(),
             serial: 1,
             tamper: None,
+            max_records_per_child: DEFAULT_MAX_RECORDS_PER_CHILD,
+            max_status_keys_per_child: DEFAULT_MAX_STATUS_KEYS_PER_CHILD,
+            hold_fetches: false,
+            held_fetches: Vec::new(),
         }
     }
 
@@ -117,6 +128,8 @@ impl Net {
             version: "test".into(),
             log_keep: 8,
             root_key: self.root_key.1.clone(),
+            max_records_per_child: self.max_records_per_child,
+            max_status_keys_per_child: self.max_status_keys_per_child,
         };
         let held = bundles.keys().copied().collect();
         let core = Core::new(config, persisted.clone(), held, self.now());
@@ -287,6 +300,9 @@ impl Net {
             Action::ReconnectParent => {
                 self.disconnect(name);
                 self.connect(name);
+            }
+            Action::FetchBundle(id) if self.hold_fetches => {
+                self.held_fetches.push((name.to_string(), id));
             }
             Action::FetchBundle(id) => {
                 let parent = self.nodes[name].parent.clone().unwrap_or_default();
@@ -908,3 +924,5 @@ fn an_older_signed_version_cannot_be_replayed() {
         1
     );
 }
+
+mod limits;
