@@ -68,6 +68,7 @@ struct NodeStatus {
     revision_lag: u64,
     subtree_size: usize,
     refused_entries: u64,
+    limit_refusals: BTreeMap<String, u64>,
     children: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     last_transition_time: Option<String>,
@@ -202,6 +203,7 @@ impl<'a> Tree<'a> {
                 revision_lag: link.revision_lag,
                 subtree_size: self.subtree_sizes.get(name).copied().unwrap_or(0),
                 refused_entries: record.refused_entries,
+                limit_refusals: record.limit_refusals.clone(),
                 children: self
                     .children
                     .get(name)
