@@ -99,6 +99,7 @@ fn node(name: &str, role: Role, parent: Option<&str>) -> NodeRecord {
         }),
         capacity: BTreeMap::from([("cpu".into(), "8".into()), ("memory".into(), "32Gi".into())]),
         refused_entries: 1,
+        limit_refusals: BTreeMap::from([("connections-per-address".into(), 3)]),
     }
 }
 

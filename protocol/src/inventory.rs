@@ -72,6 +72,13 @@ pub struct NodeRecord {
     /// than the version it holds. Anything but zero means a relay above the
     /// node forged or altered what the root decided.
     pub refused_entries: u64,
+    /// Requests this node refused since it started because they broke one
+    /// of its limits, by limit name (`connections-per-address`,
+    /// `inventory-records-per-child`, …; see docs/security.md, "Limits").
+    /// Counts saturate. Anything but zero means some peer asked for more
+    /// than a node allows: a misbehaving child, a flood, or a limit set too
+    /// low for the fleet.
+    pub limit_refusals: BTreeMap<String, u64>,
 }
 
 /// The health of a link, as seen from the parent's side.

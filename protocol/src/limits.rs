@@ -31,3 +31,10 @@ pub const MAX_TOKEN_LEN: usize = 4096;
 /// The most slice entries or inventory records a relay puts in one frame; the
 /// byte limit above applies as well.
 pub const MAX_ITEMS_PER_FRAME: usize = 4096;
+
+/// The most bundle streams a child keeps open at once on one connection. A
+/// parent refuses a bundle request beyond it with `Unavailable` (and counts
+/// the refusal as `bundle-streams-per-peer`), so one child cannot tie up a
+/// parent's store reads and send buffers with thousands of transfers; a
+/// child never asks for more, so the refusal only meets a misbehaving one.
+pub const MAX_BUNDLE_STREAMS: usize = 16;

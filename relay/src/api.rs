@@ -36,6 +36,7 @@ use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
 use tracing::{debug, info, warn};
 
+use crate::limits::Limit;
 use crate::objects::ObjectStore;
 
 mod audit;
@@ -200,6 +201,13 @@ pub trait Backend: Send + Sync + 'static {
         name: String,
         bytes: Vec<u8>,
     ) -> impl Future<Output = Result<BundleId, ApiError>> + Send;
+
+    /// Counts a request the API refused for breaking `limit`, in the root's
+    /// own record (`limitRefusals`). Must not block. A backend without
+    /// counters ignores it.
+    fn count_limit_refusal(&self, limit: Limit) {
+        let _ = limit;
+    }
 }
 
 /// Why a request failed, or why the server could not start. Each request
@@ -269,6 +277,16 @@ pub enum ApiError {
     /// A bug or a failure the client cannot fix (500, `InternalError`).
     #[error("{0}")]
     Internal(String),
+    /// The request broke one of the API's limits ([`Limit::ApiRequestBody`],
+    /// [`Limit::ApiJsonPatch`], [`Limit::ApiUnpagedList`]): `error` is what
+    /// the client gets, and the refusal is counted.
+    #[error("{error}")]
+    OverLimit {
+        /// The limit.
+        limit: Limit,
+        /// The error the client gets (413 or 422).
+        error: Box<ApiError>,
+    },
     /// The server's TLS material was refused by rustls ([`serve`] only).
     #[error("cannot use the API server's TLS material")]
     TlsConfig(#[source] rustls::Error),

@@ -26,6 +26,7 @@ use std::time::{Duration, Instant};
 use relaymesh_protocol::message::{DownMessage, Resume, UpMessage};
 use relaymesh_protocol::{BundleId, NodeRecord, Refusal, Role, SliceChange, SliceEntry};
 
+use crate::limits::Limit;
 use crate::store::{Mutation, Persisted};
 use bundles::Bundles;
 use downstream::ChildLink;
@@ -44,6 +45,15 @@ pub const INVENTORY_COALESCE: Duration = Duration::from_millis(200);
 /// How many slice revisions a relay keeps in its log; a child further behind
 /// gets a snapshot.
 pub const DEFAULT_LOG_KEEP: u64 = 10_000;
+
+/// How many inventory records one child may have a relay hold (its own and
+/// its subtree's): the fleet DESIGN.md aims at, since one child of the root
+/// may legitimately carry all of it.
+pub const DEFAULT_MAX_RECORDS_PER_CHILD: usize = 1_000_000;
+
+/// How many placements one child may report status for. A child only has
+/// status for placements it was sent, so this is far above any real slice.
+pub const DEFAULT_MAX_STATUS_KEYS_PER_CHILD: usize = 100_000;
 
 /// The current time, as the core sees it: a monotonic instant for timers and
 /// wall-clock milliseconds for timestamps shown to people.
@@ -77,6 +87,12 @@ pub struct CoreConfig {
     /// The root's Ed25519 public key, which every slice entry from the
     /// parent must be signed with (the identity's token key).
     pub root_key: Vec<u8>,
+    /// How many inventory records one child may have this relay hold; the
+    /// excess is refused and counted (`inventory-records-per-child`).
+    pub max_records_per_child: usize,
+    /// How many placements one child may report status for; the excess is
+    /// refused and counted (`status-keys-per-child`).
+    pub max_status_keys_per_child: usize,
 }
 
 /// Something the daemon must do, in the order given.
@@ -165,13 +181,14 @@ impl Core {
             link: None,
             capacity: config.capacity.clone(),
             refused_entries: 0,
+            limit_refusals: Default::default(),
         };
         let mut core = Self {
             name: config.name.clone(),
             epoch: persisted.epoch,
             ancestors: persisted.ancestors.clone(),
             slice: Slice::restore(&persisted, config.log_keep),
-            inventory: Inventory::restore(own, &persisted),
+            inventory: Inventory::restore(own, &persisted, config.max_records_per_child),
             bundles: Bundles::new(
                 held_bundles,
                 persisted.served.clone(),
@@ -182,7 +199,7 @@ impl Core {
             links_by_name: BTreeMap::new(),
             inventory_flush_at: None,
             cuts: Cuts::default(),
-            statuses: Statuses::default(),
+            statuses: Statuses::new(config.max_status_keys_per_child),
             actions: VecDeque::new(),
             root_key: config.root_key.clone(),
         };
@@ -220,6 +237,23 @@ impl Core {
     /// Every node this relay knows: itself and its subtree.
     pub fn nodes(&self) -> Vec<NodeRecord> {
         self.inventory.all().cloned().collect()
+    }
+
+    /// Counts `count` refusals by `limit` in this node's own inventory
+    /// record, which goes up the tree: the daemon calls it for the limits its
+    /// links and API enforce (the core counts its own).
+    pub fn count_limit_refusals(&mut self, now: Now, limit: Limit, count: u64) {
+        if count == 0 {
+            return;
+        }
+        self.inventory.update_own(|own| {
+            let counter = own
+                .limit_refusals
+                .entry(limit.as_str().to_string())
+                .or_default();
+            *counter = counter.saturating_add(count);
+        });
+        self.schedule_inventory_flush(now);
     }
 
     /// Whether `id` is referenced by this relay's slice (so it is, or will

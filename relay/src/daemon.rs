@@ -7,6 +7,7 @@
 //! move frames; nothing outside the loop decides anything.
 
 mod backend;
+mod bundles;
 mod listener;
 mod placements;
 mod renewal;
@@ -26,10 +27,11 @@ use crate::config::NodeConfig;
 use crate::core::{Action, Core, CoreConfig, LinkId, LinkStats, Now, DEFAULT_LOG_KEEP};
 use crate::deny_list::DenyList;
 use crate::identity::Identity;
+use crate::limits::{ConnectionGate, JoinRate, Limits, Refusals};
 use crate::pki::{self, Peer, PkiError};
 use crate::store::{Store, StoreError};
 use crate::transport::uplink::{self, UplinkEvent};
-use crate::transport::{bundle_transfer, LinkError};
+use crate::transport::LinkError;
 
 /// How often link statistics are sampled and the API's view refreshed.
 pub const STATS_INTERVAL: Duration = Duration::from_secs(1);
@@ -97,7 +99,7 @@ pub(crate) enum Event {
     },
     BundleFetched {
         id: BundleId,
-        result: Result<Vec<u8>, LinkError>,
+        result: Result<(), bundles::FetchFailure>,
     },
     BundleAccess {
         child: String,
@@ -161,6 +163,12 @@ pub(crate) struct Shared {
     pub deny: Arc<RwLock<DenyList>>,
     /// How long the TLS certificates this relay signs for its children last.
     pub node_cert_validity: Duration,
+    /// Connections open now, in all and per source address.
+    pub connections: Arc<ConnectionGate>,
+    /// Joins each source address may still start.
+    pub joins: Arc<JoinRate>,
+    /// Refusals by the links and the API, until the loop counts them.
+    pub refusals: Arc<Refusals>,
 }
 
 /// How a daemon runs, beyond what its store holds.
@@ -169,12 +177,15 @@ pub struct RunOptions {
     /// How long the TLS certificates this relay signs for its children
     /// (at join and renewal) last, and, at the root, its own.
     pub node_cert_validity: Duration,
+    /// The limits on what peers may cost this relay.
+    pub limits: Limits,
 }
 
 impl Default for RunOptions {
     fn default() -> Self {
         Self {
             node_cert_validity: pki::DEFAULT_NODE_CERT_VALIDITY,
+            limits: Limits::default(),
         }
     }
 }
@@ -226,7 +237,8 @@ pub struct AgentHooks {
 }
 
 /// Runs the relay whose store is already open (so a caller that changed its
-/// configuration does not open the directory twice).
+/// configuration does not open the directory twice), with `options` (the
+/// certificate lifetime and limits `relay run` was given).
 pub async fn run_with_store(
     data_dir: &Path,
     store: Store,
@@ -256,6 +268,13 @@ async fn run_store(
         });
     };
     let persisted = store.load()?;
+    let partial = store.remove_partial_bundles()?;
+    if partial > 0 {
+        tracing::info!(
+            bundles = partial,
+            "removed bundles whose transfer did not finish"
+        );
+    }
     let held = store.bundle_ids()?;
     let core = Core::new(
         CoreConfig {
@@ -268,6 +287,8 @@ async fn run_store(
             version: env!("CARGO_PKG_VERSION").to_string(),
             log_keep: DEFAULT_LOG_KEEP,
             root_key: identity.token_key.clone(),
+            max_records_per_child: options.limits.max_records_per_child,
+            max_status_keys_per_child: options.limits.max_status_keys_per_child,
         },
         persisted,
         held,
@@ -284,6 +305,9 @@ async fn run_store(
         config: Arc::new(config.clone()),
         deny: Arc::new(RwLock::new(DenyList::from_entries(core.entries()))),
         node_cert_validity: options.node_cert_validity,
+        connections: ConnectionGate::new(&options.limits),
+        joins: Arc::new(JoinRate::new(options.limits.joins_per_minute_per_address)),
+        refusals: Arc::new(Refusals::default()),
     };
     tracing::info!(
         root = config.parent.is_none(),
@@ -480,20 +504,12 @@ impl Daemon {
                 }
             }
             Event::BundleFetched { id, result } => match result {
-                Ok(bytes) => {
-                    let store = self.store.clone();
-                    let stored =
-                        tokio::task::spawn_blocking(move || store.put_bundle(&id, &bytes)).await;
-                    match stored {
-                        Ok(Ok(())) => {
-                            self.core.handle_bundle_stored(now, id);
-                            self.stored.send_modify(|count| *count += 1);
-                        }
-                        Ok(Err(error)) => return Err(error.into()),
-                        Err(_) => self.core.handle_bundle_failed(now, id),
-                    }
+                Ok(()) => {
+                    self.core.handle_bundle_stored(now, id);
+                    self.stored.send_modify(|count| *count += 1);
                 }
-                Err(error) => {
+                Err(bundles::FetchFailure::Store(error)) => return Err(error.into()),
+                Err(bundles::FetchFailure::Link(error)) => {
                     tracing::warn!(bundle = %id, %error, "bundle fetch failed");
                     self.core.handle_bundle_failed(now, id);
                 }
@@ -765,14 +781,16 @@ impl Daemon {
             return;
         };
         let events = self.shared.events.clone();
+        let store = self.store.clone();
         tokio::spawn(async move {
-            let result = bundle_transfer::fetch(&connection, id).await;
+            let result = bundles::fetch_into_store(&connection, &store, id).await;
             let _ = events.send(Event::BundleFetched { id, result }).await;
         });
     }
 
     fn sample_links(&mut self) {
         let now = now();
+        self.count_refusals(now);
         for (link, child) in &self.children {
             let stats = child.connection.stats();
             self.core.handle_link_stats(
@@ -787,6 +805,18 @@ impl Daemon {
         }
         if let Ok(mut nodes) = self.shared.nodes.write() {
             *nodes = self.core.nodes();
+        }
+    }
+}
+
+impl Daemon {
+    /// Hands the refusals the links and the API counted to the core, which
+    /// puts them in this node's own record; logged here, once a second at
+    /// most, rather than once per refused request.
+    fn count_refusals(&mut self, now: Now) {
+        for (limit, count) in self.shared.refusals.take() {
+            tracing::warn!(%limit, count, "refused requests over a limit");
+            self.core.count_limit_refusals(now, limit, count);
         }
     }
 }

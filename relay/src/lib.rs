@@ -26,6 +26,7 @@ pub mod deny_list;
 pub mod identity;
 pub mod inspect;
 pub mod kubeconfig;
+pub mod limits;
 pub mod logging;
 pub mod objects;
 pub mod pki;

@@ -5,7 +5,13 @@
 //! daemon applies here, atomically, before anything that depends on them (an
 //! acknowledgement to the parent) leaves the node. Values are encoded with the
 //! protocol codec, so every decode is bounded like a frame.
+//!
+//! Bundles are kept in chunks of [`BUNDLE_CHUNK_LEN`] bytes ([`bundles`]),
+//! so a relay serves and receives one without holding it whole in memory.
+//! The layout has a version, [`STORE_FORMAT`]; a store of another format is
+//! refused with an error that says so rather than misread.
 
+mod bundles;
 mod issued_tokens;
 pub mod permissions;
 mod state;
@@ -18,6 +24,7 @@ use relaymesh_protocol::BundleId;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
+pub use bundles::{BundleChunks, BundleWriter, BUNDLE_CHUNK_LEN};
 pub use state::{Mutation, Persisted, Served};
 
 use crate::config::NodeConfig;
@@ -31,6 +38,12 @@ pub const CACHE_BYTES: u64 = 64 * 1024 * 1024;
 /// How many times opening retries while the directory's lock is held (20 ms
 /// apart).
 const LOCK_RETRIES: u32 = 50;
+
+/// The layout of the store this build reads and writes. Format 1 (never
+/// written down: a store without a format is one) kept each bundle whole in
+/// one value and inventory records of protocol version 3; format 2 keeps
+/// bundles in chunks and records of protocol version 4.
+pub const STORE_FORMAT: u32 = 2;
 
 /// A failure of the store.
 #[derive(Debug, thiserror::Error)]
@@ -103,6 +116,30 @@ pub enum StoreError {
         /// The data directory.
         path: String,
     },
+    /// The store was written by a build with another layout.
+    #[error(
+        "the store in {path} has format {found}, and this build reads format {STORE_FORMAT} only \
+         (format 1 is a relaymesh from before protocol version 4, which this build cannot talk \
+         to either): re-create the node with `relay init`, `relay join` or `edge-agent join` \
+         in a new data directory"
+    )]
+    Format {
+        /// The data directory.
+        path: String,
+        /// The format found.
+        found: u32,
+    },
+    /// A bundle's chunks do not add up to the bundle (some are missing, or
+    /// it was removed while being read).
+    #[error("store at {path}: bundle {id} is incomplete: {reason}")]
+    BundleIncomplete {
+        /// The data directory.
+        path: String,
+        /// The bundle.
+        id: BundleId,
+        /// What is missing.
+        reason: String,
+    },
 }
 
 /// The root API's TLS material: its server certificate chain (leaf first)
@@ -124,10 +161,14 @@ pub struct Store {
     db: sled::Db,
     node: sled::Tree,
     state: sled::Tree,
+    /// Bundle id → its length (8 bytes, big-endian): the bundles held.
     bundles: sled::Tree,
+    /// Bundle id + chunk index (4 bytes, big-endian) → the chunk's bytes.
+    bundle_chunks: sled::Tree,
     tokens: sled::Tree,
 }
 
+const FORMAT: &[u8] = b"format";
 const IDENTITY: &[u8] = b"identity";
 const CONFIG: &[u8] = b"config";
 const API_CERTIFICATE: &[u8] = b"api-certificate";
@@ -198,14 +239,42 @@ impl Store {
             }
         };
         let tree = |name: &str| db.open_tree(name).map_err(sled_error);
-        Ok(Self {
+        let store = Self {
             node: tree("node")?,
             state: tree("state")?,
             bundles: tree("bundles")?,
+            bundle_chunks: tree("bundle-chunks")?,
             tokens: tree("tokens")?,
             path: path.clone(),
             db,
-        })
+        };
+        store.check_format()?;
+        Ok(store)
+    }
+
+    /// Refuses a store of another format, and marks a new one with this
+    /// build's.
+    fn check_format(&self) -> Result<(), StoreError> {
+        let found = match self.node.get(FORMAT).map_err(|e| self.sled(e))? {
+            Some(value) => <[u8; 4]>::try_from(value.as_ref())
+                .map(u32::from_be_bytes)
+                .map_err(|_| self.corrupt_key(FORMAT))?,
+            None if self.node.is_empty() && self.state.is_empty() && self.bundles.is_empty() => {
+                self.node
+                    .insert(FORMAT, &STORE_FORMAT.to_be_bytes())
+                    .map_err(|e| self.sled(e))?;
+                self.flush()?;
+                STORE_FORMAT
+            }
+            None => 1,
+        };
+        if found != STORE_FORMAT {
+            return Err(StoreError::Format {
+                path: self.path.clone(),
+                found,
+            });
+        }
+        Ok(())
     }
 
     /// Opens (or creates) the sled tree `name` in the store's database, for
@@ -429,46 +498,6 @@ impl Store {
             .map_err(|e| self.sled(e))
     }
 
-    /// The bytes of a bundle, if held.
-    pub fn bundle(&self, id: &BundleId) -> Result<Option<Vec<u8>>, StoreError> {
-        let value = self.bundles.get(id.0).map_err(|e| self.sled(e))?;
-        Ok(value.map(|bytes| bytes.to_vec()))
-    }
-
-    /// Whether a bundle is held.
-    pub fn has_bundle(&self, id: &BundleId) -> Result<bool, StoreError> {
-        self.bundles.contains_key(id.0).map_err(|e| self.sled(e))
-    }
-
-    /// Stores a bundle; the caller has checked that `id` is its hash.
-    pub fn put_bundle(&self, id: &BundleId, bytes: &[u8]) -> Result<(), StoreError> {
-        self.bundles.insert(id.0, bytes).map_err(|e| self.sled(e))?;
-        Ok(())
-    }
-
-    /// Deletes a bundle.
-    pub fn remove_bundle(&self, id: &BundleId) -> Result<(), StoreError> {
-        self.bundles.remove(id.0).map_err(|e| self.sled(e))?;
-        Ok(())
-    }
-
-    /// The ids and sizes of every bundle held.
-    pub fn bundle_sizes(&self) -> Result<Vec<(BundleId, u64)>, StoreError> {
-        let mut sizes = Vec::new();
-        for item in self.bundles.iter() {
-            let (key, value) = item.map_err(|e| self.sled(e))?;
-            if let Ok(id) = <[u8; 32]>::try_from(key.as_ref()) {
-                sizes.push((BundleId(id), value.len() as u64));
-            }
-        }
-        Ok(sizes)
-    }
-
-    /// The ids of every bundle held.
-    pub fn bundle_ids(&self) -> Result<BTreeSet<BundleId>, StoreError> {
-        Ok(self.bundle_sizes()?.into_iter().map(|(id, _)| id).collect())
-    }
-
     /// Records join token `id` as used, unless it already was. Returns whether
     /// this call recorded it. Expired records are dropped on the way.
     pub fn claim_token(
@@ -497,6 +526,7 @@ impl Store {
             ("node", &self.node),
             ("state", &self.state),
             ("bundles", &self.bundles),
+            ("bundle-chunks", &self.bundle_chunks),
             ("tokens", &self.tokens),
         ] {
             hasher.update(name.as_bytes());

@@ -69,6 +69,10 @@ pub enum LinkError {
     /// Nothing answered in time.
     #[error("timed out after {0:?}")]
     Timeout(std::time::Duration),
+    /// This side could not read or keep what the stream carries (its store
+    /// failed, or a bundle went away while it was being sent).
+    #[error("local failure: {0}")]
+    Local(String),
 }
 
 /// Writes one frame.

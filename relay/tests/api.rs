@@ -223,7 +223,7 @@ async fn join_tokens() {
     );
     let reply = raw.post(&url).body("{").send().await.expect("a reply");
     assert_eq!(json_reply(reply).await.0, 400);
-    let huge = vec![b' '; 1024 * 1024 + 1];
+    let huge = vec![b' '; 3 * 1024 * 1024 + 1];
     let reply = raw.post(&url).body(huge).send().await.expect("a reply");
     let (code, body) = json_reply(reply).await;
     assert_eq!(

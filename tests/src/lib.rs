@@ -366,6 +366,12 @@ impl Mesh {
             // environment.
             .env_remove("RELAYMESH_ALLOW")
             .env_remove("RELAYMESH_DENY")
+            // Limits too: a relay's are the defaults unless the test says.
+            .env_remove("RELAYMESH_MAX_CONNECTIONS")
+            .env_remove("RELAYMESH_MAX_CONNECTIONS_PER_ADDRESS")
+            .env_remove("RELAYMESH_MAX_JOINS_PER_MINUTE_PER_ADDRESS")
+            .env_remove("RELAYMESH_MAX_INVENTORY_RECORDS_PER_CHILD")
+            .env_remove("RELAYMESH_MAX_STATUS_KEYS_PER_CHILD")
             .env("RUST_LOG", "info,relaymesh_relay=debug")
             .stdout(Stdio::null())
             .stderr(log)

@@ -104,9 +104,13 @@ impl Aggregate {
         contained
     }
 
-    /// How many clusters in all.
+    /// How many clusters in all. Saturates, as every sum of counts here
+    /// does: aggregates are merged from what children report, and a hostile
+    /// child's huge counts must not overflow a parent's.
     pub fn clusters(&self) -> u64 {
-        self.counts.values().sum()
+        self.counts
+            .values()
+            .fold(0, |sum, count| sum.saturating_add(*count))
     }
 
     /// How many distinct label sets: the cost of [`supply`](Self::supply).
@@ -134,11 +138,12 @@ impl Aggregate {
                 continue;
             }
             match spread_by {
-                None => supply.total += count,
+                None => supply.total = supply.total.saturating_add(*count),
                 Some(key) => {
                     if let Some(value) = labels.get(key) {
-                        supply.total += count;
-                        *supply.per_value.entry(value.clone()).or_default() += count;
+                        supply.total = supply.total.saturating_add(*count);
+                        let per_value = supply.per_value.entry(value.clone()).or_default();
+                        *per_value = per_value.saturating_add(*count);
                     }
                 }
             }
@@ -160,9 +165,10 @@ impl<'a> FromIterator<&'a Labels> for Aggregate {
 impl Supply {
     /// Adds `other`'s clusters to this supply.
     pub fn merge(&mut self, other: &Supply) {
-        self.total += other.total;
+        self.total = self.total.saturating_add(other.total);
         for (value, count) in &other.per_value {
-            *self.per_value.entry(value.clone()).or_default() += count;
+            let per_value = self.per_value.entry(value.clone()).or_default();
+            *per_value = per_value.saturating_add(*count);
         }
     }
 }
@@ -246,6 +252,28 @@ mod tests {
             both.add(&one);
             prop_assert!(both.remove(&one));
             prop_assert_eq!(both, a);
+        }
+
+        #[test]
+        fn huge_counts_saturate_instead_of_overflowing(
+            counts in prop::collection::vec((label_set(), any::<u64>()), 1..6),
+            spread in proptest::option::of("[a-c]"),
+        ) {
+            let mut a = Aggregate::new();
+            let mut b = Aggregate::new();
+            for (labels, count) in &counts {
+                a.add_many(labels, *count);
+                b.add_many(labels, u64::MAX - count / 2);
+            }
+            let mut both = merged(&a, &b);
+            prop_assert!(both.clusters() >= a.clusters().max(b.clusters()));
+            let supply = |x: &Aggregate| x.supply(None, spread.as_deref());
+            let mut sum = supply(&a);
+            sum.merge(&supply(&b));
+            prop_assert_eq!(&supply(&both), &sum);
+            prop_assert!(sum.total >= supply(&a).total);
+            both.merge(&b);
+            prop_assert_eq!(both.clusters(), u64::MAX);
         }
 
         #[test]

@@ -139,7 +139,7 @@ pub fn split(
             for (name, amount) in order.iter().zip(amounts) {
                 if amount > 0 {
                     let share = shares.entry(name).or_default();
-                    share.total += to_u32(amount);
+                    share.total = share.total.saturating_add(to_u32(amount));
                     share.per_value.insert(value.clone(), to_u32(amount));
                 }
             }
@@ -252,9 +252,10 @@ impl Split {
         let mut sum = Quota::default();
         for share in self.per_child.values() {
             if let ChildShare::Quota(quota) = share {
-                sum.total += quota.total;
+                sum.total = sum.total.saturating_add(quota.total);
                 for (value, count) in &quota.per_value {
-                    *sum.per_value.entry(value.clone()).or_default() += count;
+                    let per_value = sum.per_value.entry(value.clone()).or_default();
+                    *per_value = per_value.saturating_add(*count);
                 }
             }
         }
@@ -284,7 +285,7 @@ fn distribute(
             had.min(*capacity)
         })
         .collect();
-    let kept_sum: u64 = kept.iter().sum();
+    let kept_sum = saturating_sum(&kept);
     if kept_sum >= amount {
         return water_fill(amount, &kept);
     }
@@ -293,12 +294,20 @@ fn distribute(
     kept.iter().zip(added).map(|(k, a)| k + a).collect()
 }
 
+/// The sum of `values`, saturating: capacities come from the supplies
+/// children report.
+fn saturating_sum(values: &[u64]) -> u64 {
+    values
+        .iter()
+        .fold(0, |sum, value| sum.saturating_add(*value))
+}
+
 /// Spreads `amount` as evenly as possible over slots of the given
 /// capacities: every slot gets the same level `L` or its capacity if lower,
 /// and the remainder goes, one each, to the first slots whose capacity
 /// exceeds `L`. Gives every slot its capacity if `amount` exceeds their sum.
 fn water_fill(amount: u64, capacities: &[u64]) -> Vec<u64> {
-    let total: u64 = capacities.iter().sum();
+    let total = saturating_sum(capacities);
     if amount >= total {
         return capacities.to_vec();
     }
@@ -310,12 +319,12 @@ fn water_fill(amount: u64, capacities: &[u64]) -> Vec<u64> {
     let mut remainder = 0u64;
     for (index, capacity) in sorted.iter().enumerate() {
         let open = (sorted.len() - index) as u64;
-        if filled + capacity * open >= amount {
+        if filled.saturating_add(capacity.saturating_mul(open)) >= amount {
             level = (amount - filled) / open;
             remainder = (amount - filled) % open;
             break;
         }
-        filled += capacity;
+        filled = filled.saturating_add(*capacity);
     }
     capacities
         .iter()

@@ -76,6 +76,7 @@ mod tests {
                 link: None,
                 capacity: Default::default(),
                 refused_entries: 0,
+                limit_refusals: Default::default(),
             };
             assert!(index.admit(&child, &record).is_ok());
         }

@@ -140,6 +140,7 @@ mod tests {
             link: None,
             capacity: Default::default(),
             refused_entries: 0,
+            limit_refusals: Default::default(),
         }
     }
 

@@ -147,18 +147,22 @@ fn record() -> impl Strategy<Value = NodeRecord> {
         prop::collection::vec("[0-9.:]{1,21}", 0..2),
         proptest::option::of(link()),
         any::<u64>(),
+        prop::collection::btree_map(name(), any::<u64>(), 0..3),
     )
         .prop_map(
-            |(name, role, parent, labels, addresses, link, refused_entries)| NodeRecord {
-                name,
-                role,
-                parent,
-                labels,
-                addresses,
-                version: "0.1.0".into(),
-                capacity: [("cpu".to_string(), "4".to_string())].into(),
-                link,
-                refused_entries,
+            |(name, role, parent, labels, addresses, link, refused_entries, limit_refusals)| {
+                NodeRecord {
+                    name,
+                    role,
+                    parent,
+                    labels,
+                    addresses,
+                    version: "0.1.0".into(),
+                    capacity: [("cpu".to_string(), "4".to_string())].into(),
+                    link,
+                    refused_entries,
+                    limit_refusals,
+                }
             },
         )
 }

@@ -26,6 +26,14 @@ use super::table::{self, IncludeObject};
 use super::{crd, inventory, validation, watch, ApiError, Backend};
 use crate::objects::{ObjectError, ObjectStore};
 
+/// The most objects a list returns at once. A list without `limit` that
+/// would return more is refused (422, naming `limit`) rather than cut short
+/// or sent whole: a client that did not ask for pages would not look for a
+/// `continue`, and a million Cluster objects in one reply is hundreds of
+/// MiB. kubectl and client-go ask for pages of 500 by themselves. A larger
+/// `limit` gets pages of this size, which Kubernetes allows.
+pub(super) const MAX_UNPAGED_LIST: usize = 10_000;
+
 /// A request path naming a resource, and perhaps a namespace, an object and
 /// a subresource.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -220,6 +228,12 @@ fn list<B: Backend>(
         .get("limit")
         .and_then(|limit| limit.parse().ok())
         .unwrap_or(0);
+    if limit == 0 && objects.len() > MAX_UNPAGED_LIST {
+        return Err(unpaged_list_too_long(resource, objects.len()));
+    }
+    // A page may hold fewer objects than asked, as in Kubernetes: the
+    // client follows `continue` either way.
+    let limit = limit.min(MAX_UNPAGED_LIST);
     if limit > 0 && objects.len() > limit {
         objects.truncate(limit);
         next = objects
@@ -245,6 +259,23 @@ fn list<B: Backend>(
         "items": objects,
     });
     json_reply(StatusCode::OK, &list)
+}
+
+/// The refusal of a list without `limit` that would return more than
+/// [`MAX_UNPAGED_LIST`] objects.
+fn unpaged_list_too_long(resource: &Resource, count: usize) -> ApiError {
+    ApiError::OverLimit {
+        limit: crate::limits::Limit::ApiUnpagedList,
+        error: Box::new(ApiError::Invalid {
+            field: "limit".into(),
+            message: format!(
+                "Required value: there are {count} {}, more than the {MAX_UNPAGED_LIST} this \
+                 server returns at once; ask for pages with ?limit=500 and follow \
+                 metadata.continue (kubectl get and relayctl get do so by themselves)",
+                resource.qualified()
+            ),
+        }),
+    }
 }
 
 fn read<B: Backend>(
@@ -603,6 +634,10 @@ fn patch_error(error: PatchError) -> ApiError {
         PatchError::Conflict { message, causes } => ApiError::FieldConflicts { message, causes },
         PatchError::NotFound => ApiError::NotFound("the object to patch does not exist".into()),
         PatchError::UnsupportedMediaType(message) => ApiError::UnsupportedMediaType(message),
+        PatchError::TooLarge(message) => ApiError::OverLimit {
+            limit: crate::limits::Limit::ApiJsonPatch,
+            error: Box::new(ApiError::PayloadTooLarge(message)),
+        },
     }
 }
 

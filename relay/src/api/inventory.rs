@@ -131,6 +131,7 @@ mod tests {
         NodeRecord {
             capacity: Default::default(),
             refused_entries: 0,
+            limit_refusals: Default::default(),
             name: name.into(),
             role,
             parent: parent.map(Into::into),

@@ -68,6 +68,7 @@ struct NodeStatus {
     revision_lag: u64,
     subtree_size: usize,
     refused_entries: u64,
+    limit_refusals: BTreeMap<String, u64>,
     children: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     last_transition_time: Option<String>,
@@ -154,7 +155,8 @@ impl<'a> Tree<'a> {
                 .and_then(|record| record.parent.as_deref())
                 .filter(|parent| known.contains_key(parent) && *parent != name);
             if let Some(parent) = parent {
-                *subtree_sizes.entry(parent).or_insert(0) += size + 1;
+                let parent_size = subtree_sizes.entry(parent).or_insert(0);
+                *parent_size = parent_size.saturating_add(size.saturating_add(1));
                 if let Some(left) = pending.get_mut(parent) {
                     *left -= 1;
                     if *left == 0 {
@@ -201,6 +203,7 @@ impl<'a> Tree<'a> {
                 revision_lag: link.revision_lag,
                 subtree_size: self.subtree_sizes.get(name).copied().unwrap_or(0),
                 refused_entries: record.refused_entries,
+                limit_refusals: record.limit_refusals.clone(),
                 children: self
                     .children
                     .get(name)
@@ -259,6 +262,7 @@ mod tests {
         NodeRecord {
             capacity: Default::default(),
             refused_entries: 0,
+            limit_refusals: Default::default(),
             name: name.into(),
             role,
             parent: parent.map(Into::into),

@@ -85,6 +85,11 @@ pub enum PatchError {
         /// Each conflict as (manager, field path such as `.spec.replicas`).
         causes: Vec<(String, String)>,
     },
+    /// The patch asks for more work than the API does for one request: too
+    /// many JSON patch operations, or `copy` operations that would grow the
+    /// object past the request body limit (413).
+    #[error("{0}")]
+    TooLarge(String),
 }
 
 /// Applies a patch body (JSON; for Apply, YAML or JSON) to `live` (None when

@@ -221,6 +221,7 @@ mod tests {
             link: None,
             capacity: Default::default(),
             refused_entries: 0,
+            limit_refusals: Default::default(),
         };
         let object = token_object(&record, &[node], 1_500);
         assert_eq!(object["status"]["state"], "Valid");

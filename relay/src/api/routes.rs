@@ -30,14 +30,17 @@ use super::tls::{PeerIdentity, User};
 use super::tokens::JoinToken;
 use super::users;
 use super::{discovery, openapi, revocations, ApiError, Backend};
+use crate::limits::Limit;
 use crate::objects::ObjectStore;
 
 /// The body of every reply: whole JSON documents or a watch's stream.
 pub(super) type ApiBody = UnsyncBoxBody<Bytes, Infallible>;
 
-/// The largest JSON body the API reads, as kube-apiserver's default limit
-/// for most requests is a few MiB.
-pub(super) const MAX_JSON_BODY: u64 = 1024 * 1024;
+/// The largest JSON body the API reads: kube-apiserver's limit for every
+/// request but a bundle push (its `MaxRequestBodyBytes`, 3 MiB), so what
+/// kubectl sends a Kubernetes cluster it can send here. Patches, creates and
+/// updates go through it alike.
+pub(super) const MAX_JSON_BODY: u64 = 3 * 1024 * 1024;
 
 /// The Kubernetes version the API claims to be compatible with.
 const KUBE_MAJOR: &str = "1";
@@ -233,7 +236,12 @@ pub(super) async fn handle<B: Backend>(
     let path = request.uri().path().to_string();
     let response = match dispatch(context, request).await {
         Ok(response) => response,
-        Err(error) => error_reply(&error),
+        Err(error) => {
+            if let ApiError::OverLimit { limit, .. } = &error {
+                context.backend.count_limit_refusal(*limit);
+            }
+            error_reply(&error)
+        }
     };
     let status = response.status().as_u16();
     if method != Method::GET && method != Method::HEAD {
@@ -469,8 +477,12 @@ fn unix_now() -> u64 {
 }
 
 pub(super) async fn read_body(mut body: Incoming, limit: u64) -> Result<Vec<u8>, ApiError> {
-    let too_large =
-        || ApiError::PayloadTooLarge(format!("the request body is larger than {limit} bytes"));
+    let too_large = || ApiError::OverLimit {
+        limit: Limit::ApiRequestBody,
+        error: Box::new(ApiError::PayloadTooLarge(format!(
+            "Request entity too large: the request body is larger than the limit of {limit} bytes"
+        ))),
+    };
     let announced = body.size_hint().lower();
     if announced > limit {
         return Err(too_large());

@@ -55,6 +55,9 @@ pub struct StatusCause {
 impl Status {
     /// The `Status` that reports `error`.
     pub fn from_error(error: &ApiError) -> Self {
+        if let ApiError::OverLimit { error, .. } = error {
+            return Self::from_error(error);
+        }
         let (code, reason) = code_and_reason(error);
         let details = match error {
             ApiError::Invalid { field, message } => Some(StatusDetails {
@@ -107,6 +110,7 @@ pub fn code_and_reason(error: &ApiError) -> (u16, &'static str) {
         ApiError::Invalid { .. } => (422, "Invalid"),
         ApiError::Unavailable(_) => (503, "ServiceUnavailable"),
         ApiError::Internal(_) | ApiError::TlsConfig(_) => (500, "InternalError"),
+        ApiError::OverLimit { error, .. } => code_and_reason(error),
     }
 }
 

@@ -11,6 +11,7 @@ use anyhow::{bail, Context as _};
 use clap::{Parser, Subcommand};
 use relaymesh_protocol::Role;
 use relaymesh_relay::config::NodeConfig;
+use relaymesh_relay::limits::{self, Limits};
 use relaymesh_relay::logging::{self, LogFormat};
 use relaymesh_relay::store::{ApiCertificate, Store};
 use relaymesh_relay::{daemon, kubeconfig, pki, transport};
@@ -113,6 +114,8 @@ enum Command {
             value_name = "DURATION"
         )]
         node_cert_validity: std::time::Duration,
+        #[command(flatten)]
+        limits: LimitArgs,
     },
     /// Print what a stopped relay's store holds, as JSON: identity, slice
     /// entries, bundles (re-hashed), bundle transfers completed to each child
@@ -122,6 +125,61 @@ enum Command {
         #[arg(long, value_name = "DIR")]
         data_dir: PathBuf,
     },
+}
+
+/// `relay run`'s limits. Each refusal is counted in the relay's own
+/// inventory record (`limitRefusals` on its Relay object, `LIMITS:` in
+/// `relayctl tree`); see docs/security.md, "Limits".
+#[derive(Debug, clap::Args)]
+#[command(next_help_heading = "Limits")]
+struct LimitArgs {
+    /// Connections accepted at once from everyone; more are refused before
+    /// their handshake (counted as `connections`).
+    #[arg(long, env = "RELAYMESH_MAX_CONNECTIONS", value_name = "N",
+          default_value_t = limits::DEFAULT_MAX_CONNECTIONS as u64,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    max_connections: u64,
+    /// Connections accepted at once from one source address (an IPv4
+    /// address or an IPv6 /64); more are refused before their handshake
+    /// (counted as `connections-per-address`). Children behind one NAT
+    /// share it.
+    #[arg(long, env = "RELAYMESH_MAX_CONNECTIONS_PER_ADDRESS", value_name = "N",
+          default_value_t = limits::DEFAULT_MAX_CONNECTIONS_PER_ADDRESS as u64,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    max_connections_per_address: u64,
+    /// Joins answered per minute from one source address, all at once if
+    /// they come together; more are refused with "too many joins … retry
+    /// in Ns" before the token is read (counted as `joins-per-address`).
+    #[arg(long, env = "RELAYMESH_MAX_JOINS_PER_MINUTE_PER_ADDRESS", value_name = "N",
+          default_value_t = limits::DEFAULT_JOINS_PER_MINUTE_PER_ADDRESS,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    max_joins_per_minute_per_address: u32,
+    /// Inventory records one child may have this relay hold (its own and its
+    /// subtree's); more are refused and logged (counted as
+    /// `inventory-records-per-child`).
+    #[arg(long, env = "RELAYMESH_MAX_INVENTORY_RECORDS_PER_CHILD", value_name = "N",
+          default_value_t = relaymesh_relay::core::DEFAULT_MAX_RECORDS_PER_CHILD as u64,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    max_inventory_records_per_child: u64,
+    /// Placements one child may report status for; more are refused and
+    /// logged (counted as `status-keys-per-child`).
+    #[arg(long, env = "RELAYMESH_MAX_STATUS_KEYS_PER_CHILD", value_name = "N",
+          default_value_t = relaymesh_relay::core::DEFAULT_MAX_STATUS_KEYS_PER_CHILD as u64,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    max_status_keys_per_child: u64,
+}
+
+impl LimitArgs {
+    fn limits(&self) -> Limits {
+        let size = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
+        Limits {
+            max_connections: size(self.max_connections),
+            max_connections_per_address: size(self.max_connections_per_address),
+            joins_per_minute_per_address: self.max_joins_per_minute_per_address,
+            max_records_per_child: size(self.max_inventory_records_per_child),
+            max_status_keys_per_child: size(self.max_status_keys_per_child),
+        }
+    }
 }
 
 fn main() -> ExitCode {
@@ -152,7 +210,8 @@ async fn execute(command: Command) -> anyhow::Result<()> {
             data_dir,
             parent_address,
             node_cert_validity,
-        } => run(&data_dir, parent_address, node_cert_validity).await,
+            limits,
+        } => run(&data_dir, parent_address, node_cert_validity, limits.limits()).await,
         Command::Inspect { data_dir } => inspect(&data_dir),
     }
 }
@@ -257,6 +316,7 @@ async fn run(
     data_dir: &Path,
     parent_addresses: Vec<String>,
     node_cert_validity: std::time::Duration,
+    limits: Limits,
 ) -> anyhow::Result<()> {
     let range = pki::MIN_NODE_CERT_VALIDITY..=pki::MAX_NODE_CERT_VALIDITY;
     if !range.contains(&node_cert_validity) {
@@ -271,7 +331,11 @@ async fn run(
     if !parent_addresses.is_empty() && !store.set_parent_addresses(parent_addresses)? {
         bail!("--parent-address: this relay is the root and has no parent");
     }
-    let options = daemon::RunOptions { node_cert_validity };
+    tracing::info!(?limits, "limits");
+    let options = daemon::RunOptions {
+        node_cert_validity,
+        limits,
+    };
     daemon::run_with_store(data_dir, store, daemon::cancel_on_signals(), None, options).await?;
     Ok(())
 }

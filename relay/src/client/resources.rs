@@ -124,15 +124,11 @@ impl Client {
         resource: &Resource,
         namespace: Option<&str>,
     ) -> Result<Value, ClientError> {
-        let request = self
-            .http
-            .get(self.url(&resource.collection_path(namespace)))
-            .header(
-                "Accept",
-                "application/json;as=Table;v=v1;g=meta.k8s.io,application/json",
-            )
-            .timeout(REQUEST_TIMEOUT);
-        self.send_json(request).await
+        self.get_pages(
+            &resource.collection_path(namespace),
+            Some("application/json;as=Table;v=v1;g=meta.k8s.io,application/json"),
+        )
+        .await
     }
 
     /// The objects of a resource, as a Kubernetes List.
@@ -141,7 +137,8 @@ impl Client {
         resource: &Resource,
         namespace: Option<&str>,
     ) -> Result<Value, ClientError> {
-        self.get_json(&resource.collection_path(namespace)).await
+        self.get_pages(&resource.collection_path(namespace), None)
+            .await
     }
 
     /// Why placement `namespace/name` resolved to the clusters it did.

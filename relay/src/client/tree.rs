@@ -17,7 +17,7 @@ const MAX_DEPTH: usize = 256;
 /// The nested tree from the root: every node as `{"name", "role",
 /// "connected", "rttMicros", "revisionLag", "ackedRevision", "subtreeSize",
 /// "bytesSent", "bytesReceived", "bundlesServed", "bundleBytesServed",
-/// "refusedEntries",
+/// "refusedEntries", "limitRefusals" (limit name → count),
 /// "lastTransitionTime" (when known),
 /// "children": [...]}`, children sorted by name. `None` if no node is
 /// without a parent.
@@ -162,6 +162,13 @@ impl<'a> Index<'a> {
             ] {
                 fields.insert(key.into(), Value::from(number(key)));
             }
+            let limit_refusals: Map<String, Value> = status["limitRefusals"]
+                .as_object()
+                .into_iter()
+                .flatten()
+                .filter_map(|(limit, count)| Some((limit.clone(), Value::from(count.as_u64()?))))
+                .collect();
+            fields.insert("limitRefusals".into(), Value::Object(limit_refusals));
             if let Some(time) = status["lastTransitionTime"].as_str() {
                 fields.insert("lastTransitionTime".into(), Value::from(time));
             }
@@ -228,9 +235,28 @@ fn details(node: &Value, show_link: bool) -> String {
         "disconnected"
     };
     let mut text = format!("{role:<5}  {state:<12}");
-    if !show_link {
-        return text;
+    if show_link {
+        text.push_str(&link_details(node, connected));
     }
+    // Any node refuses requests over its limits, the root included.
+    let refusals: Vec<String> = node["limitRefusals"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter_map(|(limit, count)| Some((limit, count.as_u64()?)))
+        .filter(|(_, count)| *count > 0)
+        .map(|(limit, count)| format!("{count} {limit}"))
+        .collect();
+    if !refusals.is_empty() {
+        text.push_str(&format!("  LIMITS: refused {}", refusals.join(", ")));
+    }
+    text
+}
+
+/// `  rtt 0.4ms  lag 0  subtree 2` or `  (since ...)`, and the integrity
+/// alarm if any: what a node's parent says of its link.
+fn link_details(node: &Value, connected: bool) -> String {
+    let mut text = String::new();
     let number = |key: &str| node[key].as_u64().unwrap_or(0);
     if connected {
         let rtt_ms = number("rttMicros") as f64 / 1000.0;

@@ -4,6 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
+use relaymesh_protocol::limits::MAX_BUNDLE_STREAMS;
 use relaymesh_protocol::BundleId;
 
 use super::{Action, Core, Now};
@@ -70,13 +71,15 @@ impl Core {
     pub fn handle_bundle_failed(&mut self, now: Now, id: BundleId) {
         if let Some(fetch) = self.bundles.fetching.get_mut(&id) {
             fetch.in_flight = false;
-            fetch.failures += 1;
+            fetch.failures = fetch.failures.saturating_add(1);
             let backoff = Duration::from_millis(250)
                 .saturating_mul(1 << fetch.failures.min(8))
                 .min(MAX_FETCH_BACKOFF);
             fetch.retry_at = Some(now.instant + backoff);
             tracing::warn!(bundle = ?id, failures = fetch.failures, ?backoff, "bundle fetch failed");
         }
+        // Its stream is free again: a fetch waiting for one may start.
+        self.retry_bundles(now);
     }
 
     /// The transport finished serving bundle `id` to `child`: the child
@@ -159,14 +162,27 @@ impl Core {
         self.retry_bundles(now);
     }
 
-    /// Starts every fetch that is due, if the parent is there to ask.
+    /// Starts every fetch that is due, if the parent is there to ask, but
+    /// never more than [`MAX_BUNDLE_STREAMS`] at once: the parent refuses
+    /// more streams than that on one connection.
     pub(super) fn retry_bundles(&mut self, now: Now) {
         if !self.upstream.connected() {
             return;
         }
+        let in_flight = self
+            .bundles
+            .fetching
+            .values()
+            .filter(|fetch| fetch.in_flight)
+            .count();
+        let mut free = MAX_BUNDLE_STREAMS.saturating_sub(in_flight);
         let mut due = Vec::new();
         for (id, fetch) in &mut self.bundles.fetching {
+            if free == 0 {
+                break;
+            }
             if !fetch.in_flight && fetch.retry_at.is_none_or(|at| at <= now.instant) {
+                free -= 1;
                 fetch.in_flight = true;
                 fetch.retry_at = None;
                 due.push(*id);

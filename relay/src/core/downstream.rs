@@ -14,6 +14,7 @@ use relaymesh_topology::reach;
 
 use super::slice::Changed;
 use super::{Action, Core, LinkId, LinkStats, Now};
+use crate::limits::Limit;
 
 /// What the core knows about one connected child.
 #[derive(Debug)]
@@ -83,6 +84,7 @@ impl Core {
             link: None,
             capacity: Default::default(),
             refused_entries: 0,
+            limit_refusals: Default::default(),
         };
         let mut mutations = Vec::new();
         let is_new = self
@@ -166,6 +168,18 @@ impl Core {
                 self.persist(mutations);
                 if !outcome.refused.is_empty() {
                     tracing::warn!(child = %name, refused = ?outcome.refused, "child reported nodes outside its subtree");
+                }
+                if outcome.over_limit > 0 {
+                    tracing::warn!(
+                        child = %name,
+                        refused = outcome.over_limit,
+                        "refused inventory records from a child over its limit of records"
+                    );
+                    self.count_limit_refusals(
+                        now,
+                        Limit::InventoryRecordsPerChild,
+                        outcome.over_limit,
+                    );
                 }
                 // A node that appeared or left can change which entries the
                 // child's subtree needs; a snapshot brings it up to date.

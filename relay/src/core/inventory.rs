@@ -22,6 +22,11 @@ pub(crate) struct Inventory {
     /// The clusters below each direct child, by label set.
     aggregates: BTreeMap<String, Aggregate>,
     aggregates_changed: bool,
+    /// How many records each direct child has this relay hold, its own
+    /// included.
+    held_per_child: BTreeMap<String, usize>,
+    /// The most records one child may have this relay hold.
+    max_records_per_child: usize,
 }
 
 /// What an inventory update from a child changed.
@@ -31,10 +36,15 @@ pub(crate) struct InventoryOutcome {
     pub membership_changed: bool,
     /// Records refused because the child may not speak for them.
     pub refused: Vec<String>,
+    /// New records refused because the child already has this relay hold
+    /// as many as it may.
+    pub over_limit: u64,
 }
 
 impl Inventory {
-    pub fn restore(own: NodeRecord, persisted: &Persisted) -> Self {
+    /// The inventory as stored. What was stored stays, even above a limit
+    /// lowered since: the limit applies to records that arrive.
+    pub fn restore(own: NodeRecord, persisted: &Persisted, max_records_per_child: usize) -> Self {
         let mut inventory = Self {
             own,
             nodes: BTreeMap::new(),
@@ -43,6 +53,8 @@ impl Inventory {
             assembling: BTreeMap::new(),
             aggregates: BTreeMap::new(),
             aggregates_changed: false,
+            held_per_child: BTreeMap::new(),
+            max_records_per_child,
         };
         // Parents come before their children when sorted by depth, which the
         // index needs; records whose chain is broken are dropped.
@@ -290,6 +302,12 @@ impl Inventory {
             outcome.refused.push(record.name);
             return;
         }
+        let held_for_child = existing.is_some_and(|(_, via)| via == child);
+        if record.name != child && !held_for_child && !self.has_room(child) {
+            // Logged once per update by the caller, not once per record.
+            outcome.over_limit = outcome.over_limit.saturating_add(1);
+            return;
+        }
         let is_new = existing.is_none();
         if let Err(error) = self.index.admit(child, &record) {
             tracing::warn!(child, node = %record.name, %error, "refused inventory record");
@@ -323,6 +341,18 @@ impl Inventory {
             .map(str::to_string)
             .collect();
         self.index.clear_below(child);
+        // Records the child no longer reports go first, so that they do not
+        // count against its limit while the new ones arrive.
+        let reported: std::collections::BTreeSet<&str> =
+            records.iter().map(|record| record.name.as_str()).collect();
+        let gone: Vec<String> = before
+            .iter()
+            .filter(|name| !reported.contains(name.as_str()))
+            .cloned()
+            .collect();
+        for name in &gone {
+            self.drop_node(name);
+        }
         let mut kept = std::collections::BTreeSet::new();
         for record in records {
             kept.insert(record.name.clone());
@@ -347,8 +377,10 @@ impl Inventory {
         if !unchanged {
             if let Some((old, old_via)) = self.nodes.remove(&record.name) {
                 self.count(&old, &old_via, false);
+                self.release_hold(&old_via);
             }
             self.count(&record, &via, true);
+            *self.held_per_child.entry(via.clone()).or_default() += 1;
         }
         self.nodes.insert(record.name.clone(), (record, via));
     }
@@ -356,6 +388,21 @@ impl Inventory {
     fn drop_node(&mut self, name: &str) {
         if let Some((old, via)) = self.nodes.remove(name) {
             self.count(&old, &via, false);
+            self.release_hold(&via);
+        }
+    }
+
+    /// Whether `child` may have this relay hold one more record.
+    fn has_room(&self, child: &str) -> bool {
+        self.held_per_child.get(child).copied().unwrap_or(0) < self.max_records_per_child
+    }
+
+    fn release_hold(&mut self, child: &str) {
+        if let Some(held) = self.held_per_child.get_mut(child) {
+            *held = held.saturating_sub(1);
+            if *held == 0 {
+                self.held_per_child.remove(child);
+            }
         }
     }
 

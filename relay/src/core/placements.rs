@@ -97,9 +97,10 @@ impl Core {
             return None;
         };
         let split = self.cuts.previous.get(key)?;
-        let mut selected = 0;
+        let mut selected: u64 = 0;
         for (child, share) in &split.per_child {
-            selected += match share {
+            // Saturating: the supplies come from children's reports.
+            selected = selected.saturating_add(match share {
                 ChildShare::Quota(quota) => u64::from(quota.total),
                 ChildShare::Unbounded => {
                     self.inventory
@@ -111,7 +112,7 @@ impl Core {
                                 .total
                         })
                 }
-            };
+            });
         }
         let bounded = target.max_clusters.is_some() || target.quota.is_some();
         for name in &target.names {
@@ -123,7 +124,7 @@ impl Core {
                     relaymesh_topology::selector::matches(selector, &record.labels)
                 });
             if !counted {
-                selected += 1;
+                selected = selected.saturating_add(1);
             }
         }
         Some(selected)

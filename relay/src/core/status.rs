@@ -10,8 +10,9 @@ use relaymesh_protocol::{PlacementStatus, StatusUpdate};
 use relaymesh_topology::summary;
 
 use super::{Action, Core, Now};
+use crate::limits::Limit;
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Statuses {
     /// This node's own cluster, by placement key (agents).
     own: BTreeMap<String, PlacementStatus>,
@@ -21,6 +22,20 @@ pub(crate) struct Statuses {
     reported: BTreeMap<String, PlacementStatus>,
     /// Something changed since the last report.
     pub dirty: bool,
+    /// The most placements one child may report.
+    max_keys_per_child: usize,
+}
+
+impl Statuses {
+    pub fn new(max_keys_per_child: usize) -> Self {
+        Self {
+            own: BTreeMap::new(),
+            children: BTreeMap::new(),
+            reported: BTreeMap::new(),
+            dirty: false,
+            max_keys_per_child,
+        }
+    }
 }
 
 impl Core {
@@ -52,7 +67,23 @@ impl Core {
         for key in update.removals {
             reported.remove(&key);
         }
-        reported.extend(update.upserts);
+        let mut refused: u64 = 0;
+        for (key, status) in update.upserts {
+            if reported.len() >= self.statuses.max_keys_per_child && !reported.contains_key(&key) {
+                refused = refused.saturating_add(1);
+                continue;
+            }
+            reported.insert(key, status);
+        }
+        if refused > 0 {
+            tracing::warn!(
+                child,
+                refused,
+                limit = self.statuses.max_keys_per_child,
+                "refused placement status from a child over its limit of status keys"
+            );
+            self.count_limit_refusals(now, Limit::StatusKeysPerChild, refused);
+        }
         self.statuses.dirty = true;
         self.schedule_inventory_flush(now);
     }

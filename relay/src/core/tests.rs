@@ -42,6 +42,13 @@ struct Net {
     tamper: Option<(String, Alteration)>,
     /// The revocations each node's daemon was told of.
     revoked: BTreeMap<String, Vec<relaymesh_protocol::Revocation>>,
+    /// The core limits of nodes booted from now on.
+    max_records_per_child: usize,
+    max_status_keys_per_child: usize,
+    /// Bundle fetches are kept here instead of completing at once, while
+    /// set, so a test can see how many are in flight.
+    hold_fetches: bool,
+    held_fetches: Vec<(String, BundleId)>,
 }
 
 impl Net {
@@ -57,6 +64,10 @@ impl Net {
             serial: 1,
             tamper: None,
             revoked: BTreeMap::new(),
+            max_records_per_child: DEFAULT_MAX_RECORDS_PER_CHILD,
+            max_status_keys_per_child: DEFAULT_MAX_STATUS_KEYS_PER_CHILD,
+            hold_fetches: false,
+            held_fetches: Vec::new(),
         }
     }
 
@@ -120,6 +131,8 @@ impl Net {
             version: "test".into(),
             log_keep: 8,
             root_key: self.root_key.1.clone(),
+            max_records_per_child: self.max_records_per_child,
+            max_status_keys_per_child: self.max_status_keys_per_child,
         };
         let held = bundles.keys().copied().collect();
         let core = Core::new(config, persisted.clone(), held, self.now());
@@ -291,6 +304,9 @@ impl Net {
                 self.disconnect(name);
                 self.connect(name);
             }
+            Action::FetchBundle(id) if self.hold_fetches => {
+                self.held_fetches.push((name.to_string(), id));
+            }
             Action::FetchBundle(id) => {
                 let parent = self.nodes[name].parent.clone().unwrap_or_default();
                 let bytes = self
@@ -379,6 +395,7 @@ fn node_record(name: &str, role: Role, parent: &str) -> relaymesh_protocol::Node
         link: None,
         capacity: Default::default(),
         refused_entries: 0,
+        limit_refusals: Default::default(),
     }
 }
 
@@ -979,3 +996,4 @@ fn a_direct_child_of_the_root_is_cut_off_by_the_root_itself() {
     net.restart("root");
     assert!(net.record("root", "us").is_none());
 }
+mod limits;

@@ -9,6 +9,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{unix_ms, DaemonError, Event, Shared};
 use crate::api::{self, ApiError, ApiTls, Backend, IssuedToken, NodeRevoked, TokenRequest};
+use crate::limits::Limit;
 use crate::objects::ObjectStore;
 use crate::store::TokenRecord;
 use crate::{pki, token};
@@ -143,6 +144,10 @@ impl Backend for RootBackend {
             .read()
             .map(|nodes| nodes.clone())
             .unwrap_or_default()
+    }
+
+    fn count_limit_refusal(&self, limit: Limit) {
+        self.shared.refusals.count(limit);
     }
 
     fn create_token(&self, request: TokenRequest) -> Result<IssuedToken, ApiError> {

@@ -2,10 +2,11 @@
 //! the loop about their control streams, serve bundles they ask for, and
 //! admit joining nodes.
 
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use relaymesh_protocol::limits::MAX_OPENING_FRAME_LEN;
+use relaymesh_protocol::limits::{MAX_BUNDLE_STREAMS, MAX_OPENING_FRAME_LEN};
 use relaymesh_protocol::message::{
     DownMessage, JoinReply, JoinRequest, Open, RenewReply, RenewRequest, UpMessage,
 };
@@ -17,6 +18,7 @@ use tracing::Instrument;
 use super::{unix_ms, BundleAccess, DaemonError, Event, Shared, CHILD_QUEUE};
 use crate::admission::{self, TokenLedger};
 use crate::identity::Identity;
+use crate::limits::{Limit, StreamGate};
 use crate::pki::{self, Peer};
 use crate::transport::{bundle_transfer, expect_frame_within, read_frame, write_frame, LinkError};
 
@@ -53,12 +55,24 @@ pub(super) async fn accept_loop(
             () = shutdown.cancelled() => break,
         };
         let Some(incoming) = incoming else { break };
+        let remote = incoming.remote_address();
+        // Before any handshake work: refusing costs one packet.
+        let slot = match shared.connections.admit(remote.ip()) {
+            Ok(slot) => slot,
+            Err(limit) => {
+                tracing::debug!(%remote, %limit, "refused a connection over a limit");
+                shared.refusals.count(limit);
+                incoming.refuse();
+                continue;
+            }
+        };
         let shared = shared.clone();
         let shutdown = shutdown.clone();
-        let remote = incoming.remote_address();
         let span = tracing::info_span!("link", %remote, peer = tracing::field::Empty);
         tokio::spawn(
             async move {
+                // Held until the connection ends.
+                let _slot = slot;
                 match incoming.await {
                     Ok(connection) => serve_connection(connection, shared, shutdown).await,
                     // A refused handshake (no shared ALPN, a certificate from
@@ -91,6 +105,7 @@ async fn serve_connection(
         tracing::Span::current().record("peer", peer.name.as_str());
     }
     let mut has_control = false;
+    let bundle_streams = StreamGate::new(MAX_BUNDLE_STREAMS);
     loop {
         let stream = tokio::select! {
             stream = connection.accept_bi() => stream,
@@ -143,7 +158,7 @@ async fn serve_connection(
             (Open::Join(request), _) => {
                 let shared = shared.clone();
                 tokio::spawn(async move {
-                    let reply = admit(&shared, &request);
+                    let reply = admit(&shared, remote, &request);
                     if let Err(error) = write_frame(&mut send, &reply).await {
                         tracing::warn!(%error, "cannot answer join");
                     }
@@ -188,9 +203,15 @@ async fn serve_connection(
                 );
             }
             (Open::Bundle(request), Some(peer)) => {
+                let Some(slot) = bundle_streams.admit() else {
+                    shared.refusals.count(Limit::BundleStreamsPerPeer);
+                    let _ = bundle_transfer::refuse(&mut send, too_many_bundle_streams()).await;
+                    continue;
+                };
                 let shared = shared.clone();
                 let child = peer.name.clone();
                 tokio::spawn(async move {
+                    let _slot = slot;
                     if let Err(error) = serve_bundle(&shared, child, request.id, &mut send).await {
                         tracing::warn!(bundle = %request.id, %error, "bundle transfer failed");
                     }
@@ -275,6 +296,16 @@ fn not_admitted_here(peer: &Peer) -> Refusal {
         format!(
             "{} {:?} was not admitted by this relay",
             peer.role, peer.name
+        ),
+    )
+}
+
+fn too_many_bundle_streams() -> Refusal {
+    Refusal::new(
+        ErrorCode::Unavailable,
+        format!(
+            "more than {MAX_BUNDLE_STREAMS} bundle streams at once on this connection \
+             (limit bundle-streams-per-peer); retry when one has ended"
         ),
     )
 }
@@ -381,16 +412,17 @@ async fn serve_bundle(
     let mut stored = shared.bundles_stored.clone();
     let wait = async {
         loop {
-            if let Some(bytes) = shared.store.bundle(&id).ok().flatten() {
-                return Some(bytes);
+            if let Some(chunks) = shared.store.bundle_chunks(&id).ok().flatten() {
+                return Some(chunks);
             }
             if stored.changed().await.is_err() {
                 return None;
             }
         }
     };
-    let bytes = tokio::time::timeout(BUNDLE_WAIT, wait).await.ok().flatten();
-    let served = bundle_transfer::serve(send, id, bytes.as_deref()).await?;
+    // Read from the store chunk by chunk as the stream takes them.
+    let chunks = tokio::time::timeout(BUNDLE_WAIT, wait).await.ok().flatten();
+    let served = bundle_transfer::serve(send, id, chunks).await?;
     if let Some(bytes) = served {
         let _ = shared
             .events
@@ -423,7 +455,22 @@ impl TokenLedger for StoreLedger<'_> {
     }
 }
 
-fn admit(shared: &Shared, request: &JoinRequest) -> JoinReply {
+fn admit(shared: &Shared, remote: SocketAddr, request: &JoinRequest) -> JoinReply {
+    // Before the token is even read: a refused join costs nothing more.
+    if let Err(wait) = shared.joins.admit(remote.ip(), Instant::now()) {
+        shared.refusals.count(Limit::JoinsPerAddress);
+        let per_minute = shared.joins.per_minute();
+        tracing::debug!(%remote, node = %request.name, "refused a join over the limit");
+        return JoinReply::Refused(Refusal::new(
+            ErrorCode::Unavailable,
+            format!(
+                "too many joins from {}: at most {per_minute} a minute per address \
+                 (limit joins-per-address); retry in {}s",
+                remote.ip(),
+                wait.as_secs().max(1)
+            ),
+        ));
+    }
     let ledger = StoreLedger(shared);
     let validity = shared.node_cert_validity;
     match admission::admit(

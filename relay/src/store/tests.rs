@@ -41,6 +41,7 @@ fn mutation() -> impl Strategy<Value = Mutation> {
                 link: None,
                 capacity: Default::default(),
                 refused_entries: 0,
+                limit_refusals: Default::default(),
             },
             via,
         }),
@@ -137,5 +138,96 @@ fn digest_changes_only_with_content() -> anyhow::Result<()> {
     assert_eq!(store.bundle_sizes()?, vec![(id, 5)]);
     store.remove_bundle(&id)?;
     assert_eq!(before, store.digest()?);
+    Ok(())
+}
+
+#[test]
+fn bundles_are_stored_and_read_in_chunks() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let store = Store::open(dir.path())?;
+    let bytes: Vec<u8> = (0..BUNDLE_CHUNK_LEN * 3 + 100)
+        .map(|n| (n % 251) as u8)
+        .collect();
+    let id = BundleId::of(&bytes);
+    // Written in pieces that do not line up with chunks, as they arrive.
+    let mut writer = store.bundle_writer(&id);
+    for piece in bytes.chunks(1000) {
+        writer.write(piece)?;
+    }
+    assert!(!store.has_bundle(&id)?, "not held before it is committed");
+    writer.commit()?;
+    assert_eq!(store.bundle_len(&id)?, Some(bytes.len() as u64));
+    let mut chunks = store.bundle_chunks(&id)?.expect("held");
+    let mut sizes = Vec::new();
+    let mut read = Vec::new();
+    while let Some(chunk) = chunks.next_chunk()? {
+        sizes.push(chunk.len());
+        read.extend_from_slice(&chunk);
+    }
+    assert_eq!(
+        sizes,
+        [BUNDLE_CHUNK_LEN, BUNDLE_CHUNK_LEN, BUNDLE_CHUNK_LEN, 100]
+    );
+    assert_eq!(read, bytes);
+    assert_eq!(store.bundle(&id)?, Some(bytes));
+    assert_eq!(store.bundle_sizes()?, vec![(id, read.len() as u64)]);
+    Ok(())
+}
+
+#[test]
+fn partial_bundles_are_never_held_and_are_cleaned_up() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let store = Store::open(dir.path())?;
+    let before = store.digest()?;
+    let held = BundleId::of(b"held");
+    store.put_bundle(&held, b"held")?;
+    let with_held = store.digest()?;
+    // A transfer that failed: aborted, nothing is left.
+    let failed = BundleId::of(b"failed");
+    let mut writer = store.bundle_writer(&failed);
+    writer.write(&vec![1u8; BUNDLE_CHUNK_LEN + 5])?;
+    writer.abort()?;
+    assert_eq!(store.digest()?, with_held);
+    // A transfer cut by a crash: its chunks stay until the next start.
+    let cut = BundleId::of(b"cut");
+    let mut writer = store.bundle_writer(&cut);
+    writer.write(&vec![2u8; BUNDLE_CHUNK_LEN * 2])?;
+    drop(writer);
+    assert!(!store.has_bundle(&cut)?);
+    assert_ne!(store.digest()?, with_held);
+    assert_eq!(store.remove_partial_bundles()?, 1);
+    assert_eq!(store.digest()?, with_held);
+    assert_eq!(store.bundle(&held)?.as_deref(), Some(&b"held"[..]));
+    store.remove_bundle(&held)?;
+    assert_eq!(store.digest()?, before);
+    assert_eq!(store.remove_partial_bundles()?, 0);
+    Ok(())
+}
+
+#[test]
+fn a_store_of_another_format_is_refused_clearly() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    {
+        // What a relay before format 2 left: a node, and no format.
+        let db = sled::open(dir.path().join("store"))?;
+        db.open_tree("node")?.insert(IDENTITY, &b"old"[..])?;
+        db.flush()?;
+    }
+    let Err(error) = Store::open(dir.path()) else {
+        panic!("an old store must be refused");
+    };
+    let message = error.to_string();
+    assert!(
+        matches!(error, StoreError::Format { found: 1, .. }),
+        "{message}"
+    );
+    assert!(
+        message.contains("format 1") && message.contains("re-create the node"),
+        "{message}"
+    );
+    // A new store gets this build's format, and opens again.
+    let fresh = tempfile::tempdir()?;
+    drop(Store::open(fresh.path())?);
+    Store::open(fresh.path())?;
     Ok(())
 }

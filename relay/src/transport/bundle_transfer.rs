@@ -1,5 +1,10 @@
 //! Moving a bundle's bytes over a stream of its own, so a large bundle never
 //! holds up the control stream, and checking its hash before anyone keeps it.
+//!
+//! Neither side holds a whole bundle: the parent sends it chunk by chunk from
+//! a [`BundleSource`] (its store), and the child hashes each piece as it
+//! arrives and hands it to a [`BundleSink`] (its store), keeping it only
+//! once the whole hash matches.
 
 use std::time::Duration;
 
@@ -12,15 +17,47 @@ use super::{expect_frame, write_frame, LinkError};
 /// How long one bundle fetch may take before it is retried.
 pub const FETCH_TIMEOUT: Duration = Duration::from_secs(300);
 
-/// Fetches bundle `id` from the parent at the other end of `connection` and
-/// checks its hash. Returns the verified bytes.
-pub async fn fetch(connection: &quinn::Connection, id: BundleId) -> Result<Vec<u8>, LinkError> {
-    tokio::time::timeout(FETCH_TIMEOUT, fetch_inner(connection, id))
+/// How many bytes a fetch asks QUIC for at a time.
+const READ_LEN: usize = 64 * 1024;
+
+/// Where a fetched bundle's bytes go as they arrive (the child's store).
+pub trait BundleSink {
+    /// Takes the next bytes of the bundle. An error stops the transfer.
+    fn write(&mut self, bytes: &[u8]) -> Result<(), String>;
+}
+
+/// Where a served bundle's bytes come from (the parent's store).
+pub trait BundleSource {
+    /// One chunk of the bundle.
+    type Chunk: AsRef<[u8]>;
+
+    /// The bundle's length in bytes.
+    fn size(&self) -> u64;
+
+    /// The next chunk, or `None` after the last; their lengths add up to
+    /// [`BundleSource::size`].
+    fn next_chunk(&mut self) -> Result<Option<Self::Chunk>, String>;
+}
+
+/// Fetches bundle `id` from the parent at the other end of `connection`,
+/// handing its bytes to `sink` as they arrive, and checks its hash. Returns
+/// the bundle's length once every byte arrived and the hash matched; on an
+/// error, what `sink` took must be thrown away.
+pub async fn fetch(
+    connection: &quinn::Connection,
+    id: BundleId,
+    sink: &mut impl BundleSink,
+) -> Result<u64, LinkError> {
+    tokio::time::timeout(FETCH_TIMEOUT, fetch_inner(connection, id, sink))
         .await
         .map_err(|_| LinkError::Timeout(FETCH_TIMEOUT))?
 }
 
-async fn fetch_inner(connection: &quinn::Connection, id: BundleId) -> Result<Vec<u8>, LinkError> {
+async fn fetch_inner(
+    connection: &quinn::Connection,
+    id: BundleId,
+    sink: &mut impl BundleSink,
+) -> Result<u64, LinkError> {
     let (mut send, mut recv) = connection.open_bi().await?;
     write_frame(&mut send, &Open::Bundle(BundleRequest { id })).await?;
     let _ = send.finish();
@@ -44,17 +81,18 @@ async fn fetch_inner(connection: &quinn::Connection, id: BundleId) -> Result<Vec
             "bundle {id} is {len} bytes, more than the limit of {MAX_BUNDLE_LEN}"
         )));
     }
-    // The length is bounded above, but allocate as bytes arrive rather than
-    // trusting it all at once.
-    let mut bytes = Vec::with_capacity((len as usize).min(1 << 20));
+    // Nothing is allocated for the whole length: each piece is hashed and
+    // handed on as it arrives.
+    let mut received: u64 = 0;
     let mut hasher = BundleId::hasher();
-    while (bytes.len() as u64) < len {
-        let want = ((len - bytes.len() as u64) as usize).min(64 * 1024);
+    while received < len {
+        let want = usize::try_from(len - received).map_or(READ_LEN, |left| left.min(READ_LEN));
         let Some(chunk) = recv.read_chunk(want, true).await? else {
             return Err(LinkError::Truncated);
         };
         hasher.update(&chunk.bytes);
-        bytes.extend_from_slice(&chunk.bytes);
+        sink.write(&chunk.bytes).map_err(LinkError::Local)?;
+        received += chunk.bytes.len() as u64;
     }
     // Read to the end, so the parent sees the whole stream acknowledged and
     // counts the transfer as complete (dropping it unread would stop it).
@@ -68,23 +106,43 @@ async fn fetch_inner(connection: &quinn::Connection, id: BundleId) -> Result<Vec
             "bundle {id} failed its hash check; discarded"
         )));
     }
-    Ok(bytes)
+    Ok(len)
 }
 
-/// Answers a bundle request with `bytes` (or "missing") and ends the stream.
-/// Returns the payload bytes the child acknowledged, once it acknowledged
-/// every one of them: `Some(len)` for a completed transfer, `None` for a
-/// "missing" answer. A child that stops reading early is an error.
+/// Answers a bundle request with the bundle `source` reads (or "missing")
+/// and ends the stream. Returns the payload bytes the child acknowledged,
+/// once it acknowledged every one of them: `Some(len)` for a completed
+/// transfer, `None` for a "missing" answer. A child that stops reading
+/// early is an error, and so is a source that ends early (the stream is
+/// reset, so the child never takes the bundle for whole).
 pub async fn serve(
     send: &mut quinn::SendStream,
     id: BundleId,
-    bytes: Option<&[u8]>,
+    source: Option<impl BundleSource>,
 ) -> Result<Option<u64>, LinkError> {
-    let served = match bytes {
-        Some(bytes) => {
-            let len = bytes.len() as u64;
+    let served = match source {
+        Some(mut source) => {
+            let len = source.size();
             write_frame(send, &BundleReply::Found { id, len }).await?;
-            send.write_all(bytes).await?;
+            let mut sent: u64 = 0;
+            loop {
+                let chunk = match source.next_chunk() {
+                    Ok(Some(chunk)) => chunk,
+                    Ok(None) => break,
+                    Err(error) => {
+                        let _ = send.reset(0u32.into());
+                        return Err(LinkError::Local(error));
+                    }
+                };
+                send.write_all(chunk.as_ref()).await?;
+                sent += chunk.as_ref().len() as u64;
+            }
+            if sent != len {
+                let _ = send.reset(0u32.into());
+                return Err(LinkError::Local(format!(
+                    "bundle {id} has {sent} bytes here, not the {len} announced"
+                )));
+            }
             Some(len)
         }
         None => {

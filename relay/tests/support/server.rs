@@ -12,6 +12,7 @@ use relaymesh_protocol::{BundleId, LinkStatus, NodeRecord, Role};
 use relaymesh_relay::api::{self, ApiError, ApiTls, Backend, IssuedToken, TokenRequest};
 use relaymesh_relay::client::Client;
 use relaymesh_relay::kubeconfig::ClientCredentials;
+use relaymesh_relay::limits::Limit;
 use relaymesh_relay::objects::ObjectStore;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
@@ -24,6 +25,8 @@ pub struct FakeBackend {
     pub nodes: Vec<NodeRecord>,
     pub token_requests: Mutex<Vec<TokenRequest>>,
     pub bundles: Mutex<Vec<(String, Vec<u8>)>>,
+    /// The limits the API counted refusals of, in order.
+    pub limit_refusals: Mutex<Vec<Limit>>,
 }
 
 impl Backend for FakeBackend {
@@ -52,6 +55,10 @@ impl Backend for FakeBackend {
         lock(&self.bundles).push((name, bytes));
         Ok(id)
     }
+
+    fn count_limit_refusal(&self, limit: Limit) {
+        lock(&self.limit_refusals).push(limit);
+    }
 }
 
 pub fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -64,6 +71,7 @@ pub fn node(name: &str, role: Role, parent: Option<&str>, connected: bool) -> No
     NodeRecord {
         capacity: Default::default(),
         refused_entries: 0,
+        limit_refusals: Default::default(),
         name: name.into(),
         role,
         parent: parent.map(Into::into),
@@ -93,15 +101,21 @@ pub struct Server {
 
 impl Server {
     pub async fn start() -> Self {
+        Self::start_with_nodes(vec![
+            node("root", Role::Relay, None, true),
+            node("eu", Role::Relay, Some("root"), true),
+            node("us", Role::Relay, Some("root"), true),
+            node("eu-west", Role::Relay, Some("eu"), false),
+            node("edge-1", Role::Agent, Some("eu-west"), true),
+        ])
+        .await
+    }
+
+    /// A server whose backend knows these nodes.
+    pub async fn start_with_nodes(nodes: Vec<NodeRecord>) -> Self {
         let pki = Pki::new();
         let backend = Arc::new(FakeBackend {
-            nodes: vec![
-                node("root", Role::Relay, None, true),
-                node("eu", Role::Relay, Some("root"), true),
-                node("us", Role::Relay, Some("root"), true),
-                node("eu-west", Role::Relay, Some("eu"), false),
-                node("edge-1", Role::Agent, Some("eu-west"), true),
-            ],
+            nodes,
             ..FakeBackend::default()
         });
         let tls = ApiTls {

@@ -12,6 +12,13 @@ use tracing::{info, warn};
 /// How long a daemon may take to exit after SIGTERM before it is killed.
 const STOP_TIMEOUT: Duration = Duration::from_secs(15);
 
+/// `relay run`'s per-address limits in a local fleet, unless the caller's
+/// environment sets them: as high as the relay-wide defaults.
+const FLEET_LIMITS: [(&str, &str); 2] = [
+    ("RELAYMESH_MAX_CONNECTIONS_PER_ADDRESS", "10000"),
+    ("RELAYMESH_MAX_JOINS_PER_MINUTE_PER_ADDRESS", "10000"),
+];
+
 /// One running daemon.
 #[derive(Debug)]
 pub struct Daemon {
@@ -43,6 +50,14 @@ impl Daemons {
     ) -> anyhow::Result<()> {
         let mut command = Command::new(binary);
         command.arg("run").arg("--data-dir").arg(data_dir);
+        // Every node of a local fleet dials from 127.0.0.1, so the relays'
+        // per-address limits would count the whole fleet as one attacker:
+        // raise them (an edge agent ignores these).
+        for (variable, value) in FLEET_LIMITS {
+            if std::env::var_os(variable).is_none() {
+                command.env(variable, value);
+            }
+        }
         if std::env::var_os("RUST_LOG").is_none() {
             command.env("RUST_LOG", "info");
         }

@@ -87,6 +87,7 @@ fn nests_from_the_root_with_sorted_children() {
         "bundlesServed",
         "bundleBytesServed",
         "refusedEntries",
+        "limitRefusals",
         "children",
     ] {
         assert!(keys.contains(key), "{key}");
@@ -130,4 +131,39 @@ fn no_root_and_cycles() {
     ];
     assert_eq!(build_tree(&cycle), None);
     assert!(detached_trees(&cycle).is_empty());
+}
+
+#[test]
+fn limit_refusals_show_on_every_node_the_root_included() {
+    let mut nodes = mesh();
+    for node in &mut nodes {
+        match node["metadata"]["name"].as_str() {
+            Some("root") => {
+                node["status"]["limitRefusals"] = json!({"api-request-body": 2, "connections": 0});
+            }
+            Some("us") => {
+                node["status"]["limitRefusals"] =
+                    json!({"connections-per-address": 936, "joins-per-address": 5});
+            }
+            _ => {}
+        }
+    }
+    let tree = build_tree(&nodes).expect("there is a root");
+    assert_eq!(tree["limitRefusals"]["api-request-body"], 2);
+    assert_eq!(tree["children"][0]["limitRefusals"], json!({}));
+    let text = render_text(&tree);
+    assert!(
+        text.contains("root             relay  connected     LIMITS: refused 2 api-request-body\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "subtree 0  LIMITS: refused 936 connections-per-address, 5 joins-per-address\n"
+        ),
+        "{text}"
+    );
+    assert!(
+        !text.contains("0 connections"),
+        "zero counts are not shown: {text}"
+    );
 }

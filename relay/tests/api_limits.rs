@@ -1,0 +1,179 @@
+//! The root API's limits over real TLS and HTTP: request bodies, JSON
+//! patches and lists without `limit`, each refused as kube-apiserver would
+//! refuse it, and counted through the backend.
+
+use relaymesh_protocol::Role;
+use relaymesh_relay::limits::Limit;
+use serde_json::{json, Value};
+
+#[path = "support/pki.rs"]
+mod pki;
+#[path = "support/server.rs"]
+mod server;
+
+use server::{lock, node, Server};
+
+/// The status code and JSON body of a reply.
+async fn json_reply(response: reqwest::Response) -> (u16, Value) {
+    let code = response.status().as_u16();
+    let body = response.json().await.expect("a JSON body");
+    (code, body)
+}
+
+fn config_map(name: &str, value_len: usize) -> Value {
+    json!({
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name},
+        "data": {"blob": "x".repeat(value_len)},
+    })
+}
+
+#[tokio::test]
+async fn request_bodies_are_limited_as_in_kube_apiserver() {
+    let server = Server::start().await;
+    let admin = server.raw(Some(&server.pki.admin));
+    let url = server.url("/api/v1/namespaces/default/configmaps");
+
+    // 2 MiB is under kube-apiserver's 3 MiB: accepted.
+    let (code, body) = json_reply(
+        admin
+            .post(&url)
+            .json(&config_map("two-mib", 2 << 20))
+            .send()
+            .await
+            .expect("a reply"),
+    )
+    .await;
+    assert_eq!(code, 201, "{}", body["message"]);
+
+    // Over 3 MiB: 413, before the body is read whole, and counted.
+    let (code, body) = json_reply(
+        admin
+            .post(&url)
+            .json(&config_map("four-mib", 4 << 20))
+            .send()
+            .await
+            .expect("a reply"),
+    )
+    .await;
+    assert_eq!(
+        (code, body["reason"].as_str()),
+        (413, Some("RequestEntityTooLarge"))
+    );
+    let message = body["message"].as_str().unwrap_or_default();
+    assert!(message.contains("limit of 3145728 bytes"), "{message}");
+    assert_eq!(
+        *lock(&server.backend.limit_refusals),
+        vec![Limit::ApiRequestBody]
+    );
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn json_patches_are_limited_in_operations_and_copies() {
+    let server = Server::start().await;
+    let admin = server.raw(Some(&server.pki.admin));
+    let url = server.url("/api/v1/namespaces/default/configmaps");
+    let (code, _) = json_reply(
+        admin
+            .post(&url)
+            .json(&config_map("a", 1000))
+            .send()
+            .await
+            .expect("a reply"),
+    )
+    .await;
+    assert_eq!(code, 201);
+    let item = format!("{url}/a");
+    let patch = |operations: Vec<Value>| {
+        admin
+            .patch(&item)
+            .header("Content-Type", "application/json-patch+json")
+            .json(&Value::Array(operations))
+            .send()
+    };
+
+    let test = json!({"op": "test", "path": "/metadata/name", "value": "a"});
+    let (code, body) = json_reply(patch(vec![test.clone(); 10_001]).await.expect("a reply")).await;
+    assert_eq!(
+        (code, body["reason"].as_str()),
+        (413, Some("RequestEntityTooLarge"))
+    );
+    assert_eq!(
+        body["message"],
+        "The allowed maximum operations in a JSON patch is 10000, got 10001"
+    );
+    let (code, _) = json_reply(patch(vec![test; 10_000]).await.expect("a reply")).await;
+    assert_eq!(code, 200, "10,000 operations are allowed");
+
+    // Each copy doubles `data`: 40 of them would make 2^40 times 1 kB.
+    let bomb = (0..40)
+        .map(|n| json!({"op": "copy", "from": "/data", "path": format!("/data/c{n}")}))
+        .collect();
+    let (code, body) = json_reply(patch(bomb).await.expect("a reply")).await;
+    assert_eq!(
+        (code, body["reason"].as_str()),
+        (413, Some("RequestEntityTooLarge"))
+    );
+    assert!(
+        body["message"]
+            .as_str()
+            .is_some_and(|message| message.contains("copy more than 3145728 bytes")),
+        "{body}"
+    );
+    assert_eq!(
+        *lock(&server.backend.limit_refusals),
+        vec![Limit::ApiJsonPatch, Limit::ApiJsonPatch]
+    );
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn lists_without_limit_are_capped_and_clients_page() {
+    let clusters = 10_001;
+    let mut nodes = vec![node("root", Role::Relay, None, true)];
+    nodes.extend(
+        (0..clusters).map(|n| node(&format!("edge-{n:05}"), Role::Agent, Some("root"), true)),
+    );
+    let server = Server::start_with_nodes(nodes).await;
+    let admin = server.raw(Some(&server.pki.admin));
+    let url = server.url("/apis/relaymesh.dev/v1alpha1/clusters");
+
+    let (code, body) = json_reply(admin.get(&url).send().await.expect("a reply")).await;
+    assert_eq!((code, body["reason"].as_str()), (422, Some("Invalid")));
+    assert_eq!(body["details"]["causes"][0]["field"], "limit");
+    let message = body["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("there are 10001 clusters.relaymesh.dev")
+            && message.contains("ask for pages with ?limit=500"),
+        "{message}"
+    );
+    assert_eq!(
+        *lock(&server.backend.limit_refusals),
+        vec![Limit::ApiUnpagedList]
+    );
+
+    // Pages are served, and a page larger than the cap is cut to it, with
+    // a continue token, as Kubernetes allows.
+    let (code, page) = json_reply(
+        admin
+            .get(format!("{url}?limit=20000"))
+            .send()
+            .await
+            .expect("a reply"),
+    )
+    .await;
+    assert_eq!(code, 200);
+    assert_eq!(page["items"].as_array().map(Vec::len), Some(10_000));
+    assert!(page["metadata"]["continue"]
+        .as_str()
+        .is_some_and(|token| !token.is_empty()));
+
+    // relayctl's client pages by itself and gets everything.
+    let client = server.client(&server.pki.admin);
+    let agents = client.agents().await.expect("agents, in pages");
+    assert_eq!(agents.len(), clusters);
+    assert_eq!(lock(&server.backend.limit_refusals).len(), 1);
+    server.stop().await;
+}
