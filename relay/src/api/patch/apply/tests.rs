@@ -195,6 +195,35 @@ fn apply_refuses_duplicate_keys_in_a_keyed_list_or_a_set() {
     assert_eq!(twice, once);
 }
 
+/// Found while fixing the duplicate keys: a port applied with `protocol:`
+/// empty was stored without it, but the configuration still named the item
+/// by `{"containerPort":80,"protocol":null}`, which the stored item no
+/// longer matched, so every apply of it appended the port again.
+#[test]
+fn reapplying_a_keyed_item_with_a_null_key_field_keeps_one_item() {
+    let config = json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "web"},
+        "spec": {"template": {"spec": {"containers": [
+            {"name": "web", "ports": [{"containerPort": 80, "protocol": null}]},
+        ]}}},
+    });
+    let once = apply(None, &config, "helm", false).expect("applies");
+    assert_eq!(
+        once["spec"]["template"]["spec"]["containers"][0]["ports"],
+        json!([{"containerPort": 80}])
+    );
+    let twice = apply(Some(&once), &config, "helm", false).expect("applies again");
+    assert_eq!(
+        twice, once,
+        "re-applying the same configuration changed the object"
+    );
+    let port =
+        r#"/f:spec/f:template/f:spec/f:containers/k:{"name":"web"}/f:ports/k:{"containerPort":80}"#;
+    assert!(owns(&once, "helm", port), "{:?}", managers(&once));
+}
+
 #[test]
 fn reapply_without_a_field_removes_it() {
     let first = config(
