@@ -14,6 +14,8 @@
 //! moves when its field set changes, so re-applying the same configuration
 //! is a no-op.
 
+use std::collections::BTreeSet;
+
 use serde_json::{Map, Value};
 
 use super::managed_fields::{display_path, item_element, now, FieldSet, ManagedEntry, PathElement};
@@ -141,8 +143,12 @@ pub(crate) fn server_side_apply(
 }
 
 /// Refuses a configuration with an item of a keyed list that has none of
-/// the list's keys (or only `null` ones), as Kubernetes does: such an item
-/// can be neither owned nor matched, so each apply appended it again.
+/// the list's keys (or only `null` ones), or with two items of a keyed list
+/// or a set under the same key, as Kubernetes does (structured-merge-diff
+/// validates the applied object without `AllowDuplicates`). An item without
+/// a key can be neither owned nor matched, so each apply appended it again;
+/// two items with one key were created as two and then both merged into the
+/// first on the next apply.
 fn check_list_keys(value: &Value, schema: Schema, path: &str) -> Result<(), PatchError> {
     let Value::Object(map) = value else {
         return Ok(());
@@ -165,6 +171,15 @@ fn check_list_keys(value: &Value, schema: Schema, path: &str) -> Result<(), Patc
                             )));
                         }
                         check_list_keys(item, child_schema, &child_path)?;
+                    }
+                }
+                let mut seen = BTreeSet::new();
+                for element in items.iter().filter_map(|item| item_element(item, strategy)) {
+                    if !seen.insert(element.clone()) {
+                        return Err(PatchError::Invalid(format!(
+                            "{child_path}: Invalid value: duplicate entries for key {}",
+                            display_path(&[element])
+                        )));
                     }
                 }
             }

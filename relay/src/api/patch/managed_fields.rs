@@ -231,7 +231,9 @@ impl FieldSet {
 }
 
 /// The path element of a list item: `k:{...}` for keyed lists (the key
-/// fields the item has, sorted), `v:<json>` for sets.
+/// fields the item has, sorted), `v:<json>` for sets. A key field that is
+/// `null` counts as absent: an apply stores the item without its nulls, and
+/// the stored item must be the one the same configuration names next time.
 pub(crate) fn item_element(item: &Value, strategy: ListStrategy) -> Option<PathElement> {
     match strategy {
         ListStrategy::Keyed { keys } => {
@@ -239,7 +241,10 @@ pub(crate) fn item_element(item: &Value, strategy: ListStrategy) -> Option<PathE
             sorted.sort_unstable();
             let parts: Vec<String> = sorted
                 .iter()
-                .filter_map(|key| Some(format!("{}:{}", Value::from(*key), item.get(*key)?)))
+                .filter_map(|key| {
+                    let value = item.get(*key).filter(|value| !value.is_null())?;
+                    Some(format!("{}:{value}", Value::from(*key)))
+                })
                 .collect();
             (!parts.is_empty()).then(|| format!("k:{{{}}}", parts.join(",")))
         }

@@ -146,6 +146,84 @@ fn apply_refuses_a_keyed_list_item_without_its_key() {
     assert!(apply(None, &null_name, "helm", false).is_err());
 }
 
+/// Found by the `api_patch` fuzz target: two containers under one name
+/// were created as two, and the next apply of the same configuration merged
+/// both into the first, so applying it twice gave another object.
+/// Kubernetes refuses duplicate keys in an applied configuration.
+#[test]
+fn apply_refuses_duplicate_keys_in_a_keyed_list_or_a_set() {
+    let config = json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "web"},
+        "spec": {"template": {"spec": {"containers": [
+            {"name": "web", "image": null},
+            {"name": "web", "image": "nginx:1.28"},
+        ]}}},
+    });
+    let error = apply(None, &config, "helm", false).expect_err("refused");
+    assert!(
+        matches!(&error, PatchError::Invalid(message)
+            if message.contains(".spec.template.spec.containers")
+                && message.contains(r#"duplicate entries for key [name="web"]"#)),
+        "{error}"
+    );
+    let finalizers = json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "web", "finalizers": ["a", "b", "a"]},
+    });
+    let error = apply(None, &finalizers, "helm", false).expect_err("refused");
+    assert!(
+        matches!(&error, PatchError::Invalid(message)
+            if message.contains(r#".metadata.finalizers: Invalid value: duplicate entries for key [="a"]"#)),
+        "{error}"
+    );
+    let distinct = json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "web"},
+        "spec": {"template": {"spec": {"containers": [
+            {"name": "web", "ports": [
+                {"containerPort": 80, "protocol": "TCP"},
+                {"containerPort": 80, "protocol": "UDP"},
+            ]},
+        ]}}},
+    });
+    let once = apply(None, &distinct, "helm", false).expect("distinct keys apply");
+    let twice = apply(Some(&once), &distinct, "helm", false).expect("applies again");
+    assert_eq!(twice, once);
+}
+
+/// Found while fixing the duplicate keys: a port applied with `protocol:`
+/// empty was stored without it, but the configuration still named the item
+/// by `{"containerPort":80,"protocol":null}`, which the stored item no
+/// longer matched, so every apply of it appended the port again.
+#[test]
+fn reapplying_a_keyed_item_with_a_null_key_field_keeps_one_item() {
+    let config = json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "web"},
+        "spec": {"template": {"spec": {"containers": [
+            {"name": "web", "ports": [{"containerPort": 80, "protocol": null}]},
+        ]}}},
+    });
+    let once = apply(None, &config, "helm", false).expect("applies");
+    assert_eq!(
+        once["spec"]["template"]["spec"]["containers"][0]["ports"],
+        json!([{"containerPort": 80}])
+    );
+    let twice = apply(Some(&once), &config, "helm", false).expect("applies again");
+    assert_eq!(
+        twice, once,
+        "re-applying the same configuration changed the object"
+    );
+    let port =
+        r#"/f:spec/f:template/f:spec/f:containers/k:{"name":"web"}/f:ports/k:{"containerPort":80}"#;
+    assert!(owns(&once, "helm", port), "{:?}", managers(&once));
+}
+
 #[test]
 fn reapply_without_a_field_removes_it() {
     let first = config(
