@@ -1,21 +1,22 @@
 //! Every message type of the wire contract: arbitrary bytes decoded as each
 //! top-level message a link carries (the opening frames, the control
-//! stream's messages both ways, bundle and join requests and replies) and
-//! the types inside them that are stored or forwarded on their own (slice
-//! entries and changes, inventory and status updates, token claims). A
-//! successful decode must round-trip (`check_round_trip`).
+//! stream's messages both ways, bundle, join and renewal requests and
+//! replies) and the types inside them that are stored or forwarded on their
+//! own (slice entries and changes, revocations, inventory and status
+//! updates, token claims). A successful decode must round-trip
+//! (`check_round_trip`).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use relaymesh_fuzz::check_round_trip;
 use relaymesh_protocol::message::{
     BundleReply, BundleRequest, DownMessage, Hello, JoinGrant, JoinReply, JoinRequest, Open,
-    Resume, UpMessage, Welcome,
+    RenewReply, RenewRequest, Resume, UpMessage, Welcome,
 };
 use relaymesh_protocol::token::TokenClaims;
 use relaymesh_protocol::{
-    InventoryUpdate, NodeRecord, PlacementTarget, Refusal, SliceChange, SliceEntry, StatusUpdate,
-    Target,
+    InventoryUpdate, NodeRecord, PlacementTarget, Refusal, Revocation, SliceChange, SliceEntry,
+    StatusUpdate, Target,
 };
 
 fuzz_target!(
@@ -34,9 +35,12 @@ fuzz_target!(
     check_round_trip::<JoinRequest>(data);
     check_round_trip::<JoinReply>(data);
     check_round_trip::<JoinGrant>(data);
+    check_round_trip::<RenewRequest>(data);
+    check_round_trip::<RenewReply>(data);
     check_round_trip::<TokenClaims>(data);
     // What the messages carry, stored and forwarded on its own.
     check_round_trip::<SliceEntry>(data);
+    check_round_trip::<Revocation>(data);
     check_round_trip::<SliceChange>(data);
     check_round_trip::<Target>(data);
     check_round_trip::<PlacementTarget>(data);
