@@ -211,7 +211,15 @@ async fn execute(command: Command) -> anyhow::Result<()> {
             parent_address,
             node_cert_validity,
             limits,
-        } => run(&data_dir, parent_address, node_cert_validity, limits.limits()).await,
+        } => {
+            run(
+                &data_dir,
+                parent_address,
+                node_cert_validity,
+                limits.limits(),
+            )
+            .await
+        }
         Command::Inspect { data_dir } => inspect(&data_dir),
     }
 }
