@@ -25,7 +25,7 @@ use tracing::Instrument;
 use crate::config::NodeConfig;
 use crate::core::{Action, Core, CoreConfig, LinkId, LinkStats, Now, DEFAULT_LOG_KEEP};
 use crate::identity::Identity;
-use crate::limits::{ConnectionGate, JoinRate, Limits, Refusals};
+use crate::limits::{ConnectionGate, JoinRate, Limits, Refusals, StreamGate};
 use crate::pki::{self, Peer, PkiError};
 use crate::store::{Store, StoreError};
 use crate::transport::uplink::{self, UplinkEvent};
@@ -150,6 +150,8 @@ pub(crate) struct Shared {
     pub connections: Arc<ConnectionGate>,
     /// Joins each source address may still start.
     pub joins: Arc<JoinRate>,
+    /// Joins being worked on now.
+    pub joins_in_progress: StreamGate,
     /// Refusals by the links and the API, until the loop counts them.
     pub refusals: Arc<Refusals>,
 }
@@ -271,6 +273,7 @@ async fn run_store(
         config: Arc::new(config.clone()),
         connections: ConnectionGate::new(&limits),
         joins: Arc::new(JoinRate::new(limits.joins_per_minute_per_address)),
+        joins_in_progress: StreamGate::new(limits.max_concurrent_joins),
         refusals: Arc::new(Refusals::default()),
     };
     tracing::info!(
