@@ -27,7 +27,7 @@ use crate::config::NodeConfig;
 use crate::core::{Action, Core, CoreConfig, LinkId, LinkStats, Now, DEFAULT_LOG_KEEP};
 use crate::deny_list::DenyList;
 use crate::identity::Identity;
-use crate::limits::{ConnectionGate, JoinRate, Limits, Refusals};
+use crate::limits::{ConnectionGate, JoinRate, Limits, Refusals, StreamGate};
 use crate::pki::{self, Peer, PkiError};
 use crate::store::{Store, StoreError};
 use crate::transport::uplink::{self, UplinkEvent};
@@ -167,6 +167,8 @@ pub(crate) struct Shared {
     pub connections: Arc<ConnectionGate>,
     /// Joins each source address may still start.
     pub joins: Arc<JoinRate>,
+    /// Joins being worked on now.
+    pub joins_in_progress: StreamGate,
     /// Refusals by the links and the API, until the loop counts them.
     pub refusals: Arc<Refusals>,
 }
@@ -307,6 +309,7 @@ async fn run_store(
         node_cert_validity: options.node_cert_validity,
         connections: ConnectionGate::new(&options.limits),
         joins: Arc::new(JoinRate::new(options.limits.joins_per_minute_per_address)),
+        joins_in_progress: StreamGate::new(options.limits.max_concurrent_joins),
         refusals: Arc::new(Refusals::default()),
     };
     tracing::info!(

@@ -8,9 +8,10 @@
 //! the tree, so the root sees every refusal anywhere.
 //!
 //! Where each limit is enforced:
-//! * connections (in all, and per source address) and joins per source
-//!   address: the listener, with the [`ConnectionGate`] and [`JoinRate`]
-//!   here, before any TLS or token work;
+//! * connections (in all, and per source address) and joins (in progress,
+//!   and per source address): the listener, with the [`ConnectionGate`],
+//!   a [`StreamGate`] and the [`JoinRate`] here, before any TLS or token
+//!   work;
 //! * bundle streams per peer: the listener, with a [`StreamGate`] per
 //!   connection (the bound is `protocol::limits::MAX_BUNDLE_STREAMS`);
 //! * inventory records and status keys per child: the sans-IO core, which
@@ -42,6 +43,10 @@ pub const DEFAULT_MAX_CONNECTIONS_PER_ADDRESS: usize = 64;
 /// may come at once.
 pub const DEFAULT_JOINS_PER_MINUTE_PER_ADDRESS: u32 = 30;
 
+/// The joins a relay works on at once, from everyone: each checks a
+/// signature, signs certificates and flushes the token ledger.
+pub const DEFAULT_MAX_CONCURRENT_JOINS: usize = 16;
+
 /// How many idle join buckets are kept before the full ones are forgotten.
 const JOIN_BUCKETS_KEPT: usize = 4096;
 
@@ -53,6 +58,8 @@ pub enum Limit {
     Connections,
     /// Connections open at once from one source address.
     ConnectionsPerAddress,
+    /// Joins in progress at once, from everyone.
+    Joins,
     /// Joins per minute from one source address.
     JoinsPerAddress,
     /// Bundle streams open at once on one connection.
@@ -71,9 +78,10 @@ pub enum Limit {
 
 impl Limit {
     /// Every limit.
-    pub const ALL: [Limit; 9] = [
+    pub const ALL: [Limit; 10] = [
         Limit::Connections,
         Limit::ConnectionsPerAddress,
+        Limit::Joins,
         Limit::JoinsPerAddress,
         Limit::BundleStreamsPerPeer,
         Limit::InventoryRecordsPerChild,
@@ -88,6 +96,7 @@ impl Limit {
         match self {
             Self::Connections => "connections",
             Self::ConnectionsPerAddress => "connections-per-address",
+            Self::Joins => "joins",
             Self::JoinsPerAddress => "joins-per-address",
             Self::BundleStreamsPerPeer => "bundle-streams-per-peer",
             Self::InventoryRecordsPerChild => "inventory-records-per-child",
@@ -113,7 +122,7 @@ impl std::fmt::Display for Limit {
 }
 
 /// The limits a relay runs with, as `relay run` sets them. The daemon
-/// enforces the first three on its links and hands the others to the core
+/// enforces the first four on its links and hands the others to the core
 /// (`CoreConfig`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
@@ -124,6 +133,8 @@ pub struct Limits {
     /// Joins answered per minute from one source address (as many may come
     /// at once).
     pub joins_per_minute_per_address: u32,
+    /// Joins worked on at once, from everyone.
+    pub max_concurrent_joins: usize,
     /// Inventory records one child may have this relay hold.
     pub max_records_per_child: usize,
     /// Placements one child may report status for.
@@ -136,6 +147,7 @@ impl Default for Limits {
             max_connections: DEFAULT_MAX_CONNECTIONS,
             max_connections_per_address: DEFAULT_MAX_CONNECTIONS_PER_ADDRESS,
             joins_per_minute_per_address: DEFAULT_JOINS_PER_MINUTE_PER_ADDRESS,
+            max_concurrent_joins: DEFAULT_MAX_CONCURRENT_JOINS,
             max_records_per_child: crate::core::DEFAULT_MAX_RECORDS_PER_CHILD,
             max_status_keys_per_child: crate::core::DEFAULT_MAX_STATUS_KEYS_PER_CHILD,
         }
@@ -316,7 +328,8 @@ fn refilled(bucket: &Bucket, now: Instant, capacity: f64, per_second: f64) -> f6
     (bucket.tokens + elapsed * per_second).min(capacity)
 }
 
-/// Counts the bundle streams open at once on one connection.
+/// Counts what is open at once: the bundle streams of one connection, or
+/// the joins a relay works on.
 #[derive(Debug, Clone)]
 pub struct StreamGate {
     max: usize,

@@ -6,7 +6,7 @@
 //! acknowledgement to the parent) leaves the node. Values are encoded with the
 //! protocol codec, so every decode is bounded like a frame.
 //!
-//! Bundles are kept in chunks of [`BUNDLE_CHUNK_LEN`] bytes ([`bundles`]),
+//! Bundles are kept in chunks of [`BUNDLE_CHUNK_LEN`] bytes (`store::bundles`),
 //! so a relay serves and receives one without holding it whole in memory.
 //! The layout has a version, [`STORE_FORMAT`]; a store of another format is
 //! refused with an error that says so rather than misread.

@@ -370,6 +370,7 @@ impl Mesh {
             .env_remove("RELAYMESH_MAX_CONNECTIONS")
             .env_remove("RELAYMESH_MAX_CONNECTIONS_PER_ADDRESS")
             .env_remove("RELAYMESH_MAX_JOINS_PER_MINUTE_PER_ADDRESS")
+            .env_remove("RELAYMESH_MAX_CONCURRENT_JOINS")
             .env_remove("RELAYMESH_MAX_INVENTORY_RECORDS_PER_CHILD")
             .env_remove("RELAYMESH_MAX_STATUS_KEYS_PER_CHILD")
             .env("RUST_LOG", "info,relaymesh_relay=debug")

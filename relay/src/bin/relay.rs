@@ -154,6 +154,13 @@ struct LimitArgs {
           default_value_t = limits::DEFAULT_JOINS_PER_MINUTE_PER_ADDRESS,
           value_parser = clap::value_parser!(u32).range(1..))]
     max_joins_per_minute_per_address: u32,
+    /// Joins worked on at once, from everyone; more are refused with "this
+    /// relay is working on as many joins as it takes at once" (counted as
+    /// `joins`).
+    #[arg(long, env = "RELAYMESH_MAX_CONCURRENT_JOINS", value_name = "N",
+          default_value_t = limits::DEFAULT_MAX_CONCURRENT_JOINS as u64,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    max_concurrent_joins: u64,
     /// Inventory records one child may have this relay hold (its own and its
     /// subtree's); more are refused and logged (counted as
     /// `inventory-records-per-child`).
@@ -176,6 +183,7 @@ impl LimitArgs {
             max_connections: size(self.max_connections),
             max_connections_per_address: size(self.max_connections_per_address),
             joins_per_minute_per_address: self.max_joins_per_minute_per_address,
+            max_concurrent_joins: size(self.max_concurrent_joins),
             max_records_per_child: size(self.max_inventory_records_per_child),
             max_status_keys_per_child: size(self.max_status_keys_per_child),
         }

@@ -226,13 +226,22 @@ impl Inventory {
                 }
             }
             InventoryUpdate::Full {
-                records,
+                mut records,
                 first,
                 last,
             } => {
                 let pieces = self.assembling.entry(child.to_string()).or_default();
                 if first {
                     pieces.clear();
+                }
+                // Pieces wait here until the last: bounded like the records
+                // they will become, or a child that never sends the last
+                // could grow them for ever.
+                let room = self.max_records_per_child.saturating_sub(pieces.len());
+                if records.len() > room {
+                    let excess = records.len() - room;
+                    outcome.over_limit = outcome.over_limit.saturating_add(excess as u64);
+                    records.truncate(room);
                 }
                 pieces.extend(records);
                 if last {

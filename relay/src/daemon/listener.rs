@@ -467,10 +467,20 @@ fn admit(shared: &Shared, remote: SocketAddr, request: &JoinRequest) -> JoinRepl
                 "too many joins from {}: at most {per_minute} a minute per address \
                  (limit joins-per-address); retry in {}s",
                 remote.ip(),
-                wait.as_secs().max(1)
+                // Rounded up: retrying on time must find a join free.
+                (wait.as_secs_f64().ceil() as u64).max(1)
             ),
         ));
     }
+    let Some(_in_progress) = shared.joins_in_progress.admit() else {
+        shared.refusals.count(Limit::Joins);
+        tracing::debug!(%remote, node = %request.name, "refused a join: too many in progress");
+        return JoinReply::Refused(Refusal::new(
+            ErrorCode::Unavailable,
+            "this relay is working on as many joins as it takes at once (limit joins); \
+             retry in a few seconds",
+        ));
+    };
     let ledger = StoreLedger(shared);
     let validity = shared.node_cert_validity;
     match admission::admit(

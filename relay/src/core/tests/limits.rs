@@ -146,6 +146,36 @@ fn a_full_inventory_at_the_limit_replaces_the_old_records() {
 }
 
 #[test]
+fn pieces_of_a_full_inventory_are_bounded_before_the_last_arrives() {
+    let mut net = chain(3, DEFAULT_MAX_STATUS_KEYS_PER_CHILD);
+    let piece = |records: Vec<relaymesh_protocol::NodeRecord>, first: bool, last: bool| {
+        UpMessage::Inventory(InventoryUpdate::Full {
+            records,
+            first,
+            last,
+        })
+    };
+    let mut first = vec![node_record("eu-west", Role::Relay, "eu")];
+    first.extend(agents(&["a1", "a2", "a3", "a4"]));
+    // A child that never sends the last piece cannot grow what waits for
+    // it past its limit.
+    from_eu_west(&mut net, piece(first, true, false));
+    from_eu_west(&mut net, piece(agents(&["a5"]), false, false));
+    assert_eq!(
+        refusals(&net, "root", "eu", Limit::InventoryRecordsPerChild),
+        3
+    );
+    from_eu_west(&mut net, piece(Vec::new(), false, true));
+    let known = names_known(&net, "eu");
+    assert!(known.contains("a1") && known.contains("a2"), "{known:?}");
+    assert!(!known.contains("a3") && !known.contains("a5"), "{known:?}");
+    assert_eq!(
+        refusals(&net, "root", "eu", Limit::InventoryRecordsPerChild),
+        3
+    );
+}
+
+#[test]
 fn a_child_over_its_status_key_limit_is_refused_and_counted_up_to_the_root() {
     let mut net = chain(DEFAULT_MAX_RECORDS_PER_CHILD, 2);
     let status = PlacementStatus {

@@ -1,0 +1,278 @@
+//! Limits over real sockets: a flood of connections and joins from one
+//! address is refused past the per-address limits, a real child from
+//! another address still joins, connects and receives its workload, and the
+//! refusals are counted in the attacked relay's record at the root; the
+//! root's API refuses what kubectl sends over its limits, and counts it in
+//! the root's own record.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use relaymesh_protocol::message::{JoinReply, JoinRequest, Open};
+use relaymesh_protocol::{ErrorCode, Role, PROTOCOL_VERSION};
+use relaymesh_relay::limits::{
+    DEFAULT_JOINS_PER_MINUTE_PER_ADDRESS, DEFAULT_MAX_CONNECTIONS_PER_ADDRESS,
+};
+use relaymesh_relay::transport::{expect_frame, resolve, write_frame};
+use relaymesh_relay::{pki, token};
+use relaymesh_tests::{connected_under, find_node, kubectl, wait_for, Mesh};
+use serde_json::Value;
+
+/// The attacker's address: another loopback address than the one the real
+/// nodes dial from (127.0.0.1), so the test shows that one address's flood
+/// does not shut out the others.
+const ATTACKER: &str = "127.0.0.2:0";
+
+const FLOOD: usize = 1000;
+
+/// Extra joins past the per-address rate.
+const EXTRA_JOINS: usize = 10;
+
+#[test]
+fn a_thousand_connections_from_one_address_are_refused_past_the_limit() -> anyhow::Result<()> {
+    let (mesh, _root) = Mesh::init()?;
+    let _eu = mesh.add_relay("eu", "root")?;
+    wait_for("eu under the root", Duration::from_secs(30), || {
+        Ok(connected_under(&mesh.tree()?, "eu", "root").then_some(()))
+    })?;
+    // The real child's token also tells the attacker where eu is and how to
+    // recognise it: what anyone who saw a token knows.
+    let token = mesh.token("relay", "eu-west", Some("eu"), "10m")?;
+    let claims = token::read_unverified(&token)?;
+
+    let runtime = tokio::runtime::Runtime::new()?;
+    let held = runtime.block_on(async {
+        let client = pki::quic_join_client_config(claims.ca_sha256, &claims.parent_issuers)?;
+        let address = claims.parent_addresses.first().context("eu's address")?;
+        let target: SocketAddr = *resolve(address).await?.first().context("resolved")?;
+        let endpoint = quinn::Endpoint::client(ATTACKER.parse()?)?;
+
+        // A thousand connections at once, from one address.
+        let mut attempts = tokio::task::JoinSet::new();
+        for _ in 0..FLOOD {
+            let connecting = endpoint.connect_with(client.clone(), target, &claims.parent)?;
+            attempts.spawn(tokio::time::timeout(Duration::from_secs(60), connecting));
+        }
+        let mut held = Vec::new();
+        let mut refused = 0;
+        while let Some(attempt) = attempts.join_next().await {
+            match attempt?.context("a connection attempt hung")? {
+                Ok(connection) => held.push(connection),
+                Err(quinn::ConnectionError::ConnectionClosed(close))
+                    if close.error_code == quinn::TransportErrorCode::CONNECTION_REFUSED =>
+                {
+                    refused += 1;
+                }
+                Err(error) => anyhow::bail!("not a refusal: {error}"),
+            }
+        }
+        assert_eq!(held.len(), DEFAULT_MAX_CONNECTIONS_PER_ADDRESS);
+        assert_eq!(refused, FLOOD - DEFAULT_MAX_CONNECTIONS_PER_ADDRESS);
+
+        // Joins from that address: the first minute's worth are read (and
+        // refused for their bogus token), the rest are refused unread.
+        let connection = held.first().context("a connection")?;
+        let joins = DEFAULT_JOINS_PER_MINUTE_PER_ADDRESS as usize + EXTRA_JOINS;
+        let mut replies = Vec::new();
+        for n in 0..joins {
+            let (mut send, mut recv) = connection.open_bi().await?;
+            let request = JoinRequest {
+                version: PROTOCOL_VERSION,
+                token: "rmt2.bogus.bogus".into(),
+                name: format!("intruder-{n}"),
+                role: Role::Agent,
+                tls_csr_der: Vec::new(),
+                issuer_csr_der: None,
+            };
+            write_frame(&mut send, &Open::Join(request)).await?;
+            let _ = send.finish();
+            match expect_frame::<JoinReply>(&mut recv).await? {
+                JoinReply::Refused(refusal) => replies.push(refusal),
+                JoinReply::Accepted(_) => anyhow::bail!("a bogus join was accepted"),
+            }
+        }
+        let (throttled, read): (Vec<_>, Vec<_>) = replies
+            .iter()
+            .partition(|refusal| refusal.code == ErrorCode::Unavailable);
+        assert_eq!(read.len(), DEFAULT_JOINS_PER_MINUTE_PER_ADDRESS as usize);
+        assert!(
+            read.iter()
+                .all(|refusal| refusal.code == ErrorCode::TokenInvalid),
+            "{read:?}"
+        );
+        assert_eq!(throttled.len(), EXTRA_JOINS);
+        assert!(
+            throttled[0]
+                .message
+                .contains("too many joins from 127.0.0.2")
+                && throttled[0].message.contains("retry in"),
+            "{}",
+            throttled[0]
+        );
+        anyhow::Ok((endpoint, held))
+    })?;
+
+    // While the flood holds its connections, a real child from 127.0.0.1
+    // joins eu, connects, and receives what the root publishes.
+    let joined = mesh.join("eu-west", &token)?;
+    anyhow::ensure!(
+        joined.status.success(),
+        "{}",
+        String::from_utf8_lossy(&joined.stderr)
+    );
+    let _eu_west = mesh.start("eu-west")?;
+    let bundle = mesh.dir.path().join("workload.bin");
+    std::fs::write(&bundle, vec![7u8; 300_000])?;
+    let pushed = mesh.relayctl(&[
+        "bundle",
+        "push",
+        &bundle.to_string_lossy(),
+        "--name",
+        "workload",
+    ])?;
+    anyhow::ensure!(
+        pushed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&pushed.stderr)
+    );
+    let counter = |node: &Value, limit: &str| node["limitRefusals"][limit].as_u64().unwrap_or(0);
+    let result = wait_for(
+        "eu-west to get the bundle, and eu's refusals at the root",
+        Duration::from_secs(60),
+        || {
+            let tree = mesh.tree()?;
+            let Some((eu_west, _)) = find_node(&tree, "eu-west") else {
+                return Ok(None);
+            };
+            let Some((eu, _)) = find_node(&tree, "eu") else {
+                return Ok(None);
+            };
+            // A refused attempt whose first packet was sent again before
+            // the refusal arrived is refused (and counted) again, so the
+            // count is at least the refused connections.
+            let refused = counter(eu, "connections-per-address");
+            let done = connected_under(&tree, "eu-west", "eu")
+                && eu_west["bundlesServed"].as_u64() >= Some(1)
+                && refused >= (FLOOD - DEFAULT_MAX_CONNECTIONS_PER_ADDRESS) as u64
+                && counter(eu, "joins-per-address") == EXTRA_JOINS as u64;
+            Ok(done.then_some(refused))
+        },
+    );
+    let refused = match result {
+        Ok(refused) => refused,
+        Err(error) => anyhow::bail!("{error:#}\n{}", mesh.logs()),
+    };
+    let text = mesh.relayctl(&["tree"])?;
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains(&format!(
+            "LIMITS: refused {refused} connections-per-address, {EXTRA_JOINS} joins-per-address"
+        )),
+        "{text}"
+    );
+
+    // Once the flood lets go, its address gets in again.
+    let (endpoint, held) = held;
+    for connection in &held {
+        connection.close(0u32.into(), b"done");
+    }
+    drop(held);
+    runtime.block_on(async {
+        let client = pki::quic_join_client_config(claims.ca_sha256, &claims.parent_issuers)?;
+        let address = claims.parent_addresses.first().context("eu's address")?;
+        let target: SocketAddr = *resolve(address).await?.first().context("resolved")?;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let connecting = endpoint.connect_with(client.clone(), target, &claims.parent)?;
+            match connecting.await {
+                Ok(connection) => {
+                    connection.close(0u32.into(), b"done");
+                    break;
+                }
+                Err(error) if tokio::time::Instant::now() < deadline => {
+                    // The relay notices closed connections as it reads them.
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    let _ = error;
+                }
+                Err(error) => anyhow::bail!("the address stays shut out: {error}"),
+            }
+        }
+        endpoint.wait_idle().await;
+        anyhow::Ok(())
+    })?;
+    Ok(())
+}
+
+#[test]
+fn the_root_api_refuses_oversized_requests_from_kubectl_and_counts_them() -> anyhow::Result<()> {
+    let (mesh, _root) = Mesh::init()?;
+    let kubeconfig = mesh.kubeconfig();
+    let applied = kubectl(
+        &kubeconfig,
+        &["apply", "-f", "-"],
+        Some("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: small, namespace: default}\ndata: {k: v}\n"),
+    )?;
+    anyhow::ensure!(
+        applied.status.success(),
+        "{}",
+        String::from_utf8_lossy(&applied.stderr)
+    );
+
+    // A JSON patch of 10,001 operations, from a file as kubectl takes it.
+    let operations: Vec<Value> = (0..10_001)
+        .map(|_| serde_json::json!({"op": "test", "path": "/data/k", "value": "v"}))
+        .collect();
+    let patch_file = mesh.dir.path().join("patch.json");
+    std::fs::write(&patch_file, serde_json::to_vec(&operations)?)?;
+    let patched = kubectl(
+        &kubeconfig,
+        &[
+            "patch",
+            "configmap",
+            "small",
+            "-n",
+            "default",
+            "--type=json",
+            "--patch-file",
+            &patch_file.to_string_lossy(),
+        ],
+        None,
+    )?;
+    let stderr = String::from_utf8_lossy(&patched.stderr);
+    assert!(!patched.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("The allowed maximum operations in a JSON patch is 10000, got 10001"),
+        "{stderr}"
+    );
+
+    // A 4 MiB ConfigMap: over the 3 MiB body limit.
+    let big_file = mesh.dir.path().join("big.txt");
+    std::fs::write(&big_file, "x".repeat(4 << 20))?;
+    let created = kubectl(
+        &kubeconfig,
+        &[
+            "create",
+            "configmap",
+            "big",
+            "-n",
+            "default",
+            &format!("--from-file=big={}", big_file.to_string_lossy()),
+        ],
+        None,
+    )?;
+    let stderr = String::from_utf8_lossy(&created.stderr);
+    assert!(!created.status.success(), "{stderr}");
+    assert!(stderr.contains("Request entity too large"), "{stderr}");
+
+    let counted = wait_for("the root's own refusals", Duration::from_secs(30), || {
+        let tree = mesh.tree()?;
+        let refusals = &tree["limitRefusals"];
+        let done = refusals["api-json-patch"] == 1 && refusals["api-request-body"] == 1;
+        Ok(done.then_some(()))
+    });
+    if let Err(error) = counted {
+        anyhow::bail!("{error:#}\n{}", mesh.logs());
+    }
+    Ok(())
+}
