@@ -77,7 +77,6 @@ fn cluster(record: &NodeRecord, parents: &HashMap<&str, Option<&str>>) -> Value 
             "connected": link.connected,
             "lastSeen": last_seen,
             "capacity": record.capacity,
-            "cordoned": false,
         },
     })
 }
