@@ -528,3 +528,75 @@ async fn objects_crud_conflicts_and_watch() {
     assert!(text.contains("\"DELETED\""), "{text}");
     server.stop().await;
 }
+
+/// What the official Python client's typed API sends: bodies without
+/// `apiVersion` and `kind`, which kube-apiserver takes from the URL. A body
+/// that names another API version is a 400, another kind a 422, as there.
+#[tokio::test]
+async fn type_meta_comes_from_the_url_when_the_body_leaves_it_out() {
+    let server = Server::start().await;
+    let admin = server.raw(Some(&server.pki.admin));
+    let send = |request: reqwest::RequestBuilder| async move {
+        json_reply(request.send().await.expect("a reply")).await
+    };
+
+    let (code, namespace) = send(
+        admin
+            .post(server.url("/api/v1/namespaces"))
+            .json(&json!({"metadata": {"name": "typed"}})),
+    )
+    .await;
+    assert_eq!(code, 201, "{namespace}");
+    assert_eq!(namespace["apiVersion"], "v1");
+    assert_eq!(namespace["kind"], "Namespace");
+
+    let maps = server.url("/api/v1/namespaces/typed/configmaps");
+    let (code, map) = send(admin.post(&maps).json(&json!({
+        "metadata": {"name": "settings"},
+        "data": {"owner": "python"},
+    })))
+    .await;
+    assert_eq!(code, 201, "{map}");
+    assert_eq!(map["kind"], "ConfigMap");
+    assert_eq!(map["metadata"]["namespace"], "typed");
+
+    // A replace without type meta, as `replace_namespaced_config_map` sends.
+    let (code, map) = send(admin.put(format!("{maps}/settings")).json(&json!({
+        "metadata": {
+            "name": "settings",
+            "resourceVersion": map["metadata"]["resourceVersion"],
+        },
+        "data": {"owner": "python, again"},
+    })))
+    .await;
+    assert_eq!(code, 200, "{map}");
+    assert_eq!(map["apiVersion"], "v1");
+    assert_eq!(map["data"]["owner"], "python, again");
+
+    let (code, status) = send(
+        admin
+            .post(server.url("/apis/apps/v1/namespaces/typed/deployments"))
+            .json(&json!({
+                "apiVersion": "v1",
+                "kind": "Deployment",
+                "metadata": {"name": "web"},
+            })),
+    )
+    .await;
+    assert_eq!(code, 400, "{status}");
+    assert_eq!(status["reason"], "BadRequest");
+    assert_eq!(
+        status["message"],
+        "the API version in the data (v1) does not match the expected API version (apps/v1)"
+    );
+
+    let (code, status) = send(admin.post(&maps).json(&json!({
+        "kind": "Secret",
+        "metadata": {"name": "not-a-map"},
+    })))
+    .await;
+    assert_eq!(code, 422, "{status}");
+    assert_eq!(status["details"]["causes"][0]["field"], "kind", "{status}");
+    let (code, _) = send(admin.get(format!("{maps}/not-a-map"))).await;
+    assert_eq!(code, 404, "nothing was stored");
+}

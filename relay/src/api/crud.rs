@@ -306,6 +306,7 @@ fn create<B: Backend>(
     query: &Query,
     manager: &str,
 ) -> Result<Response<ApiBody>, ApiError> {
+    validation::default_type_meta(resource, &mut object)?;
     validation::validate(resource, namespace, None, &object, is_strict(query))?;
     require_namespace(&context.objects, resource, namespace)?;
     crd::prepare(resource, &mut object)?;
@@ -334,6 +335,7 @@ fn update<B: Backend>(
     manager: &str,
 ) -> Result<Response<ApiBody>, ApiError> {
     let namespace = path.namespace.as_deref();
+    validation::default_type_meta(resource, &mut object)?;
     validation::validate(resource, namespace, Some(name), &object, is_strict(query))?;
     let key = resource.key(namespace, name);
     let live = context

@@ -42,6 +42,7 @@ pub fn prepare_write(
     let resources = registry.all();
     let resource = &resources[kind_index % resources.len()];
     let mut object = crud::decode(body, content_type)?;
+    validation::default_type_meta(resource, &mut object)?;
     validation::validate(resource, namespace, name, &object, strict)?;
     crd::prepare(resource, &mut object)?;
     Ok(object)

@@ -31,6 +31,39 @@ const BODY_FIELDS: &[(&str, &[&str])] = &[
     ("ClusterRoleBinding", &["subjects", "roleRef"]),
 ];
 
+/// Fills `apiVersion` and `kind` from the URL where the body leaves them
+/// out (or empty), as kube-apiserver's decoder does with the request's
+/// group, version and kind: the official client libraries' typed APIs send
+/// such bodies. A body that names another API version is refused with 400,
+/// in kube-apiserver's words; another kind is left for [`validate`] (422).
+pub(super) fn default_type_meta(resource: &Resource, object: &mut Value) -> Result<(), ApiError> {
+    let Some(fields) = object.as_object_mut() else {
+        return Ok(()); // `validate` says what is wrong with it
+    };
+    for (key, default) in [
+        ("apiVersion", resource.api_version()),
+        ("kind", resource.kind.clone()),
+    ] {
+        let absent = match fields.get(key) {
+            None | Some(Value::Null) => true,
+            Some(Value::String(value)) => value.is_empty(),
+            Some(_) => false,
+        };
+        if absent {
+            fields.insert(key.to_string(), Value::String(default));
+        }
+    }
+    match fields.get("apiVersion") {
+        Some(Value::String(api_version)) if *api_version != resource.api_version() => {
+            Err(ApiError::BadRequest(format!(
+                "the API version in the data ({api_version}) does not match the expected API version ({})",
+                resource.api_version()
+            )))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// Checks an object to be stored as `resource` under `name` (from the URL,
 /// if there is one) in `namespace` (from the URL).
 pub(super) fn validate(
@@ -251,6 +284,36 @@ mod tests {
                 "{object}"
             );
         }
+    }
+
+    #[test]
+    fn type_meta_defaults_from_the_url() {
+        let resource = config_maps();
+        for body in [
+            json!({"metadata": {"name": "a"}}),
+            json!({"apiVersion": "", "kind": null, "metadata": {"name": "a"}}),
+        ] {
+            let mut object = body.clone();
+            assert!(default_type_meta(&resource, &mut object).is_ok(), "{body}");
+            assert_eq!(object["apiVersion"], "v1", "{body}");
+            assert_eq!(object["kind"], "ConfigMap", "{body}");
+            assert!(validate(&resource, Some("ns"), None, &object, true).is_ok());
+        }
+        let mut other_version = json!({"apiVersion": "apps/v1", "metadata": {"name": "a"}});
+        match default_type_meta(&resource, &mut other_version) {
+            Err(ApiError::BadRequest(message)) => assert_eq!(
+                message,
+                "the API version in the data (apps/v1) does not match the expected API version (v1)"
+            ),
+            other => panic!("expected 400, got {other:?}"),
+        }
+        // Another kind is kept, for `validate` to refuse with its field.
+        let mut other_kind = json!({"kind": "Secret", "metadata": {"name": "a"}});
+        assert!(default_type_meta(&resource, &mut other_kind).is_ok());
+        assert_eq!(
+            field_of(validate(&resource, Some("ns"), None, &other_kind, false)),
+            "kind"
+        );
     }
 
     #[test]
