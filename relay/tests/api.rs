@@ -600,3 +600,101 @@ async fn type_meta_comes_from_the_url_when_the_body_leaves_it_out() {
     let (code, _) = send(admin.get(format!("{maps}/not-a-map"))).await;
     assert_eq!(code, 404, "nothing was stored");
 }
+
+/// Reads a watch's events, one JSON line at a time.
+struct WatchLines {
+    response: reqwest::Response,
+    buffer: Vec<u8>,
+}
+
+impl WatchLines {
+    /// The next event.
+    async fn next(&mut self) -> Value {
+        loop {
+            if let Some(end) = self.buffer.iter().position(|byte| *byte == b'\n') {
+                let line: Vec<u8> = self.buffer.drain(..=end).collect();
+                return serde_json::from_slice(&line).expect("a JSON event");
+            }
+            let chunk = self
+                .response
+                .chunk()
+                .await
+                .expect("the watch goes on")
+                .expect("the watch has not ended");
+            self.buffer.extend_from_slice(&chunk);
+        }
+    }
+
+    /// The next event that is not a bookmark, as (type, name, connected),
+    /// or a panic after 30 s without one.
+    async fn next_change(&mut self) -> (String, String, bool) {
+        tokio::time::timeout(Duration::from_secs(30), self.next_change_forever())
+            .await
+            .expect("a change within 30 s (bookmarks aside)")
+    }
+
+    async fn next_change_forever(&mut self) -> (String, String, bool) {
+        loop {
+            let event = self.next().await;
+            let kind = event["type"].as_str().unwrap_or_default().to_string();
+            if kind == "BOOKMARK" {
+                continue;
+            }
+            let object = &event["object"];
+            return (
+                kind,
+                object["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+                object["status"]["connected"] == true,
+            );
+        }
+    }
+}
+
+/// `kubectl get clusters -w` shows every change: a watch on an inventory
+/// resource sends what changed in the tree after its first `ADDED`s.
+#[tokio::test]
+async fn watches_on_inventory_resources_send_every_change() {
+    let server = Server::start().await;
+    let admin = server.raw(Some(&server.pki.admin));
+    let response = admin
+        .get(server.url("/apis/relaymesh.dev/v1alpha1/clusters?watch=1&allowWatchBookmarks=true"))
+        .send()
+        .await
+        .expect("a reply");
+    assert_eq!(response.status().as_u16(), 200);
+    let mut watch = WatchLines {
+        response,
+        buffer: Vec::new(),
+    };
+    assert_eq!(
+        watch.next_change().await,
+        ("ADDED".into(), "edge-1".into(), true)
+    );
+
+    {
+        let mut nodes = lock(&server.backend.nodes);
+        for record in nodes.iter_mut().filter(|record| record.name == "edge-1") {
+            *record = server::node("edge-1", Role::Agent, Some("eu-west"), false);
+        }
+        nodes.push(server::node("edge-2", Role::Agent, Some("us"), true));
+    }
+    let mut changes = vec![watch.next_change().await, watch.next_change().await];
+    changes.sort();
+    assert_eq!(
+        changes,
+        vec![
+            ("ADDED".into(), "edge-2".into(), true),
+            ("MODIFIED".into(), "edge-1".into(), false),
+        ]
+    );
+
+    lock(&server.backend.nodes).retain(|record| record.name != "edge-1");
+    assert_eq!(
+        watch.next_change().await,
+        ("DELETED".into(), "edge-1".into(), false)
+    );
+    server.stop().await;
+}

@@ -6,9 +6,14 @@
 //! or sends one `ERROR` event with a `410 Expired` Status when the history no
 //! longer reaches back that far. Bookmarks are sent when asked for; the
 //! stream ends after `timeoutSeconds`, on server shutdown, or when the client
-//! goes away. Read-only resources send their current objects and then only
-//! bookmarks.
+//! goes away. Read-only resources made from the tree's inventory (Clusters,
+//! Relays, ClusterProfiles) send their current objects, then every change
+//! the watch sees when it looks again, once a second
+//! ([`inventory_changes`]).
 
+mod inventory_changes;
+
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
@@ -21,6 +26,7 @@ use tokio::sync::{broadcast, mpsc};
 use tracing::debug;
 
 use super::crud::{select, store_error, Filter};
+use super::inventory;
 use super::query::Query;
 use super::resources::{Resource, Source};
 use super::routes::{ApiBody, Context};
@@ -35,6 +41,23 @@ const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 
 /// How often bookmarks are sent, when asked for.
 const BOOKMARK_INTERVAL: Duration = Duration::from_secs(10);
+
+/// How often a watch on an inventory resource compares the inventory with
+/// what it sent: inventory changes reach the root coalesced, about once a
+/// second, so looking more often would find nothing more.
+const INVENTORY_POLL: Duration = Duration::from_secs(1);
+
+/// Where a watch's events come from after its first ones.
+enum Live<B> {
+    /// The object store's events.
+    Store(broadcast::Receiver<ObjectEvent>),
+    /// The tree's inventory, compared with what was sent.
+    Inventory {
+        backend: Arc<B>,
+        sent: inventory_changes::Sent,
+        ticker: tokio::time::Interval,
+    },
+}
 
 /// How the events of one watch are written.
 struct Encoder {
@@ -105,7 +128,15 @@ pub(super) fn serve<B: Backend>(
                 .unwrap_or(&version);
             initial.push(encoder.event("ADDED", object, version));
         }
-        if resource.source == Source::Stored {
+        if resource.source != Source::Stored {
+            let mut ticker = tokio::time::interval(INVENTORY_POLL);
+            ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            live = Some(Live::Inventory {
+                backend: context.backend.clone(),
+                sent: inventory_changes::Sent::new(&objects),
+                ticker,
+            });
+        } else {
             let version: u64 = version.parse().unwrap_or(0);
             let (history, events) = context
                 .objects
@@ -116,7 +147,7 @@ pub(super) fn serve<B: Backend>(
                     .iter()
                     .filter_map(|event| encode(&encoder, &filter, event)),
             );
-            live = Some(events);
+            live = Some(Live::Store(events));
         }
     } else {
         let version: u64 = since
@@ -129,7 +160,7 @@ pub(super) fn serve<B: Backend>(
                         .iter()
                         .filter_map(|event| encode(&encoder, &filter, event)),
                 );
-                live = Some(events);
+                live = Some(Live::Store(events));
             }
             Err(error @ ObjectError::Gone { .. }) => {
                 let status = Status::from_error(&ApiError::Gone(error.to_string()));
@@ -182,11 +213,17 @@ struct StreamOptions {
     resource_version: u64,
 }
 
+/// What a watch's live source yields next.
+enum Next {
+    Event(Result<ObjectEvent, broadcast::error::RecvError>),
+    Changes(Vec<Bytes>),
+}
+
 #[allow(clippy::too_many_arguments)]
-async fn stream(
+async fn stream<B: Backend>(
     sender: mpsc::Sender<Bytes>,
     initial: Vec<Bytes>,
-    live: Option<broadcast::Receiver<ObjectEvent>>,
+    live: Option<Live<B>>,
     encoder: Encoder,
     filter: Filter,
     options: StreamOptions,
@@ -207,7 +244,25 @@ async fn stream(
     loop {
         let next = async {
             match live.as_mut() {
-                Some(receiver) => receiver.recv().await,
+                Some(Live::Store(receiver)) => Next::Event(receiver.recv().await),
+                Some(Live::Inventory {
+                    backend,
+                    sent,
+                    ticker,
+                }) => {
+                    ticker.tick().await;
+                    let now: Vec<Value> =
+                        inventory::objects(encoder.resource.source, &backend.nodes())
+                            .into_iter()
+                            .filter(|object| filter.matches(object))
+                            .collect();
+                    Next::Changes(
+                        sent.changes(now)
+                            .iter()
+                            .map(|(event_type, object)| encoder.event(event_type, object, ""))
+                            .collect(),
+                    )
+                }
                 None => std::future::pending().await,
             }
         };
@@ -221,8 +276,15 @@ async fn stream(
                     break;
                 }
             }
-            event = next => match event {
-                Ok(event) => {
+            next = next => match next {
+                Next::Changes(lines) => {
+                    for bytes in lines {
+                        if sender.send(bytes).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+                Next::Event(Ok(event)) => {
                     last_version = event.resource_version;
                     if let Some(bytes) = encode(&encoder, &filter, &event) {
                         if sender.send(bytes).await.is_err() {
@@ -230,14 +292,14 @@ async fn stream(
                         }
                     }
                 }
-                Err(broadcast::error::RecvError::Lagged(missed)) => {
+                Next::Event(Err(broadcast::error::RecvError::Lagged(missed))) => {
                     // The client must start over from a list.
                     debug!(missed, "watch fell behind; ending it");
                     let status = Status::from_error(&ApiError::Gone(format!("the watch fell {missed} events behind")));
                     let _ = sender.send(line(&json!({"type": "ERROR", "object": status}))).await;
                     break;
                 }
-                Err(broadcast::error::RecvError::Closed) => break,
+                Next::Event(Err(broadcast::error::RecvError::Closed)) => break,
             },
         }
     }

@@ -22,7 +22,8 @@ use crate::pki::{Leaf, Pki};
 /// A backend that remembers what it was asked.
 #[derive(Default)]
 pub struct FakeBackend {
-    pub nodes: Vec<NodeRecord>,
+    /// The inventory; tests change it to see what watches make of it.
+    pub nodes: Mutex<Vec<NodeRecord>>,
     pub token_requests: Mutex<Vec<TokenRequest>>,
     pub bundles: Mutex<Vec<(String, Vec<u8>)>>,
     /// The limits the API counted refusals of, in order.
@@ -31,7 +32,7 @@ pub struct FakeBackend {
 
 impl Backend for FakeBackend {
     fn nodes(&self) -> Vec<NodeRecord> {
-        self.nodes.clone()
+        lock(&self.nodes).clone()
     }
 
     fn create_token(&self, request: TokenRequest) -> Result<IssuedToken, ApiError> {
@@ -115,7 +116,7 @@ impl Server {
     pub async fn start_with_nodes(nodes: Vec<NodeRecord>) -> Self {
         let pki = Pki::new();
         let backend = Arc::new(FakeBackend {
-            nodes,
+            nodes: Mutex::new(nodes),
             ..FakeBackend::default()
         });
         let tls = ApiTls {
