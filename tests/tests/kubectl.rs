@@ -260,6 +260,20 @@ fn kubectl_manages_objects_on_the_root() -> anyhow::Result<()> {
         "{relays}"
     );
 
+    // `all` is upstream's category (plus Placements): workloads, not the
+    // Namespace, Secrets, ConfigMaps or custom kinds without categories.
+    let all = kubectl.ok(&["get", "all", "-n", "shop", "-o", "name"])?;
+    assert!(
+        all.lines().any(|line| line == "deployment.apps/web"),
+        "{all}"
+    );
+    for not_in_all in ["namespace/", "secret/", "configmap/", "widget."] {
+        assert!(
+            all.lines().all(|line| !line.starts_with(not_in_all)),
+            "{not_in_all} in {all}"
+        );
+    }
+
     // Deleting.
     let deleted = kubectl.ok(&["delete", "-f", path_str(&app)?])?;
     assert!(

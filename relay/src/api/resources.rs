@@ -103,6 +103,20 @@ impl Resource {
         ApiError::NotFound(format!("{} {name:?} not found", self.qualified()))
     }
 
+    /// The categories the resource is in: `all` for upstream's members
+    /// and for Placements (so `kubectl get all -n NS` shows what a namespace
+    /// places next to what it runs); none for the rest.
+    pub(super) fn categories(&self) -> Vec<&'static str> {
+        let member = ALL_CATEGORY
+            .iter()
+            .any(|(group, plural)| *group == self.group && *plural == self.plural);
+        if member {
+            vec!["all"]
+        } else {
+            vec![]
+        }
+    }
+
     /// The APIResource entry of discovery.
     pub(super) fn discovery(&self) -> Value {
         json!({
@@ -112,7 +126,7 @@ impl Resource {
             "kind": self.kind,
             "verbs": self.verbs(),
             "shortNames": self.short_names,
-            "categories": if self.builtin || self.group == RELAYMESH_GROUP { json!(["all"]) } else { json!([]) },
+            "categories": self.categories(),
             "storageVersionHash": "",
         })
     }
@@ -132,6 +146,24 @@ pub(super) fn api_version(group: &str, version: &str) -> String {
 pub(super) struct Registry {
     resources: Vec<Resource>,
 }
+
+/// The members of the `all` category, as (group, plural): kube-apiserver's
+/// (pods, replicationcontrollers, services, daemonsets, deployments,
+/// replicasets, statefulsets, horizontalpodautoscalers, cronjobs, jobs) of
+/// those served here, and Placements.
+const ALL_CATEGORY: &[(&str, &str)] = &[
+    ("", "pods"),
+    ("", "replicationcontrollers"),
+    ("", "services"),
+    ("apps", "daemonsets"),
+    ("apps", "deployments"),
+    ("apps", "replicasets"),
+    ("apps", "statefulsets"),
+    ("autoscaling", "horizontalpodautoscalers"),
+    ("batch", "cronjobs"),
+    ("batch", "jobs"),
+    (RELAYMESH_GROUP, "placements"),
+];
 
 /// A built-in: (group, version, plural, kind, namespaced, short names).
 type Builtin = (
@@ -482,6 +514,26 @@ mod tests {
             .expect("served");
         assert_eq!(clusters.verbs(), ["get", "list", "watch"]);
         assert!(registry.find("", "v1", "pods").is_none());
+        let in_all: Vec<String> = registry
+            .all()
+            .iter()
+            .filter(|resource| resource.categories() == ["all"])
+            .map(|resource| resource.qualified())
+            .collect();
+        assert_eq!(
+            in_all,
+            [
+                "services",
+                "deployments.apps",
+                "statefulsets.apps",
+                "daemonsets.apps",
+                "replicasets.apps",
+                "jobs.batch",
+                "cronjobs.batch",
+                "horizontalpodautoscalers.autoscaling",
+                "placements.relaymesh.dev",
+            ]
+        );
         let groups = registry.groups();
         assert!(groups.contains(&("autoscaling".to_string(), vec!["v2".to_string()])));
         let key = ObjectKey::new(CRD_GROUP, CRD_RESOURCE, None, "widgets.example.com");
