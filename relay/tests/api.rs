@@ -698,3 +698,75 @@ async fn watches_on_inventory_resources_send_every_change() {
     );
     server.stop().await;
 }
+
+/// `DELETE` on a collection deletes what its selectors match in the URL's
+/// namespace, and answers with the list of what it deleted.
+#[tokio::test]
+async fn delete_collection_deletes_what_the_selectors_match() {
+    let server = Server::start().await;
+    let admin = server.raw(Some(&server.pki.admin));
+    let send = |request: reqwest::RequestBuilder| async move {
+        json_reply(request.send().await.expect("a reply")).await
+    };
+    for namespace in ["shop", "other"] {
+        let (code, body) = send(
+            admin
+                .post(server.url("/api/v1/namespaces"))
+                .json(&json!({"metadata": {"name": namespace}})),
+        )
+        .await;
+        assert_eq!(code, 201, "{body}");
+        for (name, tier) in [("a", "web"), ("b", "web"), ("c", "db")] {
+            let (code, body) = send(
+                admin
+                    .post(server.url(&format!("/api/v1/namespaces/{namespace}/configmaps")))
+                    .json(&json!({"metadata": {"name": name, "labels": {"tier": tier}}})),
+            )
+            .await;
+            assert_eq!(code, 201, "{body}");
+        }
+    }
+    let names = |list: &Value| -> Vec<String> {
+        let mut names: Vec<String> = list["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|item| item["metadata"]["name"].as_str().map(str::to_string))
+            .collect();
+        names.sort();
+        names
+    };
+    let shop = server.url("/api/v1/namespaces/shop/configmaps");
+
+    let (code, list) =
+        send(admin.delete(format!("{shop}?labelSelector=tier%3Dweb&dryRun=All"))).await;
+    assert_eq!(code, 200, "{list}");
+    assert_eq!(names(&list), ["a", "b"]);
+    let (_, left) = send(admin.get(&shop)).await;
+    assert_eq!(names(&left), ["a", "b", "c"], "a dry run deletes nothing");
+
+    let (code, list) = send(admin.delete(format!("{shop}?labelSelector=tier%3Dweb"))).await;
+    assert_eq!(code, 200, "{list}");
+    assert_eq!(list["kind"], "ConfigMapList");
+    assert_eq!(names(&list), ["a", "b"]);
+    let (_, left) = send(admin.get(&shop)).await;
+    assert_eq!(names(&left), ["c"]);
+    let (_, other) = send(admin.get(server.url("/api/v1/namespaces/other/configmaps"))).await;
+    assert_eq!(
+        names(&other),
+        ["a", "b", "c"],
+        "another namespace is untouched"
+    );
+
+    let (code, list) = send(admin.delete(format!("{shop}?fieldSelector=metadata.name%3Dc"))).await;
+    assert_eq!((code, names(&list)), (200, vec!["c".to_string()]));
+
+    // Across namespaces, and on Namespaces, as kube-apiserver: not allowed.
+    let (code, _) = send(admin.delete(server.url("/api/v1/configmaps"))).await;
+    assert_eq!(code, 405);
+    let (code, _) = send(admin.delete(server.url("/api/v1/namespaces"))).await;
+    assert_eq!(code, 405);
+    let (_, namespaces) = send(admin.get(server.url("/api/v1/namespaces"))).await;
+    assert!(names(&namespaces).contains(&"other".to_string()));
+    server.stop().await;
+}

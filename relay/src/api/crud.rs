@@ -176,6 +176,18 @@ pub(super) async fn handle<B: Backend>(
         (Method::DELETE, Some(name)) => {
             delete(context, &resource, namespace.as_deref(), &name, &query)
         }
+        (Method::DELETE, None) if resource.has_delete_collection() => {
+            if resource.namespaced && namespace.is_none() {
+                return Err(ApiError::MethodNotAllowed(format!(
+                    "deletecollection of {} needs a namespace: DELETE \
+                     .../namespaces/NAMESPACE/{}",
+                    resource.qualified(),
+                    resource.plural
+                )));
+            }
+            let filter = Filter::parse(namespace, &query)?;
+            delete_collection(context, &resource, &filter, &query)
+        }
         (method, _) => Err(ApiError::MethodNotAllowed(format!(
             "the server does not allow method {method} on the requested resource"
         ))),
@@ -472,6 +484,47 @@ fn delete<B: Backend>(
         "details": {"name": name, "group": resource.group, "kind": resource.plural, "uid": deleted.pointer("/metadata/uid")},
     });
     json_reply(StatusCode::OK, &status)
+}
+
+/// `deletecollection`: deletes every object of `resource` that `filter`
+/// (namespace, label and field selectors) matches, and answers with the
+/// list of what it deleted, as kube-apiserver does. An object deleted by
+/// someone else meanwhile is skipped; with `dryRun=All` nothing is deleted.
+fn delete_collection<B: Backend>(
+    context: &Context<B>,
+    resource: &Resource,
+    filter: &Filter,
+    query: &Query,
+) -> Result<Response<ApiBody>, ApiError> {
+    let (objects, _) = select(context, resource, filter)?;
+    let mut deleted = Vec::with_capacity(objects.len());
+    for object in objects {
+        let name = object_name(&object);
+        let namespace = object
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .filter(|_| resource.namespaced);
+        if is_dry_run(query) {
+            deleted.push(object);
+            continue;
+        }
+        match context.objects.delete(&resource.key(namespace, &name)) {
+            Ok(gone) => {
+                crd::delete_contents(&context.objects, resource, &gone)?;
+                deleted.push(gone);
+            }
+            Err(crate::objects::ObjectError::NotFound(_)) => {}
+            Err(error) => return Err(store_error(resource, &name, error)),
+        }
+    }
+    info!(resource = %resource.qualified(), namespace = ?filter.namespace, deleted = deleted.len(), "deleted a collection");
+    let list = json!({
+        "kind": format!("{}List", resource.kind),
+        "apiVersion": resource.api_version(),
+        "metadata": {"resourceVersion": context.objects.resource_version().to_string()},
+        "items": with_type_meta(resource, deleted),
+    });
+    json_reply(StatusCode::OK, &list)
 }
 
 /// On the main resource, the stored status wins; on the status subresource,

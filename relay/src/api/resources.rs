@@ -79,13 +79,21 @@ impl Resource {
 
     /// The verbs discovery advertises.
     pub(super) fn verbs(&self) -> Vec<&'static str> {
-        if self.source == Source::Stored {
-            vec![
-                "create", "delete", "get", "list", "patch", "update", "watch",
-            ]
-        } else {
-            vec!["get", "list", "watch"]
+        if self.source != Source::Stored {
+            return vec!["get", "list", "watch"];
         }
+        let mut verbs = vec!["create", "delete"];
+        if self.has_delete_collection() {
+            verbs.push("deletecollection");
+        }
+        verbs.extend(["get", "list", "patch", "update", "watch"]);
+        verbs
+    }
+
+    /// Whether `DELETE` on the collection deletes what it selects: for every
+    /// stored resource but Namespaces, as in kube-apiserver.
+    pub(super) fn has_delete_collection(&self) -> bool {
+        self.source == Source::Stored && !(self.group.is_empty() && self.plural == "namespaces")
     }
 
     /// Whether the objects can be written.
