@@ -1,10 +1,13 @@
 //! Label and field selectors, as the `labelSelector` and `fieldSelector`
 //! query parameters carry them: parsing and matching, without IO.
 //!
-//! Labels: `k=v`, `k==v`, `k!=v`, `k in (a,b)`, `k notin (a,b)`, `k`, `!k`,
-//! comma-separated and AND-ed. Fields: `metadata.name` and
-//! `metadata.namespace` with `=`, `==` and `!=`, as kube-apiserver supports
-//! for every kind.
+//! Labels use the mesh's one label-selector implementation,
+//! [`relaymesh_topology::selector`] (kubectl's `-l` syntax, Kubernetes'
+//! matching), so the API lists exactly the clusters a Placement with the
+//! same selector picks. Fields: `metadata.name` and `metadata.namespace`
+//! with `=`, `==` and `!=`, as kube-apiserver supports for every kind.
+
+use std::collections::BTreeMap;
 
 use serde_json::Value;
 
@@ -14,7 +17,7 @@ use serde_json::Value;
 pub enum SelectorError {
     /// The label selector is malformed.
     #[error("unable to parse requirement: {0}")]
-    Label(String),
+    Label(#[from] relaymesh_topology::selector::SelectorError),
     /// The field selector is malformed or names an unsupported field.
     #[error("field selector {0:?}: only metadata.name and metadata.namespace with =, == or != are supported")]
     Field(String),
@@ -22,51 +25,22 @@ pub enum SelectorError {
 
 /// A parsed label selector; empty matches everything.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct LabelSelector {
-    requirements: Vec<Requirement>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Requirement {
-    Equals(String, String),
-    NotEquals(String, String),
-    In(String, Vec<String>),
-    NotIn(String, Vec<String>),
-    Exists(String),
-    DoesNotExist(String),
-}
+pub struct LabelSelector(relaymesh_protocol::LabelSelector);
 
 impl LabelSelector {
     /// Parses `text`.
     pub fn parse(text: &str) -> Result<Self, SelectorError> {
-        let mut requirements = Vec::new();
-        for term in split_terms(text) {
-            let term = term.trim();
-            if term.is_empty() {
-                continue;
-            }
-            requirements.push(parse_requirement(term)?);
-        }
-        Ok(Self { requirements })
+        Ok(Self(relaymesh_topology::selector::parse(text)?))
     }
 
-    /// Whether an object with `labels` matches.
+    /// Whether an object with `labels` matches. A label whose value is not
+    /// a string (invalid in Kubernetes) counts as absent.
     pub fn matches(&self, labels: &serde_json::Map<String, Value>) -> bool {
-        let value = |key: &str| labels.get(key).and_then(Value::as_str);
-        self.requirements
+        let labels: BTreeMap<String, String> = labels
             .iter()
-            .all(|requirement| match requirement {
-                Requirement::Equals(key, expected) => value(key) == Some(expected.as_str()),
-                Requirement::NotEquals(key, expected) => value(key) != Some(expected.as_str()),
-                Requirement::In(key, values) => {
-                    value(key).is_some_and(|v| values.iter().any(|x| x == v))
-                }
-                Requirement::NotIn(key, values) => {
-                    !value(key).is_some_and(|v| values.iter().any(|x| x == v))
-                }
-                Requirement::Exists(key) => labels.contains_key(key),
-                Requirement::DoesNotExist(key) => !labels.contains_key(key),
-            })
+            .filter_map(|(key, value)| Some((key.clone(), value.as_str()?.to_string())))
+            .collect();
+        relaymesh_topology::selector::matches(&self.0, &labels)
     }
 
     /// Whether `object`'s `metadata.labels` match.
@@ -78,99 +52,6 @@ impl LabelSelector {
             .unwrap_or(&empty);
         self.matches(labels)
     }
-}
-
-/// Splits on commas outside parentheses.
-fn split_terms(text: &str) -> Vec<&str> {
-    let mut terms = Vec::new();
-    let (mut depth, mut start) = (0_i32, 0);
-    for (index, character) in text.char_indices() {
-        match character {
-            '(' => depth += 1,
-            ')' => depth -= 1,
-            ',' if depth == 0 => {
-                terms.push(&text[start..index]);
-                start = index + 1;
-            }
-            _ => {}
-        }
-    }
-    terms.push(&text[start..]);
-    terms
-}
-
-fn parse_requirement(term: &str) -> Result<Requirement, SelectorError> {
-    let bad = || SelectorError::Label(term.to_string());
-    if let Some(key) = term.strip_prefix('!') {
-        return Ok(Requirement::DoesNotExist(
-            label_key(key.trim()).ok_or_else(bad)?,
-        ));
-    }
-    for (operator, make) in [
-        (
-            "!=",
-            Requirement::NotEquals as fn(String, String) -> Requirement,
-        ),
-        ("==", Requirement::Equals),
-        ("=", Requirement::Equals),
-    ] {
-        if let Some((key, value)) = term.split_once(operator) {
-            let key = label_key(key.trim()).ok_or_else(bad)?;
-            let value = value.trim();
-            if !is_label_value(value) {
-                return Err(bad());
-            }
-            return Ok(make(key, value.to_string()));
-        }
-    }
-    let words: Vec<&str> = term.splitn(2, char::is_whitespace).collect();
-    if let [key, rest] = words.as_slice() {
-        let key = label_key(key).ok_or_else(bad)?;
-        let rest = rest.trim();
-        let (negated, list) = if let Some(list) = rest.strip_prefix("notin") {
-            (true, list)
-        } else if let Some(list) = rest.strip_prefix("in") {
-            (false, list)
-        } else {
-            return Err(bad());
-        };
-        let inner = list
-            .trim()
-            .strip_prefix('(')
-            .and_then(|list| list.strip_suffix(')'))
-            .ok_or_else(bad)?;
-        let values: Vec<String> = inner
-            .split(',')
-            .map(|value| value.trim().to_string())
-            .filter(|value| !value.is_empty())
-            .collect();
-        if values.iter().any(|value| !is_label_value(value)) {
-            return Err(bad());
-        }
-        return Ok(if negated {
-            Requirement::NotIn(key, values)
-        } else {
-            Requirement::In(key, values)
-        });
-    }
-    Ok(Requirement::Exists(label_key(term).ok_or_else(bad)?))
-}
-
-/// `key` if it is a plausible label key (`[prefix/]name`).
-fn label_key(key: &str) -> Option<String> {
-    let valid = !key.is_empty()
-        && key.len() <= 316
-        && key
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'));
-    valid.then(|| key.to_string())
-}
-
-fn is_label_value(value: &str) -> bool {
-    value.len() <= 63
-        && value
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
 }
 
 /// A parsed field selector on `metadata.name` and `metadata.namespace`.
@@ -251,6 +132,20 @@ mod tests {
             assert_eq!(selector.matches_object(&web), on_web, "{text} on web");
             assert_eq!(selector.matches_object(&db), on_db, "{text} on db");
         }
+    }
+
+    /// `k in ()` is `k in ("")`, as in Kubernetes and in Placements' cluster
+    /// selectors: it matches an empty value, not nothing.
+    #[test]
+    fn the_api_and_placements_agree_on_empty_sets() {
+        let empty = object(json!({"app": ""}));
+        let web = object(json!({"app": "web"}));
+        let selector = LabelSelector::parse("app in ()").expect("parses");
+        assert!(selector.matches_object(&empty));
+        assert!(!selector.matches_object(&web));
+        let selector = LabelSelector::parse("app notin ()").expect("parses");
+        assert!(!selector.matches_object(&empty));
+        assert!(selector.matches_object(&web));
     }
 
     #[test]
