@@ -55,6 +55,7 @@ mod query;
 mod resources;
 mod revocations;
 mod routes;
+mod scale;
 mod selector;
 pub mod status;
 mod table;

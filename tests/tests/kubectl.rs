@@ -212,6 +212,28 @@ fn kubectl_manages_objects_on_the_root() -> anyhow::Result<()> {
         "{namespaces}"
     );
 
+    // The scale subresource, as `kubectl scale` uses it.
+    let scaled = kubectl.ok(&["scale", "deployment", "web", "-n", "shop", "--replicas=5"])?;
+    assert!(scaled.contains("deployment.apps/web scaled"), "{scaled}");
+    let replicas = kubectl.ok(&[
+        "get",
+        "deploy",
+        "web",
+        "-n",
+        "shop",
+        "-o",
+        "jsonpath={.spec.replicas}",
+    ])?;
+    assert_eq!(replicas, "5");
+    let scale: serde_json::Value = serde_json::from_str(&kubectl.ok(&[
+        "get",
+        "--raw",
+        "/apis/apps/v1/namespaces/shop/deployments/web/scale",
+    ])?)?;
+    assert_eq!(scale["kind"], "Scale");
+    assert_eq!(scale["spec"]["replicas"], 5);
+    assert_eq!(scale["status"]["selector"], "app=web");
+
     watch_sees_changes(&kubectl)?;
 
     // Validation and errors.

@@ -23,7 +23,7 @@ use super::resources::{Registry, Resource, Source};
 use super::routes::{json_reply, read_body, ApiBody, Context, MAX_JSON_BODY};
 use super::selector::{FieldSelector, LabelSelector};
 use super::table::{self, IncludeObject};
-use super::{crd, inventory, validation, watch, ApiError, Backend};
+use super::{crd, inventory, scale, validation, watch, ApiError, Backend};
 use crate::objects::{ObjectError, ObjectStore};
 
 /// The most objects a list returns at once. A list without `limit` that
@@ -88,12 +88,10 @@ pub(super) async fn handle<B: Backend>(
     if path.namespace.is_some() && !resource.namespaced {
         return Err(not_served());
     }
-    if path
-        .subresource
-        .as_deref()
-        .is_some_and(|sub| sub != "status")
-    {
-        return Err(not_served());
+    match path.subresource.as_deref() {
+        None | Some("status") => {}
+        Some("scale") if scale::is_scalable(&resource) && path.name.is_some() => {}
+        Some(_) => return Err(not_served()),
     }
     let query = Query::parse(request.uri().query())?;
     let accept = header(&request, ACCEPT);
@@ -106,6 +104,28 @@ pub(super) async fn handle<B: Backend>(
     }
     let content_type = header(&request, CONTENT_TYPE);
     let namespace = path.namespace.clone();
+    if let (Some("scale"), Some(name)) = (path.subresource.as_deref(), path.name.as_deref()) {
+        let manager = field_manager(&query, &header(&request, USER_AGENT));
+        let body = if method == Method::GET {
+            Vec::new()
+        } else {
+            read_body(request.into_body(), MAX_JSON_BODY).await?
+        };
+        let write = ScaleWrite {
+            method,
+            content_type: &content_type,
+            body: &body,
+            manager: &manager,
+        };
+        return scale_subresource(
+            context,
+            &resource,
+            namespace.as_deref(),
+            name,
+            &write,
+            &query,
+        );
+    }
     match (method, path.name.clone()) {
         (Method::GET, None) => {
             let filter = Filter::parse(namespace, &query)?;
@@ -484,6 +504,84 @@ fn delete<B: Backend>(
         "details": {"name": name, "group": resource.group, "kind": resource.plural, "uid": deleted.pointer("/metadata/uid")},
     });
     json_reply(StatusCode::OK, &status)
+}
+
+/// A request on the `scale` subresource.
+struct ScaleWrite<'a> {
+    method: Method,
+    content_type: &'a str,
+    body: &'a [u8],
+    manager: &'a str,
+}
+
+/// The `scale` subresource ([`scale`]): `GET` the `Scale` view, or change
+/// `spec.replicas` with `PUT` or `PATCH`, and answer with the new view.
+fn scale_subresource<B: Backend>(
+    context: &Context<B>,
+    resource: &Resource,
+    namespace: Option<&str>,
+    name: &str,
+    request: &ScaleWrite<'_>,
+    query: &Query,
+) -> Result<Response<ApiBody>, ApiError> {
+    let key = resource.key(namespace, name);
+    // A concurrent writer can slip in between read and write: retry then,
+    // unless the client named the version it read.
+    for _ in 0..5 {
+        let live = context
+            .objects
+            .get(&key)
+            .map_err(|error| store_error(resource, name, error))?
+            .ok_or_else(|| resource.not_found(name))?;
+        let (replicas, pinned) = match request.method {
+            Method::GET => return json_reply(StatusCode::OK, &scale::view(&live)),
+            Method::PUT => scale::replicas_from_put(&decode(request.body, request.content_type)?)?,
+            Method::PATCH => {
+                let kind = match request.content_type.split(';').next().unwrap_or_default().trim() {
+                    "application/json-patch+json" => PatchKind::Json,
+                    "application/merge-patch+json" => PatchKind::Merge,
+                    "application/strategic-merge-patch+json" => PatchKind::StrategicMerge,
+                    other => {
+                        return Err(ApiError::UnsupportedMediaType(format!(
+                            "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json (got {other:?})"
+                        )))
+                    }
+                };
+                (
+                    scale::replicas_from_patch(&kind, &live, request.body)?,
+                    None,
+                )
+            }
+            ref other => {
+                return Err(ApiError::MethodNotAllowed(format!(
+                    "the server does not allow method {other} on the scale subresource"
+                )))
+            }
+        };
+        let mut object = scale::with_replicas(live.clone(), replicas);
+        patch::track_update(Some(&live), &mut object, request.manager);
+        object["metadata"]["resourceVersion"] = match &pinned {
+            Some(version) => json!(version),
+            None => live["metadata"]["resourceVersion"].clone(),
+        };
+        let result = if is_dry_run(query) {
+            context.objects.update_dry_run(&key, object)
+        } else {
+            context.objects.update(&key, object)
+        };
+        match result {
+            Ok(stored) => {
+                info!(resource = %resource.qualified(), namespace, name, replicas, "scaled");
+                return json_reply(StatusCode::OK, &scale::view(&stored));
+            }
+            Err(ObjectError::Conflict { .. }) if pinned.is_none() => continue,
+            Err(error) => return Err(store_error(resource, name, error)),
+        }
+    }
+    Err(ApiError::Conflict(format!(
+        "{} {name:?} kept changing; try again",
+        resource.qualified()
+    )))
 }
 
 /// `deletecollection`: deletes every object of `resource` that `filter`

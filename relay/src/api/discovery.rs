@@ -10,6 +10,7 @@
 use serde_json::{json, Value};
 
 use super::resources::{api_version, Registry};
+use super::scale;
 
 /// `/api`: the core group's versions.
 pub(super) fn core_versions() -> Value {
@@ -61,6 +62,18 @@ pub(super) fn resources(registry: &Registry, group: &str, version: &str) -> Opti
                     "singularName": "",
                     "namespaced": resource.namespaced,
                     "kind": resource.kind,
+                    "verbs": ["get", "patch", "update"],
+                }));
+            }
+            if scale::is_scalable(resource) {
+                // kubectl scale finds the Scale kind's group and version here.
+                entries.push(json!({
+                    "name": format!("{}/scale", resource.plural),
+                    "singularName": "",
+                    "namespaced": resource.namespaced,
+                    "group": scale::SCALE_GROUP,
+                    "version": scale::SCALE_VERSION,
+                    "kind": scale::SCALE_KIND,
                     "verbs": ["get", "patch", "update"],
                 }));
             }
