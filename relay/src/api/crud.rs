@@ -378,12 +378,8 @@ fn update<B: Backend>(
     keep_other_half(&live, &mut object, path.subresource.is_some());
     crd::prepare(resource, &mut object)?;
     patch::track_update(Some(&live), &mut object, manager);
-    let stored = if is_dry_run(query) {
-        context.objects.update_dry_run(&key, object)
-    } else {
-        context.objects.update(&key, object)
-    }
-    .map_err(|error| store_error(resource, name, error))?;
+    let stored = store_update(context, &key, object, query)
+        .map_err(|error| store_error(resource, name, error))?;
     info!(resource = %resource.qualified(), namespace, name, "updated");
     json_reply(StatusCode::OK, &stored)
 }
@@ -456,11 +452,7 @@ fn patch_object<B: Backend>(
         crd::prepare(resource, &mut object)?;
         // The patch applies to what was read: make the store check that.
         object["metadata"]["resourceVersion"] = live["metadata"]["resourceVersion"].clone();
-        let result = if is_dry_run(query) {
-            context.objects.update_dry_run(&key, object)
-        } else {
-            context.objects.update(&key, object)
-        };
+        let result = store_update(context, &key, object, query);
         match result {
             Ok(stored) => {
                 info!(resource = %resource.qualified(), namespace, name, patch = media_type, "patched");
@@ -470,10 +462,7 @@ fn patch_object<B: Backend>(
             Err(error) => return Err(store_error(resource, name, error)),
         }
     }
-    Err(ApiError::Conflict(format!(
-        "{} {name:?} kept changing; try again",
-        resource.qualified()
-    )))
+    Err(kept_changing(resource, name))
 }
 
 fn delete<B: Backend>(
@@ -564,11 +553,7 @@ fn scale_subresource<B: Backend>(
             Some(version) => json!(version),
             None => live["metadata"]["resourceVersion"].clone(),
         };
-        let result = if is_dry_run(query) {
-            context.objects.update_dry_run(&key, object)
-        } else {
-            context.objects.update(&key, object)
-        };
+        let result = store_update(context, &key, object, query);
         match result {
             Ok(stored) => {
                 info!(resource = %resource.qualified(), namespace, name, replicas, "scaled");
@@ -578,10 +563,31 @@ fn scale_subresource<B: Backend>(
             Err(error) => return Err(store_error(resource, name, error)),
         }
     }
-    Err(ApiError::Conflict(format!(
+    Err(kept_changing(resource, name))
+}
+
+/// Writes `object` over the stored one at `key`, or only checks that it
+/// would, with `dryRun=All`.
+fn store_update<B: Backend>(
+    context: &Context<B>,
+    key: &crate::objects::ObjectKey,
+    object: Value,
+    query: &Query,
+) -> Result<Value, ObjectError> {
+    if is_dry_run(query) {
+        context.objects.update_dry_run(key, object)
+    } else {
+        context.objects.update(key, object)
+    }
+}
+
+/// The answer when an object changed under every retry of a
+/// read-modify-write.
+fn kept_changing(resource: &Resource, name: &str) -> ApiError {
+    ApiError::Conflict(format!(
         "{} {name:?} kept changing; try again",
         resource.qualified()
-    )))
+    ))
 }
 
 /// `deletecollection`: deletes every object of `resource` that `filter`
@@ -735,7 +741,7 @@ pub(super) fn decode(body: &[u8], content_type: &str) -> Result<Value, ApiError>
         .map_err(|error| ApiError::BadRequest(format!("cannot decode the object: {error}")))
 }
 
-fn object_name(object: &Value) -> String {
+pub(super) fn object_name(object: &Value) -> String {
     object
         .pointer("/metadata/name")
         .and_then(Value::as_str)

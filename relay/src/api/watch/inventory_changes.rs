@@ -8,6 +8,8 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
+use super::super::crud::object_name as name;
+
 /// What one watch has sent of an inventory resource, by object name.
 #[derive(Debug, Default)]
 pub(super) struct Sent {
@@ -50,14 +52,6 @@ impl Sent {
         }
         events
     }
-}
-
-fn name(object: &Value) -> String {
-    object
-        .pointer("/metadata/name")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_string()
 }
 
 #[cfg(test)]
