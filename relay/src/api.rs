@@ -46,6 +46,7 @@ mod crud;
 mod discovery;
 #[doc(hidden)]
 pub mod fuzzing;
+mod health;
 mod inventory;
 mod objects;
 mod openapi;

@@ -57,6 +57,31 @@ async fn version_and_health() {
     assert_eq!(response.version(), reqwest::Version::HTTP_2);
     assert_eq!(response.status().as_u16(), 200);
     assert_eq!(response.text().await.expect("text"), "ok");
+
+    // As kube-apiserver: a verbose list, one check, an excluded one, and a
+    // 404 for a check that does not exist.
+    let anyone = server.raw(None);
+    let get = |path: &str| {
+        let request = anyone.get(server.url(path));
+        async move {
+            let response = request.send().await.expect("a reply");
+            let code = response.status().as_u16();
+            (code, response.text().await.expect("text"))
+        }
+    };
+    assert_eq!(
+        get("/readyz?verbose").await,
+        (200, "[+]ping ok\n[+]store ok\nreadyz check passed\n".into())
+    );
+    assert_eq!(get("/livez/ping").await, (200, "ok".into()));
+    assert_eq!(
+        get("/healthz?verbose&exclude=store").await,
+        (
+            200,
+            "[+]ping ok\n[+]store excluded: ok\nhealthz check passed\n".into()
+        )
+    );
+    assert_eq!(get("/livez/etcd").await.0, 404);
     server.stop().await;
 }
 

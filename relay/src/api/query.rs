@@ -26,6 +26,14 @@ impl Query {
         Ok(Self { pairs })
     }
 
+    /// Every value of `key`, in order (`?exclude=a&exclude=b`).
+    pub(super) fn all<'a>(&'a self, key: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+        self.pairs
+            .iter()
+            .filter(move |(candidate, _)| candidate == key)
+            .map(|(_, value)| value.as_str())
+    }
+
     /// The value of the first `key`, if present.
     pub(super) fn get(&self, key: &str) -> Option<&str> {
         self.pairs

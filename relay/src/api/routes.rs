@@ -29,7 +29,7 @@ use super::status::Status;
 use super::tls::{PeerIdentity, User};
 use super::tokens::JoinToken;
 use super::users;
-use super::{discovery, openapi, revocations, ApiError, Backend};
+use super::{discovery, health, openapi, revocations, ApiError, Backend};
 use crate::limits::Limit;
 use crate::objects::ObjectStore;
 
@@ -72,8 +72,9 @@ pub(super) struct Context<B> {
 /// A path the API knows.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Route {
-    /// `/healthz`, `/livez`, `/readyz`.
-    Health,
+    /// `/healthz`, `/livez`, `/readyz`, or one check below them
+    /// (`/livez/ping`).
+    Health(String, Option<String>),
     /// `/version`.
     Version,
     /// `/api`.
@@ -111,7 +112,12 @@ impl Route {
     fn parse(path: &str) -> Option<Self> {
         let segments: Vec<&str> = path.trim_end_matches('/').split('/').skip(1).collect();
         let route = match segments.as_slice() {
-            ["healthz" | "livez" | "readyz"] => Self::Health,
+            [endpoint @ ("healthz" | "livez" | "readyz")] => {
+                Self::Health(endpoint.to_string(), None)
+            }
+            [endpoint @ ("healthz" | "livez" | "readyz"), check] => {
+                Self::Health(endpoint.to_string(), Some(check.to_string()))
+            }
             ["version"] => Self::Version,
             ["apis", GROUP, VERSION, "jointokens"] => Self::JoinTokens,
             ["apis", GROUP, VERSION, "jointokens", id] => Self::JoinToken(id.to_string()),
@@ -163,7 +169,7 @@ impl Route {
     /// Whether anyone may call the route. Health checks come from load
     /// balancers and probes without certificates, and reveal nothing.
     fn is_public(&self) -> bool {
-        matches!(self, Self::Health)
+        matches!(self, Self::Health(..))
     }
 
     /// What a request on the route asks to do, for authorization.
@@ -216,7 +222,7 @@ impl Route {
                     namespace: path.namespace.clone(),
                 }
             }
-            Self::Health
+            Self::Health(..)
             | Self::Version
             | Self::CoreVersions
             | Self::Groups
@@ -290,7 +296,21 @@ async fn dispatch<B: Backend>(
     }
     let backend = &context.backend;
     match route {
-        Route::Health => Ok(text_reply("ok")),
+        Route::Health(endpoint, only) => {
+            let query = Query::parse(request.uri().query())?;
+            let excluded: Vec<&str> = query.all("exclude").collect();
+            let default = crate::objects::ObjectKey::new("", "namespaces", None, "default");
+            let store = context.objects.get(&default).map(|_| ()).map_err(|error| {
+                tracing::warn!(%error, "health check: the object store cannot be read");
+                error.to_string()
+            });
+            let outcomes = [("ping", Ok(())), ("store", store)];
+            let verbose = query.get("verbose").is_some();
+            let (code, text) =
+                health::answer(&endpoint, only.as_deref(), verbose, &excluded, &outcomes)
+                    .ok_or_else(not_found)?;
+            Ok(reply(code, "text/plain; charset=utf-8", text.into_bytes()))
+        }
         Route::Version => json_reply(StatusCode::OK, &version_info()),
         Route::CoreVersions => json_reply(StatusCode::OK, &discovery::core_versions()),
         Route::Groups => {
@@ -540,14 +560,6 @@ pub(super) fn json_reply(
     Ok(reply(status, "application/json", bytes))
 }
 
-fn text_reply(text: &'static str) -> Response<ApiBody> {
-    reply(
-        StatusCode::OK,
-        "text/plain; charset=utf-8",
-        text.as_bytes().to_vec(),
-    )
-}
-
 /// The `metav1.Status` reply to `error`.
 fn error_reply(error: &ApiError) -> Response<ApiBody> {
     let status = Status::from_error(error);
@@ -574,7 +586,14 @@ mod tests {
     #[test]
     fn routes_parse() {
         assert_eq!(Route::parse("/version"), Some(Route::Version));
-        assert_eq!(Route::parse("/readyz"), Some(Route::Health));
+        assert_eq!(
+            Route::parse("/readyz"),
+            Some(Route::Health("readyz".into(), None))
+        );
+        assert_eq!(
+            Route::parse("/livez/ping"),
+            Some(Route::Health("livez".into(), Some("ping".into())))
+        );
         assert_eq!(
             Route::parse("/apis/relaymesh.dev/v1alpha1/agents/edge-1/"),
             Some(Route::Resource(ResourcePath {
