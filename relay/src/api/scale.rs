@@ -128,38 +128,12 @@ fn replicas_of(scale: &Value) -> Result<i64, ApiError> {
     }
 }
 
-/// A `LabelSelector` object as kubectl's `-l` text, for `status.selector`.
+/// A `LabelSelector` object as kubectl's `-l` text, for `status.selector`:
+/// read as Placements read theirs, written in topology's canonical form.
+/// A selector the object should never have held is left out.
 fn selector_text(selector: Option<&Value>) -> Option<String> {
-    let selector = selector?;
-    let mut parts: Vec<String> = selector
-        .get("matchLabels")
-        .and_then(Value::as_object)
-        .into_iter()
-        .flatten()
-        .filter_map(|(key, value)| Some(format!("{key}={}", value.as_str()?)))
-        .collect();
-    for expression in selector
-        .get("matchExpressions")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        let key = expression["key"].as_str().unwrap_or_default();
-        let values: Vec<&str> = expression["values"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-            .collect();
-        parts.push(match expression["operator"].as_str().unwrap_or_default() {
-            "In" => format!("{key} in ({})", values.join(",")),
-            "NotIn" => format!("{key} notin ({})", values.join(",")),
-            "Exists" => key.to_string(),
-            "DoesNotExist" => format!("!{key}"),
-            _ => continue,
-        });
-    }
-    Some(parts.join(","))
+    let selector = crate::placement::label_selector(selector?, "spec.selector").ok()?;
+    Some(relaymesh_topology::selector::render(&selector))
 }
 
 #[cfg(test)]
