@@ -41,9 +41,11 @@ use crate::objects::ObjectStore;
 
 mod audit;
 mod authz;
+mod builtins;
 mod crd;
 mod crud;
 mod discovery;
+mod field_validation;
 #[doc(hidden)]
 pub mod fuzzing;
 mod health;

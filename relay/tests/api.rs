@@ -325,7 +325,7 @@ async fn unknown_paths_and_methods() {
     for path in [
         "/nope",
         "/apis/relaymesh.dev/v1alpha1/widgets",
-        "/api/v1/pods",
+        "/api/v1/bindings",
     ] {
         let reply = admin.get(server.url(path)).send().await.expect("a reply");
         let (code, body) = json_reply(reply).await;
@@ -793,5 +793,107 @@ async fn delete_collection_deletes_what_the_selectors_match() {
     assert_eq!(code, 405);
     let (_, namespaces) = send(admin.get(server.url("/api/v1/namespaces"))).await;
     assert!(names(&namespaces).contains(&"other".to_string()));
+    server.stop().await;
+}
+
+/// Every GA kind is served, with unknown fields handled as
+/// `fieldValidation` asks (Strict refuses, Warn stores and warns, Ignore
+/// stores), and `/openapi/v2` answers JSON to those who take it.
+#[tokio::test]
+async fn field_validation_and_every_kind() {
+    let server = Server::start().await;
+    let admin = server.raw(Some(&server.pki.admin));
+    let namespace = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "fv"}});
+    let reply = admin
+        .post(server.url("/api/v1/namespaces"))
+        .json(&namespace)
+        .send()
+        .await
+        .expect("a reply");
+    assert_eq!(reply.status().as_u16(), 201);
+
+    let quota = |name: &str| {
+        json!({
+            "apiVersion": "v1", "kind": "ResourceQuota",
+            "metadata": {"name": name},
+            "spec": {"hard": {"pods": "10"}, "hardd": {"cpu": "1"}},
+        })
+    };
+    let quotas = server.url("/api/v1/namespaces/fv/resourcequotas");
+    let reply = admin
+        .post(format!("{quotas}?fieldValidation=Strict"))
+        .json(&quota("strict"))
+        .send()
+        .await
+        .expect("a reply");
+    let (code, status) = json_reply(reply).await;
+    assert_eq!(code, 400, "{status}");
+    assert!(
+        status["message"].as_str().is_some_and(
+            |message| message.contains("strict decoding error: unknown field \"spec.hardd\"")
+        ),
+        "{status}"
+    );
+
+    let reply = admin
+        .post(format!("{quotas}?fieldValidation=Warn"))
+        .json(&quota("warned"))
+        .send()
+        .await
+        .expect("a reply");
+    let warnings: Vec<String> = reply
+        .headers()
+        .get_all("warning")
+        .iter()
+        .filter_map(|value| value.to_str().ok().map(str::to_string))
+        .collect();
+    let (code, stored) = json_reply(reply).await;
+    assert_eq!(code, 201, "{stored}");
+    assert_eq!(warnings, [r#"299 - "unknown field \"spec.hardd\"""#]);
+    assert_eq!(stored["spec"]["hard"]["pods"], "10");
+
+    let reply = admin
+        .post(format!("{quotas}?fieldValidation=Ignore"))
+        .json(&quota("ignored"))
+        .send()
+        .await
+        .expect("a reply");
+    assert!(reply.headers().get("warning").is_none());
+    assert_eq!(reply.status().as_u16(), 201);
+
+    let (code, list) = json_reply(admin.get(&quotas).send().await.expect("a reply")).await;
+    assert_eq!(code, 200, "{list}");
+    let names: Vec<&str> = list["items"]
+        .as_array()
+        .map(|items| {
+            items
+                .iter()
+                .filter_map(|item| item["metadata"]["name"].as_str())
+                .collect()
+        })
+        .unwrap_or_default();
+    assert_eq!(names, ["ignored", "warned"]);
+
+    let (code, v2) = json_reply(
+        admin
+            .get(server.url("/openapi/v2"))
+            .header("accept", "application/json")
+            .send()
+            .await
+            .expect("a reply"),
+    )
+    .await;
+    assert_eq!(code, 200);
+    assert!(v2["definitions"]["io.k8s.api.core.v1.ResourceQuota"].is_object());
+    let reply = admin
+        .get(server.url("/openapi/v2"))
+        .header(
+            "accept",
+            "application/com.github.proto-openapi.spec.v2@v1.0+protobuf",
+        )
+        .send()
+        .await
+        .expect("a reply");
+    assert_eq!(reply.status().as_u16(), 406);
     server.stop().await;
 }

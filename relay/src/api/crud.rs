@@ -16,6 +16,7 @@ use hyper::{Method, Request, Response, StatusCode};
 use serde_json::{json, Value};
 use tracing::info;
 
+use super::field_validation::{self, FieldValidation};
 use super::patch::{self, PatchError, PatchKind, TypeInfo};
 use super::protobuf::{self, ProtobufError};
 use super::query::Query;
@@ -89,7 +90,8 @@ pub(super) async fn handle<B: Backend>(
         return Err(not_served());
     }
     match path.subresource.as_deref() {
-        None | Some("status") => {}
+        None => {}
+        Some("status") if resource.status => {}
         Some("scale") if scale::is_scalable(&resource) && path.name.is_some() => {}
         Some(_) => return Err(not_served()),
     }
@@ -339,7 +341,8 @@ fn create<B: Backend>(
     manager: &str,
 ) -> Result<Response<ApiBody>, ApiError> {
     validation::default_type_meta(resource, &mut object)?;
-    validation::validate(resource, namespace, None, &object, is_strict(query))?;
+    validation::validate(resource, namespace, None, &object)?;
+    let warnings = field_validation::check(field_validation(query)?, resource, &object)?;
     require_namespace(&context.objects, resource, namespace)?;
     crd::prepare(resource, &mut object)?;
     if !manager.is_empty() {
@@ -354,7 +357,7 @@ fn create<B: Backend>(
     }
     .map_err(|error| store_error(resource, &name, error))?;
     info!(resource = %resource.qualified(), namespace, name, "created");
-    json_reply(StatusCode::CREATED, &stored)
+    json_reply(StatusCode::CREATED, &stored).map(|reply| with_warnings(reply, &warnings))
 }
 
 fn update<B: Backend>(
@@ -368,7 +371,8 @@ fn update<B: Backend>(
 ) -> Result<Response<ApiBody>, ApiError> {
     let namespace = path.namespace.as_deref();
     validation::default_type_meta(resource, &mut object)?;
-    validation::validate(resource, namespace, Some(name), &object, is_strict(query))?;
+    validation::validate(resource, namespace, Some(name), &object)?;
+    let warnings = field_validation::check(field_validation(query)?, resource, &object)?;
     let key = resource.key(namespace, name);
     let live = context
         .objects
@@ -381,7 +385,7 @@ fn update<B: Backend>(
     let stored = store_update(context, &key, object, query)
         .map_err(|error| store_error(resource, name, error))?;
     info!(resource = %resource.qualified(), namespace, name, "updated");
-    json_reply(StatusCode::OK, &stored)
+    json_reply(StatusCode::OK, &stored).map(|reply| with_warnings(reply, &warnings))
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -444,10 +448,11 @@ fn patch_object<B: Backend>(
             {
                 object["metadata"]["name"] = json!(name);
             }
-            validation::validate(resource, namespace, Some(name), &object, false)?;
+            validation::validate(resource, namespace, Some(name), &object)?;
             return create(context, resource, namespace, object, query, "");
         };
-        validation::validate(resource, namespace, Some(name), &object, false)?;
+        validation::validate(resource, namespace, Some(name), &object)?;
+        let warnings = field_validation::check(field_validation(query)?, resource, &object)?;
         keep_other_half(&live, &mut object, path.subresource.is_some());
         crd::prepare(resource, &mut object)?;
         // The patch applies to what was read: make the store check that.
@@ -456,7 +461,8 @@ fn patch_object<B: Backend>(
         match result {
             Ok(stored) => {
                 info!(resource = %resource.qualified(), namespace, name, patch = media_type, "patched");
-                return json_reply(StatusCode::OK, &stored);
+                return json_reply(StatusCode::OK, &stored)
+                    .map(|reply| with_warnings(reply, &warnings));
             }
             Err(ObjectError::Conflict { .. }) => continue,
             Err(error) => return Err(store_error(resource, name, error)),
@@ -779,8 +785,20 @@ fn is_dry_run(query: &Query) -> bool {
     query.get("dryRun") == Some("All")
 }
 
-fn is_strict(query: &Query) -> bool {
-    query.get("fieldValidation") == Some("Strict")
+fn field_validation(query: &Query) -> Result<FieldValidation, ApiError> {
+    FieldValidation::parse(query.get("fieldValidation"))
+}
+
+/// `reply` with one `Warning` header per message, as kube-apiserver sends
+/// them (`299 - "message"`); kubectl prints each as `Warning: message`.
+fn with_warnings(mut reply: Response<ApiBody>, warnings: &[String]) -> Response<ApiBody> {
+    for warning in warnings {
+        let text = format!("299 - {:?}", warning.replace(['\r', '\n'], " "));
+        if let Ok(value) = hyper::header::HeaderValue::from_str(&text) {
+            reply.headers_mut().append(hyper::header::WARNING, value);
+        }
+    }
+    reply
 }
 
 fn patch_error(error: PatchError) -> ApiError {

@@ -55,7 +55,7 @@ pub(super) fn resources(registry: &Registry, group: &str, version: &str) -> Opti
         .iter()
         .flat_map(|resource| {
             let mut entries = vec![resource.discovery()];
-            if resource.is_writable() {
+            if resource.is_writable() && resource.status {
                 // The status subresource, which kubectl and controllers use.
                 entries.push(json!({
                     "name": format!("{}/status", resource.plural),
@@ -145,7 +145,8 @@ mod tests {
             .expect("namespaces");
         assert_eq!(namespaces["namespaced"], false);
         assert_eq!(namespaces["shortNames"], json!(["ns"]));
-        assert!(entries
+        assert!(entries.iter().any(|entry| entry["name"] == "pods/status"));
+        assert!(!entries
             .iter()
             .any(|entry| entry["name"] == "configmaps/status"));
         let own = resources(&registry, "relaymesh.dev", "v1alpha1").expect("served");

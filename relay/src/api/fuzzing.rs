@@ -8,6 +8,7 @@
 
 use serde_json::Value;
 
+use super::field_validation::{self, FieldValidation};
 use super::query::Query;
 use super::resources::{from_definition, Registry};
 use super::tokens::JoinToken;
@@ -43,7 +44,13 @@ pub fn prepare_write(
     let resource = &resources[kind_index % resources.len()];
     let mut object = crud::decode(body, content_type)?;
     validation::default_type_meta(resource, &mut object)?;
-    validation::validate(resource, namespace, name, &object, strict)?;
+    validation::validate(resource, namespace, name, &object)?;
+    let mode = if strict {
+        FieldValidation::Strict
+    } else {
+        FieldValidation::Warn
+    };
+    field_validation::check(mode, resource, &object)?;
     crd::prepare(resource, &mut object)?;
     Ok(object)
 }

@@ -24,7 +24,7 @@ mod apply;
 mod json_patch;
 mod managed_fields;
 mod merge;
-mod merge_keys;
+pub(crate) mod merge_keys;
 mod strategic;
 #[cfg(test)]
 mod tests;

@@ -6,8 +6,11 @@
 //! The registry is rebuilt from the store per request: CRDs are few and this
 //! keeps it always in step without a cache to invalidate.
 
+use std::sync::LazyLock;
+
 use serde_json::{json, Value};
 
+use super::builtins::BUILTIN_KINDS;
 use super::ApiError;
 use crate::objects::{ObjectKey, ObjectStore};
 
@@ -56,6 +59,9 @@ pub(super) struct Resource {
     pub(super) source: Source,
     /// Built into Kubernetes (strategic merge patch applies), or custom.
     pub(super) builtin: bool,
+    /// Whether the kind has a `status` subresource: built-ins whose type
+    /// has a status, CRD versions that declare one, Placements.
+    pub(super) status: bool,
     /// The OpenAPI v3 schema of custom kinds, from their CRD.
     pub(super) schema: Option<Value>,
     /// Extra printer columns of custom kinds, from their CRD.
@@ -113,16 +119,20 @@ impl Resource {
 
     /// The categories the resource is in: `all` for upstream's members
     /// and for Placements (so `kubectl get all -n NS` shows what a namespace
-    /// places next to what it runs); none for the rest.
+    /// places next to what it runs); `api-extensions` as upstream.
     pub(super) fn categories(&self) -> Vec<&'static str> {
-        let member = ALL_CATEGORY
-            .iter()
-            .any(|(group, plural)| *group == self.group && *plural == self.plural);
-        if member {
-            vec!["all"]
-        } else {
-            vec![]
+        let member = |list: &[(&str, &str)]| {
+            list.iter()
+                .any(|(group, plural)| *group == self.group && *plural == self.plural)
+        };
+        let mut categories = Vec::new();
+        if member(ALL_CATEGORY) {
+            categories.push("all");
         }
+        if member(API_EXTENSIONS_CATEGORY) {
+            categories.push("api-extensions");
+        }
+        categories
     }
 
     /// The APIResource entry of discovery.
@@ -173,110 +183,54 @@ const ALL_CATEGORY: &[(&str, &str)] = &[
     (RELAYMESH_GROUP, "placements"),
 ];
 
-/// A built-in: (group, version, plural, kind, namespaced, short names).
-type Builtin = (
-    &'static str,
-    &'static str,
-    &'static str,
-    &'static str,
-    bool,
-    &'static [&'static str],
-);
-
-/// The built-in kinds served.
-const BUILTINS: &[Builtin] = &[
-    ("", "v1", "namespaces", "Namespace", false, &["ns"]),
-    ("", "v1", "configmaps", "ConfigMap", true, &["cm"]),
-    ("", "v1", "secrets", "Secret", true, &[]),
-    ("", "v1", "services", "Service", true, &["svc"]),
-    ("", "v1", "serviceaccounts", "ServiceAccount", true, &["sa"]),
+/// The members of upstream's `api-extensions` category, as (group, plural):
+/// what extends the API server (`kubectl get api-extensions`).
+const API_EXTENSIONS_CATEGORY: &[(&str, &str)] = &[
     (
-        "",
-        "v1",
-        "persistentvolumeclaims",
-        "PersistentVolumeClaim",
-        true,
-        &["pvc"],
-    ),
-    ("apps", "v1", "deployments", "Deployment", true, &["deploy"]),
-    ("apps", "v1", "statefulsets", "StatefulSet", true, &["sts"]),
-    ("apps", "v1", "daemonsets", "DaemonSet", true, &["ds"]),
-    ("apps", "v1", "replicasets", "ReplicaSet", true, &["rs"]),
-    ("batch", "v1", "jobs", "Job", true, &[]),
-    ("batch", "v1", "cronjobs", "CronJob", true, &["cj"]),
-    (
-        "networking.k8s.io",
-        "v1",
-        "ingresses",
-        "Ingress",
-        true,
-        &["ing"],
+        "admissionregistration.k8s.io",
+        "mutatingwebhookconfigurations",
     ),
     (
-        "networking.k8s.io",
-        "v1",
-        "networkpolicies",
-        "NetworkPolicy",
-        true,
-        &["netpol"],
+        "admissionregistration.k8s.io",
+        "validatingadmissionpolicies",
     ),
     (
-        "rbac.authorization.k8s.io",
-        "v1",
-        "roles",
-        "Role",
-        true,
-        &[],
+        "admissionregistration.k8s.io",
+        "validatingadmissionpolicybindings",
     ),
     (
-        "rbac.authorization.k8s.io",
-        "v1",
-        "rolebindings",
-        "RoleBinding",
-        true,
-        &[],
+        "admissionregistration.k8s.io",
+        "validatingwebhookconfigurations",
     ),
-    (
-        "rbac.authorization.k8s.io",
-        "v1",
-        "clusterroles",
-        "ClusterRole",
-        false,
-        &[],
-    ),
-    (
-        "rbac.authorization.k8s.io",
-        "v1",
-        "clusterrolebindings",
-        "ClusterRoleBinding",
-        false,
-        &[],
-    ),
-    (
-        "autoscaling",
-        "v2",
-        "horizontalpodautoscalers",
-        "HorizontalPodAutoscaler",
-        true,
-        &["hpa"],
-    ),
-    (
-        "policy",
-        "v1",
-        "poddisruptionbudgets",
-        "PodDisruptionBudget",
-        true,
-        &["pdb"],
-    ),
-    (
-        CRD_GROUP,
-        "v1",
-        CRD_RESOURCE,
-        "CustomResourceDefinition",
-        false,
-        &["crd", "crds"],
-    ),
+    ("apiextensions.k8s.io", "customresourcedefinitions"),
+    ("apiregistration.k8s.io", "apiservices"),
 ];
+
+/// The built-ins as served resources, made once: whether a kind has a
+/// status is read off its schema, which is too slow to do per request.
+static BUILTIN_RESOURCES: LazyLock<Vec<Resource>> = LazyLock::new(|| {
+    BUILTIN_KINDS
+        .iter()
+        .map(|builtin| Resource {
+            group: builtin.group.to_string(),
+            version: builtin.version.to_string(),
+            plural: builtin.plural.to_string(),
+            singular: builtin.kind.to_lowercase(),
+            kind: builtin.kind.to_string(),
+            namespaced: builtin.namespaced,
+            short_names: builtin
+                .short_names
+                .iter()
+                .map(|name| name.to_string())
+                .collect(),
+            source: Source::Stored,
+            builtin: true,
+            status: builtin.has_status(),
+            schema: None,
+            printer_columns: Vec::new(),
+        })
+        .collect()
+});
 
 impl Registry {
     /// The built-ins, relaymesh's own kinds, and the served versions of every
@@ -306,24 +260,7 @@ impl Registry {
     /// The built-ins and relaymesh's own kinds: what is served before any
     /// CRD is stored.
     pub(super) fn without_definitions() -> Self {
-        let mut resources: Vec<Resource> = BUILTINS
-            .iter()
-            .map(
-                |(group, version, plural, kind, namespaced, short_names)| Resource {
-                    group: group.to_string(),
-                    version: version.to_string(),
-                    plural: plural.to_string(),
-                    singular: kind.to_lowercase(),
-                    kind: kind.to_string(),
-                    namespaced: *namespaced,
-                    short_names: short_names.iter().map(|name| name.to_string()).collect(),
-                    source: Source::Stored,
-                    builtin: true,
-                    schema: None,
-                    printer_columns: Vec::new(),
-                },
-            )
-            .collect();
+        let mut resources = BUILTIN_RESOURCES.clone();
         let own =
             |group: &str, plural: &str, kind: &str, namespaced, short: &[&str], source| Resource {
                 group: group.to_string(),
@@ -335,6 +272,7 @@ impl Registry {
                 short_names: short.iter().map(|name| name.to_string()).collect(),
                 source,
                 builtin: false,
+                status: source == Source::Stored,
                 schema: None,
                 printer_columns: Vec::new(),
             };
@@ -465,6 +403,7 @@ pub(super) fn from_definition(definition: &Value) -> Vec<Resource> {
                 short_names: short_names.clone(),
                 source: Source::Stored,
                 builtin: false,
+                status: version.pointer("/subresources/status").is_some(),
                 schema: version.pointer("/schema/openAPIV3Schema").cloned(),
                 printer_columns: version["additionalPrinterColumns"]
                     .as_array()
@@ -521,7 +460,11 @@ mod tests {
             .find(RELAYMESH_GROUP, "v1alpha1", "clusters")
             .expect("served");
         assert_eq!(clusters.verbs(), ["get", "list", "watch"]);
-        assert!(registry.find("", "v1", "pods").is_none());
+        assert_eq!(
+            registry.find("", "v1", "pods").expect("served").short_names,
+            ["po"]
+        );
+        assert!(registry.find("", "v1", "bindings").is_none());
         let in_all: Vec<String> = registry
             .all()
             .iter()
@@ -531,14 +474,16 @@ mod tests {
         assert_eq!(
             in_all,
             [
+                "pods",
+                "replicationcontrollers",
                 "services",
-                "deployments.apps",
-                "statefulsets.apps",
                 "daemonsets.apps",
+                "deployments.apps",
                 "replicasets.apps",
-                "jobs.batch",
-                "cronjobs.batch",
+                "statefulsets.apps",
                 "horizontalpodautoscalers.autoscaling",
+                "cronjobs.batch",
+                "jobs.batch",
                 "placements.relaymesh.dev",
             ]
         );

@@ -89,6 +89,8 @@ enum Route {
     Resource(ResourcePath),
     /// `/openapi/v3` (`None`) or `/openapi/v3/{api/v1, apis/G/V}`.
     OpenApi(Option<String>),
+    /// `/openapi/v2`.
+    OpenApiV2,
     /// `/apis/relaymesh.dev/v1alpha1/jointokens`.
     JoinTokens,
     /// `/apis/relaymesh.dev/v1alpha1/jointokens/{id}`.
@@ -140,6 +142,7 @@ impl Route {
             ["apis", group, version, rest @ ..] => {
                 Self::Resource(resource_path(group, version, rest)?)
             }
+            ["openapi", "v2"] => Self::OpenApiV2,
             ["openapi", "v3"] => Self::OpenApi(None),
             ["openapi", "v3", rest @ ..] => Self::OpenApi(Some(rest.join("/"))),
             _ => return None,
@@ -228,7 +231,8 @@ impl Route {
             | Self::Groups
             | Self::Group(_)
             | Self::GroupVersion(..)
-            | Self::OpenApi(_) => Attributes::Discovery,
+            | Self::OpenApi(_)
+            | Self::OpenApiV2 => Attributes::Discovery,
         }
     }
 }
@@ -335,6 +339,23 @@ async fn dispatch<B: Backend>(
                 Some(path) => openapi::document(&registry, &path).ok_or_else(not_found)?,
             };
             json_reply(StatusCode::OK, &document)
+        }
+        Route::OpenApiV2 => {
+            // client-go asks for the document in gnostic's protobuf form
+            // only, which is not served: 406 tells it so, as kube-apiserver
+            // would for a type it cannot produce.
+            let accept = request
+                .headers()
+                .get(hyper::header::ACCEPT)
+                .and_then(|value| value.to_str().ok())
+                .unwrap_or("*/*");
+            if !accepts_json(accept) {
+                return Err(ApiError::NotAcceptable(format!(
+                    "only application/json is served here, not {accept}"
+                )));
+            }
+            let registry = Registry::load(&context.objects)?;
+            json_reply(StatusCode::OK, &openapi::document_v2(&registry))
         }
         Route::Resource(path) => crud::handle(context, path, request).await,
         Route::UserCertificates => {
@@ -470,6 +491,14 @@ fn resource_path(group: &str, version: &str, rest: &[&str]) -> Option<ResourcePa
         _ => None,
     }
     .filter(|path| !path.plural.is_empty() && path.name.as_deref() != Some(""))
+}
+
+/// Whether an `Accept` header takes JSON.
+fn accepts_json(accept: &str) -> bool {
+    accept.split(',').any(|range| {
+        let media = range.split(';').next().unwrap_or("").trim();
+        matches!(media, "application/json" | "application/*" | "*/*" | "")
+    })
 }
 
 fn not_found() -> ApiError {
@@ -635,6 +664,12 @@ mod tests {
             Route::parse("/openapi/v3/apis/apps/v1"),
             Some(Route::OpenApi(Some("apis/apps/v1".into())))
         );
+        assert_eq!(Route::parse("/openapi/v2"), Some(Route::OpenApiV2));
+        assert!(accepts_json("application/json"));
+        assert!(accepts_json("application/json;q=0.9,*/*;q=0.8"));
+        assert!(!accepts_json(
+            "application/com.github.proto-openapi.spec.v2@v1.0+protobuf"
+        ));
         assert_eq!(
             Route::parse("/apis/relaymesh.dev/v1alpha1/jointokens"),
             Some(Route::JoinTokens)

@@ -1,4 +1,5 @@
-//! The `scale` subresource of Deployments, StatefulSets and ReplicaSets, as
+//! The `scale` subresource of Deployments, StatefulSets, ReplicaSets and
+//! ReplicationControllers, as
 //! kube-apiserver serves it: an `autoscaling/v1` `Scale` view of the
 //! object's `spec.replicas`, read with `GET`, written with `PUT` or `PATCH`
 //! (what `kubectl scale` sends: a merge patch `{"spec":{"replicas":N}}`).
@@ -22,7 +23,8 @@ pub(super) const SCALE_VERSION: &str = "v1";
 pub(super) const SCALE_KIND: &str = "Scale";
 
 /// The built-in resources that have a `scale` subresource.
-const SCALABLE: [(&str, &str); 3] = [
+const SCALABLE: [(&str, &str); 4] = [
+    ("", "replicationcontrollers"),
     ("apps", "deployments"),
     ("apps", "statefulsets"),
     ("apps", "replicasets"),
@@ -132,7 +134,19 @@ fn replicas_of(scale: &Value) -> Result<i64, ApiError> {
 /// read as Placements read theirs, written in topology's canonical form.
 /// A selector the object should never have held is left out.
 fn selector_text(selector: Option<&Value>) -> Option<String> {
-    let selector = crate::placement::label_selector(selector?, "spec.selector").ok()?;
+    let selector = selector?;
+    // A ReplicationController's selector is a bare map of labels.
+    let wrapped;
+    let selector = if selector.get("matchLabels").is_none()
+        && selector.get("matchExpressions").is_none()
+        && selector.as_object().is_some_and(|map| !map.is_empty())
+    {
+        wrapped = serde_json::json!({ "matchLabels": selector });
+        &wrapped
+    } else {
+        selector
+    };
+    let selector = crate::placement::label_selector(selector, "spec.selector").ok()?;
     Some(relaymesh_topology::selector::render(&selector))
 }
 

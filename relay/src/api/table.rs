@@ -363,6 +363,7 @@ mod tests {
             short_names: vec![],
             source: Source::Stored,
             builtin: true,
+            status: false,
             schema: None,
             printer_columns: vec![],
         }

@@ -1,35 +1,12 @@
 //! Validation of objects written through the API, as kube-apiserver's
-//! generic checks do it: type meta against the URL, names, namespaces, and
-//! (with `fieldValidation=Strict`) unknown top-level fields. Failures are
-//! `422 Invalid` with the field path; no IO.
+//! generic checks do it: type meta against the URL, names and namespaces
+//! (unknown fields are `field_validation`'s). Failures are `422 Invalid`
+//! with the field path; no IO.
 
 use serde_json::Value;
 
 use super::resources::Resource;
 use super::ApiError;
-
-/// Top-level fields any Kubernetes object may carry besides its body.
-const COMMON_FIELDS: [&str; 4] = ["apiVersion", "kind", "metadata", "status"];
-
-/// Body fields of built-in kinds, for strict field validation. Kinds not
-/// listed accept any top-level field.
-const BODY_FIELDS: &[(&str, &[&str])] = &[
-    ("ConfigMap", &["data", "binaryData", "immutable"]),
-    ("Secret", &["data", "stringData", "type", "immutable"]),
-    ("Namespace", &["spec"]),
-    (
-        "ServiceAccount",
-        &[
-            "secrets",
-            "imagePullSecrets",
-            "automountServiceAccountToken",
-        ],
-    ),
-    ("Role", &["rules"]),
-    ("ClusterRole", &["rules", "aggregationRule"]),
-    ("RoleBinding", &["subjects", "roleRef"]),
-    ("ClusterRoleBinding", &["subjects", "roleRef"]),
-];
 
 /// Fills `apiVersion` and `kind` from the URL where the body leaves them
 /// out (or empty), as kube-apiserver's decoder does with the request's
@@ -71,13 +48,12 @@ pub(super) fn validate(
     namespace: Option<&str>,
     name: Option<&str>,
     object: &Value,
-    strict: bool,
 ) -> Result<(), ApiError> {
-    let Some(fields) = object.as_object() else {
+    if !object.is_object() {
         return Err(ApiError::BadRequest(
             "the object must be a JSON object".into(),
         ));
-    };
+    }
     let api_version = required_string(object, "apiVersion")?;
     let kind = required_string(object, "kind")?;
     if api_version != resource.api_version() {
@@ -157,17 +133,6 @@ pub(super) fn validate(
             ));
         }
     }
-    if strict {
-        if let Some((_, body)) = BODY_FIELDS.iter().find(|(kind, _)| *kind == resource.kind) {
-            for field in fields.keys() {
-                if !COMMON_FIELDS.contains(&field.as_str()) && !body.contains(&field.as_str()) {
-                    return Err(ApiError::BadRequest(format!(
-                        "strict decoding error: unknown field {field:?}"
-                    )));
-                }
-            }
-        }
-    }
     if resource.group == crate::placement::RELAYMESH_GROUP && resource.plural == "placements" {
         // The namespace comes from the URL when the object names none.
         let mut placement = object.clone();
@@ -230,6 +195,7 @@ mod tests {
             short_names: vec![],
             source: Source::Stored,
             builtin: true,
+            status: false,
             schema: None,
             printer_columns: vec![],
         }
@@ -246,7 +212,7 @@ mod tests {
     fn names_and_type_meta() {
         let resource = config_maps();
         let good = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a.b-c"}});
-        assert!(validate(&resource, Some("ns"), None, &good, true).is_ok());
+        assert!(validate(&resource, Some("ns"), None, &good).is_ok());
         let cases = [
             (
                 json!({"kind": "ConfigMap", "metadata": {"name": "a"}}),
@@ -279,7 +245,7 @@ mod tests {
         ];
         for (object, field) in cases {
             assert_eq!(
-                field_of(validate(&resource, Some("ns"), None, &object, false)),
+                field_of(validate(&resource, Some("ns"), None, &object)),
                 field,
                 "{object}"
             );
@@ -297,7 +263,7 @@ mod tests {
             assert!(default_type_meta(&resource, &mut object).is_ok(), "{body}");
             assert_eq!(object["apiVersion"], "v1", "{body}");
             assert_eq!(object["kind"], "ConfigMap", "{body}");
-            assert!(validate(&resource, Some("ns"), None, &object, true).is_ok());
+            assert!(validate(&resource, Some("ns"), None, &object).is_ok());
         }
         let mut other_version = json!({"apiVersion": "apps/v1", "metadata": {"name": "a"}});
         match default_type_meta(&resource, &mut other_version) {
@@ -311,28 +277,24 @@ mod tests {
         let mut other_kind = json!({"kind": "Secret", "metadata": {"name": "a"}});
         assert!(default_type_meta(&resource, &mut other_kind).is_ok());
         assert_eq!(
-            field_of(validate(&resource, Some("ns"), None, &other_kind, false)),
+            field_of(validate(&resource, Some("ns"), None, &other_kind)),
             "kind"
         );
     }
 
     #[test]
-    fn url_mismatches_and_strict_fields() {
+    fn url_mismatches() {
         let resource = config_maps();
         let object = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "x"}, "extra": 1});
         assert!(matches!(
-            validate(&resource, Some("y"), None, &object, false),
+            validate(&resource, Some("y"), None, &object),
             Err(ApiError::BadRequest(_))
         ));
         assert!(matches!(
-            validate(&resource, Some("x"), Some("b"), &object, false),
+            validate(&resource, Some("x"), Some("b"), &object),
             Err(ApiError::BadRequest(_))
         ));
-        assert!(validate(&resource, Some("x"), Some("a"), &object, false).is_ok());
-        assert!(matches!(
-            validate(&resource, Some("x"), Some("a"), &object, true),
-            Err(ApiError::BadRequest(_))
-        ));
+        assert!(validate(&resource, Some("x"), Some("a"), &object).is_ok());
     }
 
     #[test]
