@@ -56,14 +56,22 @@ pub(super) struct Filter {
 }
 
 impl Filter {
-    pub(super) fn parse(namespace: Option<String>, query: &Query) -> Result<Self, ApiError> {
+    pub(super) fn parse(
+        resource: &Resource,
+        namespace: Option<String>,
+        query: &Query,
+    ) -> Result<Self, ApiError> {
         let bad = |error: super::selector::SelectorError| ApiError::BadRequest(error.to_string());
         Ok(Self {
             namespace,
             labels: LabelSelector::parse(query.get("labelSelector").unwrap_or_default())
                 .map_err(bad)?,
-            fields: FieldSelector::parse(query.get("fieldSelector").unwrap_or_default())
-                .map_err(bad)?,
+            fields: FieldSelector::parse_for(
+                query.get("fieldSelector").unwrap_or_default(),
+                &resource.group,
+                &resource.plural,
+            )
+            .map_err(bad)?,
         })
     }
 
@@ -130,7 +138,7 @@ pub(super) async fn handle<B: Backend>(
     }
     match (method, path.name.clone()) {
         (Method::GET, None) => {
-            let filter = Filter::parse(namespace, &query)?;
+            let filter = Filter::parse(&resource, namespace, &query)?;
             if matches!(query.get("watch"), Some("1" | "true")) {
                 return watch::serve(
                     context,
@@ -207,7 +215,7 @@ pub(super) async fn handle<B: Backend>(
                     resource.plural
                 )));
             }
-            let filter = Filter::parse(namespace, &query)?;
+            let filter = Filter::parse(&resource, namespace, &query)?;
             delete_collection(context, &resource, &filter, &query)
         }
         (method, _) => Err(ApiError::MethodNotAllowed(format!(

@@ -316,10 +316,29 @@ async fn dispatch<B: Backend>(
             Ok(reply(code, "text/plain; charset=utf-8", text.into_bytes()))
         }
         Route::Version => json_reply(StatusCode::OK, &version_info()),
-        Route::CoreVersions => json_reply(StatusCode::OK, &discovery::core_versions()),
-        Route::Groups => {
-            let registry = Registry::load(&context.objects)?;
-            json_reply(StatusCode::OK, &discovery::groups(&registry))
+        Route::CoreVersions | Route::Groups => {
+            let core = route == Route::CoreVersions;
+            let accept = request
+                .headers()
+                .get(hyper::header::ACCEPT)
+                .and_then(|value| value.to_str().ok())
+                .unwrap_or_default();
+            if discovery::wants_aggregated(accept) {
+                let registry = Registry::load(&context.objects)?;
+                let bytes = serde_json::to_vec(&discovery::aggregated(&registry, core)).map_err(
+                    |error| ApiError::Internal(format!("cannot encode the reply: {error}")),
+                )?;
+                let mut response = reply(StatusCode::OK, discovery::AGGREGATED, bytes);
+                response
+                    .headers_mut()
+                    .insert(hyper::header::VARY, HeaderValue::from_static("Accept"));
+                Ok(response)
+            } else if core {
+                json_reply(StatusCode::OK, &discovery::core_versions())
+            } else {
+                let registry = Registry::load(&context.objects)?;
+                json_reply(StatusCode::OK, &discovery::groups(&registry))
+            }
         }
         Route::Group(group) => {
             let registry = Registry::load(&context.objects)?;

@@ -18,9 +18,12 @@ pub enum SelectorError {
     /// The label selector is malformed.
     #[error("unable to parse requirement: {0}")]
     Label(#[from] relaymesh_topology::selector::SelectorError),
-    /// The field selector is malformed or names an unsupported field.
-    #[error("field selector {0:?}: only metadata.name and metadata.namespace with =, == or != are supported")]
+    /// The field selector is malformed.
+    #[error("invalid field selector {0:?}: a selector is field=value, field==value or field!=value, comma-separated")]
     Field(String),
+    /// The field selector names a field the kind cannot be selected by.
+    #[error("field label not supported: {0}")]
+    FieldLabel(String),
 }
 
 /// A parsed label selector; empty matches everything.
@@ -54,15 +57,33 @@ impl LabelSelector {
     }
 }
 
-/// A parsed field selector on `metadata.name` and `metadata.namespace`.
+/// A parsed field selector: `metadata.name`, `metadata.namespace` and the
+/// per-kind field labels kube-apiserver selects by.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct FieldSelector {
-    requirements: Vec<(String, bool, String)>,
+    requirements: Vec<Requirement>,
+}
+
+/// One `field=value` or `field!=value` of a field selector.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Requirement {
+    field: String,
+    /// Where the field's value is in an object.
+    pointer: &'static str,
+    equal: bool,
+    value: String,
 }
 
 impl FieldSelector {
-    /// Parses `text`.
+    /// Parses `text`, which may name `metadata.name` and
+    /// `metadata.namespace` only.
     pub fn parse(text: &str) -> Result<Self, SelectorError> {
+        Self::parse_for(text, "", "")
+    }
+
+    /// Parses `text` for the resource `plural` of `group`, which may also
+    /// name the fields kube-apiserver selects that resource by.
+    pub fn parse_for(text: &str, group: &str, plural: &str) -> Result<Self, SelectorError> {
         let mut requirements = Vec::new();
         for term in text
             .split(',')
@@ -80,26 +101,101 @@ impl FieldSelector {
                 return Err(bad());
             };
             let field = field.trim();
-            if !matches!(field, "metadata.name" | "metadata.namespace") {
-                return Err(bad());
-            }
-            requirements.push((field.to_string(), equal, value.trim().to_string()));
+            let pointer = match field {
+                "metadata.name" => "/metadata/name",
+                "metadata.namespace" => "/metadata/namespace",
+                _ => field_labels(group, plural)
+                    .iter()
+                    .find(|(label, _)| *label == field)
+                    .map(|(_, pointer)| *pointer)
+                    .ok_or_else(|| SelectorError::FieldLabel(field.to_string()))?,
+            };
+            requirements.push(Requirement {
+                field: field.to_string(),
+                pointer,
+                equal,
+                value: value.trim().to_string(),
+            });
         }
         Ok(Self { requirements })
     }
 
-    /// Whether `object` matches.
+    /// Whether `object` matches. A field the object leaves out has its
+    /// Go zero value, as kube-apiserver compares them: `""`, `false`, `0`.
     pub fn matches_object(&self, object: &Value) -> bool {
-        self.requirements.iter().all(|(field, equal, value)| {
-            let pointer = format!("/{}", field.replace('.', "/"));
-            let actual = object
-                .pointer(&pointer)
-                .and_then(Value::as_str)
-                .unwrap_or("");
-            (actual == value) == *equal
+        self.requirements.iter().all(|requirement| {
+            let actual = match object.pointer(requirement.pointer) {
+                Some(Value::String(text)) => text.clone(),
+                Some(Value::Bool(flag)) => flag.to_string(),
+                Some(Value::Number(number)) => number.to_string(),
+                _ => ZERO_VALUED
+                    .iter()
+                    .find(|(label, _)| *label == requirement.field)
+                    .map(|(_, zero)| zero.to_string())
+                    .unwrap_or_default(),
+            };
+            (actual == requirement.value) == requirement.equal
         })
     }
 }
+
+/// The fields besides `metadata.name` and `metadata.namespace` that
+/// kube-apiserver selects each resource by (its registries' field label
+/// conversions), as (field, where the value is).
+fn field_labels(group: &str, plural: &str) -> &'static [(&'static str, &'static str)] {
+    match (group, plural) {
+        ("", "pods") => &[
+            ("spec.nodeName", "/spec/nodeName"),
+            ("spec.restartPolicy", "/spec/restartPolicy"),
+            ("spec.schedulerName", "/spec/schedulerName"),
+            ("spec.serviceAccountName", "/spec/serviceAccountName"),
+            ("spec.hostNetwork", "/spec/hostNetwork"),
+            ("status.phase", "/status/phase"),
+            ("status.podIP", "/status/podIP"),
+            ("status.nominatedNodeName", "/status/nominatedNodeName"),
+        ],
+        ("", "nodes") => &[("spec.unschedulable", "/spec/unschedulable")],
+        ("", "namespaces") => &[("status.phase", "/status/phase")],
+        ("", "secrets") => &[("type", "/type")],
+        ("", "services") => &[
+            ("spec.clusterIP", "/spec/clusterIP"),
+            ("spec.type", "/spec/type"),
+        ],
+        ("", "replicationcontrollers") | ("apps", "replicasets") => {
+            &[("status.replicas", "/status/replicas")]
+        }
+        ("batch", "jobs") => &[("status.successful", "/status/succeeded")],
+        ("certificates.k8s.io", "certificatesigningrequests") => {
+            &[("spec.signerName", "/spec/signerName")]
+        }
+        ("", "events") => &[
+            ("involvedObject.kind", "/involvedObject/kind"),
+            ("involvedObject.namespace", "/involvedObject/namespace"),
+            ("involvedObject.name", "/involvedObject/name"),
+            ("involvedObject.uid", "/involvedObject/uid"),
+            ("involvedObject.apiVersion", "/involvedObject/apiVersion"),
+            (
+                "involvedObject.resourceVersion",
+                "/involvedObject/resourceVersion",
+            ),
+            ("involvedObject.fieldPath", "/involvedObject/fieldPath"),
+            ("reason", "/reason"),
+            ("reportingComponent", "/reportingComponent"),
+            ("source", "/source/component"),
+            ("type", "/type"),
+        ],
+        _ => &[],
+    }
+}
+
+/// Field labels of non-string fields, with the zero value an absent one
+/// compares as.
+const ZERO_VALUED: &[(&str, &str)] = &[
+    ("spec.hostNetwork", "false"),
+    ("spec.unschedulable", "false"),
+    ("status.replicas", "0"),
+    ("status.successful", "0"),
+];
 
 #[cfg(test)]
 mod tests {
@@ -164,6 +260,30 @@ mod tests {
         assert!(!matches("metadata.name!=a"));
         assert!(!matches("metadata.namespace=other"));
         assert!(FieldSelector::parse("spec.x=1").is_err());
+        assert!(FieldSelector::parse("spec.nodeName=n1").is_err());
+        let pod = json!({"metadata": {"name": "p"}, "spec": {"nodeName": "n1"}, "status": {"phase": "Running"}});
+        let on = |text: &str| {
+            FieldSelector::parse_for(text, "", "pods")
+                .expect(text)
+                .matches_object(&pod)
+        };
+        assert!(on("spec.nodeName=n1,status.phase==Running"));
+        assert!(on("spec.hostNetwork=false"));
+        assert!(!on("status.phase!=Running"));
+        assert_eq!(
+            FieldSelector::parse_for("spec.replicas=1", "apps", "deployments")
+                .expect_err("not a field label")
+                .to_string(),
+            "field label not supported: spec.replicas"
+        );
+        let job = json!({"metadata": {"name": "j"}, "status": {"succeeded": 2}});
+        let jobs = |text: &str| {
+            FieldSelector::parse_for(text, "batch", "jobs")
+                .expect(text)
+                .matches_object(&job)
+        };
+        assert!(jobs("status.successful=2"));
+        assert!(!jobs("status.successful=0"));
         assert!(FieldSelector::parse("metadata.name").is_err());
     }
 }

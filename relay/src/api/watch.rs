@@ -373,7 +373,8 @@ mod tests {
     #[test]
     fn events_are_filtered_and_framed() {
         let query = Query::parse(Some("labelSelector=app%3Dweb")).expect("parses");
-        let filter = Filter::parse(Some("shop".into()), &query).expect("valid selectors");
+        let filter = Filter::parse(&encoder().resource, Some("shop".into()), &query)
+            .expect("valid selectors");
         let encoder = encoder();
         let line = encode(
             &encoder,
