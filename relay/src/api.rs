@@ -44,6 +44,7 @@ mod authz;
 mod builtins;
 mod crd;
 mod crud;
+mod deletion;
 mod discovery;
 mod field_validation;
 #[doc(hidden)]

@@ -359,6 +359,32 @@ impl ObjectStore {
         self.update_inner(key, object, true)
     }
 
+    /// Marks the object at `key` as being deleted (`deletionTimestamp`, and
+    /// `finalizers` added), as a DELETE of an object that has finalizers
+    /// does; the object stays until its finalizers are gone.
+    pub fn mark_for_deletion(
+        &self,
+        key: &ObjectKey,
+        finalizers: &[&str],
+    ) -> Result<Value, ObjectError> {
+        let mut state = self.lock();
+        let encoded = key.encode();
+        let Some(bytes) = self.inner.tree.get(encoded.as_bytes())? else {
+            return Err(ObjectError::NotFound(key.clone()));
+        };
+        let old = decode_object(&encoded, &bytes)?;
+        let mut object = old.clone();
+        stamp::mark_for_deletion(&mut object, finalizers, SystemTime::now());
+        if object == old {
+            return Ok(old);
+        }
+        let resource_version = state.resource_version + 1;
+        stamp::set_resource_version(&mut object, resource_version);
+        self.write(&encoded, &object, resource_version)?;
+        self.publish(&mut state, WatchEventType::Modified, key, object.clone());
+        Ok(object)
+    }
+
     /// Deletes the object at `key` and returns its last state.
     pub fn delete(&self, key: &ObjectKey) -> Result<Value, ObjectError> {
         let mut state = self.lock();

@@ -297,6 +297,7 @@ fn kubectl_manages_objects_on_the_root() -> anyhow::Result<()> {
     }
 
     // Deleting.
+    cascades_and_finalizers(&kubectl)?;
     let deleted = kubectl.ok(&["delete", "-f", path_str(&app)?])?;
     assert!(
         deleted.contains("deployment.apps \"web\" deleted"),
@@ -325,6 +326,91 @@ fn kubectl_manages_objects_on_the_root() -> anyhow::Result<()> {
     assert!(!refused.status.success());
     let stderr = String::from_utf8_lossy(&refused.stderr);
     assert!(stderr.contains("You must be logged in"), "{stderr}");
+    Ok(())
+}
+
+/// Owner references and finalizers, as the garbage collector treats them:
+/// `--cascade=orphan` keeps a dependent, `--cascade=background` deletes it,
+/// and a finalizer holds an object (marked) until it is patched away.
+fn cascades_and_finalizers(kubectl: &Kubectl) -> anyhow::Result<()> {
+    let owner_uid = |name: &str| -> anyhow::Result<String> {
+        kubectl.ok(&[
+            "get",
+            "configmap",
+            name,
+            "-n",
+            "shop",
+            "-o",
+            "jsonpath={.metadata.uid}",
+        ])
+    };
+    let dependent = |name: &str, owner: &str, uid: &str| {
+        format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: shop\n  \
+             ownerReferences:\n  - apiVersion: v1\n    kind: ConfigMap\n    name: {owner}\n    uid: {uid}\n"
+        )
+    };
+    for cascade in ["orphan", "background"] {
+        let owner = format!("owner-{cascade}");
+        let child = format!("child-{cascade}");
+        kubectl.ok(&["create", "configmap", &owner, "-n", "shop"])?;
+        let uid = owner_uid(&owner)?;
+        let file = kubectl.write("child.yaml", &dependent(&child, &owner, &uid))?;
+        kubectl.ok(&["apply", "-f", path_str(&file)?])?;
+        kubectl.ok(&[
+            "delete",
+            "configmap",
+            &owner,
+            "-n",
+            "shop",
+            &format!("--cascade={cascade}"),
+        ])?;
+        let left = kubectl.run(&["get", "configmap", &child, "-n", "shop", "-o", "json"])?;
+        match cascade {
+            "orphan" => {
+                let kept: serde_json::Value = serde_json::from_slice(&left.stdout)?;
+                assert_eq!(kept["metadata"]["ownerReferences"], serde_json::json!([]));
+            }
+            _ => assert!(
+                String::from_utf8_lossy(&left.stderr).contains("NotFound"),
+                "a background cascade deletes the dependent"
+            ),
+        }
+    }
+
+    let held = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: held\n  namespace: shop\n  \
+                finalizers: [example.com/hold]\n";
+    let file = kubectl.write("held.yaml", held)?;
+    kubectl.ok(&["apply", "-f", path_str(&file)?])?;
+    kubectl.ok(&["delete", "configmap", "held", "-n", "shop", "--wait=false"])?;
+    let marked = kubectl.ok(&[
+        "get",
+        "configmap",
+        "held",
+        "-n",
+        "shop",
+        "-o",
+        "jsonpath={.metadata.deletionTimestamp}",
+    ])?;
+    assert!(
+        !marked.trim().is_empty(),
+        "a finalizer holds the object, marked"
+    );
+    kubectl.ok(&[
+        "patch",
+        "configmap",
+        "held",
+        "-n",
+        "shop",
+        "--type=merge",
+        "-p",
+        r#"{"metadata":{"finalizers":null}}"#,
+    ])?;
+    let gone = kubectl.run(&["get", "configmap", "held", "-n", "shop"])?;
+    assert!(
+        String::from_utf8_lossy(&gone.stderr).contains("NotFound"),
+        "removing the last finalizer completes the deletion"
+    );
     Ok(())
 }
 

@@ -16,6 +16,7 @@ use hyper::{Method, Request, Response, StatusCode};
 use serde_json::{json, Value};
 use tracing::info;
 
+use super::deletion::{self, Outcome, Propagation};
 use super::field_validation::{self, FieldValidation};
 use super::patch::{self, PatchError, PatchKind, TypeInfo};
 use super::protobuf::{self, ProtobufError};
@@ -204,7 +205,16 @@ pub(super) async fn handle<B: Backend>(
             )
         }
         (Method::DELETE, Some(name)) => {
-            delete(context, &resource, namespace.as_deref(), &name, &query)
+            let options = delete_options(request, &content_type).await?;
+            let propagation = Propagation::parse(&query, options.as_ref())?;
+            delete(
+                context,
+                &resource,
+                namespace.as_deref(),
+                &name,
+                &query,
+                propagation,
+            )
         }
         (Method::DELETE, None) if resource.has_delete_collection() => {
             if resource.namespaced && namespace.is_none() {
@@ -216,7 +226,9 @@ pub(super) async fn handle<B: Backend>(
                 )));
             }
             let filter = Filter::parse(&resource, namespace, &query)?;
-            delete_collection(context, &resource, &filter, &query)
+            let options = delete_options(request, &content_type).await?;
+            let propagation = Propagation::parse(&query, options.as_ref())?;
+            delete_collection(context, &resource, &filter, &query, propagation)
         }
         (method, _) => Err(ApiError::MethodNotAllowed(format!(
             "the server does not allow method {method} on the requested resource"
@@ -485,28 +497,46 @@ fn delete<B: Backend>(
     namespace: Option<&str>,
     name: &str,
     query: &Query,
+    propagation: Propagation,
 ) -> Result<Response<ApiBody>, ApiError> {
     crd::check_delete(resource, name)?;
     let key = resource.key(namespace, name);
-    let deleted = if is_dry_run(query) {
-        read(context, resource, namespace, name)?
-    } else {
-        let deleted = context
-            .objects
-            .delete(&key)
-            .map_err(|error| store_error(resource, name, error))?;
-        crd::delete_contents(&context.objects, resource, &deleted)?;
-        info!(resource = %resource.qualified(), namespace, name, "deleted");
-        deleted
-    };
-    let status = json!({
-        "kind": "Status",
-        "apiVersion": "v1",
-        "metadata": {},
-        "status": "Success",
-        "details": {"name": name, "group": resource.group, "kind": resource.plural, "uid": deleted.pointer("/metadata/uid")},
-    });
-    json_reply(StatusCode::OK, &status)
+    let outcome = deletion::delete(&context.objects, &key, propagation, is_dry_run(query))
+        .map_err(|error| store_error(resource, name, error))?;
+    match outcome {
+        Outcome::Gone(deleted) => {
+            if !is_dry_run(query) {
+                crd::delete_contents(&context.objects, resource, &deleted)?;
+                info!(resource = %resource.qualified(), namespace, name, ?propagation, "deleted");
+            }
+            let status = json!({
+                "kind": "Status",
+                "apiVersion": "v1",
+                "metadata": {},
+                "status": "Success",
+                "details": {"name": name, "group": resource.group, "kind": resource.plural, "uid": deleted.pointer("/metadata/uid")},
+            });
+            json_reply(StatusCode::OK, &status)
+        }
+        // As kube-apiserver: 202 and the object, marked, while finalizers
+        // (or dependents, in the foreground) hold it.
+        Outcome::Pending(marked) => json_reply(
+            StatusCode::ACCEPTED,
+            &with_type_meta(resource, vec![marked]).remove(0),
+        ),
+    }
+}
+
+/// The `DeleteOptions` body of a delete, if it has one.
+async fn delete_options(
+    request: Request<Incoming>,
+    content_type: &str,
+) -> Result<Option<Value>, ApiError> {
+    let body = read_body(request.into_body(), MAX_JSON_BODY).await?;
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(None);
+    }
+    decode(&body, content_type).map(Some)
 }
 
 /// A request on the `scale` subresource.
@@ -591,7 +621,11 @@ fn store_update<B: Backend>(
     if is_dry_run(query) {
         context.objects.update_dry_run(key, object)
     } else {
-        context.objects.update(key, object)
+        let stored = context.objects.update(key, object)?;
+        // A write that removed the last finalizer of a marked object
+        // completes its deletion.
+        deletion::finish(&context.objects, key, &stored)?;
+        Ok(stored)
     }
 }
 
@@ -613,6 +647,7 @@ fn delete_collection<B: Backend>(
     resource: &Resource,
     filter: &Filter,
     query: &Query,
+    propagation: Propagation,
 ) -> Result<Response<ApiBody>, ApiError> {
     let (objects, _) = select(context, resource, filter)?;
     let mut deleted = Vec::with_capacity(objects.len());
@@ -626,11 +661,17 @@ fn delete_collection<B: Backend>(
             deleted.push(object);
             continue;
         }
-        match context.objects.delete(&resource.key(namespace, &name)) {
-            Ok(gone) => {
+        match deletion::delete(
+            &context.objects,
+            &resource.key(namespace, &name),
+            propagation,
+            false,
+        ) {
+            Ok(Outcome::Gone(gone)) => {
                 crd::delete_contents(&context.objects, resource, &gone)?;
                 deleted.push(gone);
             }
+            Ok(Outcome::Pending(marked)) => deleted.push(marked),
             Err(crate::objects::ObjectError::NotFound(_)) => {}
             Err(error) => return Err(store_error(resource, &name, error)),
         }

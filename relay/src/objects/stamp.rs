@@ -36,7 +36,31 @@ pub(super) fn new_object(object: &mut Value, key: &ObjectKey, now: SystemTime) {
     );
     metadata.insert("generation".into(), Value::from(1));
     metadata.remove("deletionTimestamp");
+    metadata.remove("deletionGracePeriodSeconds");
     set_identity(metadata, key);
+}
+
+/// Marks an object as being deleted at `now`: `deletionTimestamp`, a grace
+/// period of 0, and `finalizers` added to those it has.
+pub(super) fn mark_for_deletion(object: &mut Value, finalizers: &[&str], now: SystemTime) {
+    let metadata = metadata_mut(object);
+    if !metadata.contains_key("deletionTimestamp") {
+        metadata.insert(
+            "deletionTimestamp".into(),
+            Value::String(humantime::format_rfc3339_seconds(now).to_string()),
+        );
+        metadata.insert("deletionGracePeriodSeconds".into(), Value::from(0));
+    }
+    let list = metadata
+        .entry("finalizers")
+        .or_insert_with(|| Value::Array(Vec::new()));
+    if let Value::Array(list) = list {
+        for finalizer in finalizers {
+            if !list.iter().any(|present| present == finalizer) {
+                list.push(Value::String(finalizer.to_string()));
+            }
+        }
+    }
 }
 
 /// Carries the server-owned fields of `old` over to its replacement `new`,
@@ -52,7 +76,14 @@ pub(super) fn carry_over(old: &Value, new: &mut Value, key: &ObjectKey) {
         generation
     };
     let metadata = metadata_mut(new);
-    for field in ["uid", "creationTimestamp"] {
+    // The deletion fields are the server's: set by a DELETE of an object
+    // with finalizers (`ObjectStore::mark_for_deletion`), never by a write.
+    for field in [
+        "uid",
+        "creationTimestamp",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+    ] {
         match old.pointer(&format!("/metadata/{field}")) {
             Some(value) => metadata.insert(field.into(), value.clone()),
             None => metadata.remove(field),
