@@ -12,7 +12,7 @@
 //! registry knows those), selectors, or patching. Writes are serialized by one
 //! mutex; a write is one atomic sled batch (object and counter together).
 
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::SystemTime;
@@ -78,6 +78,9 @@ pub struct ObjectEvent {
     pub object: Value,
     /// The resourceVersion the change took.
     pub resource_version: u64,
+    /// The object before the change (none for creations): what a paged
+    /// list continued at an older version shows.
+    pub previous: Option<Arc<Value>>,
 }
 
 /// Why a store operation failed.
@@ -278,6 +281,52 @@ impl ObjectStore {
         Ok((objects, state.resource_version))
     }
 
+    /// The objects of a resource as they were at `resource_version`: the
+    /// current ones with every later change undone from the history, sorted
+    /// as [`list`](Self::list) sorts. [`ObjectError::Gone`] if the history no
+    /// longer reaches back that far. What a paged list continues with, so
+    /// that its pages are one snapshot.
+    pub fn list_at(
+        &self,
+        group: &str,
+        resource: &str,
+        namespace: Option<&str>,
+        resource_version: u64,
+    ) -> Result<Vec<Value>, ObjectError> {
+        let state = self.lock();
+        if resource_version < state.oldest_watchable || resource_version > state.resource_version {
+            return Err(ObjectError::Gone {
+                requested: resource_version,
+                oldest: state.oldest_watchable,
+            });
+        }
+        let wanted = prefix(group, resource, namespace);
+        let mut objects = std::collections::BTreeMap::new();
+        for item in self.inner.tree.scan_prefix(wanted.as_bytes()) {
+            let (key, bytes) = item?;
+            let text = String::from_utf8_lossy(&key).into_owned();
+            let object = decode_object(&text, &bytes)?;
+            objects.insert(text, object);
+        }
+        // The first change after the version tells what the object was then.
+        let mut undone = HashSet::new();
+        for event in state
+            .history
+            .iter()
+            .filter(|event| event.resource_version > resource_version)
+        {
+            let encoded = event.key.encode();
+            if !encoded.starts_with(&wanted) || !undone.insert(encoded.clone()) {
+                continue;
+            }
+            match &event.previous {
+                Some(previous) => objects.insert(encoded, previous.as_ref().clone()),
+                None => objects.remove(&encoded),
+            };
+        }
+        Ok(objects.into_values().collect())
+    }
+
     /// Every object of every kind, with its key.
     pub fn list_all(&self) -> Result<Vec<(ObjectKey, Value)>, ObjectError> {
         let mut objects = Vec::new();
@@ -381,7 +430,13 @@ impl ObjectStore {
         let resource_version = state.resource_version + 1;
         stamp::set_resource_version(&mut object, resource_version);
         self.write(&encoded, &object, resource_version)?;
-        self.publish(&mut state, WatchEventType::Modified, key, object.clone());
+        self.publish(
+            &mut state,
+            WatchEventType::Modified,
+            key,
+            object.clone(),
+            Some(old),
+        );
         Ok(object)
     }
 
@@ -392,7 +447,8 @@ impl ObjectStore {
         let Some(bytes) = self.inner.tree.get(encoded.as_bytes())? else {
             return Err(ObjectError::NotFound(key.clone()));
         };
-        let mut object = decode_object(&encoded, &bytes)?;
+        let old = decode_object(&encoded, &bytes)?;
+        let mut object = old.clone();
         let resource_version = state.resource_version + 1;
         stamp::set_resource_version(&mut object, resource_version);
         let mut batch = sled::Batch::default();
@@ -402,7 +458,13 @@ impl ObjectStore {
             resource_version.to_string().as_bytes(),
         );
         self.inner.tree.apply_batch(batch)?;
-        self.publish(&mut state, WatchEventType::Deleted, key, object.clone());
+        self.publish(
+            &mut state,
+            WatchEventType::Deleted,
+            key,
+            object.clone(),
+            Some(old),
+        );
         Ok(object)
     }
 
@@ -427,7 +489,7 @@ impl ObjectStore {
             return Ok(object);
         }
         self.write(&encoded, &object, resource_version)?;
-        self.publish(&mut state, WatchEventType::Added, key, object.clone());
+        self.publish(&mut state, WatchEventType::Added, key, object.clone(), None);
         Ok(object)
     }
 
@@ -467,7 +529,13 @@ impl ObjectStore {
             return Ok(object);
         }
         self.write(&encoded, &object, resource_version)?;
-        self.publish(&mut state, WatchEventType::Modified, key, object.clone());
+        self.publish(
+            &mut state,
+            WatchEventType::Modified,
+            key,
+            object.clone(),
+            Some(old),
+        );
         Ok(object)
     }
 
@@ -498,6 +566,7 @@ impl ObjectStore {
         event_type: WatchEventType,
         key: &ObjectKey,
         object: Value,
+        previous: Option<Value>,
     ) {
         state.resource_version += 1;
         let event = ObjectEvent {
@@ -505,6 +574,7 @@ impl ObjectStore {
             key: key.clone(),
             object,
             resource_version: state.resource_version,
+            previous: previous.map(Arc::new),
         };
         debug!(%key, resource_version = state.resource_version, ?event_type, "object changed");
         if state.history.len() == HISTORY_LEN {

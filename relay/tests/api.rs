@@ -897,3 +897,83 @@ async fn field_validation_and_every_kind() {
     assert_eq!(reply.status().as_u16(), 406);
     server.stop().await;
 }
+
+/// The pages of a list are one snapshot: what changes between pages does
+/// not show, as with kube-apiserver's etcd-backed continue tokens.
+#[tokio::test]
+async fn pages_show_one_snapshot() {
+    let server = Server::start().await;
+    let admin = server.raw(Some(&server.pki.admin));
+    let maps = server.url("/api/v1/namespaces/default/configmaps");
+    for name in ["b", "c", "d"] {
+        let reply = admin
+            .post(&maps)
+            .json(&json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": name}, "data": {"v": "1"}}))
+            .send()
+            .await
+            .expect("a reply");
+        assert_eq!(reply.status().as_u16(), 201);
+    }
+    let page = |token: Option<String>| {
+        let admin = admin.clone();
+        let maps = maps.clone();
+        async move {
+            let url = match token {
+                Some(token) => format!("{maps}?limit=1&continue={token}"),
+                None => format!("{maps}?limit=1"),
+            };
+            json_reply(admin.get(url).send().await.expect("a reply")).await
+        }
+    };
+    let (code, first) = page(None).await;
+    assert_eq!(code, 200, "{first}");
+    assert_eq!(first["items"][0]["metadata"]["name"], "b");
+    let token = first["metadata"]["continue"].as_str().map(str::to_string);
+
+    // Between pages: a new object before the cursor, one changed, one gone.
+    let reply = admin
+        .post(&maps)
+        .json(&json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}}))
+        .send()
+        .await
+        .expect("a reply");
+    assert_eq!(reply.status().as_u16(), 201);
+    let reply = admin
+        .patch(format!("{maps}/c"))
+        .header("content-type", "application/merge-patch+json")
+        .body(r#"{"data":{"v":"2"}}"#)
+        .send()
+        .await
+        .expect("a reply");
+    assert_eq!(reply.status().as_u16(), 200);
+    let reply = admin
+        .delete(format!("{maps}/d"))
+        .send()
+        .await
+        .expect("a reply");
+    assert_eq!(reply.status().as_u16(), 200);
+
+    let (code, second) = page(token).await;
+    assert_eq!(code, 200, "{second}");
+    assert_eq!(second["items"][0]["metadata"]["name"], "c");
+    assert_eq!(
+        second["items"][0]["data"]["v"], "1",
+        "c as the first page saw it"
+    );
+    assert_eq!(
+        second["metadata"]["resourceVersion"],
+        first["metadata"]["resourceVersion"]
+    );
+    let (code, third) = page(second["metadata"]["continue"].as_str().map(str::to_string)).await;
+    assert_eq!(code, 200, "{third}");
+    assert_eq!(
+        third["items"][0]["metadata"]["name"], "d",
+        "d was there then"
+    );
+    assert!(third["metadata"].get("continue").is_none());
+
+    let (code, status) = page(Some("not-a-token".into())).await;
+    assert_eq!((code, status["reason"].as_str()), (400, Some("BadRequest")));
+    server.stop().await;
+}

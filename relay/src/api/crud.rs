@@ -272,11 +272,25 @@ fn list<B: Backend>(
     query: &Query,
     accept: &str,
 ) -> Result<Response<ApiBody>, ApiError> {
-    let (mut objects, version) = select(context, resource, filter)?;
-    if let Some(token) = query.get("continue").filter(|token| !token.is_empty()) {
-        let after = decode_continue(token)?;
-        objects.retain(|object| position(object) > after);
-    }
+    let token = query.get("continue").filter(|token| !token.is_empty());
+    let (mut objects, version) = match token {
+        None => select(context, resource, filter)?,
+        Some(token) => {
+            let (snapshot, after) = decode_continue(token)?;
+            let (mut objects, version) = match (resource.source, snapshot) {
+                // Later pages show the store as the first page saw it.
+                (Source::Stored, Some(snapshot)) => (
+                    snapshot_at(context, resource, filter, snapshot)?,
+                    snapshot.to_string(),
+                ),
+                // The inventory keeps no history: its pages are read as they
+                // are now.
+                _ => select(context, resource, filter)?,
+            };
+            objects.retain(|object| position(object) > after);
+            (objects, version)
+        }
+    };
     let mut next = None;
     let limit: usize = query
         .get("limit")
@@ -292,7 +306,7 @@ fn list<B: Backend>(
         objects.truncate(limit);
         next = objects
             .last()
-            .map(|last| URL_SAFE_NO_PAD.encode(position(last)));
+            .map(|last| encode_continue(&version, &position(last)));
     }
     if table::is_requested(accept) {
         let include = IncludeObject::parse(query.get("includeObject"));
@@ -769,12 +783,58 @@ fn position(object: &Value) -> String {
     format!("{}/{}", text("/metadata/namespace"), text("/metadata/name"))
 }
 
-fn decode_continue(token: &str) -> Result<String, ApiError> {
-    URL_SAFE_NO_PAD
+/// A continue token: the list's resourceVersion (empty for the inventory,
+/// which has none) and the position of the page's last object.
+fn encode_continue(version: &str, position: &str) -> String {
+    URL_SAFE_NO_PAD.encode(format!("{version}|{position}"))
+}
+
+/// The version and position a continue token holds.
+fn decode_continue(token: &str) -> Result<(Option<u64>, String), ApiError> {
+    let invalid = || ApiError::BadRequest("invalid continue token".into());
+    let text = URL_SAFE_NO_PAD
         .decode(token)
         .ok()
         .and_then(|bytes| String::from_utf8(bytes).ok())
-        .ok_or_else(|| ApiError::BadRequest("invalid continue token".into()))
+        .ok_or_else(invalid)?;
+    let (version, position) = text.split_once('|').ok_or_else(invalid)?;
+    let version = match version {
+        "" => None,
+        version => Some(version.parse().map_err(|_| invalid())?),
+    };
+    Ok((version, position.to_string()))
+}
+
+/// The objects of `resource` that `filter` selects, as they were at
+/// `version`; `410 Expired` when the store's history no longer reaches back
+/// that far, worded as kube-apiserver words it.
+fn snapshot_at<B: Backend>(
+    context: &Context<B>,
+    resource: &Resource,
+    filter: &Filter,
+    version: u64,
+) -> Result<Vec<Value>, ApiError> {
+    let objects = context
+        .objects
+        .list_at(
+            &resource.group,
+            &resource.plural,
+            filter.namespace.as_deref(),
+            version,
+        )
+        .map_err(|error| match error {
+            ObjectError::Gone { .. } => ApiError::Gone(
+                "The provided continue parameter is too old to display a consistent list result. \
+                 You can start a new list without the continue parameter."
+                    .into(),
+            ),
+            error => store_error(resource, "", error),
+        })?;
+    let objects = objects
+        .into_iter()
+        .filter(|object| filter.matches(object))
+        .collect();
+    Ok(with_type_meta(resource, objects))
 }
 
 /// The object in a create or update body: JSON, YAML, or the protobuf of

@@ -367,6 +367,7 @@ mod tests {
             key: ObjectKey::new("", resource, Some(namespace), "a"),
             object: json!({"metadata": {"name": "a", "namespace": namespace, "labels": labels}}),
             resource_version: 9,
+            previous: None,
         }
     }
 

@@ -166,3 +166,66 @@ fn uids_are_uuid_shaped() {
     assert_eq!(uid.as_bytes()[14], b'4');
     assert_ne!(uid, new_uid());
 }
+
+#[test]
+fn lists_at_an_older_version_undo_later_changes() {
+    let (_dir, _db, store) = open();
+    for name in ["b", "c", "d"] {
+        let (key, object) = config_map(name);
+        store.create(&key, object).expect("creates");
+    }
+    let (before, version) = store
+        .list("", "configmaps", Some("default"))
+        .expect("lists");
+    let (a, object) = config_map("a");
+    store.create(&a, object).expect("creates");
+    let (b, _) = config_map("b");
+    let mut changed = before[0].clone();
+    changed["data"]["a"] = json!("2");
+    store.update(&b, changed).expect("updates");
+    let (c, _) = config_map("c");
+    store.delete(&c).expect("deletes");
+    store.delete(&b).expect("deletes");
+
+    let then = store
+        .list_at("", "configmaps", Some("default"), version)
+        .expect("the history reaches back");
+    assert_eq!(then, before, "the list as it was, byte for byte");
+    let (now, current) = store
+        .list("", "configmaps", Some("default"))
+        .expect("lists");
+    assert_eq!(
+        store
+            .list_at("", "configmaps", Some("default"), current)
+            .expect("now"),
+        now
+    );
+    assert!(matches!(
+        store.list_at("", "configmaps", Some("default"), current + 1),
+        Err(ObjectError::Gone { .. })
+    ));
+}
+
+#[test]
+fn lists_older_than_the_history_are_gone() {
+    let (_dir, _db, store) = open();
+    let (key, object) = config_map("a");
+    let created = store.create(&key, object).expect("creates");
+    let version = resource_version_of(&created);
+    let mut object = created;
+    for n in 0..=HISTORY_LEN {
+        object["data"]["a"] = json!(n.to_string());
+        object = store.update(&key, object).expect("updates");
+    }
+    assert!(matches!(
+        store.list_at("", "configmaps", Some("default"), version),
+        Err(ObjectError::Gone { .. })
+    ));
+}
+
+fn resource_version_of(object: &Value) -> u64 {
+    object["metadata"]["resourceVersion"]
+        .as_str()
+        .and_then(|text| text.parse().ok())
+        .unwrap_or_default()
+}
