@@ -45,11 +45,16 @@ pub(super) fn check(
     resource: &Resource,
     object: &Value,
 ) -> Result<Vec<String>, ApiError> {
-    if mode == FieldValidation::Ignore {
-        return Ok(Vec::new());
+    let Findings { unknown, mistyped } = inspect(resource, object);
+    if let Some(first) = mistyped.first() {
+        // A value of the wrong type cannot be decoded: kube-apiserver
+        // refuses it whatever fieldValidation says.
+        return Err(ApiError::BadRequest(format!(
+            "{} in version {:?} cannot be handled as a {}: json: cannot unmarshal {} into Go struct field {} of type {}",
+            resource.kind, resource.version, resource.kind, first.found, first.path, first.expected
+        )));
     }
-    let unknown = unknown_fields(resource, object);
-    if unknown.is_empty() {
+    if mode == FieldValidation::Ignore || unknown.is_empty() {
         return Ok(Vec::new());
     }
     let messages: Vec<String> = unknown
@@ -68,23 +73,47 @@ pub(super) fn check(
     }
 }
 
-/// The paths (`spec.template.spec.containers[0].foo`) of the fields of
-/// `object` that the schema of `resource` does not name.
-pub(super) fn unknown_fields(resource: &Resource, object: &Value) -> Vec<String> {
-    let mut unknown = Vec::new();
+/// What a walk of an object along its schema found.
+#[derive(Debug, Default)]
+struct Findings {
+    /// The paths (`spec.template.spec.containers[0].foo`) of the fields the
+    /// schema does not name.
+    unknown: Vec<String>,
+    /// The values whose JSON type is not the schema's.
+    mistyped: Vec<Mistyped>,
+}
+
+/// A value of the wrong type.
+#[derive(Debug)]
+struct Mistyped {
+    path: String,
+    expected: String,
+    found: &'static str,
+}
+
+/// The paths of the fields of `object` that the schema of `resource` does
+/// not name.
+#[cfg(test)]
+fn unknown_fields(resource: &Resource, object: &Value) -> Vec<String> {
+    inspect(resource, object).unknown
+}
+
+/// Walks `object` along the schema of `resource`.
+fn inspect(resource: &Resource, object: &Value) -> Findings {
+    let mut findings = Findings::default();
     if let Some((root, definitions)) = openapi::builtin_schema(resource) {
         Walk {
             definitions: Some(definitions),
-            unknown: &mut unknown,
+            findings: &mut findings,
         }
         .visit(root, object, "");
     } else if let Some(schema) = &resource.schema {
         let Some(fields) = object.as_object() else {
-            return unknown;
+            return findings;
         };
         let mut walk = Walk {
             definitions: None,
-            unknown: &mut unknown,
+            findings: &mut findings,
         };
         // A CRD's schema need not name the fields every object has.
         for (field, value) in fields {
@@ -94,23 +123,37 @@ pub(super) fn unknown_fields(resource: &Resource, object: &Value) -> Vec<String>
             match schema.pointer(&format!("/properties/{}", escape(field))) {
                 Some(property) => walk.visit(property, value, field),
                 None if is_open(schema) => {}
-                None => walk.unknown.push(field.clone()),
+                None => walk.findings.unknown.push(field.clone()),
             }
         }
     }
-    unknown
+    findings
 }
 
 /// A walk of an object and its schema side by side.
 struct Walk<'a> {
     /// Where `$ref`s point (built-ins); `None` for inline CRD schemas.
     definitions: Option<&'a std::collections::BTreeMap<String, Value>>,
-    unknown: &'a mut Vec<String>,
+    findings: &'a mut Findings,
 }
 
 impl<'a> Walk<'a> {
     fn visit(&mut self, schema: &'a Value, value: &Value, path: &str) {
         let schema = self.resolve(schema);
+        if let Some(expected) = schema.get("type").and_then(Value::as_str) {
+            if let Some(found) = mismatch(expected, value) {
+                self.findings.mistyped.push(Mistyped {
+                    path: if path.is_empty() {
+                        "(root)".into()
+                    } else {
+                        path.to_string()
+                    },
+                    expected: expected.to_string(),
+                    found,
+                });
+                return;
+            }
+        }
         if is_open(schema) {
             return;
         }
@@ -121,7 +164,7 @@ impl<'a> Walk<'a> {
                         let inner = join(path, field);
                         match properties.get(field) {
                             Some(property) => self.visit(property, value, &inner),
-                            None => self.unknown.push(inner),
+                            None => self.findings.unknown.push(inner),
                         }
                     }
                 } else if let Some(values) = schema.get("additionalProperties") {
@@ -159,6 +202,32 @@ impl<'a> Walk<'a> {
             .and_then(|name| self.definitions?.get(name));
         target.unwrap_or(schema)
     }
+}
+
+/// The JSON type of `value` if it is not `expected` (an OpenAPI type).
+/// `null` fits every type, as Go's decoder reads it as the zero value.
+fn mismatch(expected: &str, value: &Value) -> Option<&'static str> {
+    let fits = match value {
+        Value::Null => true,
+        Value::Bool(_) => expected == "boolean",
+        Value::Number(number) => {
+            expected == "number" || (expected == "integer" && (number.is_i64() || number.is_u64()))
+        }
+        Value::String(_) => expected == "string",
+        Value::Array(_) => expected == "array",
+        Value::Object(_) => expected == "object",
+    };
+    if fits {
+        return None;
+    }
+    Some(match value {
+        Value::Null => "null",
+        Value::Bool(_) => "bool",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    })
 }
 
 /// Whether a schema takes any fields: preserved unknown fields, embedded
@@ -252,6 +321,48 @@ mod tests {
     }
 
     #[test]
+    fn values_of_the_wrong_type_are_refused_in_every_mode() {
+        let deployments = resource("apps", "deployments");
+        let deployment = json!({
+            "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
+            "spec": {"replicas": "three", "selector": {"matchLabels": {"a": "b"}},
+                "template": {"spec": {"containers": [{"name": "c", "ports": [{"containerPort": 80.5}]}]}}},
+        });
+        for mode in [
+            FieldValidation::Ignore,
+            FieldValidation::Warn,
+            FieldValidation::Strict,
+        ] {
+            let error = check(mode, &deployments, &deployment).expect_err("refused");
+            assert!(
+                error.to_string().contains(
+                    "cannot unmarshal string into Go struct field spec.replicas of type integer"
+                ),
+                "{error}"
+            );
+        }
+        let mistyped: Vec<String> = inspect(&deployments, &deployment)
+            .mistyped
+            .into_iter()
+            .map(|m| m.path)
+            .collect();
+        assert_eq!(
+            mistyped,
+            [
+                "spec.replicas",
+                "spec.template.spec.containers[0].ports[0].containerPort"
+            ]
+        );
+        let config_maps = resource("", "configmaps");
+        let numeric = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"},
+            "data": {"n": 1}});
+        assert!(check(FieldValidation::Warn, &config_maps, &numeric).is_err());
+        let fine = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a",
+            "creationTimestamp": null}, "data": {"n": "1"}});
+        assert!(check(FieldValidation::Strict, &config_maps, &fine).is_ok());
+    }
+
+    #[test]
     fn open_parts_take_anything() {
         let config_maps = resource("", "configmaps");
         let config_map = json!({
@@ -268,13 +379,16 @@ mod tests {
                 "versions": [{"name": "v1", "served": true, "storage": true,
                     "schema": {"openAPIV3Schema": {"type": "object",
                         "properties": {"spec": {"type": "object", "default": {"a": 1},
-                            "x-kubernetes-preserve-unknown-fields": true}}}}}]},
+                            "x-kubernetes-preserve-unknown-fields": true,
+                            "properties": {"size": {"type": "integer", "default": 1,
+                                "enum": [1, 2]}}}}}}}]},
         });
         assert_eq!(
             unknown_fields(&definitions, &crd),
             Vec::<String>::new(),
             "JSONSchemaProps are open where they hold JSON"
         );
+        assert!(check(FieldValidation::Strict, &definitions, &crd).is_ok());
     }
 
     #[test]

@@ -35,6 +35,9 @@ const INFO_VERSION: &str = "v1.33.0";
 const V3_REFS: &str = "#/components/schemas/";
 const V2_REFS: &str = "#/definitions/";
 
+/// The schema of a CRD's JSON values (`default`, `example`, `enum`).
+const ANY_JSON: &str = "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.JSON";
+
 /// The schema of ObjectMeta, by its OpenAPI name.
 const OBJECT_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta";
 
@@ -229,6 +232,15 @@ static BUILTIN_SCHEMAS: LazyLock<BuiltinSchemas> = LazyLock::new(|| {
         }
         for (name, schema) in referred.iter_mut() {
             add_list_strategies(name, schema);
+            if name == ANY_JSON {
+                // Any JSON value, as upstream's document says by giving no
+                // type; k8s-openapi's says "object", which a CRD's
+                // `default: 1` is not.
+                *schema = json!({
+                    "description": schema.get("description").cloned().unwrap_or_default(),
+                    "x-kubernetes-preserve-unknown-fields": true,
+                });
+            }
         }
         of_kind.insert(name, referred);
     }

@@ -132,6 +132,11 @@ pub(super) fn validate(
                 "Invalid value: labels must be a map of strings".into(),
             ));
         }
+        for (key, value) in labels.as_object().into_iter().flatten() {
+            if let Some(message) = label_error(key, value.as_str().unwrap_or_default()) {
+                return Err(invalid("metadata.labels", message));
+            }
+        }
     }
     if resource.group == crate::placement::RELAYMESH_GROUP && resource.plural == "placements" {
         // The namespace comes from the URL when the object names none.
@@ -157,10 +162,52 @@ pub(super) fn is_dns1123_label(name: &str) -> bool {
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
 }
 
-/// Whether `name` is a DNS-1123 subdomain: at most 253 characters of labels
-/// joined by dots.
+/// Whether `name` is a DNS-1123 subdomain: at most 253 characters of
+/// `[a-z0-9-]` parts joined by dots, each alphanumeric at both ends. As in
+/// Kubernetes, a part may be longer than 63 characters (kubelet names
+/// VolumeAttachments `csi-` and a 64-digit hash).
 pub(super) fn is_dns1123_subdomain(name: &str) -> bool {
-    name.len() <= 253 && name.split('.').all(is_dns1123_label)
+    let part = |part: &str| {
+        part.starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
+            && part.ends_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
+            && part
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+    };
+    name.len() <= 253 && name.split('.').all(part)
+}
+
+/// Why a label is invalid, in kube-apiserver's words, if it is: the key a
+/// qualified name (an optional DNS subdomain prefix and `/`, then at most
+/// 63 characters of `[A-Za-z0-9-_.]`, alphanumeric at both ends), the value
+/// empty or such a name part.
+pub(super) fn label_error(key: &str, value: &str) -> Option<String> {
+    let name_part = |text: &str| {
+        !text.is_empty()
+            && text.len() <= 63
+            && text.starts_with(|c: char| c.is_ascii_alphanumeric())
+            && text.ends_with(|c: char| c.is_ascii_alphanumeric())
+            && text
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+    };
+    let (prefix, name) = match key.split_once('/') {
+        Some((prefix, name)) => (Some(prefix), name),
+        None => (None, key),
+    };
+    if prefix.is_some_and(|prefix| prefix.is_empty() || !is_dns1123_subdomain(prefix))
+        || !name_part(name)
+    {
+        return Some(format!(
+            "Invalid value: {key:?}: name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]'), with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"
+        ));
+    }
+    if !value.is_empty() && !name_part(value) {
+        return Some(format!(
+            "Invalid value: {value:?}: a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')"
+        ));
+    }
+    None
 }
 
 fn required_string<'a>(object: &'a Value, field: &str) -> Result<&'a str, ApiError> {
@@ -242,6 +289,14 @@ mod tests {
                 json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "labels": {"x": 1}}}),
                 "metadata.labels",
             ),
+            (
+                json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "labels": {"x": "a/b"}}}),
+                "metadata.labels",
+            ),
+            (
+                json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "labels": {"-x": "y"}}}),
+                "metadata.labels",
+            ),
         ];
         for (object, field) in cases {
             assert_eq!(
@@ -305,5 +360,22 @@ mod tests {
         assert!(!is_dns1123_label(&"a".repeat(64)));
         assert!(is_dns1123_subdomain("widgets.example.com"));
         assert!(!is_dns1123_subdomain("a..b"));
+    }
+
+    #[test]
+    fn labels_and_long_subdomain_parts() {
+        assert!(label_error("app.kubernetes.io/name", "web").is_none());
+        assert!(label_error("tier", "").is_none());
+        assert!(label_error("Tier_1.x", "A-b_c.D").is_none());
+        assert!(label_error("managed-by", "corpus.example.com/controller").is_some());
+        assert!(label_error("/x", "y").is_some());
+        assert!(label_error("Example.com/x", "y").is_some());
+        assert!(label_error(&"k".repeat(64), "y").is_some());
+        assert!(label_error("k", &"v".repeat(64)).is_some());
+        let attachment = format!("csi-{}", "d1005a".repeat(11));
+        assert!(attachment.len() > 63);
+        assert!(is_dns1123_subdomain(&attachment));
+        assert!(!is_dns1123_subdomain("a..b"));
+        assert!(!is_dns1123_subdomain("-a"));
     }
 }
