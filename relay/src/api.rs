@@ -51,6 +51,7 @@ mod field_validation;
 pub mod fuzzing;
 mod health;
 mod inventory;
+mod list_options;
 mod objects;
 mod openapi;
 pub mod patch;
@@ -279,6 +280,10 @@ pub enum ApiError {
     /// `ServiceUnavailable`).
     #[error("{0}")]
     Unavailable(String),
+    /// What was asked for is not there yet, such as a list at a
+    /// resourceVersion newer than the store's (504, `Timeout`).
+    #[error("{0}")]
+    Timeout(String),
     /// A bug or a failure the client cannot fix (500, `InternalError`).
     #[error("{0}")]
     Internal(String),

@@ -977,3 +977,90 @@ async fn pages_show_one_snapshot() {
     assert_eq!((code, status["reason"].as_str()), (400, Some("BadRequest")));
     server.stop().await;
 }
+
+/// `resourceVersionMatch=Exact` lists the store as it was; a watch with
+/// `sendInitialEvents=true` sends the current objects, then the bookmark
+/// that ends them, then changes (client-go's watch-list).
+#[tokio::test]
+async fn exact_lists_and_initial_events() {
+    let server = Server::start().await;
+    let admin = server.raw(Some(&server.pki.admin));
+    let maps = server.url("/api/v1/namespaces/default/configmaps");
+    let create = |name: &'static str| {
+        let admin = admin.clone();
+        let maps = maps.clone();
+        async move {
+            let reply = admin
+                .post(&maps)
+                .json(&json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}}))
+                .send()
+                .await
+                .expect("a reply");
+            let (code, object) = json_reply(reply).await;
+            assert_eq!(code, 201, "{object}");
+            object["metadata"]["resourceVersion"]
+                .as_str()
+                .map(str::to_string)
+                .unwrap_or_default()
+        }
+    };
+    let then = create("first").await;
+    create("second").await;
+    let (code, list) = json_reply(
+        admin
+            .get(format!(
+                "{maps}?resourceVersion={then}&resourceVersionMatch=Exact"
+            ))
+            .send()
+            .await
+            .expect("a reply"),
+    )
+    .await;
+    assert_eq!(code, 200, "{list}");
+    assert_eq!(list["metadata"]["resourceVersion"], then.as_str());
+    assert_eq!(list["items"].as_array().map(Vec::len), Some(1));
+    let (code, status) = json_reply(
+        admin
+            .get(format!("{maps}?resourceVersionMatch=Exact"))
+            .send()
+            .await
+            .expect("a reply"),
+    )
+    .await;
+    assert_eq!((code, status["reason"].as_str()), (422, Some("Invalid")));
+
+    let response = admin
+        .get(format!(
+            "{maps}?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true"
+        ))
+        .send()
+        .await
+        .expect("a reply");
+    assert_eq!(response.status().as_u16(), 200);
+    let mut watch = WatchLines {
+        response,
+        buffer: Vec::new(),
+    };
+    let mut added = Vec::new();
+    let end = loop {
+        let event = tokio::time::timeout(Duration::from_secs(30), watch.next())
+            .await
+            .expect("an event");
+        match event["type"].as_str() {
+            Some("ADDED") => added.push(event["object"]["metadata"]["name"].clone()),
+            Some("BOOKMARK") => break event,
+            other => panic!("unexpected {other:?}"),
+        }
+    };
+    assert_eq!(added, [json!("first"), json!("second")]);
+    assert_eq!(
+        end["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"],
+        "true"
+    );
+    create("third").await;
+    assert_eq!(
+        watch.next_change().await,
+        ("ADDED".into(), "third".into(), false)
+    );
+    server.stop().await;
+}

@@ -18,6 +18,7 @@ use tracing::info;
 
 use super::deletion::{self, Outcome, Propagation};
 use super::field_validation::{self, FieldValidation};
+use super::list_options::{self, ListAt};
 use super::patch::{self, PatchError, PatchKind, TypeInfo};
 use super::protobuf::{self, ProtobufError};
 use super::query::Query;
@@ -273,14 +274,19 @@ fn list<B: Backend>(
     accept: &str,
 ) -> Result<Response<ApiBody>, ApiError> {
     let token = query.get("continue").filter(|token| !token.is_empty());
-    let (mut objects, version) = match token {
-        None => select(context, resource, filter)?,
-        Some(token) => {
+    let at = list_options::list_at(query, context.objects.resource_version())?;
+    let (mut objects, version) = match (token, at) {
+        (None, ListAt::Exact(version)) if resource.source == Source::Stored => (
+            snapshot_at(context, resource, filter, version, TOO_OLD_VERSION)?,
+            version.to_string(),
+        ),
+        (None, _) => select(context, resource, filter)?,
+        (Some(token), _) => {
             let (snapshot, after) = decode_continue(token)?;
             let (mut objects, version) = match (resource.source, snapshot) {
                 // Later pages show the store as the first page saw it.
                 (Source::Stored, Some(snapshot)) => (
-                    snapshot_at(context, resource, filter, snapshot)?,
+                    snapshot_at(context, resource, filter, snapshot, TOO_OLD_CONTINUE)?,
                     snapshot.to_string(),
                 ),
                 // The inventory keeps no history: its pages are read as they
@@ -783,6 +789,13 @@ fn position(object: &Value) -> String {
     format!("{}/{}", text("/metadata/namespace"), text("/metadata/name"))
 }
 
+/// The 410 of a continue token older than the store's history.
+const TOO_OLD_CONTINUE: &str = "The provided continue parameter is too old to display a \
+    consistent list result. You can start a new list without the continue parameter.";
+
+/// The 410 of an exact list older than the store's history.
+const TOO_OLD_VERSION: &str = "The resourceVersion for the provided list is too old.";
+
 /// A continue token: the list's resourceVersion (empty for the inventory,
 /// which has none) and the position of the page's last object.
 fn encode_continue(version: &str, position: &str) -> String {
@@ -813,6 +826,7 @@ fn snapshot_at<B: Backend>(
     resource: &Resource,
     filter: &Filter,
     version: u64,
+    too_old: &str,
 ) -> Result<Vec<Value>, ApiError> {
     let objects = context
         .objects
@@ -823,11 +837,7 @@ fn snapshot_at<B: Backend>(
             version,
         )
         .map_err(|error| match error {
-            ObjectError::Gone { .. } => ApiError::Gone(
-                "The provided continue parameter is too old to display a consistent list result. \
-                 You can start a new list without the continue parameter."
-                    .into(),
-            ),
+            ObjectError::Gone { .. } => ApiError::Gone(too_old.to_string()),
             error => store_error(resource, "", error),
         })?;
     let objects = objects

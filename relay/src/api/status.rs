@@ -109,6 +109,7 @@ pub fn code_and_reason(error: &ApiError) -> (u16, &'static str) {
         ApiError::PayloadTooLarge(_) => (413, "RequestEntityTooLarge"),
         ApiError::Invalid { .. } => (422, "Invalid"),
         ApiError::Unavailable(_) => (503, "ServiceUnavailable"),
+        ApiError::Timeout(_) => (504, "Timeout"),
         ApiError::Internal(_) | ApiError::TlsConfig(_) => (500, "InternalError"),
         ApiError::OverLimit { error, .. } => code_and_reason(error),
     }

@@ -2,7 +2,10 @@
 //! `{"type": ..., "object": ...}` events, as kube-apiserver writes them.
 //!
 //! A watch from resourceVersion `""` or `"0"` first sends every matching
-//! object as `ADDED`; from a later version it replays the store's history,
+//! object as `ADDED` (with `sendInitialEvents=true`, from any version, and
+//! then a bookmark annotated `k8s.io/initial-events-end`; with
+//! `sendInitialEvents=false`, none); from a later version it replays the
+//! store's history,
 //! or sends one `ERROR` event with a `410 Expired` Status when the history no
 //! longer reaches back that far. Bookmarks are sent when asked for; the
 //! stream ends after `timeoutSeconds`, on server shutdown, or when the client
@@ -26,12 +29,12 @@ use tokio::sync::{broadcast, mpsc};
 use tracing::debug;
 
 use super::crud::{select, store_error, Filter};
-use super::inventory;
 use super::query::Query;
 use super::resources::{Resource, Source};
 use super::routes::{ApiBody, Context};
 use super::status::Status;
 use super::table::{self, IncludeObject};
+use super::{inventory, list_options};
 use super::{ApiError, Backend};
 use crate::objects::{ObjectError, ObjectEvent, WatchEventType};
 
@@ -88,12 +91,23 @@ impl Encoder {
     }
 
     fn bookmark(&self, resource_version: u64) -> Bytes {
-        let object = json!({
+        line(&json!({"type": "BOOKMARK", "object": self.bookmark_object(resource_version)}))
+    }
+
+    /// The bookmark that ends a watch's initial events
+    /// (`sendInitialEvents=true`), as client-go's watch-list waits for it.
+    fn end_of_initial_events(&self, resource_version: u64) -> Bytes {
+        let mut object = self.bookmark_object(resource_version);
+        object["metadata"]["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+        line(&json!({"type": "BOOKMARK", "object": object}))
+    }
+
+    fn bookmark_object(&self, resource_version: u64) -> Value {
+        json!({
             "kind": self.resource.kind,
             "apiVersion": self.resource.api_version(),
             "metadata": {"resourceVersion": resource_version.to_string()},
-        });
-        line(&json!({"type": "BOOKMARK", "object": object}))
+        })
     }
 }
 
@@ -119,7 +133,19 @@ pub(super) fn serve<B: Backend>(
     let mut initial = Vec::new();
     let mut live = None;
     let since = query.get("resourceVersion").unwrap_or_default();
-    if resource.source != Source::Stored || since.is_empty() || since == "0" {
+    let initial_events = list_options::sends_initial_events(query)?;
+    let from_now = since.is_empty() || since == "0";
+    if initial_events == Some(false) && from_now && resource.source == Source::Stored {
+        // Only what changes from now on.
+        let (_, events) = context
+            .objects
+            .watch(context.objects.resource_version())
+            .map_err(|e| store_error(resource, "", e))?;
+        live = Some(Live::Store(events));
+    } else if resource.source != Source::Stored
+        || initial_events == Some(true)
+        || (initial_events.is_none() && from_now)
+    {
         let (objects, version) = select(context, resource, &filter)?;
         for object in &objects {
             let version = object
@@ -138,6 +164,9 @@ pub(super) fn serve<B: Backend>(
             });
         } else {
             let version: u64 = version.parse().unwrap_or(0);
+            if initial_events == Some(true) {
+                initial.push(encoder.end_of_initial_events(version));
+            }
             let (history, events) = context
                 .objects
                 .watch(version)
