@@ -14,9 +14,14 @@
 //!   layer asks for a client certificate but accepts any, as kube-apiserver
 //!   does, and the application verifies it against the mesh CA, so a missing
 //!   or foreign certificate gets a `401 Status` rather than a TLS alert.
-//! * `routes` maps requests to handlers; `objects` and `tokens` build and
-//!   check the JSON objects without IO; [`status`] shapes errors as
-//!   `metav1.Status`.
+//! * `routes` maps requests to handlers; `crud` answers resource paths and
+//!   `watch` streams changes. What they share sits in leaves that import
+//!   none of them: `http` (reply bodies, JSON and error replies, reading a
+//!   body under a limit), `context` (what a connection's requests share)
+//!   and `collection` (the filter a list or watch asks for, and what it
+//!   selects).
+//! * `objects` and `tokens` build and check the JSON objects without IO;
+//!   [`status`] shapes errors as `metav1.Status`.
 //!
 //! The API does not own state: everything it serves comes from a [`Backend`]
 //! the daemon implements.
@@ -42,6 +47,8 @@ use crate::objects::ObjectStore;
 mod audit;
 mod authz;
 mod builtins;
+mod collection;
+mod context;
 mod crd;
 mod crud;
 mod deletion;
@@ -50,6 +57,7 @@ mod field_validation;
 #[doc(hidden)]
 pub mod fuzzing;
 mod health;
+mod http;
 mod inventory;
 mod list_options;
 mod objects;
@@ -401,7 +409,7 @@ async fn serve_connection<B: Backend>(
         .authenticator
         .authenticate(tls_stream.get_ref().1.peer_certificates());
     debug!(%remote, %peer, "API connection");
-    let context = Arc::new(routes::Context {
+    let context = Arc::new(context::Context {
         backend,
         peer,
         remote,

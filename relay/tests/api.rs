@@ -39,11 +39,11 @@ async fn version_and_health() {
         .await
         .expect("version");
     assert_eq!(version["major"], "1");
-    assert_eq!(version["minor"], "32");
+    assert_eq!(version["minor"], "33");
     assert!(
         version["gitVersion"]
             .as_str()
-            .is_some_and(|text| text.starts_with("v1.32.0+relaymesh-")),
+            .is_some_and(|text| text.starts_with("v1.33.0+relaymesh-")),
         "{version}"
     );
 

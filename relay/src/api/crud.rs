@@ -16,15 +16,16 @@ use hyper::{Method, Request, Response, StatusCode};
 use serde_json::{json, Value};
 use tracing::info;
 
+use super::collection::{object_name, select, store_error, with_type_meta, Filter};
+use super::context::Context;
 use super::deletion::{self, Outcome, Propagation};
 use super::field_validation::{self, FieldValidation};
+use super::http::{json_reply, read_body, ApiBody, MAX_JSON_BODY};
 use super::list_options::{self, ListAt};
 use super::patch::{self, PatchError, PatchKind, TypeInfo};
 use super::protobuf::{self, ProtobufError};
 use super::query::Query;
 use super::resources::{Registry, Resource, Source};
-use super::routes::{json_reply, read_body, ApiBody, Context, MAX_JSON_BODY};
-use super::selector::{FieldSelector, LabelSelector};
 use super::table::{self, IncludeObject};
 use super::{crd, inventory, scale, validation, watch, ApiError, Backend};
 use crate::objects::{ObjectError, ObjectStore};
@@ -47,40 +48,6 @@ pub(super) struct ResourcePath {
     pub(super) namespace: Option<String>,
     pub(super) name: Option<String>,
     pub(super) subresource: Option<String>,
-}
-
-/// Which objects of a resource a list or watch wants.
-#[derive(Debug, Clone)]
-pub(super) struct Filter {
-    pub(super) namespace: Option<String>,
-    pub(super) labels: LabelSelector,
-    pub(super) fields: FieldSelector,
-}
-
-impl Filter {
-    pub(super) fn parse(
-        resource: &Resource,
-        namespace: Option<String>,
-        query: &Query,
-    ) -> Result<Self, ApiError> {
-        let bad = |error: super::selector::SelectorError| ApiError::BadRequest(error.to_string());
-        Ok(Self {
-            namespace,
-            labels: LabelSelector::parse(query.get("labelSelector").unwrap_or_default())
-                .map_err(bad)?,
-            fields: FieldSelector::parse_for(
-                query.get("fieldSelector").unwrap_or_default(),
-                &resource.group,
-                &resource.plural,
-            )
-            .map_err(bad)?,
-        })
-    }
-
-    /// Whether `object` passes.
-    pub(super) fn matches(&self, object: &Value) -> bool {
-        self.labels.matches_object(object) && self.fields.matches_object(object)
-    }
 }
 
 /// Answers a request on a resource path.
@@ -235,35 +202,6 @@ pub(super) async fn handle<B: Backend>(
             "the server does not allow method {method} on the requested resource"
         ))),
     }
-}
-
-/// The objects of `resource` matching `filter`, and their list version.
-pub(super) fn select<B: Backend>(
-    context: &Context<B>,
-    resource: &Resource,
-    filter: &Filter,
-) -> Result<(Vec<Value>, String), ApiError> {
-    let (objects, version) = if resource.source == Source::Stored {
-        let (objects, version) = context
-            .objects
-            .list(
-                &resource.group,
-                &resource.plural,
-                filter.namespace.as_deref(),
-            )
-            .map_err(|error| store_error(resource, "", error))?;
-        (objects, version.to_string())
-    } else {
-        (
-            inventory::objects(resource.source, &context.backend.nodes()),
-            String::new(),
-        )
-    };
-    let objects = objects
-        .into_iter()
-        .filter(|object| filter.matches(object))
-        .collect();
-    Ok((with_type_meta(resource, objects), version))
 }
 
 fn list<B: Backend>(
@@ -745,18 +683,6 @@ fn require_namespace(
     }
 }
 
-/// Sets `apiVersion` and `kind`, which stored objects of read-only sources
-/// and old writes may lack.
-fn with_type_meta(resource: &Resource, mut objects: Vec<Value>) -> Vec<Value> {
-    for object in &mut objects {
-        if object.is_object() {
-            object["apiVersion"] = json!(resource.api_version());
-            object["kind"] = json!(resource.kind);
-        }
-    }
-    objects
-}
-
 /// `metadata.generateName` plus five random characters, when there is no name.
 fn generate_name(object: &mut Value) {
     let has_name = object
@@ -866,14 +792,6 @@ pub(super) fn decode(body: &[u8], content_type: &str) -> Result<Value, ApiError>
         .map_err(|error| ApiError::BadRequest(format!("cannot decode the object: {error}")))
 }
 
-pub(super) fn object_name(object: &Value) -> String {
-    object
-        .pointer("/metadata/name")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_string()
-}
-
 fn header(request: &Request<Incoming>, name: hyper::header::HeaderName) -> String {
     request
         .headers()
@@ -934,20 +852,5 @@ fn patch_error(error: PatchError) -> ApiError {
             limit: crate::limits::Limit::ApiJsonPatch,
             error: Box::new(ApiError::PayloadTooLarge(message)),
         },
-    }
-}
-
-/// Maps a store failure onto the API's errors, in Kubernetes' words.
-pub(super) fn store_error(resource: &Resource, name: &str, error: ObjectError) -> ApiError {
-    let qualified = resource.qualified();
-    match error {
-        ObjectError::AlreadyExists(_) => ApiError::AlreadyExists(format!("{qualified} {name:?} already exists")),
-        ObjectError::NotFound(_) => resource.not_found(name),
-        ObjectError::Conflict { .. } => ApiError::Conflict(format!(
-            "Operation cannot be fulfilled on {qualified} {name:?}: the object has been modified; please apply your changes to the latest version and try again"
-        )),
-        ObjectError::Gone { .. } => ApiError::Gone(error.to_string()),
-        ObjectError::NotAnObject => ApiError::BadRequest(error.to_string()),
-        other => ApiError::Internal(other.to_string()),
     }
 }

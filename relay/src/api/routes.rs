@@ -5,69 +5,31 @@
 //! paths; new resources are new variants), then the caller is checked, then
 //! the method. Failures of any step become a `metav1.Status` reply.
 
-use std::net::SocketAddr;
-use std::sync::Arc;
-
-use std::convert::Infallible;
-
-use bytes::Bytes;
-use http_body_util::combinators::UnsyncBoxBody;
-use http_body_util::{BodyExt, Full};
-use hyper::body::{Body, Incoming};
+use hyper::body::Incoming;
 use hyper::header::{HeaderValue, ALLOW, CONTENT_TYPE};
 use hyper::{Method, Request, Response, StatusCode};
 use relaymesh_protocol::limits::MAX_BUNDLE_LEN;
-use serde::Serialize;
 use tracing::{debug, warn};
 
-use super::audit::AuditLog;
 use super::authz::{self, Attributes};
+use super::context::Context;
 use super::crud::{self, ResourcePath};
+use super::http::{error_reply, json_reply, read_body, reply, ApiBody, MAX_JSON_BODY};
 use super::query::Query;
 use super::resources::Registry;
-use super::status::Status;
 use super::tls::{PeerIdentity, User};
 use super::tokens::JoinToken;
 use super::users;
 use super::{discovery, health, openapi, revocations, ApiError, Backend};
-use crate::limits::Limit;
-use crate::objects::ObjectStore;
-
-/// The body of every reply: whole JSON documents or a watch's stream.
-pub(super) type ApiBody = UnsyncBoxBody<Bytes, Infallible>;
-
-/// The largest JSON body the API reads: kube-apiserver's limit for every
-/// request but a bundle push (its `MaxRequestBodyBytes`, 3 MiB), so what
-/// kubectl sends a Kubernetes cluster it can send here. Patches, creates and
-/// updates go through it alike.
-pub(super) const MAX_JSON_BODY: u64 = 3 * 1024 * 1024;
 
 /// The Kubernetes version the API claims to be compatible with.
 const KUBE_MAJOR: &str = "1";
-const KUBE_MINOR: &str = "32";
+const KUBE_MINOR: &str = "33";
 
 /// relaymesh's API group.
 const GROUP: &str = "relaymesh.dev";
 /// relaymesh's API version within its group.
 const VERSION: &str = "v1alpha1";
-
-/// What every request on one connection shares.
-pub(super) struct Context<B> {
-    /// Where the data comes from.
-    pub(super) backend: Arc<B>,
-    /// Who the client is, decided once per connection.
-    pub(super) peer: PeerIdentity,
-    /// The client's address, for logs.
-    pub(super) remote: SocketAddr,
-    /// The stored Kubernetes objects.
-    pub(super) objects: ObjectStore,
-    /// Changes when the server shuts down, so watches end.
-    pub(super) stop: tokio::sync::watch::Receiver<()>,
-    /// The API CA, which signs user certificates.
-    pub(super) authority: Arc<crate::pki::ApiAuthority>,
-    /// Where writes are recorded, if anywhere.
-    pub(super) audit: Option<Arc<AuditLog>>,
-}
 
 /// A path the API knows.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -535,41 +497,11 @@ fn authenticated(peer: &PeerIdentity) -> Result<&User, ApiError> {
     }
 }
 
-/// Reads a whole body, refusing it with 413 as soon as it is known to be
-/// larger than `limit`, before reading further.
 /// Seconds since the Unix epoch (0 if the clock is before it).
 fn unix_now() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |elapsed| elapsed.as_secs())
-}
-
-pub(super) async fn read_body(mut body: Incoming, limit: u64) -> Result<Vec<u8>, ApiError> {
-    let too_large = || ApiError::OverLimit {
-        limit: Limit::ApiRequestBody,
-        error: Box::new(ApiError::PayloadTooLarge(format!(
-            "Request entity too large: the request body is larger than the limit of {limit} bytes"
-        ))),
-    };
-    let announced = body.size_hint().lower();
-    if announced > limit {
-        return Err(too_large());
-    }
-    // Trust the announced length only so far: it costs the client nothing.
-    let capacity = usize::try_from(announced.min(MAX_JSON_BODY)).unwrap_or(0);
-    let mut bytes = Vec::with_capacity(capacity);
-    while let Some(frame) = body.frame().await {
-        let frame = frame.map_err(|error| {
-            ApiError::BadRequest(format!("cannot read the request body: {error}"))
-        })?;
-        if let Ok(data) = frame.into_data() {
-            if (bytes.len() + data.len()) as u64 > limit {
-                return Err(too_large());
-            }
-            bytes.extend_from_slice(&data);
-        }
-    }
-    Ok(bytes)
 }
 
 /// `kubectl version`'s view of the server (`version.Info`).
@@ -596,35 +528,6 @@ fn platform() -> String {
         other => other,
     };
     format!("{}/{arch}", std::env::consts::OS)
-}
-
-/// A JSON reply.
-pub(super) fn json_reply(
-    status: StatusCode,
-    body: &impl Serialize,
-) -> Result<Response<ApiBody>, ApiError> {
-    let bytes = serde_json::to_vec(body)
-        .map_err(|error| ApiError::Internal(format!("cannot encode the reply: {error}")))?;
-    Ok(reply(status, "application/json", bytes))
-}
-
-/// The `metav1.Status` reply to `error`.
-fn error_reply(error: &ApiError) -> Response<ApiBody> {
-    let status = Status::from_error(error);
-    let code = StatusCode::from_u16(status.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    // A Status of strings and numbers always serializes; fall back to an
-    // empty body rather than panic if that ever changes.
-    let bytes = serde_json::to_vec(&status).unwrap_or_default();
-    reply(code, "application/json", bytes)
-}
-
-fn reply(status: StatusCode, content_type: &'static str, bytes: Vec<u8>) -> Response<ApiBody> {
-    let mut response = Response::new(Full::new(Bytes::from(bytes)).boxed_unsync());
-    *response.status_mut() = status;
-    response
-        .headers_mut()
-        .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
-    response
 }
 
 #[cfg(test)]
@@ -772,7 +675,7 @@ mod tests {
         assert_eq!(info["major"], "1");
         let git_version = info["gitVersion"].as_str().unwrap_or_default();
         assert!(
-            git_version.starts_with("v1.32.0+relaymesh-"),
+            git_version.starts_with("v1.33.0+relaymesh-"),
             "{git_version}"
         );
         assert!(info["platform"].as_str().is_some_and(|p| p.contains('/')));

@@ -28,10 +28,11 @@ use serde_json::{json, Value};
 use tokio::sync::{broadcast, mpsc};
 use tracing::debug;
 
-use super::crud::{select, store_error, Filter};
+use super::collection::{select, store_error, Filter};
+use super::context::Context;
+use super::http::ApiBody;
 use super::query::Query;
 use super::resources::{Resource, Source};
-use super::routes::{ApiBody, Context};
 use super::status::Status;
 use super::table::{self, IncludeObject};
 use super::{inventory, list_options};

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::super::crud::object_name as name;
+use super::super::collection::object_name as name;
 
 /// What one watch has sent of an inventory resource, by object name.
 #[derive(Debug, Default)]

@@ -1,0 +1,89 @@
+//! The HTTP pieces every handler shares: the reply body type, JSON and
+//! error replies, and reading a request body under a size limit. A leaf:
+//! it knows requests and replies, not routes or resources.
+
+use std::convert::Infallible;
+
+use bytes::Bytes;
+use http_body_util::combinators::UnsyncBoxBody;
+use http_body_util::{BodyExt, Full};
+use hyper::body::{Body, Incoming};
+use hyper::header::{HeaderValue, CONTENT_TYPE};
+use hyper::{Response, StatusCode};
+use serde::Serialize;
+
+use super::status::Status;
+use super::ApiError;
+use crate::limits::Limit;
+
+/// The body of every reply: whole JSON documents or a watch's stream.
+pub(super) type ApiBody = UnsyncBoxBody<Bytes, Infallible>;
+
+/// The largest JSON body the API reads: kube-apiserver's limit for every
+/// request but a bundle push (its `MaxRequestBodyBytes`, 3 MiB), so what
+/// kubectl sends a Kubernetes cluster it can send here. Patches, creates and
+/// updates go through it alike.
+pub(super) const MAX_JSON_BODY: u64 = 3 * 1024 * 1024;
+
+/// Reads a whole body, refusing it with 413 as soon as it is known to be
+/// larger than `limit`, before reading further.
+pub(super) async fn read_body(mut body: Incoming, limit: u64) -> Result<Vec<u8>, ApiError> {
+    let too_large = || ApiError::OverLimit {
+        limit: Limit::ApiRequestBody,
+        error: Box::new(ApiError::PayloadTooLarge(format!(
+            "Request entity too large: the request body is larger than the limit of {limit} bytes"
+        ))),
+    };
+    let announced = body.size_hint().lower();
+    if announced > limit {
+        return Err(too_large());
+    }
+    // Trust the announced length only so far: it costs the client nothing.
+    let capacity = usize::try_from(announced.min(MAX_JSON_BODY)).unwrap_or(0);
+    let mut bytes = Vec::with_capacity(capacity);
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|error| {
+            ApiError::BadRequest(format!("cannot read the request body: {error}"))
+        })?;
+        if let Ok(data) = frame.into_data() {
+            if (bytes.len() + data.len()) as u64 > limit {
+                return Err(too_large());
+            }
+            bytes.extend_from_slice(&data);
+        }
+    }
+    Ok(bytes)
+}
+
+/// A JSON reply.
+pub(super) fn json_reply(
+    status: StatusCode,
+    body: &impl Serialize,
+) -> Result<Response<ApiBody>, ApiError> {
+    let bytes = serde_json::to_vec(body)
+        .map_err(|error| ApiError::Internal(format!("cannot encode the reply: {error}")))?;
+    Ok(reply(status, "application/json", bytes))
+}
+
+/// The `metav1.Status` reply to `error`.
+pub(super) fn error_reply(error: &ApiError) -> Response<ApiBody> {
+    let status = Status::from_error(error);
+    let code = StatusCode::from_u16(status.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    // A Status of strings and numbers always serializes; fall back to an
+    // empty body rather than panic if that ever changes.
+    let bytes = serde_json::to_vec(&status).unwrap_or_default();
+    reply(code, "application/json", bytes)
+}
+
+pub(super) fn reply(
+    status: StatusCode,
+    content_type: &'static str,
+    bytes: Vec<u8>,
+) -> Response<ApiBody> {
+    let mut response = Response::new(Full::new(Bytes::from(bytes)).boxed_unsync());
+    *response.status_mut() = status;
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+    response
+}
