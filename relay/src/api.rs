@@ -51,7 +51,7 @@ mod inventory;
 mod objects;
 mod openapi;
 pub mod patch;
-mod protobuf;
+pub mod protobuf;
 mod query;
 mod resources;
 mod revocations;
