@@ -63,7 +63,7 @@ mod list_options;
 mod objects;
 mod openapi;
 pub mod patch;
-mod protobuf;
+pub mod protobuf;
 mod query;
 mod resources;
 mod revocations;

@@ -778,7 +778,7 @@ fn snapshot_at<B: Backend>(
 pub(super) fn decode(body: &[u8], content_type: &str) -> Result<Value, ApiError> {
     if content_type.contains("protobuf") {
         return protobuf::decode(body).map_err(|error| match error {
-            ProtobufError::Unsupported(_) => ApiError::UnsupportedMediaType(error.to_string()),
+            ProtobufError::UnknownKind { .. } => ApiError::UnsupportedMediaType(error.to_string()),
             _ => ApiError::BadRequest(error.to_string()),
         });
     }

@@ -1,0 +1,134 @@
+//! Protobuf to JSON: a decoded message to the JSON Kubernetes writes for
+//! it. Only the fields the message carries are written; an empty list or
+//! map is left out, as Go's `omitempty` leaves them out, and so are the
+//! metadata's zero values ([`ZERO_IS_UNSET`]). Other zeros stay: the wire
+//! cannot tell a pointer's `0` from a value's, and keeping it is what Go's
+//! decoder would mean in either case.
+
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine as _;
+use prost_reflect::{DynamicMessage, MapKey, ReflectMessage as _, Value as Proto};
+use serde_json::{Map, Value};
+
+use super::special::{self, Special};
+use super::{ProtobufError, Schema};
+
+/// Fields that are Go value types with `omitempty`, so that a zero is
+/// "not set" and JSON leaves it out. Go's generated code writes every such
+/// field (`generateName: ""`, `uid: ""`, `generation: 0`), so without this
+/// every object and pod template a protobuf client sends would carry them.
+/// Only the object and list metadata are listed: elsewhere a zero may be a
+/// pointer's meaningful value (`replicas: 0`), which the wire cannot tell
+/// apart, so it is kept.
+const ZERO_IS_UNSET: &[&str] = &[
+    "apimachinery.pkg.apis.meta.v1.ObjectMeta.name",
+    "apimachinery.pkg.apis.meta.v1.ObjectMeta.generateName",
+    "apimachinery.pkg.apis.meta.v1.ObjectMeta.namespace",
+    "apimachinery.pkg.apis.meta.v1.ObjectMeta.selfLink",
+    "apimachinery.pkg.apis.meta.v1.ObjectMeta.uid",
+    "apimachinery.pkg.apis.meta.v1.ObjectMeta.resourceVersion",
+    "apimachinery.pkg.apis.meta.v1.ObjectMeta.generation",
+    "apimachinery.pkg.apis.meta.v1.ListMeta.selfLink",
+    "apimachinery.pkg.apis.meta.v1.ListMeta.resourceVersion",
+    "apimachinery.pkg.apis.meta.v1.ListMeta.continue",
+];
+
+/// The JSON of `message`, or `None` for a value JSON leaves out (a zero
+/// `Time`, an empty `RawExtension`). `depth` counts the protobuf objects
+/// this one is embedded in.
+pub(super) fn message(
+    schema: &Schema,
+    message: &DynamicMessage,
+    depth: u8,
+) -> Result<Option<Value>, ProtobufError> {
+    let descriptor = message.descriptor();
+    if let Some(special) = Special::of(&descriptor) {
+        return special::to_json(special, schema, message, depth);
+    }
+    if schema.is_list(&descriptor) {
+        let items = match message.get_field_by_name("items").as_deref() {
+            Some(Proto::List(items)) => list(schema, items, depth)?,
+            _ => Vec::new(),
+        };
+        return Ok(Some(Value::Array(items)));
+    }
+    let mut object = Map::new();
+    for (field, value) in message.fields() {
+        if ZERO_IS_UNSET.contains(&field.full_name()) && value.is_default_for_field(&field) {
+            continue;
+        }
+        if schema.is_inlined(&field) {
+            if let Some(Value::Object(inner)) = single(schema, value, depth)? {
+                object.extend(inner);
+            }
+            continue;
+        }
+        let json = match value {
+            Proto::List(items) if items.is_empty() => None,
+            Proto::List(items) => Some(Value::Array(list(schema, items, depth)?)),
+            Proto::Map(entries) if entries.is_empty() => None,
+            Proto::Map(entries) => {
+                let mut map = Map::new();
+                for (key, value) in entries {
+                    let value = single(schema, value, depth)?.unwrap_or(Value::Null);
+                    map.insert(map_key(key), value);
+                }
+                Some(Value::Object(map))
+            }
+            value => single(schema, value, depth)?,
+        };
+        if let Some(json) = json {
+            object.insert(schema.json_name(&field).to_string(), json);
+        }
+    }
+    Ok(Some(Value::Object(object)))
+}
+
+/// A JSON number as Go writes a float: integral values without a fraction.
+pub(super) fn number(value: f64) -> Result<Value, ProtobufError> {
+    const EXACT: f64 = 9_007_199_254_740_992.0; // 2^53
+    if value.fract() == 0.0 && value.abs() < EXACT {
+        // Exact: an integral float below 2^53 is an i64.
+        #[allow(clippy::cast_possible_truncation)]
+        return Ok(Value::from(value as i64));
+    }
+    serde_json::Number::from_f64(value)
+        .map(Value::Number)
+        .ok_or_else(|| ProtobufError::Malformed(format!("{value} has no JSON form")))
+}
+
+fn list(schema: &Schema, items: &[Proto], depth: u8) -> Result<Vec<Value>, ProtobufError> {
+    items
+        .iter()
+        .map(|item| Ok(single(schema, item, depth)?.unwrap_or(Value::Null)))
+        .collect()
+}
+
+/// One value that is not itself a repeated field or a map.
+fn single(schema: &Schema, value: &Proto, depth: u8) -> Result<Option<Value>, ProtobufError> {
+    Ok(Some(match value {
+        Proto::Bool(value) => Value::Bool(*value),
+        Proto::I32(value) | Proto::EnumNumber(value) => Value::from(*value),
+        Proto::I64(value) => Value::from(*value),
+        Proto::U32(value) => Value::from(*value),
+        Proto::U64(value) => Value::from(*value),
+        Proto::F32(value) => number(f64::from(*value))?,
+        Proto::F64(value) => number(*value)?,
+        Proto::String(value) => Value::String(value.clone()),
+        Proto::Bytes(value) => Value::String(STANDARD.encode(value)),
+        Proto::Message(value) => return message(schema, value, depth),
+        Proto::List(items) => Value::Array(list(schema, items, depth)?),
+        Proto::Map(_) => return Err(ProtobufError::Malformed("a map inside a map".into())),
+    }))
+}
+
+fn map_key(key: &MapKey) -> String {
+    match key {
+        MapKey::String(key) => key.clone(),
+        MapKey::Bool(key) => key.to_string(),
+        MapKey::I32(key) => key.to_string(),
+        MapKey::I64(key) => key.to_string(),
+        MapKey::U32(key) => key.to_string(),
+        MapKey::U64(key) => key.to_string(),
+    }
+}
