@@ -505,6 +505,11 @@ fn protobuf_config_map() -> Vec<u8> {
     [b"k8s\0".to_vec(), field(1, &type_meta), field(2, &raw)].concat()
 }
 
+/// A Kubernetes protobuf body of `object`, as the API's own encoder writes it.
+fn protobuf(object: &Value) -> Vec<u8> {
+    relaymesh_relay::api::protobuf::encode(object).expect("a built-in kind encodes")
+}
+
 fn api_bodies() -> Vec<Seed> {
     // Flags: bits 0-1 content type (JSON, YAML, protobuf, CBOR), bit 2 the
     // URL has a namespace, bit 3 the URL has the name "fuzz"; then the index
@@ -548,6 +553,22 @@ fn api_bodies() -> Vec<Seed> {
                     "names": ["edge-1"], "maxClusters": 2, "spreadBy": "zone"}}}))),
         seed("api_body", "yaml", [vec![1 | 4, CONFIG_MAP], b"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: config\n  labels: {app: web}\ndata:\n  key: |\n    multi\n    line\n".to_vec()].concat()),
         seed("api_body", "protobuf", [vec![2 | 4, CONFIG_MAP], protobuf_config_map()].concat()),
+        // What kubectl create deployment and a CRD look like in protobuf.
+        // Maps of one entry each: encode writes maps in no fixed order.
+        seed("api_body", "protobuf-deployment", [vec![2 | 4, DEPLOYMENT], protobuf(&json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web", "namespace": "default", "labels": {"app": "web"}, "creationTimestamp": "2024-01-02T03:04:05Z"},
+            "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "web"}},
+                "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": 1}},
+                "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "web", "image": "nginx",
+                    "resources": {"limits": {"memory": "128Mi"}}, "livenessProbe": {"httpGet": {"path": "/", "port": 80}},
+                    "env": [{"name": "A", "valueFrom": {"secretKeyRef": {"name": "s", "key": "a"}}}]}],
+                    "volumes": [{"name": "v", "configMap": {"name": "c"}}]}}}}))].concat()),
+        seed("api_body", "protobuf-crd", [vec![2, CRD], protobuf(&json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "widgets.example.com"},
+            "spec": {"group": "example.com", "scope": "Namespaced", "names": {"plural": "widgets", "kind": "Widget"},
+                "versions": [{"name": "v1", "served": true, "storage": true,
+                    "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true,
+                        "properties": {"size": {"type": "integer", "default": 1, "maximum": 10}}}}}]}}))].concat()),
         seed("api_body", "join-token", json_body(0, 0, json!({"apiVersion": "relaymesh.dev/v1alpha1", "kind": "JoinToken",
             "spec": {"name": "edge-1", "role": "agent", "parent": "eu-west", "ttl": "2h"}}))),
     ]
