@@ -1064,3 +1064,77 @@ async fn exact_lists_and_initial_events() {
     );
     server.stop().await;
 }
+
+/// Replies are protobuf when the client prefers it (client-go's typed
+/// clients, kubectl's typed commands) and the reply has a protobuf form;
+/// JSON otherwise.
+#[tokio::test]
+async fn replies_are_negotiated() {
+    let server = Server::start().await;
+    let admin = server.raw(Some(&server.pki.admin));
+    let maps = server.url("/api/v1/namespaces/default/configmaps");
+    let reply = admin
+        .post(&maps)
+        .json(&json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "negotiated"}, "data": {"k": "v"}}))
+        .send()
+        .await
+        .expect("a reply");
+    assert_eq!(reply.status().as_u16(), 201);
+    let client_go = "application/vnd.kubernetes.protobuf, */*";
+    let get = |path: String, accept: &'static str| {
+        let admin = admin.clone();
+        async move {
+            let reply = admin
+                .get(path)
+                .header("accept", accept)
+                .send()
+                .await
+                .expect("a reply");
+            let code = reply.status().as_u16();
+            let content_type = reply
+                .headers()
+                .get("content-type")
+                .and_then(|value| value.to_str().ok())
+                .unwrap_or_default()
+                .to_string();
+            let body = reply.bytes().await.expect("a body");
+            (code, content_type, body)
+        }
+    };
+
+    let (code, content_type, body) = get(format!("{maps}/negotiated"), client_go).await;
+    assert_eq!(
+        (code, content_type.as_str()),
+        (200, "application/vnd.kubernetes.protobuf")
+    );
+    let object = relaymesh_relay::api::protobuf::decode(&body).expect("a protobuf ConfigMap");
+    assert_eq!(object["kind"], "ConfigMap");
+    assert_eq!(object["data"]["k"], "v");
+
+    let (code, content_type, body) = get(maps.clone(), client_go).await;
+    assert_eq!(
+        (code, content_type.as_str()),
+        (200, "application/vnd.kubernetes.protobuf")
+    );
+    let list = relaymesh_relay::api::protobuf::decode(&body).expect("a protobuf list");
+    assert_eq!(list["kind"], "ConfigMapList");
+
+    // Errors are Status objects, which have a protobuf form too.
+    let (code, content_type, body) = get(format!("{maps}/missing"), client_go).await;
+    assert_eq!(
+        (code, content_type.as_str()),
+        (404, "application/vnd.kubernetes.protobuf")
+    );
+    let status = relaymesh_relay::api::protobuf::decode(&body).expect("a protobuf Status");
+    assert_eq!(status["reason"], "NotFound");
+
+    // relaymesh's own kinds have none: JSON, which the client also takes.
+    let placements = server.url("/apis/relaymesh.dev/v1alpha1/placements");
+    let (code, content_type, _) = get(placements, client_go).await;
+    assert_eq!((code, content_type.as_str()), (200, "application/json"));
+    // And JSON clients get JSON.
+    let (_, content_type, _) = get(format!("{maps}/negotiated"), "application/json").await;
+    assert_eq!(content_type, "application/json");
+    server.stop().await;
+}

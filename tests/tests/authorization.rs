@@ -207,9 +207,7 @@ fn a_relay_cannot_mint_users_and_each_group_gets_only_its_rights() -> anyhow::Re
     assert_eq!(whoami["status"]["userInfo"]["username"], "vera");
     assert_eq!(whoami["status"]["userInfo"]["groups"][0], "viewers");
 
-    // An operator changes workloads but hands out no access. (kubectl
-    // create deployment sends protobuf, which the API does not read for
-    // Deployments yet; apply sends JSON.)
+    // An operator changes workloads but hands out no access.
     let deployment = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web, namespace: default}\nspec:\n  selector: {matchLabels: {app: web}}\n  template:\n    metadata: {labels: {app: web}}\n    spec: {containers: [{name: web, image: nginx}]}\n";
     let output = kubectl(&otto, &["apply", "-f", "-"], Some(deployment))?;
     assert!(output.status.success(), "{}", text(&output));

@@ -12,6 +12,7 @@ use hyper::header::{HeaderValue, CONTENT_TYPE};
 use hyper::{Response, StatusCode};
 use serde::Serialize;
 
+use super::protobuf;
 use super::status::Status;
 use super::ApiError;
 use crate::limits::Limit;
@@ -85,5 +86,43 @@ pub(super) fn reply(
     response
         .headers_mut()
         .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+    response
+}
+
+/// `response` in Kubernetes protobuf when the request's `accept` prefers it
+/// and the reply is a whole JSON object that has a protobuf form (a
+/// built-in kind, its list, or a `Status`), as kube-apiserver negotiates;
+/// otherwise unchanged. Streams (watches) are left as they are.
+pub(super) async fn negotiate(response: Response<ApiBody>, accept: &str) -> Response<ApiBody> {
+    let is_json = response
+        .headers()
+        .get(CONTENT_TYPE)
+        .is_some_and(|value| value.as_bytes() == b"application/json");
+    let whole = response.body().size_hint().exact().is_some();
+    if !is_json || !whole || !protobuf::wants_protobuf(accept) {
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    let Ok(collected) = body.collect().await;
+    let bytes = collected.to_bytes();
+    let encoded = serde_json::from_slice::<serde_json::Value>(&bytes)
+        .ok()
+        .and_then(|object| protobuf::encode(&object).ok());
+    let mut response = match encoded {
+        Some(encoded) => {
+            let mut response =
+                Response::from_parts(parts, Full::new(Bytes::from(encoded)).boxed_unsync());
+            response
+                .headers_mut()
+                .insert(CONTENT_TYPE, HeaderValue::from_static(protobuf::MEDIA_TYPE));
+            response
+        }
+        // No protobuf form (a custom resource, relaymesh's kinds): JSON,
+        // which every client that asks for protobuf also takes.
+        None => Response::from_parts(parts, Full::new(bytes).boxed_unsync()),
+    };
+    response
+        .headers_mut()
+        .insert(hyper::header::VARY, HeaderValue::from_static("Accept"));
     response
 }

@@ -14,7 +14,7 @@ use tracing::{debug, warn};
 use super::authz::{self, Attributes};
 use super::context::Context;
 use super::crud::{self, ResourcePath};
-use super::http::{error_reply, json_reply, read_body, reply, ApiBody, MAX_JSON_BODY};
+use super::http::{error_reply, json_reply, negotiate, read_body, reply, ApiBody, MAX_JSON_BODY};
 use super::query::Query;
 use super::resources::Registry;
 use super::tls::{PeerIdentity, User};
@@ -206,6 +206,12 @@ pub(super) async fn handle<B: Backend>(
 ) -> Response<ApiBody> {
     let method = request.method().clone();
     let path = request.uri().path().to_string();
+    let accept = request
+        .headers()
+        .get(hyper::header::ACCEPT)
+        .and_then(|value| value.to_str().ok())
+        .unwrap_or_default()
+        .to_string();
     let response = match dispatch(context, request).await {
         Ok(response) => response,
         Err(error) => {
@@ -227,6 +233,7 @@ pub(super) async fn handle<B: Backend>(
             );
         }
     }
+    let response = negotiate(response, &accept).await;
     if response.status().is_server_error() {
         warn!(%method, path, status, peer = %context.peer, remote = %context.remote, "API request failed");
     } else {
