@@ -1138,3 +1138,74 @@ async fn replies_are_negotiated() {
     assert_eq!(content_type, "application/json");
     server.stop().await;
 }
+
+/// A watch asked for in protobuf is a stream of length-prefixed
+/// `WatchEvent` frames (`application/vnd.kubernetes.protobuf;stream=watch`).
+#[tokio::test]
+async fn protobuf_watch_streams() {
+    let server = Server::start().await;
+    let admin = server.raw(Some(&server.pki.admin));
+    let maps = server.url("/api/v1/namespaces/default/configmaps");
+    let reply = admin
+        .post(&maps)
+        .json(&json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "framed"}}))
+        .send()
+        .await
+        .expect("a reply");
+    assert_eq!(reply.status().as_u16(), 201);
+    let mut response = admin
+        .get(format!("{maps}?watch=1&timeoutSeconds=5"))
+        .header(
+            "accept",
+            "application/vnd.kubernetes.protobuf;stream=watch, application/json",
+        )
+        .send()
+        .await
+        .expect("a reply");
+    assert_eq!(
+        response
+            .headers()
+            .get("content-type")
+            .and_then(|value| value.to_str().ok()),
+        Some("application/vnd.kubernetes.protobuf;stream=watch")
+    );
+    let mut buffer = Vec::new();
+    while buffer.len() < 4
+        || buffer.len()
+            < 4 + u32::from_be_bytes([buffer[0], buffer[1], buffer[2], buffer[3]]) as usize
+    {
+        let chunk = tokio::time::timeout(Duration::from_secs(30), response.chunk())
+            .await
+            .expect("a frame in time")
+            .expect("the stream goes on")
+            .expect("the stream has not ended");
+        buffer.extend_from_slice(&chunk);
+    }
+    let length = u32::from_be_bytes([buffer[0], buffer[1], buffer[2], buffer[3]]) as usize;
+    let event = &buffer[4..4 + length];
+    // WatchEvent: 1 = type (string), 2 = object (RawExtension: 1 = raw).
+    let (event_type, rest) = length_delimited(event, 0x0a);
+    assert_eq!(event_type, b"ADDED");
+    let (extension, _) = length_delimited(rest, 0x12);
+    let (raw, _) = length_delimited(extension, 0x0a);
+    let object = relaymesh_relay::api::protobuf::decode(raw).expect("a protobuf ConfigMap");
+    assert_eq!(object["metadata"]["name"], "framed");
+    server.stop().await;
+}
+
+/// The bytes of a length-delimited field with `tag` at the start of
+/// `message` (lengths under 2^21, as here), and what follows it.
+fn length_delimited(message: &[u8], tag: u8) -> (&[u8], &[u8]) {
+    assert_eq!(message.first(), Some(&tag), "field tag");
+    let (mut length, mut at, mut shift) = (0usize, 1, 0);
+    loop {
+        let byte = message[at];
+        length |= usize::from(byte & 0x7f) << shift;
+        at += 1;
+        if byte & 0x80 == 0 {
+            break;
+        }
+        shift += 7;
+    }
+    (&message[at..at + length], &message[at + length..])
+}

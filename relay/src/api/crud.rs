@@ -115,6 +115,7 @@ pub(super) async fn handle<B: Backend>(
                     filter,
                     &query,
                     table::is_requested(&accept),
+                    &accept,
                 );
             }
             list(context, &resource, &filter, &query, &accept)

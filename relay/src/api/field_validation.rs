@@ -130,6 +130,22 @@ fn inspect(resource: &Resource, object: &Value) -> Findings {
     findings
 }
 
+/// `object` without the fields the schema of the built-in `resource` does
+/// not name: what kube-apiserver would have stored, and what its protobuf
+/// message can carry. Other kinds are returned as they are.
+pub(super) fn pruned(resource: &Resource, object: &Value) -> Value {
+    let mut object = object.clone();
+    if let Some((root, definitions)) = openapi::builtin_schema(resource) {
+        let mut findings = Findings::default();
+        Walk {
+            definitions: Some(definitions),
+            findings: &mut findings,
+        }
+        .prune(root, &mut object);
+    }
+    object
+}
+
 /// A walk of an object and its schema side by side.
 struct Walk<'a> {
     /// Where `$ref`s point (built-ins); `None` for inline CRD schemas.
@@ -179,6 +195,40 @@ impl<'a> Walk<'a> {
                 if let Some(item_schema) = schema.get("items") {
                     for (index, item) in items.iter().enumerate() {
                         self.visit(item_schema, item, &format!("{path}[{index}]"));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Removes from `value` what `schema` does not name.
+    fn prune(&mut self, schema: &'a Value, value: &mut Value) {
+        let schema = self.resolve(schema);
+        if is_open(schema) {
+            return;
+        }
+        match value {
+            Value::Object(fields) => {
+                if let Some(properties) = schema.get("properties").and_then(Value::as_object) {
+                    fields.retain(|field, _| properties.contains_key(field));
+                    for (field, value) in fields.iter_mut() {
+                        if let Some(property) = properties.get(field) {
+                            self.prune(property, value);
+                        }
+                    }
+                } else if let Some(values) = schema.get("additionalProperties") {
+                    if values.is_object() {
+                        for value in fields.values_mut() {
+                            self.prune(values, value);
+                        }
+                    }
+                }
+            }
+            Value::Array(items) => {
+                if let Some(item_schema) = schema.get("items") {
+                    for item in items {
+                        self.prune(item_schema, item);
                     }
                 }
             }
@@ -311,6 +361,13 @@ mod tests {
                 .to_string()
                 .contains("strict decoding error: unknown field \"extra\""),
             "{error}"
+        );
+        let kept = pruned(&deployments, &deployment);
+        assert!(unknown_fields(&deployments, &kept).is_empty());
+        assert_eq!(kept["spec"]["replicas"], 2);
+        assert_eq!(
+            kept["spec"]["template"]["spec"]["containers"][1]["image"],
+            "nginx"
         );
         let warnings =
             check(FieldValidation::Warn, &deployments, &deployment).expect("warn stores");

@@ -35,7 +35,7 @@ use super::query::Query;
 use super::resources::{Resource, Source};
 use super::status::Status;
 use super::table::{self, IncludeObject};
-use super::{inventory, list_options};
+use super::{field_validation, inventory, list_options, protobuf};
 use super::{ApiError, Backend};
 use crate::objects::{ObjectError, ObjectEvent, WatchEventType};
 
@@ -68,6 +68,9 @@ struct Encoder {
     resource: Resource,
     as_table: bool,
     include: IncludeObject,
+    /// Frames of `application/vnd.kubernetes.protobuf;stream=watch`
+    /// rather than JSON lines; chosen once per stream.
+    protobuf: bool,
 }
 
 impl Encoder {
@@ -88,11 +91,40 @@ impl Encoder {
         } else {
             object
         };
-        line(&json!({"type": event_type, "object": object}))
+        self.frame(event_type, &object)
+    }
+
+    /// One event of the stream, in its format. A protobuf frame carries
+    /// the object as kube-apiserver would have stored it (without fields
+    /// its message lacks); one that still cannot be encoded becomes an
+    /// `ERROR` event, which makes the client list again.
+    fn frame(&self, event_type: &str, object: &Value) -> Bytes {
+        if !self.protobuf {
+            return line(&json!({"type": event_type, "object": object}));
+        }
+        let object = field_validation::pruned(&self.resource, object);
+        match protobuf::encode_watch_event(event_type, &object) {
+            Ok(frame) => Bytes::from(frame),
+            Err(error) => {
+                let status = Status::from_error(&ApiError::Internal(format!(
+                    "cannot encode a watch event as protobuf: {error}"
+                )));
+                let fallback = serde_json::to_value(&status).unwrap_or_default();
+                protobuf::encode_watch_event("ERROR", &fallback)
+                    .map(Bytes::from)
+                    .unwrap_or_default()
+            }
+        }
+    }
+
+    /// An `ERROR` event carrying `status`.
+    fn error(&self, status: &Status) -> Bytes {
+        let object = serde_json::to_value(status).unwrap_or_default();
+        self.frame("ERROR", &object)
     }
 
     fn bookmark(&self, resource_version: u64) -> Bytes {
-        line(&json!({"type": "BOOKMARK", "object": self.bookmark_object(resource_version)}))
+        self.frame("BOOKMARK", &self.bookmark_object(resource_version))
     }
 
     /// The bookmark that ends a watch's initial events
@@ -100,7 +132,7 @@ impl Encoder {
     fn end_of_initial_events(&self, resource_version: u64) -> Bytes {
         let mut object = self.bookmark_object(resource_version);
         object["metadata"]["annotations"] = json!({"k8s.io/initial-events-end": "true"});
-        line(&json!({"type": "BOOKMARK", "object": object}))
+        self.frame("BOOKMARK", &object)
     }
 
     fn bookmark_object(&self, resource_version: u64) -> Value {
@@ -119,6 +151,7 @@ pub(super) fn serve<B: Backend>(
     filter: Filter,
     query: &Query,
     as_table: bool,
+    accept: &str,
 ) -> Result<Response<ApiBody>, ApiError> {
     let timeout = query
         .get("timeoutSeconds")
@@ -129,6 +162,7 @@ pub(super) fn serve<B: Backend>(
         resource: resource.clone(),
         as_table,
         include: IncludeObject::parse(query.get("includeObject")),
+        protobuf: !as_table && resource.builtin && protobuf::wants_protobuf(accept),
     };
     let (sender, receiver) = mpsc::channel::<Bytes>(256);
     let mut initial = Vec::new();
@@ -194,12 +228,13 @@ pub(super) fn serve<B: Backend>(
             }
             Err(error @ ObjectError::Gone { .. }) => {
                 let status = Status::from_error(&ApiError::Gone(error.to_string()));
-                initial.push(line(&json!({"type": "ERROR", "object": status})));
+                initial.push(encoder.error(&status));
             }
             Err(error) => return Err(store_error(resource, "", error)),
         }
     }
     let resource_version = context.objects.resource_version();
+    let protobuf_stream = encoder.protobuf;
     let stop = context.stop.clone();
     let objects = context.objects.clone();
     debug!(resource = %resource.qualified(), namespace = ?filter.namespace, since, ?timeout, "watch started");
@@ -231,9 +266,14 @@ pub(super) fn serve<B: Backend>(
     ));
     let mut response = Response::new(BodyExt::boxed_unsync(body));
     *response.status_mut() = StatusCode::OK;
+    let content_type = if protobuf_stream {
+        protobuf::WATCH_MEDIA_TYPE
+    } else {
+        "application/json"
+    };
     response
         .headers_mut()
-        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
     Ok(response)
 }
 
@@ -326,7 +366,7 @@ async fn stream<B: Backend>(
                     // The client must start over from a list.
                     debug!(missed, "watch fell behind; ending it");
                     let status = Status::from_error(&ApiError::Gone(format!("the watch fell {missed} events behind")));
-                    let _ = sender.send(line(&json!({"type": "ERROR", "object": status}))).await;
+                    let _ = sender.send(encoder.error(&status)).await;
                     break;
                 }
                 Next::Event(Err(broadcast::error::RecvError::Closed)) => break,
@@ -388,6 +428,7 @@ mod tests {
             },
             as_table: false,
             include: IncludeObject::Metadata,
+            protobuf: false,
         }
     }
 
