@@ -427,17 +427,7 @@ impl ObjectStore {
         if object == old {
             return Ok(old);
         }
-        let resource_version = state.resource_version + 1;
-        stamp::set_resource_version(&mut object, resource_version);
-        self.write(&encoded, &object, resource_version)?;
-        self.publish(
-            &mut state,
-            WatchEventType::Modified,
-            key,
-            object.clone(),
-            Some(old),
-        );
-        Ok(object)
+        self.replace(&mut state, key, &encoded, object, old)
     }
 
     /// Deletes the object at `key` and returns its last state.
@@ -523,14 +513,28 @@ impl ObjectStore {
             debug!(%key, "update changes nothing");
             return Ok(old);
         }
-        let resource_version = state.resource_version + 1;
-        stamp::set_resource_version(&mut object, resource_version);
         if dry_run {
+            stamp::set_resource_version(&mut object, state.resource_version + 1);
             return Ok(object);
         }
-        self.write(&encoded, &object, resource_version)?;
+        self.replace(&mut state, key, &encoded, object, old)
+    }
+
+    /// Writes `object` over `old` at the next resourceVersion and publishes
+    /// the change.
+    fn replace(
+        &self,
+        state: &mut State,
+        key: &ObjectKey,
+        encoded: &str,
+        mut object: Value,
+        old: Value,
+    ) -> Result<Value, ObjectError> {
+        let resource_version = state.resource_version + 1;
+        stamp::set_resource_version(&mut object, resource_version);
+        self.write(encoded, &object, resource_version)?;
         self.publish(
-            &mut state,
+            state,
             WatchEventType::Modified,
             key,
             object.clone(),
