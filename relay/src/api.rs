@@ -71,6 +71,7 @@ mod routes;
 mod scale;
 mod selector;
 pub mod status;
+mod strategy;
 mod table;
 mod tls;
 mod tokens;

@@ -514,7 +514,8 @@ impl ObjectStore {
             return Ok(old);
         }
         if dry_run {
-            stamp::set_resource_version(&mut object, state.resource_version + 1);
+            // As kube-apiserver: a dry run shows the change at the stored
+            // resourceVersion, which nothing has moved.
             return Ok(object);
         }
         self.replace(&mut state, key, &encoded, object, old)

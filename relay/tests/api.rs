@@ -1209,3 +1209,72 @@ fn length_delimited(message: &[u8], tag: u8) -> (&[u8], &[u8]) {
     }
     (&message[at..at + length], &message[at + length..])
 }
+
+/// Preconditions and dry runs as kubectl sends them: a resourceVersion in
+/// a patch must match (`kubectl annotate --resource-version`), a
+/// `DeleteOptions` body's `dryRun` deletes nothing, and a dry-run update
+/// moves no resourceVersion.
+#[tokio::test]
+async fn patch_preconditions_and_dry_runs() {
+    let server = Server::start().await;
+    let admin = server.raw(Some(&server.pki.admin));
+    let maps = server.url("/api/v1/namespaces/default/configmaps");
+    let (code, created) = json_reply(
+        admin
+            .post(&maps)
+            .json(&json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "pre"}}))
+            .send()
+            .await
+            .expect("a reply"),
+    )
+    .await;
+    assert_eq!(code, 201, "{created}");
+    let version = created["metadata"]["resourceVersion"].clone();
+
+    let patch = |body: Value| {
+        admin
+            .patch(format!("{maps}/pre"))
+            .header("content-type", "application/merge-patch+json")
+            .body(body.to_string())
+    };
+    let stale = json!({"metadata": {"resourceVersion": "1", "annotations": {"a": "b"}}});
+    let (code, status) = json_reply(patch(stale).send().await.expect("a reply")).await;
+    assert_eq!((code, status["reason"].as_str()), (409, Some("Conflict")));
+    let current = json!({"metadata": {"resourceVersion": version, "annotations": {"a": "b"}}});
+    let (code, patched) = json_reply(patch(current).send().await.expect("a reply")).await;
+    assert_eq!(code, 200, "{patched}");
+    assert_eq!(patched["metadata"]["annotations"]["a"], "b");
+
+    let before = patched["metadata"]["resourceVersion"].clone();
+    let (code, dry) = json_reply(
+        admin
+            .put(format!("{maps}/pre?dryRun=All"))
+            .json(&json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "pre"}, "data": {"x": "y"}}))
+            .send()
+            .await
+            .expect("a reply"),
+    )
+    .await;
+    assert_eq!(code, 200, "{dry}");
+    assert_eq!(dry["data"]["x"], "y");
+    assert_eq!(dry["metadata"]["resourceVersion"], before);
+
+    let reply = admin
+        .delete(format!("{maps}/pre"))
+        .json(&json!({"kind": "DeleteOptions", "apiVersion": "v1", "dryRun": ["All"]}))
+        .send()
+        .await
+        .expect("a reply");
+    assert_eq!(reply.status().as_u16(), 200);
+    let (code, kept) = json_reply(
+        admin
+            .get(format!("{maps}/pre"))
+            .send()
+            .await
+            .expect("a reply"),
+    )
+    .await;
+    assert_eq!(code, 200, "a dry-run delete keeps the object: {kept}");
+    server.stop().await;
+}

@@ -27,7 +27,7 @@ use super::protobuf::{self, ProtobufError};
 use super::query::Query;
 use super::resources::{Registry, Resource, Source};
 use super::table::{self, IncludeObject};
-use super::{crd, inventory, scale, validation, watch, ApiError, Backend};
+use super::{crd, inventory, scale, strategy, validation, watch, ApiError, Backend};
 use crate::objects::{ObjectError, ObjectStore};
 
 /// The most objects a list returns at once. A list without `limit` that
@@ -176,12 +176,13 @@ pub(super) async fn handle<B: Backend>(
         (Method::DELETE, Some(name)) => {
             let options = delete_options(request, &content_type).await?;
             let propagation = Propagation::parse(&query, options.as_ref())?;
+            let dry_run = is_dry_run(&query) || asks_dry_run(options.as_ref());
             delete(
                 context,
                 &resource,
                 namespace.as_deref(),
                 &name,
-                &query,
+                dry_run,
                 propagation,
             )
         }
@@ -197,7 +198,8 @@ pub(super) async fn handle<B: Backend>(
             let filter = Filter::parse(&resource, namespace, &query)?;
             let options = delete_options(request, &content_type).await?;
             let propagation = Propagation::parse(&query, options.as_ref())?;
-            delete_collection(context, &resource, &filter, &query, propagation)
+            let dry_run = is_dry_run(&query) || asks_dry_run(options.as_ref());
+            delete_collection(context, &resource, &filter, dry_run, propagation)
         }
         (method, _) => Err(ApiError::MethodNotAllowed(format!(
             "the server does not allow method {method} on the requested resource"
@@ -323,6 +325,7 @@ fn create<B: Backend>(
     validation::validate(resource, namespace, None, &object)?;
     let warnings = field_validation::check(field_validation(query)?, resource, &object)?;
     require_namespace(&context.objects, resource, namespace)?;
+    strategy::prepare(resource, &mut object, true);
     crd::prepare(resource, &mut object)?;
     if !manager.is_empty() {
         patch::track_update(None, &mut object, manager);
@@ -359,6 +362,7 @@ fn update<B: Backend>(
         .map_err(|error| store_error(resource, name, error))?
         .ok_or_else(|| resource.not_found(name))?;
     keep_other_half(&live, &mut object, path.subresource.is_some());
+    strategy::prepare(resource, &mut object, false);
     crd::prepare(resource, &mut object)?;
     patch::track_update(Some(&live), &mut object, manager);
     let stored = store_update(context, &key, object, query)
@@ -433,7 +437,25 @@ fn patch_object<B: Backend>(
         validation::validate(resource, namespace, Some(name), &object)?;
         let warnings = field_validation::check(field_validation(query)?, resource, &object)?;
         keep_other_half(&live, &mut object, path.subresource.is_some());
+        strategy::prepare(resource, &mut object, false);
         crd::prepare(resource, &mut object)?;
+        // A resourceVersion the patch sets is a precondition, as in
+        // kube-apiserver (`kubectl annotate --resource-version`).
+        if let Some(asked) = patch_precondition(&kind, body) {
+            let stored = live
+                .pointer("/metadata/resourceVersion")
+                .and_then(Value::as_str);
+            if Some(asked.as_str()) != stored {
+                return Err(store_error(
+                    resource,
+                    name,
+                    ObjectError::Conflict {
+                        stored: 0,
+                        given: asked,
+                    },
+                ));
+            }
+        }
         // The patch applies to what was read: make the store check that.
         object["metadata"]["resourceVersion"] = live["metadata"]["resourceVersion"].clone();
         let result = store_update(context, &key, object, query);
@@ -455,16 +477,16 @@ fn delete<B: Backend>(
     resource: &Resource,
     namespace: Option<&str>,
     name: &str,
-    query: &Query,
+    dry_run: bool,
     propagation: Propagation,
 ) -> Result<Response<ApiBody>, ApiError> {
     crd::check_delete(resource, name)?;
     let key = resource.key(namespace, name);
-    let outcome = deletion::delete(&context.objects, &key, propagation, is_dry_run(query))
+    let outcome = deletion::delete(&context.objects, &key, propagation, dry_run)
         .map_err(|error| store_error(resource, name, error))?;
     match outcome {
         Outcome::Gone(deleted) => {
-            if !is_dry_run(query) {
+            if !dry_run {
                 crd::delete_contents(&context.objects, resource, &deleted)?;
                 info!(resource = %resource.qualified(), namespace, name, ?propagation, "deleted");
             }
@@ -605,7 +627,7 @@ fn delete_collection<B: Backend>(
     context: &Context<B>,
     resource: &Resource,
     filter: &Filter,
-    query: &Query,
+    dry_run: bool,
     propagation: Propagation,
 ) -> Result<Response<ApiBody>, ApiError> {
     let (objects, _) = select(context, resource, filter)?;
@@ -616,7 +638,7 @@ fn delete_collection<B: Backend>(
             .pointer("/metadata/namespace")
             .and_then(Value::as_str)
             .filter(|_| resource.namespaced);
-        if is_dry_run(query) {
+        if dry_run {
             deleted.push(object);
             continue;
         }
@@ -778,10 +800,18 @@ fn snapshot_at<B: Backend>(
 /// the few kinds kubectl's typed commands send.
 pub(super) fn decode(body: &[u8], content_type: &str) -> Result<Value, ApiError> {
     if content_type.contains("protobuf") {
-        return protobuf::decode(body).map_err(|error| match error {
+        let mut object = protobuf::decode(body).map_err(|error| match error {
             ProtobufError::UnknownKind { .. } => ApiError::UnsupportedMediaType(error.to_string()),
             _ => ApiError::BadRequest(error.to_string()),
-        });
+        })?;
+        // client-go writes a status of zero values (`observedGeneration:
+        // 0`) for a new object; kubectl wait would read it as stale.
+        if object.get("status").is_some_and(is_zero) {
+            if let Some(fields) = object.as_object_mut() {
+                fields.remove("status");
+            }
+        }
+        return Ok(object);
     }
     if content_type.contains("cbor") {
         return Err(ApiError::UnsupportedMediaType(
@@ -821,6 +851,44 @@ fn field_manager(query: &Query, user_agent: &str) -> String {
 
 fn is_dry_run(query: &Query) -> bool {
     query.get("dryRun") == Some("All")
+}
+
+/// The `metadata.resourceVersion` a merge, strategic merge or apply patch
+/// sets, if any: a precondition on the object it patches.
+fn patch_precondition(kind: &PatchKind, body: &[u8]) -> Option<String> {
+    if matches!(kind, PatchKind::Json) {
+        return None;
+    }
+    let patch: Value = serde_json::from_slice(body)
+        .ok()
+        .or_else(|| serde_yaml::from_slice(body).ok())?;
+    patch
+        .pointer("/metadata/resourceVersion")
+        .and_then(Value::as_str)
+        .filter(|asked| !asked.is_empty())
+        .map(str::to_string)
+}
+
+/// Whether `value` holds nothing but zero values (`""`, `0`, `false`,
+/// empty lists and maps).
+fn is_zero(value: &Value) -> bool {
+    match value {
+        Value::Null => true,
+        Value::Bool(flag) => !flag,
+        Value::Number(number) => number.as_f64() == Some(0.0),
+        Value::String(text) => text.is_empty(),
+        Value::Array(items) => items.iter().all(is_zero),
+        Value::Object(fields) => fields.values().all(is_zero),
+    }
+}
+
+/// Whether a `DeleteOptions` body asks for a dry run (`dryRun: ["All"]`,
+/// what `kubectl delete --dry-run=server` sends).
+fn asks_dry_run(options: Option<&Value>) -> bool {
+    options
+        .and_then(|options| options.get("dryRun"))
+        .and_then(Value::as_array)
+        .is_some_and(|modes| modes.iter().any(|mode| mode == "All"))
 }
 
 fn field_validation(query: &Query) -> Result<FieldValidation, ApiError> {
