@@ -8,7 +8,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use relaymesh_relay::api::fuzzing::{join_token_request, prepare_write, served_by_definition};
+use relaymesh_apiserver::fuzzing::{prepare_write, served_by_definition};
+use relaymesh_relay::api::fuzzing::join_token_request;
 use serde_json::Value;
 
 const CONTENT_TYPES: [&str; 4] = [

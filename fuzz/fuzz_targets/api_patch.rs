@@ -1,4 +1,4 @@
-//! The API's patch handling (`relaymesh_relay::api::patch`): a live object
+//! The API's patch handling (`relaymesh_apiserver::patch`): a live object
 //! and a request body through JSON patch, merge patch, strategic merge patch
 //! and server-side apply, then `track_update` as the handlers call it.
 //!
@@ -11,7 +11,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use relaymesh_fuzz::split_parts;
-use relaymesh_relay::api::patch::{apply_patch, track_update, PatchKind, TypeInfo};
+use relaymesh_apiserver::patch::{apply_patch, track_update, PatchKind, TypeInfo};
 use serde_json::Value;
 
 fuzz_target!(|data: &[u8]| {

@@ -9,7 +9,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use relaymesh_fuzz::split_parts;
-use relaymesh_relay::api::fuzzing::{query_parameter, FieldSelector, LabelSelector};
+use relaymesh_apiserver::fuzzing::{query_parameter, FieldSelector, LabelSelector};
 use serde_json::{Map, Value};
 
 fuzz_target!(|data: &[u8]| {

@@ -507,7 +507,7 @@ fn protobuf_config_map() -> Vec<u8> {
 
 /// A Kubernetes protobuf body of `object`, as the API's own encoder writes it.
 fn protobuf(object: &Value) -> Vec<u8> {
-    relaymesh_relay::api::protobuf::encode(object).expect("a built-in kind encodes")
+    relaymesh_apiserver::protobuf::encode(object).expect("a built-in kind encodes")
 }
 
 fn api_bodies() -> Vec<Seed> {
@@ -520,7 +520,7 @@ fn api_bodies() -> Vec<Seed> {
     const DEPLOYMENT: u8 = 6;
     const CRD: u8 = 20;
     const PLACEMENT: u8 = 21;
-    let kinds = relaymesh_relay::api::fuzzing::kinds();
+    let kinds = relaymesh_apiserver::fuzzing::kinds();
     assert_eq!(kinds[NAMESPACE], "Namespace");
     assert_eq!(kinds[usize::from(CRD)], "CustomResourceDefinition");
     assert_eq!(kinds[usize::from(PLACEMENT)], "Placement");

@@ -1,97 +1,58 @@
-//! The root relay's HTTPS API: a Kubernetes-compatible server that `kubectl`
-//! and `relayctl` talk to.
+//! The root relay's HTTPS API: the Kubernetes API server of the
+//! `relaymesh-apiserver` crate, with relaymesh's own kinds and paths mounted
+//! on it ([`Relaymesh`], its [`Extension`]):
 //!
-//! What it does now: `/version` and the health endpoints, the read-only
-//! `Relay` and `Agent` views of the tree, join token issuance, and a raw
-//! bundle push for smoke tests. What it will do (see DESIGN.md): discovery,
-//! unstructured storage of any kind, watch, patch, CRDs. The router (the
-//! `routes` module) is a table of Kubernetes-shaped paths so those slot in.
+//! * Placements (stored, checked by the placement module before they are);
+//! * read-only views of the tree made from the inventory: `Cluster`,
+//!   `Relay` and `Agent` objects and SIG-Multicluster `ClusterProfile`s
+//!   (the `inventory` and `nodes` modules);
+//! * join tokens, revocations and user certificates (`tokens`,
+//!   `revocations`, `users`), which only admins may write (`policy`);
+//! * a raw bundle push for smoke tests and the placement explainer.
 //!
-//! Where the work is split:
-//! * [`serve`] (here) accepts TCP, runs TLS, and hands each connection's
-//!   requests to hyper (HTTP/1.1 and h2, chosen by ALPN).
-//! * `tls` makes the rustls server config and authenticates peers: the TLS
-//!   layer asks for a client certificate but accepts any, as kube-apiserver
-//!   does, and the application verifies it against the mesh CA, so a missing
-//!   or foreign certificate gets a `401 Status` rather than a TLS alert.
-//! * `routes` maps requests to handlers; `crud` answers resource paths and
-//!   `watch` streams changes. What they share sits in leaves that import
-//!   none of them: `http` (reply bodies, JSON and error replies, reading a
-//!   body under a limit), `context` (what a connection's requests share)
-//!   and `collection` (the filter a list or watch asks for, and what it
-//!   selects).
-//! * `objects` and `tokens` build and check the JSON objects without IO;
-//!   [`status`] shapes errors as `metav1.Status`.
-//!
-//! The API does not own state: everything it serves comes from a [`Backend`]
-//! the daemon implements.
+//! The API does not own state: everything relaymesh-specific it serves
+//! comes from a [`Backend`] the daemon implements.
 
-use std::convert::Infallible;
 use std::future::Future;
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper::{Method, Response, StatusCode};
+use relaymesh_apiserver::http::{json_reply, ApiBody, MAX_JSON_BODY};
+use relaymesh_apiserver::objects::{ObjectKey, ObjectStore};
+use relaymesh_apiserver::query::Query;
+use relaymesh_apiserver::{
+    ApiLimit, Attributes, Call, Extension, ExtensionRoute, Resource, Validator,
+};
+use relaymesh_protocol::limits::MAX_BUNDLE_LEN;
 use relaymesh_protocol::{BundleId, NodeRecord, Role};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::watch as signal;
-use tokio::task::JoinSet;
-use tokio_rustls::TlsAcceptor;
-use tracing::{debug, info, warn};
+use serde_json::{json, Value};
+use tokio::net::TcpListener;
 
 use crate::limits::Limit;
-use crate::objects::ObjectStore;
+use crate::placement::{PlacementError, RELAYMESH_GROUP};
+use crate::store::TokenRecord;
 
-mod audit;
-mod authz;
-mod builtins;
-mod collection;
-mod context;
-mod crd;
-mod crud;
-mod deletion;
-mod discovery;
-mod field_validation;
 #[doc(hidden)]
 pub mod fuzzing;
-mod health;
-mod http;
 mod inventory;
-mod list_options;
-mod objects;
-mod openapi;
-pub mod patch;
-pub mod protobuf;
-mod query;
-mod resources;
+mod nodes;
+mod policy;
 mod revocations;
-mod routes;
-mod scale;
-mod selector;
-pub mod status;
-mod strategy;
-mod table;
-mod tls;
 mod tokens;
 mod users;
-mod validation;
-mod watch;
 
-pub use audit::AuditLog;
-pub use authz::{ADMINS, GROUPS, OPERATORS, VIEWERS};
-pub use tls::{PeerIdentity, User};
+pub use policy::{ADMINS, GROUPS, OPERATORS, VIEWERS};
+pub use relaymesh_apiserver::{ApiError, AuditLog, PeerIdentity, User};
 pub use users::DEFAULT_VALIDITY as DEFAULT_USER_CERT_VALIDITY;
 
-/// How long a client may take to finish the TLS handshake.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+use inventory::View;
 
-/// How long an HTTP/1.1 client may take to send a request's headers.
-const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
+/// relaymesh's API version within its group.
+const VERSION: &str = "v1alpha1";
 
-/// How long [`serve`] lets open requests finish once shutdown is asked.
-const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+/// The SIG-Multicluster API group of ClusterProfiles.
+const MULTICLUSTER_GROUP: &str = "multicluster.x-k8s.io";
 
 /// The API server's TLS material.
 #[derive(Clone)]
@@ -171,7 +132,7 @@ pub trait Backend: Send + Sync + 'static {
     fn create_token(&self, request: TokenRequest) -> Result<IssuedToken, ApiError>;
 
     /// The join tokens the root issued and still remembers, oldest first.
-    fn tokens(&self) -> Result<Vec<crate::store::TokenRecord>, ApiError> {
+    fn tokens(&self) -> Result<Vec<TokenRecord>, ApiError> {
         Err(ApiError::NotFound(
             "this server does not issue join tokens".into(),
         ))
@@ -181,7 +142,7 @@ pub trait Backend: Send + Sync + 'static {
     fn revoke_token(
         &self,
         id: [u8; 16],
-    ) -> impl Future<Output = Result<crate::store::TokenRecord, ApiError>> + Send {
+    ) -> impl Future<Output = Result<TokenRecord, ApiError>> + Send {
         let _ = id;
         async {
             Err(ApiError::NotFound(
@@ -225,94 +186,263 @@ pub trait Backend: Send + Sync + 'static {
     }
 }
 
-/// Why a request failed, or why the server could not start. Each request
-/// error becomes a `metav1.Status` with the code and reason noted on it.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum ApiError {
-    /// The request is malformed (400, `BadRequest`).
-    #[error("{0}")]
-    BadRequest(String),
-    /// No client certificate, or one not from the mesh CA (401,
-    /// `Unauthorized`).
-    #[error("{0}")]
-    Unauthorized(String),
-    /// The client is known but may not do this (403, `Forbidden`).
-    #[error("{0}")]
-    Forbidden(String),
-    /// No such object or path (404, `NotFound`).
-    #[error("{0}")]
-    NotFound(String),
-    /// The path exists but not with this method (405, `MethodNotAllowed`).
-    #[error("{0}")]
-    MethodNotAllowed(String),
-    /// The object changed meanwhile (409, `Conflict`).
-    #[error("{0}")]
-    Conflict(String),
-    /// The object to create exists already (409, `AlreadyExists`).
-    #[error("{0}")]
-    AlreadyExists(String),
-    /// A server-side apply would take fields other managers own (409,
-    /// `Conflict`, one cause per field).
-    #[error("{message}")]
-    FieldConflicts {
-        /// A sentence for humans.
-        message: String,
-        /// The conflicting (manager, field path) pairs.
-        causes: Vec<(String, String)>,
-    },
-    /// A watch asked for a resourceVersion older than the history (410,
-    /// `Expired`).
-    #[error("{0}")]
-    Gone(String),
-    /// No representation the client accepts can be served (406,
-    /// `NotAcceptable`).
-    #[error("{0}")]
-    NotAcceptable(String),
-    /// The request body's media type is not supported here (415,
-    /// `UnsupportedMediaType`).
-    #[error("{0}")]
-    UnsupportedMediaType(String),
-    /// The request body is larger than the endpoint accepts (413,
-    /// `RequestEntityTooLarge`).
-    #[error("{0}")]
-    PayloadTooLarge(String),
-    /// A field of the object is invalid (422, `Invalid`).
-    #[error("{field}: {message}")]
-    Invalid {
-        /// The field's JSON path, as `spec.name`.
-        field: String,
-        /// What is wrong with it.
-        message: String,
-    },
-    /// The backend cannot serve this now; retrying may help (503,
-    /// `ServiceUnavailable`).
-    #[error("{0}")]
-    Unavailable(String),
-    /// What was asked for is not there yet, such as a list at a
-    /// resourceVersion newer than the store's (504, `Timeout`).
-    #[error("{0}")]
-    Timeout(String),
-    /// A bug or a failure the client cannot fix (500, `InternalError`).
-    #[error("{0}")]
-    Internal(String),
-    /// The request broke one of the API's limits ([`Limit::ApiRequestBody`],
-    /// [`Limit::ApiJsonPatch`], [`Limit::ApiUnpagedList`]): `error` is what
-    /// the client gets, and the refusal is counted.
-    #[error("{error}")]
-    OverLimit {
-        /// The limit.
-        limit: Limit,
-        /// The error the client gets (413 or 422).
-        error: Box<ApiError>,
-    },
-    /// The server's TLS material was refused by rustls ([`serve`] only).
-    #[error("cannot use the API server's TLS material")]
-    TlsConfig(#[source] rustls::Error),
+/// relaymesh's kinds and paths on the Kubernetes API server, for the
+/// root: what `backend` knows of the tree, and the API CA that signs user
+/// certificates.
+pub struct Relaymesh<B> {
+    backend: Arc<B>,
+    authority: crate::pki::ApiAuthority,
 }
 
-/// Serves the API on `listener` until `shutdown` completes, then lets open
-/// requests finish for a few seconds.
+impl<B: Backend> Relaymesh<B> {
+    /// The extension serving `backend`'s tree; `authority` signs user
+    /// certificates.
+    pub fn new(backend: Arc<B>, authority: crate::pki::ApiAuthority) -> Self {
+        Self { backend, authority }
+    }
+}
+
+/// relaymesh's own kinds.
+fn own_resources() -> Vec<Resource> {
+    let column =
+        |name: &str, kind: &str, path: &str| json!({"name": name, "type": kind, "jsonPath": path});
+    let connected = column("Connected", "boolean", ".status.connected");
+    vec![
+        Resource::new(RELAYMESH_GROUP, VERSION, "placements", "Placement", true)
+            .short_names(&["pl"])
+            // `kubectl get all -n NS` shows what a namespace places next to
+            // what it runs.
+            .categories_also(&["all"])
+            .printer_columns(vec![
+                column("Selected", "integer", ".status.clusters.selected"),
+                column("Ready", "integer", ".status.clusters.ready"),
+            ])
+            .validator(Validator::new(validate_placement)),
+        Resource::new(RELAYMESH_GROUP, VERSION, "clusters", "Cluster", false)
+            .read_only()
+            .printer_columns(vec![
+                connected.clone(),
+                column("Relay-Path", "string", ".status.relayPath"),
+            ]),
+        Resource::new(RELAYMESH_GROUP, VERSION, "relays", "Relay", false)
+            .read_only()
+            .printer_columns(vec![
+                connected.clone(),
+                column("Parent", "string", ".spec.parent"),
+            ]),
+        Resource::new(RELAYMESH_GROUP, VERSION, "agents", "Agent", false)
+            .read_only()
+            .printer_columns(vec![connected, column("Parent", "string", ".spec.parent")]),
+        Resource::new(
+            MULTICLUSTER_GROUP,
+            VERSION,
+            "clusterprofiles",
+            "ClusterProfile",
+            false,
+        )
+        .short_names(&["cp"])
+        .read_only(),
+    ]
+}
+
+/// A Placement is checked by the code that will place it.
+fn validate_placement(namespace: Option<&str>, object: &Value) -> Result<(), ApiError> {
+    // The namespace comes from the URL when the object names none.
+    let mut placement = object.clone();
+    if let (Some(namespace), Some(metadata)) = (namespace, placement.get_mut("metadata")) {
+        metadata["namespace"] = Value::from(namespace);
+    }
+    crate::placement::PlacementSpec::from_object(&placement)
+        .map(|_| ())
+        .map_err(|PlacementError::Invalid { field, message }| ApiError::Invalid { field, message })
+}
+
+/// The endpoints of [`Relaymesh::route`].
+mod endpoint {
+    pub(super) const JOIN_TOKENS: &str = "jointokens";
+    pub(super) const JOIN_TOKEN: &str = "jointoken";
+    pub(super) const REVOCATIONS: &str = "revocations";
+    pub(super) const USER_CERTIFICATES: &str = "usercertificates";
+    pub(super) const BUNDLES: &str = "bundles";
+    pub(super) const EXPLAIN: &str = "explain";
+}
+
+/// What a request on one of relaymesh's paths asks, for the policy.
+fn own(verb: &str, resource: &str, namespace: Option<&str>) -> Attributes {
+    Attributes::Resource {
+        verb: verb.to_string(),
+        group: RELAYMESH_GROUP.to_string(),
+        resource: resource.to_string(),
+        subresource: None,
+        namespace: namespace.map(str::to_string),
+    }
+}
+
+impl<B: Backend> Extension for Relaymesh<B> {
+    fn resources(&self) -> Vec<Resource> {
+        own_resources()
+    }
+
+    fn objects(&self, resource: &Resource) -> Vec<Value> {
+        let view = match (resource.group(), resource.plural()) {
+            (RELAYMESH_GROUP, "clusters") => View::Clusters,
+            (RELAYMESH_GROUP, "relays") => View::Relays,
+            (RELAYMESH_GROUP, "agents") => View::Agents,
+            (MULTICLUSTER_GROUP, "clusterprofiles") => View::ClusterProfiles,
+            _ => return Vec::new(),
+        };
+        inventory::objects(view, &self.backend.nodes())
+    }
+
+    fn authorize(&self, user: &User, attributes: &Attributes) -> Result<(), String> {
+        policy::decide(user, attributes)
+    }
+
+    fn route(&self, method: &Method, path: &str) -> Option<ExtensionRoute> {
+        let segments: Vec<&str> = path.trim_end_matches('/').split('/').skip(1).collect();
+        let read = method == Method::GET;
+        let route = |endpoint, arguments: Vec<&str>, methods, attributes, body_limit| {
+            Some(ExtensionRoute {
+                endpoint,
+                arguments: arguments.into_iter().map(str::to_string).collect(),
+                methods,
+                attributes,
+                body_limit,
+            })
+        };
+        const GET_POST: &[Method] = &[Method::GET, Method::POST];
+        const POST: &[Method] = &[Method::POST];
+        const JSON: usize = MAX_JSON_BODY as usize;
+        match segments.as_slice() {
+            ["apis", RELAYMESH_GROUP, VERSION, "jointokens"] => route(
+                endpoint::JOIN_TOKENS,
+                vec![],
+                GET_POST,
+                own(if read { "list" } else { "create" }, "jointokens", None),
+                JSON,
+            ),
+            ["apis", RELAYMESH_GROUP, VERSION, "jointokens", id] => route(
+                endpoint::JOIN_TOKEN,
+                vec![id],
+                &[Method::DELETE],
+                own("delete", "jointokens", None),
+                0,
+            ),
+            ["apis", RELAYMESH_GROUP, VERSION, "revocations"] => route(
+                endpoint::REVOCATIONS,
+                vec![],
+                GET_POST,
+                own(if read { "list" } else { "create" }, "revocations", None),
+                JSON,
+            ),
+            ["apis", RELAYMESH_GROUP, VERSION, "usercertificates"] => route(
+                endpoint::USER_CERTIFICATES,
+                vec![],
+                POST,
+                own("create", "usercertificates", None),
+                JSON,
+            ),
+            ["relaymesh", VERSION, "bundles"] => route(
+                endpoint::BUNDLES,
+                vec![],
+                POST,
+                own("create", "bundles", None),
+                MAX_BUNDLE_LEN as usize,
+            ),
+            ["relaymesh", VERSION, "explain", namespace, name] => route(
+                endpoint::EXPLAIN,
+                vec![namespace, name],
+                &[Method::GET],
+                own("get", "placements", Some(namespace)),
+                0,
+            ),
+            _ => None,
+        }
+    }
+
+    async fn call(&self, call: Call) -> Result<Response<ApiBody>, ApiError> {
+        let backend = &self.backend;
+        let created = |object: &Value| json_reply(StatusCode::CREATED, object);
+        let argument = |index: usize| call.route.arguments.get(index).cloned().unwrap_or_default();
+        match (call.route.endpoint, call.method == Method::GET) {
+            (endpoint::JOIN_TOKENS, true) => {
+                let list =
+                    revocations::token_list(&backend.tokens()?, &backend.nodes(), unix_now());
+                json_reply(StatusCode::OK, &list)
+            }
+            (endpoint::JOIN_TOKENS, false) => {
+                let token = tokens::JoinToken::parse(&call.body)?;
+                let issued = backend.create_token(token.request.clone())?;
+                created(&token.reply(&issued))
+            }
+            (endpoint::JOIN_TOKEN, _) => {
+                let id = revocations::parse_token_id(&argument(0))?;
+                let record = backend.revoke_token(id).await?;
+                let object = revocations::token_object(&record, &backend.nodes(), unix_now());
+                json_reply(StatusCode::OK, &object)
+            }
+            (endpoint::REVOCATIONS, true) => {
+                let list = revocations::revocation_list(&backend.revocations().await?);
+                json_reply(StatusCode::OK, &list)
+            }
+            (endpoint::REVOCATIONS, false) => {
+                let node = revocations::parse_request(&call.body)?;
+                let revoked = backend.revoke_node(node).await?;
+                created(&revocations::node_revoked_object(&revoked))
+            }
+            (endpoint::USER_CERTIFICATES, _) => {
+                created(&users::issue(&self.authority, &call.body)?)
+            }
+            (endpoint::BUNDLES, _) => {
+                let query = Query::parse(call.query.as_deref())?;
+                let name = query
+                    .get("name")
+                    .ok_or_else(|| {
+                        ApiError::BadRequest("the query parameter name is required".into())
+                    })?
+                    .to_string();
+                relaymesh_protocol::name::validate(&name).map_err(|error| ApiError::Invalid {
+                    field: "name".into(),
+                    message: format!("Invalid value: {name:?}: {error}"),
+                })?;
+                let size = call.body.len();
+                let id = backend.push_bundle(name.clone(), call.body).await?;
+                created(&json!({"name": name, "id": id.to_hex(), "size": size}))
+            }
+            (endpoint::EXPLAIN, _) => {
+                let (namespace, name) = (argument(0), argument(1));
+                let key = ObjectKey::new(RELAYMESH_GROUP, "placements", Some(&namespace), &name);
+                let placement = call
+                    .objects
+                    .get(&key)
+                    .map_err(|error| ApiError::Internal(error.to_string()))?
+                    .ok_or_else(|| {
+                        ApiError::NotFound(format!("placements.relaymesh.dev {name:?} not found"))
+                    })?;
+                let explained = crate::placement::explain(&placement, &backend.nodes()).map_err(
+                    |PlacementError::Invalid { field, message }| ApiError::Invalid {
+                        field,
+                        message,
+                    },
+                )?;
+                json_reply(StatusCode::OK, &explained)
+            }
+            (other, _) => Err(ApiError::NotFound(format!("nothing serves {other}"))),
+        }
+    }
+
+    fn count_limit_refusal(&self, limit: ApiLimit) {
+        let limit = match limit {
+            ApiLimit::RequestBody => Limit::ApiRequestBody,
+            ApiLimit::JsonPatch => Limit::ApiJsonPatch,
+            _ => Limit::ApiUnpagedList,
+        };
+        self.backend.count_limit_refusal(limit);
+    }
+}
+
+/// Serves the root's API on `listener` until `shutdown` completes, then lets
+/// open requests finish for a few seconds.
 ///
 /// Fails only if `tls` is unusable; errors on single connections are logged.
 pub async fn serve<B: Backend>(
@@ -323,122 +453,18 @@ pub async fn serve<B: Backend>(
     audit: Option<AuditLog>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ApiError> {
-    let acceptor = TlsAcceptor::from(Arc::new(tls::server_config(&tls)?));
-    let authenticator = tls::Authenticator::new(&tls.authority.cert_der)?;
-    let shared = Arc::new(ConnectionShared {
-        authenticator,
-        authority: Arc::new(tls.authority.clone()),
-        audit: audit.map(Arc::new),
-    });
-    let (stop_sender, stop) = signal::channel(());
-    let mut connections = JoinSet::new();
-    if let Ok(address) = listener.local_addr() {
-        info!(%address, "API server listening");
-    }
-    tokio::pin!(shutdown);
-    loop {
-        tokio::select! {
-            () = &mut shutdown => break,
-            accepted = listener.accept() => match accepted {
-                Ok((stream, remote)) => {
-                    connections.spawn(serve_connection(
-                        acceptor.clone(),
-                        stream,
-                        remote,
-                        shared.clone(),
-                        backend.clone(),
-                        objects.clone(),
-                        stop.clone(),
-                    ));
-                }
-                Err(error) => {
-                    // Usually out of file descriptors: back off instead of spinning.
-                    warn!(%error, "cannot accept an API connection");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-            },
-            Some(_) = connections.join_next(), if !connections.is_empty() => {}
-        }
-    }
-    drop(listener);
-    info!(open = connections.len(), "API server shutting down");
-    // Receivers see the change and shut their connections down gracefully.
-    let _ = stop_sender.send(());
-    let drained = tokio::time::timeout(SHUTDOWN_GRACE, async {
-        while connections.join_next().await.is_some() {}
-    })
-    .await;
-    if drained.is_err() {
-        warn!(
-            open = connections.len(),
-            "closing API connections that did not finish in time"
-        );
-        connections.abort_all();
-    }
-    Ok(())
+    let server_tls = relaymesh_apiserver::ApiTls {
+        client_ca_der: tls.authority.cert_der.clone(),
+        chain_der: tls.chain_der,
+        key_der: tls.key_der,
+    };
+    let extension = Arc::new(Relaymesh::new(backend, tls.authority));
+    relaymesh_apiserver::serve(listener, server_tls, extension, objects, audit, shutdown).await
 }
 
-/// What every connection of one server shares.
-struct ConnectionShared {
-    authenticator: tls::Authenticator,
-    authority: Arc<crate::pki::ApiAuthority>,
-    audit: Option<Arc<AuditLog>>,
-}
-
-/// Runs TLS and HTTP on one accepted connection.
-async fn serve_connection<B: Backend>(
-    acceptor: TlsAcceptor,
-    stream: TcpStream,
-    remote: SocketAddr,
-    shared: Arc<ConnectionShared>,
-    backend: Arc<B>,
-    objects: ObjectStore,
-    mut stop: signal::Receiver<()>,
-) {
-    let tls_stream = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
-        Ok(Ok(tls_stream)) => tls_stream,
-        Ok(Err(error)) => {
-            debug!(%remote, %error, "API TLS handshake failed");
-            return;
-        }
-        Err(_) => {
-            debug!(%remote, "API TLS handshake timed out");
-            return;
-        }
-    };
-    let peer = shared
-        .authenticator
-        .authenticate(tls_stream.get_ref().1.peer_certificates());
-    debug!(%remote, %peer, "API connection");
-    let context = Arc::new(context::Context {
-        backend,
-        peer,
-        remote,
-        objects,
-        stop: stop.clone(),
-        authority: shared.authority.clone(),
-        audit: shared.audit.clone(),
-    });
-    let service = service_fn(move |request| {
-        let context = context.clone();
-        async move { Ok::<_, Infallible>(routes::handle(&context, request).await) }
-    });
-    let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-    // A client that never finishes its request headers is dropped.
-    builder
-        .http1()
-        .timer(TokioTimer::new())
-        .header_read_timeout(HEADER_READ_TIMEOUT);
-    let connection = builder.serve_connection(TokioIo::new(tls_stream), service);
-    tokio::pin!(connection);
-    let result = tokio::select! {
-        result = connection.as_mut() => result,
-        _ = stop.changed() => {
-            connection.as_mut().graceful_shutdown();
-            connection.await
-        }
-    };
-    if let Err(error) = result {
-        debug!(%remote, %error, "API connection ended with an error");
-    }
+/// Seconds since the Unix epoch (0 if the clock is before it).
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_secs())
 }

@@ -8,8 +8,9 @@
 //!   ([`store`]).
 //! * [`pki`], [`token`] and [`admission`] make and check identities: the
 //!   mesh CA, join tokens, and who may join where.
-//! * [`api`] is the root's HTTPS API, and [`client`] is what `relayctl` uses to
-//!   reach it.
+//! * [`api`] is the root's HTTPS API (the `relaymesh-apiserver` crate with
+//!   relaymesh's kinds mounted on it), and [`client`] is what `relayctl`
+//!   uses to reach it.
 //!
 //! Deliberately not here: wire types (they live in `relaymesh-protocol`) and
 //! tree logic without IO (`relaymesh-topology`).
@@ -28,7 +29,6 @@ pub mod inspect;
 pub mod kubeconfig;
 pub mod limits;
 pub mod logging;
-pub mod objects;
 pub mod pki;
 pub mod placement;
 pub mod process;

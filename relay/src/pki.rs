@@ -45,8 +45,8 @@ pub use quic_tls::{
 };
 pub use renewal::{expiry, renew_at_root, renewal_request, renewed_identity, sign_renewal};
 pub use users::{
-    authority_pem, create_api_authority, new_user_key, sign_user_cert, user_of, ApiAuthority,
-    UserKey, UserName, MAX_USER_CERT_VALIDITY,
+    authority_pem, create_api_authority, new_user_key, sign_user_cert, ApiAuthority, UserKey,
+    UserName, MAX_USER_CERT_VALIDITY,
 };
 
 use crate::identity::Identity;

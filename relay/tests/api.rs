@@ -536,7 +536,7 @@ async fn objects_crud_conflicts_and_watch() {
     );
     server
         .objects
-        .delete(&relaymesh_relay::objects::ObjectKey::new(
+        .delete(&relaymesh_apiserver::objects::ObjectKey::new(
             "",
             "configmaps",
             Some("default"),
@@ -1108,7 +1108,7 @@ async fn replies_are_negotiated() {
         (code, content_type.as_str()),
         (200, "application/vnd.kubernetes.protobuf")
     );
-    let object = relaymesh_relay::api::protobuf::decode(&body).expect("a protobuf ConfigMap");
+    let object = relaymesh_apiserver::protobuf::decode(&body).expect("a protobuf ConfigMap");
     assert_eq!(object["kind"], "ConfigMap");
     assert_eq!(object["data"]["k"], "v");
 
@@ -1117,7 +1117,7 @@ async fn replies_are_negotiated() {
         (code, content_type.as_str()),
         (200, "application/vnd.kubernetes.protobuf")
     );
-    let list = relaymesh_relay::api::protobuf::decode(&body).expect("a protobuf list");
+    let list = relaymesh_apiserver::protobuf::decode(&body).expect("a protobuf list");
     assert_eq!(list["kind"], "ConfigMapList");
 
     // Errors are Status objects, which have a protobuf form too.
@@ -1126,7 +1126,7 @@ async fn replies_are_negotiated() {
         (code, content_type.as_str()),
         (404, "application/vnd.kubernetes.protobuf")
     );
-    let status = relaymesh_relay::api::protobuf::decode(&body).expect("a protobuf Status");
+    let status = relaymesh_apiserver::protobuf::decode(&body).expect("a protobuf Status");
     assert_eq!(status["reason"], "NotFound");
 
     // relaymesh's own kinds have none: JSON, which the client also takes.
@@ -1188,7 +1188,7 @@ async fn protobuf_watch_streams() {
     assert_eq!(event_type, b"ADDED");
     let (extension, _) = length_delimited(rest, 0x12);
     let (raw, _) = length_delimited(extension, 0x0a);
-    let object = relaymesh_relay::api::protobuf::decode(raw).expect("a protobuf ConfigMap");
+    let object = relaymesh_apiserver::protobuf::decode(raw).expect("a protobuf ConfigMap");
     assert_eq!(object["metadata"]["name"], "framed");
     server.stop().await;
 }

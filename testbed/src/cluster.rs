@@ -16,10 +16,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use relaymesh_protocol::{BundleId, NodeRecord};
-use relaymesh_relay::api::{self, ApiError, ApiTls, Backend, IssuedToken, TokenRequest};
+use relaymesh_apiserver::objects::{ObjectError, ObjectKey, ObjectStore};
+use relaymesh_apiserver::{ApiError, ApiTls, Plain};
 use relaymesh_relay::kubeconfig::{admin_kubeconfig, write_private};
-use relaymesh_relay::objects::{ObjectError, ObjectKey, ObjectStore};
 use relaymesh_relay::pki::{self, PkiError};
 use serde_json::json;
 use tokio::net::TcpListener;
@@ -150,7 +149,7 @@ impl SimulatedCluster {
 
         let mesh = pki::create_mesh(name, &["127.0.0.1".to_string()])?;
         let tls = ApiTls {
-            authority: mesh.api_authority.clone(),
+            client_ca_der: mesh.api_authority.cert_der.clone(),
             chain_der: mesh.api_cert.chain_der.clone(),
             key_der: mesh.api_cert.key_der.clone(),
         };
@@ -173,10 +172,12 @@ impl SimulatedCluster {
 
         let (stop, stopped) = watch::channel(());
         let mut server_stop = stopped.clone();
-        let server = tokio::spawn(api::serve(
+        // A plain Kubernetes API server: it is no relay, so it has no tree,
+        // issues no tokens and takes no bundles.
+        let server = tokio::spawn(relaymesh_apiserver::serve(
             listener,
             tls,
-            Arc::new(SimulatedBackend),
+            Arc::new(Plain),
             objects.clone(),
             None,
             async move {
@@ -236,27 +237,5 @@ impl SimulatedCluster {
         }
         info!(cluster = %self.name, "simulated cluster stopped");
         Ok(())
-    }
-}
-
-/// The backend of a simulated cluster: it is no relay, so it has no tree,
-/// issues no tokens and takes no bundles.
-struct SimulatedBackend;
-
-impl Backend for SimulatedBackend {
-    fn nodes(&self) -> Vec<NodeRecord> {
-        Vec::new()
-    }
-
-    fn create_token(&self, _request: TokenRequest) -> Result<IssuedToken, ApiError> {
-        Err(ApiError::Forbidden(
-            "a simulated cluster issues no join tokens".into(),
-        ))
-    }
-
-    async fn push_bundle(&self, _name: String, _bytes: Vec<u8>) -> Result<BundleId, ApiError> {
-        Err(ApiError::NotFound(
-            "a simulated cluster takes no bundles".into(),
-        ))
     }
 }

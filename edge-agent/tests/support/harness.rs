@@ -15,14 +15,14 @@ use anyhow::{bail, Context as _};
 use kube::api::{DynamicObject, GroupVersionKind};
 use kube::discovery::ApiResource;
 use kube::{Api, Client};
+use relaymesh_apiserver::objects::ObjectStore;
+use relaymesh_apiserver::{ApiError, ApiTls, Plain};
 use relaymesh_edge_agent::cluster::ClusterAccess;
 use relaymesh_edge_agent::policy::Policy;
 use relaymesh_edge_agent::reconciler::{ReconcileError, Reconciler};
 use relaymesh_protocol::message::Resume;
-use relaymesh_protocol::{BundleId, NodeRecord, PlacementStatus, SliceEntry, Target};
-use relaymesh_relay::api::{self, ApiError, ApiTls, Backend, IssuedToken, TokenRequest};
+use relaymesh_protocol::{BundleId, PlacementStatus, SliceEntry, Target};
 use relaymesh_relay::daemon::AgentSlice;
-use relaymesh_relay::objects::ObjectStore;
 use relaymesh_relay::store::{Mutation, Store};
 use serde_json::Value;
 use tokio::net::TcpListener;
@@ -32,22 +32,6 @@ use tokio_util::sync::CancellationToken;
 
 /// How long a test waits for the agent to get something done.
 pub const PATIENCE: Duration = Duration::from_secs(30);
-
-struct NoTree;
-
-impl Backend for NoTree {
-    fn nodes(&self) -> Vec<NodeRecord> {
-        Vec::new()
-    }
-
-    fn create_token(&self, _request: TokenRequest) -> Result<IssuedToken, ApiError> {
-        Err(ApiError::Forbidden("no tokens in this test".into()))
-    }
-
-    async fn push_bundle(&self, _name: String, _bytes: Vec<u8>) -> Result<BundleId, ApiError> {
-        Err(ApiError::Forbidden("no bundles in this test".into()))
-    }
-}
 
 /// The API server standing in for the cluster.
 pub struct Cluster {
@@ -64,7 +48,7 @@ impl Cluster {
     pub async fn start() -> anyhow::Result<Self> {
         let mesh = relaymesh_relay::pki::create_mesh("root", &["127.0.0.1".into()])?;
         let tls = ApiTls {
-            authority: mesh.api_authority.clone(),
+            client_ca_der: mesh.api_authority.cert_der.clone(),
             chain_der: mesh.api_cert.chain_der.clone(),
             key_der: mesh.api_cert.key_der.clone(),
         };
@@ -74,10 +58,10 @@ impl Cluster {
         let db = sled::open(dir.path().join("objects"))?;
         let objects = ObjectStore::open(db.open_tree("objects")?)?;
         let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(api::serve(
+        let task = tokio::spawn(relaymesh_apiserver::serve(
             listener,
             tls,
-            Arc::new(NoTree),
+            Arc::new(Plain),
             objects,
             None,
             async move {

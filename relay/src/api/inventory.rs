@@ -1,6 +1,6 @@
 //! The read-only views of the tree: `Cluster` and SIG-Multicluster
 //! `ClusterProfile` objects built from agents, and `Relay` / `Agent` objects
-//! (shaped by the `objects` module). Pure functions of the backend's
+//! (shaped by the `nodes` module). Pure functions of the backend's
 //! [`NodeRecord`]s.
 
 use std::collections::HashMap;
@@ -8,14 +8,27 @@ use std::collections::HashMap;
 use relaymesh_protocol::{NodeRecord, Role};
 use serde_json::{json, Value};
 
-use super::objects::{self as nodes, rfc3339};
-use super::resources::{Source, MULTICLUSTER_GROUP};
+use super::nodes::{self, rfc3339};
+use super::MULTICLUSTER_GROUP;
+
+/// The read-only views of the tree.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum View {
+    /// The tree's agents, as `Cluster` objects.
+    Clusters,
+    /// The tree's agents, as SIG-Multicluster `ClusterProfile`s.
+    ClusterProfiles,
+    /// The tree's relays, as `Relay` objects.
+    Relays,
+    /// The tree's agents, as `Agent` objects.
+    Agents,
+}
 
 /// The objects of a read-only source, sorted by name.
-pub(super) fn objects(source: Source, records: &[NodeRecord]) -> Vec<Value> {
+pub(super) fn objects(source: View, records: &[NodeRecord]) -> Vec<Value> {
     match source {
-        Source::Relays | Source::Agents => {
-            let role = if source == Source::Relays {
+        View::Relays | View::Agents => {
+            let role = if source == View::Relays {
                 Role::Relay
             } else {
                 Role::Agent
@@ -23,7 +36,7 @@ pub(super) fn objects(source: Source, records: &[NodeRecord]) -> Vec<Value> {
             let list = serde_json::to_value(nodes::list(records, role)).unwrap_or(Value::Null);
             list["items"].as_array().cloned().unwrap_or_default()
         }
-        Source::Clusters | Source::ClusterProfiles => {
+        View::Clusters | View::ClusterProfiles => {
             let parents: HashMap<&str, Option<&str>> = records
                 .iter()
                 .map(|record| (record.name.as_str(), record.parent.as_deref()))
@@ -37,7 +50,7 @@ pub(super) fn objects(source: Source, records: &[NodeRecord]) -> Vec<Value> {
             agents
                 .into_iter()
                 .map(|record| {
-                    if source == Source::Clusters {
+                    if source == View::Clusters {
                         cluster(record, &parents)
                     } else {
                         cluster_profile(record)
@@ -45,7 +58,6 @@ pub(super) fn objects(source: Source, records: &[NodeRecord]) -> Vec<Value> {
                 })
                 .collect()
         }
-        Source::Stored => Vec::new(),
     }
 }
 
@@ -155,7 +167,7 @@ mod tests {
 
     #[test]
     fn clusters_carry_relay_paths() {
-        let clusters = objects(Source::Clusters, &records());
+        let clusters = objects(View::Clusters, &records());
         assert_eq!(clusters.len(), 1);
         assert_eq!(clusters[0]["metadata"]["name"], "edge-1");
         assert_eq!(clusters[0]["metadata"]["labels"]["region"], "eu");
@@ -166,7 +178,7 @@ mod tests {
 
     #[test]
     fn cluster_profiles_follow_sig_multicluster() {
-        let profiles = objects(Source::ClusterProfiles, &records());
+        let profiles = objects(View::ClusterProfiles, &records());
         let profile = &profiles[0];
         assert_eq!(profile["apiVersion"], "multicluster.x-k8s.io/v1alpha1");
         assert_eq!(profile["spec"]["clusterManager"]["name"], "relaymesh");
@@ -183,7 +195,7 @@ mod tests {
 
     #[test]
     fn relays_come_from_the_node_objects() {
-        let relays = objects(Source::Relays, &records());
+        let relays = objects(View::Relays, &records());
         let names: Vec<_> = relays
             .iter()
             .map(|r| r["metadata"]["name"].clone())

@@ -11,7 +11,7 @@
 use relaymesh_protocol::{NodeRecord, Revocation};
 use serde_json::{json, Map, Value};
 
-use super::objects::{check_type_meta, invalid, rfc3339, API_VERSION};
+use super::nodes::{check_type_meta, invalid, rfc3339, API_VERSION};
 use super::{ApiError, NodeRevoked};
 use crate::store::TokenRecord;
 

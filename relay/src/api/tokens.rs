@@ -11,7 +11,7 @@ use std::time::Duration;
 use relaymesh_protocol::Role;
 use serde_json::{Map, Value};
 
-use super::objects::{check_type_meta, invalid, rfc3339, API_VERSION};
+use super::nodes::{check_type_meta, invalid, rfc3339, API_VERSION};
 use super::{ApiError, IssuedToken, TokenRequest};
 
 /// The kind of a join token request.

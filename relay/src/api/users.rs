@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use serde_json::{json, Map, Value};
 
-use super::authz::GROUPS;
-use super::objects::{check_type_meta, invalid, rfc3339, API_VERSION};
+use super::nodes::{check_type_meta, invalid, rfc3339, API_VERSION};
+use super::policy::GROUPS;
 use super::ApiError;
 use crate::pki::{self, ApiAuthority};
 
@@ -137,7 +137,7 @@ mod tests {
             .next()
             .expect("one")
             .expect("PEM");
-        let user = pki::user_of(&der).expect("a user");
+        let user = relaymesh_apiserver::user_of(&der).expect("a user");
         assert_eq!(user.name, "alice");
         assert_eq!(user.groups, vec!["viewers".to_string()]);
     }

@@ -10,9 +10,9 @@ use tokio_util::sync::CancellationToken;
 use super::{unix_ms, DaemonError, Event, Shared};
 use crate::api::{self, ApiError, ApiTls, Backend, IssuedToken, NodeRevoked, TokenRequest};
 use crate::limits::Limit;
-use crate::objects::ObjectStore;
 use crate::store::TokenRecord;
 use crate::{pki, token};
+use relaymesh_apiserver::objects::ObjectStore;
 use tracing::Instrument;
 
 /// The audit log's file name in the data directory.

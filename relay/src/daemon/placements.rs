@@ -10,8 +10,8 @@ use tokio::sync::{broadcast, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use super::{Event, Shared};
-use crate::objects::{ObjectKey, ObjectStore};
 use crate::placement;
+use relaymesh_apiserver::objects::{ObjectKey, ObjectStore};
 
 /// How long object changes are gathered before placements are rebuilt, so a
 /// `kubectl apply` of many objects rebuilds once.
@@ -146,7 +146,7 @@ async fn write_status(objects: &ObjectStore, shared: &Shared) -> Result<(), Cont
 #[derive(Debug, thiserror::Error)]
 enum ControllerError {
     #[error(transparent)]
-    Objects(#[from] crate::objects::ObjectError),
+    Objects(#[from] relaymesh_apiserver::objects::ObjectError),
     #[error(transparent)]
     Store(#[from] crate::store::StoreError),
     #[error("the relay is stopping")]

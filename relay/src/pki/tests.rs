@@ -78,7 +78,7 @@ fn create_mesh_makes_root_admin_and_api() {
     assert!(is_issued_by(&admin_der, &api_ca).expect("parse"));
     assert!(is_issued_by(&mesh.api_cert.chain_der[0], &api_ca).expect("parse"));
     assert!(verify_chain(&root.ca_cert_der, std::slice::from_ref(&admin_der)).is_err());
-    let admin = user_of(&admin_der).expect("a user");
+    let admin = relaymesh_apiserver::user_of(&admin_der).expect("a user");
     assert_eq!(admin.name, "admin");
     assert_eq!(admin.groups, vec!["admins".to_string()]);
     assert!(mesh

@@ -20,7 +20,7 @@ use rcgen::{
 use serde::{Deserialize, Serialize};
 
 use super::certs::{base_params_for, csr_public_key, generate, new_key};
-use super::{bad_cert, der_to_pem, parse_cert, PkiError};
+use super::{bad_cert, der_to_pem, PkiError};
 
 /// How long an API CA lasts.
 const API_CA_VALIDITY: Duration = Duration::from_secs(10 * 365 * 24 * 60 * 60);
@@ -155,33 +155,6 @@ pub(super) fn sign_api_cert(
         .signed_by(key, &authority_signer(authority)?)
         .map_err(generate("sign the API certificate"))?;
     Ok(cert.der().to_vec())
-}
-
-/// The user a certificate names: its common name and organizations.
-pub fn user_of(cert_der: &[u8]) -> Result<UserName, PkiError> {
-    let cert = parse_cert(cert_der)?;
-    let subject = cert.subject();
-    let mut names = subject.iter_common_name();
-    let name = match (names.next(), names.next()) {
-        (Some(name), None) => name
-            .as_str()
-            .map_err(|e| bad_cert(format!("unreadable common name: {e}")))?
-            .to_string(),
-        _ => return Err(bad_cert("a user certificate needs exactly one common name")),
-    };
-    if name.is_empty() {
-        return Err(bad_cert("a user certificate's common name is empty"));
-    }
-    let groups = subject
-        .iter_organization()
-        .map(|group| {
-            group
-                .as_str()
-                .map(str::to_string)
-                .map_err(|e| bad_cert(format!("unreadable organization: {e}")))
-        })
-        .collect::<Result<_, _>>()?;
-    Ok(UserName { name, groups })
 }
 
 /// The API CA as PEM, as a kubeconfig's `certificate-authority-data` holds it.

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use relaymesh_protocol::{LabelRequirement, LabelSelector, PlacementTarget, SelectorOperator};
+use relaymesh_protocol::{LabelSelector, PlacementTarget};
 use serde_json::Value;
 
 /// The group of relaymesh's own kinds, which never travel.
@@ -21,6 +21,15 @@ pub enum PlacementError {
         /// What is wrong.
         message: String,
     },
+}
+
+impl From<relaymesh_apiserver::selector::InvalidField> for PlacementError {
+    fn from(error: relaymesh_apiserver::selector::InvalidField) -> Self {
+        Self::Invalid {
+            field: error.field,
+            message: error.message,
+        }
+    }
 }
 
 fn invalid(field: impl Into<String>, message: impl Into<String>) -> PlacementError {
@@ -211,70 +220,15 @@ fn target(spec: &Value) -> Result<PlacementTarget, PlacementError> {
     })
 }
 
-/// Reads a Kubernetes `LabelSelector` object.
+/// The selector a `metav1.LabelSelector` object at `path` describes.
 pub fn label_selector(value: &Value, path: &str) -> Result<LabelSelector, PlacementError> {
-    let mut selector = LabelSelector::default();
-    if let Some(labels) = value.get("matchLabels") {
-        let labels = labels
-            .as_object()
-            .ok_or_else(|| invalid(format!("{path}.matchLabels"), "must be an object"))?;
-        for (key, value) in labels {
-            let value = value
-                .as_str()
-                .ok_or_else(|| invalid(format!("{path}.matchLabels.{key}"), "must be a string"))?;
-            selector.match_labels.insert(key.clone(), value.to_string());
-        }
-    }
-    if let Some(expressions) = value.get("matchExpressions") {
-        let expressions = expressions
-            .as_array()
-            .ok_or_else(|| invalid(format!("{path}.matchExpressions"), "must be a list"))?;
-        for (index, expression) in expressions.iter().enumerate() {
-            let at = format!("{path}.matchExpressions[{index}]");
-            let key = optional_string(expression.get("key"), &format!("{at}.key"))?
-                .ok_or_else(|| invalid(format!("{at}.key"), "Required value"))?;
-            let operator = match expression.get("operator").and_then(Value::as_str) {
-                Some("In") => SelectorOperator::In,
-                Some("NotIn") => SelectorOperator::NotIn,
-                Some("Exists") => SelectorOperator::Exists,
-                Some("DoesNotExist") => SelectorOperator::DoesNotExist,
-                _ => {
-                    return Err(invalid(
-                        format!("{at}.operator"),
-                        "must be one of In, NotIn, Exists, DoesNotExist",
-                    ))
-                }
-            };
-            let values = strings(expression.get("values"), &format!("{at}.values"))?;
-            selector.match_expressions.push(LabelRequirement {
-                key,
-                operator,
-                values,
-            });
-        }
-    }
-    Ok(selector)
+    Ok(relaymesh_apiserver::selector::from_json(value, path)?)
 }
 
 fn strings(value: Option<&Value>, path: &str) -> Result<Vec<String>, PlacementError> {
-    match value {
-        None | Some(Value::Null) => Ok(Vec::new()),
-        Some(Value::Array(items)) => items
-            .iter()
-            .map(|item| {
-                item.as_str()
-                    .map(str::to_string)
-                    .ok_or_else(|| invalid(path, "must be a list of strings"))
-            })
-            .collect(),
-        Some(_) => Err(invalid(path, "must be a list of strings")),
-    }
+    Ok(relaymesh_apiserver::selector::strings(value, path)?)
 }
 
 fn optional_string(value: Option<&Value>, path: &str) -> Result<Option<String>, PlacementError> {
-    match value {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(text)) => Ok(Some(text.clone())),
-        Some(_) => Err(invalid(path, "must be a string")),
-    }
+    Ok(relaymesh_apiserver::selector::optional_string(value, path)?)
 }

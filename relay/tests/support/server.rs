@@ -8,12 +8,12 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use relaymesh_apiserver::objects::ObjectStore;
 use relaymesh_protocol::{BundleId, LinkStatus, NodeRecord, Role};
 use relaymesh_relay::api::{self, ApiError, ApiTls, Backend, IssuedToken, TokenRequest};
 use relaymesh_relay::client::Client;
 use relaymesh_relay::kubeconfig::ClientCredentials;
 use relaymesh_relay::limits::Limit;
-use relaymesh_relay::objects::ObjectStore;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 

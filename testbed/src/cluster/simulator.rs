@@ -9,7 +9,9 @@
 use std::collections::HashMap;
 use std::time::SystemTime;
 
-use relaymesh_relay::objects::{ObjectError, ObjectEvent, ObjectKey, ObjectStore, WatchEventType};
+use relaymesh_apiserver::objects::{
+    ObjectError, ObjectEvent, ObjectKey, ObjectStore, WatchEventType,
+};
 use serde_json::Value;
 use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::watch;

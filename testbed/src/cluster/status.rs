@@ -9,7 +9,7 @@
 
 use std::time::SystemTime;
 
-use relaymesh_relay::objects::ObjectKey;
+use relaymesh_apiserver::objects::ObjectKey;
 use serde_json::{json, Value};
 
 /// One chosen share of the fleet on which a workload fails.

@@ -1,0 +1,176 @@
+//! What a request asks to do, in Kubernetes' terms ([`Attributes`]), the
+//! one place a request's authorization is decided, and the reviews that let
+//! a client ask about its own identity and rights (`kubectl auth can-i`,
+//! `kubectl auth whoami`). Who may do what is the extension's policy
+//! ([`crate::Extension::authorize`]).
+
+use serde_json::{json, Value};
+
+use super::extension::Extension;
+use super::tls::User;
+use super::ApiError;
+
+/// What a request asks to do, in Kubernetes' terms.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Attributes {
+    /// A verb on a resource.
+    Resource {
+        /// `get`, `list`, `watch`, `create`, `update`, `patch`, `delete`,
+        /// `deletecollection`.
+        verb: String,
+        /// The API group (empty for the core group).
+        group: String,
+        /// The resource's plural.
+        resource: String,
+        /// The subresource, if any.
+        subresource: Option<String>,
+        /// The namespace, for namespaced requests.
+        namespace: Option<String>,
+    },
+    /// Discovery, version and OpenAPI documents.
+    Discovery,
+    /// A review of the caller's own identity or rights.
+    SelfReview,
+}
+
+/// Whether `user` may do what `attributes` says. Every authenticated user
+/// may read discovery and ask about their own rights, as in kube-apiserver
+/// (`system:discovery`, `system:basic-user`); the rest is the extension's
+/// decision.
+pub(super) fn decide<E: Extension>(
+    extension: &E,
+    user: &User,
+    attributes: &Attributes,
+) -> Result<(), String> {
+    match attributes {
+        Attributes::Discovery | Attributes::SelfReview => Ok(()),
+        Attributes::Resource { .. } => extension.authorize(user, attributes),
+    }
+}
+
+/// Answers a `SelfSubjectAccessReview` (what `kubectl auth can-i` sends)
+/// for `user`: the request with a `status` saying whether it is allowed.
+pub(super) fn access_review<E: Extension>(
+    extension: &E,
+    user: &User,
+    review: Value,
+) -> Result<Value, ApiError> {
+    let Value::Object(mut review) = review else {
+        return Err(ApiError::BadRequest(
+            "a SelfSubjectAccessReview must be an object".into(),
+        ));
+    };
+    let spec = review
+        .get("spec")
+        .and_then(Value::as_object)
+        .ok_or_else(|| ApiError::Invalid {
+            field: "spec".into(),
+            message: "Required value".into(),
+        })?;
+    let attributes = if let Some(resource) = spec.get("resourceAttributes") {
+        let field = |name: &str| {
+            resource
+                .get(name)
+                .and_then(Value::as_str)
+                .filter(|value| !value.is_empty())
+                .map(str::to_string)
+        };
+        Attributes::Resource {
+            verb: field("verb").unwrap_or_default(),
+            group: field("group").unwrap_or_default(),
+            resource: field("resource").unwrap_or_default(),
+            subresource: field("subresource"),
+            namespace: field("namespace"),
+        }
+    } else if spec.get("nonResourceAttributes").is_some() {
+        Attributes::Discovery
+    } else {
+        return Err(ApiError::Invalid {
+            field: "spec.resourceAttributes".into(),
+            message: "exactly one of resourceAttributes and nonResourceAttributes must be set"
+                .into(),
+        });
+    };
+    let decision = decide(extension, user, &attributes);
+    let status = match &decision {
+        Ok(()) => json!({"allowed": true, "reason": "allowed by the server's policy"}),
+        Err(reason) => json!({"allowed": false, "reason": reason}),
+    };
+    review.insert("apiVersion".into(), json!("authorization.k8s.io/v1"));
+    review.insert("kind".into(), json!("SelfSubjectAccessReview"));
+    review.insert("status".into(), status);
+    Ok(Value::Object(review))
+}
+
+/// Answers a `SelfSubjectReview` (what `kubectl auth whoami` sends).
+pub(super) fn self_review(user: &User) -> Value {
+    let mut groups = user.groups.clone();
+    groups.push("system:authenticated".into());
+    json!({
+        "apiVersion": "authentication.k8s.io/v1",
+        "kind": "SelfSubjectReview",
+        "metadata": {"creationTimestamp": null},
+        "status": {"userInfo": {"username": user.name, "groups": groups}},
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Lets users in `operators` create, and everyone read.
+    struct Policy;
+
+    impl Extension for Policy {
+        fn authorize(&self, user: &User, attributes: &Attributes) -> Result<(), String> {
+            let Attributes::Resource { verb, .. } = attributes else {
+                return Err("not a resource request".into());
+            };
+            if verb == "get" || user.groups.iter().any(|group| group == "operators") {
+                Ok(())
+            } else {
+                Err(format!("{} may not {verb}", user.name))
+            }
+        }
+    }
+
+    fn user(groups: &[&str]) -> User {
+        User {
+            name: "someone".into(),
+            groups: groups.iter().map(|group| group.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn discovery_and_self_reviews_need_no_policy() {
+        let nobody = user(&[]);
+        assert!(decide(&Policy, &nobody, &Attributes::Discovery).is_ok());
+        assert!(decide(&Policy, &nobody, &Attributes::SelfReview).is_ok());
+        let create = Attributes::Resource {
+            verb: "create".into(),
+            group: "apps".into(),
+            resource: "deployments".into(),
+            subresource: None,
+            namespace: None,
+        };
+        assert_eq!(
+            decide(&Policy, &nobody, &create),
+            Err("someone may not create".into())
+        );
+    }
+
+    #[test]
+    fn access_reviews_answer_truthfully() {
+        let body = json!({"apiVersion":"authorization.k8s.io/v1","kind":"SelfSubjectAccessReview","spec":{"resourceAttributes":{"namespace":"default","verb":"create","group":"apps","resource":"deployments"}}});
+        let viewer = access_review(&Policy, &user(&[]), body.clone()).expect("a review");
+        assert_eq!(viewer["status"]["allowed"], json!(false));
+        let operator = access_review(&Policy, &user(&["operators"]), body).expect("a review");
+        assert_eq!(operator["status"]["allowed"], json!(true));
+        assert_eq!(
+            operator["spec"]["resourceAttributes"]["verb"],
+            json!("create")
+        );
+        assert!(access_review(&Policy, &user(&[]), json!({"spec": {}})).is_err());
+        assert!(access_review(&Policy, &user(&[]), json!("not an object")).is_err());
+    }
+}

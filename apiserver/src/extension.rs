@@ -1,0 +1,123 @@
+//! What a server adds to Kubernetes: its own kinds, its own paths, and who
+//! may do what ([`Extension`]). relaymesh's root mounts Placements, the
+//! tree's Clusters and Relays, join tokens and revocations this way; the
+//! testbed's simulated clusters use [`Plain`], which adds nothing.
+
+use std::future::Future;
+
+use hyper::{Method, Response};
+use serde_json::Value;
+
+use crate::authz::Attributes;
+use crate::http::ApiBody;
+use crate::objects::ObjectStore;
+use crate::resources::Resource;
+use crate::tls::User;
+use crate::ApiError;
+
+/// The limits the API itself enforces, each counted when it refuses a
+/// request ([`Extension::count_limit_refusal`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ApiLimit {
+    /// The size of a request's body.
+    RequestBody,
+    /// The operations of a JSON patch, and what its `copy` operations add.
+    JsonPatch,
+    /// The objects a list without `limit` returns.
+    UnpagedList,
+}
+
+/// A path an [`Extension`] serves, as its [`Extension::route`] parsed it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExtensionRoute {
+    /// Which of the extension's endpoints this is; the extension's own name.
+    pub endpoint: &'static str,
+    /// What the extension read from the path (an id, a namespace and name).
+    pub arguments: Vec<String>,
+    /// The methods the endpoint answers; others get `405` with `Allow`.
+    pub methods: &'static [Method],
+    /// What the request asks to do, for [`Extension::authorize`].
+    pub attributes: Attributes,
+    /// The largest body the endpoint reads; a larger one gets `413`.
+    pub body_limit: usize,
+}
+
+/// One authenticated, authorized request on an [`ExtensionRoute`].
+pub struct Call {
+    /// The route, as [`Extension::route`] returned it.
+    pub route: ExtensionRoute,
+    /// The request's method (one of the route's).
+    pub method: Method,
+    /// The query string, if any.
+    pub query: Option<String>,
+    /// The request's body, read whole (at most the route's `body_limit`).
+    pub body: Vec<u8>,
+    /// Who asked.
+    pub user: User,
+    /// The server's object store.
+    pub objects: ObjectStore,
+}
+
+/// What a server adds to the Kubernetes API. Every method has a default
+/// that adds nothing, so `impl Extension for MyServer {}` is a plain
+/// Kubernetes API server.
+///
+/// The synchronous methods are called from request handlers on the async
+/// runtime, so they must answer from memory and not block.
+pub trait Extension: Send + Sync + 'static {
+    /// Kinds served beside the built-ins and the CRDs' (a CRD cannot shadow
+    /// them). Called once, when the server starts.
+    fn resources(&self) -> Vec<Resource> {
+        Vec::new()
+    }
+
+    /// The objects of a read-only resource of [`Extension::resources`]
+    /// ([`Resource::read_only`]), sorted by name. Watches on it compare
+    /// this with what they sent, so it should be cheap.
+    fn objects(&self, resource: &Resource) -> Vec<Value> {
+        let _ = resource;
+        Vec::new()
+    }
+
+    /// Whether `user` may do what `attributes` says; `Err` carries the
+    /// reason for the `403`, worded as kube-apiserver words it. The default
+    /// lets every authenticated user do everything (kube-apiserver's
+    /// `AlwaysAllow` mode), which only suits a server whose client CA signs
+    /// nothing but its operators' certificates.
+    fn authorize(&self, user: &User, attributes: &Attributes) -> Result<(), String> {
+        let _ = (user, attributes);
+        Ok(())
+    }
+
+    /// The route of `path` if the extension serves it (checked before the
+    /// Kubernetes paths, so an extension can take a path under its own API
+    /// group); `method` is the request's, for the route's attributes.
+    fn route(&self, method: &Method, path: &str) -> Option<ExtensionRoute> {
+        let _ = (method, path);
+        None
+    }
+
+    /// Answers a request on one of [`Extension::route`]'s routes.
+    fn call(&self, call: Call) -> impl Future<Output = Result<Response<ApiBody>, ApiError>> + Send {
+        async move {
+            Err(ApiError::NotFound(format!(
+                "nothing serves {}",
+                call.route.endpoint
+            )))
+        }
+    }
+
+    /// Counts a request the API refused for breaking `limit`. Must not
+    /// block. The default counts nothing.
+    fn count_limit_refusal(&self, limit: ApiLimit) {
+        let _ = limit;
+    }
+}
+
+/// An extension that adds nothing: a plain Kubernetes API server in which
+/// every user the client CA vouches for may do everything.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Plain;
+
+impl Extension for Plain {}
