@@ -22,6 +22,7 @@ use tracing::info;
 
 use super::query::Query;
 use super::ApiError;
+use crate::objects::owners::{references, uid};
 use crate::objects::{ObjectError, ObjectKey, ObjectStore};
 
 /// The finalizer that holds an owner while its dependents are deleted.
@@ -262,10 +263,9 @@ fn dependents(
         return Ok(Vec::new());
     }
     Ok(store
-        .list_all()?
+        .dependents_of(owner_uid)?
         .into_iter()
         .filter(|(dependent, _)| key.namespace.is_none() || dependent.namespace == key.namespace)
-        .filter(|(_, object)| references(object).iter().any(|uid| uid == owner_uid))
         .collect())
 }
 
@@ -275,9 +275,9 @@ fn find_by_uid(
     namespace: Option<&str>,
     wanted: &str,
 ) -> Result<Option<(ObjectKey, Value)>, ObjectError> {
-    Ok(store.list_all()?.into_iter().find(|(key, object)| {
-        (key.namespace.is_none() || key.namespace.as_deref() == namespace) && uid(object) == wanted
-    }))
+    Ok(store
+        .get_by_uid(wanted)?
+        .filter(|(key, _)| key.namespace.is_none() || key.namespace.as_deref() == namespace))
 }
 
 /// Removes the owner reference to `owner_uid` from the dependent at `key`.
@@ -297,27 +297,6 @@ fn drop_reference(
         Ok(_) | Err(ObjectError::NotFound(_)) => Ok(()),
         Err(error) => Err(error),
     }
-}
-
-fn uid(object: &Value) -> &str {
-    object
-        .pointer("/metadata/uid")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-}
-
-/// The uids `object`'s `ownerReferences` name.
-fn references(object: &Value) -> Vec<String> {
-    object
-        .pointer("/metadata/ownerReferences")
-        .and_then(Value::as_array)
-        .map(|list| {
-            list.iter()
-                .filter_map(|reference| reference.get("uid").and_then(Value::as_str))
-                .map(str::to_string)
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 fn finalizers(object: &Value) -> Vec<String> {

@@ -21,6 +21,9 @@ use serde_json::{json, Value};
 use tokio::sync::broadcast;
 use tracing::{debug, info};
 
+use owners::OwnerIndex;
+
+pub(crate) mod owners;
 mod stamp;
 #[cfg(test)]
 mod tests;
@@ -145,6 +148,8 @@ struct State {
     oldest_watchable: u64,
     /// The latest events, oldest first.
     history: VecDeque<ObjectEvent>,
+    /// Uids and owner references, in step with the stored objects.
+    owners: OwnerIndex,
 }
 
 impl fmt::Display for ObjectKey {
@@ -229,10 +234,17 @@ impl ObjectStore {
                     resource_version,
                     oldest_watchable: resource_version,
                     history: VecDeque::new(),
+                    owners: OwnerIndex::default(),
                 }),
                 events,
             }),
         };
+        {
+            let mut state = store.lock();
+            for (key, object) in store.list_all()? {
+                state.owners.insert(&key, &object);
+            }
+        }
         for name in INITIAL_NAMESPACES {
             let key = ObjectKey::new("", "namespaces", None, name);
             if store.get(&key)?.is_none() {
@@ -340,6 +352,27 @@ impl ObjectStore {
             objects.push((object_key, decode_object(&text, &bytes)?));
         }
         Ok(objects)
+    }
+
+    /// The object with `uid` and its key, if one is stored.
+    pub fn get_by_uid(&self, uid: &str) -> Result<Option<(ObjectKey, Value)>, ObjectError> {
+        let Some(key) = self.lock().owners.key_of(uid) else {
+            return Ok(None);
+        };
+        Ok(self.get(&key)?.map(|object| (key, object)))
+    }
+
+    /// The stored objects whose `ownerReferences` name `uid`, with their
+    /// keys.
+    pub fn dependents_of(&self, uid: &str) -> Result<Vec<(ObjectKey, Value)>, ObjectError> {
+        let keys = self.lock().owners.dependents_of(uid);
+        let mut dependents = Vec::with_capacity(keys.len());
+        for key in keys {
+            if let Some(object) = self.get(&key)? {
+                dependents.push((key, object));
+            }
+        }
+        Ok(dependents)
     }
 
     /// Every change from now on. A receiver that falls far behind gets
@@ -574,6 +607,12 @@ impl ObjectStore {
         previous: Option<Value>,
     ) {
         state.resource_version += 1;
+        if let Some(previous) = &previous {
+            state.owners.remove(key, previous);
+        }
+        if event_type != WatchEventType::Deleted {
+            state.owners.insert(key, &object);
+        }
         let event = ObjectEvent {
             event_type,
             key: key.clone(),
