@@ -446,25 +446,9 @@ pub(super) fn from_definition(definition: &Value) -> Vec<Resource> {
         .as_str()
         .map(str::to_string)
         .unwrap_or_else(|| kind.to_lowercase());
-    let short_names: Vec<String> = spec["names"]["shortNames"]
-        .as_array()
-        .map(|names| {
-            names
-                .iter()
-                .filter_map(|n| n.as_str().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default();
+    let short_names = string_list(&spec["names"]["shortNames"]);
     let namespaced = spec["scope"].as_str() != Some("Cluster");
-    let categories: Vec<String> = spec["names"]["categories"]
-        .as_array()
-        .map(|names| {
-            names
-                .iter()
-                .filter_map(|n| n.as_str().map(str::to_string))
-                .collect()
-        })
-        .unwrap_or_default();
+    let categories = string_list(&spec["names"]["categories"]);
     spec["versions"]
         .as_array()
         .map(Vec::as_slice)
@@ -493,6 +477,29 @@ pub(super) fn from_definition(definition: &Value) -> Vec<Resource> {
             })
         })
         .collect()
+}
+
+/// The strings of a JSON list; nothing for anything else.
+fn string_list(value: &Value) -> Vec<String> {
+    value
+        .as_array()
+        .map(|names| {
+            names
+                .iter()
+                .filter_map(|n| n.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The built-in kind `plural` of `group`, for tests.
+#[cfg(test)]
+pub(crate) fn builtin(group: &str, plural: &str) -> Resource {
+    BUILTIN_RESOURCES
+        .iter()
+        .find(|resource| resource.group == group && resource.plural == plural)
+        .cloned()
+        .expect("a built-in kind")
 }
 
 /// Kinds like relaymesh's, for tests: a stored namespaced kind in the

@@ -221,26 +221,10 @@ fn invalid(field: &str, message: String) -> ApiError {
 mod tests {
     use serde_json::json;
 
-    use super::super::resources::Source;
     use super::*;
 
     fn config_maps() -> Resource {
-        Resource {
-            group: String::new(),
-            version: "v1".into(),
-            plural: "configmaps".into(),
-            singular: "configmap".into(),
-            kind: "ConfigMap".into(),
-            namespaced: true,
-            short_names: vec![],
-            source: Source::Stored,
-            builtin: true,
-            status: false,
-            schema: None,
-            printer_columns: vec![],
-            extra_categories: Vec::new(),
-            validator: None,
-        }
+        crate::resources::builtin("", "configmaps")
     }
 
     fn field_of(result: Result<(), ApiError>) -> String {

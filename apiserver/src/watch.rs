@@ -412,22 +412,7 @@ mod tests {
 
     fn encoder() -> Encoder {
         Encoder {
-            resource: Resource {
-                group: String::new(),
-                version: "v1".into(),
-                plural: "configmaps".into(),
-                singular: "configmap".into(),
-                kind: "ConfigMap".into(),
-                namespaced: true,
-                short_names: vec![],
-                source: Source::Stored,
-                builtin: true,
-                status: false,
-                schema: None,
-                printer_columns: vec![],
-                extra_categories: Vec::new(),
-                validator: None,
-            },
+            resource: crate::resources::builtin("", "configmaps"),
             as_table: false,
             include: IncludeObject::Metadata,
             protobuf: false,
