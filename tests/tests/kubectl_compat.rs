@@ -1152,10 +1152,41 @@ fn wait_for_conditions(kubectl: &Kubectl) -> anyhow::Result<()> {
     kubectl.ok("delete configmap held --wait=false")?;
     let timed_out = kubectl.fails("wait --for=delete configmap/held --timeout=1s")?;
     assert!(timed_out.contains("timed out"), "{timed_out}");
-    let waiting = kubectl.spawn("wait --for=delete configmap/held --timeout=60s")?;
+    // kubectl says nothing for an object that is gone before it looks, as
+    // it does against kube-apiserver: the finalizer goes only once it
+    // watches (its `-v=6` log names the watch request on stderr).
+    let mut waiting = kubectl.spawn("wait --for=delete configmap/held --timeout=60s -v=6")?;
+    let log = waiting.stderr.take().context("the waiter's stderr")?;
+    let log_lines = Arc::new(Mutex::new(Vec::<String>::new()));
+    let log_reader = {
+        let log_lines = Arc::clone(&log_lines);
+        std::thread::spawn(move || {
+            for line in BufReader::new(log).lines().map_while(Result::ok) {
+                if let Ok(mut log_lines) = log_lines.lock() {
+                    log_lines.push(line);
+                }
+            }
+        })
+    };
+    wait_for("kubectl wait to watch configmap/held", SETTLE, || {
+        let log_lines = log_lines
+            .lock()
+            .map_err(|_| anyhow::anyhow!("the log reader panicked"))?;
+        Ok(log_lines
+            .iter()
+            .any(|line| line.contains("watch=true"))
+            .then_some(()))
+    })?;
     kubectl.ok(r#"patch configmap held --type=merge -p {"metadata":{"finalizers":null}}"#)?;
     let waited = finish(waiting, "kubectl wait --for=delete")?;
-    assert!(waited.status.success(), "{}", text(&waited.stderr));
+    log_reader
+        .join()
+        .map_err(|_| anyhow::anyhow!("the log reader panicked"))?;
+    let log = log_lines
+        .lock()
+        .map_err(|_| anyhow::anyhow!("the log reader panicked"))?
+        .join("\n");
+    assert!(waited.status.success(), "{log}");
     assert_eq!(text(&waited.stdout).trim(), "configmap/held condition met");
     assert!(kubectl.absent("configmap", "held")?);
     Ok(())
