@@ -9,7 +9,8 @@
 //! supported when its group version's proto file is there. The proto field
 //! names are the JSON names, but for the types Go marshals by hand
 //! (`special.rs`) and the few renames, inlined structs and bare lists
-//! `apiserver/proto/json-names.tsv` lists.
+//! `apiserver/proto/json-names.tsv` lists. Which zero values JSON leaves out
+//! comes from the Go types too: `apiserver/proto/omitempty.tsv`.
 //!
 //! Custom resources and relaymesh's own kinds have no protobuf form (nor do
 //! they in Kubernetes): [`ProtobufError::UnknownKind`] says to send JSON,
@@ -267,6 +268,8 @@ struct Schema {
     inlined: HashSet<String>,
     /// Messages whose JSON is the bare list of their `items`.
     lists: Vec<&'static str>,
+    /// Full names of the fields whose zero JSON leaves out.
+    zero_is_unset: HashSet<String>,
     unknown: MessageDescriptor,
     type_meta: MessageDescriptor,
     raw_extension: MessageDescriptor,
@@ -274,6 +277,21 @@ struct Schema {
 }
 
 include!(concat!(env!("OUT_DIR"), "/protobuf_tables.rs"));
+
+/// The non-pointer scalar fields whose json tag says `omitempty`, as
+/// `omitempty.py` derives them from the Go types: `MESSAGE<TAB>FIELD` a
+/// line, `#` comments. `build.rs` reruns when `proto/` changes, and the
+/// tests check that every field named is in the descriptors.
+const OMITEMPTY_TSV: &str = include_str!("../proto/omitempty.tsv");
+
+/// The full names (`api.core.v1.ServicePort.nodePort`) [`OMITEMPTY_TSV`]
+/// lists.
+fn omitempty_fields() -> impl Iterator<Item = (&'static str, &'static str)> {
+    OMITEMPTY_TSV
+        .lines()
+        .filter(|line| !line.starts_with('#') && !line.is_empty())
+        .filter_map(|line| line.split_once('\t'))
+}
 
 /// Loaded on first use; build.rs wrote and checked what this reads.
 fn schema() -> &'static Schema {
@@ -310,6 +328,9 @@ impl Schema {
                 .map(|(message, field)| format!("{message}.{field}"))
                 .collect(),
             lists: LISTS.to_vec(),
+            zero_is_unset: omitempty_fields()
+                .map(|(message, field)| format!("{message}.{field}"))
+                .collect(),
             unknown: message("apimachinery.pkg.runtime.Unknown"),
             type_meta: message("apimachinery.pkg.runtime.TypeMeta"),
             raw_extension: message("apimachinery.pkg.runtime.RawExtension"),
@@ -363,6 +384,11 @@ impl Schema {
     /// Whether JSON writes the fields of `field`'s message in its parent.
     fn is_inlined(&self, field: &FieldDescriptor) -> bool {
         self.inlined.contains(field.full_name())
+    }
+
+    /// Whether JSON leaves out `field` when it holds its zero value.
+    fn is_zero_unset(&self, field: &FieldDescriptor) -> bool {
+        self.zero_is_unset.contains(field.full_name())
     }
 
     /// Whether JSON writes `message` as the bare list of its `items`.

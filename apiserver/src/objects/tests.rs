@@ -9,6 +9,12 @@ fn open() -> (tempfile::TempDir, sled::Db, ObjectStore) {
     (dir, db, store)
 }
 
+fn deployment(name: &str) -> (ObjectKey, Value) {
+    let key = ObjectKey::new("apps", "deployments", Some("default"), name);
+    let object = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name}, "spec": {"replicas": 1}});
+    (key, object)
+}
+
 fn config_map(name: &str) -> (ObjectKey, Value) {
     let key = ObjectKey::new("", "configmaps", Some("default"), name);
     let object = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {"a": "1"}});
@@ -34,7 +40,8 @@ fn create_sets_server_fields_and_refuses_duplicates() {
     let (key, object) = config_map("a");
     let created = store.create(&key, object.clone()).expect("creates");
     assert_eq!(created["metadata"]["resourceVersion"], "4");
-    assert_eq!(created["metadata"]["generation"], 1);
+    // kube-apiserver's ConfigMap strategy keeps no generation.
+    assert!(created["metadata"].get("generation").is_none(), "{created}");
     assert_eq!(created["metadata"]["namespace"], "default");
     assert_eq!(created["metadata"]["uid"].as_str().map(str::len), Some(36));
     assert!(created["metadata"]["creationTimestamp"].is_string());
@@ -48,7 +55,7 @@ fn create_sets_server_fields_and_refuses_duplicates() {
 #[test]
 fn updates_check_the_resource_version_and_bump_generation() {
     let (_dir, _db, store) = open();
-    let (key, object) = config_map("a");
+    let (key, object) = deployment("a");
     let created = store.create(&key, object).expect("creates");
     let mut stale = created.clone();
     stale["metadata"]["resourceVersion"] = json!("1");
@@ -57,7 +64,7 @@ fn updates_check_the_resource_version_and_bump_generation() {
         Err(ObjectError::Conflict { stored: 4, .. })
     ));
     let mut changed = created.clone();
-    changed["data"]["a"] = json!("2");
+    changed["spec"]["replicas"] = json!(2);
     let updated = store.update(&key, changed).expect("updates");
     assert_eq!(updated["metadata"]["resourceVersion"], "5");
     assert_eq!(updated["metadata"]["generation"], 2);
@@ -71,10 +78,51 @@ fn updates_check_the_resource_version_and_bump_generation() {
     let again = store.update(&key, with_status.clone()).expect("updates");
     assert_eq!(again, with_status);
     assert_eq!(store.resource_version(), 6);
-    let missing = ObjectKey::new("", "configmaps", Some("default"), "b");
+    let missing = ObjectKey::new("apps", "deployments", Some("default"), "b");
     assert!(matches!(
         store.update(&missing, json!({})),
         Err(ObjectError::NotFound(_))
+    ));
+}
+
+#[test]
+fn generation_is_kept_only_where_kube_apiserver_keeps_it() {
+    let (_dir, _db, store) = open();
+    // A ConfigMap has none, whatever a write changes; a zero a client
+    // sends is no generation either.
+    let (key, mut object) = config_map("plain");
+    object["metadata"]["generation"] = json!(0);
+    let created = store.create(&key, object).expect("creates");
+    assert!(created["metadata"].get("generation").is_none(), "{created}");
+    let mut changed = created.clone();
+    changed["data"]["a"] = json!("2");
+    changed["metadata"]["generation"] = json!(7);
+    let updated = store.update(&key, changed).expect("updates");
+    assert!(updated["metadata"].get("generation").is_none(), "{updated}");
+    // Custom resources and relaymesh's own kinds have one, as CRDs do.
+    for (group, resource) in [("example.com", "widgets"), ("relaymesh.dev", "placements")] {
+        let key = ObjectKey::new(group, resource, Some("default"), "w");
+        let created = store
+            .create(
+                &key,
+                json!({"metadata": {"name": "w"}, "spec": {"size": 1}}),
+            )
+            .expect("creates");
+        assert_eq!(created["metadata"]["generation"], 1, "{created}");
+        let mut changed = created.clone();
+        changed["spec"]["size"] = json!(2);
+        let updated = store.update(&key, changed).expect("updates");
+        assert_eq!(updated["metadata"]["generation"], 2, "{updated}");
+    }
+    assert!(stamp::tracks_generation("apps", "deployments"));
+    assert!(stamp::tracks_generation(
+        "gateway.networking.k8s.io",
+        "gateways"
+    ));
+    assert!(!stamp::tracks_generation("", "services"));
+    assert!(!stamp::tracks_generation(
+        "autoscaling",
+        "horizontalpodautoscalers"
     ));
 }
 

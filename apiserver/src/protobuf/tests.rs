@@ -800,3 +800,90 @@ fn json_value(depth: u32) -> impl Strategy<Value = Value> {
         ]
     })
 }
+
+/// Go's generated code writes every non-pointer field, zeros included; the
+/// JSON leaves out only the zeros of `omitempty` fields, as kube-apiserver's
+/// `encoding/json` does.
+#[test]
+fn only_omitempty_zeros_are_left_out() {
+    let service = json!({
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "web", "generation": 0, "uid": ""},
+        "spec": {
+            "type": "NodePort",
+            "clusterIP": "",
+            "ports": [{"name": "", "protocol": "TCP", "port": 80, "targetPort": 8080, "nodePort": 0}],
+        },
+    });
+    let decoded = decode(&encode(&service).expect("encodes")).expect("decodes");
+    assert_eq!(
+        decoded,
+        json!({
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": "web"},
+            "spec": {
+                "type": "NodePort",
+                "ports": [{"protocol": "TCP", "port": 80, "targetPort": 8080}],
+            },
+        })
+    );
+
+    let deployment = json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "web"},
+        "spec": {
+            // Pointers: a zero is a value.
+            "replicas": 0,
+            "paused": false,
+            "minReadySeconds": 0,
+            "template": {"spec": {
+                "automountServiceAccountToken": false,
+                "containers": [{
+                    "name": "web",
+                    "image": "",
+                    "imagePullPolicy": "",
+                    "tty": false,
+                    // No omitempty: the zero is written.
+                    "ports": [{"containerPort": 0, "hostPort": 0, "protocol": ""}],
+                }],
+            }},
+        },
+    });
+    let decoded = decode(&encode(&deployment).expect("encodes")).expect("decodes");
+    assert_eq!(
+        decoded["spec"],
+        json!({
+            "replicas": 0,
+            "template": {"spec": {
+                "automountServiceAccountToken": false,
+                "containers": [{"name": "web", "ports": [{"containerPort": 0}]}],
+            }},
+        })
+    );
+}
+
+/// `omitempty.tsv` names only fields the compiled protos have, so a
+/// refresh of one without the other fails here.
+#[test]
+fn omitempty_fields_are_in_the_descriptors() {
+    let schema = schema();
+    let mut count = 0;
+    for (message, field) in omitempty_fields() {
+        let descriptor = schema
+            .pool
+            .get_message_by_name(message)
+            .and_then(|message| message.get_field_by_name(field));
+        assert!(descriptor.is_some(), "{message}.{field} is not in proto/");
+        assert!(
+            descriptor.is_some_and(|field| !field.is_list()
+                && !field.is_map()
+                && field.kind().as_message().is_none()),
+            "{message}.{field} is not a scalar"
+        );
+        count += 1;
+    }
+    assert!(count > 400, "omitempty.tsv lists {count} fields");
+}

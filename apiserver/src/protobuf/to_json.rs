@@ -1,9 +1,12 @@
 //! Protobuf to JSON: a decoded message to the JSON Kubernetes writes for
 //! it. Only the fields the message carries are written; an empty list or
-//! map is left out, as Go's `omitempty` leaves them out, and so are the
-//! metadata's zero values ([`ZERO_IS_UNSET`]). Other zeros stay: the wire
-//! cannot tell a pointer's `0` from a value's, and keeping it is what Go's
-//! decoder would mean in either case.
+//! map is left out, as Go's `omitempty` leaves them out, and so is the zero
+//! of every field `apiserver/proto/omitempty.tsv` lists: Go's generated code
+//! writes every non-pointer field, zeros included (`nodePort: 0`,
+//! `imagePullPolicy: ""`), where kube-apiserver's JSON leaves an
+//! `omitempty` field's zero out. Other zeros stay: a pointer's `0`
+//! (`replicas: 0`) is a value, and so is a zero on a field without
+//! `omitempty` (`containerPort: 0`).
 
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
@@ -12,26 +15,6 @@ use serde_json::{Map, Value};
 
 use super::special::{self, Special};
 use super::{ProtobufError, Schema};
-
-/// Fields that are Go value types with `omitempty`, so that a zero is
-/// "not set" and JSON leaves it out. Go's generated code writes every such
-/// field (`generateName: ""`, `uid: ""`, `generation: 0`), so without this
-/// every object and pod template a protobuf client sends would carry them.
-/// Only the object and list metadata are listed: elsewhere a zero may be a
-/// pointer's meaningful value (`replicas: 0`), which the wire cannot tell
-/// apart, so it is kept.
-const ZERO_IS_UNSET: &[&str] = &[
-    "apimachinery.pkg.apis.meta.v1.ObjectMeta.name",
-    "apimachinery.pkg.apis.meta.v1.ObjectMeta.generateName",
-    "apimachinery.pkg.apis.meta.v1.ObjectMeta.namespace",
-    "apimachinery.pkg.apis.meta.v1.ObjectMeta.selfLink",
-    "apimachinery.pkg.apis.meta.v1.ObjectMeta.uid",
-    "apimachinery.pkg.apis.meta.v1.ObjectMeta.resourceVersion",
-    "apimachinery.pkg.apis.meta.v1.ObjectMeta.generation",
-    "apimachinery.pkg.apis.meta.v1.ListMeta.selfLink",
-    "apimachinery.pkg.apis.meta.v1.ListMeta.resourceVersion",
-    "apimachinery.pkg.apis.meta.v1.ListMeta.continue",
-];
 
 /// The JSON of `message`, or `None` for a value JSON leaves out (a zero
 /// `Time`, an empty `RawExtension`). `depth` counts the protobuf objects
@@ -54,7 +37,7 @@ pub(super) fn message(
     }
     let mut object = Map::new();
     for (field, value) in message.fields() {
-        if ZERO_IS_UNSET.contains(&field.full_name()) && value.is_default_for_field(&field) {
+        if schema.is_zero_unset(&field) && value.is_default_for_field(&field) {
             continue;
         }
         if schema.is_inlined(&field) {
