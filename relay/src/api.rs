@@ -326,7 +326,7 @@ impl<B: Backend> Extension for Relaymesh<B> {
                 vec![id],
                 &[Method::DELETE],
                 own("delete", "jointokens", None),
-                0,
+                JSON,
             ),
             ["apis", RELAYMESH_GROUP, VERSION, "revocations"] => route(
                 endpoint::REVOCATIONS,
@@ -354,7 +354,7 @@ impl<B: Backend> Extension for Relaymesh<B> {
                 vec![namespace, name],
                 &[Method::GET],
                 own("get", "placements", Some(namespace)),
-                0,
+                JSON,
             ),
             _ => None,
         }
@@ -467,4 +467,78 @@ fn unix_now() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |elapsed| elapsed.as_secs())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A backend with an empty tree that refuses everything.
+    struct NoTree;
+
+    impl Backend for NoTree {
+        fn nodes(&self) -> Vec<NodeRecord> {
+            Vec::new()
+        }
+
+        fn create_token(&self, _request: TokenRequest) -> Result<IssuedToken, ApiError> {
+            Err(ApiError::Forbidden("no tokens here".into()))
+        }
+
+        async fn push_bundle(&self, _name: String, _bytes: Vec<u8>) -> Result<BundleId, ApiError> {
+            Err(ApiError::Forbidden("no bundles here".into()))
+        }
+    }
+
+    fn extension() -> Relaymesh<NoTree> {
+        let mesh = crate::pki::create_mesh("root", &["127.0.0.1".into()]).expect("a mesh");
+        Relaymesh::new(Arc::new(NoTree), mesh.api_authority)
+    }
+
+    #[test]
+    fn own_paths_route_with_their_verbs_and_limits() {
+        let extension = extension();
+        let route = |method: Method, path: &str| extension.route(&method, path);
+        let tokens = "/apis/relaymesh.dev/v1alpha1/jointokens";
+        let listed = route(Method::GET, tokens).expect("a route");
+        assert_eq!(listed.attributes, own("list", "jointokens", None));
+        let created = route(Method::POST, tokens).expect("a route");
+        assert_eq!(created.attributes, own("create", "jointokens", None));
+        assert_eq!(created.methods, [Method::GET, Method::POST]);
+
+        let revoked = route(Method::DELETE, &format!("{tokens}/00ff")).expect("a route");
+        assert_eq!(revoked.arguments, ["00ff"]);
+        // kubectl and client-go send DeleteOptions with a delete.
+        assert_eq!(revoked.body_limit, MAX_JSON_BODY as usize);
+
+        let bundles = route(Method::POST, "/relaymesh/v1alpha1/bundles").expect("a route");
+        assert_eq!(bundles.body_limit, MAX_BUNDLE_LEN as usize);
+        let explain = route(Method::GET, "/relaymesh/v1alpha1/explain/shop/web").expect("a route");
+        assert_eq!(explain.arguments, ["shop", "web"]);
+        assert_eq!(explain.attributes, own("get", "placements", Some("shop")));
+
+        for kubernetes in [
+            "/api/v1/namespaces",
+            "/apis/relaymesh.dev/v1alpha1/placements",
+        ] {
+            assert!(route(Method::GET, kubernetes).is_none(), "{kubernetes}");
+        }
+    }
+
+    #[test]
+    fn views_come_from_the_inventory_and_placements_are_checked() {
+        let extension = extension();
+        let resources = extension.resources();
+        let clusters = resources
+            .iter()
+            .find(|resource| resource.plural() == "clusters")
+            .expect("clusters");
+        assert!(clusters.is_view());
+        assert!(extension.objects(clusters).is_empty());
+        assert!(validate_placement(
+            Some("shop"),
+            &json!({"metadata": {"name": "p"}, "spec": {"clusters": {"maxClusters": "two"}}})
+        )
+        .is_err());
+    }
 }
