@@ -535,10 +535,13 @@ mod tests {
             .expect("clusters");
         assert!(clusters.is_view());
         assert!(extension.objects(clusters).is_empty());
-        assert!(validate_placement(
+        let refused = validate_placement(
             Some("shop"),
-            &json!({"metadata": {"name": "p"}, "spec": {"clusters": {"maxClusters": "two"}}})
-        )
-        .is_err());
+            &json!({"metadata": {"name": "p"}, "spec": {"maxClusters": "two"}}),
+        );
+        assert!(
+            matches!(&refused, Err(ApiError::Invalid { field, .. }) if field == "spec.maxClusters"),
+            "{refused:?}"
+        );
     }
 }
