@@ -535,10 +535,17 @@ mod tests {
             .expect("clusters");
         assert!(clusters.is_view());
         assert!(extension.objects(clusters).is_empty());
-        let refused = validate_placement(
-            Some("shop"),
-            &json!({"metadata": {"name": "p"}, "spec": {"maxClusters": "two"}}),
-        );
+        let mut placement = json!({
+            "metadata": {"name": "p"},
+            "spec": {
+                "workloads": [{"kind": "ConfigMap"}],
+                "clusters": {"names": ["edge-1"]},
+                "maxClusters": 2,
+            },
+        });
+        assert!(validate_placement(Some("shop"), &placement).is_ok());
+        placement["spec"]["maxClusters"] = json!("two");
+        let refused = validate_placement(Some("shop"), &placement);
         assert!(
             matches!(&refused, Err(ApiError::Invalid { field, .. }) if field == "spec.maxClusters"),
             "{refused:?}"
