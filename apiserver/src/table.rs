@@ -309,35 +309,6 @@ fn columns(resource: &Resource) -> Vec<Column> {
                     }),
                 ],
             ),
-            ("relaymesh.dev", "placements") => (
-                vec![
-                    column("Selected", "integer", |o, _| {
-                        json!(number(o, "/status/clusters/selected"))
-                    }),
-                    column("Ready", "integer", |o, _| {
-                        json!(number(o, "/status/clusters/ready"))
-                    }),
-                ],
-                vec![],
-            ),
-            ("relaymesh.dev", "clusters") => {
-                return vec![
-                    name,
-                    column("Connected", "boolean", |o, _| {
-                        o["status"]["connected"].clone()
-                    }),
-                    column("Relay-Path", "string", |o, _| json!(relay_path(o))),
-                ];
-            }
-            ("relaymesh.dev", "relays" | "agents") => {
-                return vec![
-                    name,
-                    column("Connected", "boolean", |o, _| {
-                        o["status"]["connected"].clone()
-                    }),
-                    column("Parent", "string", |o, _| text(o, "/spec/parent", "<none>")),
-                ];
-            }
             _ => (Vec::new(), Vec::new()),
         };
     let mut all = vec![name];
@@ -790,18 +761,6 @@ fn since(value: Option<&Value>, now: SystemTime) -> Option<String> {
     ))
 }
 
-fn relay_path(object: &Value) -> String {
-    object["status"]["relayPath"]
-        .as_array()
-        .map(|path| {
-            path.iter()
-                .filter_map(Value::as_str)
-                .collect::<Vec<_>>()
-                .join("/")
-        })
-        .unwrap_or_default()
-}
-
 /// The object's age as kubectl prints it (`45s`, `3m12s`, `5h`, `2d`).
 fn age(object: &Value, now: SystemTime) -> String {
     let Some(created) = object
@@ -1111,6 +1070,29 @@ mod tests {
             SystemTime::now(),
         );
         assert!(table["rows"][0].get("object").is_none());
+    }
+
+    #[test]
+    fn an_extensions_columns_come_once() {
+        let column =
+            |name: &str, path: &str| json!({"name": name, "type": "integer", "jsonPath": path});
+        let placements =
+            Resource::new("relaymesh.dev", "v1alpha1", "placements", "Placement", true)
+                .printer_columns(vec![
+                    column("Selected", ".status.clusters.selected"),
+                    column("Ready", ".status.clusters.ready"),
+                ]);
+        let placement =
+            json!({"metadata": {"name": "p"}, "status": {"clusters": {"selected": 3, "ready": 2}}});
+        let table = render(
+            &placements,
+            &[placement],
+            IncludeObject::None,
+            "1",
+            SystemTime::now(),
+        );
+        assert_eq!(headers(&table), ["Name", "Selected", "Ready", "Age"]);
+        assert_eq!(table["rows"][0]["cells"], json!(["p", 3, 2, "<unknown>"]));
     }
 
     #[test]
