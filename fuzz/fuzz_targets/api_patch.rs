@@ -10,8 +10,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use relaymesh_fuzz::split_parts;
 use relaymesh_apiserver::patch::{apply_patch, track_update, PatchKind, TypeInfo};
+use relaymesh_fuzz::split_parts;
 use serde_json::Value;
 
 fuzz_target!(|data: &[u8]| {

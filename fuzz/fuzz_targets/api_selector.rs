@@ -8,8 +8,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use relaymesh_fuzz::split_parts;
 use relaymesh_apiserver::fuzzing::{query_parameter, FieldSelector, LabelSelector};
+use relaymesh_fuzz::split_parts;
 use serde_json::{Map, Value};
 
 fuzz_target!(|data: &[u8]| {
