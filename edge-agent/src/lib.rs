@@ -10,7 +10,8 @@
 //! server-side apply, prunes what left them, restores drift and reports
 //! status per placement.
 //!
-//! Where to start reading: [`reconciler`] (the loop and its
+//! Where to start reading: [`agent`] (joining and running one agent, as the
+//! binary and the testbed's hollow agents do), [`reconciler`] (the loop and its
 //! [`reconciler::Action`]s), then `reconciler/pass.rs` (one apply pass),
 //! [`applier`], [`prune`] and [`drift`]. Pure logic — dependency order,
 //! object health, bundle parsing — is in [`order`], [`status`] and
@@ -27,6 +28,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod agent;
 pub mod applier;
 pub mod cluster;
 pub mod drift;

@@ -5,16 +5,13 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context as _};
 use clap::{Parser, Subcommand};
+use relaymesh_edge_agent::agent;
 use relaymesh_edge_agent::cluster::{self, ClusterAccess, ClusterError};
 use relaymesh_edge_agent::policy::{Category, Policy};
-use relaymesh_edge_agent::reconciler::Reconciler;
-use relaymesh_protocol::Role;
-use relaymesh_relay::config::NodeConfig;
-use relaymesh_relay::daemon::{AgentHooks, AgentSlice};
+use relaymesh_relay::daemon;
 use relaymesh_relay::logging::{self, LogFormat};
 use relaymesh_relay::store::Store;
-use relaymesh_relay::{daemon, transport};
-use tokio::sync::{mpsc, watch};
+use relaymesh_relay::transport::uplink::Endpoints;
 
 const LONG_ABOUT: &str = "\
 The relaymesh edge agent.
@@ -222,22 +219,12 @@ async fn join(
             labels.entry(key).or_insert(value);
         }
     }
-    let joined = transport::join::join(token.trim(), name, Role::Agent).await?;
-    let config = NodeConfig {
-        listen: None,
-        advertise: Vec::new(),
-        api_listen: None,
-        parent: Some(joined.parent.clone()),
-        labels,
-        capacity: Default::default(),
-    };
-    store.initialize(&joined.identity, &config, rand::random())?;
+    let parent = agent::join(&store, name, token, labels, &mut Endpoints::default()).await?;
     if let Some(access) = &cluster {
         access.save(&store.open_tree(cluster::AGENT_TREE)?)?;
     }
     println!(
-        "joined as cluster {name:?} under {:?}; next: edge-agent run --data-dir {}",
-        joined.parent.name,
+        "joined as cluster {name:?} under {parent:?}; next: edge-agent run --data-dir {}",
         data_dir.display()
     );
     Ok(())
@@ -254,56 +241,31 @@ async fn run(data_dir: &Path, parent_addresses: Vec<String>, policy: Policy) -> 
         );
     }
     let shutdown = daemon::cancel_on_signals();
-    let access = match ClusterAccess::load(&store.open_tree(cluster::AGENT_TREE)?) {
-        Ok(access) => Some(access),
+    let client = match ClusterAccess::load(&store.open_tree(cluster::AGENT_TREE)?) {
+        Ok(access) => Some(
+            access
+                .client()
+                .await
+                .context("cannot build a client for the cluster")?,
+        ),
         Err(ClusterError::NotConfigured) => {
             tracing::warn!("no cluster access configured: keeping the slice, applying nothing");
             None
         }
         Err(error) => return Err(error.into()),
     };
-    let Some(access) = access else {
-        daemon::run_with_store(data_dir, store, shutdown, None, Default::default()).await?;
-        return Ok(());
-    };
-    let client = access
-        .client()
-        .await
-        .context("cannot build a client for the cluster")?;
-    let name = store
-        .identity()?
-        .map(|identity| identity.name)
-        .unwrap_or_default();
-    let (slice_tx, slice_rx) = watch::channel(AgentSlice::default());
-    let (status_tx, status_rx) = mpsc::channel(256);
-    tracing::info!(allowed = %policy.allowed_names(), "apply policy");
-    let reconciler =
-        Reconciler::new(client, store.clone(), name, slice_rx, status_tx)?.with_policy(policy);
-    let stop = shutdown.clone();
-    let reconciling = tokio::spawn(async move {
-        let result = reconciler.run(stop.clone()).await;
-        if let Err(error) = &result {
-            tracing::error!(%error, "reconciler stopped; stopping the agent");
-            stop.cancel();
-        }
-        result
-    });
-    let hooks = AgentHooks {
-        slice: slice_tx,
-        status: status_rx,
-    };
-    let daemon_result = daemon::run_with_store(
+    if client.is_some() {
+        tracing::info!(allowed = %policy.allowed_names(), "apply policy");
+    }
+    agent::run(
         data_dir,
         store,
-        shutdown.clone(),
-        Some(hooks),
+        client,
+        policy,
+        shutdown,
         Default::default(),
     )
-    .await;
-    shutdown.cancel();
-    let reconciler_result = reconciling.await.context("reconciler task")?;
-    daemon_result?;
-    reconciler_result?;
+    .await?;
     Ok(())
 }
 

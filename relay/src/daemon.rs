@@ -181,6 +181,9 @@ pub struct RunOptions {
     pub node_cert_validity: Duration,
     /// The limits on what peers may cost this relay.
     pub limits: Limits,
+    /// The QUIC endpoints to dial the parent from; empty (the default), the
+    /// uplink opens its own.
+    pub endpoints: uplink::Endpoints,
 }
 
 impl Default for RunOptions {
@@ -188,6 +191,7 @@ impl Default for RunOptions {
         Self {
             node_cert_validity: pki::DEFAULT_NODE_CERT_VALIDITY,
             limits: Limits::default(),
+            endpoints: uplink::Endpoints::default(),
         }
     }
 }
@@ -334,8 +338,15 @@ async fn run_store(
     if let Some(parent) = config.parent.clone() {
         let (uplink_tx, mut uplink_rx) = mpsc::channel(4);
         tasks.spawn(
-            uplink::run(parent, client, uplink_tx, reconnect_rx, shutdown.clone())
-                .instrument(tracing::Span::current()),
+            uplink::run(
+                parent,
+                client,
+                options.endpoints.clone(),
+                uplink_tx,
+                reconnect_rx,
+                shutdown.clone(),
+            )
+            .instrument(tracing::Span::current()),
         );
         let events = events_tx.clone();
         tasks.spawn(async move {

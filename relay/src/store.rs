@@ -35,9 +35,18 @@ pub use issued_tokens::TokenRecord;
 /// relay's slice needs, and edge machines are small.
 pub const CACHE_BYTES: u64 = 64 * 1024 * 1024;
 
+/// The sled page cache of a [`Store::temporary`] store.
+const TEMPORARY_CACHE_BYTES: u64 = 256 * 1024;
+
+/// The log segment size of a [`Store::temporary`] store: a bundle chunk
+/// and its neighbours fit, and thousands of stores stay small.
+const TEMPORARY_SEGMENT_BYTES: usize = 256 * 1024;
+
 /// How many times opening retries while the directory's lock is held (20 ms
-/// apart).
-const LOCK_RETRIES: u32 = 50;
+/// apart): sled's flusher thread wakes every 500 ms and keeps the lock until
+/// it sees the last handle gone, which on a loaded machine has taken more
+/// than a second (a unit test that reopens a store failed so under CI load).
+const LOCK_RETRIES: u32 = 150;
 
 /// The layout of the store this build reads and writes. Format 1 (never
 /// written down: a store without a format is one) kept each bundle whole in
@@ -237,6 +246,36 @@ impl Store {
                 }
                 other => break other.map_err(sled_error)?,
             }
+        };
+        Self::on(db, path)
+    }
+
+    /// A store that lives in memory and is gone when its last handle is
+    /// dropped: for the testbed's hollow agents, thousands of which share
+    /// one process. It is the same sled code on a temporary file in
+    /// `/dev/shm` (or the temporary directory), without the background
+    /// flusher thread, with a small cache and small log segments, so an
+    /// idle one costs about 200 KB and no thread. `label` names it in
+    /// errors.
+    pub fn temporary(label: &str) -> Result<Self, StoreError> {
+        let db = sled::Config::new()
+            .temporary(true)
+            .flush_every_ms(None)
+            .cache_capacity(TEMPORARY_CACHE_BYTES)
+            .segment_size(TEMPORARY_SEGMENT_BYTES)
+            .open()
+            .map_err(|source| StoreError::Sled {
+                path: label.to_string(),
+                source,
+            })?;
+        Self::on(db, label.to_string())
+    }
+
+    /// The store on an open database: its trees, and its format checked.
+    fn on(db: sled::Db, path: String) -> Result<Self, StoreError> {
+        let sled_error = |source| StoreError::Sled {
+            path: path.clone(),
+            source,
         };
         let tree = |name: &str| db.open_tree(name).map_err(sled_error);
         let store = Self {

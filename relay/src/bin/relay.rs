@@ -351,6 +351,7 @@ async fn run(
     let options = daemon::RunOptions {
         node_cert_validity,
         limits,
+        ..Default::default()
     };
     daemon::run_with_store(data_dir, store, daemon::cancel_on_signals(), None, options).await?;
     Ok(())

@@ -93,6 +93,36 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 16, ..ProptestConfig::default() })]
+
+    /// The hollow agents' temporary store is the same store: it matches the
+    /// model batch by batch, and its bundles are kept and read in chunks.
+    #[test]
+    fn a_temporary_store_matches_the_model(
+        batches in prop::collection::vec(prop::collection::vec(mutation(), 0..6), 1..12),
+        bundle in prop::collection::vec(any::<u8>(), 0..(3 * BUNDLE_CHUNK_LEN)),
+    ) {
+        let fail = |e: StoreError| TestCaseError::fail(e.to_string());
+        let store = Store::temporary("hollow-1").map_err(fail)?;
+        let other = Store::temporary("hollow-2").map_err(fail)?;
+        let mut model = Persisted::default();
+        for batch in batches {
+            store.apply(&batch).map_err(fail)?;
+            for mutation in &batch {
+                model.apply(mutation);
+            }
+            prop_assert_eq!(store.load().map_err(fail)?, model.clone());
+        }
+        let id = BundleId::of(&bundle);
+        store.put_bundle(&id, &bundle).map_err(fail)?;
+        prop_assert_eq!(store.bundle(&id).map_err(fail)?, Some(bundle));
+        // Two temporary stores share nothing.
+        prop_assert!(!other.has_bundle(&id).map_err(fail)?);
+        prop_assert_eq!(other.load().map_err(fail)?, Persisted::default());
+    }
+}
+
 /// Copies a data directory, as a crash would leave it, to a new directory.
 fn crash_image(from: &std::path::Path) -> std::io::Result<tempfile::TempDir> {
     fn copy(from: &std::path::Path, to: &std::path::Path) -> std::io::Result<()> {

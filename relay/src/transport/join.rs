@@ -54,6 +54,16 @@ pub struct Joined {
 
 /// Joins the mesh as `name` with `role`, using `token`.
 pub async fn join(token: &str, name: &str, role: Role) -> Result<Joined, JoinError> {
+    join_from(token, name, role, &mut Endpoints::default()).await
+}
+
+/// [`join`], dialing from `endpoints` (the testbed's hollow agents share one).
+pub async fn join_from(
+    token: &str,
+    name: &str,
+    role: Role,
+    endpoints: &mut Endpoints,
+) -> Result<Joined, JoinError> {
     let claims = token::read_unverified(token)?;
     let parent = ParentConfig {
         name: claims.parent.clone(),
@@ -74,8 +84,7 @@ pub async fn join(token: &str, name: &str, role: Role) -> Result<Joined, JoinErr
         source,
     };
     let client = pki::quic_join_client_config(claims.ca_sha256, &claims.parent_issuers)?;
-    let mut endpoints = Endpoints::default();
-    let (connection, address) = connect_nearest(&parent, &client, &mut endpoints)
+    let (connection, address) = connect_nearest(&parent, &client, endpoints)
         .await
         .map_err(unreachable)?;
     tracing::info!(parent = %parent.name, %address, "joining");

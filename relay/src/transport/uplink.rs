@@ -38,12 +38,12 @@ pub enum UplinkEvent {
 pub async fn run(
     parent: ParentConfig,
     client: tokio::sync::watch::Receiver<quinn::ClientConfig>,
+    mut endpoints: Endpoints,
     events: mpsc::Sender<UplinkEvent>,
     mut reconnect: mpsc::Receiver<()>,
     shutdown: CancellationToken,
 ) {
     let mut backoff = Backoff::default();
-    let mut endpoints = Endpoints::default();
     loop {
         // The newest configuration: a renewed certificate is used from the
         // next connection on.
@@ -95,8 +95,11 @@ pub async fn run(
     }
 }
 
-/// Client endpoints by address family, opened on first use.
-#[derive(Default)]
+/// Client endpoints by address family, opened on first use. Clones share the
+/// endpoints opened before the clone: the testbed opens one and hands it to
+/// thousands of hollow agents, so they share one UDP socket and its buffers
+/// (a real node has one uplink and never needs that).
+#[derive(Default, Clone, Debug)]
 pub struct Endpoints {
     v4: Option<quinn::Endpoint>,
     v6: Option<quinn::Endpoint>,
@@ -119,8 +122,10 @@ impl Endpoints {
     }
 }
 
-/// Dials every address of `parent` at once and keeps the connection with the
-/// lowest round-trip time; the others are closed.
+/// Dials every address of `parent` at once and keeps the connection whose
+/// handshake finishes first, which is the one with the lowest round-trip
+/// time; the attempts still under way are dropped, so a slow or dead address
+/// never holds up a live one.
 pub async fn connect_nearest(
     parent: &ParentConfig,
     client: &quinn::ClientConfig,
@@ -133,7 +138,7 @@ pub async fn connect_nearest(
             Err(error) => tracing::warn!(%error, "skipping parent address"),
         }
     }
-    let mut attempts = Vec::new();
+    let mut attempts = futures::stream::FuturesUnordered::new();
     for target in targets {
         let endpoint = endpoints.for_target(&target)?;
         let connecting = endpoint.connect_with(client.clone(), target, &parent.name)?;
@@ -142,25 +147,13 @@ pub async fn connect_nearest(
             (target, result)
         });
     }
-    let mut best: Option<(quinn::Connection, SocketAddr)> = None;
     let mut last_error = LinkError::Address {
         address: parent.addresses.join(","),
         reason: "no usable address".into(),
     };
-    for (target, result) in futures::future::join_all(attempts).await {
+    while let Some((target, result)) = futures::StreamExt::next(&mut attempts).await {
         match result {
-            Ok(Ok(connection)) => {
-                let better = best
-                    .as_ref()
-                    .is_none_or(|(current, _)| connection.rtt() < current.rtt());
-                if better {
-                    if let Some((previous, _)) = best.replace((connection, target)) {
-                        previous.close(0u32.into(), b"a nearer address answered");
-                    }
-                } else {
-                    connection.close(0u32.into(), b"a nearer address answered");
-                }
-            }
+            Ok(Ok(connection)) => return Ok((connection, target)),
             Ok(Err(error)) => {
                 tracing::debug!(%target, %error, "parent address failed");
                 last_error = error.into();
@@ -168,7 +161,7 @@ pub async fn connect_nearest(
             Err(_) => last_error = LinkError::Timeout(CONNECT_TIMEOUT),
         }
     }
-    best.ok_or(last_error)
+    Err(last_error)
 }
 
 /// The two halves of an open control stream.
