@@ -1,3 +1,8 @@
-//! Benchmarks of the tree logic, run in memory with the relays' own code.
+//! Benchmarks: each writes `target/bench/NAME.json` ([`report`]) and one line
+//! per figure to stdout; `testbed bench docs` turns the reports into
+//! docs/benchmarks.md.
 
+pub mod docs;
+pub mod fanout;
 pub mod placement;
+pub mod report;

@@ -48,6 +48,12 @@ struct UpArgs {
     /// Edge agents (each with a simulated cluster), spread over the deepest level.
     #[arg(long, default_value_t = 8)]
     agents: usize,
+    /// Run N hollow edge agents inside the testbed's process instead of
+    /// `--agents` processes: each the real agent code with its own
+    /// certificate, QUIC connection and store, applying to an in-memory
+    /// cluster that simulates status like the others (docs/testbed.md).
+    #[arg(long, value_name = "N", conflicts_with = "agents")]
+    hollow: Option<usize>,
     /// The fleet's directory (cleared first if the testbed made it).
     #[arg(long, default_value = "target/testbed")]
     dir: PathBuf,
@@ -73,6 +79,47 @@ struct UpArgs {
 
 #[derive(Debug, Subcommand)]
 enum Bench {
+    /// docs/benchmarks.md from the reports in REPORTS, with an SVG plot per
+    /// series in docs/bench/ (what `scripts/bench` ends with).
+    Docs {
+        /// Where the reports are.
+        #[arg(long, default_value = "target/bench")]
+        reports: PathBuf,
+        /// The page to write.
+        #[arg(long, default_value = "docs/benchmarks.md")]
+        page: PathBuf,
+        /// Where the plots go (linked from the page).
+        #[arg(long, default_value = "docs/bench")]
+        plots: PathBuf,
+    },
+    /// One bundle of about 100 KB to N hollow agents below relay processes:
+    /// time until each agent and all of them applied it, and the root's
+    /// wire bytes for it against fan-out × bundle size. Writes
+    /// OUT_DIR/NAME.json and OUT_DIR/NAME-root-egress.json.
+    Fanout {
+        /// Fleet sizes, comma-separated; one fleet each, one after the other.
+        #[arg(long, value_delimiter = ',', default_value = "1000,10000")]
+        agents: Vec<usize>,
+        /// Relays under each relay of the level above, comma-separated.
+        #[arg(long, value_delimiter = ',', default_value = "2,4", conflicts_with = "star")]
+        relays_per_level: Vec<usize>,
+        /// Every agent directly under the root, no relays between (reported
+        /// as `fanout-star`).
+        #[arg(long)]
+        star: bool,
+        /// The payload's size in bytes.
+        #[arg(long, default_value_t = 100_000)]
+        payload_bytes: usize,
+        /// How long one fleet may take to get the bundle everywhere.
+        #[arg(long, default_value = "300s", value_parser = humantime::parse_duration)]
+        timeout: Duration,
+        /// Where the fleets live while they run.
+        #[arg(long, default_value = "target/bench/fleets")]
+        dir: PathBuf,
+        /// Where the reports go.
+        #[arg(long, default_value = "target/bench")]
+        out_dir: PathBuf,
+    },
     /// Hierarchical placement resolution over a simulated fleet.
     Placement {
         /// Clusters in the fleet.
@@ -98,6 +145,41 @@ fn main() -> anyhow::Result<()> {
             manifests,
             watch_for,
         } => run_fleet(up, Some((manifests, watch_for))),
+        Command::Bench(Bench::Docs {
+            reports,
+            page,
+            plots,
+        }) => {
+            let used = bench::docs::write(&reports, &page, &plots)?;
+            println!("{} from {used} reports", page.display());
+            Ok(())
+        }
+        Command::Bench(Bench::Fanout {
+            agents,
+            relays_per_level,
+            star,
+            payload_bytes,
+            timeout,
+            dir,
+            out_dir,
+        }) => {
+            let options = bench::fanout::FanoutOptions {
+                agents,
+                relays_per_level: if star { Vec::new() } else { relays_per_level },
+                payload_bytes,
+                dir,
+                bin_dir: bin_dir()?,
+                timeout,
+                name: if star { "fanout-star" } else { "fanout" }.to_string(),
+            };
+            bench_logging(&options.dir)?;
+            let runtime = tokio::runtime::Runtime::new()?;
+            let (fanout, egress) = runtime.block_on(bench::fanout::run(&options))?;
+            for report in [fanout, egress] {
+                println!("report: {}", report.write(&out_dir)?.display());
+            }
+            Ok(())
+        }
         Command::Bench(Bench::Placement {
             clusters,
             placements,
@@ -126,10 +208,7 @@ fn main() -> anyhow::Result<()> {
 
 /// `up`, and for `demo` the rollout of `demo`'s manifests.
 fn run_fleet(args: UpArgs, demo: Option<(PathBuf, Duration)>) -> anyhow::Result<()> {
-    let bin_dir = std::env::current_exe()?
-        .parent()
-        .context("the testbed binary has no directory")?
-        .to_path_buf();
+    let bin_dir = bin_dir()?;
     if !args.no_build {
         build_daemons(&bin_dir)?;
     }
@@ -137,7 +216,8 @@ fn run_fleet(args: UpArgs, demo: Option<(PathBuf, Duration)>) -> anyhow::Result<
     init_logging(&args.dir.join("logs").join("testbed.log"))?;
     let options = UpOptions {
         relays_per_level: args.relays_per_level,
-        agents: args.agents,
+        agents: args.hollow.unwrap_or(args.agents),
+        hollow: args.hollow.is_some(),
         dir: args.dir,
         base_port: args.base_port,
         ready_file: args.ready_file,
@@ -165,6 +245,21 @@ fn run_fleet(args: UpArgs, demo: Option<(PathBuf, Duration)>) -> anyhow::Result<
         fleet.shutdown().await;
         Ok(())
     })
+}
+
+/// The directory of the testbed binary, where the daemons are too.
+fn bin_dir() -> anyhow::Result<PathBuf> {
+    Ok(std::env::current_exe()?
+        .parent()
+        .context("the testbed binary has no directory")?
+        .to_path_buf())
+}
+
+/// A benchmark's fleets log to `dir/testbed.log`, so stdout keeps one line
+/// per figure.
+fn bench_logging(dir: &Path) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    init_logging(&dir.join("testbed.log"))
 }
 
 /// Under `cargo run` (which sets `CARGO`), builds the workspace's binaries

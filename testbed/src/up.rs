@@ -20,9 +20,11 @@ use tracing::{info, warn};
 
 use crate::cluster::{SimulatedCluster, SimulatorOptions};
 
+pub mod hollow;
 pub mod plan;
 pub mod processes;
 
+use hollow::HollowAgents;
 use plan::{Plan, ROOT};
 use processes::{run_logged, Daemons};
 
@@ -31,6 +33,9 @@ const MARKER: &str = ".testbed";
 
 /// How long one stage (a level of relays, the agents) may take to connect.
 const STAGE_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// How many clusters `print_next_steps` lists by name.
+const LISTED_CLUSTERS: usize = 20;
 
 /// How often the tree is polled while waiting.
 const POLL: Duration = Duration::from_millis(300);
@@ -42,6 +47,9 @@ pub struct UpOptions {
     pub relays_per_level: Vec<usize>,
     /// Edge agents, spread round-robin over the deepest level.
     pub agents: usize,
+    /// Run the agents hollow, inside this process ([`hollow`]), instead of
+    /// as `edge-agent` processes with simulated clusters on sockets.
+    pub hollow: bool,
     /// The fleet's directory; cleared first if a testbed made it.
     pub dir: PathBuf,
     /// The root's API port; relays' QUIC ports follow it. 0: any free ports.
@@ -67,6 +75,7 @@ pub struct Fleet {
     bin_dir: PathBuf,
     daemons: Daemons,
     clusters: Vec<SimulatedCluster>,
+    hollow: Option<HollowAgents>,
 }
 
 impl Fleet {
@@ -82,6 +91,7 @@ impl Fleet {
             bin_dir: options.bin_dir.clone(),
             daemons: Daemons::default(),
             clusters: Vec::new(),
+            hollow: None,
         };
         match fleet.bring_up(options).await {
             Ok(()) => Ok(fleet),
@@ -97,9 +107,33 @@ impl Fleet {
         self.dir.join("root.kubeconfig")
     }
 
+    /// A `kube` client with admin access to the root's API.
+    pub async fn root_client(&self) -> anyhow::Result<kube::Client> {
+        let path = self.root_kubeconfig();
+        let kubeconfig = kube::config::Kubeconfig::read_from(&path)
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+            .await
+            .with_context(|| format!("cannot use {}", path.display()))?;
+        Ok(kube::Client::try_from(config)?)
+    }
+
+    /// relaymesh's own client with admin access to the root.
+    pub fn root_admin(&self) -> anyhow::Result<relaymesh_relay::client::Client> {
+        let path = self.root_kubeconfig();
+        let credentials = relaymesh_relay::kubeconfig::load_file(&path, None)
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        Ok(relaymesh_relay::client::Client::new(&credentials)?)
+    }
+
     /// A simulated cluster's admin kubeconfig.
     pub fn cluster_kubeconfig(&self, name: &str) -> PathBuf {
         self.dir.join("clusters").join(format!("{name}.kubeconfig"))
+    }
+
+    /// The hollow agents and their clusters, if the agents are hollow.
+    pub fn hollow(&self) -> Option<&HollowAgents> {
+        self.hollow.as_ref()
     }
 
     /// A binary next to the testbed's.
@@ -123,19 +157,37 @@ impl Fleet {
     pub fn print_next_steps(&self) {
         let dir = self.dir.display();
         let bin = self.bin_dir.display();
+        let hollow = if self.hollow.is_some() {
+            "hollow "
+        } else {
+            ""
+        };
         println!(
-            "\nA fleet of {} relays and {} edge agents with simulated clusters is running.",
+            "\nA fleet of {} relays and {} {hollow}edge agents with simulated clusters is running.",
             self.plan.relays.len() + 1,
             self.plan.agents.len()
         );
         println!("Clusters:");
-        for agent in &self.plan.agents {
+        for agent in self.plan.agents.iter().take(LISTED_CLUSTERS) {
             println!(
                 "  {:<14} under {:<10} {}",
                 agent.name,
                 agent.parent,
                 agent.labels_flag()
             );
+        }
+        if self.plan.agents.len() > LISTED_CLUSTERS {
+            println!("  … and {} more", self.plan.agents.len() - LISTED_CLUSTERS);
+        }
+        if self.hollow.is_some() {
+            println!(
+                "\nTry:\n  kubectl --kubeconfig {dir}/root.kubeconfig apply -f examples/storefront/\n  \
+                 {bin}/relayctl --kubeconfig {dir}/root.kubeconfig tree\n  \
+                 {bin}/relayctl --kubeconfig {dir}/root.kubeconfig get placements -A\n\
+                 Hollow clusters live in this process and have no kubeconfig. \
+                 Logs are in {dir}/logs/. Press Ctrl-C to stop everything."
+            );
+            return;
         }
         let example = self
             .plan
@@ -163,6 +215,11 @@ impl Fleet {
                     for (name, status, log) in self.daemons.newly_exited() {
                         eprintln!("{name} exited ({status}); see {}", log.display());
                     }
+                    if let Some(hollow) = &mut self.hollow {
+                        for (name, why) in hollow.newly_exited() {
+                            eprintln!("hollow agent {name} stopped: {why}");
+                        }
+                    }
                 }
             }
         }
@@ -172,6 +229,9 @@ impl Fleet {
     /// Stops the daemons (agents first, the root last), then the simulated
     /// clusters.
     pub async fn shutdown(mut self) {
+        if let Some(hollow) = self.hollow.take() {
+            hollow.shutdown().await;
+        }
         self.daemons.stop_all().await;
         for cluster in self.clusters.drain(..) {
             let name = cluster.name().to_string();
@@ -256,6 +316,18 @@ impl Fleet {
                 .await?;
         }
 
+        if options.hollow {
+            println!("starting {} hollow agents", self.plan.agents.len());
+            let hollow =
+                HollowAgents::start(&self.plan.agents, &self.root_kubeconfig(), &options.simulator)
+                    .await?;
+            self.hollow = Some(hollow);
+            self.agents_apply = true;
+            let names: Vec<_> = self.plan.agents.iter().map(|a| a.name.clone()).collect();
+            self.wait_connected("the hollow agents", &names).await?;
+            return self.write_ready_file(options);
+        }
+
         let applies = self.agent_takes_kubeconfig().await;
         self.agents_apply = applies;
         if !applies {
@@ -297,7 +369,10 @@ impl Fleet {
         }
         let names: Vec<_> = self.plan.agents.iter().map(|a| a.name.clone()).collect();
         self.wait_connected("the edge agents", &names).await?;
+        self.write_ready_file(options)
+    }
 
+    fn write_ready_file(&self, options: &UpOptions) -> anyhow::Result<()> {
         if let Some(ready) = &options.ready_file {
             let text = serde_json::to_string_pretty(&self.summary())?;
             std::fs::write(ready, text + "\n")
@@ -318,7 +393,7 @@ impl Fleet {
                     json!({
                         "parent": agent.parent,
                         "labels": agent.labels,
-                        "kubeconfig": self.cluster_kubeconfig(&agent.name),
+                        "kubeconfig": self.hollow.is_none().then(|| self.cluster_kubeconfig(&agent.name)),
                     }),
                 )
             })

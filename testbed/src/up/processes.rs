@@ -12,11 +12,15 @@ use tracing::{info, warn};
 /// How long a daemon may take to exit after SIGTERM before it is killed.
 const STOP_TIMEOUT: Duration = Duration::from_secs(15);
 
-/// `relay run`'s per-address limits in a local fleet, unless the caller's
-/// environment sets them: as high as the relay-wide defaults.
-const FLEET_LIMITS: [(&str, &str); 2] = [
-    ("RELAYMESH_MAX_CONNECTIONS_PER_ADDRESS", "10000"),
-    ("RELAYMESH_MAX_JOINS_PER_MINUTE_PER_ADDRESS", "10000"),
+/// `relay run`'s connection and join limits in a local fleet, unless the
+/// caller's environment sets them. Every node of the fleet dials from
+/// 127.0.0.1, and hollow fleets put tens of thousands of agents under a
+/// few relays (a flat star puts them all under the root), so the limits are
+/// far above any fleet this machine can hold.
+const FLEET_LIMITS: [(&str, &str); 3] = [
+    ("RELAYMESH_MAX_CONNECTIONS", "200000"),
+    ("RELAYMESH_MAX_CONNECTIONS_PER_ADDRESS", "200000"),
+    ("RELAYMESH_MAX_JOINS_PER_MINUTE_PER_ADDRESS", "1000000"),
 ];
 
 /// One running daemon.

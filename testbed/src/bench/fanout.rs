@@ -1,0 +1,384 @@
+//! `testbed bench fanout` (and the root-egress figures measured in the same
+//! runs): one bundle of about 100 KB placed on every one of N hollow agents
+//! below a tree of relay processes, timed from the Placement's creation at
+//! the root until each hollow cluster has the object applied, and until the
+//! root's Placement status counts all N applied.
+//!
+//! Root egress is read from the root's own link statistics (quinn's
+//! connection stats of each child link, `status.bytesSent` of the root's
+//! children): the bytes the root sent while the bundle went out, against
+//! the ideal of one copy per child link (fan-out × bundle size).
+//!
+//! What is measured is the whole product: relays are `relay` processes, the
+//! agents are the edge-agent crate's code (hollow: in this process, see
+//! [`crate::up::hollow`]), the bundle crosses real QUIC links with mutual
+//! TLS and is persisted in every relay's sled store.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context as _};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use kube::api::{Api, DynamicObject, PostParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use serde_json::json;
+
+use super::report::{quantile, Figure, Line, Report, Series};
+use crate::cluster::SimulatorOptions;
+use crate::up::{self, Fleet, UpOptions};
+
+/// The namespace the benchmark's objects live in.
+const NAMESPACE: &str = "bench";
+/// The ConfigMap carried as the bundle.
+const PAYLOAD: &str = "payload";
+/// How often the clusters and the root are looked at while waiting.
+const POLL: Duration = Duration::from_millis(20);
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct FanoutOptions {
+    /// The fleet sizes to run, one fleet each.
+    pub agents: Vec<usize>,
+    /// Relays under each relay of the level above; empty: every agent
+    /// directly under the root (a flat star).
+    pub relays_per_level: Vec<usize>,
+    /// The payload's size in bytes.
+    pub payload_bytes: usize,
+    /// Where the fleets live (one after the other).
+    pub dir: PathBuf,
+    /// Where the `relay` and `relayctl` binaries are.
+    pub bin_dir: PathBuf,
+    /// How long one fleet may take to get the bundle everywhere.
+    pub timeout: Duration,
+    /// The benchmark's name in reports (`fanout`, `fanout-star`).
+    pub name: String,
+}
+
+/// One fleet's results.
+#[derive(Debug, Clone)]
+pub struct FanoutRun {
+    /// The fleet size.
+    pub agents: usize,
+    /// Seconds from the Placement's creation until every cluster had the
+    /// object.
+    pub all_applied: f64,
+    /// Per-cluster seconds until it had the object, median and 99th
+    /// percentile.
+    pub p50: f64,
+    /// See `p50`.
+    pub p99: f64,
+    /// Seconds until the root's Placement status counted every cluster
+    /// applied.
+    pub root_status: f64,
+    /// The bundle's size in bytes (the root's own record of it).
+    pub bundle_bytes: u64,
+    /// The root's children.
+    pub root_children: usize,
+    /// Wire bytes the root sent on its child links meanwhile.
+    pub root_wire_bytes: u64,
+    /// Bundle payload bytes the root served meanwhile (application count).
+    pub root_bundle_bytes: u64,
+}
+
+/// Runs the fleets one after the other and returns the fanout report and
+/// the root-egress report.
+pub async fn run(options: &FanoutOptions) -> anyhow::Result<(Report, Report)> {
+    let parameters = json!({
+        "agents": options.agents,
+        "relaysPerLevel": options.relays_per_level,
+        "payloadBytes": options.payload_bytes,
+    });
+    let mut runs = Vec::new();
+    for &agents in &options.agents {
+        let run = run_one(options, agents)
+            .await
+            .with_context(|| format!("fanout to {agents} hollow agents"))?;
+        runs.push(run);
+    }
+    let mut fanout = Report::new(&options.name, parameters.clone());
+    let mut egress = Report::new(&format!("{}-root-egress", options.name), parameters);
+    for run in &runs {
+        let n = run.agents;
+        let goal_applies = n >= 10_000 && options.relays_per_level.len() >= 2;
+        let mut all = Figure::new(format!("all {n} applied"), run.all_applied, "s");
+        if goal_applies {
+            all = all.with_goal("under 10 s at N = 10,000", |v| v < 10.0);
+        }
+        fanout.figure(all);
+        fanout.figure(Figure::new(format!("per agent p50, N = {n}"), run.p50, "s"));
+        fanout.figure(Figure::new(format!("per agent p99, N = {n}"), run.p99, "s"));
+        fanout.figure(Figure::new(
+            format!("root status shows all {n} applied"),
+            run.root_status,
+            "s",
+        ));
+        let ideal = run.root_children as f64 * run.bundle_bytes as f64;
+        egress.figure(Figure::new(
+            format!("root wire bytes for the bundle, N = {n}"),
+            run.root_wire_bytes as f64,
+            "bytes",
+        ));
+        egress.figure(Figure::new(
+            format!("root fan-out × bundle size, N = {n}"),
+            ideal,
+            "bytes",
+        ));
+        egress.figure(
+            Figure::new(
+                format!("root wire bytes / ideal, N = {n}"),
+                run.root_wire_bytes as f64 / ideal.max(1.0),
+                "ratio",
+            )
+            .with_goal("within 5 % (0.95–1.05), flat in N", |v| {
+                (0.95..=1.05).contains(&v)
+            }),
+        );
+    }
+    let points = |value: fn(&FanoutRun) -> f64| -> Vec<(f64, f64)> {
+        runs.iter().map(|run| (run.agents as f64, value(run))).collect()
+    };
+    fanout.series.push(Series {
+        title: "Time until the bundle is applied everywhere".into(),
+        x_label: "hollow agents".into(),
+        y_label: "seconds after the Placement".into(),
+        lines: vec![
+            Line {
+                label: "all applied".into(),
+                points: points(|run| run.all_applied),
+            },
+            Line {
+                label: "p99 per agent".into(),
+                points: points(|run| run.p99),
+            },
+            Line {
+                label: "p50 per agent".into(),
+                points: points(|run| run.p50),
+            },
+            Line {
+                label: "root status exact".into(),
+                points: points(|run| run.root_status),
+            },
+        ],
+    });
+    egress.series.push(Series {
+        title: "Bytes the root sends for one bundle".into(),
+        x_label: "hollow agents".into(),
+        y_label: "bytes".into(),
+        lines: vec![
+            Line {
+                label: "root wire bytes (quinn)".into(),
+                points: points(|run| run.root_wire_bytes as f64),
+            },
+            Line {
+                label: "fan-out × bundle size".into(),
+                points: points(|run| run.root_children as f64 * run.bundle_bytes as f64),
+            },
+        ],
+    });
+    Ok((fanout, egress))
+}
+
+async fn run_one(options: &FanoutOptions, agents: usize) -> anyhow::Result<FanoutRun> {
+    let dir = options.dir.join(format!("{}-{agents}", options.name));
+    up::prepare_dir(&dir)?;
+    let up = UpOptions {
+        relays_per_level: options.relays_per_level.clone(),
+        agents,
+        hollow: true,
+        dir,
+        base_port: 0,
+        ready_file: None,
+        bin_dir: options.bin_dir.clone(),
+        simulator: SimulatorOptions::default(),
+    };
+    println!("{} | bringing up {agents} hollow agents", options.name);
+    let fleet = Fleet::start(&up).await?;
+    let result = measure(&fleet, options, agents).await;
+    fleet.shutdown().await;
+    result
+}
+
+async fn measure(fleet: &Fleet, options: &FanoutOptions, agents: usize) -> anyhow::Result<FanoutRun> {
+    let client = fleet.root_client().await?;
+    let hollow = fleet.hollow().context("the fleet has no hollow agents")?;
+    Api::<Namespace>::all(client.clone())
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": NAMESPACE}}))?,
+        )
+        .await
+        .context("cannot create the namespace")?;
+    let payload: ConfigMap = serde_json::from_value(json!({
+        "metadata": {"name": PAYLOAD, "namespace": NAMESPACE},
+        "data": {"payload": filler(options.payload_bytes)},
+    }))?;
+    Api::<ConfigMap>::namespaced(client.clone(), NAMESPACE)
+        .create(&PostParams::default(), &payload)
+        .await
+        .context("cannot create the payload")?;
+    let before = root_links(fleet).await?;
+
+    let placements = placements_api(&client);
+    let placement: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "relaymesh.dev/v1alpha1",
+        "kind": "Placement",
+        "metadata": {"name": "fanout", "namespace": NAMESPACE},
+        "spec": {
+            "workloads": [{"namespaces": [NAMESPACE], "kind": "ConfigMap", "names": [PAYLOAD]}],
+            "clusters": {"labelSelector": {}},
+        },
+    }))?;
+    let start = Instant::now();
+    placements
+        .create(&PostParams::default(), &placement)
+        .await
+        .context("cannot create the Placement")?;
+
+    // Each cluster's time is when its hollow cluster recorded the write.
+    let mut pending: BTreeMap<&str, _> = hollow
+        .clusters()
+        .iter()
+        .map(|(name, cluster)| (name.as_str(), cluster))
+        .collect();
+    let mut latencies = Vec::with_capacity(agents);
+    let mut root_status = None;
+    let deadline = start + options.timeout;
+    while !pending.is_empty() || root_status.is_none() {
+        pending.retain(|_, cluster| {
+            let applied = cluster.applied().into_iter().find(|record| {
+                record.kind == "ConfigMap"
+                    && record.name == PAYLOAD
+                    && record.namespace.as_deref() == Some(NAMESPACE)
+            });
+            match applied {
+                Some(record) => {
+                    latencies.push(record.at.saturating_duration_since(start).as_secs_f64());
+                    false
+                }
+                None => true,
+            }
+        });
+        if root_status.is_none() {
+            let object = placements.get_status("fanout").await?;
+            let applied = object.data["status"]["clusters"]["applied"].as_u64().unwrap_or(0)
+                + object.data["status"]["clusters"]["ready"].as_u64().unwrap_or(0);
+            if applied >= agents as u64 {
+                root_status = Some(start.elapsed().as_secs_f64());
+            }
+        }
+        if Instant::now() > deadline {
+            bail!(
+                "after {:?}: {} clusters without the bundle, root status {}",
+                options.timeout,
+                pending.len(),
+                if root_status.is_some() { "complete" } else { "incomplete" }
+            );
+        }
+        tokio::time::sleep(POLL).await;
+    }
+    let all_applied = latencies.iter().copied().fold(0.0, f64::max);
+    let p50 = quantile(&mut latencies, 0.5);
+    let p99 = quantile(&mut latencies, 0.99);
+    let after = settled_root_links(fleet, &before).await?;
+    let root_children = after.len();
+    let (mut wire, mut served) = (0, 0);
+    for (name, link) in &after {
+        let old = before.get(name).copied().unwrap_or_default();
+        wire += link.bytes_sent.saturating_sub(old.bytes_sent);
+        served += link.bundle_bytes_served.saturating_sub(old.bundle_bytes_served);
+    }
+    let bundle_bytes = if root_children > 0 {
+        served / root_children as u64
+    } else {
+        0
+    };
+    Ok(FanoutRun {
+        agents,
+        all_applied,
+        p50,
+        p99,
+        root_status: root_status.unwrap_or_default(),
+        bundle_bytes,
+        root_children,
+        root_wire_bytes: wire,
+        root_bundle_bytes: served,
+    })
+}
+
+/// What the root reports of one child link.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct RootLink {
+    bytes_sent: u64,
+    bundle_bytes_served: u64,
+}
+
+/// The root's child links, by child, from the Relay and Agent objects.
+async fn root_links(fleet: &Fleet) -> anyhow::Result<BTreeMap<String, RootLink>> {
+    let admin = fleet.root_admin()?;
+    let mut links = BTreeMap::new();
+    let nodes = admin.relays().await?.into_iter().chain(admin.agents().await?);
+    for node in nodes {
+        if node["spec"]["parent"].as_str() != Some(up::plan::ROOT) {
+            continue;
+        }
+        let name = node["metadata"]["name"].as_str().unwrap_or_default();
+        let status = &node["status"];
+        links.insert(
+            name.to_string(),
+            RootLink {
+                bytes_sent: status["bytesSent"].as_u64().unwrap_or(0),
+                bundle_bytes_served: status["bundleBytesServed"].as_u64().unwrap_or(0),
+            },
+        );
+    }
+    Ok(links)
+}
+
+/// The root's links once their statistics were sampled after the bundle
+/// went out: the link statistics are sampled once a second, so this waits
+/// until every link's served bytes have grown past `before` and one more
+/// sample has come in.
+async fn settled_root_links(
+    fleet: &Fleet,
+    before: &BTreeMap<String, RootLink>,
+) -> anyhow::Result<BTreeMap<String, RootLink>> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut grown: Option<BTreeMap<String, RootLink>> = None;
+    loop {
+        let now = root_links(fleet).await?;
+        let all_grown = now.iter().all(|(name, link)| {
+            link.bundle_bytes_served > before.get(name).map_or(0, |old| old.bundle_bytes_served)
+        });
+        match &grown {
+            // A later sample than the one that first showed the bundle.
+            Some(first) if now != *first => return Ok(now),
+            None if all_grown => grown = Some(now),
+            _ => {}
+        }
+        if Instant::now() > deadline {
+            return grown.context("the root's link statistics never showed the bundle");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+fn placements_api(client: &kube::Client) -> Api<DynamicObject> {
+    let gvk = GroupVersionKind::gvk("relaymesh.dev", "v1alpha1", "Placement");
+    let resource = ApiResource::from_gvk_with_plural(&gvk, "placements");
+    Api::namespaced_with(client.clone(), NAMESPACE, &resource)
+}
+
+/// `len` bytes of text that no link could compress much (QUIC does not
+/// compress, but a reader should not have to know that).
+fn filler(len: usize) -> String {
+    let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
+    (0..len)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            char::from(b'a' + (state % 26) as u8)
+        })
+        .collect()
+}

@@ -1,0 +1,231 @@
+//! Hollow agents: `testbed up --hollow N` runs the fleet's N edge agents
+//! inside the testbed's own process (as kubemark's hollow nodes do for
+//! kubelets), so a fleet of thousands fits on one machine.
+//!
+//! Each hollow agent is a whole edge agent from the `edge-agent` crate
+//! ([`relaymesh_edge_agent::agent`]): its own join token, key and
+//! certificate, its own QUIC connection to its parent relay, its own core,
+//! store and reconciler. What it shares with the others: one UDP socket
+//! (one client endpoint), the tokio runtime, and the discovery documents of
+//! the [`HollowCluster`]s it applies to. Its store is a temporary sled
+//! store ([`Store::temporary`]), gone when the testbed stops, and its
+//! cluster a [`HollowCluster`] in memory instead of a simulated API server
+//! on a socket. The relays stay real processes.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context as _};
+use futures::StreamExt as _;
+use relaymesh_edge_agent::agent::{self, AgentError};
+use relaymesh_edge_agent::cluster::detect_labels;
+use relaymesh_edge_agent::policy::Policy;
+use relaymesh_protocol::Role;
+use relaymesh_relay::client::Client;
+use relaymesh_relay::daemon::RunOptions;
+use relaymesh_relay::kubeconfig;
+use relaymesh_relay::store::Store;
+use relaymesh_relay::transport::uplink::Endpoints;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn, Instrument as _};
+
+use super::plan::AgentPlan;
+use crate::cluster::SimulatorOptions;
+use crate::hollow::{Discovery, HollowCluster};
+
+/// Joins worked on at once. A relay answers 16 at a time by default; the
+/// agents are spread over several relays.
+const JOIN_CONCURRENCY: usize = 32;
+
+/// How long one agent keeps trying to join (a relay refuses joins past its
+/// limits with "retry in …", which is worth waiting for).
+const JOIN_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// How long a join token issued for a hollow agent lasts.
+const TOKEN_TTL: Duration = Duration::from_secs(600);
+
+/// The running hollow agents and their clusters.
+pub struct HollowAgents {
+    clusters: BTreeMap<String, HollowCluster>,
+    shutdown: CancellationToken,
+    tasks: JoinSet<(String, Result<(), AgentError>)>,
+}
+
+impl std::fmt::Debug for HollowAgents {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HollowAgents")
+            .field("agents", &self.clusters.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl HollowAgents {
+    /// Joins every agent of `agents` below its planned parent with a token
+    /// from the root whose admin kubeconfig is `root_kubeconfig`, and runs
+    /// it against a new [`HollowCluster`] behaving as `simulator` says.
+    /// The relays must be up.
+    pub async fn start(
+        agents: &[AgentPlan],
+        root_kubeconfig: &Path,
+        simulator: &SimulatorOptions,
+    ) -> anyhow::Result<Self> {
+        let credentials = kubeconfig::load_file(root_kubeconfig, None)
+            .with_context(|| format!("cannot read {}", root_kubeconfig.display()))?;
+        let root = Client::new(&credentials).context("cannot use the root's kubeconfig")?;
+        // One client endpoint for every agent: one UDP socket and its
+        // buffers instead of thousands.
+        let mut endpoints = Endpoints::default();
+        endpoints
+            .for_target(&(std::net::Ipv4Addr::LOCALHOST, 0).into())
+            .context("cannot open the hollow agents' QUIC endpoint")?;
+        let discovery = Arc::new(Discovery::builtin());
+        let mut hollow = Self {
+            clusters: BTreeMap::new(),
+            shutdown: CancellationToken::new(),
+            tasks: JoinSet::new(),
+        };
+        let started = Instant::now();
+        let mut joins = futures::stream::iter(agents.iter().map(|plan| {
+            let cluster = HollowCluster::new(&plan.name, simulator.clone(), discovery.clone());
+            let root = &root;
+            let endpoints = endpoints.clone();
+            async move {
+                let store = join(root, plan, &cluster, endpoints).await?;
+                anyhow::Ok((plan.name.clone(), cluster, store))
+            }
+        }))
+        .buffer_unordered(JOIN_CONCURRENCY);
+        while let Some(joined) = joins.next().await {
+            let (name, cluster, store) = match joined {
+                Ok(joined) => joined,
+                Err(error) => {
+                    drop(joins);
+                    hollow.shutdown().await;
+                    return Err(error);
+                }
+            };
+            hollow.spawn(&name, store, &cluster, &endpoints);
+            hollow.clusters.insert(name, cluster);
+            if hollow.clusters.len() % 1000 == 0 {
+                info!(
+                    joined = hollow.clusters.len(),
+                    elapsed = ?started.elapsed(),
+                    "hollow agents joined"
+                );
+            }
+        }
+        Ok(hollow)
+    }
+
+    /// The hollow cluster of agent `name`.
+    pub fn cluster(&self, name: &str) -> Option<&HollowCluster> {
+        self.clusters.get(name)
+    }
+
+    /// Every hollow cluster, by agent name.
+    pub fn clusters(&self) -> &BTreeMap<String, HollowCluster> {
+        &self.clusters
+    }
+
+    /// How many agents run.
+    pub fn len(&self) -> usize {
+        self.clusters.len()
+    }
+
+    /// Whether none runs.
+    pub fn is_empty(&self) -> bool {
+        self.clusters.is_empty()
+    }
+
+    /// Agents whose task ended since the last call, with why; a hollow
+    /// agent only ends on its own when it fails.
+    pub fn newly_exited(&mut self) -> Vec<(String, String)> {
+        let mut exited = Vec::new();
+        while let Some(Some(done)) = self.tasks.try_join_next() {
+            match done {
+                Ok((name, Ok(()))) => exited.push((name, "stopped".to_string())),
+                Ok((name, Err(error))) => exited.push((name, format!("{error:#}"))),
+                Err(error) => exited.push(("?".to_string(), error.to_string())),
+            }
+        }
+        exited
+    }
+
+    /// Stops every agent and waits for them.
+    pub async fn shutdown(mut self) {
+        self.shutdown.cancel();
+        while let Some(done) = self.tasks.join_next().await {
+            if let Ok((name, Err(error))) = done {
+                warn!(agent = %name, error = %format!("{error:#}"), "hollow agent failed");
+            }
+        }
+    }
+
+    fn spawn(&mut self, name: &str, store: Store, cluster: &HollowCluster, endpoints: &Endpoints) {
+        let options = RunOptions {
+            endpoints: endpoints.clone(),
+            ..RunOptions::default()
+        };
+        let client = cluster.client();
+        let shutdown = self.shutdown.child_token();
+        let name = name.to_string();
+        let span = tracing::info_span!("hollow", agent = %name);
+        self.tasks.spawn(
+            async move {
+                let result = agent::run(
+                    Path::new(&name),
+                    store,
+                    Some(client),
+                    Policy::default(),
+                    shutdown,
+                    options,
+                )
+                .await;
+                (name, result)
+            }
+            .instrument(span),
+        );
+    }
+}
+
+/// Joins one hollow agent: a token from the root, the cluster's detected
+/// labels added to its planned ones (as `edge-agent join` does), and the
+/// join itself, retried while its relay refuses it for a while.
+async fn join(
+    root: &Client,
+    plan: &AgentPlan,
+    cluster: &HollowCluster,
+    mut endpoints: Endpoints,
+) -> anyhow::Result<Store> {
+    let mut labels = plan.labels.clone();
+    let detected = detect_labels(&cluster.client())
+        .await
+        .with_context(|| format!("hollow cluster {}: cannot read its version", plan.name))?;
+    for (key, value) in detected {
+        labels.entry(key).or_insert(value);
+    }
+    let deadline = Instant::now() + JOIN_TIMEOUT;
+    loop {
+        let attempt = async {
+            let token = root
+                .create_token(&plan.name, Role::Agent, Some(&plan.parent), TOKEN_TTL)
+                .await?;
+            let store = Store::temporary(&plan.name)?;
+            agent::join(&store, &plan.name, &token.token, labels.clone(), &mut endpoints).await?;
+            anyhow::Ok(store)
+        };
+        match attempt.await {
+            Ok(store) => return Ok(store),
+            Err(error) if Instant::now() < deadline => {
+                info!(agent = %plan.name, error = %format!("{error:#}"), "hollow join failed; retrying");
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            Err(error) => {
+                bail!("cannot join hollow agent {}: {error:#}", plan.name)
+            }
+        }
+    }
+}
