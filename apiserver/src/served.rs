@@ -5,7 +5,7 @@
 //!
 //! Everything here is made by the same code as the API's own discovery, so
 //! a hollow cluster and a simulated one advertise the same kinds, scopes and
-//! verbs. Only the legacy documents are offered (`/api`, `/apis`,
+//! verbs, and report the same version. Only the legacy documents are offered (`/api`, `/apis`,
 //! `/apis/{group}` and each group-version's `APIResourceList`): kube-rs'
 //! `Discovery::run` and `pinned_kind` ask for those.
 
@@ -24,6 +24,11 @@ pub fn builtin_resources() -> Vec<Resource> {
 /// nothing for a definition without group, plural or kind.
 pub fn definition_resources(definition: &Value) -> Vec<Resource> {
     resources::from_definition(definition)
+}
+
+/// `/version`: the Kubernetes version the API reports (`version.Info`).
+pub fn version_document() -> Value {
+    super::routes::version_info()
 }
 
 /// `/api`: the core group's versions.
@@ -82,5 +87,6 @@ mod tests {
             .as_array()
             .is_some_and(|groups| groups.iter().any(|group| group["name"] == "example.com")));
         assert_eq!(core_versions_document()["versions"], json!(["v1"]));
+        assert_eq!(version_document()["major"], "1");
     }
 }
