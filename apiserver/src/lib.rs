@@ -27,6 +27,8 @@
 //! * [`objects`] stores objects in a sled tree with a resourceVersion per
 //!   write and a bounded history for watches.
 //! * [`status`] shapes errors as `metav1.Status`.
+//! * [`served`] offers the kinds and discovery documents to servers that
+//!   serve them without this router (the testbed's hollow clusters).
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -69,6 +71,7 @@ mod resources;
 mod routes;
 mod scale;
 pub mod selector;
+pub mod served;
 pub mod status;
 mod strategy;
 mod table;

@@ -179,6 +179,26 @@ impl Resource {
         &self.group
     }
 
+    /// The version, as `v1`.
+    pub fn version(&self) -> &str {
+        &self.version
+    }
+
+    /// The kind, as `Deployment`.
+    pub fn kind(&self) -> &str {
+        &self.kind
+    }
+
+    /// Whether objects of the kind live in a namespace.
+    pub fn is_namespaced(&self) -> bool {
+        self.namespaced
+    }
+
+    /// Whether this is a built-in Kubernetes kind rather than a custom one.
+    pub fn is_builtin(&self) -> bool {
+        self.builtin
+    }
+
     /// `group/version`, or `version` for the core group.
     pub(super) fn api_version(&self) -> String {
         api_version(&self.group, &self.version)
@@ -388,6 +408,12 @@ impl Registry {
                 resources.push(resource.clone());
             }
         }
+        Self { resources }
+    }
+
+    /// Exactly `resources`, for documents about a set the caller keeps
+    /// (see [`crate::served`]).
+    pub(super) fn from_resources(resources: Vec<Resource>) -> Self {
         Self { resources }
     }
 

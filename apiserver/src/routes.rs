@@ -406,7 +406,7 @@ fn authenticated(peer: &PeerIdentity) -> Result<&User, ApiError> {
 }
 
 /// `kubectl version`'s view of the server (`version.Info`).
-fn version_info() -> serde_json::Value {
+pub(crate) fn version_info() -> serde_json::Value {
     serde_json::json!({
         "major": KUBE_MAJOR,
         "minor": KUBE_MINOR,

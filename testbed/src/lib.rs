@@ -2,7 +2,8 @@
 //! local trees and to benchmark the tree logic at scale.
 //!
 //! Start with [`cluster::SimulatedCluster`], the in-process stand-in for an
-//! edge cluster, or [`bench::placement`], which resolves many placements over a
+//! edge cluster, [`hollow::HollowCluster`], its lightweight sibling for
+//! thousands of agents in one process, or [`bench::placement`], which resolves many placements over a
 //! simulated fleet of up to a million clusters with the same code the relays
 //! run.
 #![forbid(unsafe_code)]
@@ -11,5 +12,6 @@
 pub mod bench;
 pub mod cluster;
 pub mod demo;
+pub mod hollow;
 pub mod ports;
 pub mod up;

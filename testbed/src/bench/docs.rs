@@ -137,14 +137,9 @@ fn render(
 fn plot(series: &Series, path: &Path) -> anyhow::Result<()> {
     let points = series.lines.iter().flat_map(|line| &line.points);
     let (mut x_max, mut y_max) = (0.0f64, 0.0f64);
-    let mut x_min = f64::MAX;
     for &(x, y) in points {
         x_max = x_max.max(x);
-        x_min = x_min.min(x);
         y_max = y_max.max(y);
-    }
-    if x_min > x_max {
-        x_min = 0.0;
     }
     let x_range = 0.0..(x_max * 1.05).max(1.0);
     let y_range = 0.0..(y_max * 1.15).max(f64::MIN_POSITIVE);

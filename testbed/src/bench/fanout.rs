@@ -229,7 +229,7 @@ async fn measure(fleet: &Fleet, options: &FanoutOptions, agents: usize) -> anyho
             "clusters": {"labelSelector": {}},
         },
     }))?;
-    let start = Instant::now();
+    let start = tokio::time::Instant::now();
     placements
         .create(&PostParams::default(), &placement)
         .await
@@ -243,7 +243,7 @@ async fn measure(fleet: &Fleet, options: &FanoutOptions, agents: usize) -> anyho
         .collect();
     let mut latencies = Vec::with_capacity(agents);
     let mut root_status = None;
-    let deadline = start + options.timeout;
+    let deadline = Instant::now() + options.timeout;
     while !pending.is_empty() || root_status.is_none() {
         pending.retain(|_, cluster| {
             let applied = cluster.applied().into_iter().find(|record| {

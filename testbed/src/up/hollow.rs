@@ -144,7 +144,7 @@ impl HollowAgents {
     /// agent only ends on its own when it fails.
     pub fn newly_exited(&mut self) -> Vec<(String, String)> {
         let mut exited = Vec::new();
-        while let Some(Some(done)) = self.tasks.try_join_next() {
+        while let Some(done) = self.tasks.try_join_next() {
             match done {
                 Ok((name, Ok(()))) => exited.push((name, "stopped".to_string())),
                 Ok((name, Err(error))) => exited.push((name, format!("{error:#}"))),
