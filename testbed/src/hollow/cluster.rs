@@ -7,6 +7,10 @@
 //! object are shared by the store, the watch history and every stream that
 //! sends them. They are parsed only to write (and to match a selector).
 //!
+//! An idle cluster (the initial namespaces, no watch) takes about 2 KB;
+//! with a namespace, a ConfigMap and a settled Deployment about 6.5 KB
+//! (resident memory over 10,000 and 2,000 clusters, debug build).
+//!
 //! Writes follow kube-apiserver where the agent can tell: server-side apply
 //! creates or replaces the whole object (the agent is the only writer and
 //! always applies whole objects, so no field merge is done), the server
@@ -163,7 +167,10 @@ impl HollowCluster {
         HollowService::new(self.clone())
     }
 
-    /// Every write received, in order.
+    /// Every write received, in order (the status simulator's own writes
+    /// and what a namespace or CRD deletion takes with it are not requests,
+    /// so not recorded). The record is never trimmed: about a hundred bytes
+    /// a write, for tests and benches that read it.
     pub fn applied(&self) -> Vec<AppliedRecord> {
         self.inner.lock().applied.clone()
     }
