@@ -11,6 +11,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use relaymesh_relay::store::flush_off_runtime;
 use serde::{Deserialize, Serialize};
 
 use crate::manifest::ObjectRef;
@@ -92,14 +93,14 @@ impl Inventory {
         let record_key = format!("{PLACEMENT_PREFIX}{key}");
         let bytes = encode(&record_key, record)?;
         self.tree.insert(record_key, bytes)?;
-        self.tree.flush_async().await?;
+        flush_off_runtime(&self.tree).await?;
         Ok(())
     }
 
     /// Forgets placement `key`, durably.
     pub async fn remove_placement(&self, key: &str) -> Result<(), InventoryError> {
         self.tree.remove(format!("{PLACEMENT_PREFIX}{key}"))?;
-        self.tree.flush_async().await?;
+        flush_off_runtime(&self.tree).await?;
         Ok(())
     }
 
@@ -119,7 +120,7 @@ impl Inventory {
     ) -> Result<(), InventoryError> {
         let bytes = encode(CREATED_NAMESPACES, namespaces)?;
         self.tree.insert(CREATED_NAMESPACES, bytes)?;
-        self.tree.flush_async().await?;
+        flush_off_runtime(&self.tree).await?;
         Ok(())
     }
 
@@ -137,7 +138,7 @@ impl Inventory {
     pub async fn set_adopted(&self, objects: &BTreeSet<ObjectRef>) -> Result<(), InventoryError> {
         let bytes = encode(ADOPTED, objects)?;
         self.tree.insert(ADOPTED, bytes)?;
-        self.tree.flush_async().await?;
+        flush_off_runtime(&self.tree).await?;
         Ok(())
     }
 }

@@ -528,13 +528,10 @@ impl Store {
         self.db.flush().map(drop).map_err(|e| self.sled(e))
     }
 
-    /// Makes everything written so far durable, without blocking the runtime.
+    /// Makes everything written so far durable, without blocking the runtime
+    /// (see [`flush_off_runtime`]).
     pub async fn flush_async(&self) -> Result<(), StoreError> {
-        self.db
-            .flush_async()
-            .await
-            .map(drop)
-            .map_err(|e| self.sled(e))
+        flush_off_runtime(&self.db).await.map_err(|e| self.sled(e))
     }
 
     /// Records join token `id` as used, unless it already was. Returns whether
@@ -626,6 +623,24 @@ impl Store {
             path: self.path.clone(),
             source,
         }
+    }
+}
+
+/// Flushes `tree` (a whole database, as a `sled::Db` derefs to its default
+/// tree) on tokio's blocking pool, so the runtime goes on meanwhile.
+///
+/// Never sled's own `flush_async`: it waits on sled's IO thread pool, the
+/// pool that also performs the writes the flush waits for. With several
+/// stores flushing at once every pool thread ends up waiting and nothing
+/// writes: the testbed's hollow agents (many stores in one process) hung so
+/// within seconds, and one relay could too under concurrent flushes.
+pub async fn flush_off_runtime(tree: &sled::Tree) -> Result<(), sled::Error> {
+    let tree = tree.clone();
+    match tokio::task::spawn_blocking(move || tree.flush()).await {
+        Ok(result) => result.map(drop),
+        Err(error) => Err(sled::Error::Io(std::io::Error::other(format!(
+            "the flush task failed: {error}"
+        )))),
     }
 }
 

@@ -232,7 +232,7 @@ impl SimulatedCluster {
             Ok(Ok(result)) => result?,
             Ok(Err(_)) | Err(_) => return Err(ClusterError::Stop),
         }
-        if let Err(error) = self.db.flush_async().await {
+        if let Err(error) = relaymesh_relay::store::flush_off_runtime(&self.db).await {
             warn!(cluster = %self.name, %error, "cannot flush the cluster's store");
         }
         info!(cluster = %self.name, "simulated cluster stopped");

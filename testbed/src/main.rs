@@ -101,7 +101,12 @@ enum Bench {
         #[arg(long, value_delimiter = ',', default_value = "1000,10000")]
         agents: Vec<usize>,
         /// Relays under each relay of the level above, comma-separated.
-        #[arg(long, value_delimiter = ',', default_value = "2,4", conflicts_with = "star")]
+        #[arg(
+            long,
+            value_delimiter = ',',
+            default_value = "2,4",
+            conflicts_with = "star"
+        )]
         relays_per_level: Vec<usize>,
         /// Every agent directly under the root, no relays between (reported
         /// as `fanout-star`).

@@ -157,11 +157,7 @@ impl Fleet {
     pub fn print_next_steps(&self) {
         let dir = self.dir.display();
         let bin = self.bin_dir.display();
-        let hollow = if self.hollow.is_some() {
-            "hollow "
-        } else {
-            ""
-        };
+        let hollow = if self.hollow.is_some() { "hollow " } else { "" };
         println!(
             "\nA fleet of {} relays and {} {hollow}edge agents with simulated clusters is running.",
             self.plan.relays.len() + 1,
@@ -318,9 +314,12 @@ impl Fleet {
 
         if options.hollow {
             println!("starting {} hollow agents", self.plan.agents.len());
-            let hollow =
-                HollowAgents::start(&self.plan.agents, &self.root_kubeconfig(), &options.simulator)
-                    .await?;
+            let hollow = HollowAgents::start(
+                &self.plan.agents,
+                &self.root_kubeconfig(),
+                &options.simulator,
+            )
+            .await?;
             self.hollow = Some(hollow);
             self.agents_apply = true;
             let names: Vec<_> = self.plan.agents.iter().map(|a| a.name.clone()).collect();

@@ -261,3 +261,46 @@ fn a_store_of_another_format_is_refused_clearly() -> anyhow::Result<()> {
     Store::open(fresh.path())?;
     Ok(())
 }
+
+/// Many stores in one process flushing at once (the testbed's hollow
+/// agents) all finish. sled's own `flush_async` waits on the IO pool that
+/// also does the writes, and hung here for good within a few rounds (so
+/// hard that a tokio timeout in the same runtime never fired: the rounds
+/// run on a thread of their own, watched from this one).
+#[test]
+fn many_stores_flushing_at_once_all_finish() -> anyhow::Result<()> {
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let result = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .map_err(anyhow::Error::from)
+            .and_then(|runtime| runtime.block_on(flush_rounds()));
+        let _ = done.send(result);
+    });
+    // A hang detector, not a timing: all the rounds take milliseconds.
+    finished
+        .recv_timeout(std::time::Duration::from_secs(120))
+        .map_err(|_| anyhow::anyhow!("the flushes never finished"))?
+}
+
+async fn flush_rounds() -> anyhow::Result<()> {
+    let stores: Vec<Store> = (0..64)
+        .map(|index| Store::temporary(&format!("hollow-{index}")))
+        .collect::<Result<_, _>>()?;
+    for round in 0..20u64 {
+        let flushes = stores.iter().map(|store| {
+            let store = store.clone();
+            async move {
+                store.apply(&[Mutation::SetEpoch(round)])?;
+                store.flush_async().await
+            }
+        });
+        futures::future::try_join_all(flushes).await?;
+    }
+    for store in &stores {
+        anyhow::ensure!(store.load()?.epoch == 19, "a store lost its last write");
+    }
+    Ok(())
+}

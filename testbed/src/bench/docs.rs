@@ -31,8 +31,8 @@ const ORDER: [&str; 12] = [
 /// relatively). Returns how many reports it used.
 pub fn write(reports: &Path, page: &Path, plots: &Path) -> anyhow::Result<usize> {
     let mut found = Vec::new();
-    for entry in std::fs::read_dir(reports)
-        .with_context(|| format!("cannot read {}", reports.display()))?
+    for entry in
+        std::fs::read_dir(reports).with_context(|| format!("cannot read {}", reports.display()))?
     {
         let path = entry?.path();
         if path.extension().is_some_and(|ext| ext == "json") {
@@ -163,7 +163,10 @@ fn plot(series: &Series, path: &Path) -> anyhow::Result<()> {
     for (index, line) in series.lines.iter().enumerate() {
         let color = Palette99::pick(index).to_rgba();
         chart
-            .draw_series(LineSeries::new(line.points.iter().copied(), color.stroke_width(2)))
+            .draw_series(LineSeries::new(
+                line.points.iter().copied(),
+                color.stroke_width(2),
+            ))
             .map_err(draw_error)?
             .label(&line.label)
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color));
@@ -201,7 +204,8 @@ mod tests {
         let reports = dir.path().join("bench");
         let mut report = Report::new("fanout", serde_json::json!({"agents": [10, 20]}));
         report.description = "One bundle to N agents.".into();
-        report.figure(Figure::new("all 20 applied", 1.5, "s").with_goal("under 10 s", |v| v < 10.0));
+        report
+            .figure(Figure::new("all 20 applied", 1.5, "s").with_goal("under 10 s", |v| v < 10.0));
         report.figure(Figure::new("ratio", 1.2, "ratio").with_goal("within 5 %", |v| v < 1.05));
         report.series.push(Series {
             title: "Time".into(),
@@ -219,8 +223,14 @@ mod tests {
         let used = write(&reports, &page, &dir.path().join("docs/bench"))?;
         assert_eq!(used, 1);
         let text = std::fs::read_to_string(&page)?;
-        assert!(text.contains("| all 20 applied | 1.50 s | under 10 s | met |"), "{text}");
-        assert!(text.contains("| ratio | 1.20 ratio | within 5 % | **not met** |"), "{text}");
+        assert!(
+            text.contains("| all 20 applied | 1.50 s | under 10 s | met |"),
+            "{text}"
+        );
+        assert!(
+            text.contains("| ratio | 1.20 ratio | within 5 % | **not met** |"),
+            "{text}"
+        );
         assert!(text.contains("Goals: 1 met, 1 not met."), "{text}");
         assert!(text.contains("![Time](bench/fanout-0.svg)"), "{text}");
         let svg = std::fs::read_to_string(dir.path().join("docs/bench/fanout-0.svg"))?;

@@ -136,7 +136,9 @@ pub async fn run(options: &FanoutOptions) -> anyhow::Result<(Report, Report)> {
         );
     }
     let points = |value: fn(&FanoutRun) -> f64| -> Vec<(f64, f64)> {
-        runs.iter().map(|run| (run.agents as f64, value(run))).collect()
+        runs.iter()
+            .map(|run| (run.agents as f64, value(run)))
+            .collect()
     };
     fanout.series.push(Series {
         title: "Time until the bundle is applied everywhere".into(),
@@ -199,7 +201,11 @@ async fn run_one(options: &FanoutOptions, agents: usize) -> anyhow::Result<Fanou
     result
 }
 
-async fn measure(fleet: &Fleet, options: &FanoutOptions, agents: usize) -> anyhow::Result<FanoutRun> {
+async fn measure(
+    fleet: &Fleet,
+    options: &FanoutOptions,
+    agents: usize,
+) -> anyhow::Result<FanoutRun> {
     let client = fleet.root_client().await?;
     let hollow = fleet.hollow().context("the fleet has no hollow agents")?;
     Api::<Namespace>::all(client.clone())
@@ -261,8 +267,12 @@ async fn measure(fleet: &Fleet, options: &FanoutOptions, agents: usize) -> anyho
         });
         if root_status.is_none() {
             let object = placements.get_status("fanout").await?;
-            let applied = object.data["status"]["clusters"]["applied"].as_u64().unwrap_or(0)
-                + object.data["status"]["clusters"]["ready"].as_u64().unwrap_or(0);
+            let applied = object.data["status"]["clusters"]["applied"]
+                .as_u64()
+                .unwrap_or(0)
+                + object.data["status"]["clusters"]["ready"]
+                    .as_u64()
+                    .unwrap_or(0);
             if applied >= agents as u64 {
                 root_status = Some(start.elapsed().as_secs_f64());
             }
@@ -272,7 +282,11 @@ async fn measure(fleet: &Fleet, options: &FanoutOptions, agents: usize) -> anyho
                 "after {:?}: {} clusters without the bundle, root status {}",
                 options.timeout,
                 pending.len(),
-                if root_status.is_some() { "complete" } else { "incomplete" }
+                if root_status.is_some() {
+                    "complete"
+                } else {
+                    "incomplete"
+                }
             );
         }
         tokio::time::sleep(POLL).await;
@@ -286,7 +300,9 @@ async fn measure(fleet: &Fleet, options: &FanoutOptions, agents: usize) -> anyho
     for (name, link) in &after {
         let old = before.get(name).copied().unwrap_or_default();
         wire += link.bytes_sent.saturating_sub(old.bytes_sent);
-        served += link.bundle_bytes_served.saturating_sub(old.bundle_bytes_served);
+        served += link
+            .bundle_bytes_served
+            .saturating_sub(old.bundle_bytes_served);
     }
     let bundle_bytes = if root_children > 0 {
         served / root_children as u64
@@ -317,7 +333,11 @@ struct RootLink {
 async fn root_links(fleet: &Fleet) -> anyhow::Result<BTreeMap<String, RootLink>> {
     let admin = fleet.root_admin()?;
     let mut links = BTreeMap::new();
-    let nodes = admin.relays().await?.into_iter().chain(admin.agents().await?);
+    let nodes = admin
+        .relays()
+        .await?
+        .into_iter()
+        .chain(admin.agents().await?);
     for node in nodes {
         if node["spec"]["parent"].as_str() != Some(up::plan::ROOT) {
             continue;

@@ -175,7 +175,12 @@ impl Figure {
             ),
             None => String::new(),
         };
-        format!("{}: {} {}{goal}", self.name, format_value(self.value), self.unit)
+        format!(
+            "{}: {} {}{goal}",
+            self.name,
+            format_value(self.value),
+            self.unit
+        )
     }
 }
 
@@ -259,7 +264,10 @@ pub fn quantile(values: &mut [f64], q: f64) -> f64 {
 
 /// This process's peak resident memory (`VmHWM`), in KiB.
 pub fn peak_rss_kib() -> Option<u64> {
-    status_kib(&std::fs::read_to_string("/proc/self/status").ok()?, "VmHWM:")
+    status_kib(
+        &std::fs::read_to_string("/proc/self/status").ok()?,
+        "VmHWM:",
+    )
 }
 
 /// A process's resident memory now (`VmRSS`), in KiB.

@@ -214,7 +214,14 @@ async fn join(
                 .create_token(&plan.name, Role::Agent, Some(&plan.parent), TOKEN_TTL)
                 .await?;
             let store = Store::temporary(&plan.name)?;
-            agent::join(&store, &plan.name, &token.token, labels.clone(), &mut endpoints).await?;
+            agent::join(
+                &store,
+                &plan.name,
+                &token.token,
+                labels.clone(),
+                &mut endpoints,
+            )
+            .await?;
             anyhow::Ok(store)
         };
         match attempt.await {
