@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use relaymesh_protocol::{BundleId, SliceChange, SliceEntry};
 
-use crate::store::{Mutation, Persisted};
+use crate::state::{Mutation, Persisted};
 
 /// A key that changed, with the entry it held before (to tell a child that
 /// lost interest in it).

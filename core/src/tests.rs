@@ -8,7 +8,7 @@ use relaymesh_protocol::message::{DownMessage, UpMessage};
 use relaymesh_protocol::{BundleId, Role, SliceEntry, Target};
 
 use super::*;
-use crate::store::Served;
+use crate::state::Served;
 
 /// One simulated relay: its core, its durable state and its bundles.
 struct Node {

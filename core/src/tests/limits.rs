@@ -4,7 +4,7 @@
 use relaymesh_protocol::{InventoryUpdate, PhaseCounts, PlacementStatus, StatusUpdate};
 
 use super::*;
-use crate::limits::Limit;
+use relaymesh_protocol::limits::Limit;
 
 /// root ── eu ── eu-west, with the given core limits below the root (the
 /// root keeps the defaults, so what eu forwards is never refused there).
