@@ -9,7 +9,7 @@
 //! a bundle was stored, time passed) and executes the [`Action`]s it
 //! returns, in order: persist these mutations, send this message, fetch that
 //! bundle. The same core runs in the `relay` daemon, in the `edge-agent`
-//! (a leaf with the agent role) and, many at once, in `simulation`.
+//! (a leaf with the agent role) and, many at once, in [`simulation`].
 //!
 //! Ordering is the durability contract: an [`Action::Persist`] comes before
 //! any action that depends on it, and the daemon makes it durable before it
@@ -25,12 +25,13 @@
 //! Where to start reading: [`Core`] and [`Action`] below, then
 //! [`Core::handle_child_connected`] and [`Core::handle_parent_message`] for
 //! the two sides of a link; [`state`] for what is durable; [`seal`] for the
-//! root's signature every entry carries; `simulation` for a whole tree of
+//! root's signature every entry carries; [`simulation`] for a whole tree of
 //! cores on an in-memory network with virtual time.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod seal;
+pub mod simulation;
 pub mod state;
 
 mod bundles;
