@@ -81,6 +81,11 @@ impl Inventory {
         inventory
     }
 
+    /// This node's own record.
+    pub fn own(&self) -> &NodeRecord {
+        &self.own
+    }
+
     pub fn index(&self) -> &SubtreeIndex {
         &self.index
     }

@@ -257,6 +257,11 @@ impl Core {
         self.slice.entries()
     }
 
+    /// This node's own inventory record.
+    pub fn own_record(&self) -> &NodeRecord {
+        self.inventory.own()
+    }
+
     /// Every node this relay knows: itself and its subtree.
     pub fn nodes(&self) -> Vec<NodeRecord> {
         self.inventory.all().cloned().collect()

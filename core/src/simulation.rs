@@ -292,11 +292,12 @@ impl Simulation {
         }
         self.run();
         let node = &self.nodes[id];
+        let labels = node.core.own_record().labels.clone();
         let core = self.boot_core(
             &node.name,
             node.role,
             node.parent,
-            &node.labels,
+            &labels,
             &node.persisted,
             &node.bundles,
         );
@@ -368,7 +369,7 @@ impl Simulation {
         node.core.upsert_local(now, entry);
         for bytes in bundles {
             let id = BundleId::of(bytes);
-            node.bundles.insert(id, Arc::from(*bytes));
+            node.store_bundle(id, Arc::from(*bytes));
             node.core.handle_bundle_stored(now, id);
         }
         self.mark_ready(root);
@@ -463,16 +464,15 @@ impl Simulation {
             ..Persisted::default()
         };
         let depth = parent.map_or(0, |parent| self.nodes[parent].depth + 1);
-        let core = self.boot_core(name, role, parent, &labels, &persisted, &BTreeMap::new());
+        let core = self.boot_core(name, role, parent, &labels, &persisted, &[]);
         let node = Node {
             name: name.to_string(),
             core,
             persisted,
-            bundles: BTreeMap::new(),
+            bundles: Vec::new(),
             parent,
             depth,
             role,
-            labels,
             link: None,
             revocations: Vec::new(),
             traffic: Traffic::default(),
@@ -499,7 +499,7 @@ impl Simulation {
         parent: Option<NodeId>,
         labels: &BTreeMap<String, String>,
         persisted: &Persisted,
-        bundles: &BTreeMap<BundleId, Arc<[u8]>>,
+        bundles: &[(BundleId, Arc<[u8]>)],
     ) -> Core {
         let addresses = match role {
             Role::Agent => Vec::new(),
@@ -518,7 +518,7 @@ impl Simulation {
             max_records_per_child: self.config.max_records_per_child,
             max_status_keys_per_child: self.config.max_status_keys_per_child,
         };
-        let held = bundles.keys().copied().collect();
+        let held = bundles.iter().map(|(id, _)| *id).collect();
         Core::new(config, persisted.clone(), held, self.now())
     }
 

@@ -41,7 +41,7 @@ impl Simulation {
             }
             Action::FetchBundle(bundle) => self.fetch(id, bundle),
             Action::DropBundle(bundle) => {
-                self.nodes[id].bundles.remove(&bundle);
+                self.nodes[id].bundles.retain(|(held, _)| *held != bundle);
             }
             Action::Revoked(revocation) => self.nodes[id].revocations.push(revocation),
         }
@@ -89,7 +89,7 @@ impl Simulation {
         let bytes = parent
             .map(|parent| &self.nodes[parent])
             .filter(|parent| parent.core.may_serve_bundle(&name, &bundle))
-            .and_then(|parent| parent.bundles.get(&bundle).cloned());
+            .and_then(|parent| parent.shared_bundle(&bundle));
         let served = bytes.as_ref().map(|bytes| bytes.len() as u64);
         let node = &mut self.nodes[id];
         node.traffic.events += 1;
@@ -97,7 +97,7 @@ impl Simulation {
             Some(bytes) if bundle.matches(&bytes) => {
                 node.traffic.bundles_fetched += 1;
                 node.traffic.bundle_bytes_fetched += bytes.len() as u64;
-                node.bundles.insert(bundle, bytes);
+                node.store_bundle(bundle, bytes);
                 node.core.handle_bundle_stored(now, bundle);
             }
             _ => node.core.handle_bundle_failed(now, bundle),

@@ -1,7 +1,6 @@
 //! One node of a simulation: its core and what its daemon would hold
 //! besides (the durable state, the bundles, the link to its parent).
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use relaymesh_protocol::{BundleId, NodeRecord, Revocation, Role};
@@ -18,14 +17,13 @@ pub struct Node {
     /// What the node made durable (empty unless the simulation keeps state).
     pub(super) persisted: Persisted,
     /// Bundles are shared, not copied: a million agents holding the same
-    /// bundle hold one buffer.
-    pub(super) bundles: BTreeMap<BundleId, Arc<[u8]>>,
+    /// bundle hold one buffer. A node holds few, so a list is smaller than
+    /// a map.
+    pub(super) bundles: Vec<(BundleId, Arc<[u8]>)>,
     pub(super) parent: Option<NodeId>,
     /// 0 at the root.
     pub(super) depth: usize,
     pub(super) role: Role,
-    /// Its cluster's labels (agents), kept to boot it again.
-    pub(super) labels: BTreeMap<String, String>,
     /// The link its parent knows it by, while connected.
     pub(super) link: Option<crate::LinkId>,
     /// The revocations its daemon was told of.
@@ -68,7 +66,10 @@ impl Node {
 
     /// A bundle it holds.
     pub fn bundle(&self, id: &BundleId) -> Option<&[u8]> {
-        self.bundles.get(id).map(|bytes| &bytes[..])
+        self.bundles
+            .iter()
+            .find(|(held, _)| held == id)
+            .map(|(_, bytes)| &bytes[..])
     }
 
     /// How many bundles it holds.
@@ -97,5 +98,22 @@ impl Node {
     /// What it handled and sent.
     pub fn traffic(&self) -> &Traffic {
         &self.traffic
+    }
+}
+
+impl Node {
+    /// Keeps a bundle (once).
+    pub(super) fn store_bundle(&mut self, id: BundleId, bytes: Arc<[u8]>) {
+        if self.bundle(&id).is_none() {
+            self.bundles.push((id, bytes));
+        }
+    }
+
+    /// A bundle it holds, shared.
+    pub(super) fn shared_bundle(&self, id: &BundleId) -> Option<Arc<[u8]>> {
+        self.bundles
+            .iter()
+            .find(|(held, _)| held == id)
+            .map(|(_, bytes)| bytes.clone())
     }
 }
