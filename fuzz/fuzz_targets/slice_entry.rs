@@ -1,4 +1,4 @@
-//! The root's signature on slice entries (`relaymesh_relay::seal`): what
+//! The root's signature on slice entries (`relaymesh_core::seal`): what
 //! every relay and agent checks before it stores, forwards or applies an
 //! entry from its parent. Nothing the fuzzer writes may verify under this
 //! run's key; an entry that decodes must, once signed, verify, and any
@@ -6,9 +6,9 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
+use relaymesh_core::seal;
 use relaymesh_protocol::codec::decode;
 use relaymesh_protocol::{SliceEntry, Target};
-use relaymesh_relay::seal;
 
 fuzz_target!(|data: &[u8]| {
     let Ok(mut entry) = decode::<SliceEntry>(data) else {

@@ -51,7 +51,7 @@ fn slice_entries() -> Vec<Seed> {
     use ring::signature::Ed25519KeyPair;
     let pkcs8 = Ed25519KeyPair::generate_pkcs8(&SystemRandom::new()).expect("a key");
     let mut signed = entry();
-    relaymesh_relay::seal::sign(pkcs8.as_ref(), &mut signed, 9).expect("signed");
+    relaymesh_core::seal::sign(pkcs8.as_ref(), &mut signed, 9).expect("signed");
     let everywhere = SliceEntry {
         target: Target::Everywhere,
         ..signed.clone()

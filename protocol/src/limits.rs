@@ -1,7 +1,8 @@
-//! Hard limits every decoder enforces before it allocates.
+//! Hard limits every decoder enforces before it allocates, and the names of
+//! the limits nodes count their refusals by ([`Limit`]).
 //!
-//! They bound what a misbehaving or malicious peer can make a relay hold in
-//! memory. Raising one is a protocol change: both sides must agree.
+//! The constants bound what a misbehaving or malicious peer can make a relay
+//! hold in memory. Raising one is a protocol change: both sides must agree.
 
 /// The largest frame payload on any stream, in bytes. Larger state (a big
 /// snapshot, a full inventory) is sent as several frames.
@@ -38,3 +39,73 @@ pub const MAX_ITEMS_PER_FRAME: usize = 4096;
 /// parent's store reads and send buffers with thousands of transfers; a
 /// child never asks for more, so the refusal only meets a misbehaving one.
 pub const MAX_BUNDLE_STREAMS: usize = 16;
+
+/// A limit a node enforces, by the name its counter has.
+///
+/// The names are part of the protocol: a node counts its refusals in its own
+/// inventory record (`NodeRecord::limit_refusals`, keyed by
+/// [`Limit::as_str`]), which climbs the tree, so every relay and the root's
+/// API read the same names. Where each limit is enforced is the relay's
+/// business (its `limits` module); variants are only ever appended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum Limit {
+    /// Connections open at once, from everyone.
+    Connections,
+    /// Connections open at once from one source address.
+    ConnectionsPerAddress,
+    /// Joins in progress at once, from everyone.
+    Joins,
+    /// Joins per minute from one source address.
+    JoinsPerAddress,
+    /// Bundle streams open at once on one connection.
+    BundleStreamsPerPeer,
+    /// Inventory records one child may have this relay hold.
+    InventoryRecordsPerChild,
+    /// Placement status keys one child may report.
+    StatusKeysPerChild,
+    /// The size of an API request's body.
+    ApiRequestBody,
+    /// The operations of a JSON patch, and what its `copy` operations add.
+    ApiJsonPatch,
+    /// The objects a list without `limit` returns.
+    ApiUnpagedList,
+}
+
+impl Limit {
+    /// Every limit.
+    pub const ALL: [Limit; 10] = [
+        Limit::Connections,
+        Limit::ConnectionsPerAddress,
+        Limit::Joins,
+        Limit::JoinsPerAddress,
+        Limit::BundleStreamsPerPeer,
+        Limit::InventoryRecordsPerChild,
+        Limit::StatusKeysPerChild,
+        Limit::ApiRequestBody,
+        Limit::ApiJsonPatch,
+        Limit::ApiUnpagedList,
+    ];
+
+    /// The counter's name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Connections => "connections",
+            Self::ConnectionsPerAddress => "connections-per-address",
+            Self::Joins => "joins",
+            Self::JoinsPerAddress => "joins-per-address",
+            Self::BundleStreamsPerPeer => "bundle-streams-per-peer",
+            Self::InventoryRecordsPerChild => "inventory-records-per-child",
+            Self::StatusKeysPerChild => "status-keys-per-child",
+            Self::ApiRequestBody => "api-request-body",
+            Self::ApiJsonPatch => "api-json-patch",
+            Self::ApiUnpagedList => "api-unpaged-list",
+        }
+    }
+}
+
+impl std::fmt::Display for Limit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}

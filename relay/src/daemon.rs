@@ -17,6 +17,7 @@ use std::path::Path;
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use relaymesh_core::{Action, Core, CoreConfig, LinkId, LinkStats, Now, DEFAULT_LOG_KEEP};
 use relaymesh_protocol::message::{DownMessage, Hello, UpMessage};
 use relaymesh_protocol::{BundleId, NodeRecord, Refusal, SliceEntry, Target};
 use tokio::sync::{mpsc, oneshot, watch};
@@ -24,7 +25,6 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::config::NodeConfig;
-use crate::core::{Action, Core, CoreConfig, LinkId, LinkStats, Now, DEFAULT_LOG_KEEP};
 use crate::deny_list::DenyList;
 use crate::identity::Identity;
 use crate::limits::{ConnectionGate, JoinRate, Limits, Refusals, StreamGate};
@@ -648,15 +648,15 @@ impl Daemon {
     /// accept it.
     fn seal(&self, now: Now, mut entry: SliceEntry) -> Option<SliceEntry> {
         let held = self.core.entries().find(|held| held.key == entry.key);
-        if let Some(held) = held.filter(|held| crate::seal::same_content(held, &entry)) {
+        if let Some(held) = held.filter(|held| relaymesh_core::seal::same_content(held, &entry)) {
             return Some(held.clone());
         }
         let serial = held
             .map_or(0, |held| held.serial.saturating_add(1))
             .max(now.unix_ms);
         let signed = match self.shared.identity.token_signing_key.as_deref() {
-            Some(signing_key) => crate::seal::sign(signing_key, &mut entry, serial),
-            None => Err(crate::seal::SealError::BadSigningKey),
+            Some(signing_key) => relaymesh_core::seal::sign(signing_key, &mut entry, serial),
+            None => Err(relaymesh_core::seal::SealError::BadSigningKey),
         };
         match signed {
             Ok(()) => Some(entry),

@@ -2,7 +2,7 @@
 //! admission check them.
 //!
 //! Built from the slice's revocation entries at start-up and kept current
-//! by the loop as [`crate::core::Action::Revoked`] arrives. A node revoked
+//! by the loop as [`relaymesh_core::Action::Revoked`] arrives. A node revoked
 //! at time T loses every certificate issued to it at or before T — its TLS
 //! certificate and, for a relay, its issuer, which takes everything that
 //! issuer signed with it. A node that joins again later under the same name

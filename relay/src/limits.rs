@@ -50,76 +50,7 @@ pub const DEFAULT_MAX_CONCURRENT_JOINS: usize = 16;
 /// How many idle join buckets are kept before the full ones are forgotten.
 const JOIN_BUCKETS_KEPT: usize = 4096;
 
-/// A limit, by the name its counter has.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-#[non_exhaustive]
-pub enum Limit {
-    /// Connections open at once, from everyone.
-    Connections,
-    /// Connections open at once from one source address.
-    ConnectionsPerAddress,
-    /// Joins in progress at once, from everyone.
-    Joins,
-    /// Joins per minute from one source address.
-    JoinsPerAddress,
-    /// Bundle streams open at once on one connection.
-    BundleStreamsPerPeer,
-    /// Inventory records one child may have this relay hold.
-    InventoryRecordsPerChild,
-    /// Placement status keys one child may report.
-    StatusKeysPerChild,
-    /// The size of an API request's body.
-    ApiRequestBody,
-    /// The operations of a JSON patch, and what its `copy` operations add.
-    ApiJsonPatch,
-    /// The objects a list without `limit` returns.
-    ApiUnpagedList,
-}
-
-impl Limit {
-    /// Every limit.
-    pub const ALL: [Limit; 10] = [
-        Limit::Connections,
-        Limit::ConnectionsPerAddress,
-        Limit::Joins,
-        Limit::JoinsPerAddress,
-        Limit::BundleStreamsPerPeer,
-        Limit::InventoryRecordsPerChild,
-        Limit::StatusKeysPerChild,
-        Limit::ApiRequestBody,
-        Limit::ApiJsonPatch,
-        Limit::ApiUnpagedList,
-    ];
-
-    /// The counter's name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Connections => "connections",
-            Self::ConnectionsPerAddress => "connections-per-address",
-            Self::Joins => "joins",
-            Self::JoinsPerAddress => "joins-per-address",
-            Self::BundleStreamsPerPeer => "bundle-streams-per-peer",
-            Self::InventoryRecordsPerChild => "inventory-records-per-child",
-            Self::StatusKeysPerChild => "status-keys-per-child",
-            Self::ApiRequestBody => "api-request-body",
-            Self::ApiJsonPatch => "api-json-patch",
-            Self::ApiUnpagedList => "api-unpaged-list",
-        }
-    }
-
-    fn index(self) -> usize {
-        Self::ALL
-            .iter()
-            .position(|limit| *limit == self)
-            .unwrap_or_default()
-    }
-}
-
-impl std::fmt::Display for Limit {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+pub use relaymesh_protocol::limits::Limit;
 
 /// The limits a relay runs with, as `relay run` sets them. The daemon
 /// enforces the first four on its links and hands the others to the core
@@ -148,8 +79,8 @@ impl Default for Limits {
             max_connections_per_address: DEFAULT_MAX_CONNECTIONS_PER_ADDRESS,
             joins_per_minute_per_address: DEFAULT_JOINS_PER_MINUTE_PER_ADDRESS,
             max_concurrent_joins: DEFAULT_MAX_CONCURRENT_JOINS,
-            max_records_per_child: crate::core::DEFAULT_MAX_RECORDS_PER_CHILD,
-            max_status_keys_per_child: crate::core::DEFAULT_MAX_STATUS_KEYS_PER_CHILD,
+            max_records_per_child: relaymesh_core::DEFAULT_MAX_RECORDS_PER_CHILD,
+            max_status_keys_per_child: relaymesh_core::DEFAULT_MAX_STATUS_KEYS_PER_CHILD,
         }
     }
 }
@@ -164,11 +95,10 @@ impl Refusals {
     /// Counts one refusal by `limit`.
     pub fn count(&self, limit: Limit) {
         // Saturating: a counter that wrapped would say nothing happened.
-        let _ = self.counts[limit.index()].fetch_update(
-            Ordering::Relaxed,
-            Ordering::Relaxed,
-            |count| Some(count.saturating_add(1)),
-        );
+        let _ =
+            self.counts[index(limit)].fetch_update(Ordering::Relaxed, Ordering::Relaxed, |count| {
+                Some(count.saturating_add(1))
+            });
     }
 
     /// The refusals counted since the last call, resetting them.
@@ -176,11 +106,19 @@ impl Refusals {
         Limit::ALL
             .iter()
             .filter_map(|limit| {
-                let count = self.counts[limit.index()].swap(0, Ordering::Relaxed);
+                let count = self.counts[index(*limit)].swap(0, Ordering::Relaxed);
                 (count > 0).then_some((*limit, count))
             })
             .collect()
     }
+}
+
+/// A limit's position in [`Limit::ALL`], and so its counter's in [`Refusals`].
+fn index(limit: Limit) -> usize {
+    Limit::ALL
+        .iter()
+        .position(|each| *each == limit)
+        .unwrap_or_default()
 }
 
 /// The address limits are counted against: an IPv4 address (also when it
@@ -490,7 +428,7 @@ mod tests {
             ]
         );
         assert!(refusals.take().is_empty());
-        refusals.counts[Limit::Connections.index()].store(u64::MAX, Ordering::Relaxed);
+        refusals.counts[index(Limit::Connections)].store(u64::MAX, Ordering::Relaxed);
         refusals.count(Limit::Connections);
         assert_eq!(refusals.take(), vec![(Limit::Connections, u64::MAX)]);
         let names: std::collections::BTreeSet<_> = Limit::ALL.iter().map(|l| l.as_str()).collect();

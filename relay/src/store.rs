@@ -14,7 +14,6 @@
 mod bundles;
 mod issued_tokens;
 pub mod permissions;
-mod state;
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -25,7 +24,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 pub use bundles::{BundleChunks, BundleWriter, BUNDLE_CHUNK_LEN};
-pub use state::{Mutation, Persisted, Served};
+pub use relaymesh_core::state::{Mutation, Persisted, Served};
 
 use crate::config::NodeConfig;
 use crate::identity::Identity;

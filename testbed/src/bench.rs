@@ -1,8 +1,12 @@
-//! Benchmarks: each writes `target/bench/NAME.json` ([`report`]) and one line
-//! per figure to stdout; `testbed bench docs` turns the reports into
-//! docs/benchmarks.md.
+//! Benchmarks. In memory: a tree of real relay cores on the core crate's
+//! simulated network ([`simulation`], [`placement`]). With real
+//! connections: relay processes and hollow agents ([`fanout`]). Each writes
+//! `target/bench/NAME.json` ([`report`]) and one line per figure to stdout;
+//! `testbed bench docs` turns the reports into docs/benchmarks.md.
 
 pub mod docs;
 pub mod fanout;
+pub mod fleet;
 pub mod placement;
 pub mod report;
+pub mod simulation;

@@ -3,9 +3,10 @@
 //!
 //! Start with [`cluster::SimulatedCluster`], the in-process stand-in for an
 //! edge cluster, [`hollow::HollowCluster`], its lightweight sibling for
-//! thousands of agents in one process, or [`bench::placement`], which resolves many placements over a
-//! simulated fleet of up to a million clusters with the same code the relays
-//! run.
+//! thousands of agents in one process, or [`bench::simulation`], which
+//! carries a placement, its bundle and every status through a tree of up to
+//! a million real relay cores in memory (`relaymesh_core::simulation`), the
+//! code the relays run.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 

@@ -125,19 +125,36 @@ enum Bench {
         #[arg(long, default_value = "target/bench")]
         out_dir: PathBuf,
     },
-    /// Hierarchical placement resolution over a simulated fleet.
+    /// Hierarchical placement resolution through a tree of real relay cores.
     Placement {
         /// Clusters in the fleet.
-        #[arg(long, default_value_t = 1_000_000)]
+        #[arg(long, default_value_t = 100_000)]
         clusters: u64,
         /// Placements to resolve.
-        #[arg(long, default_value_t = 1000)]
+        #[arg(long, default_value_t = 64)]
         placements: usize,
         /// Relays per level below the root, comma-separated.
-        #[arg(long, value_delimiter = ',', default_value = "100,100")]
+        #[arg(long, value_delimiter = ',', default_value = "100,10")]
         fanout: Vec<usize>,
         /// Where to write the JSON report.
         #[arg(long, default_value = "target/bench/placement.json")]
+        out: PathBuf,
+    },
+    /// One placement and its bundle through a tree of real relay cores, and
+    /// every status back up to the root.
+    Simulation {
+        /// Agents at the bottom of the tree.
+        #[arg(long, default_value_t = 1_000_000)]
+        destinations: u64,
+        /// Levels of the tree, the root's and the agents' included.
+        #[arg(long, default_value_t = 4)]
+        levels: usize,
+        /// Keep every node's persisted state in memory, as restarts would
+        /// need (costs a copy of each relay's inventory).
+        #[arg(long)]
+        keep_state: bool,
+        /// Where to write the JSON report.
+        #[arg(long, default_value = "target/bench/simulation.json")]
         out: PathBuf,
     },
 }
@@ -196,19 +213,39 @@ fn main() -> anyhow::Result<()> {
                 placements,
                 fanout,
             };
-            let report = bench::placement::run(&config);
-            if let Some(dir) = out.parent().filter(|dir| !dir.as_os_str().is_empty()) {
-                std::fs::create_dir_all(dir)
-                    .with_context(|| format!("creating {}", dir.display()))?;
-            }
-            let json = serde_json::to_string_pretty(&report)?;
-            std::fs::write(&out, json + "\n")
-                .with_context(|| format!("writing {}", out.display()))?;
-            print_summary(&report);
+            let report = bench::placement::run(&config)?;
+            write_report(&out, &report)?;
+            print_placement(&report);
+            println!("report: {}", out.display());
+            Ok(())
+        }
+        Command::Bench(Bench::Simulation {
+            destinations,
+            levels,
+            keep_state,
+            out,
+        }) => {
+            let config = bench::simulation::Config {
+                destinations,
+                levels,
+                keep_state,
+            };
+            let report = bench::simulation::run(&config)?;
+            write_report(&out, &report)?;
+            print_simulation(&report);
             println!("report: {}", out.display());
             Ok(())
         }
     }
+}
+
+/// Writes a benchmark's JSON report, making its directory.
+fn write_report(out: &Path, report: &impl serde::Serialize) -> anyhow::Result<()> {
+    if let Some(dir) = out.parent().filter(|dir| !dir.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    let json = serde_json::to_string_pretty(report)?;
+    std::fs::write(out, json + "\n").with_context(|| format!("writing {}", out.display()))
 }
 
 /// `up`, and for `demo` the rollout of `demo`'s manifests.
@@ -326,14 +363,14 @@ fn parse_failure(text: &str) -> Result<FailureRule, String> {
     })
 }
 
-fn print_summary(report: &bench::placement::Report) {
+fn print_placement(report: &bench::placement::Report) {
     println!(
         "fleet: {} clusters, {} relays (fanout {:?}), {} distinct label sets",
         report.clusters, report.relays, report.fanout, report.distinct_label_sets
     );
     println!(
-        "build: tree {:.0} ms, aggregates {:.0} ms",
-        report.build_tree_ms, report.build_aggregates_ms
+        "build: {:.0} ms (every core connected, inventory at the root)",
+        report.build_tree_ms
     );
     for (what, timing) in [("root alone", &report.root), ("whole tree", &report.tree)] {
         println!(
@@ -342,14 +379,54 @@ fn print_summary(report: &bench::placement::Report) {
         );
     }
     println!(
-        "work: root examines {} label sets over {} children per placement; whole tree: {:.0} relays, {:.0} label sets per placement",
-        report.root_label_sets_per_placement,
-        report.root_children,
-        report.mean_relays_visited,
-        report.mean_label_sets_per_placement
+        "work: the root sends {:.1} messages over {} children per placement; {:.0} relays reached",
+        report.mean_root_messages, report.root_children, report.mean_relays_reached
     );
     println!("selected: {} clusters in all", report.selected_clusters);
     if let Some(rss) = report.peak_rss_mib {
         println!("peak RSS: {rss:.0} MiB");
     }
+}
+
+/// One line per figure.
+fn print_simulation(report: &bench::simulation::Report) {
+    println!(
+        "tree: {} destinations, {} levels (fanout {:?}), {} relays",
+        report.destinations, report.levels, report.fanout, report.relays
+    );
+    println!(
+        "wall time: {:.0} ms (build {:.0} ms, placement {:.0} ms, status {:.0} ms)",
+        report.wall_ms, report.build.wall_ms, report.placement.wall_ms, report.status.wall_ms
+    );
+    let mib = |value: Option<f64>| value.map_or("unknown".to_string(), |v| format!("{v:.0} MiB"));
+    println!(
+        "peak memory: {} (resident after build {}, placement {}, status {})",
+        mib(report.peak_rss_mib),
+        mib(report.build.rss_mib),
+        mib(report.placement.rss_mib),
+        mib(report.status.rss_mib)
+    );
+    for level in &report.traffic {
+        println!(
+            "messages level {}: {} nodes received {} from their parent and {} from their children (at most {} at one node)",
+            level.level,
+            level.nodes,
+            level.total.messages_from_parent,
+            level.total.messages_from_children,
+            level.max_messages_received
+        );
+    }
+    println!(
+        "root work: {} messages handled ({} events) for {} children; build {}, placement {}, status {}",
+        report.root_messages,
+        report.root_events,
+        report.root_children,
+        report.build.root_messages,
+        report.placement.root_messages,
+        report.status.root_messages
+    );
+    println!(
+        "placement: {} destinations selected; the root's summary: {} ready, {} failed",
+        report.selected, report.root_status.ready, report.root_status.failed
+    );
 }

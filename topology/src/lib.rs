@@ -2,13 +2,16 @@
 //! of its subtree, decide where things go.
 //!
 //! Everything here is a pure function of its inputs, so the relay daemon and
-//! the testbed's large simulations run exactly the same decisions. Start with
+//! the testbed's large simulations (the relay core's, which calls these)
+//! run exactly the same decisions. Start with
 //! [`subtree`], which indexes a relay's subtree by the child each node lies
 //! under, and [`reach()`], which says which children a slice entry concerns.
 //! Placements are resolved hierarchically: [`selector`] matches labels,
 //! [`aggregate`] summarises a subtree's clusters by label set, [`placement`]
-//! is one relay's decision (which child fills how much of the bound), and
-//! [`simulate`] runs those decisions over a whole tree in memory.
+//! is one relay's decision (which child fills how much of the bound), which
+//! `relaymesh-core` makes for each relay, and [`model`] chains those
+//! decisions over a whole tree in memory for property tests and
+//! `relayctl explain`.
 //!
 //! Deliberately absent: sockets, files, clocks and randomness. Callers pass
 //! in `now` and anything random they need.
@@ -16,10 +19,10 @@
 #![warn(missing_docs)]
 
 pub mod aggregate;
+pub mod model;
 pub mod placement;
 pub mod reach;
 pub mod selector;
-pub mod simulate;
 pub mod subtree;
 pub mod summary;
 

@@ -165,13 +165,13 @@ struct LimitArgs {
     /// subtree's); more are refused and logged (counted as
     /// `inventory-records-per-child`).
     #[arg(long, env = "RELAYMESH_MAX_INVENTORY_RECORDS_PER_CHILD", value_name = "N",
-          default_value_t = relaymesh_relay::core::DEFAULT_MAX_RECORDS_PER_CHILD as u64,
+          default_value_t = relaymesh_core::DEFAULT_MAX_RECORDS_PER_CHILD as u64,
           value_parser = clap::value_parser!(u64).range(1..))]
     max_inventory_records_per_child: u64,
     /// Placements one child may report status for; more are refused and
     /// logged (counted as `status-keys-per-child`).
     #[arg(long, env = "RELAYMESH_MAX_STATUS_KEYS_PER_CHILD", value_name = "N",
-          default_value_t = relaymesh_relay::core::DEFAULT_MAX_STATUS_KEYS_PER_CHILD as u64,
+          default_value_t = relaymesh_core::DEFAULT_MAX_STATUS_KEYS_PER_CHILD as u64,
           value_parser = clap::value_parser!(u64).range(1..))]
     max_status_keys_per_child: u64,
 }

@@ -1,12 +1,12 @@
 //! `relayctl explain`: why a placement selects the clusters it does,
 //! computed at the root by resolving it over the whole inventory level by
-//! level, exactly as the relays do (`topology::simulate`).
+//! level, with the same decisions the relays make (`topology::model`).
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use relaymesh_protocol::{NodeRecord, Role};
+use relaymesh_topology::model::{resolve_tree, Tree};
 use relaymesh_topology::placement::ChildShare;
-use relaymesh_topology::simulate::{resolve_tree, Tree};
 use serde_json::{json, Value};
 
 use super::{entry_key, PlacementError, PlacementSpec};

@@ -1,29 +1,27 @@
-//! `testbed bench placement`: hierarchical placement resolution over a
-//! simulated fleet.
+//! `testbed bench placement`: hierarchical placement resolution through a
+//! tree of real relay cores.
 //!
-//! Builds a tree (by default root → 100 relays → 100 relays → 100 clusters
-//! each, 10^6 clusters) whose clusters carry `region`, `zone`, `tier` and
-//! sometimes `gpu` labels, drawn deterministically (a fixed seed, correlated
-//! with the relay they sit under, as real fleets are). Then it builds every
-//! relay's aggregate bottom up and resolves a deterministic mix of placements
-//! twice: at the root alone (one relay's decision: split, names, cuts) and
-//! over the whole tree down to the leaves. It counts the label sets each
-//! decision examined, to show that a relay's work grows with its children
-//! and their distinct label sets, not with the clusters below.
+//! Builds a fleet (by default root → 100 relays → 10 relays → 100 clusters
+//! each, 10^5 clusters; `bench::fleet` draws the labels) in
+//! [`relaymesh_core::simulation`], where every relay runs the core the
+//! daemon runs. Then it places a deterministic mix of placements one after
+//! the other, each signed at the root, and times two things: the root's own
+//! decision (its core's `upsert_local`: split, names, a cut per child and
+//! the deltas it queues) and the whole tree's (until every relay that
+//! receives the entry has cut it for its children and every selected agent
+//! holds it). It counts the messages the root sent, the relays reached and
+//! the clusters selected, then removes the placement so the next one starts
+//! from the same tree.
 
+use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use relaymesh_protocol::PlacementTarget;
-use relaymesh_topology::aggregate::Labels;
-use relaymesh_topology::placement::{self, ChildInput};
+use relaymesh_core::simulation::{SimulationConfig, SimulationError};
+use relaymesh_protocol::{PlacementTarget, Role, SliceEntry, Target};
 use relaymesh_topology::selector;
-use relaymesh_topology::simulate::{resolve_tree, NodeId, Tree};
 use serde::Serialize;
 
-const REGIONS: [&str; 8] = [
-    "eu-west", "eu-north", "us-east", "us-west", "ap-south", "ap-east", "sa-east", "af-south",
-];
-const TIERS: [&str; 3] = ["edge", "store", "core"];
+use super::fleet::{self, cluster_name, peak_rss_mib, Shape, SplitMix, REGIONS};
 
 /// What to build and resolve.
 #[derive(Debug, Clone)]
@@ -32,7 +30,7 @@ pub struct Config {
     pub clusters: u64,
     /// Placements to resolve.
     pub placements: usize,
-    /// Relays per level below the root, e.g. `[100, 100]`.
+    /// Relays per level below the root, e.g. `[100, 10]`.
     pub fanout: Vec<usize>,
 }
 
@@ -47,22 +45,18 @@ pub struct Report {
     pub fanout: Vec<usize>,
     /// Distinct label sets in the whole fleet.
     pub distinct_label_sets: usize,
-    /// Building the tree's nodes and labels.
+    /// Building the tree of cores and letting the inventory climb.
     pub build_tree_ms: f64,
-    /// Building every relay's aggregate, bottom up.
-    pub build_aggregates_ms: f64,
-    /// The root's decisions alone.
+    /// The root core's own decisions.
     pub root: Timing,
-    /// Whole-tree resolutions, down to the leaves.
+    /// Whole-tree resolutions, down to the agents.
     pub tree: Timing,
-    /// Label sets the root examines per placement (Σ over its children).
-    pub root_label_sets_per_placement: u64,
     /// The root's children.
     pub root_children: usize,
-    /// Mean relays that received a placement.
-    pub mean_relays_visited: f64,
-    /// Mean label sets examined per placement over the whole tree.
-    pub mean_label_sets_per_placement: f64,
+    /// Mean messages the root sent per placement.
+    pub mean_root_messages: f64,
+    /// Mean relays that received a placement (the root included).
+    pub mean_relays_reached: f64,
     /// Clusters selected, over all placements.
     pub selected_clusters: u64,
     /// Peak resident memory (VmHWM), in MiB, if the OS tells.
@@ -87,135 +81,102 @@ pub struct Timing {
 }
 
 /// Builds the fleet, resolves the placements and measures.
-pub fn run(config: &Config) -> Report {
-    let started = Instant::now();
-    let (mut tree, relays) = build_tree(config);
-    let build_tree = started.elapsed();
-    let started = Instant::now();
-    tree.build_aggregates();
-    let build_aggregates = started.elapsed();
-
-    let placements: Vec<(String, PlacementTarget)> = (0..config.placements)
-        .map(|i| placement(i, config.clusters))
-        .collect();
-
-    let root = tree.root();
-    let children: Vec<ChildInput<'_>> = tree
-        .children(root)
-        .iter()
-        .map(|child| ChildInput {
-            name: tree.name(*child),
-            aggregate: tree.aggregate(*child),
-        })
-        .collect();
-    let mut root_times = Vec::with_capacity(placements.len());
-    let mut cuts = 0usize;
-    for (key, target) in &placements {
-        let started = Instant::now();
-        let split = placement::split(key, target, None, &children, None);
-        let named = placement::named_children_by(target, |name| via(&tree, root, name));
-        for child in &children {
-            cuts += usize::from(placement::cut(target, &split, &named, child.name).is_some());
-        }
-        root_times.push(started.elapsed());
-    }
-    std::hint::black_box(cuts);
-
-    let mut tree_times = Vec::with_capacity(placements.len());
-    let (mut visited, mut scanned, mut selected, mut root_scanned) = (0u64, 0u64, 0u64, 0u64);
-    for (key, target) in &placements {
-        let started = Instant::now();
-        let resolution = resolve_tree(&tree, key, target, None);
-        tree_times.push(started.elapsed());
-        visited += resolution.relays_visited;
-        scanned += resolution.label_sets;
-        selected += resolution.by_label.len() as u64 + resolution.by_name.len() as u64;
-        root_scanned = resolution.root_label_sets;
-    }
-
-    let count = placements.len().max(1) as f64;
-    Report {
-        clusters: config.clusters,
-        relays,
-        fanout: config.fanout.clone(),
-        distinct_label_sets: tree.aggregate(root).label_sets(),
-        build_tree_ms: millis(build_tree),
-        build_aggregates_ms: millis(build_aggregates),
-        root: timing(root_times),
-        tree: timing(tree_times),
-        root_label_sets_per_placement: root_scanned,
-        root_children: children.len(),
-        mean_relays_visited: visited as f64 / count,
-        mean_label_sets_per_placement: scanned as f64 / count,
-        selected_clusters: selected,
-        peak_rss_mib: peak_rss_mib(),
-    }
+pub fn run(config: &Config) -> Result<Report, SimulationError> {
+    let (report, _) = resolve_all(config, |_, _| {})?;
+    Ok(report)
 }
 
-/// The fleet: relays by `fanout`, clusters spread evenly over the lowest
-/// ones. Returns the tree and its number of relays.
-fn build_tree(config: &Config) -> (Tree, u64) {
-    let mut tree = Tree::new("root");
-    let mut random = SplitMix(0x5eed_2e1a_93e5_0001);
-    // Each lowest relay with the index it has at every level.
-    let mut level: Vec<(NodeId, Vec<usize>)> = vec![(tree.root(), Vec::new())];
-    let mut relays = 1u64;
-    for fanout in &config.fanout {
-        let mut next = Vec::with_capacity(level.len() * fanout);
-        for (parent, path) in &level {
-            for index in 0..*fanout {
-                let name = match path.is_empty() {
-                    true => format!("r{index}"),
-                    false => format!("{}-{index}", tree.name(*parent)),
-                };
-                let Some(relay) = tree.add_relay(*parent, &name) else {
-                    continue;
-                };
-                let mut path = path.clone();
-                path.push(index);
-                next.push((relay, path));
-                relays += 1;
+/// What one placement selected: the target and the agents that hold it.
+type Selection<'a> = (&'a PlacementTarget, &'a BTreeSet<String>);
+
+/// Runs the benchmark, handing each placement's selection to `inspect`;
+/// returns the report and the fleet's clusters.
+fn resolve_all(
+    config: &Config,
+    mut inspect: impl FnMut(usize, Selection<'_>),
+) -> Result<(Report, Vec<(String, relaymesh_topology::aggregate::Labels)>), SimulationError> {
+    let shape = Shape {
+        fanout: config.fanout.clone(),
+        clusters: config.clusters,
+    };
+    let started = Instant::now();
+    let fleet = fleet::build(
+        &shape,
+        SimulationConfig {
+            keep_state: false,
+            ..SimulationConfig::default()
+        },
+    )?;
+    let build_tree = started.elapsed();
+    let mut simulation = fleet.simulation;
+    let distinct_label_sets = fleet
+        .clusters
+        .iter()
+        .map(|(_, labels)| labels)
+        .collect::<BTreeSet<_>>()
+        .len();
+    let root_children = config.fanout.first().copied().unwrap_or(0);
+
+    let mut root_times = Vec::with_capacity(config.placements);
+    let mut tree_times = Vec::with_capacity(config.placements);
+    let (mut root_messages, mut reached, mut selected) = (0u64, 0u64, 0u64);
+    for i in 0..config.placements {
+        let (key, target) = placement(i, config.clusters);
+        let entry = simulation.sign(SliceEntry {
+            key: key.clone(),
+            target: Target::Placement(target.clone()),
+            bundles: vec![],
+            body: key.as_bytes().to_vec(),
+            serial: 0,
+            signature: Vec::new(),
+        })?;
+        let sent_before = simulation["root"].traffic().messages_to_children;
+        let now = simulation.now();
+        let started = Instant::now();
+        if let Some(root) = simulation.core_mut("root") {
+            root.upsert_local(now, entry);
+        }
+        let root_time = started.elapsed();
+        simulation.run();
+        tree_times.push(started.elapsed());
+        root_times.push(root_time);
+        root_messages += simulation["root"].traffic().messages_to_children - sent_before;
+
+        let mut chosen = BTreeSet::new();
+        for node in simulation.nodes().filter(|node| node.holds(&key)) {
+            match node.role() {
+                Role::Agent => {
+                    chosen.insert(node.name().to_string());
+                }
+                _ => reached += 1,
             }
         }
-        level = next;
-    }
-    let leaves = level.len().max(1) as u64;
-    let mut number = 0u64;
-    for (position, (relay, path)) in level.iter().enumerate() {
-        let here =
-            config.clusters / leaves + u64::from((position as u64) < config.clusters % leaves);
-        for _ in 0..here {
-            let labels = cluster_labels(&mut random, path);
-            tree.add_cluster(*relay, &cluster_name(number), &labels);
-            number += 1;
-        }
-    }
-    (tree, relays)
-}
+        selected += chosen.len() as u64;
+        inspect(i, (&target, &chosen));
 
-/// Labels correlated with where the cluster sits: mostly the region of its
-/// top relay and a zone of its second-level relay, a random tier, and a GPU
-/// on one cluster in ten.
-fn cluster_labels(random: &mut SplitMix, path: &[usize]) -> Labels {
-    let top = path.first().copied().unwrap_or(0);
-    let second = path.get(1).copied().unwrap_or(0);
-    let region = match random.below(10) {
-        0 => REGIONS[random.below(REGIONS.len() as u64) as usize],
-        _ => REGIONS[top % REGIONS.len()],
-    };
-    let zone = match random.below(10) {
-        0 => random.below(3) as usize,
-        _ => second % 3,
-    };
-    let mut labels = Labels::new();
-    labels.insert("region".into(), region.into());
-    labels.insert("zone".into(), format!("{region}-{}", ["a", "b", "c"][zone]));
-    let tier = TIERS[[0, 0, 0, 1, 1, 2][random.below(6) as usize]];
-    labels.insert("tier".into(), tier.into());
-    if random.below(10) == 0 {
-        labels.insert("gpu".into(), "true".into());
+        let now = simulation.now();
+        if let Some(root) = simulation.core_mut("root") {
+            root.remove_local(now, &key);
+        }
+        simulation.run();
     }
-    labels
+
+    let count = config.placements.max(1) as f64;
+    let report = Report {
+        clusters: config.clusters,
+        relays: fleet.relays,
+        fanout: config.fanout.clone(),
+        distinct_label_sets,
+        build_tree_ms: millis(build_tree),
+        root: timing(root_times),
+        tree: timing(tree_times),
+        root_children,
+        mean_root_messages: root_messages as f64 / count,
+        mean_relays_reached: reached as f64 / count,
+        selected_clusters: selected,
+        peak_rss_mib: peak_rss_mib(),
+    };
+    Ok((report, fleet.clusters))
 }
 
 /// The `i`th placement of a fixed mix: bounded and unbounded, spread and
@@ -262,22 +223,6 @@ fn placement(i: usize, clusters: u64) -> (String, PlacementTarget) {
     (format!("bench/p{i}"), target)
 }
 
-fn cluster_name(number: u64) -> String {
-    format!("c-{number}")
-}
-
-/// The child of `relay` that a node lies under, by walking up from it.
-fn via(tree: &Tree, relay: NodeId, name: &str) -> Option<String> {
-    let mut node = tree.find(name)?;
-    while let Some(parent) = tree.parent(node) {
-        if parent == relay {
-            return Some(tree.name(node).to_string());
-        }
-        node = parent;
-    }
-    None
-}
-
 fn timing(mut times: Vec<Duration>) -> Timing {
     times.sort_unstable();
     let micros = |d: Duration| d.as_secs_f64() * 1e6;
@@ -300,32 +245,6 @@ fn millis(duration: Duration) -> f64 {
     duration.as_secs_f64() * 1e3
 }
 
-/// VmHWM from /proc/self/status, on Linux.
-fn peak_rss_mib() -> Option<f64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|line| line.starts_with("VmHWM:"))?;
-    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib / 1024.0)
-}
-
-/// A small fixed-seed generator (SplitMix64), so every run builds the same
-/// fleet.
-struct SplitMix(u64);
-
-impl SplitMix {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, bound: u64) -> u64 {
-        self.next() % bound.max(1)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -337,35 +256,37 @@ mod tests {
             placements: 40,
             fanout: vec![10, 10],
         };
-        let (mut tree, relays) = build_tree(&config);
-        tree.build_aggregates();
-        assert_eq!(relays, 111);
-        assert_eq!(tree.aggregate(tree.root()).clusters(), 1000);
-        for i in 0..config.placements {
-            let (key, target) = placement(i, config.clusters);
-            let resolution = resolve_tree(&tree, &key, &target, None);
-            let spread_by = target.spread_by.as_deref();
-            let supply = tree
-                .aggregate(tree.root())
-                .supply(target.selector.as_ref(), spread_by);
-            let expected = match (&target.selector, target.max_clusters) {
-                (None, _) => 0,
-                (Some(_), None) => supply.total,
-                (Some(_), Some(max)) => supply.total.min(max.into()),
-            };
-            assert_eq!(resolution.by_label.len() as u64, expected, "placement {i}");
-            let names: std::collections::BTreeSet<&String> = target.names.iter().collect();
-            assert_eq!(resolution.by_name.len(), names.len(), "placement {i}");
-            assert_eq!(resolution.root_label_sets, {
-                let root = tree.children(tree.root());
-                root.iter()
-                    .map(|c| tree.aggregate(*c).label_sets() as u64)
-                    .sum::<u64>()
-            });
-        }
-        let report = run(&config);
-        assert_eq!(report.clusters, 1000);
+        let mut selections = Vec::new();
+        let (report, clusters) = resolve_all(&config, |i, (target, chosen)| {
+            selections.push((i, target.clone(), chosen.clone()));
+        })
+        .expect("the benchmark runs");
+        assert_eq!(report.relays, 111);
         assert_eq!(report.tree.placements, 40);
         assert!(report.selected_clusters > 0);
+        for (i, target, chosen) in selections {
+            let matching: BTreeSet<String> = clusters
+                .iter()
+                .filter(|(_, labels)| {
+                    target
+                        .selector
+                        .as_ref()
+                        .is_some_and(|selector| selector::matches(selector, labels))
+                })
+                .map(|(name, _)| name.clone())
+                .collect();
+            let named: BTreeSet<String> = target.names.iter().cloned().collect();
+            assert!(named.is_subset(&chosen), "placement {i}: names are chosen");
+            let allowed: BTreeSet<String> = matching.union(&named).cloned().collect();
+            assert!(chosen.is_subset(&allowed), "placement {i}: {chosen:?}");
+            match target.max_clusters {
+                None => assert_eq!(chosen, allowed, "placement {i}"),
+                Some(max) => {
+                    let bound = matching.len().min(max as usize);
+                    let by_label = chosen.difference(&named).count();
+                    assert!(by_label <= bound && bound <= chosen.len(), "placement {i}");
+                }
+            }
+        }
     }
 }

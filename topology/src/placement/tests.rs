@@ -1,8 +1,8 @@
 use proptest::prelude::*;
 
 use super::*;
+use crate::model::{resolve_tree, Resolution, Tree};
 use crate::selector;
-use crate::simulate::{resolve_tree, Resolution, Tree};
 
 fn labels(pairs: &[(&str, &str)]) -> Labels {
     pairs

@@ -17,6 +17,9 @@ pub enum SealError {
     /// The signing key is not an Ed25519 PKCS#8 key.
     #[error("the root's signing key cannot be read")]
     BadSigningKey,
+    /// The system's random number generator failed while making a key.
+    #[error("cannot generate a signing key: the system's random number generator failed")]
+    KeyGeneration,
     /// The entry cannot be encoded for signing (it is too large).
     #[error("cannot encode slice entry {key:?} for its signature: {reason}")]
     Encode {
@@ -74,20 +77,27 @@ fn message(entry: &SliceEntry) -> Result<Vec<u8>, SealError> {
     })
 }
 
-/// A fresh Ed25519 key pair for tests: (PKCS#8 DER, public key).
-#[cfg(test)]
-pub(crate) fn test_key() -> (Vec<u8>, Vec<u8>) {
+/// A fresh Ed25519 key pair for the root: (PKCS#8 DER, public key). The
+/// daemon keeps its key with its identity; [`crate::simulation`] and tests
+/// make one with this.
+pub fn generate_key() -> Result<(Vec<u8>, Vec<u8>), SealError> {
     use ring::signature::KeyPair as _;
     let pkcs8 = Ed25519KeyPair::generate_pkcs8(&ring::rand::SystemRandom::new())
-        .expect("a key")
+        .map_err(|_| SealError::KeyGeneration)?
         .as_ref()
         .to_vec();
     let public = Ed25519KeyPair::from_pkcs8(&pkcs8)
-        .expect("parses")
+        .map_err(|_| SealError::BadSigningKey)?
         .public_key()
         .as_ref()
         .to_vec();
-    (pkcs8, public)
+    Ok((pkcs8, public))
+}
+
+/// A fresh key pair for tests.
+#[cfg(test)]
+pub(crate) fn test_key() -> (Vec<u8>, Vec<u8>) {
+    generate_key().expect("a key")
 }
 
 #[cfg(test)]

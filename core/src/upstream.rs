@@ -11,7 +11,7 @@ use relaymesh_protocol::{
 
 use super::downstream::split;
 use super::{Action, Core, Now};
-use crate::store::Mutation;
+use crate::state::Mutation;
 
 #[derive(Debug)]
 pub(crate) struct Upstream {

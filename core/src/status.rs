@@ -10,7 +10,7 @@ use relaymesh_protocol::{PlacementStatus, StatusUpdate};
 use relaymesh_topology::summary;
 
 use super::{Action, Core, Now};
-use crate::limits::Limit;
+use relaymesh_protocol::limits::Limit;
 
 #[derive(Debug)]
 pub(crate) struct Statuses {

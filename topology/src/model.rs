@@ -1,10 +1,16 @@
-//! A whole tree in memory, and a placement resolved over it level by level
-//! exactly as the relays would: each relay sees only its children's
-//! aggregates, calls [`placement::split`], and cuts the target per child.
+//! A placement resolved over a whole tree held in memory, by chaining the
+//! one decision every relay makes: each relay sees only its children's
+//! aggregates, calls [`placement::split`], and [`placement::cut`]s the
+//! target per child.
 //!
-//! The property tests of [`placement`] check the global result against brute
-//! force with it; the testbed's benchmark runs it over a million clusters;
-//! `relayctl explain` can use it to show why a cluster was (not) chosen.
+//! This is a model, not the relays' code path. The relays make that
+//! decision in `relaymesh-core` (its `placements` module calls the same
+//! `split` and `cut` for its own children, and the tree of real cores runs
+//! in `relaymesh_core::simulation`, which the testbed's benchmarks drive).
+//! The model exists for what needs the whole tree at once without running
+//! it: the property tests of [`placement`] check it against brute force,
+//! and `relayctl explain` shows from the root's inventory why a cluster was
+//! (not) chosen.
 //!
 //! Clusters share their label sets (interned), so a cluster costs a name and
 //! a few words, and every cluster with the same labels shares one aggregate.
@@ -58,13 +64,6 @@ pub struct Resolution {
     pub splits: BTreeMap<String, Split>,
     /// The quota the root derived (`None`: unbounded).
     pub root_quota: Option<Quota>,
-    /// Relays that received the entry.
-    pub relays_visited: u64,
-    /// Label sets examined at the root: Σ over its children of their
-    /// distinct label sets.
-    pub root_label_sets: u64,
-    /// Label sets examined by all the relays together.
-    pub label_sets: u64,
 }
 
 impl Resolution {
@@ -242,21 +241,14 @@ pub fn resolve_tree(
                 aggregate: tree.aggregate(*child),
             })
             .collect();
-        let scanned: u64 = children
-            .iter()
-            .map(|c| c.aggregate.label_sets() as u64)
-            .sum();
         let name = tree.name(relay);
         let before = previous.and_then(|previous| previous.splits.get(name));
         let own_quota = received.quota.as_ref();
         let split = placement::split(placement_key, &received, own_quota, &children, before);
         let named = placement::named_children_by(&received, |node| tree.via(relay, node));
         if relay == tree.root() {
-            resolution.root_label_sets = scanned;
             resolution.root_quota = received.max_clusters.map(|_| split.quota_sum());
         }
-        resolution.relays_visited += 1;
-        resolution.label_sets += scanned;
         for child in tree.children(relay) {
             let child_name = tree.name(*child);
             if tree.labels(*child).is_some() {
@@ -306,7 +298,7 @@ mod tests {
         let resolution = resolve_tree(&tree, "p", &target, None);
         assert_eq!(resolution.by_label.len(), 1);
         assert_eq!(resolution.by_name, ["eu-2".to_string()].into());
-        assert_eq!(resolution.relays_visited, 2);
+        assert_eq!(resolution.splits.len(), 2, "the root and eu decided");
         assert_eq!(resolution.root_quota.as_ref().map(|q| q.total), Some(1));
         assert_eq!(
             resolve_tree(&tree, "p", &target, Some(&resolution)),

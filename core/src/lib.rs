@@ -1,15 +1,38 @@
-//! The relay's decisions, as a sans-IO state machine.
+//! relaymesh's relay core: the decisions every relay and edge agent makes,
+//! as a sans-IO state machine (as quinn-proto is to quinn).
 //!
-//! The daemon feeds the core events (a child connected, a message arrived, a
-//! bundle was stored, time passed) and executes the [`Action`]s it returns, in
-//! order: persist these mutations, send this message, fetch that bundle. The
-//! core never blocks, never reads a clock and never touches a socket or a
-//! file, so the testbed can run many cores on a simulated network with the
-//! same code the daemon runs (as quinn-proto is to quinn).
+//! A [`Core`] holds a node's slice of the tree's state: the slice entries
+//! its subtree needs, with their revisions and the log deltas are cut from;
+//! each placement cut per child; the inventory of its subtree; the status
+//! its children report, merged; and which bundles it holds, fetches and
+//! served. The daemon feeds it events (a child connected, a message arrived,
+//! a bundle was stored, time passed) and executes the [`Action`]s it
+//! returns, in order: persist these mutations, send this message, fetch that
+//! bundle. The same core runs in the `relay` daemon, in the `edge-agent`
+//! (a leaf with the agent role) and, many at once, in [`simulation`].
 //!
 //! Ordering is the durability contract: an [`Action::Persist`] comes before
 //! any action that depends on it, and the daemon makes it durable before it
 //! sends an acknowledgement up.
+//!
+//! Deliberately not here: sockets, files, sled, tokio and clocks. The core
+//! never blocks, never reads a clock (it is handed [`Now`]) and never draws
+//! random numbers; what it must remember across a restart it hands out as
+//! [`state::Mutation`]s and gets back as a [`state::Persisted`]. Wire types
+//! live in `relaymesh-protocol`, the pure per-relay decisions it calls
+//! (reach, placement split and cut, status merge) in `relaymesh-topology`.
+//!
+//! Where to start reading: [`Core`] and [`Action`] below, then
+//! [`Core::handle_child_connected`] and [`Core::handle_parent_message`] for
+//! the two sides of a link; [`state`] for what is durable; [`seal`] for the
+//! root's signature every entry carries; [`simulation`] for a whole tree of
+//! cores on an in-memory network with virtual time.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod seal;
+pub mod simulation;
+pub mod state;
 
 mod bundles;
 mod downstream;
@@ -23,11 +46,11 @@ mod upstream;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::{Duration, Instant};
 
+use relaymesh_protocol::limits::Limit;
 use relaymesh_protocol::message::{DownMessage, Resume, UpMessage};
 use relaymesh_protocol::{BundleId, NodeRecord, Refusal, Role, SliceChange, SliceEntry};
 
-use crate::limits::Limit;
-use crate::store::{Mutation, Persisted};
+use crate::state::{Mutation, Persisted};
 use bundles::Bundles;
 use downstream::ChildLink;
 use inventory::Inventory;
@@ -232,6 +255,11 @@ impl Core {
     /// The slice's entries.
     pub fn entries(&self) -> impl Iterator<Item = &SliceEntry> {
         self.slice.entries()
+    }
+
+    /// This node's own inventory record.
+    pub fn own_record(&self) -> &NodeRecord {
+        self.inventory.own()
     }
 
     /// Every node this relay knows: itself and its subtree.

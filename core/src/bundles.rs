@@ -8,7 +8,7 @@ use relaymesh_protocol::limits::MAX_BUNDLE_STREAMS;
 use relaymesh_protocol::BundleId;
 
 use super::{Action, Core, Now};
-use crate::store::{Mutation, Served};
+use crate::state::{Mutation, Served};
 
 /// The longest wait between two attempts to fetch a bundle.
 pub const MAX_FETCH_BACKOFF: Duration = Duration::from_secs(30);

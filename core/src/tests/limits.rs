@@ -4,18 +4,17 @@
 use relaymesh_protocol::{InventoryUpdate, PhaseCounts, PlacementStatus, StatusUpdate};
 
 use super::*;
-use crate::limits::Limit;
+use relaymesh_protocol::limits::Limit;
 
 /// root ── eu ── eu-west, with the given core limits below the root (the
 /// root keeps the defaults, so what eu forwards is never refused there).
 fn chain(max_records_per_child: usize, max_status_keys_per_child: usize) -> Net {
     let mut net = Net::new();
     net.add("root", None);
-    net.max_records_per_child = max_records_per_child;
-    net.max_status_keys_per_child = max_status_keys_per_child;
+    net.config_mut().max_records_per_child = max_records_per_child;
+    net.config_mut().max_status_keys_per_child = max_status_keys_per_child;
     for (name, parent) in [("eu", "root"), ("eu-west", "eu")] {
         net.add(name, Some(parent));
-        net.connect(name);
     }
     net.settle();
     net
@@ -24,9 +23,9 @@ fn chain(max_records_per_child: usize, max_status_keys_per_child: usize) -> Net 
 /// Delivers `message` to eu as if eu-west had sent it.
 fn from_eu_west(net: &mut Net, message: UpMessage) {
     let now = net.now();
-    let link = net.nodes["eu-west"].link.unwrap_or_default();
-    if let Some(eu) = net.nodes.get_mut("eu") {
-        eu.core.handle_child_message(now, link, message);
+    let link = net["eu-west"].link().unwrap_or_default();
+    if let Some(eu) = net.core_mut("eu") {
+        eu.handle_child_message(now, link, message);
     }
     net.run();
     net.settle();
@@ -46,8 +45,8 @@ fn agents(names: &[&str]) -> Vec<relaymesh_protocol::NodeRecord> {
 }
 
 fn names_known(net: &Net, at: &str) -> BTreeSet<String> {
-    net.nodes[at]
-        .core
+    net[at]
+        .core()
         .nodes()
         .into_iter()
         .map(|record| record.name)
@@ -197,7 +196,7 @@ fn a_child_over_its_status_key_limit_is_refused_and_counted_up_to_the_root() {
             removals: vec![],
         }),
     );
-    let eu = &net.nodes["eu"].core;
+    let eu = &net["eu"].core();
     assert!(eu.placement_status("p/a").is_some() && eu.placement_status("p/b").is_some());
     assert!(eu.placement_status("p/c").is_none() && eu.placement_status("p/d").is_none());
     assert_eq!(refusals(&net, "root", "eu", Limit::StatusKeysPerChild), 2);
@@ -215,7 +214,7 @@ fn a_child_over_its_status_key_limit_is_refused_and_counted_up_to_the_root() {
             removals: vec![],
         }),
     );
-    let merged = net.nodes["eu"].core.placement_status("p/a");
+    let merged = net["eu"].core().placement_status("p/a");
     assert_eq!(merged.map(|status| status.counts.failed), Some(1));
     assert_eq!(refusals(&net, "root", "eu", Limit::StatusKeysPerChild), 2);
 }
@@ -227,11 +226,9 @@ fn refusals_the_daemon_counts_reach_the_root_and_saturate() {
         DEFAULT_MAX_STATUS_KEYS_PER_CHILD,
     );
     let now = net.now();
-    if let Some(node) = net.nodes.get_mut("eu-west") {
-        node.core
-            .count_limit_refusals(now, Limit::ConnectionsPerAddress, 936);
-        node.core
-            .count_limit_refusals(now, Limit::JoinsPerAddress, 0);
+    if let Some(node) = net.core_mut("eu-west") {
+        node.count_limit_refusals(now, Limit::ConnectionsPerAddress, 936);
+        node.count_limit_refusals(now, Limit::JoinsPerAddress, 0);
     }
     net.run();
     net.settle();
@@ -242,9 +239,8 @@ fn refusals_the_daemon_counts_reach_the_root_and_saturate() {
         "a zero count adds no counter"
     );
     let now = net.now();
-    if let Some(node) = net.nodes.get_mut("eu-west") {
-        node.core
-            .count_limit_refusals(now, Limit::ConnectionsPerAddress, u64::MAX);
+    if let Some(node) = net.core_mut("eu-west") {
+        node.count_limit_refusals(now, Limit::ConnectionsPerAddress, u64::MAX);
     }
     net.run();
     net.settle();
@@ -261,13 +257,13 @@ fn a_child_fetches_at_most_max_bundle_streams_at_once() {
         DEFAULT_MAX_RECORDS_PER_CHILD,
         DEFAULT_MAX_STATUS_KEYS_PER_CHILD,
     );
-    net.hold_fetches = true;
+    net.hold_fetches(true);
     let count = MAX_BUNDLE_STREAMS + 4;
     for n in 0..count {
         net.publish(&format!("bundle/{n}"), Target::Everywhere, &[n as u8; 8]);
     }
     let at_eu = |net: &Net| {
-        net.held_fetches
+        net.held_fetches()
             .iter()
             .filter(|(name, _)| name == "eu")
             .count()
@@ -276,16 +272,16 @@ fn a_child_fetches_at_most_max_bundle_streams_at_once() {
     // A fetch that completes or fails frees its stream for the next one.
     let now = net.now();
     let mut at_eu_ids = net
-        .held_fetches
+        .held_fetches()
         .iter()
         .filter(|(name, _)| name == "eu")
         .map(|(_, id)| *id);
     let (Some(first), Some(second)) = (at_eu_ids.next(), at_eu_ids.next()) else {
         panic!("eu fetches bundles");
     };
-    if let Some(eu) = net.nodes.get_mut("eu") {
-        eu.core.handle_bundle_stored(now, first);
-        eu.core.handle_bundle_failed(now, second);
+    if let Some(eu) = net.core_mut("eu") {
+        eu.handle_bundle_stored(now, first);
+        eu.handle_bundle_failed(now, second);
     }
     net.run();
     assert_eq!(at_eu(&net), MAX_BUNDLE_STREAMS + 2);

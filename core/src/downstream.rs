@@ -14,7 +14,7 @@ use relaymesh_topology::reach;
 
 use super::slice::Changed;
 use super::{Action, Core, LinkId, LinkStats, Now};
-use crate::limits::Limit;
+use relaymesh_protocol::limits::Limit;
 
 /// What the core knows about one connected child.
 #[derive(Debug)]

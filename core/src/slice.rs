@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use relaymesh_protocol::{BundleId, SliceChange, SliceEntry};
 
-use crate::store::{Mutation, Persisted};
+use crate::state::{Mutation, Persisted};
 
 /// A key that changed, with the entry it held before (to tell a child that
 /// lost interest in it).
@@ -20,7 +20,9 @@ pub(crate) struct Slice {
     head: u64,
     floor: u64,
     log: BTreeMap<u64, String>,
-    entries: BTreeMap<String, (u64, SliceEntry)>,
+    /// Boxed: a map's node holds eleven values, and most slices at the
+    /// edge hold one or two entries.
+    entries: BTreeMap<String, (u64, Box<SliceEntry>)>,
     log_keep: u64,
 }
 
@@ -30,7 +32,11 @@ impl Slice {
             head: persisted.head,
             floor: persisted.log_floor,
             log: persisted.log.clone(),
-            entries: persisted.entries.clone(),
+            entries: persisted
+                .entries
+                .iter()
+                .map(|(key, (revision, entry))| (key.clone(), (*revision, Box::new(entry.clone()))))
+                .collect(),
             log_keep: log_keep.max(1),
         }
     }
@@ -40,11 +46,11 @@ impl Slice {
     }
 
     pub fn entry(&self, key: &str) -> Option<&SliceEntry> {
-        self.entries.get(key).map(|(_, entry)| entry)
+        self.entries.get(key).map(|(_, entry)| &**entry)
     }
 
     pub fn entries(&self) -> impl Iterator<Item = &SliceEntry> {
-        self.entries.values().map(|(_, entry)| entry)
+        self.entries.values().map(|(_, entry)| &**entry)
     }
 
     /// Applies changes, each that alters something at a new revision, and
@@ -58,7 +64,7 @@ impl Slice {
         let mut changed = Vec::new();
         for change in changes {
             let key = change.key().to_string();
-            let current = self.entries.get(&key).map(|(_, entry)| entry);
+            let current = self.entries.get(&key).map(|(_, entry)| &**entry);
             let before = match change {
                 SliceChange::Upsert(entry) => {
                     if current == Some(&entry) {
@@ -70,8 +76,8 @@ impl Slice {
                         entry: entry.clone(),
                     });
                     self.entries
-                        .insert(key.clone(), (self.head, entry))
-                        .map(|(_, before)| before)
+                        .insert(key.clone(), (self.head, Box::new(entry)))
+                        .map(|(_, before)| *before)
                 }
                 SliceChange::Remove(_) => {
                     if current.is_none() {
@@ -79,7 +85,7 @@ impl Slice {
                     }
                     self.head += 1;
                     mutations.push(Mutation::RemoveEntry(key.clone()));
-                    self.entries.remove(&key).map(|(_, before)| before)
+                    self.entries.remove(&key).map(|(_, before)| *before)
                 }
             };
             mutations.push(Mutation::LogChange {

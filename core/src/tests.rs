@@ -1,385 +1,101 @@
-//! Tests of the core on an in-memory network: several cores wired as a tree,
-//! every action executed by a tiny fake daemon, virtual time.
+//! Tests of the core on the in-memory network of [`crate::simulation`]:
+//! several cores wired as a tree, every action executed by the harness's
+//! fake daemon, virtual time.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::{Duration, Instant};
+use std::ops::{Deref, DerefMut};
 
 use relaymesh_protocol::message::{DownMessage, UpMessage};
 use relaymesh_protocol::{BundleId, Role, SliceEntry, Target};
 
 use super::*;
-use crate::store::Served;
+use crate::simulation::{Simulation, SimulationConfig};
+use crate::state::Served;
 
-/// One simulated relay: its core, its durable state and its bundles.
-struct Node {
-    core: Core,
-    persisted: Persisted,
-    bundles: BTreeMap<BundleId, Vec<u8>>,
-    parent: Option<String>,
-    role: Role,
-    labels: BTreeMap<String, String>,
-    /// The link id the parent knows this node by, while connected.
-    link: Option<LinkId>,
-}
-
-/// A tree of cores on a perfect network with virtual time.
 /// How a compromised relay changes an entry it forwards.
 type Alteration = fn(&mut SliceEntry);
 
-struct Net {
-    nodes: BTreeMap<String, Node>,
-    start: Instant,
-    elapsed: Duration,
-    next_link: LinkId,
-    /// Bundle bytes sent over the link above each node.
-    bundle_bytes_in: BTreeMap<String, u64>,
-    messages_down: usize,
-    /// The root's signing key (PKCS#8) and public key.
-    root_key: (Vec<u8>, Vec<u8>),
-    /// The next serial the root signs with.
-    serial: u64,
-    /// A node that alters what it sends down, as a compromised relay would.
-    tamper: Option<(String, Alteration)>,
-    /// The revocations each node's daemon was told of.
-    revoked: BTreeMap<String, Vec<relaymesh_protocol::Revocation>>,
-    /// The core limits of nodes booted from now on.
-    max_records_per_child: usize,
-    max_status_keys_per_child: usize,
-    /// Bundle fetches are kept here instead of completing at once, while
-    /// set, so a test can see how many are in flight.
-    hold_fetches: bool,
-    held_fetches: Vec<(String, BundleId)>,
+/// The harness with the shorthands these tests use; every step is expected
+/// to succeed.
+struct Net(Simulation);
+
+impl Deref for Net {
+    type Target = Simulation;
+
+    fn deref(&self) -> &Simulation {
+        &self.0
+    }
+}
+
+impl DerefMut for Net {
+    fn deref_mut(&mut self) -> &mut Simulation {
+        &mut self.0
+    }
 }
 
 impl Net {
     fn new() -> Self {
-        Self {
-            nodes: BTreeMap::new(),
-            start: Instant::now(),
-            elapsed: Duration::ZERO,
-            next_link: 1,
-            bundle_bytes_in: BTreeMap::new(),
-            messages_down: 0,
-            root_key: crate::seal::test_key(),
-            serial: 1,
-            tamper: None,
-            revoked: BTreeMap::new(),
-            max_records_per_child: DEFAULT_MAX_RECORDS_PER_CHILD,
-            max_status_keys_per_child: DEFAULT_MAX_STATUS_KEYS_PER_CHILD,
-            hold_fetches: false,
-            held_fetches: Vec::new(),
-        }
-    }
-
-    /// The entry as the root's daemon would sign it.
-    fn signed(&mut self, mut entry: SliceEntry) -> SliceEntry {
-        self.serial += 1;
-        crate::seal::sign(&self.root_key.0, &mut entry, self.serial).expect("signed");
-        entry
-    }
-
-    fn now(&self) -> Now {
-        Now {
-            instant: self.start + self.elapsed,
-            unix_ms: 1_800_000_000_000 + self.elapsed.as_millis() as u64,
-        }
-    }
-
-    fn add(&mut self, name: &str, parent: Option<&str>) {
-        self.add_node(name, parent, Role::Relay, BTreeMap::new());
-    }
-
-    fn add_agent(&mut self, name: &str, parent: &str, labels: &[(&str, &str)]) {
-        let labels = labels
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        self.add_node(name, Some(parent), Role::Agent, labels);
-        self.connect(name);
-    }
-
-    fn add_node(
-        &mut self,
-        name: &str,
-        parent: Option<&str>,
-        role: Role,
-        labels: BTreeMap<String, String>,
-    ) {
-        let persisted = Persisted {
-            epoch: 1000 + self.nodes.len() as u64,
-            ..Persisted::default()
-        };
-        self.boot(name, parent, role, labels, persisted, BTreeMap::new());
-    }
-
-    fn boot(
-        &mut self,
-        name: &str,
-        parent: Option<&str>,
-        role: Role,
-        labels: BTreeMap<String, String>,
-        persisted: Persisted,
-        bundles: BTreeMap<BundleId, Vec<u8>>,
-    ) {
-        let config = CoreConfig {
-            name: name.into(),
-            role,
-            parent: parent.map(str::to_string),
-            labels: labels.clone(),
-            capacity: BTreeMap::new(),
-            addresses: vec![format!("{name}:7443")],
-            version: "test".into(),
+        // A short log, so a child falls behind it quickly.
+        let config = SimulationConfig {
             log_keep: 8,
-            root_key: self.root_key.1.clone(),
-            max_records_per_child: self.max_records_per_child,
-            max_status_keys_per_child: self.max_status_keys_per_child,
+            ..SimulationConfig::default()
         };
-        let held = bundles.keys().copied().collect();
-        let core = Core::new(config, persisted.clone(), held, self.now());
-        self.nodes.insert(
-            name.into(),
-            Node {
-                core,
-                persisted,
-                bundles,
-                parent: parent.map(str::to_string),
-                role,
-                labels,
-                link: None,
-            },
-        );
-        self.run();
+        Self(Simulation::new(config).expect("a simulation"))
     }
 
-    /// Simulates a crash: the node restarts from its durable state only.
-    fn restart(&mut self, name: &str) {
-        self.disconnect(name);
-        let children: Vec<String> = self
-            .nodes
-            .iter()
-            .filter(|(_, node)| node.parent.as_deref() == Some(name) && node.link.is_some())
-            .map(|(child, _)| child.clone())
-            .collect();
-        for child in &children {
-            self.disconnect(child);
-        }
-        let Some(node) = self.nodes.remove(name) else {
-            return;
-        };
-        self.boot(
-            name,
-            node.parent.as_deref(),
-            node.role,
-            node.labels,
-            node.persisted,
-            node.bundles,
-        );
+    /// A relay, connected to its parent.
+    fn add(&mut self, name: &str, parent: Option<&str>) {
+        self.0.add_relay(name, parent).expect("added");
+    }
+
+    /// An agent, connected to its parent.
+    fn add_agent(&mut self, name: &str, parent: &str, labels: &[(&str, &str)]) {
+        self.0
+            .add_agent(name, parent, labels.iter().copied())
+            .expect("added");
     }
 
     fn connect(&mut self, name: &str) {
-        let link = self.next_link;
-        self.next_link += 1;
-        let now = self.now();
-        let (parent, hello, role) = {
-            let node = &self.nodes[name];
-            (
-                node.parent.clone().unwrap_or_default(),
-                node.core.hello(),
-                node.role,
-            )
-        };
-        if let Some(node) = self.nodes.get_mut(name) {
-            node.link = Some(link);
-        }
-        let parent_core = &mut self.nodes.get_mut(&parent).map(|node| &mut node.core);
-        if let Some(core) = parent_core {
-            assert!(core
-                .handle_child_connected(now, link, name, role, hello)
-                .is_ok());
-        }
-        self.run();
+        self.0.connect(name).expect("connected");
     }
 
     fn disconnect(&mut self, name: &str) {
-        let now = self.now();
-        let Some((parent, Some(link))) = self
-            .nodes
-            .get_mut(name)
-            .map(|node| (node.parent.clone().unwrap_or_default(), node.link.take()))
-        else {
-            return;
-        };
-        if let Some(node) = self.nodes.get_mut(&parent) {
-            node.core.handle_child_disconnected(now, link);
-        }
-        if let Some(node) = self.nodes.get_mut(name) {
-            node.core.handle_parent_disconnected(now);
-        }
-        self.run();
+        self.0.disconnect(name).expect("disconnected");
     }
 
-    fn advance(&mut self, by: Duration) {
-        self.elapsed += by;
-        let now = self.now();
-        for node in self.nodes.values_mut() {
-            if node.core.poll_timeout().is_some_and(|at| at <= now.instant) {
-                node.core.handle_timeout(now);
-            }
-        }
-        self.run();
+    fn restart(&mut self, name: &str) {
+        self.0.restart(name).expect("restarted");
     }
 
-    /// Lets inventory and status climb the tree: one coalescing period per
-    /// level, with room to spare.
-    fn settle(&mut self) {
-        for _ in 0..4 {
-            self.advance(INVENTORY_COALESCE * 2);
-        }
-    }
-
-    fn child_by_link(&self, link: LinkId) -> Option<String> {
-        self.nodes
-            .iter()
-            .find(|(_, node)| node.link == Some(link))
-            .map(|(name, _)| name.clone())
-    }
-
-    /// Executes actions until every core is quiet.
-    fn run(&mut self) {
-        loop {
-            let mut progressed = false;
-            let names: Vec<String> = self.nodes.keys().cloned().collect();
-            for name in names {
-                while let Some(action) = self
-                    .nodes
-                    .get_mut(&name)
-                    .and_then(|node| node.core.poll_action())
-                {
-                    progressed = true;
-                    self.execute(&name, action);
-                }
-            }
-            if !progressed {
-                return;
-            }
-        }
-    }
-
-    fn execute(&mut self, name: &str, action: Action) {
-        let now = self.now();
-        match action {
-            Action::Persist(mutations) => {
-                if let Some(node) = self.nodes.get_mut(name) {
-                    for mutation in &mutations {
-                        node.persisted.apply(mutation);
-                    }
-                }
-            }
-            Action::SendUp(message) => {
-                let (parent, link) = {
-                    let node = &self.nodes[name];
-                    (node.parent.clone().unwrap_or_default(), node.link)
-                };
-                if let (Some(link), Some(parent)) = (link, self.nodes.get_mut(&parent)) {
-                    parent.core.handle_child_message(now, link, message);
-                }
-            }
-            Action::SendDown { link, mut message } => {
-                self.messages_down += 1;
-                if let Some((_, alter)) = self.tamper.as_ref().filter(|(who, _)| who == name) {
-                    tamper_with(&mut message, *alter);
-                }
-                if let Some(child) = self.child_by_link(link) {
-                    if let Some(node) = self.nodes.get_mut(&child) {
-                        node.core.handle_parent_message(now, message);
-                    }
-                }
-            }
-            Action::CloseChild { link, .. } => {
-                if let Some(child) = self.child_by_link(link) {
-                    self.disconnect(&child);
-                }
-            }
-            Action::ReconnectParent => {
-                self.disconnect(name);
-                self.connect(name);
-            }
-            Action::FetchBundle(id) if self.hold_fetches => {
-                self.held_fetches.push((name.to_string(), id));
-            }
-            Action::FetchBundle(id) => {
-                let parent = self.nodes[name].parent.clone().unwrap_or_default();
-                let bytes = self
-                    .nodes
-                    .get(&parent)
-                    .filter(|parent| parent.core.may_serve_bundle(name, &id))
-                    .and_then(|parent| parent.bundles.get(&id).cloned());
-                let served = bytes.as_ref().map(|bytes| bytes.len() as u64);
-                let node = self.nodes.get_mut(name).map(|node| match bytes {
-                    Some(bytes) if id.matches(&bytes) => {
-                        *self.bundle_bytes_in.entry(name.to_string()).or_default() +=
-                            bytes.len() as u64;
-                        node.bundles.insert(id, bytes);
-                        node.core.handle_bundle_stored(now, id);
-                    }
-                    _ => node.core.handle_bundle_failed(now, id),
-                });
-                assert!(node.is_some());
-                // The child read it all: the parent's transport reports the
-                // completed transfer.
-                if let (Some(len), Some(parent)) = (served, self.nodes.get_mut(&parent)) {
-                    parent.core.handle_bundle_served(now, name, id, len);
-                }
-            }
-            Action::DropBundle(id) => {
-                if let Some(node) = self.nodes.get_mut(name) {
-                    node.bundles.remove(&id);
-                }
-            }
-            Action::Revoked(revocation) => {
-                self.revoked
-                    .entry(name.to_string())
-                    .or_default()
-                    .push(revocation);
-            }
-        }
-    }
-
-    /// Root-side publish: store the bundle, then the entry that references it.
     fn publish(&mut self, key: &str, target: Target, bytes: &[u8]) -> BundleId {
-        let id = BundleId::of(bytes);
-        let now = self.now();
-        let entry = self.signed(SliceEntry {
-            key: key.into(),
-            target,
-            bundles: vec![id],
-            body: key.as_bytes().to_vec(),
-            serial: 0,
-            signature: Vec::new(),
-        });
-        if let Some(root) = self.nodes.get_mut("root") {
-            root.bundles.insert(id, bytes.to_vec());
-            root.core.upsert_local(now, entry);
-            root.core.handle_bundle_stored(now, id);
-        }
-        self.run();
-        id
+        self.0.publish(key, target, bytes).expect("published")
+    }
+
+    /// From now on `name` applies `alter` to every entry it sends down.
+    fn tamper(&mut self, name: &str, alter: Alteration) {
+        self.0
+            .alter_down(name, move |message| tamper_with(message, alter))
+            .expect("a node");
     }
 
     fn keys(&self, name: &str) -> BTreeSet<String> {
-        self.nodes[name]
-            .core
+        self.0[name]
+            .core()
             .entries()
             .map(|entry| entry.key.clone())
             .collect()
     }
 
     fn record(&self, at: &str, of: &str) -> Option<relaymesh_protocol::NodeRecord> {
-        self.nodes[at]
-            .core
+        self.0[at].record(of)
+    }
+
+    /// Messages sent down, by every node.
+    fn messages_down(&self) -> u64 {
+        self.0
             .nodes()
-            .into_iter()
-            .find(|record| record.name == of)
+            .map(|node| node.traffic().messages_to_children)
+            .sum()
     }
 }
 
@@ -399,8 +115,6 @@ fn node_record(name: &str, role: Role, parent: &str) -> relaymesh_protocol::Node
     }
 }
 
-/// root ─┬─ eu ── eu-west
-///       └─ us
 /// Applies `alter` to every entry a message carries.
 fn tamper_with(message: &mut DownMessage, alter: Alteration) {
     match message {
@@ -416,12 +130,13 @@ fn tamper_with(message: &mut DownMessage, alter: Alteration) {
     }
 }
 
+/// root ─┬─ eu ── eu-west
+///       └─ us
 fn three_levels() -> Net {
     let mut net = Net::new();
     net.add("root", None);
     for (name, parent) in [("eu", "root"), ("us", "root"), ("eu-west", "eu")] {
         net.add(name, Some(parent));
-        net.connect(name);
     }
     net.advance(INVENTORY_COALESCE * 2);
     net
@@ -430,8 +145,8 @@ fn three_levels() -> Net {
 #[test]
 fn inventory_reaches_the_root_with_link_state() {
     let mut net = three_levels();
-    let names: BTreeSet<String> = net.nodes["root"]
-        .core
+    let names: BTreeSet<String> = net["root"]
+        .core()
         .nodes()
         .into_iter()
         .map(|record| record.name)
@@ -457,8 +172,8 @@ fn a_bundle_crosses_each_link_once() {
     let len = bytes.len() as u64;
     for name in ["eu", "us", "eu-west"] {
         assert!(net.keys(name).contains("bundle/demo"), "{name}");
-        assert_eq!(net.nodes[name].bundles.get(&id), Some(&bytes), "{name}");
-        assert_eq!(net.bundle_bytes_in.get(name), Some(&len));
+        assert_eq!(net[name].bundle(&id), Some(&bytes[..]), "{name}");
+        assert_eq!(net[name].traffic().bundle_bytes_fetched, len);
     }
     // The parents' own counters say the same, in the inventory that climbs to
     // the root and in each parent's store.
@@ -471,23 +186,23 @@ fn a_bundle_crosses_each_link_once() {
             times: 1,
             bytes: len,
         };
-        let persisted = &net.nodes[parent].persisted;
+        let persisted = &net[parent].persisted();
         assert_eq!(persisted.served.get(&(id, child.to_string())), Some(&once));
         assert_eq!(persisted.served_totals.get(child), Some(&once));
     }
     // Removing the entry removes it everywhere and frees the bundle.
     let now = net.now();
-    if let Some(root) = net.nodes.get_mut("root") {
-        root.core.remove_local(now, "bundle/demo");
+    if let Some(root) = net.core_mut("root") {
+        root.remove_local(now, "bundle/demo");
     }
     net.run();
     for name in ["root", "eu", "us", "eu-west"] {
         assert!(net.keys(name).is_empty(), "{name}");
-        assert!(net.nodes[name].bundles.is_empty(), "{name}");
+        assert!((net[name].bundle_count() == 0), "{name}");
         // Per-bundle records go with the bundle; the link totals stay.
-        assert!(net.nodes[name].persisted.served.is_empty(), "{name}");
+        assert!(net[name].persisted().served.is_empty(), "{name}");
     }
-    assert_eq!(net.nodes["root"].persisted.served_totals.len(), 2);
+    assert_eq!(net["root"].persisted().served_totals.len(), 2);
     // A restarted parent reports the totals it kept.
     net.restart("root");
     net.advance(INVENTORY_COALESCE * 2);
@@ -506,10 +221,10 @@ fn targeted_entries_reach_only_their_subtree() {
     assert!(net.keys("eu").contains("bundle/west"));
     assert!(net.keys("eu-west").contains("bundle/west"));
     assert!(net.keys("us").is_empty());
-    assert!(!net.nodes["us"].bundles.contains_key(&id));
+    assert!(net["us"].bundle(&id).is_none());
     // us may not fetch it even by asking for its id.
-    assert!(!net.nodes["root"].core.may_serve_bundle("us", &id));
-    assert!(net.nodes["root"].core.may_serve_bundle("eu", &id));
+    assert!(!net["root"].core().may_serve_bundle("us", &id));
+    assert!(net["root"].core().may_serve_bundle("eu", &id));
 }
 
 #[test]
@@ -518,15 +233,15 @@ fn a_reconnecting_child_resumes_with_a_delta() {
     net.publish("a", Target::Everywhere, b"a");
     net.disconnect("eu-west");
     net.publish("b", Target::Everywhere, b"b");
-    let before = net.messages_down;
+    let before = net.messages_down();
     net.connect("eu-west");
     assert_eq!(net.keys("eu-west"), net.keys("eu"));
     // Welcome plus one delta: no snapshot was needed.
-    assert_eq!(net.messages_down - before, 2);
-    let eu_head = net.nodes["eu"].core.head();
+    assert_eq!(net.messages_down() - before, 2);
+    let eu_head = net["eu"].core().head();
     assert_eq!(
-        net.nodes["eu-west"]
-            .persisted
+        net["eu-west"]
+            .persisted()
             .parent_position
             .map(|p| p.revision),
         Some(eu_head)
@@ -546,8 +261,8 @@ fn a_child_too_far_behind_gets_a_snapshot() {
         );
     }
     let now = net.now();
-    if let Some(root) = net.nodes.get_mut("root") {
-        root.core.remove_local(now, "k0");
+    if let Some(root) = net.core_mut("root") {
+        root.remove_local(now, "k0");
     }
     net.run();
     net.connect("us");
@@ -577,7 +292,6 @@ fn a_new_node_under_a_child_pulls_entries_that_name_it() {
     net.publish("late", Target::Subtrees(vec!["us-east".into()]), b"late");
     assert!(net.keys("us").is_empty());
     net.add("us-east", Some("us"));
-    net.connect("us-east");
     net.advance(INVENTORY_COALESCE * 2);
     assert!(net.keys("us").contains("late"));
     assert!(net.keys("us-east").contains("late"));
@@ -587,10 +301,10 @@ fn a_new_node_under_a_child_pulls_entries_that_name_it() {
 fn a_child_cannot_speak_for_another_subtree() {
     let mut net = three_levels();
     let now = net.now();
-    let us_link = net.nodes["us"].link.unwrap_or_default();
+    let us_link = net["us"].link().unwrap_or_default();
     let forged = node_record("eu-west", Role::Relay, "us");
-    if let Some(root) = net.nodes.get_mut("root") {
-        root.core.handle_child_message(
+    if let Some(root) = net.core_mut("root") {
+        root.handle_child_message(
             now,
             us_link,
             UpMessage::Inventory(relaymesh_protocol::InventoryUpdate::Delta {
@@ -611,15 +325,15 @@ fn an_agent_speaks_only_for_itself_and_cannot_change_its_role() {
     net.add_agent("edge", "eu", &[("region", "eu")]);
     net.advance(INVENTORY_COALESCE * 2);
     let now = net.now();
-    let edge_link = net.nodes["edge"].link.unwrap_or_default();
+    let edge_link = net["edge"].link().unwrap_or_default();
     // A cluster below the agent, and the agent claiming to be a relay under
     // another parent.
     let forged = vec![
         node_record("edge", Role::Relay, "root"),
         node_record("ghost", Role::Agent, "edge"),
     ];
-    if let Some(eu) = net.nodes.get_mut("eu") {
-        eu.core.handle_child_message(
+    if let Some(eu) = net.core_mut("eu") {
+        eu.handle_child_message(
             now,
             edge_link,
             UpMessage::Inventory(relaymesh_protocol::InventoryUpdate::Delta {
@@ -643,8 +357,8 @@ fn a_delta_that_does_not_follow_asks_for_a_snapshot() {
     let mut net = three_levels();
     net.publish("a", Target::Everywhere, b"a");
     let now = net.now();
-    if let Some(node) = net.nodes.get_mut("us") {
-        node.core.handle_parent_message(
+    if let Some(node) = net.core_mut("us") {
+        node.handle_parent_message(
             now,
             DownMessage::Delta {
                 base: 999,
@@ -652,9 +366,9 @@ fn a_delta_that_does_not_follow_asks_for_a_snapshot() {
                 changes: vec![],
             },
         );
-        assert!(matches!(node.core.poll_action(), Some(Action::Persist(_))));
-        assert_eq!(node.core.poll_action(), Some(Action::ReconnectParent));
-        assert_eq!(node.core.hello().resume, None);
+        assert!(matches!(node.poll_action(), Some(Action::Persist(_))));
+        assert_eq!(node.poll_action(), Some(Action::ReconnectParent));
+        assert_eq!(node.hello().resume, None);
     }
     net.disconnect("us");
     net.connect("us");
@@ -700,11 +414,10 @@ fn any_cluster() -> Option<relaymesh_protocol::LabelSelector> {
 }
 
 fn agents_with(net: &Net, key: &str) -> BTreeSet<String> {
-    net.nodes
-        .iter()
-        .filter(|(_, node)| node.role == Role::Agent)
-        .filter(|(name, _)| net.keys(name).contains(key))
-        .map(|(name, _)| name.clone())
+    net.nodes()
+        .filter(|node| node.role() == Role::Agent)
+        .filter(|node| node.holds(key))
+        .map(|node| node.name().to_string())
         .collect()
 }
 
@@ -713,12 +426,7 @@ fn set(names: &[&str]) -> BTreeSet<String> {
 }
 
 fn upsert_at_root(net: &mut Net, entry: SliceEntry) {
-    let entry = net.signed(entry);
-    let now = net.now();
-    if let Some(root) = net.nodes.get_mut("root") {
-        root.core.upsert_local(now, entry);
-    }
-    net.run();
+    net.0.upsert_at_root(entry, &[]).expect("signed and added");
 }
 
 #[test]
@@ -812,8 +520,8 @@ fn status_merges_up_the_tree_and_disconnected_clusters_count_offline() {
             ..Default::default()
         };
         let message = (!ready).then(|| format!("{agent}: Deployment shop/web: image pull failed"));
-        if let Some(node) = net.nodes.get_mut(agent) {
-            node.core.set_own_status(
+        if let Some(node) = net.core_mut(agent) {
+            node.set_own_status(
                 now,
                 "placement/shop/eu",
                 Some(relaymesh_protocol::PlacementStatus { counts, message }),
@@ -821,8 +529,8 @@ fn status_merges_up_the_tree_and_disconnected_clusters_count_offline() {
         }
     }
     net.settle();
-    let status = net.nodes["root"]
-        .core
+    let status = net["root"]
+        .core()
         .placement_status("placement/shop/eu")
         .expect("the root has a status");
     assert_eq!((status.counts.ready, status.counts.failed), (2, 1));
@@ -830,8 +538,8 @@ fn status_merges_up_the_tree_and_disconnected_clusters_count_offline() {
 
     net.disconnect("e1");
     net.settle();
-    let status = net.nodes["root"]
-        .core
+    let status = net["root"]
+        .core()
         .placement_status("placement/shop/eu")
         .expect("the root has a status");
     assert_eq!(
@@ -859,13 +567,9 @@ fn a_relay_that_alters_entries_is_refused_below_and_raises_an_alarm() {
             Target::Subtrees(vec!["eu-west".into()]),
             b"first",
         );
-        let first = net.nodes["eu-west"]
-            .core
-            .entries()
-            .cloned()
-            .collect::<Vec<_>>();
+        let first = net["eu-west"].core().entries().cloned().collect::<Vec<_>>();
         assert_eq!(first.len(), 1);
-        net.tamper = Some(("eu".into(), alter));
+        net.tamper("eu", alter);
         net.publish(
             "bundle/a",
             Target::Subtrees(vec!["eu-west".into()]),
@@ -874,10 +578,10 @@ fn a_relay_that_alters_entries_is_refused_below_and_raises_an_alarm() {
         // eu took the root's version; eu-west refused eu's alteration of it
         // and kept the version it had.
         assert_eq!(
-            net.nodes["eu"].core.entries().next().map(|e| e.serial),
-            Some(net.serial)
+            net["eu"].core().entries().next().map(|e| e.serial),
+            Some(net.serial())
         );
-        let held: Vec<_> = net.nodes["eu-west"].core.entries().cloned().collect();
+        let held: Vec<_> = net["eu-west"].core().entries().cloned().collect();
         assert_eq!(held, first);
         net.settle();
         let alarm = net.record("root", "eu-west").expect("eu-west at the root");
@@ -890,15 +594,15 @@ fn a_relay_that_alters_entries_is_refused_below_and_raises_an_alarm() {
 fn an_older_signed_version_cannot_be_replayed() {
     let mut net = three_levels();
     net.publish("bundle/a", Target::Everywhere, b"first");
-    let old = net.nodes["eu-west"]
-        .core
+    let old = net["eu-west"]
+        .core()
         .entries()
         .next()
         .cloned()
         .expect("held");
     net.publish("bundle/a", Target::Everywhere, b"second");
-    let new = net.nodes["eu-west"]
-        .core
+    let new = net["eu-west"]
+        .core()
         .entries()
         .next()
         .cloned()
@@ -906,9 +610,9 @@ fn an_older_signed_version_cannot_be_replayed() {
     assert!(new.serial > old.serial);
     // eu replays the first version, validly signed but older.
     let now = net.now();
-    if let Some(node) = net.nodes.get_mut("eu-west") {
-        let revision = node.core.hello().resume.map_or(0, |resume| resume.revision);
-        node.core.handle_parent_message(
+    if let Some(node) = net.core_mut("eu-west") {
+        let revision = node.hello().resume.map_or(0, |resume| resume.revision);
+        node.handle_parent_message(
             now,
             DownMessage::Delta {
                 base: revision,
@@ -918,8 +622,8 @@ fn an_older_signed_version_cannot_be_replayed() {
         );
     }
     net.run();
-    let held = net.nodes["eu-west"]
-        .core
+    let held = net["eu-west"]
+        .core()
         .entries()
         .next()
         .cloned()
@@ -952,8 +656,8 @@ fn a_revoked_relay_is_cut_off_and_leaves_the_inventory_with_its_subtree() {
 
     // eu closed eu-west's link; e1 and e2 are still below eu-west, which
     // no longer hears from the tree.
-    assert_eq!(net.nodes["eu-west"].link, None, "eu-west is cut off");
-    assert!(net.nodes["e1"].link.is_some());
+    assert_eq!(net["eu-west"].link(), None, "eu-west is cut off");
+    assert!(net["e1"].link().is_some());
     for at in ["root", "eu"] {
         for gone in ["eu-west", "e1", "e2"] {
             assert!(net.record(at, gone).is_none(), "{at} still knows {gone}");
@@ -963,13 +667,9 @@ fn a_revoked_relay_is_cut_off_and_leaves_the_inventory_with_its_subtree() {
     // Every relay and agent that still hears from the root was told, so
     // its daemon refuses the node's certificates from now on.
     for name in ["root", "eu", "us", "e3", "u1"] {
-        assert_eq!(
-            net.revoked.get(name),
-            Some(&vec![revocation.clone()]),
-            "{name}"
-        );
+        assert_eq!(net[name].revocations(), &[revocation.clone()][..], "{name}");
     }
-    assert!(!net.revoked.contains_key("eu-west"));
+    assert!(net["eu-west"].revocations().is_empty());
     // A placement no longer counts the clusters that left.
     upsert_at_root(
         &mut net,
@@ -989,7 +689,7 @@ fn a_revoked_relay_is_cut_off_and_leaves_the_inventory_with_its_subtree() {
 fn a_direct_child_of_the_root_is_cut_off_by_the_root_itself() {
     let mut net = three_levels();
     revoke_at_root(&mut net, "us");
-    assert_eq!(net.nodes["us"].link, None);
+    assert_eq!(net["us"].link(), None);
     assert!(net.record("root", "us").is_none());
     assert!(net.record("root", "eu-west").is_some());
     // Restarting the root keeps it forgotten: the removal was persisted.

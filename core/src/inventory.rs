@@ -7,7 +7,7 @@ use relaymesh_protocol::{InventoryUpdate, LinkStatus, NodeRecord, Role};
 use relaymesh_topology::aggregate::Aggregate;
 use relaymesh_topology::SubtreeIndex;
 
-use crate::store::{Mutation, Persisted};
+use crate::state::{Mutation, Persisted};
 
 #[derive(Debug)]
 pub(crate) struct Inventory {
@@ -79,6 +79,11 @@ impl Inventory {
             }
         }
         inventory
+    }
+
+    /// This node's own record.
+    pub fn own(&self) -> &NodeRecord {
+        &self.own
     }
 
     pub fn index(&self) -> &SubtreeIndex {

@@ -1,0 +1,124 @@
+//! The fake daemon: what each [`Action`] a core returns does in a
+//! simulation, in the order the core returned them.
+
+use relaymesh_protocol::message::{DownMessage, UpMessage};
+use relaymesh_protocol::BundleId;
+
+use super::{NodeId, Simulation};
+use crate::{Action, LinkId};
+
+impl Simulation {
+    /// Executes one of node `id`'s actions.
+    pub(super) fn execute(&mut self, id: NodeId, action: Action) {
+        match action {
+            Action::Persist(mutations) => {
+                let keep = self.config.keep_state;
+                let node = &mut self.nodes[id];
+                node.traffic.persist_batches += 1;
+                node.traffic.mutations += mutations.len() as u64;
+                if keep {
+                    for mutation in &mutations {
+                        node.persisted.apply(mutation);
+                    }
+                }
+            }
+            Action::SendUp(message) => self.send_up(id, message),
+            Action::SendDown { link, message } => self.send_down(id, link, message),
+            Action::CloseChild { link, .. } => {
+                if let Some(child) = self.child_on(id, link) {
+                    self.disconnect_node(child);
+                }
+            }
+            Action::ReconnectParent => {
+                self.disconnect_node(id);
+                // A refusal leaves the node disconnected, as a daemon whose
+                // dial is refused stays until it retries.
+                let _ = self.connect_node(id);
+            }
+            Action::FetchBundle(bundle) if self.hold_fetches => {
+                let name = self.nodes[id].name.clone();
+                self.held_fetches.push((name, bundle));
+            }
+            Action::FetchBundle(bundle) => self.fetch(id, bundle),
+            Action::DropBundle(bundle) => {
+                self.nodes[id].bundles.retain(|(held, _)| *held != bundle);
+            }
+            Action::Revoked(revocation) => self.nodes[id].revocations.push(revocation),
+        }
+    }
+
+    /// Delivers a message to the parent, on the node's current link.
+    fn send_up(&mut self, id: NodeId, message: UpMessage) {
+        let (Some(parent), Some(link)) = (self.nodes[id].parent, self.nodes[id].link) else {
+            return; // no link: the message is lost with it
+        };
+        let now = self.now();
+        self.nodes[id].traffic.messages_to_parent += 1;
+        let parent_node = &mut self.nodes[parent];
+        parent_node.traffic.messages_from_children += 1;
+        parent_node.traffic.events += 1;
+        parent_node.core.handle_child_message(now, link, message);
+        self.mark_ready(parent);
+    }
+
+    /// Delivers a message to the child on `link`, if that link is open.
+    fn send_down(&mut self, id: NodeId, link: LinkId, mut message: DownMessage) {
+        self.nodes[id].traffic.messages_to_children += 1;
+        if let Some((_, alter)) = self.alteration.as_mut().filter(|(who, _)| *who == id) {
+            alter(&mut message);
+        }
+        let Some(child) = self.child_on(id, link) else {
+            return;
+        };
+        let now = self.now();
+        let child_node = &mut self.nodes[child];
+        child_node.traffic.messages_from_parent += 1;
+        child_node.traffic.events += 1;
+        child_node.core.handle_parent_message(now, message);
+        self.mark_ready(child);
+    }
+
+    /// Fetches a bundle from the parent as the daemon's bundle stream does:
+    /// the parent serves it only if its core allows, the child checks the
+    /// bytes against the id, and the parent's transport reports the
+    /// completed transfer.
+    fn fetch(&mut self, id: NodeId, bundle: BundleId) {
+        let now = self.now();
+        let name = self.nodes[id].name.clone();
+        let parent = self.nodes[id].parent;
+        let bytes = parent
+            .map(|parent| &self.nodes[parent])
+            .filter(|parent| parent.core.may_serve_bundle(&name, &bundle))
+            .and_then(|parent| parent.shared_bundle(&bundle));
+        let served = bytes.as_ref().map(|bytes| bytes.len() as u64);
+        let node = &mut self.nodes[id];
+        node.traffic.events += 1;
+        match bytes {
+            Some(bytes) if bundle.matches(&bytes) => {
+                node.traffic.bundles_fetched += 1;
+                node.traffic.bundle_bytes_fetched += bytes.len() as u64;
+                node.store_bundle(bundle, bytes);
+                node.core.handle_bundle_stored(now, bundle);
+            }
+            _ => node.core.handle_bundle_failed(now, bundle),
+        }
+        self.mark_ready(id);
+        if let (Some(len), Some(parent)) = (served, parent) {
+            let parent_node = &mut self.nodes[parent];
+            parent_node.traffic.bundles_served += 1;
+            parent_node.traffic.events += 1;
+            parent_node
+                .core
+                .handle_bundle_served(now, &name, bundle, len);
+            self.mark_ready(parent);
+        }
+    }
+
+    /// The child of `parent` on `link`, while that link is open.
+    fn child_on(&self, parent: NodeId, link: LinkId) -> Option<NodeId> {
+        self.by_link
+            .get(&link)
+            .copied()
+            .filter(|child| self.nodes[*child].parent == Some(parent))
+    }
+}
