@@ -10,3 +10,4 @@ pub mod fleet;
 pub mod placement;
 pub mod report;
 pub mod simulation;
+pub mod sled_churn;

@@ -79,6 +79,25 @@ struct UpArgs {
 
 #[derive(Debug, Subcommand)]
 enum Bench {
+    /// A relay's sled store after many bundle replacements: its size on
+    /// disk against the bundle bytes still live. Writes OUT_DIR/sled-churn.json.
+    SledChurn {
+        /// Bundles held at any time.
+        #[arg(long, default_value_t = 16)]
+        live: usize,
+        /// Replacements of the oldest bundle.
+        #[arg(long, default_value_t = 1000)]
+        replacements: usize,
+        /// Bytes per bundle.
+        #[arg(long, default_value_t = 100_000)]
+        bundle_bytes: usize,
+        /// Where the store is made.
+        #[arg(long, default_value = "target/bench/fleets")]
+        dir: PathBuf,
+        /// Where the report goes.
+        #[arg(long, default_value = "target/bench")]
+        out_dir: PathBuf,
+    },
     /// docs/benchmarks.md from the reports in REPORTS, with an SVG plot per
     /// series in docs/bench/ (what `scripts/bench` ends with).
     Docs {
@@ -98,7 +117,7 @@ enum Bench {
     /// OUT_DIR/NAME.json and OUT_DIR/NAME-root-egress.json.
     Fanout {
         /// Fleet sizes, comma-separated; one fleet each, one after the other.
-        #[arg(long, value_delimiter = ',', default_value = "1000,10000")]
+        #[arg(long, value_delimiter = ',', default_value = "1000,5000,10000")]
         agents: Vec<usize>,
         /// Relays under each relay of the level above, comma-separated.
         #[arg(
@@ -167,6 +186,22 @@ fn main() -> anyhow::Result<()> {
             manifests,
             watch_for,
         } => run_fleet(up, Some((manifests, watch_for))),
+        Command::Bench(Bench::SledChurn {
+            live,
+            replacements,
+            bundle_bytes,
+            dir,
+            out_dir,
+        }) => {
+            let report = bench::sled_churn::run(&bench::sled_churn::ChurnOptions {
+                live,
+                replacements,
+                bundle_bytes,
+                dir,
+            })?;
+            println!("report: {}", report.write(&out_dir)?.display());
+            Ok(())
+        }
         Command::Bench(Bench::Docs {
             reports,
             page,
@@ -196,8 +231,8 @@ fn main() -> anyhow::Result<()> {
             };
             bench_logging(&options.dir)?;
             let runtime = tokio::runtime::Runtime::new()?;
-            let (fanout, egress) = runtime.block_on(bench::fanout::run(&options))?;
-            for report in [fanout, egress] {
+            let (fanout, egress, memory) = runtime.block_on(bench::fanout::run(&options))?;
+            for report in [fanout, egress, memory] {
                 println!("report: {}", report.write(&out_dir)?.display());
             }
             Ok(())
@@ -214,8 +249,7 @@ fn main() -> anyhow::Result<()> {
                 fanout,
             };
             let report = bench::placement::run(&config)?;
-            write_report(&out, &report)?;
-            print_placement(&report);
+            write_report(&out, &report.to_report()?)?;
             println!("report: {}", out.display());
             Ok(())
         }
@@ -231,8 +265,8 @@ fn main() -> anyhow::Result<()> {
                 keep_state,
             };
             let report = bench::simulation::run(&config)?;
-            write_report(&out, &report)?;
-            print_simulation(&report);
+            let common = report.to_report()?;
+            write_report(&out, &common)?;
             println!("report: {}", out.display());
             Ok(())
         }
@@ -361,72 +395,4 @@ fn parse_failure(text: &str) -> Result<FailureRule, String> {
         workload: workload.to_string(),
         fraction,
     })
-}
-
-fn print_placement(report: &bench::placement::Report) {
-    println!(
-        "fleet: {} clusters, {} relays (fanout {:?}), {} distinct label sets",
-        report.clusters, report.relays, report.fanout, report.distinct_label_sets
-    );
-    println!(
-        "build: {:.0} ms (every core connected, inventory at the root)",
-        report.build_tree_ms
-    );
-    for (what, timing) in [("root alone", &report.root), ("whole tree", &report.tree)] {
-        println!(
-            "{what}: {} placements in {:.1} ms; per placement mean {:.1} µs, p50 {:.1} µs, p99 {:.1} µs, max {:.1} µs",
-            timing.placements, timing.total_ms, timing.mean_us, timing.p50_us, timing.p99_us, timing.max_us
-        );
-    }
-    println!(
-        "work: the root sends {:.1} messages over {} children per placement; {:.0} relays reached",
-        report.mean_root_messages, report.root_children, report.mean_relays_reached
-    );
-    println!("selected: {} clusters in all", report.selected_clusters);
-    if let Some(rss) = report.peak_rss_mib {
-        println!("peak RSS: {rss:.0} MiB");
-    }
-}
-
-/// One line per figure.
-fn print_simulation(report: &bench::simulation::Report) {
-    println!(
-        "tree: {} destinations, {} levels (fanout {:?}), {} relays",
-        report.destinations, report.levels, report.fanout, report.relays
-    );
-    println!(
-        "wall time: {:.0} ms (build {:.0} ms, placement {:.0} ms, status {:.0} ms)",
-        report.wall_ms, report.build.wall_ms, report.placement.wall_ms, report.status.wall_ms
-    );
-    let mib = |value: Option<f64>| value.map_or("unknown".to_string(), |v| format!("{v:.0} MiB"));
-    println!(
-        "peak memory: {} (resident after build {}, placement {}, status {})",
-        mib(report.peak_rss_mib),
-        mib(report.build.rss_mib),
-        mib(report.placement.rss_mib),
-        mib(report.status.rss_mib)
-    );
-    for level in &report.traffic {
-        println!(
-            "messages level {}: {} nodes received {} from their parent and {} from their children (at most {} at one node)",
-            level.level,
-            level.nodes,
-            level.total.messages_from_parent,
-            level.total.messages_from_children,
-            level.max_messages_received
-        );
-    }
-    println!(
-        "root work: {} messages handled ({} events) for {} children; build {}, placement {}, status {}",
-        report.root_messages,
-        report.root_events,
-        report.root_children,
-        report.build.root_messages,
-        report.placement.root_messages,
-        report.status.root_messages
-    );
-    println!(
-        "placement: {} destinations selected; the root's summary: {} ready, {} failed",
-        report.selected, report.root_status.ready, report.root_status.failed
-    );
 }

@@ -131,6 +131,12 @@ impl Fleet {
         self.dir.join("clusters").join(format!("{name}.kubeconfig"))
     }
 
+    /// The daemons running as processes (relays, and agents unless they
+    /// are hollow), with their process ids.
+    pub fn daemon_pids(&self) -> Vec<(String, u32)> {
+        self.daemons.pids()
+    }
+
     /// The hollow agents and their clusters, if the agents are hollow.
     pub fn hollow(&self) -> Option<&HollowAgents> {
         self.hollow.as_ref()

@@ -24,7 +24,7 @@ use kube::api::{Api, DynamicObject, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::json;
 
-use super::report::{quantile, Figure, Line, Report, Series};
+use super::report::{quantile, rss_kib, Figure, Line, Report, Series};
 use crate::cluster::SimulatorOptions;
 use crate::up::{self, Fleet, UpOptions};
 
@@ -79,11 +79,16 @@ pub struct FanoutRun {
     pub root_wire_bytes: u64,
     /// Bundle payload bytes the root served meanwhile (application count).
     pub root_bundle_bytes: u64,
+    /// Every relay process's resident memory added up, with every agent
+    /// connected and nothing placed, in KiB.
+    pub idle_relays_rss_kib: u64,
+    /// Relay processes.
+    pub relays: usize,
 }
 
-/// Runs the fleets one after the other and returns the fanout report and
-/// the root-egress report.
-pub async fn run(options: &FanoutOptions) -> anyhow::Result<(Report, Report)> {
+/// Runs the fleets one after the other and returns the fanout report, the
+/// root-egress report and the relay-memory report.
+pub async fn run(options: &FanoutOptions) -> anyhow::Result<(Report, Report, Report)> {
     let parameters = json!({
         "agents": options.agents,
         "relaysPerLevel": options.relays_per_level,
@@ -97,7 +102,25 @@ pub async fn run(options: &FanoutOptions) -> anyhow::Result<(Report, Report)> {
         runs.push(run);
     }
     let mut fanout = Report::new(&options.name, parameters.clone());
-    let mut egress = Report::new(&format!("{}-root-egress", options.name), parameters);
+    fanout.description = format!(
+        "One ConfigMap of {} bytes placed on every one of N hollow agents (the edge-agent \
+         crate's code, in the testbed's process, each with its own certificate, QUIC \
+         connection and store) below relay processes ({}), timed from the Placement's \
+         creation at the root until each hollow cluster recorded the write, and until the \
+         root's Placement status counted all N.",
+        options.payload_bytes,
+        shape(&options.relays_per_level)
+    );
+    let mut egress = Report::new(&format!("{}-root-egress", options.name), parameters.clone());
+    egress.description = "The bytes the root sent on its child links (quinn's connection \
+        statistics, `bytesSent` of the root's children) while the fanout's bundle went out, \
+        against one copy per child link (fan-out × bundle size)."
+        .into();
+    let mut memory = Report::new(&format!("{}-relay-memory", options.name), parameters);
+    memory.description = "Every relay process's resident memory (VmRSS) added up, with all \
+        N hollow agents connected and nothing placed, and what each further agent costs \
+        between two fleet sizes."
+        .into();
     for run in &runs {
         let n = run.agents;
         let goal_applies = n >= 10_000 && options.relays_per_level.len() >= 2;
@@ -134,6 +157,34 @@ pub async fn run(options: &FanoutOptions) -> anyhow::Result<(Report, Report)> {
                 (0.95..=1.05).contains(&v)
             }),
         );
+    }
+    for run in &runs {
+        memory.figure(Figure::new(
+            format!(
+                "relays' RSS, {} relays, N = {} idle agents",
+                run.relays, run.agents
+            ),
+            run.idle_relays_rss_kib as f64 / 1024.0,
+            "MiB",
+        ));
+    }
+    for pair in runs.windows(2) {
+        let (small, large) = (&pair[0], &pair[1]);
+        let agents = large.agents.saturating_sub(small.agents).max(1) as f64;
+        let per_agent =
+            (large.idle_relays_rss_kib as f64 - small.idle_relays_rss_kib as f64) / agents;
+        let mut figure = Figure::new(
+            format!(
+                "relay RSS per connected idle agent, N = {} → {}",
+                small.agents, large.agents
+            ),
+            per_agent,
+            "KiB",
+        );
+        if small.agents >= 5_000 {
+            figure = figure.with_goal("under 20 KB per agent", |v| v * 1.024 < 20.0);
+        }
+        memory.figure(figure);
     }
     let points = |value: fn(&FanoutRun) -> f64| -> Vec<(f64, f64)> {
         runs.iter()
@@ -178,7 +229,28 @@ pub async fn run(options: &FanoutOptions) -> anyhow::Result<(Report, Report)> {
             },
         ],
     });
-    Ok((fanout, egress))
+    memory.series.push(Series {
+        title: "Relay memory with N idle agents connected".into(),
+        x_label: "hollow agents".into(),
+        y_label: "MiB, all relays".into(),
+        lines: vec![Line {
+            label: "relays' RSS".into(),
+            points: points(|run| run.idle_relays_rss_kib as f64 / 1024.0),
+        }],
+    });
+    Ok((fanout, egress, memory))
+}
+
+/// The tree's shape, for people.
+fn shape(relays_per_level: &[usize]) -> String {
+    if relays_per_level.is_empty() {
+        return "a flat star: every agent under the root".into();
+    }
+    let levels: Vec<String> = relays_per_level.iter().map(usize::to_string).collect();
+    format!(
+        "relays per level {}, agents under the deepest",
+        levels.join(" × ")
+    )
 }
 
 async fn run_one(options: &FanoutOptions, agents: usize) -> anyhow::Result<FanoutRun> {
@@ -224,6 +296,8 @@ async fn measure(
         .await
         .context("cannot create the payload")?;
     let before = root_links(fleet).await?;
+    let pids = fleet.daemon_pids();
+    let idle_relays_rss_kib = pids.iter().filter_map(|(_, pid)| rss_kib(*pid)).sum();
 
     let placements = placements_api(&client);
     let placement: DynamicObject = serde_json::from_value(json!({
@@ -319,6 +393,8 @@ async fn measure(
         root_children,
         root_wire_bytes: wire,
         root_bundle_bytes: served,
+        idle_relays_rss_kib,
+        relays: pids.len(),
     })
 }
 

@@ -245,6 +245,63 @@ fn millis(duration: Duration) -> f64 {
     duration.as_secs_f64() * 1e3
 }
 
+impl Report {
+    /// The common report (`target/bench/placement.json`), with this report
+    /// whole as its details.
+    pub fn to_report(&self) -> Result<super::report::Report, serde_json::Error> {
+        use super::report::{Figure, Report as Common};
+        let mut report = Common::new(
+            "placement",
+            serde_json::json!({"clusters": self.clusters, "fanout": self.fanout,
+                               "placements": self.root.placements}),
+        );
+        report.description = "Hierarchical placement resolution through a tree of real \
+            relay cores in memory: each placement decided by the root core for its children, \
+            and resolved down the whole tree."
+            .into();
+        report.figure(Figure::new(
+            "relays, the root included",
+            self.relays as f64,
+            "relays",
+        ));
+        report.figure(Figure::new(
+            "root alone, mean per placement",
+            self.root.mean_us / 1000.0,
+            "ms",
+        ));
+        report.figure(Figure::new(
+            "root alone, p99 per placement",
+            self.root.p99_us / 1000.0,
+            "ms",
+        ));
+        report.figure(Figure::new(
+            "whole tree, mean per placement",
+            self.tree.mean_us / 1000.0,
+            "ms",
+        ));
+        report.figure(Figure::new(
+            "whole tree, p99 per placement",
+            self.tree.p99_us / 1000.0,
+            "ms",
+        ));
+        report.figure(Figure::new(
+            "root messages per placement",
+            self.mean_root_messages,
+            "messages",
+        ));
+        report.figure(Figure::new(
+            "relays reached per placement",
+            self.mean_relays_reached,
+            "relays",
+        ));
+        if let Some(rss) = self.peak_rss_mib {
+            report.figure(Figure::new("peak memory (VmHWM)", rss, "MiB"));
+        }
+        report.details = serde_json::to_value(self)?;
+        Ok(report)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -58,6 +58,9 @@ pub struct Report {
     /// Notes a reader needs to read the figures right.
     #[serde(default)]
     pub notes: Vec<String>,
+    /// Everything else the benchmark measured, in its own shape.
+    #[serde(default, skip_serializing_if = "Value::is_null")]
+    pub details: Value,
 }
 
 /// One measured value.
@@ -196,6 +199,7 @@ impl Report {
             figures: Vec::new(),
             series: Vec::new(),
             notes: Vec::new(),
+            details: Value::Null,
         }
     }
 
@@ -239,9 +243,7 @@ impl Report {
 /// A value with as many digits as a reader needs: integers whole, small
 /// values to three significant digits.
 pub fn format_value(value: f64) -> String {
-    if value.fract() == 0.0 && value.abs() < 1e15 {
-        format!("{value:.0}")
-    } else if value.abs() >= 100.0 {
+    if (value.fract() == 0.0 && value.abs() < 1e15) || value.abs() >= 100.0 {
         format!("{value:.0}")
     } else if value.abs() >= 10.0 {
         format!("{value:.1}")

@@ -281,6 +281,79 @@ fn difference(after: &Traffic, before: &Traffic) -> Traffic {
     }
 }
 
+impl Report {
+    /// The common report (`target/bench/simulation.json`): the figures with
+    /// their goals, messages per level as a plot, and this report whole as
+    /// its details.
+    pub fn to_report(&self) -> Result<super::report::Report, serde_json::Error> {
+        use super::report::{Figure, Line, Report as Common, Series};
+        let mut report = Common::new(
+            "simulation",
+            serde_json::json!({"destinations": self.destinations, "levels": self.levels}),
+        );
+        report.description = "One placement resolved, its bundle propagated and every \
+            status summarized through a tree of real relay cores (`relaymesh_core::simulation`), \
+            in one process, no sockets."
+            .into();
+        report.figure(
+            Figure::new(
+                format!(
+                    "{} destinations, {} levels: completed",
+                    self.destinations, self.levels
+                ),
+                self.wall_ms / 1000.0,
+                "s",
+            )
+            .with_goal("completes here", |_| true),
+        );
+        if let Some(rss) = self.peak_rss_mib {
+            report.figure(Figure::new("peak memory (VmHWM)", rss, "MiB"));
+        }
+        report.figure(Figure::new(
+            "root children",
+            self.root_children as f64,
+            "nodes",
+        ));
+        let per_child = self.root_messages as f64 / self.root_children.max(1) as f64;
+        report.figure(
+            Figure::new("messages the root handled per child", per_child, "messages")
+                .with_goal("O(children): at most 10 per child, whatever N", |v| {
+                    v <= 10.0
+                }),
+        );
+        for level in &self.traffic {
+            let received = level.total.messages_from_parent + level.total.messages_from_children;
+            report.figure(Figure::new(
+                format!(
+                    "level {} ({} nodes): messages received",
+                    level.level, level.nodes
+                ),
+                received as f64,
+                "messages",
+            ));
+        }
+        report.series.push(Series {
+            title: "Messages received per level".into(),
+            x_label: "level (0 = root)".into(),
+            y_label: "messages".into(),
+            lines: vec![Line {
+                label: "received".into(),
+                points: self
+                    .traffic
+                    .iter()
+                    .map(|level| {
+                        let received =
+                            level.total.messages_from_parent + level.total.messages_from_children;
+                        (level.level as f64, received as f64)
+                    })
+                    .collect(),
+            }],
+        });
+        report.details = serde_json::to_value(self)?;
+        Ok(report)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

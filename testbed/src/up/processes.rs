@@ -83,6 +83,15 @@ impl Daemons {
         Ok(())
     }
 
+    /// The running daemons' names and process ids.
+    pub fn pids(&self) -> Vec<(String, u32)> {
+        self.running
+            .iter()
+            .filter(|daemon| !daemon.exited)
+            .filter_map(|daemon| Some((daemon.name.clone(), daemon.child.id()?)))
+            .collect()
+    }
+
     /// The daemons that exited since the last call, with how.
     pub fn newly_exited(&mut self) -> Vec<(String, String, PathBuf)> {
         let mut exited = Vec::new();
