@@ -79,6 +79,9 @@ pub struct FanoutRun {
     pub root_wire_bytes: u64,
     /// Bundle payload bytes the root served meanwhile (application count).
     pub root_bundle_bytes: u64,
+    /// Bundle transfers the root completed meanwhile (application count):
+    /// one per child link when a bundle crosses each link once.
+    pub root_bundles_served: u64,
     /// Every relay process's resident memory added up, with every agent
     /// connected and nothing placed, in KiB.
     pub idle_relays_rss_kib: u64,
@@ -89,11 +92,14 @@ pub struct FanoutRun {
 /// Runs the fleets one after the other and returns the fanout report, the
 /// root-egress report and the relay-memory report.
 pub async fn run(options: &FanoutOptions) -> anyhow::Result<(Report, Report, Report)> {
-    let parameters = json!({
-        "agents": options.agents,
-        "relaysPerLevel": options.relays_per_level,
-        "payloadBytes": options.payload_bytes,
-    });
+    let runs = run_fleets(options).await?;
+    Ok(reports(options, &runs))
+}
+
+/// Runs one fleet per size in `options.agents`, one after the other. Each
+/// run ends only when every hollow cluster holds the object and the root
+/// counts all of them applied, or fails.
+pub async fn run_fleets(options: &FanoutOptions) -> anyhow::Result<Vec<FanoutRun>> {
     let mut runs = Vec::new();
     for &agents in &options.agents {
         let run = run_one(options, agents)
@@ -101,6 +107,16 @@ pub async fn run(options: &FanoutOptions) -> anyhow::Result<(Report, Report, Rep
             .with_context(|| format!("fanout to {agents} hollow agents"))?;
         runs.push(run);
     }
+    Ok(runs)
+}
+
+/// The fanout, root-egress and relay-memory reports of `runs`.
+pub fn reports(options: &FanoutOptions, runs: &[FanoutRun]) -> (Report, Report, Report) {
+    let parameters = json!({
+        "agents": options.agents,
+        "relaysPerLevel": options.relays_per_level,
+        "payloadBytes": options.payload_bytes,
+    });
     let mut fanout = Report::new(&options.name, parameters.clone());
     fanout.description = format!(
         "One ConfigMap of {} bytes placed on every one of N hollow agents (the edge-agent \
@@ -121,7 +137,7 @@ pub async fn run(options: &FanoutOptions) -> anyhow::Result<(Report, Report, Rep
         N hollow agents connected and nothing placed, and what each further agent costs \
         between two fleet sizes."
         .into();
-    for run in &runs {
+    for run in runs {
         let n = run.agents;
         let goal_applies = n >= 10_000 && options.relays_per_level.len() >= 2;
         let mut all = Figure::new(format!("all {n} applied"), run.all_applied, "s");
@@ -158,7 +174,7 @@ pub async fn run(options: &FanoutOptions) -> anyhow::Result<(Report, Report, Rep
             }),
         );
     }
-    for run in &runs {
+    for run in runs {
         memory.figure(Figure::new(
             format!(
                 "relays' RSS, {} relays, N = {} idle agents",
@@ -238,7 +254,7 @@ pub async fn run(options: &FanoutOptions) -> anyhow::Result<(Report, Report, Rep
             points: points(|run| run.idle_relays_rss_kib as f64 / 1024.0),
         }],
     });
-    Ok((fanout, egress, memory))
+    (fanout, egress, memory)
 }
 
 /// The tree's shape, for people.
@@ -370,10 +386,11 @@ async fn measure(
     let p99 = quantile(&mut latencies, 0.99);
     let after = settled_root_links(fleet, &before).await?;
     let root_children = after.len();
-    let (mut wire, mut served) = (0, 0);
+    let (mut wire, mut served, mut transfers) = (0, 0, 0);
     for (name, link) in &after {
         let old = before.get(name).copied().unwrap_or_default();
         wire += link.bytes_sent.saturating_sub(old.bytes_sent);
+        transfers += link.bundles_served.saturating_sub(old.bundles_served);
         served += link
             .bundle_bytes_served
             .saturating_sub(old.bundle_bytes_served);
@@ -393,6 +410,7 @@ async fn measure(
         root_children,
         root_wire_bytes: wire,
         root_bundle_bytes: served,
+        root_bundles_served: transfers,
         idle_relays_rss_kib,
         relays: pids.len(),
     })
@@ -402,6 +420,7 @@ async fn measure(
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 struct RootLink {
     bytes_sent: u64,
+    bundles_served: u64,
     bundle_bytes_served: u64,
 }
 
@@ -424,6 +443,7 @@ async fn root_links(fleet: &Fleet) -> anyhow::Result<BTreeMap<String, RootLink>>
             name.to_string(),
             RootLink {
                 bytes_sent: status["bytesSent"].as_u64().unwrap_or(0),
+                bundles_served: status["bundlesServed"].as_u64().unwrap_or(0),
                 bundle_bytes_served: status["bundleBytesServed"].as_u64().unwrap_or(0),
             },
         );

@@ -1,0 +1,65 @@
+//! Short versions of the benchmarks that use real connections (what CI runs
+//! of `scripts/bench`): a few dozen hollow agents below relay processes.
+//!
+//! What is asserted are facts of the application: every hollow cluster
+//! recorded the bundle's object (a run fails otherwise), the root's
+//! Placement status counted every cluster, the bundle crossed each of the
+//! root's links exactly once (the root's own transfer counters), and the
+//! reports hold a figure for every size. The times are reported, never
+//! asserted.
+
+use std::time::Duration;
+
+use relaymesh_testbed::bench::fanout::{self, FanoutOptions};
+use relaymesh_tests::bin_dir;
+
+fn options(
+    name: &str,
+    relays_per_level: Vec<usize>,
+    agents: Vec<usize>,
+) -> anyhow::Result<FanoutOptions> {
+    Ok(FanoutOptions {
+        agents,
+        relays_per_level,
+        payload_bytes: 20_000,
+        dir: tempfile::tempdir()?.keep(),
+        bin_dir: bin_dir()?,
+        timeout: Duration::from_secs(180),
+        name: name.to_string(),
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bundle_reaches_every_hollow_agent_through_a_tree_once_per_link() -> anyhow::Result<()> {
+    let options = options("fanout", vec![1, 2], vec![24])?;
+    let runs = fanout::run_fleets(&options).await?;
+    for run in &runs {
+        assert_eq!(run.root_children, 1, "the root has one relay below it");
+        assert_eq!(
+            run.root_bundles_served, 1,
+            "N = {}: the bundle crossed the root's one link once",
+            run.agents
+        );
+        assert!(run.bundle_bytes >= 20_000, "the bundle carries the payload");
+        assert!(run.p50 <= run.p99 && run.p99 <= run.all_applied);
+        assert!(run.relays == 4, "root, eu and two relays below it");
+    }
+    let (fanout, egress, memory) = fanout::reports(&options, &runs);
+    assert_eq!(fanout.figures.len(), 4 * runs.len());
+    assert_eq!(egress.figures.len(), 3 * runs.len());
+    assert_eq!(memory.figures.len(), runs.len());
+    std::fs::remove_dir_all(&options.dir)?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flat_star_serves_the_bundle_once_to_every_agent() -> anyhow::Result<()> {
+    let options = options("fanout-star", Vec::new(), vec![16])?;
+    let runs = fanout::run_fleets(&options).await?;
+    let run = &runs[0];
+    assert_eq!(run.root_children, 16, "every agent is the root's child");
+    assert_eq!(run.root_bundles_served, 16, "one transfer per agent");
+    assert_eq!(run.root_bundle_bytes, 16 * run.bundle_bytes);
+    std::fs::remove_dir_all(&options.dir)?;
+    Ok(())
+}
