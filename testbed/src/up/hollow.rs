@@ -5,8 +5,9 @@
 //! Each hollow agent is a whole edge agent from the `edge-agent` crate
 //! ([`relaymesh_edge_agent::agent`]): its own join token, key and
 //! certificate, its own QUIC connection to its parent relay, its own core,
-//! store and reconciler. What it shares with the others: one UDP socket
-//! (one client endpoint), the tokio runtime, and the discovery documents of
+//! store and reconciler. What it shares with the others: a UDP socket (a
+//! QUIC client endpoint) per 256 agents, the tokio runtime, and the
+//! discovery documents of
 //! the [`HollowCluster`]s it applies to. Its store is a temporary sled
 //! store ([`Store::temporary`]), gone when the testbed stops, and its
 //! cluster a [`HollowCluster`] in memory instead of a simulated API server
@@ -39,6 +40,9 @@ use crate::hollow::{Discovery, HollowCluster};
 /// Joins worked on at once. A relay answers 16 at a time by default; the
 /// agents are spread over several relays.
 const JOIN_CONCURRENCY: usize = 32;
+
+/// How many hollow agents share one QUIC client endpoint (UDP socket).
+const AGENTS_PER_ENDPOINT: usize = 256;
 
 /// How long one agent keeps trying to join (a relay refuses joins past its
 /// limits with "retry in …", which is worth waiting for).
@@ -75,12 +79,19 @@ impl HollowAgents {
         let credentials = kubeconfig::load_file(root_kubeconfig, None)
             .with_context(|| format!("cannot read {}", root_kubeconfig.display()))?;
         let root = Client::new(&credentials).context("cannot use the root's kubeconfig")?;
-        // One client endpoint for every agent: one UDP socket and its
-        // buffers instead of thousands.
-        let mut endpoints = Endpoints::default();
-        endpoints
-            .for_target(&(std::net::Ipv4Addr::LOCALHOST, 0).into())
-            .context("cannot open the hollow agents' QUIC endpoint")?;
+        // A few client endpoints shared by all agents: a UDP socket and its
+        // buffers per AGENTS_PER_ENDPOINT agents instead of one per agent,
+        // and more than one, since one endpoint's driver is one task that
+        // handles every packet of its connections.
+        let pool = agents.len().div_ceil(AGENTS_PER_ENDPOINT).max(1);
+        let mut endpoints = Vec::with_capacity(pool);
+        for _ in 0..pool {
+            let mut shared = Endpoints::default();
+            shared
+                .for_target(&(std::net::Ipv4Addr::LOCALHOST, 0).into())
+                .context("cannot open the hollow agents' QUIC endpoints")?;
+            endpoints.push(shared);
+        }
         let discovery = Arc::new(Discovery::builtin());
         let mut hollow = Self {
             clusters: BTreeMap::new(),
@@ -88,18 +99,18 @@ impl HollowAgents {
             tasks: JoinSet::new(),
         };
         let started = Instant::now();
-        let mut joins = futures::stream::iter(agents.iter().map(|plan| {
+        let mut joins = futures::stream::iter(agents.iter().enumerate().map(|(index, plan)| {
             let cluster = HollowCluster::new(&plan.name, simulator.clone(), discovery.clone());
             let root = &root;
-            let endpoints = endpoints.clone();
+            let endpoints = endpoints[index % pool].clone();
             async move {
-                let store = join(root, plan, &cluster, endpoints).await?;
-                anyhow::Ok((plan.name.clone(), cluster, store))
+                let store = join(root, plan, &cluster, endpoints.clone()).await?;
+                anyhow::Ok((plan.name.clone(), cluster, store, endpoints))
             }
         }))
         .buffer_unordered(JOIN_CONCURRENCY);
         while let Some(joined) = joins.next().await {
-            let (name, cluster, store) = match joined {
+            let (name, cluster, store, endpoints) = match joined {
                 Ok(joined) => joined,
                 Err(error) => {
                     drop(joins);
