@@ -7,6 +7,7 @@
 pub mod docs;
 pub mod fanout;
 pub mod fleet;
+pub mod peers;
 pub mod placement;
 pub mod report;
 pub mod simulation;

@@ -98,6 +98,30 @@ enum Bench {
         #[arg(long, default_value = "target/bench")]
         out_dir: PathBuf,
     },
+    /// `kubectl apply -f` against each of N simulated clusters' own APIs in
+    /// a loop (sequential, and 8 at a time) against relaymesh delivering the
+    /// same manifests to the same clusters from one apply at the root.
+    /// Writes OUT_DIR/peers.json.
+    Peers {
+        /// Simulated clusters, each behind an edge-agent process.
+        #[arg(long, default_value_t = 100)]
+        clusters: usize,
+        /// Relays under each relay of the level above, comma-separated.
+        #[arg(long, value_delimiter = ',', default_value = "2,2")]
+        relays_per_level: Vec<usize>,
+        /// The kubectl the loop runs.
+        #[arg(long, default_value = "/usr/bin/kubectl")]
+        kubectl: PathBuf,
+        /// How long relaymesh may take.
+        #[arg(long, default_value = "120s", value_parser = humantime::parse_duration)]
+        timeout: Duration,
+        /// Where the fleet lives while it runs.
+        #[arg(long, default_value = "target/bench/fleets")]
+        dir: PathBuf,
+        /// Where the report goes.
+        #[arg(long, default_value = "target/bench")]
+        out_dir: PathBuf,
+    },
     /// docs/benchmarks.md from the reports in REPORTS, with an SVG plot per
     /// series in docs/bench/ (what `scripts/bench` ends with).
     Docs {
@@ -199,6 +223,29 @@ fn main() -> anyhow::Result<()> {
                 bundle_bytes,
                 dir,
             })?;
+            println!("report: {}", report.write(&out_dir)?.display());
+            Ok(())
+        }
+        Command::Bench(Bench::Peers {
+            clusters,
+            relays_per_level,
+            kubectl,
+            timeout,
+            dir,
+            out_dir,
+        }) => {
+            let options = bench::peers::PeersOptions {
+                clusters,
+                relays_per_level,
+                dir,
+                bin_dir: bin_dir()?,
+                kubectl,
+                timeout,
+            };
+            bench_logging(&options.dir)?;
+            let runtime = tokio::runtime::Runtime::new()?;
+            let run = runtime.block_on(bench::peers::run_fleet(&options))?;
+            let report = bench::peers::report(&options, &run);
             println!("report: {}", report.write(&out_dir)?.display());
             Ok(())
         }

@@ -137,6 +137,11 @@ impl Fleet {
         self.daemons.pids()
     }
 
+    /// The simulated clusters (none when the agents are hollow).
+    pub fn simulated_clusters(&self) -> &[SimulatedCluster] {
+        &self.clusters
+    }
+
     /// The hollow agents and their clusters, if the agents are hollow.
     pub fn hollow(&self) -> Option<&HollowAgents> {
         self.hollow.as_ref()

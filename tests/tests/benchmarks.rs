@@ -63,3 +63,23 @@ async fn a_flat_star_serves_the_bundle_once_to_every_agent() -> anyhow::Result<(
     std::fs::remove_dir_all(&options.dir)?;
     Ok(())
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn relaymesh_and_the_kubectl_loop_deliver_to_every_cluster() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let options = relaymesh_testbed::bench::peers::PeersOptions {
+        clusters: 4,
+        relays_per_level: vec![1],
+        dir: dir.path().to_path_buf(),
+        bin_dir: bin_dir()?,
+        kubectl: "/usr/bin/kubectl".into(),
+        timeout: Duration::from_secs(120),
+    };
+    // Fails unless every kubectl apply succeeded and every cluster's store
+    // came to hold the namespace's ConfigMap, Deployment and Service.
+    let run = relaymesh_testbed::bench::peers::run_fleet(&options).await?;
+    assert_eq!(run.clusters, 4);
+    let report = relaymesh_testbed::bench::peers::report(&options, &run);
+    assert_eq!(report.figures.len(), 4);
+    Ok(())
+}
