@@ -227,10 +227,8 @@ impl Core {
             root_key: config.root_key.clone(),
         };
         for (child, total) in core.bundles.served_totals().clone() {
-            core.inventory.child_stats(&child, |link| {
-                link.bundles_served = total.times;
-                link.bundle_bytes_served = total.bytes;
-            });
+            core.inventory
+                .child_served(&child, total.times, total.bytes);
         }
         core.inventory.take_aggregates_changed();
         core.recut_all_quietly();
@@ -262,9 +260,14 @@ impl Core {
         self.inventory.own()
     }
 
-    /// Every node this relay knows: itself and its subtree.
+    /// Every node this relay knows: itself and its subtree. The links of
+    /// its direct children carry what this relay measured of them (RTT,
+    /// bytes, acknowledged revision, lag); deeper nodes' links carry only
+    /// what their parents report up (connectivity, bundle transfers), their
+    /// measurements being zero: not reported, since they stay with the
+    /// parent that measured them.
     pub fn nodes(&self) -> Vec<NodeRecord> {
-        self.inventory.all().cloned().collect()
+        self.inventory.all_measured().collect()
     }
 
     /// Counts `count` refusals by `limit` in this node's own inventory

@@ -3,6 +3,13 @@
 //! Built from the backend's [`NodeRecord`]s without IO. The parts a node cannot
 //! say about itself (its children, the size of its subtree) are computed here
 //! from the parent links of all records.
+//!
+//! What a parent measures of a link (RTT, bytes, acknowledged revision, lag)
+//! stays with that parent (see docs/architecture.md, "Inventory"), so these
+//! fields are present only for the root's own children; for deeper nodes
+//! they are absent (not reported), never zero. Connectivity and the bundle
+//! transfers a parent completed climb the tree and are shown for every node
+//! that has a parent.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::time::{Duration, UNIX_EPOCH};
@@ -59,13 +66,20 @@ struct NodeSpec {
 struct NodeStatus {
     role: &'static str,
     connected: bool,
-    rtt_micros: u64,
-    bytes_sent: u64,
-    bytes_received: u64,
-    bundles_served: u64,
-    bundle_bytes_served: u64,
-    acked_revision: u64,
-    revision_lag: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    rtt_micros: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    bytes_sent: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    bytes_received: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    bundles_served: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    bundle_bytes_served: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    acked_revision: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    revision_lag: Option<u64>,
     subtree_size: usize,
     refused_entries: u64,
     limit_refusals: BTreeMap<String, u64>,
@@ -114,6 +128,9 @@ pub(super) fn get(records: &[NodeRecord], role: Role, name: &str) -> Option<Node
 
 /// The parent links of all records, inverted.
 struct Tree<'a> {
+    /// The root's name (the record without a parent), whose children's
+    /// links are the only ones measured here.
+    root: Option<&'a str>,
     children: HashMap<&'a str, Vec<&'a str>>,
     subtree_sizes: HashMap<&'a str, usize>,
 }
@@ -165,7 +182,12 @@ impl<'a> Tree<'a> {
                 }
             }
         }
+        let root = records
+            .iter()
+            .find(|record| record.parent.is_none())
+            .map(|record| record.name.as_str());
         Self {
+            root,
             children,
             subtree_sizes,
         }
@@ -173,8 +195,14 @@ impl<'a> Tree<'a> {
 
     fn object(&self, record: &NodeRecord) -> NodeObject {
         let name = record.name.as_str();
-        let link = record.link.clone().unwrap_or_default();
+        let link = record.link.clone();
         let is_root = record.parent.is_none();
+        let measured = link
+            .clone()
+            .filter(|_| record.parent.is_some() && record.parent.as_deref() == self.root);
+        let measured =
+            |field: fn(&relaymesh_protocol::LinkStatus) -> u64| measured.as_ref().map(field);
+        let reported = |field: fn(&relaymesh_protocol::LinkStatus) -> u64| link.as_ref().map(field);
         let last_transition_time = record
             .link
             .as_ref()
@@ -193,14 +221,14 @@ impl<'a> Tree<'a> {
             },
             status: NodeStatus {
                 role: record.role.as_str(),
-                connected: is_root || link.connected,
-                rtt_micros: link.rtt_micros,
-                bytes_sent: link.bytes_sent,
-                bytes_received: link.bytes_received,
-                bundles_served: link.bundles_served,
-                bundle_bytes_served: link.bundle_bytes_served,
-                acked_revision: link.acked_revision,
-                revision_lag: link.revision_lag,
+                connected: is_root || record.link.as_ref().is_some_and(|link| link.connected),
+                rtt_micros: measured(|link| link.rtt_micros),
+                bytes_sent: measured(|link| link.bytes_sent),
+                bytes_received: measured(|link| link.bytes_received),
+                bundles_served: reported(|link| link.bundles_served),
+                bundle_bytes_served: reported(|link| link.bundle_bytes_served),
+                acked_revision: measured(|link| link.acked_revision),
+                revision_lag: measured(|link| link.revision_lag),
                 subtree_size: self.subtree_sizes.get(name).copied().unwrap_or(0),
                 refused_entries: record.refused_entries,
                 limit_refusals: record.limit_refusals.clone(),
@@ -313,6 +341,40 @@ mod tests {
         assert_eq!(status_of(&relays, "eu-west")["subtreeSize"], 1);
         assert_eq!(status_of(&relays, "us")["subtreeSize"], 0);
         assert_eq!(status_of(&relays, "us")["children"], json!([]));
+    }
+
+    #[test]
+    fn link_measurements_are_shown_for_the_roots_children_only() {
+        let mut records = mesh();
+        for record in &mut records {
+            if let Some(link) = &mut record.link {
+                link.rtt_micros = 400;
+                link.bundles_served = 2;
+            }
+        }
+        let relays = list(&records, Role::Relay);
+        let eu = status_of(&relays, "eu");
+        assert_eq!(
+            (eu["rttMicros"].clone(), eu["revisionLag"].clone()),
+            (json!(400), json!(0))
+        );
+        assert_eq!(eu["bundlesServed"], 2);
+        // Measured by eu, which keeps it: not reported, so absent.
+        let eu_west = status_of(&relays, "eu-west");
+        for field in [
+            "rttMicros",
+            "bytesSent",
+            "bytesReceived",
+            "ackedRevision",
+            "revisionLag",
+        ] {
+            assert!(eu_west.get(field).is_none(), "{field}: {eu_west}");
+        }
+        assert_eq!(eu_west["bundlesServed"], 2);
+        assert_eq!(eu_west["connected"], true);
+        // The root has no link at all.
+        let root = status_of(&relays, "root");
+        assert!(root.get("rttMicros").is_none() && root.get("bundlesServed").is_none());
     }
 
     #[test]
