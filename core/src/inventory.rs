@@ -26,6 +26,11 @@ pub(crate) struct Inventory {
     /// The measured part of each direct child's link (see the module
     /// documentation): shown by this relay, never sent up.
     measured: BTreeMap<String, LinkStatus>,
+    /// Counts changes of the records (`all`), so a reader can tell a copy
+    /// is current without comparing.
+    version: u64,
+    /// Counts changes of `measured`.
+    measured_version: u64,
     /// Changes not yet sent up: a record to upsert, or `None` to remove.
     pending_up: BTreeMap<String, Option<NodeRecord>>,
     /// Pieces of a child's full inventory, until its last piece arrives.
@@ -61,6 +66,8 @@ impl Inventory {
             nodes: BTreeMap::new(),
             index: SubtreeIndex::new(),
             measured: BTreeMap::new(),
+            version: 0,
+            measured_version: 0,
             pending_up: BTreeMap::new(),
             assembling: BTreeMap::new(),
             aggregates: BTreeMap::new(),
@@ -110,6 +117,23 @@ impl Inventory {
         std::iter::once(&self.own).chain(self.nodes.values().map(|(record, _)| record))
     }
 
+    /// What this relay measured of its direct children's links, by child
+    /// (`connected` and `changed_unix_ms` are the records'; see
+    /// [`Inventory::all`]).
+    pub fn measured(&self) -> &BTreeMap<String, LinkStatus> {
+        &self.measured
+    }
+
+    /// Changes whenever a record of [`Inventory::all`] does.
+    pub fn version(&self) -> u64 {
+        self.version
+    }
+
+    /// Changes whenever [`Inventory::measured`] does.
+    pub fn measured_version(&self) -> u64 {
+        self.measured_version
+    }
+
     /// This relay's record and every record below it, its direct children's
     /// with what this relay measured of their links.
     pub fn all_measured(&self) -> impl Iterator<Item = NodeRecord> + '_ {
@@ -132,6 +156,7 @@ impl Inventory {
     /// Changes this node's own record and owes it to the parent.
     pub fn update_own(&mut self, update: impl FnOnce(&mut NodeRecord)) {
         update(&mut self.own);
+        self.version += 1;
         self.pending_up
             .insert(self.own.name.clone(), Some(self.own.clone()));
     }
@@ -233,7 +258,12 @@ impl Inventory {
     /// sent up.
     pub fn child_measured(&mut self, child: &str, update: impl FnOnce(&mut LinkStatus)) {
         if self.nodes.get(child).is_some_and(|(_, via)| via == child) {
-            update(self.measured.entry(child.to_string()).or_default());
+            let measured = self.measured.entry(child.to_string()).or_default();
+            let before = measured.clone();
+            update(measured);
+            if *measured != before {
+                self.measured_version += 1;
+            }
         }
     }
 
@@ -246,6 +276,7 @@ impl Inventory {
             if (link.bundles_served, link.bundle_bytes_served) != (times, bytes) {
                 link.bundles_served = times;
                 link.bundle_bytes_served = bytes;
+                self.version += 1;
                 self.pending_up
                     .insert(child.to_string(), Some(record.clone()));
             }
@@ -433,6 +464,7 @@ impl Inventory {
     }
 
     fn put_node(&mut self, record: NodeRecord, via: String) {
+        self.version += 1;
         let unchanged = self.nodes.get(&record.name).is_some_and(|(old, old_via)| {
             old.role == record.role && old.labels == record.labels && *old_via == via
         });
@@ -448,8 +480,11 @@ impl Inventory {
     }
 
     fn drop_node(&mut self, name: &str) {
-        self.measured.remove(name);
+        if self.measured.remove(name).is_some() {
+            self.measured_version += 1;
+        }
         if let Some((old, via)) = self.nodes.remove(name) {
+            self.version += 1;
             self.count(&old, &via, false);
             self.release_hold(&via);
         }
@@ -493,6 +528,7 @@ impl Inventory {
         let Some((record, via)) = self.nodes.get_mut(child) else {
             return;
         };
+        self.version += 1;
         let link = record.link.get_or_insert_with(LinkStatus::default);
         let was_connected = link.connected;
         update(link);

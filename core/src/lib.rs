@@ -270,6 +270,31 @@ impl Core {
         self.inventory.all_measured().collect()
     }
 
+    /// Every node this relay knows, as reported up the tree: [`Core::nodes`]
+    /// without the measurements of the direct children's links, which are
+    /// [`Core::link_measurements`]. Borrowed, for a driver that publishes a
+    /// copy only when [`Core::inventory_version`] moved.
+    pub fn inventory_records(&self) -> impl Iterator<Item = &NodeRecord> {
+        self.inventory.all()
+    }
+
+    /// What this relay measured of its direct children's links, by child:
+    /// RTT, bytes, acknowledged revision and lag (its `connected` and
+    /// `changed_unix_ms` are not set; the records have them).
+    pub fn link_measurements(&self) -> &BTreeMap<String, relaymesh_protocol::LinkStatus> {
+        self.inventory.measured()
+    }
+
+    /// A number that changes whenever [`Core::inventory_records`] do.
+    pub fn inventory_version(&self) -> u64 {
+        self.inventory.version()
+    }
+
+    /// A number that changes whenever [`Core::link_measurements`] do.
+    pub fn link_measurements_version(&self) -> u64 {
+        self.inventory.measured_version()
+    }
+
     /// Counts `count` refusals by `limit` in this node's own inventory
     /// record, which goes up the tree: the daemon calls it for the limits its
     /// links and API enforce (the core counts its own).

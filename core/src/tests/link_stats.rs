@@ -95,3 +95,30 @@ fn a_disconnect_below_still_reaches_the_root() {
     let link = net.record("root", "r1-7").and_then(|record| record.link);
     assert!(link.is_some_and(|link| link.connected));
 }
+
+#[test]
+fn versions_move_with_what_they_count() {
+    let mut net = wide_tree();
+    let versions = |net: &Net| {
+        let core = net["root"].core();
+        (core.inventory_version(), core.link_measurements_version())
+    };
+    let (records, measured) = versions(&net);
+    let stats = LinkStats {
+        rtt: Duration::from_micros(700),
+        ..LinkStats::default()
+    };
+    net.report_link_stats("r2", stats).expect("a node");
+    assert!(net.settle());
+    assert_eq!(
+        versions(&net),
+        (records, measured + 1),
+        "only a measurement"
+    );
+    assert_eq!(net["root"].core().link_measurements()["r2"].rtt_micros, 700);
+    net.report_link_stats("r2", stats).expect("a node");
+    assert_eq!(versions(&net), (records, measured + 1), "nothing changed");
+    net.disconnect("r2-4");
+    assert!(net.settle());
+    assert!(versions(&net).0 > records, "a record changed");
+}

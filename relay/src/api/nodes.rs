@@ -6,15 +6,16 @@
 //!
 //! What a parent measures of a link (RTT, bytes, acknowledged revision, lag)
 //! stays with that parent (see docs/architecture.md, "Inventory"), so these
-//! fields are present only for the root's own children; for deeper nodes
-//! they are absent (not reported), never zero. Connectivity and the bundle
+//! fields are present only for the root's own children, from the root's
+//! measurements; for deeper nodes they are absent (not reported), never
+//! zero. Connectivity and the bundle
 //! transfers a parent completed climb the tree and are shown for every node
 //! that has a parent.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::time::{Duration, UNIX_EPOCH};
 
-use relaymesh_protocol::{NodeRecord, Role};
+use relaymesh_protocol::{LinkStatus, NodeRecord, Role};
 use serde::Serialize;
 
 /// The API group and version of relaymesh's own kinds.
@@ -97,9 +98,14 @@ pub(super) fn kind_of(role: Role) -> &'static str {
     }
 }
 
-/// The objects of every node with `role`, sorted by name.
-pub(super) fn list(records: &[NodeRecord], role: Role) -> NodeList {
-    let tree = Tree::new(records);
+/// The objects of every node with `role`, sorted by name; `measured` holds
+/// what the root measured of its children's links.
+pub(super) fn list(
+    records: &[NodeRecord],
+    measured: &BTreeMap<String, LinkStatus>,
+    role: Role,
+) -> NodeList {
+    let tree = Tree::new(records, measured);
     let mut items: Vec<NodeObject> = records
         .iter()
         .filter(|record| record.role == role)
@@ -123,20 +129,18 @@ pub(super) fn get(records: &[NodeRecord], role: Role, name: &str) -> Option<Node
     let record = records
         .iter()
         .find(|record| record.role == role && record.name == name)?;
-    Some(Tree::new(records).object(record))
+    Some(Tree::new(records, &BTreeMap::new()).object(record))
 }
 
 /// The parent links of all records, inverted.
 struct Tree<'a> {
-    /// The root's name (the record without a parent), whose children's
-    /// links are the only ones measured here.
-    root: Option<&'a str>,
+    measured: &'a BTreeMap<String, LinkStatus>,
     children: HashMap<&'a str, Vec<&'a str>>,
     subtree_sizes: HashMap<&'a str, usize>,
 }
 
 impl<'a> Tree<'a> {
-    fn new(records: &'a [NodeRecord]) -> Self {
+    fn new(records: &'a [NodeRecord], measured: &'a BTreeMap<String, LinkStatus>) -> Self {
         let known: HashMap<&str, &NodeRecord> = records
             .iter()
             .map(|record| (record.name.as_str(), record))
@@ -182,12 +186,8 @@ impl<'a> Tree<'a> {
                 }
             }
         }
-        let root = records
-            .iter()
-            .find(|record| record.parent.is_none())
-            .map(|record| record.name.as_str());
         Self {
-            root,
+            measured,
             children,
             subtree_sizes,
         }
@@ -195,14 +195,11 @@ impl<'a> Tree<'a> {
 
     fn object(&self, record: &NodeRecord) -> NodeObject {
         let name = record.name.as_str();
-        let link = record.link.clone();
+        let link = record.link.as_ref();
         let is_root = record.parent.is_none();
-        let measured = link
-            .clone()
-            .filter(|_| record.parent.is_some() && record.parent.as_deref() == self.root);
-        let measured =
-            |field: fn(&relaymesh_protocol::LinkStatus) -> u64| measured.as_ref().map(field);
-        let reported = |field: fn(&relaymesh_protocol::LinkStatus) -> u64| link.as_ref().map(field);
+        let measured = self.measured.get(name).filter(|_| link.is_some());
+        let measured = |field: fn(&LinkStatus) -> u64| measured.map(field);
+        let reported = |field: fn(&LinkStatus) -> u64| link.map(field);
         let last_transition_time = record
             .link
             .as_ref()
@@ -281,7 +278,6 @@ pub(super) fn rfc3339(unix_ms: u64) -> String {
 
 #[cfg(test)]
 mod tests {
-    use relaymesh_protocol::LinkStatus;
     use serde_json::json;
 
     use super::*;
@@ -327,7 +323,7 @@ mod tests {
 
     #[test]
     fn subtree_sizes_and_children_follow_parent_links() {
-        let relays = list(&mesh(), Role::Relay);
+        let relays = list(&mesh(), &BTreeMap::new(), Role::Relay);
         let names: Vec<_> = relays
             .items
             .iter()
@@ -348,11 +344,17 @@ mod tests {
         let mut records = mesh();
         for record in &mut records {
             if let Some(link) = &mut record.link {
-                link.rtt_micros = 400;
                 link.bundles_served = 2;
             }
         }
-        let relays = list(&records, Role::Relay);
+        let measured = BTreeMap::from([(
+            "eu".to_string(),
+            LinkStatus {
+                rtt_micros: 400,
+                ..LinkStatus::default()
+            },
+        )]);
+        let relays = list(&records, &measured, Role::Relay);
         let eu = status_of(&relays, "eu");
         assert_eq!(
             (eu["rttMicros"].clone(), eu["revisionLag"].clone()),
@@ -414,12 +416,13 @@ mod tests {
         let mut records = mesh();
         records.push(record("a", Role::Relay, Some("b")));
         records.push(record("b", Role::Relay, Some("a")));
-        let agents = serde_json::to_value(list(&records, Role::Agent)).expect("serializes");
+        let agents = serde_json::to_value(list(&records, &BTreeMap::new(), Role::Agent))
+            .expect("serializes");
         assert_eq!(agents["kind"], "AgentList");
         assert_eq!(agents["metadata"], json!({"resourceVersion": ""}));
         assert_eq!(agents["items"].as_array().map(Vec::len), Some(3));
         // A parent cycle does not hang or overflow.
-        let relays = list(&records, Role::Relay);
+        let relays = list(&records, &BTreeMap::new(), Role::Relay);
         assert_eq!(status_of(&relays, "a")["subtreeSize"], 0);
     }
 }
