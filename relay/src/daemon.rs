@@ -11,6 +11,7 @@ mod bundles;
 mod listener;
 mod placements;
 mod renewal;
+mod serving;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -173,6 +174,8 @@ pub(crate) struct Shared {
     pub joins_in_progress: StreamGate,
     /// Refusals by the links and the API, until the loop counts them.
     pub refusals: Arc<Refusals>,
+    /// Bundles being served, shared in memory, and the bound on serves.
+    pub serving: Arc<serving::Serving>,
 }
 
 /// How a daemon runs, beyond what its store holds.
@@ -317,6 +320,10 @@ async fn run_store(
         joins: Arc::new(JoinRate::new(options.limits.joins_per_minute_per_address)),
         joins_in_progress: StreamGate::new(options.limits.max_concurrent_joins),
         refusals: Arc::new(Refusals::default()),
+        serving: serving::Serving::new(
+            options.limits.max_concurrent_bundle_serves,
+            serving::BUNDLE_CACHE_BUDGET,
+        ),
     };
     tracing::info!(
         root = config.parent.is_none(),
