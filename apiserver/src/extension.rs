@@ -80,6 +80,15 @@ pub trait Extension: Send + Sync + 'static {
         Vec::new()
     }
 
+    /// A number that changes whenever [`Extension::objects`] of `resource`
+    /// would, so a watch renders the objects only after a change; `None`
+    /// (the default) when the extension cannot tell, and watches render and
+    /// compare on every look.
+    fn objects_version(&self, resource: &Resource) -> Option<u64> {
+        let _ = resource;
+        None
+    }
+
     /// Whether `user` may do what `attributes` says; `Err` carries the
     /// reason for the `403`, worded as kube-apiserver words it. The default
     /// lets every authenticated user do everything (kube-apiserver's

@@ -46,9 +46,10 @@ const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 /// How often bookmarks are sent, when asked for.
 const BOOKMARK_INTERVAL: Duration = Duration::from_secs(10);
 
-/// How often a watch on a read-only view compares it with what it sent:
-/// relaymesh's inventory changes reach the root coalesced, about once a
-/// second, so looking more often would find nothing more.
+/// How often a watch on a read-only view looks whether it changed
+/// ([`Extension::objects_version`]) and, if so, compares it with what it
+/// sent: relaymesh's inventory changes reach the root coalesced, about
+/// once a second, so looking more often would find nothing more.
 const VIEW_POLL: Duration = Duration::from_secs(1);
 
 /// Where a watch's events come from after its first ones.
@@ -60,6 +61,8 @@ enum Live<E> {
         extension: Arc<E>,
         sent: view_changes::Sent,
         ticker: tokio::time::Interval,
+        /// The [`Extension::objects_version`] of what was sent.
+        rendered: Option<u64>,
     },
 }
 
@@ -181,6 +184,9 @@ pub(super) fn serve<E: Extension>(
         || initial_events == Some(true)
         || (initial_events.is_none() && from_now)
     {
+        // Read before the objects, so a change while they are made is
+        // rendered again rather than missed.
+        let rendered = context.extension.objects_version(resource);
         let (objects, version) = select(context, resource, &filter)?;
         for object in &objects {
             let version = object
@@ -196,6 +202,7 @@ pub(super) fn serve<E: Extension>(
                 extension: context.extension.clone(),
                 sent: view_changes::Sent::new(&objects),
                 ticker,
+                rendered,
             });
         } else {
             let version: u64 = version.parse().unwrap_or(0);
@@ -319,8 +326,14 @@ async fn stream<E: Extension>(
                     extension,
                     sent,
                     ticker,
+                    rendered,
                 }) => {
                     ticker.tick().await;
+                    let version = extension.objects_version(&encoder.resource);
+                    if version.is_some() && version == *rendered {
+                        return Next::Changes(Vec::new());
+                    }
+                    *rendered = version;
                     let now: Vec<Value> = extension
                         .objects(&encoder.resource)
                         .into_iter()

@@ -119,10 +119,8 @@ impl Core {
             mutations.push(Mutation::ForgetServed(id));
         }
         self.persist(mutations);
-        self.inventory.child_stats(child, |link| {
-            link.bundles_served = link_total.times;
-            link.bundle_bytes_served = link_total.bytes;
-        });
+        self.inventory
+            .child_served(child, link_total.times, link_total.bytes);
         self.schedule_inventory_flush(now);
     }
 

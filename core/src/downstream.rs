@@ -153,11 +153,10 @@ impl Core {
                 }
                 child.acked = child.acked.max(revision);
                 let (acked, lag) = (child.acked, self.slice.head() - child.acked);
-                self.inventory.child_stats(&name, |status| {
+                self.inventory.child_measured(&name, |status| {
                     status.acked_revision = acked;
                     status.revision_lag = lag;
                 });
-                self.schedule_inventory_flush(now);
             }
             UpMessage::Inventory(update) => {
                 let before = self.relevant_keys(&name);
@@ -213,20 +212,20 @@ impl Core {
         self.schedule_inventory_flush(now);
     }
 
-    /// The transport measured a child's link.
-    pub fn handle_link_stats(&mut self, now: Now, link: LinkId, stats: LinkStats) {
+    /// The transport measured a child's link. The measurement stays here
+    /// (see [`Core::nodes`]); nothing goes up for it.
+    pub fn handle_link_stats(&mut self, _now: Now, link: LinkId, stats: LinkStats) {
         let Some(child) = self.children.get(&link) else {
             return;
         };
         let name = child.name.clone();
         let lag = self.slice.head() - child.acked;
-        self.inventory.child_stats(&name, |status| {
+        self.inventory.child_measured(&name, |status| {
             status.rtt_micros = stats.rtt.as_micros() as u64;
             status.bytes_sent = stats.bytes_sent;
             status.bytes_received = stats.bytes_received;
             status.revision_lag = lag;
         });
-        self.schedule_inventory_flush(now);
     }
 
     /// Whether `child` may fetch bundle `id`: only bundles of entries its

@@ -1,5 +1,13 @@
 //! The inventory a relay holds of its subtree, and the changes it owes its
 //! parent.
+//!
+//! What the transport measures of a direct child's link (RTT, bytes, the
+//! revision it acknowledged, its lag) changes every second; it stays here,
+//! with the parent that measured it, and never goes up. What goes up of a
+//! link is what the inventory needs: whether the child is connected, since
+//! when, and the bundle transfers completed to it (which change only when
+//! the slice does). So what a relay's parent hears per second is bounded by
+//! membership changes, not by the size of the subtree.
 
 use std::collections::BTreeMap;
 
@@ -15,6 +23,14 @@ pub(crate) struct Inventory {
     /// Every node below this relay, with the child it lies under.
     nodes: BTreeMap<String, (NodeRecord, String)>,
     index: SubtreeIndex,
+    /// The measured part of each direct child's link (see the module
+    /// documentation): shown by this relay, never sent up.
+    measured: BTreeMap<String, LinkStatus>,
+    /// Counts changes of the records (`all`), so a reader can tell a copy
+    /// is current without comparing.
+    version: u64,
+    /// Counts changes of `measured`.
+    measured_version: u64,
     /// Changes not yet sent up: a record to upsert, or `None` to remove.
     pending_up: BTreeMap<String, Option<NodeRecord>>,
     /// Pieces of a child's full inventory, until its last piece arrives.
@@ -49,6 +65,9 @@ impl Inventory {
             own,
             nodes: BTreeMap::new(),
             index: SubtreeIndex::new(),
+            measured: BTreeMap::new(),
+            version: 0,
+            measured_version: 0,
             pending_up: BTreeMap::new(),
             assembling: BTreeMap::new(),
             aggregates: BTreeMap::new(),
@@ -73,7 +92,9 @@ impl Inventory {
                 depth(record, persisted.nodes.len(), parent_of),
             )
         });
-        for (record, via) in records {
+        for (mut record, via) in records {
+            // Stores written before measurements stayed local hold them.
+            record.link = record.link.as_ref().map(reported_part);
             if inventory.index.admit(&via, &record).is_ok() {
                 inventory.put_node(record, via);
             }
@@ -90,14 +111,52 @@ impl Inventory {
         &self.index
     }
 
-    /// This relay's record and every record below it.
+    /// This relay's record and every record below it, as reported up:
+    /// without the measurements of its children's links.
     pub fn all(&self) -> impl Iterator<Item = &NodeRecord> {
         std::iter::once(&self.own).chain(self.nodes.values().map(|(record, _)| record))
+    }
+
+    /// What this relay measured of its direct children's links, by child
+    /// (`connected` and `changed_unix_ms` are the records'; see
+    /// [`Inventory::all`]).
+    pub fn measured(&self) -> &BTreeMap<String, LinkStatus> {
+        &self.measured
+    }
+
+    /// Changes whenever a record of [`Inventory::all`] does.
+    pub fn version(&self) -> u64 {
+        self.version
+    }
+
+    /// Changes whenever [`Inventory::measured`] does.
+    pub fn measured_version(&self) -> u64 {
+        self.measured_version
+    }
+
+    /// This relay's record and every record below it, its direct children's
+    /// with what this relay measured of their links.
+    pub fn all_measured(&self) -> impl Iterator<Item = NodeRecord> + '_ {
+        self.all().map(|record| self.with_measured(record))
+    }
+
+    /// `record`, with the measurements of its link if it is a direct child.
+    fn with_measured(&self, record: &NodeRecord) -> NodeRecord {
+        let mut record = record.clone();
+        if let (Some(measured), Some(link)) = (self.measured.get(&record.name), &mut record.link) {
+            link.rtt_micros = measured.rtt_micros;
+            link.bytes_sent = measured.bytes_sent;
+            link.bytes_received = measured.bytes_received;
+            link.acked_revision = measured.acked_revision;
+            link.revision_lag = measured.revision_lag;
+        }
+        record
     }
 
     /// Changes this node's own record and owes it to the parent.
     pub fn update_own(&mut self, update: impl FnOnce(&mut NodeRecord)) {
         update(&mut self.own);
+        self.version += 1;
         self.pending_up
             .insert(self.own.name.clone(), Some(self.own.clone()));
     }
@@ -194,14 +253,30 @@ impl Inventory {
         doomed
     }
 
-    /// Updates the parts of a child's link status that change all the time.
-    /// They go up with the next report but are not persisted.
-    pub fn child_stats(&mut self, child: &str, update: impl FnOnce(&mut LinkStatus)) {
+    /// Updates what the transport measured of a direct child's link (RTT,
+    /// bytes, acknowledged revision, lag). Kept here: neither persisted nor
+    /// sent up.
+    pub fn child_measured(&mut self, child: &str, update: impl FnOnce(&mut LinkStatus)) {
+        if self.nodes.get(child).is_some_and(|(_, via)| via == child) {
+            let measured = self.measured.entry(child.to_string()).or_default();
+            let before = measured.clone();
+            update(measured);
+            if *measured != before {
+                self.measured_version += 1;
+            }
+        }
+    }
+
+    /// Updates the bundle transfers completed to a direct child. They
+    /// change only when bundles are served, and go up with the next report
+    /// (not persisted here: the core keeps the totals durably).
+    pub fn child_served(&mut self, child: &str, times: u64, bytes: u64) {
         if let Some((record, _)) = self.nodes.get_mut(child) {
             let link = record.link.get_or_insert_with(LinkStatus::default);
-            let before = link.clone();
-            update(link);
-            if *link != before {
+            if (link.bundles_served, link.bundle_bytes_served) != (times, bytes) {
+                link.bundles_served = times;
+                link.bundle_bytes_served = bytes;
+                self.version += 1;
                 self.pending_up
                     .insert(child.to_string(), Some(record.clone()));
             }
@@ -315,6 +390,10 @@ impl Inventory {
             tracing::warn!(child, node = %record.name, "refused a node reported below an agent");
             outcome.refused.push(record.name);
             return;
+        } else {
+            // A child that still sends its measurements up (an older
+            // version) must not make every one of them climb further.
+            record.link = record.link.as_ref().map(reported_part);
         }
         let held_for_child = existing.is_some_and(|(_, via)| via == child);
         if record.name != child && !held_for_child && !self.has_room(child) {
@@ -385,6 +464,7 @@ impl Inventory {
     }
 
     fn put_node(&mut self, record: NodeRecord, via: String) {
+        self.version += 1;
         let unchanged = self.nodes.get(&record.name).is_some_and(|(old, old_via)| {
             old.role == record.role && old.labels == record.labels && *old_via == via
         });
@@ -400,7 +480,11 @@ impl Inventory {
     }
 
     fn drop_node(&mut self, name: &str) {
+        if self.measured.remove(name).is_some() {
+            self.measured_version += 1;
+        }
         if let Some((old, via)) = self.nodes.remove(name) {
+            self.version += 1;
             self.count(&old, &via, false);
             self.release_hold(&via);
         }
@@ -444,6 +528,7 @@ impl Inventory {
         let Some((record, via)) = self.nodes.get_mut(child) else {
             return;
         };
+        self.version += 1;
         let link = record.link.get_or_insert_with(LinkStatus::default);
         let was_connected = link.connected;
         update(link);
@@ -456,6 +541,18 @@ impl Inventory {
         });
         self.pending_up
             .insert(child.to_string(), Some(record.clone()));
+    }
+}
+
+/// The part of a link's status that goes up the tree: connectivity and
+/// bundle transfers, never the per-second measurements.
+fn reported_part(link: &LinkStatus) -> LinkStatus {
+    LinkStatus {
+        connected: link.connected,
+        changed_unix_ms: link.changed_unix_ms,
+        bundles_served: link.bundles_served,
+        bundle_bytes_served: link.bundle_bytes_served,
+        ..LinkStatus::default()
     }
 }
 

@@ -227,10 +227,8 @@ impl Core {
             root_key: config.root_key.clone(),
         };
         for (child, total) in core.bundles.served_totals().clone() {
-            core.inventory.child_stats(&child, |link| {
-                link.bundles_served = total.times;
-                link.bundle_bytes_served = total.bytes;
-            });
+            core.inventory
+                .child_served(&child, total.times, total.bytes);
         }
         core.inventory.take_aggregates_changed();
         core.recut_all_quietly();
@@ -262,9 +260,39 @@ impl Core {
         self.inventory.own()
     }
 
-    /// Every node this relay knows: itself and its subtree.
+    /// Every node this relay knows: itself and its subtree. The links of
+    /// its direct children carry what this relay measured of them (RTT,
+    /// bytes, acknowledged revision, lag); deeper nodes' links carry only
+    /// what their parents report up (connectivity, bundle transfers), their
+    /// measurements being zero: not reported, since they stay with the
+    /// parent that measured them.
     pub fn nodes(&self) -> Vec<NodeRecord> {
-        self.inventory.all().cloned().collect()
+        self.inventory.all_measured().collect()
+    }
+
+    /// Every node this relay knows, as reported up the tree: [`Core::nodes`]
+    /// without the measurements of the direct children's links, which are
+    /// [`Core::link_measurements`]. Borrowed, for a driver that publishes a
+    /// copy only when [`Core::inventory_version`] moved.
+    pub fn inventory_records(&self) -> impl Iterator<Item = &NodeRecord> {
+        self.inventory.all()
+    }
+
+    /// What this relay measured of its direct children's links, by child:
+    /// RTT, bytes, acknowledged revision and lag (its `connected` and
+    /// `changed_unix_ms` are not set; the records have them).
+    pub fn link_measurements(&self) -> &BTreeMap<String, relaymesh_protocol::LinkStatus> {
+        self.inventory.measured()
+    }
+
+    /// A number that changes whenever [`Core::inventory_records`] do.
+    pub fn inventory_version(&self) -> u64 {
+        self.inventory.version()
+    }
+
+    /// A number that changes whenever [`Core::link_measurements`] do.
+    pub fn link_measurements_version(&self) -> u64 {
+        self.inventory.measured_version()
     }
 
     /// Counts `count` refusals by `limit` in this node's own inventory

@@ -49,7 +49,7 @@ use relaymesh_protocol::{BundleId, Refusal, Role, SliceEntry, Target};
 use crate::seal::{self, SealError};
 use crate::state::Persisted;
 use crate::{
-    Core, CoreConfig, LinkId, Now, DEFAULT_LOG_KEEP, DEFAULT_MAX_RECORDS_PER_CHILD,
+    Core, CoreConfig, LinkId, LinkStats, Now, DEFAULT_LOG_KEEP, DEFAULT_MAX_RECORDS_PER_CHILD,
     DEFAULT_MAX_STATUS_KEYS_PER_CHILD, INVENTORY_COALESCE,
 };
 use clock::Clock;
@@ -303,6 +303,26 @@ impl Simulation {
         );
         self.nodes[id].core = core;
         self.mark_ready(id);
+        self.run();
+        Ok(())
+    }
+
+    /// Hands `name`'s parent the transport's measure of the link to `name`,
+    /// as the daemon does about once a second, and executes what follows.
+    /// Does nothing while `name` has no link.
+    pub fn report_link_stats(
+        &mut self,
+        name: &str,
+        stats: LinkStats,
+    ) -> Result<(), SimulationError> {
+        let id = self.id(name)?;
+        let (Some(parent), Some(link)) = (self.nodes[id].parent, self.nodes[id].link) else {
+            return Ok(());
+        };
+        let now = self.now();
+        self.nodes[parent].traffic.events += 1;
+        self.nodes[parent].core.handle_link_stats(now, link, stats);
+        self.mark_ready(parent);
         self.run();
         Ok(())
     }

@@ -13,6 +13,7 @@
 //! The API does not own state: everything relaymesh-specific it serves
 //! comes from a [`Backend`] the daemon implements.
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,7 +26,7 @@ use relaymesh_apiserver::{
     ApiLimit, Attributes, Call, Extension, ExtensionRoute, Resource, Validator,
 };
 use relaymesh_protocol::limits::MAX_BUNDLE_LEN;
-use relaymesh_protocol::{BundleId, NodeRecord, Role};
+use relaymesh_protocol::{BundleId, LinkStatus, NodeRecord, Role};
 use serde_json::{json, Value};
 use tokio::net::TcpListener;
 
@@ -119,14 +120,31 @@ pub struct NodeRevoked {
     pub removed: Vec<String>,
 }
 
+/// The tree as the root knows it, as the daemon publishes it when it
+/// changed: cheap to clone (two shared pointers), so a request never copies
+/// the node list.
+#[derive(Debug, Clone, Default)]
+pub struct Inventory {
+    /// Changes whenever `records` or `measured` do, so a watch on a view
+    /// made of them renders it only after a change.
+    pub version: u64,
+    /// Every node the root knows (itself included): relays and agents, with
+    /// the link status each node's parent reports up (connectivity, since
+    /// when, bundle transfers).
+    pub records: Arc<[NodeRecord]>,
+    /// What the root measured of its own children's links (RTT, bytes,
+    /// acknowledged revision, lag), by child. Deeper links are measured by
+    /// their parents, which keep it: not reported here.
+    pub measured: Arc<BTreeMap<String, LinkStatus>>,
+}
+
 /// What the API serves from: the daemon's view of the tree and its stores.
 ///
 /// The synchronous methods are called from request handlers on the async
 /// runtime, so they must answer from memory and not block.
 pub trait Backend: Send + Sync + 'static {
-    /// Every node the root knows (itself included): relays and agents, with
-    /// link status set by each node's parent.
-    fn nodes(&self) -> Vec<NodeRecord>;
+    /// The tree as the root knows it.
+    fn inventory(&self) -> Inventory;
 
     /// Issues a single-use join token for `request`.
     fn create_token(&self, request: TokenRequest) -> Result<IssuedToken, ApiError>;
@@ -291,7 +309,14 @@ impl<B: Backend> Extension for Relaymesh<B> {
             (MULTICLUSTER_GROUP, "clusterprofiles") => View::ClusterProfiles,
             _ => return Vec::new(),
         };
-        inventory::objects(view, &self.backend.nodes())
+        inventory::objects(view, &self.backend.inventory())
+    }
+
+    fn objects_version(&self, resource: &Resource) -> Option<u64> {
+        let views = [RELAYMESH_GROUP, MULTICLUSTER_GROUP];
+        views
+            .contains(&resource.group())
+            .then(|| self.backend.inventory().version)
     }
 
     fn authorize(&self, user: &User, attributes: &Attributes) -> Result<(), String> {
@@ -366,8 +391,11 @@ impl<B: Backend> Extension for Relaymesh<B> {
         let argument = |index: usize| call.route.arguments.get(index).cloned().unwrap_or_default();
         match (call.route.endpoint, call.method == Method::GET) {
             (endpoint::JOIN_TOKENS, true) => {
-                let list =
-                    revocations::token_list(&backend.tokens()?, &backend.nodes(), unix_now());
+                let list = revocations::token_list(
+                    &backend.tokens()?,
+                    &backend.inventory().records,
+                    unix_now(),
+                );
                 json_reply(StatusCode::OK, &list)
             }
             (endpoint::JOIN_TOKENS, false) => {
@@ -378,7 +406,8 @@ impl<B: Backend> Extension for Relaymesh<B> {
             (endpoint::JOIN_TOKEN, _) => {
                 let id = revocations::parse_token_id(&argument(0))?;
                 let record = backend.revoke_token(id).await?;
-                let object = revocations::token_object(&record, &backend.nodes(), unix_now());
+                let object =
+                    revocations::token_object(&record, &backend.inventory().records, unix_now());
                 json_reply(StatusCode::OK, &object)
             }
             (endpoint::REVOCATIONS, true) => {
@@ -419,12 +448,13 @@ impl<B: Backend> Extension for Relaymesh<B> {
                     .ok_or_else(|| {
                         ApiError::NotFound(format!("placements.relaymesh.dev {name:?} not found"))
                     })?;
-                let explained = crate::placement::explain(&placement, &backend.nodes()).map_err(
-                    |PlacementError::Invalid { field, message }| ApiError::Invalid {
-                        field,
-                        message,
-                    },
-                )?;
+                let explained = crate::placement::explain(&placement, &backend.inventory().records)
+                    .map_err(
+                        |PlacementError::Invalid { field, message }| ApiError::Invalid {
+                            field,
+                            message,
+                        },
+                    )?;
                 json_reply(StatusCode::OK, &explained)
             }
             (other, _) => Err(ApiError::NotFound(format!("nothing serves {other}"))),
@@ -477,8 +507,8 @@ mod tests {
     struct NoTree;
 
     impl Backend for NoTree {
-        fn nodes(&self) -> Vec<NodeRecord> {
-            Vec::new()
+        fn inventory(&self) -> Inventory {
+            Inventory::default()
         }
 
         fn create_token(&self, _request: TokenRequest) -> Result<IssuedToken, ApiError> {

@@ -11,6 +11,7 @@ mod bundles;
 mod listener;
 mod placements;
 mod renewal;
+mod serving;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -19,7 +20,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use relaymesh_core::{Action, Core, CoreConfig, LinkId, LinkStats, Now, DEFAULT_LOG_KEEP};
 use relaymesh_protocol::message::{DownMessage, Hello, UpMessage};
-use relaymesh_protocol::{BundleId, NodeRecord, Refusal, SliceEntry, Target};
+use relaymesh_protocol::{BundleId, Refusal, SliceEntry, Target};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
@@ -157,7 +158,9 @@ pub(crate) struct Shared {
     pub events: mpsc::Sender<Event>,
     /// Counts bundles stored, so a task waiting for one can wake up.
     pub bundles_stored: watch::Receiver<u64>,
-    pub nodes: Arc<RwLock<Vec<NodeRecord>>>,
+    /// The tree as the API serves it, published by the loop when the
+    /// core's inventory changed (at the root only: nothing else reads it).
+    pub inventory: Arc<RwLock<crate::api::Inventory>>,
     pub config: Arc<NodeConfig>,
     /// The revocations this relay holds, as the listener checks them.
     pub deny: Arc<RwLock<DenyList>>,
@@ -171,6 +174,8 @@ pub(crate) struct Shared {
     pub joins_in_progress: StreamGate,
     /// Refusals by the links and the API, until the loop counts them.
     pub refusals: Arc<Refusals>,
+    /// Bundles being served, shared in memory, and the bound on serves.
+    pub serving: Arc<serving::Serving>,
 }
 
 /// How a daemon runs, beyond what its store holds.
@@ -307,7 +312,7 @@ async fn run_store(
         store: store.clone(),
         events: events_tx.clone(),
         bundles_stored: stored_rx,
-        nodes: Arc::new(RwLock::new(core.nodes())),
+        inventory: Arc::new(RwLock::new(crate::api::Inventory::default())),
         config: Arc::new(config.clone()),
         deny: Arc::new(RwLock::new(DenyList::from_entries(core.entries()))),
         node_cert_validity: options.node_cert_validity,
@@ -315,6 +320,10 @@ async fn run_store(
         joins: Arc::new(JoinRate::new(options.limits.joins_per_minute_per_address)),
         joins_in_progress: StreamGate::new(options.limits.max_concurrent_joins),
         refusals: Arc::new(Refusals::default()),
+        serving: serving::Serving::new(
+            options.limits.max_concurrent_bundle_serves,
+            serving::BUNDLE_CACHE_BUDGET,
+        ),
     };
     tracing::info!(
         root = config.parent.is_none(),
@@ -375,6 +384,7 @@ async fn run_store(
         dirty: false,
         hooks,
         published: None,
+        inventory_published: None,
         renewal: renewal::Renewal::new(
             (*shared_identity).clone(),
             options.node_cert_validity,
@@ -408,6 +418,9 @@ struct Daemon {
     hooks: Option<AgentHooks>,
     /// The head and bundle count last published to the reconciler.
     published: Option<(u64, u64)>,
+    /// The core's inventory and link measurement versions last published
+    /// to the API.
+    inventory_published: Option<(u64, u64)>,
     /// This node's certificate and when to renew it.
     renewal: renewal::Renewal,
 }
@@ -440,7 +453,35 @@ impl Daemon {
             }
             self.execute().await?;
             self.publish_slice();
+            self.publish_inventory();
         }
+    }
+
+    /// Hands the API a new copy of the inventory, only of what changed
+    /// since the last: the node list when a record changed, the root's
+    /// measurements of its children's links (O(children)) when those did.
+    fn publish_inventory(&mut self) {
+        if self.shared.config.api_listen.is_none() {
+            return;
+        }
+        let current = (
+            self.core.inventory_version(),
+            self.core.link_measurements_version(),
+        );
+        let last = self.inventory_published.replace(current);
+        if last == Some(current) {
+            return;
+        }
+        let Ok(mut inventory) = self.shared.inventory.write() else {
+            return;
+        };
+        if last.map(|(records, _)| records) != Some(current.0) {
+            inventory.records = self.core.inventory_records().cloned().collect();
+        }
+        if last.map(|(_, measured)| measured) != Some(current.1) {
+            inventory.measured = Arc::new(self.core.link_measurements().clone());
+        }
+        inventory.version += 1;
     }
 
     /// Tells an agent's reconciler about a new slice or a newly stored bundle.
@@ -816,9 +857,6 @@ impl Daemon {
                     bytes_received: stats.udp_rx.bytes,
                 },
             );
-        }
-        if let Ok(mut nodes) = self.shared.nodes.write() {
-            *nodes = self.core.nodes();
         }
     }
 }

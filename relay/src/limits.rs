@@ -14,6 +14,8 @@
 //!   work;
 //! * bundle streams per peer: the listener, with a [`StreamGate`] per
 //!   connection (the bound is `protocol::limits::MAX_BUNDLE_STREAMS`);
+//! * bundle serves at once, from everyone: the listener, with a semaphore
+//!   (`daemon/serving.rs`); serves over it wait rather than being refused;
 //! * inventory records and status keys per child: the sans-IO core, which
 //!   counts them itself;
 //! * request bodies, JSON patches and unpaged lists: the root's API.
@@ -47,6 +49,10 @@ pub const DEFAULT_JOINS_PER_MINUTE_PER_ADDRESS: u32 = 30;
 /// signature, signs certificates and flushes the token ledger.
 pub const DEFAULT_MAX_CONCURRENT_JOINS: usize = 16;
 
+/// The bundle serves a relay runs at once, from everyone; more wait for
+/// one to end (they are queued, not refused).
+pub const DEFAULT_MAX_CONCURRENT_BUNDLE_SERVES: usize = 64;
+
 /// How many idle join buckets are kept before the full ones are forgotten.
 const JOIN_BUCKETS_KEPT: usize = 4096;
 
@@ -70,6 +76,8 @@ pub struct Limits {
     pub max_records_per_child: usize,
     /// Placements one child may report status for.
     pub max_status_keys_per_child: usize,
+    /// Bundle serves run at once, from everyone; more wait their turn.
+    pub max_concurrent_bundle_serves: usize,
 }
 
 impl Default for Limits {
@@ -81,6 +89,7 @@ impl Default for Limits {
             max_concurrent_joins: DEFAULT_MAX_CONCURRENT_JOINS,
             max_records_per_child: relaymesh_core::DEFAULT_MAX_RECORDS_PER_CHILD,
             max_status_keys_per_child: relaymesh_core::DEFAULT_MAX_STATUS_KEYS_PER_CHILD,
+            max_concurrent_bundle_serves: DEFAULT_MAX_CONCURRENT_BUNDLE_SERVES,
         }
     }
 }

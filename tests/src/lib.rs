@@ -373,7 +373,11 @@ impl Mesh {
             .env_remove("RELAYMESH_MAX_CONCURRENT_JOINS")
             .env_remove("RELAYMESH_MAX_INVENTORY_RECORDS_PER_CHILD")
             .env_remove("RELAYMESH_MAX_STATUS_KEYS_PER_CHILD")
-            .env("RUST_LOG", "info,relaymesh_relay=debug")
+            .env_remove("RELAYMESH_MAX_CONCURRENT_BUNDLE_SERVES")
+            .env(
+                "RUST_LOG",
+                "info,relaymesh_relay=debug,relaymesh_core=debug",
+            )
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()?;

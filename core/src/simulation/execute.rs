@@ -2,7 +2,7 @@
 //! simulation, in the order the core returned them.
 
 use relaymesh_protocol::message::{DownMessage, UpMessage};
-use relaymesh_protocol::BundleId;
+use relaymesh_protocol::{BundleId, InventoryUpdate};
 
 use super::{NodeId, Simulation};
 use crate::{Action, LinkId};
@@ -56,6 +56,7 @@ impl Simulation {
         self.nodes[id].traffic.messages_to_parent += 1;
         let parent_node = &mut self.nodes[parent];
         parent_node.traffic.messages_from_children += 1;
+        parent_node.traffic.inventory_records_from_children += inventory_records(&message);
         parent_node.traffic.events += 1;
         parent_node.core.handle_child_message(now, link, message);
         self.mark_ready(parent);
@@ -120,5 +121,16 @@ impl Simulation {
             .get(&link)
             .copied()
             .filter(|child| self.nodes[*child].parent == Some(parent))
+    }
+}
+
+/// How many inventory records `message` carries.
+fn inventory_records(message: &UpMessage) -> u64 {
+    match message {
+        UpMessage::Inventory(InventoryUpdate::Delta { upserts, removals }) => {
+            (upserts.len() + removals.len()) as u64
+        }
+        UpMessage::Inventory(InventoryUpdate::Full { records, .. }) => records.len() as u64,
+        _ => 0,
     }
 }

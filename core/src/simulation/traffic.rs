@@ -18,6 +18,9 @@ pub struct Traffic {
     pub messages_from_parent: u64,
     /// Messages received from its children.
     pub messages_from_children: u64,
+    /// Inventory records (upserts and removals) in the messages received
+    /// from its children: what its subtree's changes cost it.
+    pub inventory_records_from_children: u64,
     /// Messages sent to its parent.
     pub messages_to_parent: u64,
     /// Messages sent to its children.
@@ -39,6 +42,7 @@ impl AddAssign<&Traffic> for Traffic {
         self.events += other.events;
         self.messages_from_parent += other.messages_from_parent;
         self.messages_from_children += other.messages_from_children;
+        self.inventory_records_from_children += other.inventory_records_from_children;
         self.messages_to_parent += other.messages_to_parent;
         self.messages_to_children += other.messages_to_children;
         self.bundles_fetched += other.bundles_fetched;

@@ -25,7 +25,8 @@ pub(super) enum View {
 }
 
 /// The objects of a read-only source, sorted by name.
-pub(super) fn objects(source: View, records: &[NodeRecord]) -> Vec<Value> {
+pub(super) fn objects(source: View, inventory: &super::Inventory) -> Vec<Value> {
+    let records = &inventory.records[..];
     match source {
         View::Relays | View::Agents => {
             let role = if source == View::Relays {
@@ -33,7 +34,8 @@ pub(super) fn objects(source: View, records: &[NodeRecord]) -> Vec<Value> {
             } else {
                 Role::Agent
             };
-            let list = serde_json::to_value(nodes::list(records, role)).unwrap_or(Value::Null);
+            let list = serde_json::to_value(nodes::list(records, &inventory.measured, role))
+                .unwrap_or(Value::Null);
             list["items"].as_array().cloned().unwrap_or_default()
         }
         View::Clusters | View::ClusterProfiles => {
@@ -157,12 +159,17 @@ mod tests {
         }
     }
 
-    fn records() -> Vec<NodeRecord> {
-        vec![
-            record("root", Role::Relay, None),
-            record("eu", Role::Relay, Some("root")),
-            record("edge-1", Role::Agent, Some("eu")),
-        ]
+    fn records() -> super::super::Inventory {
+        super::super::Inventory {
+            version: 1,
+            records: vec![
+                record("root", Role::Relay, None),
+                record("eu", Role::Relay, Some("root")),
+                record("edge-1", Role::Agent, Some("eu")),
+            ]
+            .into(),
+            measured: Default::default(),
+        }
     }
 
     #[test]

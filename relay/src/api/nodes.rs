@@ -3,11 +3,19 @@
 //! Built from the backend's [`NodeRecord`]s without IO. The parts a node cannot
 //! say about itself (its children, the size of its subtree) are computed here
 //! from the parent links of all records.
+//!
+//! What a parent measures of a link (RTT, bytes, acknowledged revision, lag)
+//! stays with that parent (see docs/architecture.md, "Inventory"), so these
+//! fields are present only for the root's own children, from the root's
+//! measurements; for deeper nodes they are absent (not reported), never
+//! zero. Connectivity and the bundle
+//! transfers a parent completed climb the tree and are shown for every node
+//! that has a parent.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::time::{Duration, UNIX_EPOCH};
 
-use relaymesh_protocol::{NodeRecord, Role};
+use relaymesh_protocol::{LinkStatus, NodeRecord, Role};
 use serde::Serialize;
 
 /// The API group and version of relaymesh's own kinds.
@@ -59,13 +67,20 @@ struct NodeSpec {
 struct NodeStatus {
     role: &'static str,
     connected: bool,
-    rtt_micros: u64,
-    bytes_sent: u64,
-    bytes_received: u64,
-    bundles_served: u64,
-    bundle_bytes_served: u64,
-    acked_revision: u64,
-    revision_lag: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    rtt_micros: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    bytes_sent: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    bytes_received: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    bundles_served: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    bundle_bytes_served: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    acked_revision: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    revision_lag: Option<u64>,
     subtree_size: usize,
     refused_entries: u64,
     limit_refusals: BTreeMap<String, u64>,
@@ -83,9 +98,14 @@ pub(super) fn kind_of(role: Role) -> &'static str {
     }
 }
 
-/// The objects of every node with `role`, sorted by name.
-pub(super) fn list(records: &[NodeRecord], role: Role) -> NodeList {
-    let tree = Tree::new(records);
+/// The objects of every node with `role`, sorted by name; `measured` holds
+/// what the root measured of its children's links.
+pub(super) fn list(
+    records: &[NodeRecord],
+    measured: &BTreeMap<String, LinkStatus>,
+    role: Role,
+) -> NodeList {
+    let tree = Tree::new(records, measured);
     let mut items: Vec<NodeObject> = records
         .iter()
         .filter(|record| record.role == role)
@@ -109,17 +129,18 @@ pub(super) fn get(records: &[NodeRecord], role: Role, name: &str) -> Option<Node
     let record = records
         .iter()
         .find(|record| record.role == role && record.name == name)?;
-    Some(Tree::new(records).object(record))
+    Some(Tree::new(records, &BTreeMap::new()).object(record))
 }
 
 /// The parent links of all records, inverted.
 struct Tree<'a> {
+    measured: &'a BTreeMap<String, LinkStatus>,
     children: HashMap<&'a str, Vec<&'a str>>,
     subtree_sizes: HashMap<&'a str, usize>,
 }
 
 impl<'a> Tree<'a> {
-    fn new(records: &'a [NodeRecord]) -> Self {
+    fn new(records: &'a [NodeRecord], measured: &'a BTreeMap<String, LinkStatus>) -> Self {
         let known: HashMap<&str, &NodeRecord> = records
             .iter()
             .map(|record| (record.name.as_str(), record))
@@ -166,6 +187,7 @@ impl<'a> Tree<'a> {
             }
         }
         Self {
+            measured,
             children,
             subtree_sizes,
         }
@@ -173,8 +195,11 @@ impl<'a> Tree<'a> {
 
     fn object(&self, record: &NodeRecord) -> NodeObject {
         let name = record.name.as_str();
-        let link = record.link.clone().unwrap_or_default();
+        let link = record.link.as_ref();
         let is_root = record.parent.is_none();
+        let measured = self.measured.get(name).filter(|_| link.is_some());
+        let measured = |field: fn(&LinkStatus) -> u64| measured.map(field);
+        let reported = |field: fn(&LinkStatus) -> u64| link.map(field);
         let last_transition_time = record
             .link
             .as_ref()
@@ -193,14 +218,14 @@ impl<'a> Tree<'a> {
             },
             status: NodeStatus {
                 role: record.role.as_str(),
-                connected: is_root || link.connected,
-                rtt_micros: link.rtt_micros,
-                bytes_sent: link.bytes_sent,
-                bytes_received: link.bytes_received,
-                bundles_served: link.bundles_served,
-                bundle_bytes_served: link.bundle_bytes_served,
-                acked_revision: link.acked_revision,
-                revision_lag: link.revision_lag,
+                connected: is_root || record.link.as_ref().is_some_and(|link| link.connected),
+                rtt_micros: measured(|link| link.rtt_micros),
+                bytes_sent: measured(|link| link.bytes_sent),
+                bytes_received: measured(|link| link.bytes_received),
+                bundles_served: reported(|link| link.bundles_served),
+                bundle_bytes_served: reported(|link| link.bundle_bytes_served),
+                acked_revision: measured(|link| link.acked_revision),
+                revision_lag: measured(|link| link.revision_lag),
                 subtree_size: self.subtree_sizes.get(name).copied().unwrap_or(0),
                 refused_entries: record.refused_entries,
                 limit_refusals: record.limit_refusals.clone(),
@@ -253,7 +278,6 @@ pub(super) fn rfc3339(unix_ms: u64) -> String {
 
 #[cfg(test)]
 mod tests {
-    use relaymesh_protocol::LinkStatus;
     use serde_json::json;
 
     use super::*;
@@ -299,7 +323,7 @@ mod tests {
 
     #[test]
     fn subtree_sizes_and_children_follow_parent_links() {
-        let relays = list(&mesh(), Role::Relay);
+        let relays = list(&mesh(), &BTreeMap::new(), Role::Relay);
         let names: Vec<_> = relays
             .items
             .iter()
@@ -313,6 +337,46 @@ mod tests {
         assert_eq!(status_of(&relays, "eu-west")["subtreeSize"], 1);
         assert_eq!(status_of(&relays, "us")["subtreeSize"], 0);
         assert_eq!(status_of(&relays, "us")["children"], json!([]));
+    }
+
+    #[test]
+    fn link_measurements_are_shown_for_the_roots_children_only() {
+        let mut records = mesh();
+        for record in &mut records {
+            if let Some(link) = &mut record.link {
+                link.bundles_served = 2;
+            }
+        }
+        let measured = BTreeMap::from([(
+            "eu".to_string(),
+            LinkStatus {
+                rtt_micros: 400,
+                ..LinkStatus::default()
+            },
+        )]);
+        let relays = list(&records, &measured, Role::Relay);
+        let eu = status_of(&relays, "eu");
+        assert_eq!(
+            (eu["rttMicros"].clone(), eu["revisionLag"].clone()),
+            (json!(400), json!(0))
+        );
+        assert_eq!(eu["bundlesServed"], 2);
+        // Measured by eu, which keeps it: not reported, so absent.
+        let eu_west = status_of(&relays, "eu-west");
+        for field in [
+            "rttMicros",
+            "bytesSent",
+            "bytesReceived",
+            "ackedRevision",
+            "revisionLag",
+        ] {
+            assert!(eu_west.get(field).is_none(), "{field}: {eu_west}");
+        }
+        assert_eq!(eu_west["bundlesServed"], 2);
+        assert_eq!(eu_west["connected"], true);
+        // The root has no link at all.
+        let root = status_of(&relays, "root");
+        assert!(root.get("rttMicros").is_none() && root.get("bundlesServed").is_none());
     }
 
     #[test]
@@ -352,12 +416,13 @@ mod tests {
         let mut records = mesh();
         records.push(record("a", Role::Relay, Some("b")));
         records.push(record("b", Role::Relay, Some("a")));
-        let agents = serde_json::to_value(list(&records, Role::Agent)).expect("serializes");
+        let agents = serde_json::to_value(list(&records, &BTreeMap::new(), Role::Agent))
+            .expect("serializes");
         assert_eq!(agents["kind"], "AgentList");
         assert_eq!(agents["metadata"], json!({"resourceVersion": ""}));
         assert_eq!(agents["items"].as_array().map(Vec::len), Some(3));
         // A parent cycle does not hang or overflow.
-        let relays = list(&records, Role::Relay);
+        let relays = list(&records, &BTreeMap::new(), Role::Relay);
         assert_eq!(status_of(&relays, "a")["subtreeSize"], 0);
     }
 }

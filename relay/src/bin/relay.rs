@@ -174,6 +174,14 @@ struct LimitArgs {
           default_value_t = relaymesh_core::DEFAULT_MAX_STATUS_KEYS_PER_CHILD as u64,
           value_parser = clap::value_parser!(u64).range(1..))]
     max_status_keys_per_child: u64,
+    /// Bundle serves run at once on this relay, to all children together
+    /// (each connection may also have at most 16 bundle streams open);
+    /// more wait for one to end rather than being refused, so a child's
+    /// fetch only takes longer.
+    #[arg(long, env = "RELAYMESH_MAX_CONCURRENT_BUNDLE_SERVES", value_name = "N",
+          default_value_t = limits::DEFAULT_MAX_CONCURRENT_BUNDLE_SERVES as u64,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    max_concurrent_bundle_serves: u64,
 }
 
 impl LimitArgs {
@@ -186,6 +194,7 @@ impl LimitArgs {
             max_concurrent_joins: size(self.max_concurrent_joins),
             max_records_per_child: size(self.max_inventory_records_per_child),
             max_status_keys_per_child: size(self.max_status_keys_per_child),
+            max_concurrent_bundle_serves: size(self.max_concurrent_bundle_serves),
         }
     }
 }

@@ -19,8 +19,10 @@ const MAX_DEPTH: usize = 256;
 /// "bytesSent", "bytesReceived", "bundlesServed", "bundleBytesServed",
 /// "refusedEntries", "limitRefusals" (limit name → count),
 /// "lastTransitionTime" (when known),
-/// "children": [...]}`, children sorted by name. `None` if no node is
-/// without a parent.
+/// "children": [...]}`, children sorted by name. Numbers the API does not
+/// report are absent: a link's measurements (RTT, bytes, revisions) exist
+/// only for the root's children, bundle transfers only for nodes with a
+/// parent. `None` if no node is without a parent.
 pub fn build_tree(nodes: &[Value]) -> Option<Value> {
     let index = Index::new(nodes);
     let root = index
@@ -142,7 +144,6 @@ impl<'a> Index<'a> {
         let mut fields = Map::new();
         if let Some(node) = self.nodes.get(name) {
             let status = &node.object["status"];
-            let number = |key: &str| status[key].as_u64().unwrap_or(0);
             fields.insert("name".into(), Value::from(name));
             fields.insert("role".into(), Value::from(node.role));
             fields.insert(
@@ -160,7 +161,11 @@ impl<'a> Index<'a> {
                 "bundleBytesServed",
                 "refusedEntries",
             ] {
-                fields.insert(key.into(), Value::from(number(key)));
+                // Absent means not reported (a deeper link's measurements
+                // stay with its parent): never shown as a zero.
+                if let Some(value) = status[key].as_u64() {
+                    fields.insert(key.into(), Value::from(value));
+                }
             }
             let limit_refusals: Map<String, Value> = status["limitRefusals"]
                 .as_object()
@@ -259,12 +264,14 @@ fn link_details(node: &Value, connected: bool) -> String {
     let mut text = String::new();
     let number = |key: &str| node[key].as_u64().unwrap_or(0);
     if connected {
-        let rtt_ms = number("rttMicros") as f64 / 1000.0;
-        text.push_str(&format!(
-            "  rtt {rtt_ms:.1}ms  lag {}  subtree {}",
-            number("revisionLag"),
-            number("subtreeSize")
-        ));
+        // A link's measurements are reported only for the root's children.
+        if let Some(rtt) = node["rttMicros"].as_u64() {
+            text.push_str(&format!("  rtt {:.1}ms", rtt as f64 / 1000.0));
+        }
+        if let Some(lag) = node["revisionLag"].as_u64() {
+            text.push_str(&format!("  lag {lag}"));
+        }
+        text.push_str(&format!("  subtree {}", number("subtreeSize")));
     } else if let Some(since) = node["lastTransitionTime"].as_str() {
         text.push_str(&format!("  (since {since})"));
     }

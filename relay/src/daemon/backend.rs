@@ -138,11 +138,11 @@ fn subtree(nodes: &[NodeRecord], name: &str) -> Vec<String> {
 }
 
 impl Backend for RootBackend {
-    fn nodes(&self) -> Vec<NodeRecord> {
+    fn inventory(&self) -> api::Inventory {
         self.shared
-            .nodes
+            .inventory
             .read()
-            .map(|nodes| nodes.clone())
+            .map(|inventory| inventory.clone())
             .unwrap_or_default()
     }
 
@@ -157,7 +157,7 @@ impl Backend for RootBackend {
             .as_deref()
             .ok_or_else(|| ApiError::Forbidden("only the root issues join tokens".into()))?;
         let parent = request.parent.unwrap_or_else(|| identity.name.clone());
-        let nodes = self.nodes();
+        let nodes = self.inventory().records;
         let (addresses, issuers) = if parent == identity.name {
             (self.shared.config.advertise.clone(), Vec::new())
         } else {
@@ -259,7 +259,7 @@ impl Backend for RootBackend {
                 message: format!("{name:?} is the root, which cannot be revoked"),
             });
         }
-        let nodes = self.nodes();
+        let nodes = self.inventory().records;
         if !nodes.iter().any(|node| node.name == name) {
             return Err(ApiError::NotFound(format!(
                 "node {name:?} is not in the tree"

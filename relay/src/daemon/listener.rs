@@ -6,6 +6,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use relaymesh_protocol::limits::{MAX_BUNDLE_STREAMS, MAX_OPENING_FRAME_LEN};
 use relaymesh_protocol::message::{
     DownMessage, JoinReply, JoinRequest, Open, RenewReply, RenewRequest, UpMessage,
@@ -20,6 +21,7 @@ use crate::admission::{self, TokenLedger};
 use crate::identity::Identity;
 use crate::limits::{Limit, StreamGate};
 use crate::pki::{self, Peer};
+use crate::store::BundleChunks;
 use crate::transport::{bundle_transfer, expect_frame_within, read_frame, write_frame, LinkError};
 
 /// How long a child may take to say what a new stream is for.
@@ -420,9 +422,36 @@ async fn serve_bundle(
             }
         }
     };
-    // Read from the store chunk by chunk as the stream takes them.
-    let chunks = tokio::time::timeout(BUNDLE_WAIT, wait).await.ok().flatten();
-    let served = bundle_transfer::serve(send, id, chunks).await?;
+    let Some(chunks) = tokio::time::timeout(BUNDLE_WAIT, wait).await.ok().flatten() else {
+        bundle_transfer::serve(send, id, None::<BundleChunks>).await?;
+        return Ok(());
+    };
+    // Relay-wide bound: wait for a turn rather than refuse.
+    let _permit = match shared.serving.permit().await {
+        Some(permit) => permit,
+        None => return Err(LinkError::Local("the relay is stopping".into())),
+    };
+    // One copy in memory for every serve of this bundle running now; one
+    // that does not fit the budget is read from the store chunk by chunk as
+    // the stream takes it.
+    let store = shared.store.clone();
+    let load = async move {
+        let read = tokio::task::spawn_blocking(move || store.bundle(&id)).await;
+        match read {
+            Ok(Ok(Some(bytes))) => Ok(Bytes::from(bytes)),
+            Ok(Ok(None)) => Err(format!("bundle {id} was removed while it was served")),
+            Ok(Err(error)) => Err(error.to_string()),
+            Err(error) => Err(error.to_string()),
+        }
+    };
+    let served = match shared.serving.share(id, chunks.len(), load).await {
+        Ok(Some(bundle)) => bundle_transfer::serve(send, id, Some(bundle)).await?,
+        Ok(None) => bundle_transfer::serve(send, id, Some(chunks)).await?,
+        Err(error) => {
+            let _ = send.reset(0u32.into());
+            return Err(LinkError::Local(error));
+        }
+    };
     if let Some(bytes) = served {
         let _ = shared
             .events

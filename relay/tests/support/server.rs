@@ -4,13 +4,14 @@
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
+use std::hash::{Hash, Hasher};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use relaymesh_apiserver::objects::ObjectStore;
 use relaymesh_protocol::{BundleId, LinkStatus, NodeRecord, Role};
-use relaymesh_relay::api::{self, ApiError, ApiTls, Backend, IssuedToken, TokenRequest};
+use relaymesh_relay::api::{self, ApiError, ApiTls, Backend, Inventory, IssuedToken, TokenRequest};
 use relaymesh_relay::client::Client;
 use relaymesh_relay::kubeconfig::ClientCredentials;
 use relaymesh_relay::limits::Limit;
@@ -31,8 +32,16 @@ pub struct FakeBackend {
 }
 
 impl Backend for FakeBackend {
-    fn nodes(&self) -> Vec<NodeRecord> {
-        lock(&self.nodes).clone()
+    fn inventory(&self) -> Inventory {
+        let records = lock(&self.nodes).clone();
+        // Tests change the records in place: the version is their digest.
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        format!("{records:?}").hash(&mut hasher);
+        Inventory {
+            version: hasher.finish(),
+            records: records.into(),
+            measured: Default::default(),
+        }
     }
 
     fn create_token(&self, request: TokenRequest) -> Result<IssuedToken, ApiError> {

@@ -271,6 +271,8 @@ fn difference(after: &Traffic, before: &Traffic) -> Traffic {
         events: after.events - before.events,
         messages_from_parent: after.messages_from_parent - before.messages_from_parent,
         messages_from_children: after.messages_from_children - before.messages_from_children,
+        inventory_records_from_children: after.inventory_records_from_children
+            - before.inventory_records_from_children,
         messages_to_parent: after.messages_to_parent - before.messages_to_parent,
         messages_to_children: after.messages_to_children - before.messages_to_children,
         bundles_fetched: after.bundles_fetched - before.bundles_fetched,

@@ -78,20 +78,16 @@ fn nests_from_the_root_with_sorted_children() {
         "name",
         "role",
         "connected",
-        "rttMicros",
-        "revisionLag",
-        "ackedRevision",
         "subtreeSize",
-        "bytesSent",
-        "bytesReceived",
-        "bundlesServed",
-        "bundleBytesServed",
-        "refusedEntries",
         "limitRefusals",
         "children",
     ] {
         assert!(keys.contains(key), "{key}");
     }
+    // What the API does not report stays absent, never a zero: the root has
+    // no link, and edge-1's is measured by eu-west, not at the root.
+    assert!(!keys.contains("rttMicros") && !keys.contains("bundlesServed"));
+    assert_eq!(eu["revisionLag"], 0);
     assert!(!serde_json::to_string(&tree)
         .unwrap_or_default()
         .contains("stray"));
@@ -165,5 +161,14 @@ fn limit_refusals_show_on_every_node_the_root_included() {
     assert!(
         !text.contains("0 connections"),
         "zero counts are not shown: {text}"
+    );
+}
+
+#[test]
+fn a_link_not_reported_shows_no_numbers() {
+    let node = json!({"name": "edge-9", "role": "agent", "parent": "eu-west", "connected": true, "subtreeSize": 0});
+    assert_eq!(
+        render_text(&node),
+        "edge-9  agent  connected     subtree 0\n"
     );
 }
