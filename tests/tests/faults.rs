@@ -485,3 +485,88 @@ fn a_mid_relay_killed_during_a_revision_loses_nothing_and_counts_no_cluster_twic
     }
     subtree.shutdown()
 }
+
+/// The largest file under `dir`, in bytes.
+fn largest_file(dir: &Path) -> anyhow::Result<u64> {
+    let mut largest = 0;
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let metadata = entry.metadata()?;
+        largest = largest.max(if metadata.is_dir() {
+            largest_file(&entry.path())?
+        } else {
+            metadata.len()
+        });
+    }
+    Ok(largest)
+}
+
+#[test]
+fn a_mid_relay_whose_store_cannot_write_stops_loudly_and_loses_nothing() -> anyhow::Result<()> {
+    let mut subtree = Subtree::start(15)?;
+    subtree.apply(&workload("1.26", 0))?;
+    subtree.wait_for_revision("1.26")?;
+    subtree.wait_for_status()?;
+
+    // Root ignores file modes, so `chmod` cannot make the store unwritable
+    // for a relay running as root (the tests do). A file-size limit on the
+    // running process can: from now on, no file of mid's may grow past the
+    // size of its largest store file, so sled's next new segment fails with
+    // EFBIG. Its log may still grow (it is smaller than the limit).
+    let limit = largest_file(&subtree.mesh.data_dir("mid").join("store"))?;
+    let log = std::fs::metadata(&subtree.mid.log)?.len();
+    anyhow::ensure!(
+        log + 64 * 1024 < limit,
+        "mid's log ({log} bytes) would hit the limit ({limit} bytes) too"
+    );
+    let pid = subtree.mid.id().context("mid runs")?.to_string();
+    let limited = std::process::Command::new("prlimit")
+        .args(["--pid", &pid, &format!("--fsize={limit}:{limit}")])
+        .output()?;
+    anyhow::ensure!(
+        limited.status.success(),
+        "prlimit: {}",
+        String::from_utf8_lossy(&limited.stderr)
+    );
+    let since = log_length(&subtree.mid)?;
+
+    // A revision large enough that mid's store must grow to take it.
+    subtree.apply(&workload("1.27", 600_000))?;
+    wait_for_log(&subtree.mesh, &subtree.mid, since, "the store cannot write")?;
+    let status = wait_for("mid to stop", SETTLE, || subtree.mid.exit_status())
+        .with_context(|| subtree.mesh.logs())?;
+    assert!(!status.success(), "mid fails rather than run on: {status}");
+
+    // While mid is down its acknowledged revision stays where it stopped,
+    // as the root publishes more.
+    let acked = subtree.mid_acked()?;
+    subtree.apply(&workload("1.28", 0))?;
+    wait_for("the root to see mid disconnected", SETTLE, || {
+        let tree = subtree.mesh.tree()?;
+        Ok(find_node(&tree, "mid")
+            .is_some_and(|(node, _)| node["connected"] == false)
+            .then_some(()))
+    })?;
+    assert_eq!(
+        subtree.mid_acked()?,
+        acked,
+        "a failed store acknowledges nothing"
+    );
+    // Nothing acknowledged was lost: mid's store holds at least that.
+    let stored = subtree.mesh.inspect("mid")?;
+    let parent_revision = stored["parentRevision"].as_u64().unwrap_or_default();
+    assert!(parent_revision >= acked, "acknowledged {acked}: {stored}");
+    for kubeconfig in subtree.kubeconfigs() {
+        assert_eq!(revision(&kubeconfig)?.as_deref(), Some("1.26"));
+    }
+
+    // Writing works again (a new process, without the limit): the subtree
+    // catches up with the latest revision.
+    subtree.mid = subtree.mesh.start("mid")?;
+    subtree.wait_for_revision("1.28")?;
+    subtree.wait_for_status()?;
+    wait_for("mid to acknowledge again", SETTLE, || {
+        Ok((subtree.mid_acked()? > acked).then_some(()))
+    })?;
+    subtree.shutdown()
+}
