@@ -239,9 +239,7 @@ impl Report {
 /// A value with as many digits as a reader needs: integers whole, small
 /// values to three significant digits.
 pub fn format_value(value: f64) -> String {
-    if value.fract() == 0.0 && value.abs() < 1e15 {
-        format!("{value:.0}")
-    } else if value.abs() >= 100.0 {
+    if (value.fract() == 0.0 && value.abs() < 1e15) || value.abs() >= 100.0 {
         format!("{value:.0}")
     } else if value.abs() >= 10.0 {
         format!("{value:.1}")

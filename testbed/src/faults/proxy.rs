@@ -3,6 +3,7 @@
 //! inside address), and the faults applied to every datagram in both
 //! directions.
 
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::io;
 use std::net::SocketAddr;
@@ -296,20 +297,19 @@ async fn serve_downstream(
                 continue;
             }
         };
-        if !sessions.contains_key(&peer) {
-            match open_session(&socket, peer, upstream, &handle, &stop).await {
-                Ok(direction) => {
-                    sessions.insert(peer, direction);
-                }
-                Err(error) => {
-                    tracing::warn!(%peer, %error, "fault proxy cannot open an upstream socket");
-                    continue;
+        let direction = match sessions.entry(peer) {
+            Entry::Occupied(entry) => entry.into_mut(),
+            Entry::Vacant(entry) => {
+                match open_session(&socket, peer, upstream, &handle, &stop).await {
+                    Ok(direction) => entry.insert(direction),
+                    Err(error) => {
+                        tracing::warn!(%peer, %error, "fault proxy cannot open an upstream socket");
+                        continue;
+                    }
                 }
             }
-        }
-        if let Some(direction) = sessions.get_mut(&peer) {
-            direction.forward(buffer[..length].to_vec()).await;
-        }
+        };
+        direction.forward(buffer[..length].to_vec()).await;
     }
 }
 

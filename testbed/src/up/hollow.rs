@@ -109,7 +109,7 @@ impl HollowAgents {
             };
             hollow.spawn(&name, store, &cluster, &endpoints);
             hollow.clusters.insert(name, cluster);
-            if hollow.clusters.len() % 1000 == 0 {
+            if hollow.clusters.len().is_multiple_of(1000) {
                 info!(
                     joined = hollow.clusters.len(),
                     elapsed = ?started.elapsed(),
