@@ -393,9 +393,26 @@ async fn run_store(
         ),
     };
     let result = daemon.run(events_rx, shutdown.clone()).await;
+    if let Err(DaemonError::Store(error)) = &result {
+        // Fail-stop: the core has moved on in memory, and sled keeps an IO
+        // error for good, so nothing after this could be made durable. A
+        // restart (once the data directory takes writes again) resumes
+        // from what was flushed, which covers everything acknowledged.
+        tracing::error!(
+            %error,
+            "the store cannot write: stopping, acknowledging nothing more; \
+             restart once the data directory is writable"
+        );
+    }
     shutdown.cancel();
     for child in daemon.children.values() {
         child.connection.close(0u32.into(), b"relay shutting down");
+    }
+    if matches!(result, Err(DaemonError::Store(_))) {
+        // Neither a last flush nor the link tasks' goodbyes: sled may wait
+        // for ever on a log it can no longer write (seen with a file-size
+        // limit), and the process must exit for a supervisor to restart it.
+        return result;
     }
     daemon.store.flush_async().await?;
     while tasks.join_next().await.is_some() {}

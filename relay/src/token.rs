@@ -293,6 +293,43 @@ mod tests {
         }
     }
 
+    /// Clock skew (docs/reliability.md): a token's lifetime is set by the
+    /// issuer's clock (the root's, at `relayctl token create`) and checked
+    /// against the admitting relay's. A relay 10 minutes ahead of the root
+    /// takes 10 minutes off every token it admits; one 10 minutes behind
+    /// adds them. Only a token whose lifetime is shorter than the skew is
+    /// refused at once; the default of an hour has room for it.
+    #[test]
+    fn ten_minutes_of_skew_move_a_tokens_expiry_by_as_much() {
+        const SKEW: u64 = 10 * 60;
+        let (signing, public) = key_pair();
+        let hour = issue(&signing, &claims()).expect("issue");
+        assert!(
+            verify(&hour, &public, NOW + SKEW).is_ok(),
+            "an hour's token, admitted 10 min ahead"
+        );
+        assert!(
+            verify(&hour, &public, NOW - SKEW).is_ok(),
+            "and 10 min behind"
+        );
+        assert!(verify(&hour, &public, NOW + 3600 - SKEW).is_ok());
+        assert!(
+            verify(&hour, &public, NOW + SKEW + 3600).is_err(),
+            "10 min early, as the relay sees it"
+        );
+
+        let mut short = claims();
+        short.not_after_unix = NOW + 5 * 60;
+        let five_minutes = issue(&signing, &short).expect("issue");
+        assert!(
+            matches!(
+                verify(&five_minutes, &public, NOW + SKEW),
+                Err(TokenError::Expired { .. })
+            ),
+            "a token shorter than the skew is expired on arrival"
+        );
+    }
+
     #[test]
     fn garbage_is_malformed() {
         let (_, public) = key_pair();

@@ -13,6 +13,7 @@
 pub mod bench;
 pub mod cluster;
 pub mod demo;
+pub mod faults;
 pub mod hollow;
 pub mod ports;
 pub mod up;

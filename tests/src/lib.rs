@@ -433,6 +433,19 @@ pub struct RelayProcess {
 }
 
 impl RelayProcess {
+    /// The process id, while it runs (for `prlimit --pid` and the like).
+    pub fn id(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// How the process exited, if it did (it is not waited for).
+    pub fn exit_status(&mut self) -> anyhow::Result<Option<std::process::ExitStatus>> {
+        match self.child.as_mut() {
+            Some(child) => Ok(child.try_wait()?),
+            None => Ok(None),
+        }
+    }
+
     /// SIGKILL: no chance to flush or say goodbye.
     pub fn kill(&mut self) -> anyhow::Result<()> {
         if let Some(mut child) = self.child.take() {

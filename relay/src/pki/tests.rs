@@ -659,3 +659,28 @@ fn the_root_renews_its_own_certificate() {
         .expect("no error")
         .is_none());
 }
+
+/// Clock skew (docs/reliability.md): rustls checks a peer's certificate
+/// against the checking node's own clock. A certificate signed by a parent
+/// whose clock is 10 minutes ahead must already be valid to a child (or a
+/// grandparent) whose clock is 10 minutes behind, so certificates start an
+/// hour in the past; and they last far longer than any skew.
+#[test]
+fn fresh_certificates_are_valid_to_nodes_ten_minutes_behind_or_ahead() {
+    let skew = 10 * 60;
+    let now = i64::try_from(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("clock after 1970")
+            .as_secs(),
+    )
+    .expect("fits");
+    let root = root();
+    let eu = join(&root, "eu", Role::Relay);
+    let edge = join(&eu, "edge-1", Role::Agent);
+    for identity in [&root, &eu, &edge] {
+        let (not_before, not_after) = validity(&identity.tls_chain_der[0]);
+        assert!(not_before <= now - skew, "valid 10 min in the past");
+        assert!(not_after >= now + skew, "still valid 10 min ahead");
+    }
+}
