@@ -134,6 +134,10 @@ enum Bench {
         /// Where the plots go (linked from the page).
         #[arg(long, default_value = "docs/bench")]
         plots: PathBuf,
+        /// A paragraph for the top of the page: how the runs were made when
+        /// not by a whole `scripts/bench` on an idle machine.
+        #[arg(long)]
+        note: Option<String>,
     },
     /// One bundle of about 100 KB to N hollow agents below relay processes:
     /// time until each agent and all of them applied it, and the root's
@@ -253,8 +257,9 @@ fn main() -> anyhow::Result<()> {
             reports,
             page,
             plots,
+            note,
         }) => {
-            let used = bench::docs::write(&reports, &page, &plots)?;
+            let used = bench::docs::write(&reports, &page, &plots, note.as_deref())?;
             println!("{} from {used} reports", page.display());
             Ok(())
         }

@@ -29,7 +29,12 @@ const ORDER: [&str; 12] = [
 /// Reads every `*.json` report in `reports`, writes the page to `page`
 /// and the plots to `plots` (a directory next to the page, linked
 /// relatively). Returns how many reports it used.
-pub fn write(reports: &Path, page: &Path, plots: &Path) -> anyhow::Result<usize> {
+pub fn write(
+    reports: &Path,
+    page: &Path,
+    plots: &Path,
+    note: Option<&str>,
+) -> anyhow::Result<usize> {
     let mut found = Vec::new();
     for entry in
         std::fs::read_dir(reports).with_context(|| format!("cannot read {}", reports.display()))?
@@ -56,7 +61,7 @@ pub fn write(reports: &Path, page: &Path, plots: &Path) -> anyhow::Result<usize>
         .strip_prefix(page.parent().unwrap_or(Path::new("")))
         .unwrap_or(plots)
         .to_path_buf();
-    let text = render(&found, |report, index, series| {
+    let text = render(&found, note, |report, index, series| {
         let file = format!("{}-{index}.svg", report.benchmark);
         plot(series, &plots.join(&file))?;
         Ok(link_dir.join(file))
@@ -68,6 +73,7 @@ pub fn write(reports: &Path, page: &Path, plots: &Path) -> anyhow::Result<usize>
 /// The page's Markdown; `plot` draws a series and says where it is.
 fn render(
     reports: &[Report],
+    note: Option<&str>,
     mut plot: impl FnMut(&Report, usize, &Series) -> anyhow::Result<PathBuf>,
 ) -> anyhow::Result<String> {
     let mut page = String::from(
@@ -77,6 +83,9 @@ fn render(
          typed by hand. Goals come from the issues that set them; a goal not met is \
          marked **not met**. Regenerate with `scripts/bench`.\n",
     );
+    if let Some(note) = note {
+        writeln!(page, "\n{note}")?;
+    }
     if reports.is_empty() {
         page.push_str("\nNo reports yet: run `scripts/bench`.\n");
     }
@@ -220,7 +229,12 @@ mod tests {
         std::fs::write(reports.join("other.json"), "{\"not\": \"a report\"}")?;
         let page = dir.path().join("docs/benchmarks.md");
         std::fs::create_dir_all(dir.path().join("docs"))?;
-        let used = write(&reports, &page, &dir.path().join("docs/bench"))?;
+        let used = write(
+            &reports,
+            &page,
+            &dir.path().join("docs/bench"),
+            Some("A note."),
+        )?;
         assert_eq!(used, 1);
         let text = std::fs::read_to_string(&page)?;
         assert!(
@@ -232,6 +246,7 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("Goals: 1 met, 1 not met."), "{text}");
+        assert!(text.contains("\nA note.\n"), "{text}");
         assert!(text.contains("![Time](bench/fanout-0.svg)"), "{text}");
         let svg = std::fs::read_to_string(dir.path().join("docs/bench/fanout-0.svg"))?;
         assert!(svg.starts_with("<svg") && svg.contains("Time"), "{svg}");
