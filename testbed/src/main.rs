@@ -19,7 +19,9 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Benchmarks of the tree logic, in memory.
+    /// Benchmarks: in memory through real relay cores, and with real
+    /// connections to hollow agents and simulated clusters. Each writes a
+    /// JSON report; `scripts/bench` runs them all.
     #[command(subcommand)]
     Bench(Bench),
     /// A local fleet: relays and edge agents as processes on loopback, each
@@ -141,8 +143,9 @@ enum Bench {
     },
     /// One bundle of about 100 KB to N hollow agents below relay processes:
     /// time until each agent and all of them applied it, and the root's
-    /// wire bytes for it against fan-out × bundle size. Writes
-    /// OUT_DIR/NAME.json and OUT_DIR/NAME-root-egress.json.
+    /// wire bytes for it against fan-out × bundle size, and the relays'
+    /// memory with the agents idle. Writes OUT_DIR/NAME.json,
+    /// OUT_DIR/NAME-root-egress.json and OUT_DIR/NAME-relay-memory.json.
     Fanout {
         /// Fleet sizes, comma-separated; one fleet each, one after the other.
         #[arg(long, value_delimiter = ',', default_value = "1000,5000,10000")]
