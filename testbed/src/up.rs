@@ -131,6 +131,18 @@ impl Fleet {
         self.dir.join("clusters").join(format!("{name}.kubeconfig"))
     }
 
+    /// Kills relay (or agent process) `name` with SIGKILL, as a power cut
+    /// would: nothing flushed, no goodbye to its peers.
+    pub async fn kill_daemon(&mut self, name: &str) -> anyhow::Result<()> {
+        self.daemons.kill(name).await
+    }
+
+    /// Starts daemon `name` again from its data directory after
+    /// [`Fleet::kill_daemon`] or after it exited.
+    pub fn restart_daemon(&mut self, name: &str) -> anyhow::Result<()> {
+        self.daemons.restart(name)
+    }
+
     /// The daemons running as processes (relays, and agents unless they
     /// are hollow), with their process ids.
     pub fn daemon_pids(&self) -> Vec<(String, u32)> {

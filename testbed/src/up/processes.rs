@@ -31,6 +31,8 @@ pub struct Daemon {
     /// Its log file.
     pub log: PathBuf,
     stage: usize,
+    binary: PathBuf,
+    data_dir: PathBuf,
     child: Child,
     exited: bool,
 }
@@ -52,35 +54,52 @@ impl Daemons {
         data_dir: &Path,
         log: &Path,
     ) -> anyhow::Result<()> {
-        let mut command = Command::new(binary);
-        command.arg("run").arg("--data-dir").arg(data_dir);
-        // Every node of a local fleet dials from 127.0.0.1, so the relays'
-        // per-address limits would count the whole fleet as one attacker:
-        // raise them (an edge agent ignores these).
-        for (variable, value) in FLEET_LIMITS {
-            if std::env::var_os(variable).is_none() {
-                command.env(variable, value);
-            }
-        }
-        if std::env::var_os("RUST_LOG").is_none() {
-            command.env("RUST_LOG", "info");
-        }
-        let child = command
-            .stdin(Stdio::null())
-            .stdout(append(log)?)
-            .stderr(append(log)?)
-            .kill_on_drop(true)
-            .spawn()
-            .with_context(|| format!("cannot start {}", binary.display()))?;
+        let child = spawn(binary, data_dir, log)?;
         info!(node = name, pid = child.id(), "daemon started");
         self.running.push(Daemon {
             name: name.to_string(),
             log: log.to_path_buf(),
             stage,
+            binary: binary.to_path_buf(),
+            data_dir: data_dir.to_path_buf(),
             child,
             exited: false,
         });
         Ok(())
+    }
+
+    /// Kills daemon `name` with SIGKILL (no chance to flush or say goodbye,
+    /// as a power cut or the OOM killer would) and reaps it.
+    pub async fn kill(&mut self, name: &str) -> anyhow::Result<()> {
+        let daemon = self.find(name)?;
+        daemon
+            .child
+            .kill()
+            .await
+            .with_context(|| format!("cannot kill {name}"))?;
+        daemon.exited = true;
+        info!(node = name, "daemon killed");
+        Ok(())
+    }
+
+    /// Starts daemon `name` again from its data directory after it was
+    /// killed or exited; an error if it still runs.
+    pub fn restart(&mut self, name: &str) -> anyhow::Result<()> {
+        let daemon = self.find(name)?;
+        if !daemon.exited && daemon.child.try_wait()?.is_none() {
+            bail!("{name} still runs");
+        }
+        daemon.child = spawn(&daemon.binary, &daemon.data_dir, &daemon.log)?;
+        daemon.exited = false;
+        info!(node = name, pid = daemon.child.id(), "daemon restarted");
+        Ok(())
+    }
+
+    fn find(&mut self, name: &str) -> anyhow::Result<&mut Daemon> {
+        self.running
+            .iter_mut()
+            .find(|daemon| daemon.name == name)
+            .with_context(|| format!("no daemon named {name} in this fleet"))
     }
 
     /// The running daemons' names and process ids.
@@ -159,6 +178,31 @@ async fn wait(daemon: &mut Daemon) {
             let _ = daemon.child.kill().await;
         }
     }
+}
+
+/// Spawns `binary run --data-dir DATA_DIR` with the fleet's limits, its
+/// output appended to `log`.
+fn spawn(binary: &Path, data_dir: &Path, log: &Path) -> anyhow::Result<Child> {
+    let mut command = Command::new(binary);
+    command.arg("run").arg("--data-dir").arg(data_dir);
+    // Every node of a local fleet dials from 127.0.0.1, so the relays'
+    // per-address limits would count the whole fleet as one attacker:
+    // raise them (an edge agent ignores these).
+    for (variable, value) in FLEET_LIMITS {
+        if std::env::var_os(variable).is_none() {
+            command.env(variable, value);
+        }
+    }
+    if std::env::var_os("RUST_LOG").is_none() {
+        command.env("RUST_LOG", "info");
+    }
+    command
+        .stdin(Stdio::null())
+        .stdout(append(log)?)
+        .stderr(append(log)?)
+        .kill_on_drop(true)
+        .spawn()
+        .with_context(|| format!("cannot start {}", binary.display()))
 }
 
 /// `log` opened for appending, for a child's stdout or stderr.
