@@ -40,7 +40,7 @@ pub use certs::{
 pub use grant::{identity_from_grant, is_issued_by, verify_chain};
 pub use holders::{holder_of, Holder};
 pub use quic_tls::{
-    connection_chain, connection_leaf, connection_peer, quic_client_config,
+    connection_chain, connection_leaf, connection_peer, quic_client_config, quic_endpoint_config,
     quic_join_client_config, quic_server_config,
 };
 pub use renewal::{expiry, renew_at_root, renewal_request, renewed_identity, sign_renewal};

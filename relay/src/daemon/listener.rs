@@ -38,11 +38,18 @@ pub(super) fn open(listen: &str, identity: &Identity) -> Result<quinn::Endpoint,
         address: listen.to_string(),
         source,
     };
-    let address = listen.parse().map_err(|error: std::net::AddrParseError| {
+    let address: SocketAddr = listen.parse().map_err(|error: std::net::AddrParseError| {
         listen_error(std::io::Error::new(std::io::ErrorKind::InvalidInput, error))
     })?;
     let config = pki::quic_server_config(identity)?;
-    quinn::Endpoint::server(config, address).map_err(listen_error)
+    let socket = std::net::UdpSocket::bind(address).map_err(listen_error)?;
+    quinn::Endpoint::new(
+        pki::quic_endpoint_config(identity),
+        Some(config),
+        socket,
+        std::sync::Arc::new(quinn::TokioRuntime),
+    )
+    .map_err(listen_error)
 }
 
 /// Accepts connections until `shutdown`.

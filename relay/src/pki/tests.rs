@@ -500,6 +500,93 @@ async fn three_levels_connect() {
     client_conn.expect("join handshake");
 }
 
+/// A listener endpoint of `identity` on `socket`, as a relay opens it.
+fn relay_endpoint(identity: &Identity, socket: std::net::UdpSocket) -> quinn::Endpoint {
+    quinn::Endpoint::new(
+        quic_endpoint_config(identity),
+        Some(quic_server_config(identity).expect("server config")),
+        socket,
+        std::sync::Arc::new(quinn::TokioRuntime),
+    )
+    .expect("endpoint")
+}
+
+/// How a child's connection ends when its relay dies without a word and a
+/// new relay process comes up on the same address, with the same key when
+/// `same_key`, else another mesh root's.
+async fn after_a_restart(same_key: bool) -> quinn::ConnectionError {
+    let mesh = root();
+    let child = join(&mesh, "eu", Role::Relay);
+    // The old relay process: its own runtime, so that it can die mid-flight.
+    let old = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let socket = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
+    let endpoint = {
+        let _inside = old.enter();
+        relay_endpoint(&mesh, socket)
+    };
+    let addr = endpoint.local_addr().expect("local addr");
+    let accepting = old.spawn({
+        let endpoint = endpoint.clone();
+        async move { endpoint.accept().await.expect("incoming").await }
+    });
+    let client =
+        quinn::Endpoint::client("127.0.0.1:0".parse().expect("addr")).expect("client endpoint");
+    let config = quic_client_config(&child).expect("client config");
+    let client_conn = client
+        .connect_with(config, addr, "root")
+        .expect("connect")
+        .await
+        .expect("client handshake");
+    let server_conn = accepting
+        .await
+        .expect("accept task")
+        .expect("server handshake");
+    // It dies as kill -9 would: its tasks stop, nothing more is sent, and
+    // its socket closes.
+    old.shutdown_background();
+    drop((server_conn, endpoint));
+    let mut socket = std::net::UdpSocket::bind(addr);
+    for _ in 0..500 {
+        if socket.is_ok() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        socket = std::net::UdpSocket::bind(addr);
+    }
+    // A new process takes the address.
+    let other = root();
+    let _new = relay_endpoint(
+        if same_key { &mesh } else { &other },
+        socket.expect("the old address is free"),
+    );
+    // The child's next keep-alive reaches it.
+    tokio::time::timeout(Duration::from_secs(60), client_conn.closed())
+        .await
+        .expect("the link ends")
+}
+
+#[tokio::test]
+async fn a_relay_restarted_on_its_address_resets_its_old_links_at_once() {
+    let error = after_a_restart(true).await;
+    assert!(
+        matches!(error, quinn::ConnectionError::Reset),
+        "a stateless reset from the restarted relay, not an idle timeout: {error:?}"
+    );
+}
+
+#[tokio::test]
+async fn another_key_on_the_address_cannot_reset_the_links() {
+    let error = after_a_restart(false).await;
+    assert!(
+        matches!(error, quinn::ConnectionError::TimedOut),
+        "only the idle timeout ends the link: {error:?}"
+    );
+}
+
 /// What relay `minter` can make with its own issuer: a server identity that
 /// claims to be relay `name`.
 fn forge_relay(minter: &Identity, name: &str) -> Identity {

@@ -106,6 +106,19 @@ pub struct Endpoints {
 }
 
 impl Endpoints {
+    /// Endpoints that dial with `endpoint` for its address family (the
+    /// other family's is opened on first use): for a caller that built
+    /// its own, e.g. the testbed's, whose socket counts what it sends.
+    pub fn with_endpoint(endpoint: quinn::Endpoint) -> Result<Self, LinkError> {
+        let local = endpoint.local_addr().map_err(LinkError::Endpoint)?;
+        let mut endpoints = Self::default();
+        match local {
+            SocketAddr::V4(_) => endpoints.v4 = Some(endpoint),
+            SocketAddr::V6(_) => endpoints.v6 = Some(endpoint),
+        }
+        Ok(endpoints)
+    }
+
     /// The endpoint for dialing `target`.
     pub fn for_target(&mut self, target: &SocketAddr) -> Result<quinn::Endpoint, LinkError> {
         let slot = if target.is_ipv6() {
