@@ -5,10 +5,13 @@
 //! `testbed bench docs` turns the reports into docs/benchmarks.md.
 
 pub mod docs;
+pub mod fanin;
 pub mod fanout;
 pub mod fleet;
 pub mod peers;
 pub mod placement;
 pub mod report;
+pub mod root;
 pub mod simulation;
 pub mod sled_churn;
+pub mod storm;

@@ -175,6 +175,51 @@ enum Bench {
         #[arg(long, default_value = "target/bench")]
         out_dir: PathBuf,
     },
+    /// Status fan-in: N hollow agents run a Deployment the root placed on
+    /// all of them, then every cluster marks it unavailable at once. The
+    /// bytes reaching the root against the bytes leaving the agents, and the
+    /// time until the root's Placement status is exact. Writes
+    /// OUT_DIR/status-fanin.json.
+    Fanin {
+        /// Hollow agents.
+        #[arg(long, default_value_t = 10_000)]
+        agents: usize,
+        /// Relays under each relay of the level above, comma-separated.
+        #[arg(long, value_delimiter = ',', default_value = "2,4")]
+        relays_per_level: Vec<usize>,
+        /// How long each wait may take.
+        #[arg(long, default_value = "300s", value_parser = humantime::parse_duration)]
+        timeout: Duration,
+        /// Where the fleet lives while it runs.
+        #[arg(long, default_value = "target/bench/fleets")]
+        dir: PathBuf,
+        /// Where the report goes.
+        #[arg(long, default_value = "target/bench")]
+        out_dir: PathBuf,
+    },
+    /// A reconnect storm: kill -9 and restart a relay with N hollow agents
+    /// below it, while an unrelated link carries one revision after another
+    /// of a ConfigMap. Time until every agent below it reconnected and
+    /// converged, and the busy link's throughput during the storm against
+    /// before. Writes OUT_DIR/reconnect-storm.json.
+    Storm {
+        /// Hollow agents below each of the two relays (the killed one and
+        /// the other).
+        #[arg(long, default_value_t = 5_000)]
+        agents_per_relay: usize,
+        /// The ConfigMaps' payload size in bytes.
+        #[arg(long, default_value_t = 100_000)]
+        payload_bytes: usize,
+        /// How long each wait may take.
+        #[arg(long, default_value = "300s", value_parser = humantime::parse_duration)]
+        timeout: Duration,
+        /// Where the fleet lives while it runs.
+        #[arg(long, default_value = "target/bench/fleets")]
+        dir: PathBuf,
+        /// Where the report goes.
+        #[arg(long, default_value = "target/bench")]
+        out_dir: PathBuf,
+    },
     /// Hierarchical placement resolution through a tree of real relay cores.
     Placement {
         /// Clusters in the fleet.
@@ -290,6 +335,48 @@ fn main() -> anyhow::Result<()> {
             for report in [fanout, egress, memory] {
                 println!("report: {}", report.write(&out_dir)?.display());
             }
+            Ok(())
+        }
+        Command::Bench(Bench::Fanin {
+            agents,
+            relays_per_level,
+            timeout,
+            dir,
+            out_dir,
+        }) => {
+            let options = bench::fanin::FaninOptions {
+                agents,
+                relays_per_level,
+                dir,
+                bin_dir: bin_dir()?,
+                timeout,
+            };
+            bench_logging(&options.dir)?;
+            let runtime = tokio::runtime::Runtime::new()?;
+            let run = runtime.block_on(bench::fanin::run_fleet(&options))?;
+            let report = bench::fanin::report(&options, &run);
+            println!("report: {}", report.write(&out_dir)?.display());
+            Ok(())
+        }
+        Command::Bench(Bench::Storm {
+            agents_per_relay,
+            payload_bytes,
+            timeout,
+            dir,
+            out_dir,
+        }) => {
+            let options = bench::storm::StormOptions {
+                agents_per_relay,
+                payload_bytes,
+                dir,
+                bin_dir: bin_dir()?,
+                timeout,
+            };
+            bench_logging(&options.dir)?;
+            let runtime = tokio::runtime::Runtime::new()?;
+            let run = runtime.block_on(bench::storm::run_fleet(&options))?;
+            let report = bench::storm::report(&options, &run);
+            println!("report: {}", report.write(&out_dir)?.display());
             Ok(())
         }
         Command::Bench(Bench::Placement {

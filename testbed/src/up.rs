@@ -20,6 +20,7 @@ use tracing::{info, warn};
 
 use crate::cluster::{SimulatedCluster, SimulatorOptions};
 
+pub mod counting;
 pub mod hollow;
 pub mod plan;
 pub mod processes;

@@ -1,5 +1,7 @@
 //! Short versions of the benchmarks that use real connections (what CI runs
-//! of `scripts/bench`): a few dozen hollow agents below relay processes.
+//! of `scripts/bench`): a few dozen hollow agents below relay processes, for
+//! the fanout (tree and star), status fan-in, the reconnect storm and the
+//! kubectl-loop peer.
 //!
 //! What is asserted are facts of the application: every hollow cluster
 //! recorded the bundle's object (a run fails otherwise), the root's
@@ -81,5 +83,51 @@ async fn relaymesh_and_the_kubectl_loop_deliver_to_every_cluster() -> anyhow::Re
     assert_eq!(run.clusters, 4);
     let report = relaymesh_testbed::bench::peers::report(&options, &run);
     assert_eq!(report.figures.len(), 4);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_status_change_on_every_agent_reaches_the_root_summarized() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let options = relaymesh_testbed::bench::fanin::FaninOptions {
+        agents: 24,
+        relays_per_level: vec![1, 2],
+        dir: dir.path().to_path_buf(),
+        bin_dir: bin_dir()?,
+        timeout: Duration::from_secs(120),
+    };
+    // Fails unless the root first counted all 24 ready, then none ready and
+    // all 24 applied after every hollow cluster marked the Deployment
+    // unavailable.
+    let run = relaymesh_testbed::bench::fanin::run_fleet(&options).await?;
+    assert_eq!(run.counts.applied, 24);
+    assert_eq!(run.counts.ready, 0);
+    assert!(
+        run.agents_bytes > 0,
+        "the agents' sockets counted their reports"
+    );
+    let report = relaymesh_testbed::bench::fanin::report(&options, &run);
+    assert_eq!(report.figures.len(), 4);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agents_of_a_killed_and_restarted_relay_reconnect_and_converge() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let options = relaymesh_testbed::bench::storm::StormOptions {
+        agents_per_relay: 12,
+        payload_bytes: 20_000,
+        dir: dir.path().to_path_buf(),
+        bin_dir: bin_dir()?,
+        timeout: Duration::from_secs(120),
+    };
+    // Fails unless every agent below the killed relay applied the object
+    // the Placement moved to while it was down, and the busy link completed
+    // its baseline revisions.
+    let run = relaymesh_testbed::bench::storm::run_fleet(&options).await?;
+    assert_eq!(run.agents, 12);
+    assert!(run.busy_before > 0.0);
+    let report = relaymesh_testbed::bench::storm::report(&options, &run);
+    assert_eq!(report.figures.len(), 6);
     Ok(())
 }

@@ -19,13 +19,16 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _};
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DynamicObject, PostParams};
-use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::json;
 
 use super::report::{quantile, rss_kib, Figure, Line, Report, Series};
+use super::root::{
+    create_namespace, filler, next_root_links, placement_counts, placements_api, root_links,
+};
 use crate::cluster::SimulatorOptions;
+use crate::hollow::HollowCluster;
 use crate::up::{self, Fleet, UpOptions};
 
 /// The namespace the benchmark's objects live in.
@@ -296,16 +299,10 @@ async fn measure(
 ) -> anyhow::Result<FanoutRun> {
     let client = fleet.root_client().await?;
     let hollow = fleet.hollow().context("the fleet has no hollow agents")?;
-    Api::<Namespace>::all(client.clone())
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({"metadata": {"name": NAMESPACE}}))?,
-        )
-        .await
-        .context("cannot create the namespace")?;
+    create_namespace(&client, NAMESPACE).await?;
     let payload: ConfigMap = serde_json::from_value(json!({
         "metadata": {"name": PAYLOAD, "namespace": NAMESPACE},
-        "data": {"payload": filler(options.payload_bytes)},
+        "data": {"payload": filler(1, options.payload_bytes)},
     }))?;
     Api::<ConfigMap>::namespaced(client.clone(), NAMESPACE)
         .create(&PostParams::default(), &payload)
@@ -315,7 +312,7 @@ async fn measure(
     let pids = fleet.daemon_pids();
     let idle_relays_rss_kib = pids.iter().filter_map(|(_, pid)| rss_kib(*pid)).sum();
 
-    let placements = placements_api(&client);
+    let placements = placements_api(&client, NAMESPACE);
     let placement: DynamicObject = serde_json::from_value(json!({
         "apiVersion": "relaymesh.dev/v1alpha1",
         "kind": "Placement",
@@ -331,60 +328,32 @@ async fn measure(
         .await
         .context("cannot create the Placement")?;
 
-    // Each cluster's time is when its hollow cluster recorded the write.
-    let mut pending: BTreeMap<&str, _> = hollow
-        .clusters()
-        .iter()
-        .map(|(name, cluster)| (name.as_str(), cluster))
-        .collect();
-    let mut latencies = Vec::with_capacity(agents);
-    let mut root_status = None;
-    let deadline = Instant::now() + options.timeout;
-    while !pending.is_empty() || root_status.is_none() {
-        pending.retain(|_, cluster| {
-            let applied = cluster.applied().into_iter().find(|record| {
-                record.kind == "ConfigMap"
-                    && record.name == PAYLOAD
-                    && record.namespace.as_deref() == Some(NAMESPACE)
-            });
-            match applied {
-                Some(record) => {
-                    latencies.push(record.at.saturating_duration_since(start).as_secs_f64());
-                    false
-                }
-                None => true,
-            }
-        });
-        if root_status.is_none() {
-            let object = placements.get_status("fanout").await?;
-            let applied = object.data["status"]["clusters"]["applied"]
-                .as_u64()
-                .unwrap_or(0)
-                + object.data["status"]["clusters"]["ready"]
-                    .as_u64()
-                    .unwrap_or(0);
-            if applied >= agents as u64 {
-                root_status = Some(start.elapsed().as_secs_f64());
-            }
-        }
-        if Instant::now() > deadline {
-            bail!(
-                "after {:?}: {} clusters without the bundle, root status {}",
-                options.timeout,
-                pending.len(),
-                if root_status.is_some() {
-                    "complete"
-                } else {
-                    "incomplete"
-                }
-            );
-        }
-        tokio::time::sleep(POLL).await;
-    }
+    // The root's bytes are read as soon as the bundle has crossed its links
+    // (the first sample after every link served it), not after the whole
+    // fleet applied it, so the figure holds the bundle's bytes and not a
+    // minute of keep-alives.
+    let egress = async {
+        let grown = next_root_links(fleet, &before, |now| {
+            now.iter().all(|(name, link)| {
+                link.bundle_bytes_served > before.get(name).map_or(0, |old| old.bundle_bytes_served)
+            })
+        })
+        .await?;
+        next_root_links(fleet, &grown, |_| true).await
+    };
+    let applied = wait_applied(
+        hollow.clusters(),
+        &placements,
+        options.timeout,
+        start,
+        agents,
+    );
+    let (applied, after) = tokio::join!(applied, egress);
+    let (mut latencies, root_status) = applied?;
+    let after = after.context("the root's link statistics never showed the bundle")?;
     let all_applied = latencies.iter().copied().fold(0.0, f64::max);
     let p50 = quantile(&mut latencies, 0.5);
     let p99 = quantile(&mut latencies, 0.99);
-    let after = settled_root_links(fleet, &before).await?;
     let root_children = after.len();
     let (mut wire, mut served, mut transfers) = (0, 0, 0);
     for (name, link) in &after {
@@ -405,7 +374,7 @@ async fn measure(
         all_applied,
         p50,
         p99,
-        root_status: root_status.unwrap_or_default(),
+        root_status,
         bundle_bytes,
         root_children,
         root_wire_bytes: wire,
@@ -416,85 +385,56 @@ async fn measure(
     })
 }
 
-/// What the root reports of one child link.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-struct RootLink {
-    bytes_sent: u64,
-    bundles_served: u64,
-    bundle_bytes_served: u64,
-}
-
-/// The root's child links, by child, from the Relay and Agent objects.
-async fn root_links(fleet: &Fleet) -> anyhow::Result<BTreeMap<String, RootLink>> {
-    let admin = fleet.root_admin()?;
-    let mut links = BTreeMap::new();
-    let nodes = admin
-        .relays()
-        .await?
-        .into_iter()
-        .chain(admin.agents().await?);
-    for node in nodes {
-        if node["spec"]["parent"].as_str() != Some(up::plan::ROOT) {
-            continue;
-        }
-        let name = node["metadata"]["name"].as_str().unwrap_or_default();
-        let status = &node["status"];
-        links.insert(
-            name.to_string(),
-            RootLink {
-                bytes_sent: status["bytesSent"].as_u64().unwrap_or(0),
-                bundles_served: status["bundlesServed"].as_u64().unwrap_or(0),
-                bundle_bytes_served: status["bundleBytesServed"].as_u64().unwrap_or(0),
-            },
-        );
-    }
-    Ok(links)
-}
-
-/// The root's links once their statistics were sampled after the bundle
-/// went out: the link statistics are sampled once a second, so this waits
-/// until every link's served bytes have grown past `before` and one more
-/// sample has come in.
-async fn settled_root_links(
-    fleet: &Fleet,
-    before: &BTreeMap<String, RootLink>,
-) -> anyhow::Result<BTreeMap<String, RootLink>> {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let mut grown: Option<BTreeMap<String, RootLink>> = None;
-    loop {
-        let now = root_links(fleet).await?;
-        let all_grown = now.iter().all(|(name, link)| {
-            link.bundle_bytes_served > before.get(name).map_or(0, |old| old.bundle_bytes_served)
+/// Waits until every cluster of `clusters` recorded the payload's write
+/// and the root's status of the `fanout` Placement counts `agents` applied;
+/// returns each cluster's seconds after `start` and the root's.
+async fn wait_applied(
+    clusters: &BTreeMap<String, HollowCluster>,
+    placements: &Api<DynamicObject>,
+    timeout: Duration,
+    start: tokio::time::Instant,
+    agents: usize,
+) -> anyhow::Result<(Vec<f64>, f64)> {
+    let mut pending: BTreeMap<&str, _> = clusters
+        .iter()
+        .map(|(name, cluster)| (name.as_str(), cluster))
+        .collect();
+    let mut latencies = Vec::with_capacity(agents);
+    let mut root_status = None;
+    let deadline = Instant::now() + timeout;
+    while !pending.is_empty() || root_status.is_none() {
+        pending.retain(|_, cluster| {
+            let applied = cluster.applied().into_iter().find(|record| {
+                record.kind == "ConfigMap"
+                    && record.name == PAYLOAD
+                    && record.namespace.as_deref() == Some(NAMESPACE)
+            });
+            match applied {
+                Some(record) => {
+                    latencies.push(record.at.saturating_duration_since(start).as_secs_f64());
+                    false
+                }
+                None => true,
+            }
         });
-        match &grown {
-            // A later sample than the one that first showed the bundle.
-            Some(first) if now != *first => return Ok(now),
-            None if all_grown => grown = Some(now),
-            _ => {}
+        if root_status.is_none() {
+            let counts = placement_counts(placements, "fanout").await?;
+            if counts.applied + counts.ready >= agents as u64 {
+                root_status = Some(start.elapsed().as_secs_f64());
+            }
         }
         if Instant::now() > deadline {
-            return grown.context("the root's link statistics never showed the bundle");
+            bail!(
+                "after {timeout:?}: {} clusters without the bundle, root status {}",
+                pending.len(),
+                if root_status.is_some() {
+                    "complete"
+                } else {
+                    "incomplete"
+                }
+            );
         }
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        tokio::time::sleep(POLL).await;
     }
-}
-
-fn placements_api(client: &kube::Client) -> Api<DynamicObject> {
-    let gvk = GroupVersionKind::gvk("relaymesh.dev", "v1alpha1", "Placement");
-    let resource = ApiResource::from_gvk_with_plural(&gvk, "placements");
-    Api::namespaced_with(client.clone(), NAMESPACE, &resource)
-}
-
-/// `len` bytes of text that no link could compress much (QUIC does not
-/// compress, but a reader should not have to know that).
-fn filler(len: usize) -> String {
-    let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
-    (0..len)
-        .map(|_| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            char::from(b'a' + (state % 26) as u8)
-        })
-        .collect()
+    Ok((latencies, root_status.unwrap_or_default()))
 }

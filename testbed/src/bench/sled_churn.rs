@@ -43,7 +43,7 @@ pub fn run(options: &ChurnOptions) -> anyhow::Result<Report> {
     let mut sizes = Vec::new();
     let checkpoints = (options.replacements / 10).max(1);
     for index in 0..options.live + options.replacements {
-        let bytes = bundle(index, options.bundle_bytes);
+        let bytes = super::root::filler(index as u64, options.bundle_bytes).into_bytes();
         let id = BundleId::of(&bytes);
         store.put_bundle(&id, &bytes)?;
         held.push_back(id);
@@ -123,19 +123,6 @@ pub fn run(options: &ChurnOptions) -> anyhow::Result<Report> {
         ],
     });
     Ok(report)
-}
-
-/// Bundle `index`: `len` bytes that differ from every other bundle's.
-fn bundle(index: usize, len: usize) -> Vec<u8> {
-    let mut state = (index as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    (0..len)
-        .map(|_| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state as u8
-        })
-        .collect()
 }
 
 /// The apparent size of every file under `dir`.

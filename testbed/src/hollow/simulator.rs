@@ -143,3 +143,32 @@ fn desired(inner: &Inner, kind: WorkloadKind, object: &Value) -> Option<Value> {
 fn generation_of(object: &Value) -> i64 {
     object["metadata"]["generation"].as_i64().unwrap_or(1)
 }
+
+impl HollowCluster {
+    /// Overwrites the status of workload `name` (of `plural` in `group`) as
+    /// its controller would, e.g. a Deployment whose pods all crashed;
+    /// watchers see a MODIFIED event. Returns whether the object exists.
+    /// The simulator writes its own status again only when the object is
+    /// next written.
+    pub fn set_status(
+        &self,
+        group: &str,
+        plural: &str,
+        namespace: Option<&str>,
+        name: &str,
+        status: Value,
+    ) -> bool {
+        let key = ObjectKey::new(group, plural, namespace, name);
+        let mut state = self.inner.lock();
+        let Some(object) = state
+            .objects
+            .get(&key)
+            .and_then(|bytes| serde_json::from_slice::<Value>(bytes).ok())
+        else {
+            return false;
+        };
+        state.due.remove(&key);
+        cluster::write_status(&mut state, &key, object, status);
+        true
+    }
+}

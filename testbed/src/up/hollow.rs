@@ -33,6 +33,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn, Instrument as _};
 
+use super::counting::{counting_endpoint, SentBytes};
 use super::plan::AgentPlan;
 use crate::cluster::SimulatorOptions;
 use crate::hollow::{Discovery, HollowCluster};
@@ -56,6 +57,7 @@ pub struct HollowAgents {
     clusters: BTreeMap<String, HollowCluster>,
     shutdown: CancellationToken,
     tasks: JoinSet<(String, Result<(), AgentError>)>,
+    sent: Vec<SentBytes>,
 }
 
 impl std::fmt::Debug for HollowAgents {
@@ -85,18 +87,19 @@ impl HollowAgents {
         // handles every packet of its connections.
         let pool = agents.len().div_ceil(AGENTS_PER_ENDPOINT).max(1);
         let mut endpoints = Vec::with_capacity(pool);
+        let mut sent = Vec::with_capacity(pool);
         for _ in 0..pool {
-            let mut shared = Endpoints::default();
-            shared
-                .for_target(&(std::net::Ipv4Addr::LOCALHOST, 0).into())
-                .context("cannot open the hollow agents' QUIC endpoints")?;
-            endpoints.push(shared);
+            let (endpoint, counter) =
+                counting_endpoint().context("cannot open the hollow agents' QUIC endpoints")?;
+            endpoints.push(Endpoints::with_endpoint(endpoint)?);
+            sent.push(counter);
         }
         let discovery = Arc::new(Discovery::builtin());
         let mut hollow = Self {
             clusters: BTreeMap::new(),
             shutdown: CancellationToken::new(),
             tasks: JoinSet::new(),
+            sent,
         };
         let started = Instant::now();
         let mut joins = futures::stream::iter(agents.iter().enumerate().map(|(index, plan)| {
@@ -139,6 +142,12 @@ impl HollowAgents {
     /// Every hollow cluster, by agent name.
     pub fn clusters(&self) -> &BTreeMap<String, HollowCluster> {
         &self.clusters
+    }
+
+    /// UDP payload bytes every agent sent so far (QUIC packets, keep-alives
+    /// and handshakes included), from their sockets' counters.
+    pub fn bytes_sent(&self) -> u64 {
+        self.sent.iter().map(SentBytes::get).sum()
     }
 
     /// How many agents run.
