@@ -11,18 +11,20 @@ use plotters::prelude::*;
 use super::report::{format_value, Report, Series};
 
 /// The order benchmarks appear in; others follow by name.
-const ORDER: [&str; 12] = [
+const ORDER: [&str; 14] = [
     "fanout",
     "fanout-root-egress",
+    "fanout-relay-memory",
     "fanout-star",
     "fanout-star-root-egress",
-    "peers",
-    "memory",
+    "fanout-star-relay-memory",
     "reconnect-storm",
-    "status-fan-in",
+    "status-fanin",
+    "peers",
+    "peers-nats",
+    "sled-churn",
     "simulation",
     "placement",
-    "faults",
     "chaos",
 ];
 
@@ -138,8 +140,47 @@ fn render(
         for note in &report.notes {
             writeln!(page, "\n{note}")?;
         }
+        if report.benchmark == "fanout-star" {
+            if let Some(table) = star_against_tree(reports) {
+                page.push_str(&table);
+            }
+        }
     }
     Ok(page)
+}
+
+/// The flat star's time to all applied against the tree's, for every N
+/// both runs have (from their "all applied" series).
+fn star_against_tree(reports: &[Report]) -> Option<String> {
+    let all_applied = |name: &str| -> Option<Vec<(f64, f64)>> {
+        let report = reports.iter().find(|report| report.benchmark == name)?;
+        let line = report
+            .series
+            .iter()
+            .flat_map(|series| &series.lines)
+            .find(|line| line.label == "all applied")?;
+        Some(line.points.clone())
+    };
+    let (tree, star) = (all_applied("fanout")?, all_applied("fanout-star")?);
+    let mut table = String::from(
+        "\nThe flat star against the tree (`fanout`), time until all N applied:\n\n\
+         | N | tree | flat star | star / tree |\n|---:|---:|---:|---:|\n",
+    );
+    let mut rows = 0;
+    for (n, star_secs) in star {
+        if let Some((_, tree_secs)) = tree.iter().find(|(x, _)| *x == n) {
+            let _ = writeln!(
+                table,
+                "| {} | {} s | {} s | {} |",
+                format_value(n),
+                format_value(*tree_secs),
+                format_value(star_secs),
+                format_value(star_secs / tree_secs.max(f64::EPSILON))
+            );
+            rows += 1;
+        }
+    }
+    (rows > 0).then_some(table)
 }
 
 /// Draws `series` as an SVG line chart at `path`.
@@ -250,6 +291,32 @@ mod tests {
         assert!(text.contains("![Time](bench/fanout-0.svg)"), "{text}");
         let svg = std::fs::read_to_string(dir.path().join("docs/bench/fanout-0.svg"))?;
         assert!(svg.starts_with("<svg") && svg.contains("Time"), "{svg}");
+        Ok(())
+    }
+
+    #[test]
+    fn the_star_is_set_against_the_tree_for_every_size_both_ran() -> anyhow::Result<()> {
+        let with_times = |name: &str, points: Vec<(f64, f64)>| {
+            let mut report = Report::new(name, serde_json::json!({}));
+            report.series.push(Series {
+                title: "Time".into(),
+                x_label: "agents".into(),
+                y_label: "s".into(),
+                lines: vec![Line {
+                    label: "all applied".into(),
+                    points,
+                }],
+            });
+            report
+        };
+        let reports = [
+            with_times("fanout", vec![(1000.0, 2.0), (5000.0, 8.0)]),
+            with_times("fanout-star", vec![(1000.0, 3.0), (10000.0, 9.0)]),
+        ];
+        let table = star_against_tree(&reports).expect("a table");
+        assert!(table.contains("| 1000 | 2 s | 3 s | 1.50 |"), "{table}");
+        assert!(!table.contains("| 5000 |") && !table.contains("| 10000 |"), "{table}");
+        assert!(star_against_tree(&reports[..1]).is_none());
         Ok(())
     }
 }
