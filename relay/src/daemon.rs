@@ -760,7 +760,7 @@ impl Daemon {
         while let Some(action) = self.core.poll_action() {
             match action {
                 Action::Persist(mutations) => {
-                    self.store.apply(&mutations)?;
+                    self.store.apply_off_runtime(mutations).await?;
                     self.dirty = true;
                 }
                 Action::SendUp(message) => {

@@ -527,6 +527,34 @@ impl Store {
         self.db.flush().map(drop).map_err(|e| self.sled(e))
     }
 
+    /// [`Store::apply`] on tokio's blocking pool: the daemon's event loop
+    /// waits for it (mutations are applied in order, before anything is
+    /// acknowledged), but no runtime worker is held up by sled meanwhile.
+    pub async fn apply_off_runtime(&self, mutations: Vec<Mutation>) -> Result<(), StoreError> {
+        let store = self.clone();
+        match tokio::task::spawn_blocking(move || store.apply(&mutations)).await {
+            Ok(result) => result,
+            Err(error) => Err(self.sled(sled::Error::Io(std::io::Error::other(format!(
+                "the store task failed: {error}"
+            ))))),
+        }
+    }
+
+    /// [`Store::put_bundle`] on tokio's blocking pool.
+    pub async fn put_bundle_off_runtime(
+        &self,
+        id: BundleId,
+        bytes: bytes::Bytes,
+    ) -> Result<(), StoreError> {
+        let store = self.clone();
+        match tokio::task::spawn_blocking(move || store.put_bundle(&id, &bytes)).await {
+            Ok(result) => result,
+            Err(error) => Err(self.sled(sled::Error::Io(std::io::Error::other(format!(
+                "the store task failed: {error}"
+            ))))),
+        }
+    }
+
     /// Makes everything written so far durable, without blocking the runtime
     /// (see [`flush_off_runtime`]).
     pub async fn flush_async(&self) -> Result<(), StoreError> {

@@ -60,9 +60,13 @@ async fn reconcile(objects: &ObjectStore, shared: &Shared) -> Result<(), Control
     for (key, object) in placements {
         match placement::build(&object, &workloads) {
             Ok(packed) => {
+                let bundle = bytes::Bytes::from(packed.bundle);
                 for id in &packed.entry.bundles {
                     if !shared.store.has_bundle(id)? {
-                        shared.store.put_bundle(id, &packed.bundle)?;
+                        shared
+                            .store
+                            .put_bundle_off_runtime(*id, bundle.clone())
+                            .await?;
                     }
                 }
                 tracing::debug!(placement = %key.name, objects = packed.objects, "placement built");
