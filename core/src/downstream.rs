@@ -305,15 +305,17 @@ impl Core {
             .collect()
     }
 
-    /// What a child must be told about `key`: the entry if it concerns the
-    /// child, otherwise its removal (harmless if the child never had it).
+    /// What a child must be told about `key`: the entry as the child must
+    /// receive it (a placement cut to its share, see
+    /// [`Core::entry_for_child`]) if it concerns the child, otherwise its
+    /// removal (harmless if the child never had it).
     fn change_for(&self, child: &str, key: &str) -> SliceChange {
         match self
             .slice
             .entry(key)
-            .filter(|entry| self.concerns(entry, child))
+            .and_then(|entry| self.entry_for_child(entry, child))
         {
-            Some(entry) => SliceChange::Upsert(entry.clone()),
+            Some(entry) => SliceChange::Upsert(entry),
             None => SliceChange::Remove(key.to_string()),
         }
     }

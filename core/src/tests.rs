@@ -553,6 +553,35 @@ fn status_merges_up_the_tree_and_disconnected_clusters_count_offline() {
 }
 
 #[test]
+fn a_child_resuming_after_a_placement_changed_gets_its_cut_not_the_whole_entry() {
+    // Found by the reconnect-storm benchmark: a placement naming one
+    // cluster under us changed while eu was down; eu resumed with a delta
+    // and got the whole entry, asked the root for its bundle, and was
+    // refused for ever (the bundle is not in eu's cut), its agents too.
+    let mut net = fleet();
+    let on_u1 = || relaymesh_protocol::PlacementTarget {
+        names: vec!["u1".into()],
+        ..Default::default()
+    };
+    upsert_at_root(&mut net, placement("placement/shop/busy", on_u1()));
+    net.settle();
+    assert_eq!(agents_with(&net, "placement/shop/busy"), set(&["u1"]));
+    assert!(!net.keys("eu").contains("placement/shop/busy"));
+
+    net.disconnect("eu");
+    let mut changed = placement("placement/shop/busy", on_u1());
+    changed.body = b"revision 2".to_vec();
+    upsert_at_root(&mut net, changed);
+    net.connect("eu");
+    net.settle();
+    assert!(
+        !net.keys("eu").contains("placement/shop/busy"),
+        "eu resumed with a delta that must hold only what its cut gives it"
+    );
+    assert_eq!(agents_with(&net, "placement/shop/busy"), set(&["u1"]));
+}
+
+#[test]
 fn a_relay_that_alters_entries_is_refused_below_and_raises_an_alarm() {
     let alterations: [Alteration; 4] = [
         |entry| entry.body = b"something else".to_vec(),

@@ -315,7 +315,10 @@ mod tests {
         ];
         let table = star_against_tree(&reports).expect("a table");
         assert!(table.contains("| 1000 | 2 s | 3 s | 1.50 |"), "{table}");
-        assert!(!table.contains("| 5000 |") && !table.contains("| 10000 |"), "{table}");
+        assert!(
+            !table.contains("| 5000 |") && !table.contains("| 10000 |"),
+            "{table}"
+        );
         assert!(star_against_tree(&reports[..1]).is_none());
         Ok(())
     }
