@@ -404,11 +404,7 @@ async fn wait_applied(
     let deadline = Instant::now() + timeout;
     while !pending.is_empty() || root_status.is_none() {
         pending.retain(|_, cluster| {
-            let applied = cluster.applied().into_iter().find(|record| {
-                record.kind == "ConfigMap"
-                    && record.name == PAYLOAD
-                    && record.namespace.as_deref() == Some(NAMESPACE)
-            });
+            let applied = cluster.first_write("ConfigMap", Some(NAMESPACE), PAYLOAD);
             match applied {
                 Some(record) => {
                     latencies.push(record.at.saturating_duration_since(start).as_secs_f64());

@@ -296,11 +296,7 @@ async fn wait_applied(
     let deadline = Instant::now() + timeout;
     while !pending.is_empty() {
         pending.retain(|cluster| {
-            let record = cluster.applied().into_iter().find(|record| {
-                record.kind == "ConfigMap"
-                    && record.name == name
-                    && record.namespace.as_deref() == Some(NAMESPACE)
-            });
+            let record = cluster.first_write("ConfigMap", Some(NAMESPACE), name);
             match record {
                 Some(record) => {
                     latencies.push(

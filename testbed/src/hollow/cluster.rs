@@ -175,6 +175,27 @@ impl HollowCluster {
         self.inner.lock().applied.clone()
     }
 
+    /// The first write of the object `name` of `kind` (in `namespace`), if
+    /// any: what a benchmark polling thousands of clusters needs, found
+    /// under the lock without copying the record.
+    pub fn first_write(
+        &self,
+        kind: &str,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Option<AppliedRecord> {
+        self.inner
+            .lock()
+            .applied
+            .iter()
+            .find(|record| {
+                record.kind == kind
+                    && record.name == name
+                    && record.namespace.as_deref() == namespace
+            })
+            .cloned()
+    }
+
     /// The stored object `name` (in `namespace`) of kind or plural resource
     /// `kind` in `group` (empty for the core group), as the API returns it.
     pub fn object(
