@@ -294,12 +294,12 @@ fn main() -> anyhow::Result<()> {
                 kubectl,
                 timeout,
             };
-            bench_logging(&options.dir)?;
-            let runtime = tokio::runtime::Runtime::new()?;
-            let run = runtime.block_on(bench::peers::run_fleet(&options))?;
-            let report = bench::peers::report(&options, &run);
-            println!("report: {}", report.write(&out_dir)?.display());
-            Ok(())
+            fleet_bench(
+                &options.dir,
+                &out_dir,
+                bench::peers::run_fleet(&options),
+                |run| bench::peers::report(&options, run),
+            )
         }
         Command::Bench(Bench::Docs {
             reports,
@@ -351,12 +351,12 @@ fn main() -> anyhow::Result<()> {
                 bin_dir: bin_dir()?,
                 timeout,
             };
-            bench_logging(&options.dir)?;
-            let runtime = tokio::runtime::Runtime::new()?;
-            let run = runtime.block_on(bench::fanin::run_fleet(&options))?;
-            let report = bench::fanin::report(&options, &run);
-            println!("report: {}", report.write(&out_dir)?.display());
-            Ok(())
+            fleet_bench(
+                &options.dir,
+                &out_dir,
+                bench::fanin::run_fleet(&options),
+                |run| bench::fanin::report(&options, run),
+            )
         }
         Command::Bench(Bench::Storm {
             agents_per_relay,
@@ -372,12 +372,12 @@ fn main() -> anyhow::Result<()> {
                 bin_dir: bin_dir()?,
                 timeout,
             };
-            bench_logging(&options.dir)?;
-            let runtime = tokio::runtime::Runtime::new()?;
-            let run = runtime.block_on(bench::storm::run_fleet(&options))?;
-            let report = bench::storm::report(&options, &run);
-            println!("report: {}", report.write(&out_dir)?.display());
-            Ok(())
+            fleet_bench(
+                &options.dir,
+                &out_dir,
+                bench::storm::run_fleet(&options),
+                |run| bench::storm::report(&options, run),
+            )
         }
         Command::Bench(Bench::Placement {
             clusters,
@@ -475,6 +475,21 @@ fn bin_dir() -> anyhow::Result<PathBuf> {
 
 /// A benchmark's fleets log to `dir/testbed.log`, so stdout keeps one line
 /// per figure.
+/// Runs a benchmark that brings up a fleet in `dir` (its log there too) and
+/// writes the one report it makes to `out_dir`.
+fn fleet_bench<R>(
+    dir: &Path,
+    out_dir: &Path,
+    run: impl std::future::Future<Output = anyhow::Result<R>>,
+    report: impl FnOnce(&R) -> bench::report::Report,
+) -> anyhow::Result<()> {
+    bench_logging(dir)?;
+    let runtime = tokio::runtime::Runtime::new()?;
+    let run = runtime.block_on(run)?;
+    println!("report: {}", report(&run).write(out_dir)?.display());
+    Ok(())
+}
+
 fn bench_logging(dir: &Path) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     init_logging(&dir.join("testbed.log"))

@@ -63,6 +63,31 @@ pub struct UpOptions {
     pub simulator: SimulatorOptions,
 }
 
+impl UpOptions {
+    /// A benchmark's or a test's fleet in `dir` (made fresh, see
+    /// [`prepare_dir`]): `agents` below `relays_per_level`, hollow or as
+    /// processes, on any free ports, with the default simulated clusters.
+    pub fn fresh(
+        dir: PathBuf,
+        relays_per_level: Vec<usize>,
+        agents: usize,
+        hollow: bool,
+        bin_dir: PathBuf,
+    ) -> anyhow::Result<Self> {
+        prepare_dir(&dir)?;
+        Ok(Self {
+            relays_per_level,
+            agents,
+            hollow,
+            dir,
+            base_port: 0,
+            ready_file: None,
+            bin_dir,
+            simulator: SimulatorOptions::default(),
+        })
+    }
+}
+
 /// A running fleet.
 #[derive(Debug)]
 pub struct Fleet {

@@ -68,11 +68,16 @@ async fn the_reconciler_applies_in_order_reports_ready_and_prunes() -> anyhow::R
     let config_at = position("ConfigMap", "conf").context("the config map was applied")?;
     let deployment_at = position("Deployment", "web").context("the deployment was applied")?;
     assert_eq!(
-        cluster.first_write("ConfigMap", Some("shop"), "conf").as_ref(),
+        cluster
+            .first_write("ConfigMap", Some("shop"), "conf")
+            .as_ref(),
         Some(&applied[config_at]),
         "first_write finds the same record"
     );
-    assert_eq!(cluster.first_write("ConfigMap", Some("other"), "conf"), None);
+    assert_eq!(
+        cluster.first_write("ConfigMap", Some("other"), "conf"),
+        None
+    );
     assert!(
         namespace_at < config_at && config_at < deployment_at,
         "namespace, then configuration, then workload: {applied:#?}"

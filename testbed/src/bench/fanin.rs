@@ -23,8 +23,7 @@ use super::root::{
     create_namespace, next_root_links, placement_counts, placements_api, root_links, total,
     ClusterCounts,
 };
-use crate::cluster::SimulatorOptions;
-use crate::up::{self, Fleet, UpOptions};
+use crate::up::{Fleet, UpOptions};
 
 /// The namespace the benchmark's objects live in.
 const NAMESPACE: &str = "fanin";
@@ -66,21 +65,14 @@ pub struct FaninRun {
 
 /// Brings up the fleet, runs the benchmark, stops the fleet.
 pub async fn run_fleet(options: &FaninOptions) -> anyhow::Result<FaninRun> {
-    let dir = options.dir.join(format!("fanin-{}", options.agents));
-    up::prepare_dir(&dir)?;
-    let up = UpOptions {
-        relays_per_level: options.relays_per_level.clone(),
-        agents: options.agents,
-        hollow: true,
-        dir,
-        base_port: 0,
-        ready_file: None,
-        bin_dir: options.bin_dir.clone(),
-        simulator: SimulatorOptions {
-            delay: Duration::from_millis(500),
-            ..SimulatorOptions::default()
-        },
-    };
+    let mut up = UpOptions::fresh(
+        options.dir.join(format!("fanin-{}", options.agents)),
+        options.relays_per_level.clone(),
+        options.agents,
+        true,
+        options.bin_dir.clone(),
+    )?;
+    up.simulator.delay = Duration::from_millis(500);
     println!("fanin | bringing up {} hollow agents", options.agents);
     let fleet = Fleet::start(&up).await?;
     let result = measure(&fleet, options).await;

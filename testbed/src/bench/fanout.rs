@@ -27,9 +27,8 @@ use super::report::{quantile, rss_kib, Figure, Line, Report, Series};
 use super::root::{
     create_namespace, filler, next_root_links, placement_counts, placements_api, root_links,
 };
-use crate::cluster::SimulatorOptions;
 use crate::hollow::HollowCluster;
-use crate::up::{self, Fleet, UpOptions};
+use crate::up::{Fleet, UpOptions};
 
 /// The namespace the benchmark's objects live in.
 const NAMESPACE: &str = "bench";
@@ -273,18 +272,13 @@ fn shape(relays_per_level: &[usize]) -> String {
 }
 
 async fn run_one(options: &FanoutOptions, agents: usize) -> anyhow::Result<FanoutRun> {
-    let dir = options.dir.join(format!("{}-{agents}", options.name));
-    up::prepare_dir(&dir)?;
-    let up = UpOptions {
-        relays_per_level: options.relays_per_level.clone(),
+    let up = UpOptions::fresh(
+        options.dir.join(format!("{}-{agents}", options.name)),
+        options.relays_per_level.clone(),
         agents,
-        hollow: true,
-        dir,
-        base_port: 0,
-        ready_file: None,
-        bin_dir: options.bin_dir.clone(),
-        simulator: SimulatorOptions::default(),
-    };
+        true,
+        options.bin_dir.clone(),
+    )?;
     println!("{} | bringing up {agents} hollow agents", options.name);
     let fleet = Fleet::start(&up).await?;
     let result = measure(&fleet, options, agents).await;

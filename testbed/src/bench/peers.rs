@@ -22,8 +22,7 @@ use tokio::process::Command;
 use tokio::sync::Semaphore;
 
 use super::report::{Figure, Line, Report, Series};
-use crate::cluster::SimulatorOptions;
-use crate::up::{self, Fleet, UpOptions};
+use crate::up::{Fleet, UpOptions};
 
 /// The objects every run delivers, in namespace `NAMESPACE`.
 const MANIFESTS: &str = r#"apiVersion: v1
@@ -102,18 +101,13 @@ pub struct PeersRun {
 
 /// Brings the fleet up, runs the three ways and returns what they took.
 pub async fn run_fleet(options: &PeersOptions) -> anyhow::Result<PeersRun> {
-    let dir = options.dir.join(format!("peers-{}", options.clusters));
-    up::prepare_dir(&dir)?;
-    let up = UpOptions {
-        relays_per_level: options.relays_per_level.clone(),
-        agents: options.clusters,
-        hollow: false,
-        dir,
-        base_port: 0,
-        ready_file: None,
-        bin_dir: options.bin_dir.clone(),
-        simulator: SimulatorOptions::default(),
-    };
+    let up = UpOptions::fresh(
+        options.dir.join(format!("peers-{}", options.clusters)),
+        options.relays_per_level.clone(),
+        options.clusters,
+        false,
+        options.bin_dir.clone(),
+    )?;
     println!(
         "peers | bringing up {} agents with simulated clusters",
         options.clusters

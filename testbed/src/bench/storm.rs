@@ -21,9 +21,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::report::{quantile, Figure, Report};
 use super::root::{create_namespace, filler, placements_api};
-use crate::cluster::SimulatorOptions;
 use crate::hollow::HollowCluster;
-use crate::up::{self, Fleet, UpOptions};
+use crate::up::{Fleet, UpOptions};
 
 /// The namespace the benchmark's objects live in.
 const NAMESPACE: &str = "storm";
@@ -71,20 +70,15 @@ pub struct StormRun {
 
 /// Brings up the fleet, runs the storm, stops the fleet.
 pub async fn run_fleet(options: &StormOptions) -> anyhow::Result<StormRun> {
-    let dir = options
-        .dir
-        .join(format!("storm-{}", options.agents_per_relay));
-    up::prepare_dir(&dir)?;
-    let up = UpOptions {
-        relays_per_level: vec![2],
-        agents: options.agents_per_relay * 2,
-        hollow: true,
-        dir,
-        base_port: 0,
-        ready_file: None,
-        bin_dir: options.bin_dir.clone(),
-        simulator: SimulatorOptions::default(),
-    };
+    let up = UpOptions::fresh(
+        options
+            .dir
+            .join(format!("storm-{}", options.agents_per_relay)),
+        vec![2],
+        options.agents_per_relay * 2,
+        true,
+        options.bin_dir.clone(),
+    )?;
     println!(
         "storm | bringing up 2 relays with {} hollow agents each",
         options.agents_per_relay
