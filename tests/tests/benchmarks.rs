@@ -47,7 +47,7 @@ async fn a_bundle_reaches_every_hollow_agent_through_a_tree_once_per_link() -> a
         assert!(run.relays == 4, "root, eu and two relays below it");
     }
     let (fanout, egress, memory) = fanout::reports(&options, &runs);
-    assert_eq!(fanout.figures.len(), 4 * runs.len());
+    assert_eq!(fanout.figures.len(), 6 * runs.len());
     assert_eq!(egress.figures.len(), 3 * runs.len());
     assert_eq!(memory.figures.len(), runs.len());
     std::fs::remove_dir_all(&options.dir)?;
@@ -128,6 +128,10 @@ async fn agents_of_a_killed_and_restarted_relay_reconnect_and_converge() -> anyh
     assert_eq!(run.agents, 12);
     assert!(run.busy_before > 0.0);
     let report = relaymesh_testbed::bench::storm::report(&options, &run);
-    assert_eq!(report.figures.len(), 6);
+    assert_eq!(
+        report.figures.len(),
+        8,
+        "with the CPU the relay and the agents used"
+    );
     Ok(())
 }

@@ -23,7 +23,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DynamicObject, PostParams};
 use serde_json::json;
 
-use super::report::{quantile, rss_kib, Figure, Line, Report, Series};
+use super::report::{cpu_seconds, quantile, rss_kib, Figure, Line, Report, Series};
 use super::root::{
     create_namespace, filler, next_root_links, placement_counts, placements_api, root_links,
 };
@@ -89,6 +89,11 @@ pub struct FanoutRun {
     pub idle_relays_rss_kib: u64,
     /// Relay processes.
     pub relays: usize,
+    /// CPU seconds every relay process used from the Placement until all
+    /// applied, added up.
+    pub relays_cpu: f64,
+    /// CPU seconds this process (every hollow agent) used meanwhile.
+    pub agents_cpu: f64,
 }
 
 /// Runs the fleets one after the other and returns the fanout report, the
@@ -152,6 +157,16 @@ pub fn reports(options: &FanoutOptions, runs: &[FanoutRun]) -> (Report, Report, 
         fanout.figure(Figure::new(
             format!("root status shows all {n} applied"),
             run.root_status,
+            "s",
+        ));
+        fanout.figure(Figure::new(
+            format!("CPU of the {} relays meanwhile, N = {n}", run.relays),
+            run.relays_cpu,
+            "s",
+        ));
+        fanout.figure(Figure::new(
+            format!("CPU of the hollow agents' process meanwhile, N = {n}"),
+            run.agents_cpu,
             "s",
         ));
         let ideal = run.root_children as f64 * run.bundle_bytes as f64;
@@ -316,6 +331,11 @@ async fn measure(
             "clusters": {"labelSelector": {}},
         },
     }))?;
+    let cpu = |pids: &[(String, u32)]| -> f64 {
+        pids.iter().filter_map(|(_, pid)| cpu_seconds(*pid)).sum()
+    };
+    let (relays_cpu_before, agents_cpu_before) =
+        (cpu(&pids), cpu_seconds(std::process::id()).unwrap_or(0.0));
     let start = tokio::time::Instant::now();
     placements
         .create(&PostParams::default(), &placement)
@@ -344,6 +364,8 @@ async fn measure(
     );
     let (applied, after) = tokio::join!(applied, egress);
     let (mut latencies, root_status) = applied?;
+    let relays_cpu = cpu(&pids) - relays_cpu_before;
+    let agents_cpu = cpu_seconds(std::process::id()).unwrap_or(0.0) - agents_cpu_before;
     let after = after.context("the root's link statistics never showed the bundle")?;
     let all_applied = latencies.iter().copied().fold(0.0, f64::max);
     let p50 = quantile(&mut latencies, 0.5);
@@ -376,6 +398,8 @@ async fn measure(
         root_bundles_served: transfers,
         idle_relays_rss_kib,
         relays: pids.len(),
+        relays_cpu,
+        agents_cpu,
     })
 }
 

@@ -280,6 +280,22 @@ pub fn rss_kib(pid: u32) -> Option<u64> {
     )
 }
 
+/// The CPU time a process has used so far (user and system), in seconds.
+pub fn cpu_seconds(pid: u32) -> Option<f64> {
+    stat_cpu_seconds(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
+}
+
+/// utime + stime of a `/proc/PID/stat` line. The command name may hold
+/// spaces and parentheses, so fields are counted after its last `)`; the
+/// kernel reports them in USER_HZ, which is 100 on every Linux ABI.
+fn stat_cpu_seconds(stat: &str) -> Option<f64> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let utime: u64 = fields.get(11)?.parse().ok()?;
+    let stime: u64 = fields.get(12)?.parse().ok()?;
+    Some((utime + stime) as f64 / 100.0)
+}
+
 fn status_kib(status: &str, field: &str) -> Option<u64> {
     status
         .lines()
@@ -291,6 +307,14 @@ fn status_kib(status: &str, field: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cpu_time_is_read_after_the_command_name() {
+        let stat = "42 (a (weird) name) S 1 42 42 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 1";
+        assert_eq!(stat_cpu_seconds(stat), Some(3.0));
+        assert_eq!(stat_cpu_seconds("garbage"), None);
+        assert!(cpu_seconds(std::process::id()).is_some());
+    }
 
     #[test]
     fn quantiles_by_nearest_rank() {

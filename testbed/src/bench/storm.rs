@@ -19,7 +19,7 @@ use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use super::report::{quantile, Figure, Report};
+use super::report::{cpu_seconds, quantile, Figure, Report};
 use super::root::{create_namespace, filler, placements_api};
 use crate::hollow::HollowCluster;
 use crate::up::{Fleet, UpOptions};
@@ -66,6 +66,11 @@ pub struct StormRun {
     pub busy_during: f64,
     /// Busy-link revisions completed during the storm.
     pub busy_during_revisions: usize,
+    /// CPU seconds the restarted relay used from its restart until all
+    /// converged.
+    pub relay_cpu: Option<f64>,
+    /// CPU seconds this process (every hollow agent) used meanwhile.
+    pub agents_cpu: Option<f64>,
 }
 
 /// Brings up the fleet, runs the storm, stops the fleet.
@@ -200,6 +205,12 @@ async fn measure(fleet: &mut Fleet, options: &StormOptions) -> anyhow::Result<St
             .context("cannot move the storm Placement to storm-2")?;
         fleet.restart_daemon(&victim)?;
         let restarted = Instant::now();
+        let relay_pid = fleet
+            .daemon_pids()
+            .into_iter()
+            .find(|(name, _)| *name == victim)
+            .map(|(_, pid)| pid);
+        let agents_cpu_before = cpu_seconds(std::process::id());
         println!(
             "storm | {victim} killed and restarted; waiting for its {} agents",
             victims.len()
@@ -207,6 +218,10 @@ async fn measure(fleet: &mut Fleet, options: &StormOptions) -> anyhow::Result<St
         let mut latencies =
             wait_applied(&victim_clusters, "storm-2", options.timeout, restarted).await?;
         let converged = Instant::now();
+        let relay_cpu = relay_pid.and_then(cpu_seconds);
+        let agents_cpu = cpu_seconds(std::process::id())
+            .zip(agents_cpu_before)
+            .map(|(after, before)| after - before);
         stop.cancel();
         let (before, during) = {
             let done = completions
@@ -229,6 +244,8 @@ async fn measure(fleet: &mut Fleet, options: &StormOptions) -> anyhow::Result<St
             busy_before: before as f64 / baseline.max(f64::EPSILON),
             busy_during: during as f64 / storm_secs.max(f64::EPSILON),
             busy_during_revisions: during,
+            relay_cpu,
+            agents_cpu,
         })
     };
     let (busy, run) = tokio::join!(busy, storm);
@@ -361,6 +378,20 @@ pub fn report(options: &StormOptions, run: &StormRun) -> Report {
         run.p99,
         "s",
     ));
+    if let Some(cpu) = run.relay_cpu {
+        report.figure(Figure::new(
+            "CPU of the restarted relay until all converged",
+            cpu,
+            "s",
+        ));
+    }
+    if let Some(cpu) = run.agents_cpu {
+        report.figure(Figure::new(
+            "CPU of the hollow agents' process meanwhile",
+            cpu,
+            "s",
+        ));
+    }
     report.figure(Figure::new(
         "busy link before the kill",
         run.busy_before,
