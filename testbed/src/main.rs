@@ -358,6 +358,7 @@ fn run_fleet(args: UpArgs, demo: Option<(PathBuf, Duration)>) -> anyhow::Result<
             failures: args.failures,
             ..SimulatorOptions::default()
         },
+        proxied_uplinks: false,
     };
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async {

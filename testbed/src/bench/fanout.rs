@@ -281,6 +281,7 @@ async fn run_one(options: &FanoutOptions, agents: usize) -> anyhow::Result<Fanou
         ready_file: None,
         bin_dir: options.bin_dir.clone(),
         simulator: SimulatorOptions::default(),
+        proxied_uplinks: false,
     };
     println!("{} | bringing up {agents} hollow agents", options.name);
     let fleet = Fleet::start(&up).await?;

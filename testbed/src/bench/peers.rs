@@ -113,6 +113,7 @@ pub async fn run_fleet(options: &PeersOptions) -> anyhow::Result<PeersRun> {
         ready_file: None,
         bin_dir: options.bin_dir.clone(),
         simulator: SimulatorOptions::default(),
+        proxied_uplinks: false,
     };
     println!(
         "peers | bringing up {} agents with simulated clusters",
