@@ -154,6 +154,13 @@ impl Fleet {
         self.daemons.restart(name)
     }
 
+    /// Daemons that exited since the last call (or since
+    /// [`Fleet::run_until_signal`] last looked), with their exit status and
+    /// log (one killed with [`Fleet::kill_daemon`] is not reported).
+    pub fn newly_exited_daemons(&mut self) -> Vec<(String, String, PathBuf)> {
+        self.daemons.newly_exited()
+    }
+
     /// The daemons running as processes (relays, and agents unless they
     /// are hollow), with their process ids.
     pub fn daemon_pids(&self) -> Vec<(String, u32)> {
