@@ -14,9 +14,10 @@
 //! its connection but keeps its store's unflushed writes, unlike a power
 //! cut; relays' kills are real SIGKILLs.
 //!
-//! Every random choice comes from one seeded generator, so a seed gives
-//! the same sequence of actions (their timing against the fleet's own
-//! varies from run to run).
+//! Every random choice comes from one seeded generator. A seed gives the
+//! same draws; which actions they become also depends on timing (how many
+//! fit in the duration, whether half the relays are down at a kill), so
+//! two runs of one seed share a prefix, not always the whole sequence.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;

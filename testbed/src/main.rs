@@ -73,7 +73,8 @@ struct ChaosArgs {
     /// first number is the root's children).
     #[arg(long, value_delimiter = ',', default_value = "2,4")]
     relays_per_level: Vec<usize>,
-    /// Seeds every random choice: the same seed gives the same actions.
+    /// Seeds every random choice (the same seed gives the same draws; the
+    /// fleet's timing still decides how many actions fit in the time).
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// The fleet's directory (cleared first if the testbed made it).
