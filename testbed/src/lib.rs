@@ -11,6 +11,7 @@
 #![warn(missing_docs)]
 
 pub mod bench;
+pub mod chaos;
 pub mod cluster;
 pub mod demo;
 pub mod faults;

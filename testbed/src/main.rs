@@ -27,6 +27,26 @@ enum Command {
     /// A local fleet: relays and edge agents as processes on loopback, each
     /// agent with its own simulated cluster, until Ctrl-C or SIGTERM.
     Up(UpArgs),
+    /// Randomly kills, partitions and restarts relays and hollow agents
+    /// while placements and workloads change at the root; then heals and
+    /// restarts everything and checks that every cluster converges to
+    /// exactly its desired state.
+    ///
+    /// Brings up a root, relay processes (each relay's uplink through a
+    /// loopback fault proxy) and N hollow agents, in --dir. For --minutes,
+    /// every 1–4 s (seeded), one of: a relay killed with SIGKILL and
+    /// restarted 1–15 s later; a relay's uplink partitioned and healed
+    /// 3–25 s later; a batch of hollow agents stopped abruptly and restarted
+    /// from their stores 2–15 s later; a ConfigMap or Deployment created,
+    /// updated or deleted at the root; a Placement created, deleted, or
+    /// moved to other clusters (label selectors over region, zone and tier,
+    /// NotIn, or names). The root is never faulted. Then waits (up to
+    /// --settle-timeout) until every hollow cluster holds exactly the
+    /// workloads its placements select, with their latest content, and none
+    /// that were deleted or unplaced. Prints a summary (actions by kind,
+    /// convergence, clusters that differ and how) and exits non-zero unless
+    /// every cluster converged. Every action is logged in DIR/logs/testbed.log.
+    Chaos(ChaosArgs),
     /// `up` with the storefront example applied, watched until it runs on
     /// every cluster of region eu; then keeps running like `up`.
     Demo {
@@ -39,6 +59,38 @@ enum Command {
         #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
         watch_for: Duration,
     },
+}
+
+#[derive(Debug, Args)]
+struct ChaosArgs {
+    /// How long faults and changes go on, in minutes (fractions allowed).
+    #[arg(long, default_value_t = 10.0)]
+    minutes: f64,
+    /// Hollow agents (clusters) in the fleet.
+    #[arg(long, value_name = "N", default_value_t = 1000)]
+    hollow: usize,
+    /// Relays under each relay of the level above, comma-separated (the
+    /// first number is the root's children).
+    #[arg(long, value_delimiter = ',', default_value = "2,4")]
+    relays_per_level: Vec<usize>,
+    /// Seeds every random choice (the same seed gives the same draws; the
+    /// fleet's timing still decides how many actions fit in the time).
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// The fleet's directory (cleared first if the testbed made it).
+    #[arg(long, default_value = "target/chaos")]
+    dir: PathBuf,
+    /// How long the clusters may take to converge after everything is
+    /// healed and restarted.
+    #[arg(long, default_value = "10m", value_parser = humantime::parse_duration)]
+    settle_timeout: Duration,
+    /// Also write the summary, with every action, as JSON here.
+    #[arg(long, value_name = "PATH")]
+    summary: Option<PathBuf>,
+    /// Do not run `cargo build` for the daemons first (it runs only under
+    /// `cargo run`).
+    #[arg(long)]
+    no_build: bool,
 }
 
 #[derive(Debug, Args)]
@@ -257,6 +309,7 @@ enum Bench {
 fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Up(args) => run_fleet(args, None),
+        Command::Chaos(args) => run_chaos(args),
         Command::Demo {
             up,
             manifests,
@@ -445,6 +498,7 @@ fn run_fleet(args: UpArgs, demo: Option<(PathBuf, Duration)>) -> anyhow::Result<
             failures: args.failures,
             ..SimulatorOptions::default()
         },
+        proxied_uplinks: false,
     };
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async {
@@ -463,6 +517,39 @@ fn run_fleet(args: UpArgs, demo: Option<(PathBuf, Duration)>) -> anyhow::Result<
         fleet.shutdown().await;
         Ok(())
     })
+}
+
+/// `chaos`: the run, its summary, and a non-zero exit unless it converged.
+fn run_chaos(args: ChaosArgs) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        args.minutes.is_finite() && args.minutes >= 0.0,
+        "--minutes must be a non-negative number"
+    );
+    let bin_dir = bin_dir()?;
+    if !args.no_build {
+        build_daemons(&bin_dir)?;
+    }
+    let options = relaymesh_testbed::chaos::ChaosOptions {
+        duration: Duration::from_secs_f64(args.minutes * 60.0),
+        agents: args.hollow,
+        relays_per_level: args.relays_per_level,
+        seed: args.seed,
+        dir: args.dir.clone(),
+        bin_dir,
+        settle_timeout: args.settle_timeout,
+        pause: (Duration::from_secs(1), Duration::from_secs(4)),
+    };
+    up::prepare_dir(&args.dir)?;
+    init_logging(&args.dir.join("logs").join("testbed.log"))?;
+    let runtime = tokio::runtime::Runtime::new()?;
+    let summary = runtime.block_on(relaymesh_testbed::chaos::run(&options))?;
+    print!("{}", summary.render());
+    if let Some(path) = &args.summary {
+        write_report(path, &summary)?;
+        println!("summary: {}", path.display());
+    }
+    anyhow::ensure!(summary.converged, "the fleet did not converge");
+    Ok(())
 }
 
 /// The directory of the testbed binary, where the daemons are too.

@@ -10,6 +10,7 @@
 //! simulated clusters', in `logs/testbed.log`).
 
 use std::collections::BTreeMap;
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -19,6 +20,7 @@ use tokio::process::Command;
 use tracing::{info, warn};
 
 use crate::cluster::{SimulatedCluster, SimulatorOptions};
+use crate::faults::{FaultHandle, Proxy};
 
 pub mod counting;
 pub mod hollow;
@@ -61,6 +63,11 @@ pub struct UpOptions {
     pub bin_dir: PathBuf,
     /// How the simulated clusters behave.
     pub simulator: SimulatorOptions,
+    /// Put a fault [`Proxy`] between every relay below the root and its
+    /// parent (`relay run --parent-address PROXY`), so its uplink can be
+    /// partitioned ([`Fleet::uplink`]). Agents always dial their relay
+    /// directly.
+    pub proxied_uplinks: bool,
 }
 
 impl UpOptions {
@@ -84,6 +91,7 @@ impl UpOptions {
             ready_file: None,
             bin_dir,
             simulator: SimulatorOptions::default(),
+            proxied_uplinks: false,
         })
     }
 }
@@ -102,6 +110,9 @@ pub struct Fleet {
     daemons: Daemons,
     clusters: Vec<SimulatedCluster>,
     hollow: Option<HollowAgents>,
+    /// The fault proxy in front of each relay's parent, by relay name, with
+    /// [`UpOptions::proxied_uplinks`].
+    uplinks: BTreeMap<String, Proxy>,
 }
 
 impl Fleet {
@@ -118,6 +129,7 @@ impl Fleet {
             daemons: Daemons::default(),
             clusters: Vec::new(),
             hollow: None,
+            uplinks: BTreeMap::new(),
         };
         match fleet.bring_up(options).await {
             Ok(()) => Ok(fleet),
@@ -169,6 +181,13 @@ impl Fleet {
         self.daemons.restart(name)
     }
 
+    /// Daemons that exited since the last call (or since
+    /// [`Fleet::run_until_signal`] last looked), with their exit status and
+    /// log (one killed with [`Fleet::kill_daemon`] is not reported).
+    pub fn newly_exited_daemons(&mut self) -> Vec<(String, String, PathBuf)> {
+        self.daemons.newly_exited()
+    }
+
     /// The daemons running as processes (relays, and agents unless they
     /// are hollow), with their process ids.
     pub fn daemon_pids(&self) -> Vec<(String, u32)> {
@@ -183,6 +202,17 @@ impl Fleet {
     /// The hollow agents and their clusters, if the agents are hollow.
     pub fn hollow(&self) -> Option<&HollowAgents> {
         self.hollow.as_ref()
+    }
+
+    /// The hollow agents, to stop and restart them.
+    pub fn hollow_mut(&mut self) -> Option<&mut HollowAgents> {
+        self.hollow.as_mut()
+    }
+
+    /// The faults of relay `name`'s link to its parent, if the fleet was
+    /// started with [`UpOptions::proxied_uplinks`].
+    pub fn uplink(&self, name: &str) -> Option<FaultHandle> {
+        self.uplinks.get(name).map(Proxy::handle)
     }
 
     /// A binary next to the testbed's.
@@ -278,6 +308,7 @@ impl Fleet {
             hollow.shutdown().await;
         }
         self.daemons.stop_all().await;
+        self.uplinks.clear();
         for cluster in self.clusters.drain(..) {
             let name = cluster.name().to_string();
             if let Err(error) = cluster.shutdown().await {
@@ -308,6 +339,9 @@ impl Fleet {
         let mut ports = Ports::new(options.base_port);
         let api = ports.tcp()?;
         let listen = ports.udp()?;
+        // Each relay's QUIC address, for the proxies of its children.
+        let mut addresses =
+            BTreeMap::from([(ROOT.to_string(), SocketAddr::from(([127, 0, 0, 1], listen)))]);
         println!("starting root (API on 127.0.0.1:{api})");
         run_logged(
             Command::new(self.binary("relay"))
@@ -330,6 +364,7 @@ impl Fleet {
             ROOT,
             &self.binary("relay"),
             &self.data_dir(ROOT),
+            &[],
             &self.log(ROOT),
         )?;
         self.wait_connected("the root's API", &[]).await?;
@@ -345,14 +380,34 @@ impl Fleet {
             for relay in &relays {
                 println!("starting relay {} under {}", relay.name, relay.parent);
                 let listen = ports.udp()?;
+                addresses.insert(
+                    relay.name.clone(),
+                    SocketAddr::from(([127, 0, 0, 1], listen)),
+                );
                 let args = ["--listen".to_string(), format!("127.0.0.1:{listen}")];
                 self.join("relay", &relay.name, &relay.parent, &args)
                     .await?;
+                // The join dialled the parent directly; `run --parent-address`
+                // stores the proxy as the parent's address for good, so a
+                // restarted relay comes back through it as well.
+                let mut run_args = Vec::new();
+                if options.proxied_uplinks {
+                    let parent = *addresses
+                        .get(&relay.parent)
+                        .with_context(|| format!("no address for {}", relay.parent))?;
+                    let seed = self.uplinks.len() as u64;
+                    let proxy = Proxy::start(parent, seed)
+                        .await
+                        .with_context(|| format!("cannot start the proxy for {}", relay.name))?;
+                    run_args = vec!["--parent-address".to_string(), proxy.address().to_string()];
+                    self.uplinks.insert(relay.name.clone(), proxy);
+                }
                 self.daemons.start(
                     level,
                     &relay.name,
                     &self.binary("relay"),
                     &self.data_dir(&relay.name),
+                    &run_args,
                     &self.log(&relay.name),
                 )?;
             }
@@ -412,6 +467,7 @@ impl Fleet {
                 &agent.name,
                 &self.binary("edge-agent"),
                 &self.data_dir(&agent.name),
+                &[],
                 &self.log(&agent.name),
             )?;
         }

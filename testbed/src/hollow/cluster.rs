@@ -220,6 +220,18 @@ impl HollowCluster {
         serde_json::from_slice(bytes).ok()
     }
 
+    /// Every stored object in `namespace`, with its key, in key order, as
+    /// the API returns it.
+    pub fn objects_in(&self, namespace: &str) -> Vec<(ObjectKey, Value)> {
+        let state = self.inner.lock();
+        state
+            .objects
+            .iter()
+            .filter(|(key, _)| key.namespace.as_deref() == Some(namespace))
+            .filter_map(|(key, bytes)| Some((key.clone(), serde_json::from_slice(bytes).ok()?)))
+            .collect()
+    }
+
     /// The cluster's current resourceVersion.
     pub fn resource_version(&self) -> u64 {
         self.inner.lock().resource_version

@@ -12,6 +12,14 @@
 //! store ([`Store::temporary`]), gone when the testbed stops, and its
 //! cluster a [`HollowCluster`] in memory instead of a simulated API server
 //! on a socket. The relays stay real processes.
+//!
+//! An agent can be stopped abruptly and started again ([`HollowAgents::stop`],
+//! [`HollowAgents::restart`]), as `testbed chaos` does: its task is aborted
+//! (its connection dropped, nothing said to its parent) and a new one runs
+//! from the same store, which keeps its identity and certificate. The store
+//! outlives the stop, since dropping a temporary store deletes it; what the
+//! agent wrote to it before the stop is all there (an in-process stop is not
+//! a power cut: sled's page cache survives it).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -29,7 +37,7 @@ use relaymesh_relay::daemon::RunOptions;
 use relaymesh_relay::kubeconfig;
 use relaymesh_relay::store::Store;
 use relaymesh_relay::transport::uplink::Endpoints;
-use tokio::task::JoinSet;
+use tokio::task::{AbortHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn, Instrument as _};
 
@@ -55,9 +63,26 @@ const TOKEN_TTL: Duration = Duration::from_secs(600);
 /// The running hollow agents and their clusters.
 pub struct HollowAgents {
     clusters: BTreeMap<String, HollowCluster>,
+    /// What it takes to stop and restart each agent.
+    agents: BTreeMap<String, Agent>,
     shutdown: CancellationToken,
     tasks: JoinSet<(String, Result<(), AgentError>)>,
     sent: Vec<SentBytes>,
+}
+
+/// One agent's store, endpoints and, while it runs, how to stop it.
+struct Agent {
+    store: Store,
+    endpoints: Endpoints,
+    running: Option<Running>,
+}
+
+/// A running agent's task.
+struct Running {
+    /// Stops the agent's reconciler, which `agent::run` spawns as a task of
+    /// its own that aborting the agent's task would leave behind.
+    stop: CancellationToken,
+    task: AbortHandle,
 }
 
 impl std::fmt::Debug for HollowAgents {
@@ -97,6 +122,7 @@ impl HollowAgents {
         let discovery = Arc::new(Discovery::builtin());
         let mut hollow = Self {
             clusters: BTreeMap::new(),
+            agents: BTreeMap::new(),
             shutdown: CancellationToken::new(),
             tasks: JoinSet::new(),
             sent,
@@ -121,8 +147,16 @@ impl HollowAgents {
                     return Err(error);
                 }
             };
-            hollow.spawn(&name, store, &cluster, &endpoints);
-            hollow.clusters.insert(name, cluster);
+            hollow.clusters.insert(name.clone(), cluster);
+            hollow.agents.insert(
+                name.clone(),
+                Agent {
+                    store,
+                    endpoints,
+                    running: None,
+                },
+            );
+            hollow.spawn(&name);
             if hollow.clusters.len().is_multiple_of(1000) {
                 info!(
                     joined = hollow.clusters.len(),
@@ -161,17 +195,63 @@ impl HollowAgents {
     }
 
     /// Agents whose task ended since the last call, with why; a hollow
-    /// agent only ends on its own when it fails.
+    /// agent only ends on its own when it fails (one stopped with
+    /// [`HollowAgents::stop`] is not reported).
     pub fn newly_exited(&mut self) -> Vec<(String, String)> {
         let mut exited = Vec::new();
         while let Some(done) = self.tasks.try_join_next() {
             match done {
                 Ok((name, Ok(()))) => exited.push((name, "stopped".to_string())),
                 Ok((name, Err(error))) => exited.push((name, format!("{error:#}"))),
+                Err(error) if error.is_cancelled() => {}
                 Err(error) => exited.push(("?".to_string(), error.to_string())),
             }
         }
         exited
+    }
+
+    /// Whether agent `name` runs (it may still be connecting).
+    pub fn is_running(&self, name: &str) -> bool {
+        self.agents.get(name).is_some_and(|agent| {
+            agent
+                .running
+                .as_ref()
+                .is_some_and(|r| !r.task.is_finished())
+        })
+    }
+
+    /// Stops agent `name` abruptly: its task is aborted, so its connection
+    /// is dropped mid-whatever it was doing, without a goodbye. Its store
+    /// and cluster stay. `false` if it was not running.
+    pub fn stop(&mut self, name: &str) -> Result<bool, HollowError> {
+        let agent = self
+            .agents
+            .get_mut(name)
+            .ok_or_else(|| HollowError::Unknown(name.to_string()))?;
+        let Some(running) = agent.running.take() else {
+            return Ok(false);
+        };
+        // Aborting first: the agent's task is dropped at its next poll and
+        // never runs its orderly shutdown; the token then stops the
+        // reconciler task it spawned.
+        running.task.abort();
+        running.stop.cancel();
+        info!(agent = name, "hollow agent stopped");
+        Ok(true)
+    }
+
+    /// Starts agent `name` again from its store after [`HollowAgents::stop`]
+    /// (or after it failed). `false` if it was running.
+    pub fn restart(&mut self, name: &str) -> Result<bool, HollowError> {
+        if !self.agents.contains_key(name) {
+            return Err(HollowError::Unknown(name.to_string()));
+        }
+        if self.is_running(name) {
+            return Ok(false);
+        }
+        self.spawn(name);
+        info!(agent = name, "hollow agent restarted");
+        Ok(true)
     }
 
     /// Stops every agent and waits for them.
@@ -184,16 +264,23 @@ impl HollowAgents {
         }
     }
 
-    fn spawn(&mut self, name: &str, store: Store, cluster: &HollowCluster, endpoints: &Endpoints) {
+    /// Runs agent `name` (known to `agents` and `clusters`) from its store.
+    fn spawn(&mut self, name: &str) {
+        let (Some(agent), Some(cluster)) = (self.agents.get_mut(name), self.clusters.get(name))
+        else {
+            return;
+        };
         let options = RunOptions {
-            endpoints: endpoints.clone(),
+            endpoints: agent.endpoints.clone(),
             ..RunOptions::default()
         };
+        let store = agent.store.clone();
         let client = cluster.client();
         let shutdown = self.shutdown.child_token();
+        let stop = shutdown.clone();
         let name = name.to_string();
         let span = tracing::info_span!("hollow", agent = %name);
-        self.tasks.spawn(
+        let task = self.tasks.spawn(
             async move {
                 let result = agent::run(
                     Path::new(&name),
@@ -208,7 +295,17 @@ impl HollowAgents {
             }
             .instrument(span),
         );
+        agent.running = Some(Running { stop, task });
     }
+}
+
+/// Why a hollow agent could not be stopped or restarted.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum HollowError {
+    /// No hollow agent has this name.
+    #[error("no hollow agent named {0}")]
+    Unknown(String),
 }
 
 /// Joins one hollow agent: a token from the root, the cluster's detected

@@ -33,6 +33,8 @@ pub struct Daemon {
     stage: usize,
     binary: PathBuf,
     data_dir: PathBuf,
+    /// More arguments of `run`, given again on a restart.
+    run_args: Vec<String>,
     child: Child,
     exited: bool,
 }
@@ -44,17 +46,19 @@ pub struct Daemons {
 }
 
 impl Daemons {
-    /// Starts `binary run --data-dir DATA_DIR`, with stdout and stderr
-    /// appended to `log`. `stage` orders shutdown: higher stages stop first.
+    /// Starts `binary run --data-dir DATA_DIR RUN_ARGS…`, with stdout and
+    /// stderr appended to `log`. `stage` orders shutdown: higher stages stop
+    /// first.
     pub fn start(
         &mut self,
         stage: usize,
         name: &str,
         binary: &Path,
         data_dir: &Path,
+        run_args: &[String],
         log: &Path,
     ) -> anyhow::Result<()> {
-        let child = spawn(binary, data_dir, log)?;
+        let child = spawn(binary, data_dir, run_args, log)?;
         info!(node = name, pid = child.id(), "daemon started");
         self.running.push(Daemon {
             name: name.to_string(),
@@ -62,6 +66,7 @@ impl Daemons {
             stage,
             binary: binary.to_path_buf(),
             data_dir: data_dir.to_path_buf(),
+            run_args: run_args.to_vec(),
             child,
             exited: false,
         });
@@ -89,7 +94,12 @@ impl Daemons {
         if !daemon.exited && daemon.child.try_wait()?.is_none() {
             bail!("{name} still runs");
         }
-        daemon.child = spawn(&daemon.binary, &daemon.data_dir, &daemon.log)?;
+        daemon.child = spawn(
+            &daemon.binary,
+            &daemon.data_dir,
+            &daemon.run_args,
+            &daemon.log,
+        )?;
         daemon.exited = false;
         info!(node = name, pid = daemon.child.id(), "daemon restarted");
         Ok(())
@@ -180,11 +190,15 @@ async fn wait(daemon: &mut Daemon) {
     }
 }
 
-/// Spawns `binary run --data-dir DATA_DIR` with the fleet's limits, its
-/// output appended to `log`.
-fn spawn(binary: &Path, data_dir: &Path, log: &Path) -> anyhow::Result<Child> {
+/// Spawns `binary run --data-dir DATA_DIR RUN_ARGS…` with the fleet's
+/// limits, its output appended to `log`.
+fn spawn(binary: &Path, data_dir: &Path, run_args: &[String], log: &Path) -> anyhow::Result<Child> {
     let mut command = Command::new(binary);
-    command.arg("run").arg("--data-dir").arg(data_dir);
+    command
+        .arg("run")
+        .arg("--data-dir")
+        .arg(data_dir)
+        .args(run_args);
     // Every node of a local fleet dials from 127.0.0.1, so the relays'
     // per-address limits would count the whole fleet as one attacker:
     // raise them (an edge agent ignores these).
