@@ -5,12 +5,18 @@
 //! recorded the bundle's object (a run fails otherwise), the root's
 //! Placement status counted every cluster, the bundle crossed each of the
 //! root's links exactly once (the root's own transfer counters), and the
-//! reports hold a figure for every size. The times are reported, never
-//! asserted.
+//! reports hold a figure for every size. The NATS comparison asserts that
+//! every subscriber received the payload byte for byte and relaymesh
+//! delivered the same payload to as many agents. The times are reported,
+//! never asserted.
+//!
+//! The NATS test needs Debian's `nats-server` (`.ci/run` installs it).
 
 use std::time::Duration;
 
+use anyhow::Context as _;
 use relaymesh_testbed::bench::fanout::{self, FanoutOptions};
+use relaymesh_testbed::bench::nats::{self, NatsOptions};
 use relaymesh_tests::bin_dir;
 
 fn options(
@@ -81,5 +87,46 @@ async fn relaymesh_and_the_kubectl_loop_deliver_to_every_cluster() -> anyhow::Re
     assert_eq!(run.clusters, 4);
     let report = relaymesh_testbed::bench::peers::report(&options, &run);
     assert_eq!(report.figures.len(), 4);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nats_and_relaymesh_deliver_the_same_payload_to_every_receiver() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let options = NatsOptions {
+        subscribers: vec![16],
+        relays_per_level: vec![1, 2],
+        payload_bytes: 20_000,
+        dir: dir.path().to_path_buf(),
+        bin_dir: bin_dir()?,
+        timeout: Duration::from_secs(120),
+    };
+    // Fails unless every subscriber received the payload byte for byte and
+    // every hollow cluster recorded the bundle's object.
+    let runs = nats::run(&options).await?;
+    assert_eq!(runs.len(), 1);
+    let run = &runs[0];
+    assert_eq!(run.nats.subscribers, 16);
+    assert_eq!(
+        run.nats.received, 16,
+        "every subscriber got the exact payload"
+    );
+    assert_eq!(run.nats.servers, 1 + 1 + 2, "a hub, one leaf, two below it");
+    assert!(run.nats.p50 <= run.nats.p99 && run.nats.p99 <= run.nats.all_received);
+    assert_eq!(run.relaymesh.agents, 16);
+    assert_eq!(
+        run.relaymesh.relays, 4,
+        "the same shape: root, eu and two below"
+    );
+    assert!(
+        run.relaymesh.bundle_bytes >= 20_000,
+        "the bundle carries the payload"
+    );
+    let report = nats::report(&options, &runs);
+    assert_eq!(report.benchmark, "peers-nats");
+    assert_eq!(report.figures.len(), 7);
+    let ratio = report.figures.last().context("the report has figures")?;
+    assert!(ratio.name.starts_with("relaymesh / NATS"));
+    assert!(ratio.goal.is_some(), "the ratio is held against its goal");
     Ok(())
 }

@@ -11,12 +11,13 @@ use plotters::prelude::*;
 use super::report::{format_value, Report, Series};
 
 /// The order benchmarks appear in; others follow by name.
-const ORDER: [&str; 12] = [
+const ORDER: [&str; 13] = [
     "fanout",
     "fanout-root-egress",
     "fanout-star",
     "fanout-star-root-egress",
     "peers",
+    "peers-nats",
     "memory",
     "reconnect-storm",
     "status-fan-in",

@@ -258,7 +258,7 @@ pub fn reports(options: &FanoutOptions, runs: &[FanoutRun]) -> (Report, Report, 
 }
 
 /// The tree's shape, for people.
-fn shape(relays_per_level: &[usize]) -> String {
+pub(crate) fn shape(relays_per_level: &[usize]) -> String {
     if relays_per_level.is_empty() {
         return "a flat star: every agent under the root".into();
     }
@@ -487,7 +487,7 @@ fn placements_api(client: &kube::Client) -> Api<DynamicObject> {
 
 /// `len` bytes of text that no link could compress much (QUIC does not
 /// compress, but a reader should not have to know that).
-fn filler(len: usize) -> String {
+pub(crate) fn filler(len: usize) -> String {
     let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
     (0..len)
         .map(|_| {
