@@ -375,17 +375,17 @@ mod tests {
 
     #[test]
     fn the_plan_has_the_fanout_trees_shape() -> anyhow::Result<()> {
-        let plan = plan(&[2, 4])?;
-        assert_eq!(plan.len(), 1 + 2 + 8);
-        assert_eq!(plan[0].name, "hub");
-        assert_eq!(plan[0].children, 2);
-        assert_eq!(plan[1].name, "leaf-1");
-        assert_eq!(plan[1].parent, Some(0));
-        assert_eq!(plan[1].children, 4);
-        assert_eq!(plan[3].name, "leaf-1-1");
-        assert_eq!(plan[3].parent, Some(1));
-        assert_eq!(plan[10].name, "leaf-2-4");
-        assert_eq!(plan[10].parent, Some(2));
+        let tree = plan(&[2, 4])?;
+        assert_eq!(tree.len(), 1 + 2 + 8);
+        assert_eq!(tree[0].name, "hub");
+        assert_eq!(tree[0].children, 2);
+        assert_eq!(tree[1].name, "leaf-1");
+        assert_eq!(tree[1].parent, Some(0));
+        assert_eq!(tree[1].children, 4);
+        assert_eq!(tree[3].name, "leaf-1-1");
+        assert_eq!(tree[3].parent, Some(1));
+        assert_eq!(tree[10].name, "leaf-2-4");
+        assert_eq!(tree[10].parent, Some(2));
         assert_eq!(deepest_level_len(&[2, 4]), 8);
         assert_eq!(plan(&[])?.len(), 1);
         assert_eq!(deepest_level_len(&[]), 1);
