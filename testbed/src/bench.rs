@@ -1,13 +1,16 @@
 //! Benchmarks. In memory: a tree of real relay cores on the core crate's
 //! simulated network ([`simulation`], [`placement`]). With real
-//! connections: relay processes and hollow agents ([`fanout`]). Each writes
-//! `target/bench/NAME.json` ([`report`]) and one line per figure to stdout;
-//! `testbed bench docs` turns the reports into docs/benchmarks.md.
+//! connections: relay processes and hollow agents ([`fanout`]), and the
+//! same fanout against peers: a kubectl loop ([`peers`]) and NATS with leaf
+//! nodes ([`nats`]). Each writes `target/bench/NAME.json` ([`report`]) and
+//! one line per figure to stdout; `testbed bench docs` turns the reports
+//! into docs/benchmarks.md.
 
 pub mod docs;
 pub mod fanin;
 pub mod fanout;
 pub mod fleet;
+pub mod nats;
 pub mod peers;
 pub mod placement;
 pub mod report;

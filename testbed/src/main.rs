@@ -176,6 +176,31 @@ enum Bench {
         #[arg(long, default_value = "target/bench")]
         out_dir: PathBuf,
     },
+    /// NATS with leaf nodes (Debian's nats-server, a hub and leaf-node
+    /// servers in the fanout tree's shape, N subscriber connections) against
+    /// relaymesh's fanout with the same N, shape and payload: time until
+    /// every receiver has it, and their ratio. Writes OUT_DIR/peers-nats.json.
+    Nats {
+        /// Subscriber counts (hollow agents for relaymesh), comma-separated;
+        /// one run each.
+        #[arg(long, value_delimiter = ',', default_value = "1000")]
+        subscribers: Vec<usize>,
+        /// Servers (relays) under each one of the level above, comma-separated.
+        #[arg(long, value_delimiter = ',', default_value = "2,4")]
+        relays_per_level: Vec<usize>,
+        /// The payload's size in bytes.
+        #[arg(long, default_value_t = 100_000)]
+        payload_bytes: usize,
+        /// How long one run of either system may take to deliver everywhere.
+        #[arg(long, default_value = "300s", value_parser = humantime::parse_duration)]
+        timeout: Duration,
+        /// Where the servers and fleets live while they run.
+        #[arg(long, default_value = "target/bench/fleets")]
+        dir: PathBuf,
+        /// Where the report goes.
+        #[arg(long, default_value = "target/bench")]
+        out_dir: PathBuf,
+    },
     /// docs/benchmarks.md from the reports in REPORTS, with an SVG plot per
     /// series in docs/bench/ (what `scripts/bench` ends with).
     Docs {
@@ -353,6 +378,29 @@ fn main() -> anyhow::Result<()> {
                 bench::peers::run_fleet(&options),
                 |run| bench::peers::report(&options, run),
             )
+        }
+        Command::Bench(Bench::Nats {
+            subscribers,
+            relays_per_level,
+            payload_bytes,
+            timeout,
+            dir,
+            out_dir,
+        }) => {
+            let options = bench::nats::NatsOptions {
+                subscribers,
+                relays_per_level,
+                payload_bytes,
+                dir,
+                bin_dir: bin_dir()?,
+                timeout,
+            };
+            bench_logging(&options.dir)?;
+            let runtime = tokio::runtime::Runtime::new()?;
+            let runs = runtime.block_on(bench::nats::run(&options))?;
+            let report = bench::nats::report(&options, &runs);
+            println!("report: {}", report.write(&out_dir)?.display());
+            Ok(())
         }
         Command::Bench(Bench::Docs {
             reports,

@@ -5,6 +5,7 @@
 //! Tests here are slow by nature (real processes, real QUIC, real sled), so
 //! they poll with deadlines instead of sleeping fixed amounts.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::Mutex;
@@ -120,6 +121,8 @@ pub fn wait_for<T>(
 pub struct Mesh {
     pub dir: tempfile::TempDir,
     pub api_port: u16,
+    /// Environment variables per node, for its joins and runs.
+    env: Mutex<BTreeMap<String, Vec<(String, String)>>>,
 }
 
 impl Mesh {
@@ -132,7 +135,11 @@ impl Mesh {
     pub fn init_with(run_args: &[&str]) -> anyhow::Result<(Self, RelayProcess)> {
         let dir = tempfile::tempdir()?;
         let api_port = free_tcp_port()?;
-        let mesh = Self { dir, api_port };
+        let mesh = Self {
+            dir,
+            api_port,
+            env: Mutex::new(BTreeMap::new()),
+        };
         let listen = format!("127.0.0.1:{}", free_udp_port()?);
         let data_dir = mesh.data_dir("root");
         run_ok(
@@ -157,6 +164,36 @@ impl Mesh {
                 .success()
                 .then_some(()))
         })
+    }
+
+    /// Gives node `name`'s later `join` and `run` processes (relay or edge
+    /// agent) these environment variables, as `LD_PRELOAD` of libfaketime
+    /// for a node whose clock is off.
+    pub fn set_env(&self, name: &str, vars: &[(&str, &str)]) -> anyhow::Result<()> {
+        self.env
+            .lock()
+            .map_err(|_| anyhow::anyhow!("a test panicked while setting a node's environment"))?
+            .insert(
+                name.to_string(),
+                vars.iter()
+                    .map(|(key, value)| (key.to_string(), value.to_string()))
+                    .collect(),
+            );
+        Ok(())
+    }
+
+    /// A command for one of node `name`'s processes, with its environment
+    /// ([`Mesh::set_env`]).
+    pub fn command(&self, binary_name: &str, name: &str) -> anyhow::Result<Command> {
+        let mut command = Command::new(binary(binary_name)?);
+        let env = self
+            .env
+            .lock()
+            .map_err(|_| anyhow::anyhow!("a test panicked while setting a node's environment"))?;
+        for (key, value) in env.get(name).into_iter().flatten() {
+            command.env(key, value);
+        }
+        Ok(command)
     }
 
     /// A node's data directory.
@@ -210,7 +247,8 @@ impl Mesh {
     /// `relay join` into the data directory called `dir`.
     pub fn join_in(&self, dir: &str, name: &str, token: &str) -> anyhow::Result<Output> {
         let listen = format!("127.0.0.1:{}", free_udp_port()?);
-        Ok(Command::new(binary("relay")?)
+        Ok(self
+            .command("relay", dir)?
             .arg("join")
             .arg("--data-dir")
             .arg(self.data_dir(dir))
@@ -251,7 +289,7 @@ impl Mesh {
     ) -> anyhow::Result<RelayProcess> {
         let token = self.token("agent", name, Some(parent), "10m")?;
         run_ok(
-            Command::new(binary("edge-agent")?)
+            self.command("edge-agent", name)?
                 .arg("join")
                 .arg("--data-dir")
                 .arg(self.data_dir(name))
@@ -284,7 +322,7 @@ impl Mesh {
     ) -> anyhow::Result<RelayProcess> {
         let token = self.token("agent", name, Some(parent), "10m")?;
         run_ok(
-            Command::new(binary("edge-agent")?)
+            self.command("edge-agent", name)?
                 .arg("join")
                 .arg("--data-dir")
                 .arg(self.data_dir(name))
@@ -357,7 +395,8 @@ impl Mesh {
             .create(true)
             .append(true)
             .open(&log_path)?;
-        let child = Command::new(binary(binary_name)?)
+        let child = self
+            .command(binary_name, name)?
             .arg("run")
             .arg("--data-dir")
             .arg(self.data_dir(name))

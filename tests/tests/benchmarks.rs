@@ -12,7 +12,9 @@
 
 use std::time::Duration;
 
+use anyhow::Context as _;
 use relaymesh_testbed::bench::fanout::{self, FanoutOptions};
+use relaymesh_testbed::bench::nats::{self, NatsOptions};
 use relaymesh_tests::bin_dir;
 
 fn options(
@@ -133,5 +135,46 @@ async fn agents_of_a_killed_and_restarted_relay_reconnect_and_converge() -> anyh
         8,
         "with the CPU the relay and the agents used"
     );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nats_and_relaymesh_deliver_the_same_payload_to_every_receiver() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let options = NatsOptions {
+        subscribers: vec![16],
+        relays_per_level: vec![1, 2],
+        payload_bytes: 20_000,
+        dir: dir.path().to_path_buf(),
+        bin_dir: bin_dir()?,
+        timeout: Duration::from_secs(120),
+    };
+    // Fails unless every subscriber received the payload byte for byte and
+    // every hollow cluster recorded the bundle's object.
+    let runs = nats::run(&options).await?;
+    assert_eq!(runs.len(), 1);
+    let run = &runs[0];
+    assert_eq!(run.nats.subscribers, 16);
+    assert_eq!(
+        run.nats.received, 16,
+        "every subscriber got the exact payload"
+    );
+    assert_eq!(run.nats.servers, 1 + 1 + 2, "a hub, one leaf, two below it");
+    assert!(run.nats.p50 <= run.nats.p99 && run.nats.p99 <= run.nats.all_received);
+    assert_eq!(run.relaymesh.agents, 16);
+    assert_eq!(
+        run.relaymesh.relays, 4,
+        "the same shape: root, eu and two below"
+    );
+    assert!(
+        run.relaymesh.bundle_bytes >= 20_000,
+        "the bundle carries the payload"
+    );
+    let report = nats::report(&options, &runs);
+    assert_eq!(report.benchmark, "peers-nats");
+    assert_eq!(report.figures.len(), 7);
+    let ratio = report.figures.last().context("the report has figures")?;
+    assert!(ratio.name.starts_with("relaymesh / NATS"));
+    assert!(ratio.goal.is_some(), "the ratio is held against its goal");
     Ok(())
 }

@@ -275,7 +275,7 @@ pub fn reports(options: &FanoutOptions, runs: &[FanoutRun]) -> (Report, Report, 
 }
 
 /// The tree's shape, for people.
-fn shape(relays_per_level: &[usize]) -> String {
+pub(crate) fn shape(relays_per_level: &[usize]) -> String {
     if relays_per_level.is_empty() {
         return "a flat star: every agent under the root".into();
     }
