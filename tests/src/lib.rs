@@ -757,3 +757,27 @@ pub fn kubectl(kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> anyhow:
     ));
     Ok(output)
 }
+
+/// The image of the `web` Deployment in namespace `shop` of the cluster
+/// behind `kubeconfig` (what the outage and clock-skew tests place), if it
+/// exists.
+pub fn web_image(kubeconfig: &Path) -> anyhow::Result<Option<String>> {
+    let output = kubectl(
+        kubeconfig,
+        &["get", "deployment", "web", "-n", "shop", "-o", "json"],
+        None,
+    )?;
+    if !output.status.success() {
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        if stderr.contains("NotFound") || stderr.contains("not found") {
+            return Ok(None);
+        }
+        bail!("kubectl get deployment: {stderr}");
+    }
+    let deployment: Value = serde_json::from_slice(&output.stdout)?;
+    Ok(
+        deployment["spec"]["template"]["spec"]["containers"][0]["image"]
+            .as_str()
+            .map(str::to_string),
+    )
+}

@@ -17,7 +17,7 @@ use std::time::{Duration, SystemTime};
 
 use anyhow::{bail, Context as _};
 use relaymesh_testbed::cluster::{SimulatedCluster, SimulatorOptions};
-use relaymesh_tests::{binary, connected_under, kubectl, run_ok, wait_for, Mesh};
+use relaymesh_tests::{binary, connected_under, kubectl, run_ok, wait_for, web_image, Mesh};
 use serde_json::Value;
 
 const SETTLE: Duration = Duration::from_secs(90);
@@ -121,7 +121,7 @@ fn ten_minutes_of_skew_either_way_breaks_nothing() -> anyhow::Result<()> {
         );
     }
     wait_for("the Deployment in edge-1's cluster", SETTLE, || {
-        Ok((image(&kubeconfig)?.as_deref() == Some("nginx:1.27")).then_some(()))
+        Ok((web_image(&kubeconfig)?.as_deref() == Some("nginx:1.27")).then_some(()))
     })
     .with_context(|| mesh.logs())?;
     wait_for("the root's status of edge-1", SETTLE, || {
@@ -164,28 +164,6 @@ fn first_log_time(log: &Path) -> anyhow::Result<SystemTime> {
         .with_context(|| format!("{} is empty", log.display()))?;
     humantime::parse_rfc3339(stamp)
         .with_context(|| format!("{}: first line starts with {stamp:?}", log.display()))
-}
-
-/// The image of the web Deployment in the cluster, if it exists.
-fn image(kubeconfig: &Path) -> anyhow::Result<Option<String>> {
-    let output = kubectl(
-        kubeconfig,
-        &["get", "deployment", "web", "-n", "shop", "-o", "json"],
-        None,
-    )?;
-    if !output.status.success() {
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        if stderr.contains("NotFound") || stderr.contains("not found") {
-            return Ok(None);
-        }
-        bail!("kubectl get deployment: {stderr}");
-    }
-    let deployment: Value = serde_json::from_slice(&output.stdout)?;
-    Ok(
-        deployment["spec"]["template"]["spec"]["containers"][0]["image"]
-            .as_str()
-            .map(str::to_string),
-    )
 }
 
 /// The root's `status.clusters` of Placement shop/web (`null` before the

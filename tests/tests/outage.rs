@@ -7,13 +7,11 @@
 //! simulated cluster (the relay's own API server with the status simulator,
 //! in this test process) through the kube crate.
 
-use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{bail, Context as _};
 use relaymesh_testbed::cluster::{SimulatedCluster, SimulatorOptions};
-use relaymesh_tests::{connected_under, kubectl, wait_for, Mesh};
-use serde_json::Value;
+use relaymesh_tests::{connected_under, kubectl, wait_for, web_image, Mesh};
 
 const SETTLE: Duration = Duration::from_secs(60);
 
@@ -41,28 +39,6 @@ spec:
   workloads: [{{labelSelector: {{matchLabels: {{app: web}}}}}}]
   clusters: {{labelSelector: {{matchLabels: {{region: eu}}}}}}
 "#
-    )
-}
-
-/// The image of the web Deployment in the cluster, if it exists.
-fn image(kubeconfig: &Path) -> anyhow::Result<Option<String>> {
-    let output = kubectl(
-        kubeconfig,
-        &["get", "deployment", "web", "-n", "shop", "-o", "json"],
-        None,
-    )?;
-    if !output.status.success() {
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        if stderr.contains("NotFound") || stderr.contains("not found") {
-            return Ok(None);
-        }
-        bail!("kubectl get deployment: {stderr}");
-    }
-    let deployment: Value = serde_json::from_slice(&output.stdout)?;
-    Ok(
-        deployment["spec"]["template"]["spec"]["containers"][0]["image"]
-            .as_str()
-            .map(str::to_string),
     )
 }
 
@@ -97,7 +73,7 @@ fn a_cut_off_agent_keeps_its_workloads_and_converges_after_the_outage() -> anyho
 
     apply_at_root(&mesh, &manifests("1.26"))?;
     wait_for("version 1.26 in the cluster", SETTLE, || {
-        Ok((image(&kubeconfig)?.as_deref() == Some("nginx:1.26")).then_some(()))
+        Ok((web_image(&kubeconfig)?.as_deref() == Some("nginx:1.26")).then_some(()))
     })
     .with_context(|| mesh.logs())?;
 
@@ -120,7 +96,7 @@ fn a_cut_off_agent_keeps_its_workloads_and_converges_after_the_outage() -> anyho
         String::from_utf8_lossy(&edited.stderr)
     );
     wait_for("the agent to undo the edit", SETTLE, || {
-        Ok((image(&kubeconfig)?.as_deref() == Some("nginx:1.26")).then_some(()))
+        Ok((web_image(&kubeconfig)?.as_deref() == Some("nginx:1.26")).then_some(()))
     })
     .with_context(|| mesh.logs())?;
     // An object relaymesh did not create, in the same namespace.
@@ -155,7 +131,7 @@ fn a_cut_off_agent_keeps_its_workloads_and_converges_after_the_outage() -> anyho
     })
     .with_context(|| mesh.logs())?;
     assert_eq!(
-        image(&kubeconfig)?.as_deref(),
+        web_image(&kubeconfig)?.as_deref(),
         Some("nginx:1.26"),
         "a cut-off cluster keeps running what it had"
     );
@@ -177,14 +153,14 @@ fn a_cut_off_agent_keeps_its_workloads_and_converges_after_the_outage() -> anyho
     wait_for(
         "the restarted agent to re-apply 1.26 from its store",
         SETTLE,
-        || Ok((image(&kubeconfig)?.as_deref() == Some("nginx:1.26")).then_some(())),
+        || Ok((web_image(&kubeconfig)?.as_deref() == Some("nginx:1.26")).then_some(())),
     )
     .with_context(|| mesh.logs())?;
 
     // The relay comes back: the cluster converges to 1.27.
     site = mesh.start("site")?;
     wait_for("version 1.27 after the outage", SETTLE, || {
-        Ok((image(&kubeconfig)?.as_deref() == Some("nginx:1.27")).then_some(()))
+        Ok((web_image(&kubeconfig)?.as_deref() == Some("nginx:1.27")).then_some(()))
     })
     .with_context(|| mesh.logs())?;
 
@@ -200,7 +176,7 @@ fn a_cut_off_agent_keeps_its_workloads_and_converges_after_the_outage() -> anyho
         String::from_utf8_lossy(&deleted.stderr)
     );
     wait_for("the deployment to be pruned", SETTLE, || {
-        Ok(image(&kubeconfig)?.is_none().then_some(()))
+        Ok(web_image(&kubeconfig)?.is_none().then_some(()))
     })
     .with_context(|| mesh.logs())?;
     let mine = kubectl(
