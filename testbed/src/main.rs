@@ -251,6 +251,10 @@ enum Bench {
         /// Where the reports go.
         #[arg(long, default_value = "target/bench")]
         out_dir: PathBuf,
+        /// Run the sizes in this process and write their raw results here
+        /// instead of reports (what each size's own process does).
+        #[arg(long, hide = true)]
+        run_json: Option<PathBuf>,
     },
     /// Status fan-in: N hollow agents run a Deployment the root placed on
     /// all of them, then every cluster marks it unavailable at once. The
@@ -420,6 +424,7 @@ fn main() -> anyhow::Result<()> {
             timeout,
             dir,
             out_dir,
+            run_json,
         }) => {
             let options = bench::fanout::FanoutOptions {
                 agents,
@@ -431,8 +436,16 @@ fn main() -> anyhow::Result<()> {
                 name: if star { "fanout-star" } else { "fanout" }.to_string(),
             };
             bench_logging(&options.dir)?;
-            let runtime = tokio::runtime::Runtime::new()?;
-            let (fanout, egress, memory) = runtime.block_on(bench::fanout::run(&options))?;
+            if let Some(path) = run_json {
+                // One size, for the parent below: its runs, no reports.
+                let runtime = tokio::runtime::Runtime::new()?;
+                let runs = runtime.block_on(bench::fanout::run_fleets(&options))?;
+                std::fs::write(&path, serde_json::to_vec(&runs)?)
+                    .with_context(|| format!("writing {}", path.display()))?;
+                return Ok(());
+            }
+            let runs = fanout_sizes_apart(&options)?;
+            let (fanout, egress, memory) = bench::fanout::reports(&options, &runs);
             for report in [fanout, egress, memory] {
                 println!("report: {}", report.write(&out_dir)?.display());
             }
@@ -610,6 +623,52 @@ fn bin_dir() -> anyhow::Result<PathBuf> {
 
 /// A benchmark's fleets log to `dir/testbed.log`, so stdout keeps one line
 /// per figure.
+/// Runs each fleet size of the fanout in a process of its own (this binary
+/// again, with `--run-json`), one after the other: ten thousand hollow
+/// agents need most of this machine's memory, and what an earlier size's
+/// agents leave behind in a process must not count against the next.
+fn fanout_sizes_apart(
+    options: &bench::fanout::FanoutOptions,
+) -> anyhow::Result<Vec<bench::fanout::FanoutRun>> {
+    let exe = std::env::current_exe().context("cannot find the testbed binary")?;
+    let mut runs = Vec::new();
+    for agents in &options.agents {
+        let json = options.dir.join(format!("{}-{agents}.json", options.name));
+        let mut command = std::process::Command::new(&exe);
+        command
+            .args(["bench", "fanout", "--agents", &agents.to_string()])
+            .arg("--payload-bytes")
+            .arg(options.payload_bytes.to_string())
+            .arg("--timeout")
+            .arg(humantime::format_duration(options.timeout).to_string())
+            .arg("--dir")
+            .arg(&options.dir)
+            .arg("--run-json")
+            .arg(&json);
+        if options.relays_per_level.is_empty() {
+            command.arg("--star");
+        } else {
+            let levels: Vec<String> = options
+                .relays_per_level
+                .iter()
+                .map(usize::to_string)
+                .collect();
+            command.arg("--relays-per-level").arg(levels.join(","));
+        }
+        let status = command
+            .status()
+            .with_context(|| format!("cannot run {}", exe.display()))?;
+        if !status.success() {
+            anyhow::bail!("the fanout to {agents} hollow agents failed ({status})");
+        }
+        let text =
+            std::fs::read(&json).with_context(|| format!("cannot read {}", json.display()))?;
+        let mut these: Vec<bench::fanout::FanoutRun> = serde_json::from_slice(&text)?;
+        runs.append(&mut these);
+    }
+    Ok(runs)
+}
+
 /// Runs a benchmark that brings up a fleet in `dir` (its log there too) and
 /// writes the one report it makes to `out_dir`.
 fn fleet_bench<R>(

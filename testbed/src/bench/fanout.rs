@@ -58,7 +58,7 @@ pub struct FanoutOptions {
 }
 
 /// One fleet's results.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct FanoutRun {
     /// The fleet size.
     pub agents: usize,
