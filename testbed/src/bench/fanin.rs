@@ -21,7 +21,7 @@ use serde_json::{json, Value};
 use super::report::{Figure, Report};
 use super::root::{
     create_namespace, next_root_links, placement_counts, placements_api, root_links, total,
-    ClusterCounts,
+    ClusterCounts, NEXT_SAMPLE,
 };
 use crate::up::{Fleet, UpOptions};
 
@@ -133,7 +133,7 @@ async fn measure(fleet: &Fleet, options: &FaninOptions) -> anyhow::Result<FaninR
 
     // A quiet start: the root's statistics sampled after everything settled.
     let first = root_links(fleet).await?;
-    let before = next_root_links(fleet, &first, |_| true).await?;
+    let before = next_root_links(fleet, &first, NEXT_SAMPLE, |_| true).await?;
     let agents_before = hollow.bytes_sent();
     let start = Instant::now();
     let unavailable = unavailable_status();
@@ -155,7 +155,7 @@ async fn measure(fleet: &Fleet, options: &FaninOptions) -> anyhow::Result<FaninR
     let root_exact = start.elapsed().as_secs_f64();
     // The first root sample taken after the status was exact.
     let exact = root_links(fleet).await?;
-    let after = next_root_links(fleet, &exact, |_| true).await?;
+    let after = next_root_links(fleet, &exact, NEXT_SAMPLE, |_| true).await?;
     let agents_after = hollow.bytes_sent();
     let root_bytes = total(&after, |link| link.bytes_received)
         .saturating_sub(total(&before, |link| link.bytes_received));

@@ -26,6 +26,7 @@ use serde_json::json;
 use super::report::{cpu_seconds, quantile, rss_kib, Figure, Line, Report, Series};
 use super::root::{
     create_namespace, filler, next_root_links, placement_counts, placements_api, root_links,
+    NEXT_SAMPLE,
 };
 use crate::hollow::HollowCluster;
 use crate::up::{Fleet, UpOptions};
@@ -347,13 +348,13 @@ async fn measure(
     // fleet applied it, so the figure holds the bundle's bytes and not a
     // minute of keep-alives.
     let egress = async {
-        let grown = next_root_links(fleet, &before, |now| {
+        let grown = next_root_links(fleet, &before, options.timeout, |now| {
             now.iter().all(|(name, link)| {
                 link.bundle_bytes_served > before.get(name).map_or(0, |old| old.bundle_bytes_served)
             })
         })
         .await?;
-        next_root_links(fleet, &grown, |_| true).await
+        next_root_links(fleet, &grown, NEXT_SAMPLE, |_| true).await
     };
     let applied = wait_applied(
         hollow.clusters(),

@@ -119,26 +119,31 @@ pub async fn root_links(fleet: &Fleet) -> anyhow::Result<BTreeMap<String, RootLi
     Ok(links)
 }
 
-/// The root's link statistics are sampled once a second: waits until the
-/// links show a sample newer than `seen` (when `done` holds of it) and
-/// returns that sample.
+/// The root's link statistics are sampled once a second: waits (at most
+/// `timeout`) until the links show a sample newer than `seen` of which
+/// `done` holds, and returns that sample.
 pub async fn next_root_links(
     fleet: &Fleet,
     seen: &BTreeMap<String, RootLink>,
+    timeout: Duration,
     done: impl Fn(&BTreeMap<String, RootLink>) -> bool,
 ) -> anyhow::Result<BTreeMap<String, RootLink>> {
-    let deadline = Instant::now() + Duration::from_secs(30);
+    let deadline = Instant::now() + timeout;
     loop {
         let now = root_links(fleet).await?;
         if now != *seen && done(&now) {
             return Ok(now);
         }
         if Instant::now() > deadline {
-            anyhow::bail!("the root's link statistics did not change in 30 s");
+            anyhow::bail!("the root's link statistics did not show it in {timeout:?}");
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
+
+/// How long a new sample of the root's link statistics may take when
+/// nothing else is awaited (they are sampled once a second).
+pub const NEXT_SAMPLE: Duration = Duration::from_secs(30);
 
 /// Adds up `field` over every link.
 pub fn total(links: &BTreeMap<String, RootLink>, field: fn(&RootLink) -> u64) -> u64 {
