@@ -140,6 +140,12 @@ impl Inventory {
         self.all().map(|record| self.with_measured(record))
     }
 
+    /// The link of `name`, with this relay's measurements of it if it is a
+    /// direct child.
+    pub fn measured_link(&self, name: &str) -> Option<LinkStatus> {
+        self.with_measured(self.record(name)?).link
+    }
+
     /// `record`, with the measurements of its link if it is a direct child.
     fn with_measured(&self, record: &NodeRecord) -> NodeRecord {
         let mut record = record.clone();

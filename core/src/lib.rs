@@ -38,6 +38,7 @@ mod bundles;
 mod downstream;
 mod inventory;
 mod placements;
+mod queries;
 mod revocations;
 mod slice;
 mod status;
@@ -55,6 +56,8 @@ use bundles::Bundles;
 use downstream::ChildLink;
 use inventory::Inventory;
 use placements::Cuts;
+use queries::Queries;
+pub use queries::{QueryId, MAX_PENDING_QUERIES, QUERY_TIMEOUT};
 use slice::Slice;
 use status::Statuses;
 use upstream::Upstream;
@@ -153,6 +156,13 @@ pub enum Action {
     /// the revocation to the deny list its listener and admission check,
     /// and closes any other connection whose certificates it covers.
     Revoked(relaymesh_protocol::Revocation),
+    /// The answer to the daemon's [`Core::query`] with this id.
+    Answered {
+        /// The id [`Core::query`] returned.
+        query: QueryId,
+        /// The answer, or why there is none.
+        answer: relaymesh_protocol::query::Answer,
+    },
 }
 
 /// Per-link statistics the transport measures.
@@ -181,6 +191,7 @@ pub struct Core {
     inventory_flush_at: Option<Instant>,
     cuts: Cuts,
     statuses: Statuses,
+    queries: Queries,
     actions: VecDeque<Action>,
     root_key: Vec<u8>,
 }
@@ -223,6 +234,7 @@ impl Core {
             inventory_flush_at: None,
             cuts: Cuts::default(),
             statuses: Statuses::new(config.max_status_keys_per_child),
+            queries: Queries::default(),
             actions: VecDeque::new(),
             root_key: config.root_key.clone(),
         };
@@ -339,6 +351,7 @@ impl Core {
             self.inventory_flush_at,
             self.bundles.next_retry(),
             self.cuts.recut_at,
+            self.queries.next_expiry(),
         ]
         .into_iter()
         .flatten()
@@ -356,6 +369,7 @@ impl Core {
             self.recut_all();
         }
         self.retry_bundles(now);
+        self.expire_queries(now);
     }
 
     /// Applies changes to the slice, then tells children and the bundle

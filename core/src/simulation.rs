@@ -327,6 +327,23 @@ impl Simulation {
         Ok(())
     }
 
+    /// Has `name`'s daemon ask `query` of `node` (as the root's API does),
+    /// and executes what follows; the answer, once it came back, is
+    /// [`Node::answer`] of the returned id.
+    pub fn query(
+        &mut self,
+        name: &str,
+        node: &str,
+        query: relaymesh_protocol::query::Query,
+    ) -> Result<crate::QueryId, SimulationError> {
+        let id = self.id(name)?;
+        let now = self.now();
+        let query = self.nodes[id].core.query(now, node, query);
+        self.mark_ready(id);
+        self.run();
+        Ok(query)
+    }
+
     /// Moves virtual time on by `by`, runs every timer then due, and
     /// executes what follows.
     pub fn advance(&mut self, by: Duration) {
@@ -495,6 +512,7 @@ impl Simulation {
             role,
             link: None,
             revocations: Vec::new(),
+            answers: BTreeMap::new(),
             traffic: Traffic::default(),
             ready: false,
         };

@@ -727,3 +727,4 @@ fn a_direct_child_of_the_root_is_cut_off_by_the_root_itself() {
 }
 mod limits;
 mod link_stats;
+mod queries;

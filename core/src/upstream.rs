@@ -81,6 +81,7 @@ impl Core {
             DownMessage::Refused(refusal) => {
                 tracing::error!(%refusal, "parent refused this relay");
             }
+            DownMessage::Query { id, node, query } => self.parent_query(now, id, node, query),
         }
     }
 
@@ -90,6 +91,7 @@ impl Core {
             tracing::info!("parent link lost");
         }
         self.upstream.snapshot = None;
+        self.queries_parent_lost();
         self.parent_link_lost(now);
     }
 

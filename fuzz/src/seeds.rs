@@ -9,6 +9,7 @@ use relaymesh_protocol::message::{
     BundleReply, BundleRequest, DownMessage, Hello, JoinGrant, JoinReply, JoinRequest, Open,
     Resume, UpMessage, Welcome,
 };
+use relaymesh_protocol::query::{Answer, Query};
 use relaymesh_protocol::token::TokenClaims;
 use relaymesh_protocol::{
     BundleId, ErrorCode, InventoryUpdate, LabelRequirement, LabelSelector, LinkStatus, NodeRecord,
@@ -287,6 +288,36 @@ fn messages() -> Vec<(String, Vec<u8>)> {
             }),
         ),
         ("down-pong".into(), payload(&DownMessage::Pong { nonce: 1 })),
+        (
+            "down-query".into(),
+            payload(&DownMessage::Query {
+                id: 7,
+                node: "edge-2".into(),
+                query: Query::Link,
+            }),
+        ),
+        (
+            "up-answer".into(),
+            payload(&UpMessage::Answer {
+                id: 7,
+                answer: Answer::Link {
+                    parent: "eu-west".into(),
+                    status: LinkStatus {
+                        connected: true,
+                        rtt_micros: 900,
+                        acked_revision: 12,
+                        ..LinkStatus::default()
+                    },
+                },
+            }),
+        ),
+        (
+            "up-answer-failed".into(),
+            payload(&UpMessage::Answer {
+                id: 8,
+                answer: Answer::Failed(refusal.clone()),
+            }),
+        ),
         (
             "down-refused".into(),
             payload(&DownMessage::Refused(refusal.clone())),

@@ -26,6 +26,7 @@ pub mod limits;
 pub mod message;
 pub mod name;
 pub mod placement;
+pub mod query;
 pub mod revocation;
 pub mod slice;
 pub mod status;
@@ -41,16 +42,18 @@ pub use status::{PhaseCounts, PlacementStatus, StatusUpdate};
 
 /// The newest protocol version this build speaks. The child offers a range in
 /// its `Hello`; the parent answers with the version both will use.
-pub const PROTOCOL_VERSION: u16 = 4;
+pub const PROTOCOL_VERSION: u16 = 5;
 
 /// The oldest protocol version this build still speaks. Version 2 appended
 /// the bundle-serve counters to `LinkStatus`; version 3 added the root's
 /// signature to `SliceEntry` and integrity alarms to `NodeRecord`; version 4
 /// added the limit refusal counters to `NodeRecord` (and a parent refuses
-/// more than [`limits::MAX_BUNDLE_STREAMS`] bundle streams at once). Older
-/// versions cannot decode the longer records, so nothing older is spoken
+/// more than [`limits::MAX_BUNDLE_STREAMS`] bundle streams at once); version
+/// 5 added queries routed down to one node ([`query`]). Older
+/// versions cannot decode the longer records and the new messages, so
+/// nothing older is spoken
 /// (there are no deployments to keep).
-pub const MIN_PROTOCOL_VERSION: u16 = 4;
+pub const MIN_PROTOCOL_VERSION: u16 = 5;
 
 /// The QUIC ALPN identifier of version 1 of the relaymesh protocol.
 pub const ALPN: &[u8] = b"relaymesh/1";

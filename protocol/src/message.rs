@@ -15,6 +15,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::query::{Answer, Query};
 use crate::{BundleId, InventoryUpdate, Refusal, Role, SliceChange, SliceEntry, StatusUpdate};
 
 /// The first frame of every stream a child opens.
@@ -83,6 +84,13 @@ pub enum UpMessage {
     },
     /// A change of the placement status of the child's subtree.
     Status(StatusUpdate),
+    /// The answer to the parent's [`DownMessage::Query`] with the same id.
+    Answer {
+        /// The query's id, as the parent numbered it.
+        id: u64,
+        /// The answer.
+        answer: Answer,
+    },
 }
 
 /// What a parent sends a child on the control stream.
@@ -119,6 +127,16 @@ pub enum DownMessage {
     },
     /// The parent ends the link for this reason.
     Refused(Refusal),
+    /// A question about `node`, which lies in the child's subtree (or is the
+    /// child), to be answered with an [`UpMessage::Answer`] of the same id.
+    Query {
+        /// Chosen by the parent; unique among its queries in flight.
+        id: u64,
+        /// The node asked about.
+        node: String,
+        /// What is asked.
+        query: Query,
+    },
 }
 
 /// Asks the parent for one bundle by id.

@@ -107,6 +107,18 @@ impl std::fmt::Debug for IssuedToken {
     }
 }
 
+/// A node's link to its parent, as the parent measured it, asked of the
+/// tree on demand ([`Backend::link`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeLink {
+    /// The node.
+    pub name: String,
+    /// The parent that measured the link and answered.
+    pub parent: String,
+    /// The link.
+    pub status: LinkStatus,
+}
+
 /// What revoking a node did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodeRevoked {
@@ -176,6 +188,14 @@ pub trait Backend: Send + Sync + 'static {
         &self,
         name: String,
     ) -> impl Future<Output = Result<NodeRevoked, ApiError>> + Send {
+        let _ = name;
+        async { Err(ApiError::NotFound("this server has no tree".into())) }
+    }
+
+    /// `name`'s link to its parent, asked of that parent through the tree:
+    /// measurements stay with the relay that made them (docs/architecture.md,
+    /// "Inventory").
+    fn link(&self, name: String) -> impl Future<Output = Result<NodeLink, ApiError>> + Send {
         let _ = name;
         async { Err(ApiError::NotFound("this server has no tree".into())) }
     }
@@ -283,6 +303,7 @@ mod endpoint {
     pub(super) const USER_CERTIFICATES: &str = "usercertificates";
     pub(super) const BUNDLES: &str = "bundles";
     pub(super) const EXPLAIN: &str = "explain";
+    pub(super) const LINK: &str = "link";
 }
 
 /// What a request on one of relaymesh's paths asks, for the policy.
@@ -374,6 +395,21 @@ impl<B: Backend> Extension for Relaymesh<B> {
                 own("create", "bundles", None),
                 MAX_BUNDLE_LEN as usize,
             ),
+            ["apis", RELAYMESH_GROUP, VERSION, plural @ ("agents" | "relays"), name, "link"] => {
+                route(
+                    endpoint::LINK,
+                    vec![plural, name],
+                    &[Method::GET],
+                    Attributes::Resource {
+                        verb: "get".into(),
+                        group: RELAYMESH_GROUP.into(),
+                        resource: plural.to_string(),
+                        subresource: Some("link".into()),
+                        namespace: None,
+                    },
+                    JSON,
+                )
+            }
             ["relaymesh", VERSION, "explain", namespace, name] => route(
                 endpoint::EXPLAIN,
                 vec![namespace, name],
@@ -456,6 +492,26 @@ impl<B: Backend> Extension for Relaymesh<B> {
                         },
                     )?;
                 json_reply(StatusCode::OK, &explained)
+            }
+            (endpoint::LINK, _) => {
+                let (plural, name) = (argument(0), argument(1));
+                let role = if plural == "agents" {
+                    Role::Agent
+                } else {
+                    Role::Relay
+                };
+                let inventory = backend.inventory();
+                if !inventory
+                    .records
+                    .iter()
+                    .any(|record| record.name == name && record.role == role)
+                {
+                    return Err(ApiError::NotFound(format!(
+                        "{plural}.{RELAYMESH_GROUP} {name:?} not found"
+                    )));
+                }
+                let link = backend.link(name).await?;
+                json_reply(StatusCode::OK, &nodes::link_object(&link))
             }
             (other, _) => Err(ApiError::NotFound(format!("nothing serves {other}"))),
         }
@@ -546,6 +602,20 @@ mod tests {
         let explain = route(Method::GET, "/relaymesh/v1alpha1/explain/shop/web").expect("a route");
         assert_eq!(explain.arguments, ["shop", "web"]);
         assert_eq!(explain.attributes, own("get", "placements", Some("shop")));
+
+        let link = route(
+            Method::GET,
+            "/apis/relaymesh.dev/v1alpha1/agents/edge-7/link",
+        );
+        let link = link.expect("a route");
+        assert_eq!(link.arguments, ["agents", "edge-7"]);
+        assert_eq!(link.methods, [Method::GET]);
+        let Attributes::Resource { subresource, .. } = &link.attributes else {
+            panic!("{:?}", link.attributes);
+        };
+        assert_eq!(subresource.as_deref(), Some("link"));
+        let clusters = "/apis/relaymesh.dev/v1alpha1/clusters/edge-7/link";
+        assert!(route(Method::GET, clusters).is_none(), "not a node kind");
 
         for kubernetes in [
             "/api/v1/namespaces",

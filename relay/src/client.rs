@@ -140,6 +140,26 @@ impl Client {
         self.list("agents").await
     }
 
+    /// The `Link` of node `name` (an agent, else a relay): its link to its
+    /// parent as the parent measured it, asked down the tree.
+    pub async fn link(&self, name: &str) -> Result<Value, ClientError> {
+        let path = |plural| format!("/apis/relaymesh.dev/v1alpha1/{plural}/{name}/link");
+        match self.get_json(&path("agents")).await {
+            Err(ClientError::Api { code: 404, .. }) => {}
+            other => return other,
+        }
+        self.get_json(&path("relays"))
+            .await
+            .map_err(|error| match error {
+                ClientError::Api { code: 404, .. } => ClientError::Api {
+                    code: 404,
+                    reason: "NotFound".into(),
+                    message: format!("no agent or relay {name:?} with a link (the root has none)"),
+                },
+                other => other,
+            })
+    }
+
     /// Asks the root for a join token for a node `name` with `role`, to join
     /// under `parent` if given, valid for `ttl`.
     pub async fn create_token(

@@ -130,6 +130,14 @@ pub(crate) enum Event {
     },
     /// The parent answered a renewal request: the new chain, or why not.
     Renewed(Result<Vec<Vec<u8>>, String>),
+    /// A query for a node below, routed down the tree by the core; the
+    /// answer always comes (a failure at the latest after the core's
+    /// query timeout).
+    Query {
+        node: String,
+        query: relaymesh_protocol::query::Query,
+        reply: oneshot::Sender<relaymesh_protocol::query::Answer>,
+    },
     /// Every revocation the slice holds.
     Revocations {
         reply: oneshot::Sender<Vec<relaymesh_protocol::Revocation>>,
@@ -385,6 +393,7 @@ async fn run_store(
         hooks,
         published: None,
         inventory_published: None,
+        queries: BTreeMap::new(),
         renewal: renewal::Renewal::new(
             (*shared_identity).clone(),
             options.node_cert_validity,
@@ -440,6 +449,9 @@ struct Daemon {
     inventory_published: Option<(u64, u64)>,
     /// This node's certificate and when to renew it.
     renewal: renewal::Renewal,
+    /// Where the answers to the core's queries go. Bounded by the core,
+    /// which answers every query it was asked within its timeout.
+    queries: BTreeMap<relaymesh_core::QueryId, oneshot::Sender<relaymesh_protocol::query::Answer>>,
 }
 
 impl Daemon {
@@ -661,6 +673,10 @@ impl Daemon {
                 }
             }
             Event::Renewed(result) => self.renewal.answered(&self.store, result)?,
+            Event::Query { node, query, reply } => {
+                let id = self.core.query(now, &node, query);
+                self.queries.insert(id, reply);
+            }
             Event::Revocations { reply } => {
                 let revocations = self
                     .core
@@ -801,6 +817,11 @@ impl Daemon {
                     self.store.remove_bundle(&id)?;
                 }
                 Action::Revoked(revocation) => self.revoked(&revocation),
+                Action::Answered { query, answer } => {
+                    if let Some(reply) = self.queries.remove(&query) {
+                        let _ = reply.send(answer);
+                    }
+                }
             }
         }
         Ok(())

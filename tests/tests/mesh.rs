@@ -4,7 +4,8 @@
 use std::time::Duration;
 
 use anyhow::Context as _;
-use relaymesh_tests::{connected_under, find_node, wait_for, Mesh, RelayProcess};
+use relaymesh_tests::{connected_under, find_node, kubectl, wait_for, Mesh, RelayProcess};
+use serde_json::Value;
 
 const SETTLE: Duration = Duration::from_secs(30);
 
@@ -32,9 +33,54 @@ fn three_levels() -> anyhow::Result<(Mesh, Vec<RelayProcess>)> {
     Ok((mesh, vec![root, eu, us, west]))
 }
 
+/// `node`'s link as kubectl reads it from the root: the `link` subresource,
+/// which the root asks of the node's parent through the tree.
+fn link(mesh: &Mesh, plural: &str, node: &str) -> anyhow::Result<Result<Value, String>> {
+    let path = format!("/apis/relaymesh.dev/v1alpha1/{plural}/{node}/link");
+    let output = kubectl(&mesh.kubeconfig(), &["get", "--raw", &path], None)?;
+    if !output.status.success() {
+        return Ok(Err(String::from_utf8_lossy(&output.stderr).to_string()));
+    }
+    Ok(Ok(serde_json::from_slice(&output.stdout)?))
+}
+
 #[test]
-fn a_killed_mid_relay_rejoins_from_its_data_dir() -> anyhow::Result<()> {
+fn a_deep_link_is_asked_of_its_parent_and_a_killed_mid_relay_rejoins() -> anyhow::Result<()> {
     let (mesh, mut relays) = three_levels()?;
+    // eu measures eu-west's link; the root's inventory does not carry it.
+    let measured = wait_for("eu's measurements of eu-west's link", SETTLE, || {
+        let link = link(&mesh, "relays", "eu-west")?.map_err(anyhow::Error::msg)?;
+        let measured = link["rttMicros"].as_u64() > Some(0) && link["bytesSent"].as_u64() > Some(0);
+        Ok(measured.then_some(link))
+    })
+    .with_context(|| mesh.logs())?;
+    assert_eq!(measured["kind"], "Link");
+    assert_eq!(measured["metadata"]["name"], "eu-west");
+    assert_eq!(measured["parent"], "eu");
+    assert_eq!(measured["connected"], true);
+    let tree = mesh.tree()?;
+    let (west, _) = find_node(&tree, "eu-west").context("eu-west")?;
+    assert!(
+        west.get("rttMicros").is_none(),
+        "not in the inventory: {west}"
+    );
+    // relayctl asks the same; the root's own child is measured at the root.
+    let text = mesh.relayctl(&["link", "eu-west"])?;
+    let text = String::from_utf8_lossy(&text.stdout).to_string();
+    assert!(text.contains("measured by     eu\n"), "{text}");
+    let json = mesh.relayctl(&["link", "us", "-o", "json"])?;
+    let us: Value = serde_json::from_slice(&json.stdout)?;
+    assert_eq!(
+        (&us["parent"], &us["connected"]),
+        (&"root".into(), &true.into()),
+        "{us}"
+    );
+    // What cannot be answered says why.
+    let error = link(&mesh, "relays", "root")?.expect_err("the root has no link");
+    assert!(error.contains("the root: it has no parent link"), "{error}");
+    let error = link(&mesh, "agents", "eu-west")?.expect_err("eu-west is a relay");
+    assert!(error.contains("not found"), "{error}");
+
     let tree = mesh.tree()?;
     assert_eq!(tree["name"], "root");
     assert_eq!(tree["children"].as_array().map(Vec::len), Some(2));
@@ -52,6 +98,11 @@ fn a_killed_mid_relay_rejoins_from_its_data_dir() -> anyhow::Result<()> {
         Ok((eu == Some(true)).then_some(()))
     })
     .with_context(|| mesh.logs())?;
+    let error = link(&mesh, "relays", "eu-west")?.expect_err("eu is down");
+    assert!(
+        error.contains("eu, on the path to eu-west, is not connected"),
+        "{error}"
+    );
 
     // No token: the data directory is all a relay needs to come back.
     relays[1] = mesh.start("eu")?;
@@ -61,6 +112,12 @@ fn a_killed_mid_relay_rejoins_from_its_data_dir() -> anyhow::Result<()> {
             (connected_under(&tree, "eu", "root") && connected_under(&tree, "eu-west", "eu"))
                 .then_some(()),
         )
+    })
+    .with_context(|| mesh.logs())?;
+    wait_for("eu-west's link through the restarted eu", SETTLE, || {
+        Ok(link(&mesh, "relays", "eu-west")?
+            .ok()
+            .filter(|link| link["connected"] == true && link["parent"] == "eu"))
     })
     .with_context(|| mesh.logs())?;
     Ok(())

@@ -44,6 +44,9 @@ impl Simulation {
                 self.nodes[id].bundles.retain(|(held, _)| *held != bundle);
             }
             Action::Revoked(revocation) => self.nodes[id].revocations.push(revocation),
+            Action::Answered { query, answer } => {
+                self.nodes[id].answers.insert(query, answer);
+            }
         }
     }
 

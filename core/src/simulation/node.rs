@@ -1,13 +1,15 @@
 //! One node of a simulation: its core and what its daemon would hold
 //! besides (the durable state, the bundles, the link to its parent).
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use relaymesh_protocol::query::Answer;
 use relaymesh_protocol::{BundleId, NodeRecord, Revocation, Role};
 
 use super::{NodeId, Traffic};
 use crate::state::Persisted;
-use crate::Core;
+use crate::{Core, QueryId};
 
 /// A relay or agent of a [`Simulation`](super::Simulation).
 #[derive(Debug)]
@@ -28,6 +30,8 @@ pub struct Node {
     pub(super) link: Option<crate::LinkId>,
     /// The revocations its daemon was told of.
     pub(super) revocations: Vec<Revocation>,
+    /// The answers to the queries its daemon asked, by id.
+    pub(super) answers: BTreeMap<QueryId, Answer>,
     pub(super) traffic: Traffic,
     /// Whether it waits in the simulation's queue of cores to run.
     pub(super) ready: bool,
@@ -88,6 +92,12 @@ impl Node {
             .nodes()
             .into_iter()
             .find(|record| record.name == name)
+    }
+
+    /// The answer to the query [`Simulation::query`](super::Simulation::query)
+    /// started here under `id`, once it arrived.
+    pub fn answer(&self, id: QueryId) -> Option<&Answer> {
+        self.answers.get(&id)
     }
 
     /// The revocations its daemon was told of, in order.

@@ -6,6 +6,7 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::message::*;
+use crate::query::{Answer, Query};
 use crate::token::TokenClaims;
 use crate::*;
 
@@ -254,6 +255,28 @@ fn up() -> impl Strategy<Value = UpMessage> {
                     .collect(),
                 removals,
             })),
+        (any::<u64>(), answer()).prop_map(|(id, answer)| UpMessage::Answer { id, answer }),
+    ]
+}
+
+fn link_status() -> impl Strategy<Value = LinkStatus> {
+    (any::<bool>(), any::<[u64; 8]>()).prop_map(|(connected, n)| LinkStatus {
+        connected,
+        rtt_micros: n[0],
+        bytes_sent: n[1],
+        bytes_received: n[2],
+        acked_revision: n[3],
+        revision_lag: n[4],
+        changed_unix_ms: n[5],
+        bundles_served: n[6],
+        bundle_bytes_served: n[7],
+    })
+}
+
+fn answer() -> impl Strategy<Value = Answer> {
+    prop_oneof![
+        (name(), link_status()).prop_map(|(parent, status)| Answer::Link { parent, status }),
+        refusal().prop_map(Answer::Failed),
     ]
 }
 
@@ -283,6 +306,11 @@ fn down() -> impl Strategy<Value = DownMessage> {
             }),
         any::<u64>().prop_map(|nonce| DownMessage::Pong { nonce }),
         refusal().prop_map(DownMessage::Refused),
+        (any::<u64>(), name()).prop_map(|(id, node)| DownMessage::Query {
+            id,
+            node,
+            query: Query::Link
+        }),
         (any::<u16>(), name(), any::<u64>()).prop_map(|(version, parent, epoch)| {
             DownMessage::Welcome(Welcome {
                 version,

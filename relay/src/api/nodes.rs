@@ -271,6 +271,52 @@ pub(super) fn check_type_meta(
 
 /// `unix_ms` as an RFC 3339 timestamp in UTC, to the second, as Kubernetes
 /// writes `metav1.Time`.
+/// A `Link`: one node's link to its parent, as its parent measured it and
+/// answered through the tree (`GET .../agents/NAME/link`).
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct LinkObject {
+    api_version: &'static str,
+    kind: &'static str,
+    metadata: ObjectMeta,
+    /// The parent that measured the link and answered.
+    parent: String,
+    connected: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    last_transition_time: Option<String>,
+    rtt_micros: u64,
+    bytes_sent: u64,
+    bytes_received: u64,
+    /// In the parent's revisions, which are its own (each relay numbers its
+    /// slice's changes), so comparable only with `revisionLag`.
+    acked_revision: u64,
+    revision_lag: u64,
+    bundles_served: u64,
+    bundle_bytes_served: u64,
+}
+
+pub(super) fn link_object(link: &super::NodeLink) -> LinkObject {
+    let status = &link.status;
+    LinkObject {
+        api_version: API_VERSION,
+        kind: "Link",
+        metadata: ObjectMeta {
+            name: link.name.clone(),
+            labels: BTreeMap::new(),
+        },
+        parent: link.parent.clone(),
+        connected: status.connected,
+        last_transition_time: (status.changed_unix_ms > 0).then(|| rfc3339(status.changed_unix_ms)),
+        rtt_micros: status.rtt_micros,
+        bytes_sent: status.bytes_sent,
+        bytes_received: status.bytes_received,
+        acked_revision: status.acked_revision,
+        revision_lag: status.revision_lag,
+        bundles_served: status.bundles_served,
+        bundle_bytes_served: status.bundle_bytes_served,
+    }
+}
+
 pub(super) fn rfc3339(unix_ms: u64) -> String {
     let time = UNIX_EPOCH + Duration::from_millis(unix_ms);
     humantime::format_rfc3339_seconds(time).to_string()

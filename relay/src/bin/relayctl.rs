@@ -35,6 +35,7 @@ Examples:
   # The tree, with link health
   relayctl tree
   relayctl tree -o json | jq '.children[].name'
+  relayctl link edge-7          # measured by edge-7's parent, asked through the tree
 
   # Submit workloads and a placement, then see where it went
   relayctl apply -f examples/storefront/
@@ -140,6 +141,19 @@ enum Command {
         /// The placement's namespace.
         #[arg(short, long, default_value = "default")]
         namespace: String,
+        /// Output format.
+        #[arg(short, long, value_enum, default_value_t = Format::Text)]
+        output: Format,
+    },
+    /// Show one node's link to its parent, as the parent measures it now.
+    ///
+    /// What a relay measures of its children's links (round-trip time,
+    /// bytes, the revision each acknowledged) stays with it; this asks the
+    /// node's parent through the tree and prints its answer. Fails if a
+    /// relay on the path is disconnected or does not answer in 10 s.
+    Link {
+        /// The agent or relay.
+        node: String,
         /// Output format.
         #[arg(short, long, value_enum, default_value_t = Format::Text)]
         output: Format,
@@ -489,6 +503,17 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 println!("{}", serde_json::to_string_pretty(&explanation)?);
             } else {
                 print!("{}", resources::render_explanation(&explanation));
+            }
+        }
+        Command::Link { node, output } => {
+            let link = client
+                .link(&node)
+                .await
+                .with_context(|| format!("cannot read the link of {node}"))?;
+            if output == Format::Json {
+                println!("{}", serde_json::to_string_pretty(&link)?);
+            } else {
+                print!("{}", tree::render_link(&link));
             }
         }
         Command::Bundle {

@@ -284,5 +284,36 @@ fn link_details(node: &Value, connected: bool) -> String {
     text
 }
 
+/// A `Link` object as `relayctl link` prints it: one `field  value` line
+/// each, in the order an operator reads them.
+pub fn render_link(link: &Value) -> String {
+    let text = |key: &str| link[key].as_str().unwrap_or("-").to_string();
+    let number = |key: &str| link[key].as_u64().unwrap_or(0);
+    let state = match link["connected"].as_bool() {
+        Some(true) => "connected",
+        _ => "disconnected",
+    };
+    let rtt = format!("{:.1}ms", number("rttMicros") as f64 / 1000.0);
+    let rows = [
+        (
+            "node",
+            link["metadata"]["name"].as_str().unwrap_or("-").to_string(),
+        ),
+        ("measured by", text("parent")),
+        ("state", state.to_string()),
+        ("since", text("lastTransitionTime")),
+        ("rtt", rtt),
+        ("bytes sent", number("bytesSent").to_string()),
+        ("bytes received", number("bytesReceived").to_string()),
+        ("acked revision", number("ackedRevision").to_string()),
+        ("revision lag", number("revisionLag").to_string()),
+        ("bundles served", number("bundlesServed").to_string()),
+        ("bundle bytes", number("bundleBytesServed").to_string()),
+    ];
+    rows.iter()
+        .map(|(field, value)| format!("{field:<15} {value}\n"))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests;

@@ -3,12 +3,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use relaymesh_protocol::{BundleId, NodeRecord, Revocation, Role};
+use relaymesh_protocol::query::{Answer, Query};
+use relaymesh_protocol::{BundleId, ErrorCode, NodeRecord, Revocation, Role};
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use super::{unix_ms, DaemonError, Event, Shared};
-use crate::api::{self, ApiError, ApiTls, Backend, IssuedToken, NodeRevoked, TokenRequest};
+use crate::api::{
+    self, ApiError, ApiTls, Backend, IssuedToken, NodeLink, NodeRevoked, TokenRequest,
+};
 use crate::limits::Limit;
 use crate::store::TokenRecord;
 use crate::{pki, token};
@@ -288,6 +291,27 @@ impl Backend for RootBackend {
             tokens,
             removed,
         })
+    }
+
+    async fn link(&self, name: String) -> Result<NodeLink, ApiError> {
+        let (reply, answer) = oneshot::channel();
+        let query = Event::Query {
+            node: name.clone(),
+            query: Query::Link,
+            reply,
+        };
+        match self.ask(query, answer).await? {
+            Answer::Link { parent, status } => Ok(NodeLink {
+                name,
+                parent,
+                status,
+            }),
+            Answer::Failed(refusal) => Err(match refusal.code {
+                ErrorCode::NotFound => ApiError::NotFound(refusal.message),
+                ErrorCode::Unavailable => ApiError::Unavailable(refusal.message),
+                _ => ApiError::Internal(refusal.to_string()),
+            }),
+        }
     }
 
     async fn revocations(&self) -> Result<Vec<Revocation>, ApiError> {

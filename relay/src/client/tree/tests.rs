@@ -172,3 +172,23 @@ fn a_link_not_reported_shows_no_numbers() {
         "edge-9  agent  connected     subtree 0\n"
     );
 }
+
+#[test]
+fn a_link_renders_one_field_per_line() {
+    let link = json!({
+        "apiVersion": "relaymesh.dev/v1alpha1", "kind": "Link",
+        "metadata": {"name": "edge-9"}, "parent": "eu-west", "connected": true,
+        "lastTransitionTime": "2026-11-25T10:00:00Z", "rttMicros": 1250,
+        "bytesSent": 4096, "bytesReceived": 512, "ackedRevision": 14, "revisionLag": 0,
+        "bundlesServed": 2, "bundleBytesServed": 204800
+    });
+    let text = render_link(&link);
+    assert!(
+        text.starts_with("node            edge-9\nmeasured by     eu-west\n"),
+        "{text}"
+    );
+    assert!(text.contains("state           connected\n"), "{text}");
+    assert!(text.contains("rtt             1.2ms\n"), "{text}");
+    assert!(text.contains("acked revision  14\n"), "{text}");
+    assert!(text.contains("bundle bytes    204800\n"), "{text}");
+}

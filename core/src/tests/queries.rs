@@ -1,0 +1,225 @@
+//! Queries routed down the tree and their answers routed back: answered by
+//! the one node that knows, failed clearly when no answer can come, and
+//! never answerable by a child that was not asked.
+
+use std::cell::Cell;
+use std::rc::Rc;
+use std::time::Duration;
+
+use relaymesh_protocol::query::{Answer, Query};
+use relaymesh_protocol::{ErrorCode, LinkStatus};
+
+use super::*;
+
+/// root ─┬─ eu ── eu-west ─┬─ edge-1
+///       │                 └─ edge-2
+///       └─ us ── edge-3
+fn tree() -> Net {
+    let mut net = Net::new();
+    net.add("root", None);
+    for (name, parent) in [("eu", "root"), ("us", "root"), ("eu-west", "eu")] {
+        net.add(name, Some(parent));
+    }
+    for (name, parent) in [
+        ("edge-1", "eu-west"),
+        ("edge-2", "eu-west"),
+        ("edge-3", "us"),
+    ] {
+        net.add_agent(name, parent, &[("region", "eu")]);
+    }
+    assert!(net.settle());
+    net
+}
+
+fn stats(rtt_micros: u64, bytes_sent: u64) -> LinkStats {
+    LinkStats {
+        rtt: Duration::from_micros(rtt_micros),
+        bytes_sent,
+        bytes_received: bytes_sent / 2,
+    }
+}
+
+fn ask(net: &mut Net, node: &str) -> Option<Answer> {
+    let id = net.query("root", node, Query::Link).expect("the root");
+    net["root"].answer(id).cloned()
+}
+
+fn link_answer(answer: Option<Answer>) -> (String, LinkStatus) {
+    match answer {
+        Some(Answer::Link { parent, status }) => (parent, status),
+        other => panic!("expected a link, got {other:?}"),
+    }
+}
+
+fn failure(answer: Option<Answer>) -> (ErrorCode, String) {
+    match answer {
+        Some(Answer::Failed(refusal)) => (refusal.code, refusal.message),
+        other => panic!("expected a failure, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_deep_link_is_answered_by_the_parent_that_measured_it() {
+    let mut net = tree();
+    net.report_link_stats("edge-2", stats(2_345, 9_000))
+        .expect("a node");
+    net.report_link_stats("eu", stats(700, 100))
+        .expect("a node");
+    let before = *net["root"].traffic();
+
+    let (parent, status) = link_answer(ask(&mut net, "edge-2"));
+    assert_eq!(parent, "eu-west");
+    assert!(status.connected);
+    assert_eq!(
+        (status.rtt_micros, status.bytes_sent, status.bytes_received),
+        (2_345, 9_000, 4_500)
+    );
+    assert!(status.changed_unix_ms > 0, "{status:?}");
+    // Answered through the tree: one question down, one answer up at the
+    // root, and still nothing of edge-2's measurements in its inventory.
+    let after = *net["root"].traffic();
+    assert_eq!(
+        after.messages_from_children - before.messages_from_children,
+        1
+    );
+    let known = net.record("root", "edge-2").and_then(|record| record.link);
+    assert_eq!(known.map(|link| link.rtt_micros), Some(0));
+
+    // A direct child's link is the root's own measurement, asked of nobody.
+    let (parent, status) = link_answer(ask(&mut net, "eu"));
+    assert_eq!((parent.as_str(), status.rtt_micros), ("root", 700));
+    assert_eq!(*net["root"].traffic(), after);
+}
+
+#[test]
+fn what_cannot_be_answered_fails_with_a_reason() {
+    let mut net = tree();
+    let (code, message) = failure(ask(&mut net, "root"));
+    assert_eq!(code, ErrorCode::NotFound);
+    assert!(message.contains("no parent link"), "{message}");
+
+    let (code, message) = failure(ask(&mut net, "nowhere"));
+    assert_eq!(code, ErrorCode::NotFound);
+    assert!(message.contains("\"nowhere\""), "{message}");
+
+    // A relay on the path is down: its subtree is still in the inventory
+    // (offline), but nobody can measure edge-1's link from here.
+    net.disconnect("eu");
+    let (code, message) = failure(ask(&mut net, "edge-1"));
+    assert_eq!(code, ErrorCode::Unavailable);
+    assert!(message.contains("eu, on the path to edge-1"), "{message}");
+    net.connect("eu");
+    assert!(net.settle());
+    let (parent, status) = link_answer(ask(&mut net, "edge-1"));
+    assert_eq!(parent, "eu-west");
+    assert!(status.connected);
+
+    // A disconnected direct child answers with what its parent last saw.
+    net.disconnect("edge-3");
+    assert!(net.settle());
+    let (parent, status) = link_answer(ask(&mut net, "edge-3"));
+    assert_eq!(parent, "us");
+    assert!(!status.connected);
+}
+
+/// From now on `relay` forwards no query down (it sends a pong instead),
+/// as a silent or compromised relay would; returns the last forwarded id
+/// it swallowed.
+fn swallow_queries(net: &mut Net, relay: &str) -> Rc<Cell<u64>> {
+    let swallowed = Rc::new(Cell::new(0));
+    let seen = swallowed.clone();
+    net.alter_down(relay, move |message| {
+        if let DownMessage::Query { id, .. } = message {
+            seen.set(*id);
+            *message = DownMessage::Pong { nonce: *id };
+        }
+    })
+    .expect("a node");
+    swallowed
+}
+
+#[test]
+fn an_unanswered_query_times_out_and_a_lost_link_fails_it_at_once() {
+    let mut net = tree();
+    swallow_queries(&mut net, "eu");
+    let id = net.query("root", "edge-1", Query::Link).expect("the root");
+    assert_eq!(net["root"].answer(id), None, "still waiting");
+    net.advance(QUERY_TIMEOUT - Duration::from_millis(1));
+    assert_eq!(net["root"].answer(id), None, "still waiting");
+    net.advance(Duration::from_millis(1));
+    let (code, message) = failure(net["root"].answer(id).cloned());
+    assert_eq!(code, ErrorCode::Unavailable);
+    assert!(message.contains("no answer within"), "{message}");
+
+    // eu-west drops while eu waits on it: the failure comes back at once.
+    let id = net.query("root", "edge-2", Query::Link).expect("the root");
+    assert_eq!(net["root"].answer(id), None);
+    net.disconnect("eu-west");
+    let (code, message) = failure(net["root"].answer(id).cloned());
+    assert_eq!(code, ErrorCode::Unavailable);
+    assert!(message.contains("eu-west disconnected"), "{message}");
+}
+
+#[test]
+fn only_the_asked_child_can_answer_and_only_once() {
+    let mut net = tree();
+    let forwarded = swallow_queries(&mut net, "root");
+    let id = net.query("root", "edge-1", Query::Link).expect("the root");
+    let asked = forwarded.get();
+    assert_ne!(asked, 0, "the root forwarded the query to eu");
+    let forged = Answer::Link {
+        parent: "eu-west".into(),
+        status: LinkStatus {
+            connected: true,
+            rtt_micros: 1,
+            ..LinkStatus::default()
+        },
+    };
+    let deliver = |net: &mut Net, from: &str, id: u64, answer: &Answer| {
+        let now = net.now();
+        let link = net[from].link().expect("connected");
+        let root = net.core_mut("root").expect("the root");
+        root.handle_child_message(
+            now,
+            link,
+            UpMessage::Answer {
+                id,
+                answer: answer.clone(),
+            },
+        );
+        net.run();
+    };
+    // us was not asked; an id nobody waits on is nothing.
+    deliver(&mut net, "us", asked, &forged);
+    deliver(&mut net, "eu", asked + 1_000, &forged);
+    assert_eq!(net["root"].answer(id), None);
+    // eu was asked: its answer is passed on, once.
+    deliver(&mut net, "eu", asked, &forged);
+    assert_eq!(net["root"].answer(id), Some(&forged));
+    let later = Answer::Failed(Refusal::new(ErrorCode::Internal, "late"));
+    deliver(&mut net, "eu", asked, &later);
+    assert_eq!(net["root"].answer(id), Some(&forged));
+}
+
+#[test]
+fn queries_in_flight_are_bounded() {
+    let mut net = tree();
+    swallow_queries(&mut net, "root");
+    let waiting: Vec<u64> = (0..MAX_PENDING_QUERIES)
+        .map(|_| net.query("root", "edge-1", Query::Link).expect("the root"))
+        .collect();
+    assert!(waiting.iter().all(|id| net["root"].answer(*id).is_none()));
+    let id = net.query("root", "edge-1", Query::Link).expect("the root");
+    let (code, message) = failure(net["root"].answer(id).cloned());
+    assert_eq!(code, ErrorCode::Unavailable);
+    assert!(message.contains("queries in flight"), "{message}");
+    // What the root can answer itself still is.
+    let (parent, _) = link_answer(ask(&mut net, "eu"));
+    assert_eq!(parent, "root");
+    // Once they expire there is room again.
+    net.advance(QUERY_TIMEOUT);
+    assert!(net["root"].answer(waiting[0]).is_some());
+    net.alter_down("root", |_| {}).expect("a node");
+    let (parent, _) = link_answer(ask(&mut net, "edge-1"));
+    assert_eq!(parent, "eu-west");
+}
