@@ -545,16 +545,16 @@ fn api_bodies() -> Vec<Seed> {
     // Flags: bits 0-1 content type (JSON, YAML, protobuf, CBOR), bit 2 the
     // URL has a namespace, bit 3 the URL has the name "fuzz"; then the index
     // of the kind in `kinds()`.
-    const NAMESPACE: usize = 0;
-    const CONFIG_MAP: u8 = 1;
-    const SECRET: u8 = 2;
-    const DEPLOYMENT: u8 = 6;
-    const CRD: u8 = 20;
-    const PLACEMENT: u8 = 21;
+    // Looked up by name: the registry's order changes as kinds are added.
+    // Placement is relaymesh's, not the API server's: it has no seed here.
     let kinds = relaymesh_apiserver::fuzzing::kinds();
-    assert_eq!(kinds[NAMESPACE], "Namespace");
-    assert_eq!(kinds[usize::from(CRD)], "CustomResourceDefinition");
-    assert_eq!(kinds[usize::from(PLACEMENT)], "Placement");
+    let index = |kind: &str| {
+        let at = kinds.iter().position(|known| known == kind);
+        u8::try_from(at.expect("a built-in kind")).expect("fewer than 256 kinds")
+    };
+    let (config_map, secret, deployment) =
+        (index("ConfigMap"), index("Secret"), index("Deployment"));
+    let (namespace, crd) = (index("Namespace"), index("CustomResourceDefinition"));
     let json_body = |flags: u8, kind: u8, object: Value| {
         [
             vec![flags, kind],
@@ -564,29 +564,24 @@ fn api_bodies() -> Vec<Seed> {
     };
     let objects = objects();
     vec![
-        seed("api_body", "namespace", json_body(0, 0, objects[0].clone())),
-        seed("api_body", "deployment", json_body(4, DEPLOYMENT, objects[1].clone())),
-        seed("api_body", "config-map", json_body(4, CONFIG_MAP, objects[2].clone())),
-        seed("api_body", "config-map-named", json_body(4 | 8, CONFIG_MAP, json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "fuzz"}}))),
-        seed("api_body", "secret", json_body(4, SECRET, json!({"apiVersion": "v1", "kind": "Secret",
+        seed("api_body", "namespace", json_body(0, namespace, objects[0].clone())),
+        seed("api_body", "deployment", json_body(4, deployment, objects[1].clone())),
+        seed("api_body", "config-map", json_body(4, config_map, objects[2].clone())),
+        seed("api_body", "config-map-named", json_body(4 | 8, config_map, json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "fuzz"}}))),
+        seed("api_body", "secret", json_body(4, secret, json!({"apiVersion": "v1", "kind": "Secret",
             "metadata": {"name": "s", "namespace": "default"}, "stringData": {"password": "hunter2"}, "data": {"a": "YQ=="}}))),
-        seed("api_body", "crd", json_body(0, CRD, json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        seed("api_body", "crd", json_body(0, crd, json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
             "metadata": {"name": "widgets.example.com"},
             "spec": {"group": "example.com", "scope": "Namespaced",
                 "names": {"plural": "widgets", "kind": "Widget", "shortNames": ["wd"]},
                 "versions": [{"name": "v1", "served": true, "storage": true,
                     "schema": {"openAPIV3Schema": {"type": "object"}},
                     "additionalPrinterColumns": [{"name": "Size", "type": "integer", "jsonPath": ".spec.size"}]}]}}))),
-        seed("api_body", "placement", json_body(4, PLACEMENT, json!({"apiVersion": "relaymesh.dev/v1alpha1", "kind": "Placement",
-            "metadata": {"name": "web", "namespace": "default"},
-            "spec": {"workloads": [{"kinds": ["Deployment"], "names": ["web"], "labelSelector": {"matchLabels": {"app": "web"}}}],
-                "clusters": {"labelSelector": {"matchExpressions": [{"key": "region", "operator": "In", "values": ["eu"]}]},
-                    "names": ["edge-1"], "maxClusters": 2, "spreadBy": "zone"}}}))),
-        seed("api_body", "yaml", [vec![1 | 4, CONFIG_MAP], b"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: config\n  labels: {app: web}\ndata:\n  key: |\n    multi\n    line\n".to_vec()].concat()),
-        seed("api_body", "protobuf", [vec![2 | 4, CONFIG_MAP], protobuf_config_map()].concat()),
+        seed("api_body", "yaml", [vec![1 | 4, config_map], b"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: config\n  labels: {app: web}\ndata:\n  key: |\n    multi\n    line\n".to_vec()].concat()),
+        seed("api_body", "protobuf", [vec![2 | 4, config_map], protobuf_config_map()].concat()),
         // What kubectl create deployment and a CRD look like in protobuf.
         // Maps of one entry each: encode writes maps in no fixed order.
-        seed("api_body", "protobuf-deployment", [vec![2 | 4, DEPLOYMENT], protobuf(&json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        seed("api_body", "protobuf-deployment", [vec![2 | 4, deployment], protobuf(&json!({"apiVersion": "apps/v1", "kind": "Deployment",
             "metadata": {"name": "web", "namespace": "default", "labels": {"app": "web"}, "creationTimestamp": "2024-01-02T03:04:05Z"},
             "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "web"}},
                 "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": 1}},
@@ -594,7 +589,7 @@ fn api_bodies() -> Vec<Seed> {
                     "resources": {"limits": {"memory": "128Mi"}}, "livenessProbe": {"httpGet": {"path": "/", "port": 80}},
                     "env": [{"name": "A", "valueFrom": {"secretKeyRef": {"name": "s", "key": "a"}}}]}],
                     "volumes": [{"name": "v", "configMap": {"name": "c"}}]}}}}))].concat()),
-        seed("api_body", "protobuf-crd", [vec![2, CRD], protobuf(&json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        seed("api_body", "protobuf-crd", [vec![2, crd], protobuf(&json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
             "metadata": {"name": "widgets.example.com"},
             "spec": {"group": "example.com", "scope": "Namespaced", "names": {"plural": "widgets", "kind": "Widget"},
                 "versions": [{"name": "v1", "served": true, "storage": true,
