@@ -22,6 +22,8 @@ pub(crate) struct Statuses {
     reported: BTreeMap<String, PlacementStatus>,
     /// Something changed since the last report.
     pub dirty: bool,
+    /// Counts changes (see [`Core::status_version`]).
+    version: u64,
     /// The most placements one child may report.
     max_keys_per_child: usize,
 }
@@ -33,6 +35,7 @@ impl Statuses {
             children: BTreeMap::new(),
             reported: BTreeMap::new(),
             dirty: false,
+            version: 0,
             max_keys_per_child,
         }
     }
@@ -49,9 +52,14 @@ impl Core {
             None => self.statuses.own.remove(key).is_some(),
         };
         if changed {
-            self.statuses.dirty = true;
-            self.schedule_inventory_flush(now);
+            self.status_changed(now);
         }
+    }
+
+    /// A number that changes whenever any placement's merged status may
+    /// have: the root's daemon wakes its status writer on it.
+    pub fn status_version(&self) -> u64 {
+        self.statuses.version
     }
 
     /// The merged status of one placement below (and at) this node.
@@ -84,20 +92,23 @@ impl Core {
             );
             self.count_limit_refusals(now, Limit::StatusKeysPerChild, refused);
         }
-        self.statuses.dirty = true;
-        self.schedule_inventory_flush(now);
+        self.status_changed(now);
     }
 
     /// Forgets what a child reported: it left the tree (it was revoked).
     pub(super) fn forget_child_status(&mut self, now: Now, child: &str) {
         if self.statuses.children.remove(child).is_some() {
-            self.statuses.dirty = true;
-            self.schedule_inventory_flush(now);
+            self.status_changed(now);
         }
     }
 
     pub(super) fn status_link_changed(&mut self, now: Now) {
+        self.status_changed(now);
+    }
+
+    fn status_changed(&mut self, now: Now) {
         self.statuses.dirty = true;
+        self.statuses.version += 1;
         self.schedule_inventory_flush(now);
     }
 
@@ -158,9 +169,12 @@ impl Core {
                     if self.links_by_name.contains_key(child) {
                         parts.push(status.clone());
                     } else {
+                        // Its clusters are offline now: counted so, and
+                        // not named as failing on what they said last.
                         parts.push(PlacementStatus {
                             counts: summary::offline(&status.counts),
                             message: status.message.clone(),
+                            failing: Vec::new(),
                         });
                     }
                 }

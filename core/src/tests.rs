@@ -520,12 +520,20 @@ fn status_merges_up_the_tree_and_disconnected_clusters_count_offline() {
             ..Default::default()
         };
         let message = (!ready).then(|| format!("{agent}: Deployment shop/web: image pull failed"));
+        let failing = message
+            .iter()
+            .map(|message| relaymesh_protocol::FailingCluster {
+                cluster: agent.into(),
+                message: message.clone(),
+            })
+            .collect();
         if let Some(node) = net.core_mut(agent) {
-            node.set_own_status(
-                now,
-                "placement/shop/eu",
-                Some(relaymesh_protocol::PlacementStatus { counts, message }),
-            );
+            let status = relaymesh_protocol::PlacementStatus {
+                counts,
+                message,
+                failing,
+            };
+            node.set_own_status(now, "placement/shop/eu", Some(status));
         }
     }
     net.settle();
@@ -535,6 +543,8 @@ fn status_merges_up_the_tree_and_disconnected_clusters_count_offline() {
         .expect("the root has a status");
     assert_eq!((status.counts.ready, status.counts.failed), (2, 1));
     assert!(status.message.is_some_and(|m| m.starts_with("e2:")));
+    let failing: Vec<&str> = status.failing.iter().map(|f| f.cluster.as_str()).collect();
+    assert_eq!(failing, ["e2"]);
 
     net.disconnect("e1");
     net.settle();
@@ -550,6 +560,13 @@ fn status_merges_up_the_tree_and_disconnected_clusters_count_offline() {
         ),
         (1, 1, 1)
     );
+    // An offline cluster is not named as failing on what it said last.
+    net.disconnect("e2");
+    net.settle();
+    let status = net["root"].core().placement_status("placement/shop/eu");
+    let status = status.expect("the root has a status");
+    assert_eq!((status.counts.failed, status.counts.offline), (0, 2));
+    assert!(status.failing.is_empty(), "{:?}", status.failing);
 }
 
 #[test]

@@ -32,6 +32,7 @@ pub mod agent;
 pub mod applier;
 pub mod cluster;
 pub mod drift;
+pub mod health;
 pub mod inventory;
 pub mod labels;
 pub mod manifest;

@@ -383,7 +383,10 @@ impl Reconciler {
             .or(failed_workload)
             .map(|message| format!("{}: {message}", self.cluster));
         self.reporter
-            .report(key, status::placement_status(&phase, message))
+            .report(
+                key,
+                status::placement_status(&self.cluster, &phase, message),
+            )
             .await;
     }
 }

@@ -2,100 +2,14 @@
 //! a placement's phase on this cluster, and a reporter that only sends
 //! changes. Pure apart from the channel the reporter sends on.
 //!
-//! Workloads are ready when their controller says so (Deployments by their
-//! `Available` condition or ready replicas, StatefulSets, DaemonSets and
-//! ReplicaSets by ready replicas, Jobs by `Complete`/`Failed`); every other
-//! kind is ready once applied.
+//! Each object's health follows kstatus's rules (see [`crate::health`]).
 
 use std::collections::BTreeMap;
 
-use relaymesh_protocol::{PhaseCounts, PlacementStatus};
-use serde_json::Value;
+use relaymesh_protocol::{FailingCluster, PhaseCounts, PlacementStatus};
 use tokio::sync::mpsc;
 
-/// How one applied object is doing.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Health {
-    /// Doing what it should.
-    Ready,
-    /// Applied; its controller has not caught up yet.
-    Progressing,
-    /// It failed (a Job's `Failed` condition), with the reason.
-    Failed(String),
-}
-
-/// The health of a live object of `group`/`kind`.
-pub fn health(group: &str, kind: &str, object: &Value) -> Health {
-    let status = object.get("status").unwrap_or(&Value::Null);
-    let int = |value: &Value, field: &str| value.get(field).and_then(Value::as_i64).unwrap_or(0);
-    match (group, kind) {
-        ("apps", "Deployment") => {
-            if condition(status, "Available") == Some(true) {
-                return Health::Ready;
-            }
-            replicas_ready(object, int(status, "readyReplicas"))
-        }
-        ("apps", "StatefulSet" | "ReplicaSet") => {
-            replicas_ready(object, int(status, "readyReplicas"))
-        }
-        ("apps", "DaemonSet") => {
-            let desired = int(status, "desiredNumberScheduled");
-            if status.get("desiredNumberScheduled").is_some()
-                && int(status, "numberReady") >= desired
-            {
-                Health::Ready
-            } else {
-                Health::Progressing
-            }
-        }
-        ("batch", "Job") => {
-            if condition(status, "Failed") == Some(true) {
-                let reason = condition_message(status, "Failed")
-                    .unwrap_or_else(|| "the job failed".to_string());
-                Health::Failed(reason)
-            } else if condition(status, "Complete") == Some(true) {
-                Health::Ready
-            } else {
-                Health::Progressing
-            }
-        }
-        _ => Health::Ready,
-    }
-}
-
-fn replicas_ready(object: &Value, ready: i64) -> Health {
-    let desired = object
-        .pointer("/spec/replicas")
-        .and_then(Value::as_i64)
-        .unwrap_or(1);
-    if ready >= desired {
-        Health::Ready
-    } else {
-        Health::Progressing
-    }
-}
-
-fn condition(status: &Value, kind: &str) -> Option<bool> {
-    find_condition(status, kind)
-        .map(|found| found.get("status").and_then(Value::as_str) == Some("True"))
-}
-
-fn condition_message(status: &Value, kind: &str) -> Option<String> {
-    let found = find_condition(status, kind)?;
-    found
-        .get("message")
-        .or_else(|| found.get("reason"))
-        .and_then(Value::as_str)
-        .map(str::to_string)
-}
-
-fn find_condition<'a>(status: &'a Value, kind: &str) -> Option<&'a Value> {
-    status
-        .get("conditions")?
-        .as_array()?
-        .iter()
-        .find(|found| found.get("type").and_then(Value::as_str) == Some(kind))
-}
+pub use crate::health::{health, Health};
 
 /// A placement's phase on this cluster.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -135,8 +49,9 @@ pub fn phase<'a>(
     phase
 }
 
-/// The status one cluster reports for a placement: one count of 1.
-pub fn placement_status(phase: &Phase, message: Option<String>) -> PlacementStatus {
+/// The status cluster `cluster` reports for a placement: one count of 1,
+/// and itself as failing, with `message`, if it failed.
+pub fn placement_status(cluster: &str, phase: &Phase, message: Option<String>) -> PlacementStatus {
     let mut counts = PhaseCounts::default();
     match phase {
         Phase::Pending => counts.pending = 1,
@@ -144,7 +59,24 @@ pub fn placement_status(phase: &Phase, message: Option<String>) -> PlacementStat
         Phase::Ready => counts.ready = 1,
         Phase::Failed => counts.failed = 1,
     }
-    PlacementStatus { counts, message }
+    let failing = match phase {
+        // The message names the cluster for people reading it alone; the
+        // entry names it already.
+        Phase::Failed => vec![FailingCluster {
+            cluster: cluster.to_string(),
+            message: message
+                .as_deref()
+                .map(|text| text.strip_prefix(&format!("{cluster}: ")).unwrap_or(text))
+                .unwrap_or("failed")
+                .to_string(),
+        }],
+        _ => Vec::new(),
+    };
+    PlacementStatus {
+        counts,
+        message,
+        failing,
+    }
 }
 
 /// Sends statuses up to the daemon, only when they change.
@@ -183,68 +115,8 @@ impl Reporter {
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
 
     use super::*;
-
-    #[test]
-    fn workload_health() {
-        let deployment = |status: Value| json!({"spec": {"replicas": 2}, "status": status});
-        assert_eq!(
-            health("apps", "Deployment", &deployment(json!({}))),
-            Health::Progressing
-        );
-        assert_eq!(
-            health(
-                "apps",
-                "Deployment",
-                &deployment(json!({"readyReplicas": 2}))
-            ),
-            Health::Ready
-        );
-        assert_eq!(
-            health(
-                "apps",
-                "Deployment",
-                &deployment(json!({"conditions": [{"type": "Available", "status": "True"}]}))
-            ),
-            Health::Ready
-        );
-        assert_eq!(
-            health(
-                "apps",
-                "StatefulSet",
-                &deployment(json!({"readyReplicas": 1}))
-            ),
-            Health::Progressing
-        );
-        assert_eq!(
-            health(
-                "apps",
-                "DaemonSet",
-                &json!({"status": {"desiredNumberScheduled": 3, "numberReady": 3}})
-            ),
-            Health::Ready
-        );
-        assert_eq!(health("apps", "DaemonSet", &json!({})), Health::Progressing);
-        assert_eq!(
-            health(
-                "batch",
-                "Job",
-                &json!({"status": {"conditions": [{"type": "Complete", "status": "True"}]}})
-            ),
-            Health::Ready
-        );
-        assert_eq!(
-            health(
-                "batch",
-                "Job",
-                &json!({"status": {"conditions": [{"type": "Failed", "status": "True", "message": "backoff limit"}]}})
-            ),
-            Health::Failed("backoff limit".into())
-        );
-        assert_eq!(health("", "ConfigMap", &json!({})), Health::Ready);
-    }
 
     #[test]
     fn phases_and_counts() {
@@ -258,7 +130,7 @@ mod tests {
             phase(true, 0, [&slow, &Health::Failed("x".into())]),
             Phase::Failed
         );
-        let status = placement_status(&Phase::Applied, None);
+        let status = placement_status("edge-1", &Phase::Applied, None);
         assert_eq!(
             status.counts,
             PhaseCounts {
@@ -272,7 +144,7 @@ mod tests {
     async fn reporter_sends_changes_only() {
         let (sender, mut receiver) = mpsc::channel(8);
         let mut reporter = Reporter::new(sender);
-        let ready = placement_status(&Phase::Ready, None);
+        let ready = placement_status("edge-1", &Phase::Ready, None);
         reporter.report("placement/a/b", ready.clone()).await;
         reporter.report("placement/a/b", ready.clone()).await;
         reporter.forget("placement/a/b").await;

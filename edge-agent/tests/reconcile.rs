@@ -433,8 +433,12 @@ async fn a_workload_becomes_ready_when_its_status_says_so() -> anyhow::Result<()
         .status_of(KEY, |status| status.counts.applied == 1)
         .await?;
     // Playing the Deployment controller: the watch on Deployments sees it.
-    let status = json!({"status": {"replicas": 1, "readyReplicas": 1,
-        "conditions": [{"type": "Available", "status": "True"}]}});
+    // Ready by kstatus's rules: every count caught up with the spec, and
+    // both conditions say the rollout is done.
+    let status = json!({"status": {"observedGeneration": 1, "replicas": 1,
+        "updatedReplicas": 1, "readyReplicas": 1, "availableReplicas": 1,
+        "conditions": [{"type": "Available", "status": "True"},
+            {"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable"}]}});
     cluster
         .api("apps/v1", "Deployment", Some("shop"))
         .await?

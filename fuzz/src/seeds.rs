@@ -12,7 +12,7 @@ use relaymesh_protocol::message::{
 use relaymesh_protocol::query::{Answer, Query};
 use relaymesh_protocol::token::TokenClaims;
 use relaymesh_protocol::{
-    BundleId, ErrorCode, InventoryUpdate, LabelRequirement, LabelSelector, LinkStatus, NodeRecord,
+    BundleId, ErrorCode, FailingCluster, InventoryUpdate, LabelRequirement, LabelSelector, LinkStatus, NodeRecord,
     PhaseCounts, PlacementStatus, PlacementTarget, Quota, Refusal, Role, SelectorOperator,
     SliceChange, SliceEntry, StatusUpdate, Target,
 };
@@ -187,6 +187,10 @@ fn messages() -> Vec<(String, Vec<u8>)> {
                     offline: u64::MAX,
                 },
                 message: Some("1 pending".into()),
+                failing: vec![FailingCluster {
+                    cluster: "edge-4".into(),
+                    message: "Deployment default/web: image pull failed".into(),
+                }],
             },
         )],
         removals: vec!["default/old".into()],

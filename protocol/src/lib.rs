@@ -38,7 +38,7 @@ pub use inventory::{InventoryUpdate, LinkStatus, NodeRecord, Role};
 pub use placement::{LabelRequirement, LabelSelector, PlacementTarget, Quota, SelectorOperator};
 pub use revocation::Revocation;
 pub use slice::{SliceChange, SliceEntry, Target};
-pub use status::{PhaseCounts, PlacementStatus, StatusUpdate};
+pub use status::{FailingCluster, PhaseCounts, PlacementStatus, StatusUpdate};
 
 /// The newest protocol version this build speaks. The child offers a range in
 /// its `Hello`; the parent answers with the version both will use.
@@ -49,7 +49,8 @@ pub const PROTOCOL_VERSION: u16 = 5;
 /// signature to `SliceEntry` and integrity alarms to `NodeRecord`; version 4
 /// added the limit refusal counters to `NodeRecord` (and a parent refuses
 /// more than [`limits::MAX_BUNDLE_STREAMS`] bundle streams at once); version
-/// 5 added queries routed down to one node ([`query`]). Older
+/// 5 added queries routed down to one node ([`query`]) and the failing
+/// clusters of a `PlacementStatus`. Older
 /// versions cannot decode the longer records and the new messages, so
 /// nothing older is spoken
 /// (there are no deployments to keep).

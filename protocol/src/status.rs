@@ -18,6 +18,10 @@ pub struct PhaseCounts {
     pub offline: u64,
 }
 
+/// How many failing clusters a status names: the first by name. The counts
+/// say how many there are in all.
+pub const MAX_FAILING_CLUSTERS: usize = 10;
+
 /// How one placement is doing below a node.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PlacementStatus {
@@ -25,6 +29,18 @@ pub struct PlacementStatus {
     pub counts: PhaseCounts,
     /// One failure, for people (`cluster: Deployment shop/web: …`).
     pub message: Option<String>,
+    /// Failing clusters with why, sorted by name, at most
+    /// [`MAX_FAILING_CLUSTERS`] (appended in protocol version 5).
+    pub failing: Vec<FailingCluster>,
+}
+
+/// A cluster whose copy of a placement failed, and why.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct FailingCluster {
+    /// The cluster's name.
+    pub cluster: String,
+    /// What failed, as its agent says (`Deployment shop/web: …`).
+    pub message: String,
 }
 
 /// A change of the status a child reports for its subtree.

@@ -23,6 +23,7 @@ use crate::kubeconfig::ClientCredentials;
 
 pub mod manifests;
 pub mod resources;
+pub mod status;
 pub mod tree;
 
 /// How long to wait for a TCP and TLS connection to the server.

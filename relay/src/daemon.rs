@@ -166,6 +166,9 @@ pub(crate) struct Shared {
     pub events: mpsc::Sender<Event>,
     /// Counts bundles stored, so a task waiting for one can wake up.
     pub bundles_stored: watch::Receiver<u64>,
+    /// The core's status version, so the root's status writer wakes when
+    /// a placement's status may have changed.
+    pub placement_status: watch::Receiver<u64>,
     /// The tree as the API serves it, published by the loop when the
     /// core's inventory changed (at the root only: nothing else reads it).
     pub inventory: Arc<RwLock<crate::api::Inventory>>,
@@ -315,7 +318,9 @@ async fn run_store(
     );
     let (events_tx, events_rx) = mpsc::channel(CHILD_QUEUE);
     let (stored_tx, stored_rx) = watch::channel(0u64);
+    let (status_tx, status_rx) = watch::channel(0u64);
     let shared = Shared {
+        placement_status: status_rx,
         identity: Arc::new(identity),
         store: store.clone(),
         events: events_tx.clone(),
@@ -389,6 +394,7 @@ async fn run_store(
         generation: 0,
         reconnect: reconnect_tx,
         stored: stored_tx,
+        status: status_tx,
         dirty: false,
         hooks,
         published: None,
@@ -438,6 +444,8 @@ struct Daemon {
     generation: u64,
     reconnect: mpsc::Sender<()>,
     stored: watch::Sender<u64>,
+    /// Publishes [`Core::status_version`].
+    status: watch::Sender<u64>,
     /// Mutations were applied but not yet flushed.
     dirty: bool,
     /// An edge agent's reconciler, if this node is an agent.
@@ -483,6 +491,12 @@ impl Daemon {
             self.execute().await?;
             self.publish_slice();
             self.publish_inventory();
+            let version = self.core.status_version();
+            self.status.send_if_modified(|published| {
+                let changed = *published != version;
+                *published = version;
+                changed
+            });
         }
     }
 

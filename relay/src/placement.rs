@@ -16,6 +16,7 @@
 mod bundle;
 mod explain;
 mod spec;
+pub mod status;
 
 pub use bundle::{canonical_json, pack, strip_server_fields};
 pub use explain::explain;

@@ -64,7 +64,7 @@ fn a_placement_reaches_its_clusters_and_their_status_comes_back_summed() {
                 };
                 let status = PlacementStatus {
                     counts,
-                    message: None,
+                    ..PlacementStatus::default()
                 };
                 core.set_own_status(now, "placement/shop/web", Some(status));
             }

@@ -182,7 +182,7 @@ fn a_child_over_its_status_key_limit_is_refused_and_counted_up_to_the_root() {
             ready: 1,
             ..PhaseCounts::default()
         },
-        message: None,
+        ..PlacementStatus::default()
     };
     let upserts = ["p/a", "p/b", "p/c", "p/d"]
         .iter()

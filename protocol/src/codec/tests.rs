@@ -250,7 +250,20 @@ fn up() -> impl Strategy<Value = UpMessage> {
                             failed: n[3],
                             offline: n[4],
                         };
-                        (key, PlacementStatus { counts, message })
+                        (
+                            key,
+                            PlacementStatus {
+                                counts,
+                                failing: message
+                                    .iter()
+                                    .map(|message| FailingCluster {
+                                        cluster: "edge-1".into(),
+                                        message: message.clone(),
+                                    })
+                                    .collect(),
+                                message,
+                            },
+                        )
                     })
                     .collect(),
                 removals,

@@ -11,7 +11,7 @@ use std::time::{Duration, UNIX_EPOCH};
 use anyhow::{bail, Context as _};
 use clap::{Parser, Subcommand, ValueEnum};
 use relaymesh_protocol::Role;
-use relaymesh_relay::client::{manifests, resources, tree, Client, ClientError};
+use relaymesh_relay::client::{manifests, resources, status, tree, Client, ClientError};
 use relaymesh_relay::{kubeconfig, pki};
 use tracing_subscriber::EnvFilter;
 
@@ -41,6 +41,7 @@ Examples:
   relayctl apply -f examples/storefront/
   relayctl get placements -n shop
   relayctl explain storefront -n shop
+  relayctl status storefront -n shop     # ready/selected, failing clusters and why
   relayctl get clusters
 
   # Send a file to every node (a smoke test of bundle distribution)
@@ -141,6 +142,25 @@ enum Command {
         /// The placement's namespace.
         #[arg(short, long, default_value = "default")]
         namespace: String,
+        /// Output format.
+        #[arg(short, long, value_enum, default_value_t = Format::Text)]
+        output: Format,
+    },
+    /// Show how placements are doing: ready of selected, failed, offline,
+    /// pending, the failing clusters with their messages, and conditions.
+    ///
+    /// Reads the status the root writes on each Placement (merged up the
+    /// tree; docs/api.md, "Placement status"). Without a name, every
+    /// placement of the namespace (-A: of all namespaces).
+    Status {
+        /// A placement's name.
+        placement: Option<String>,
+        /// The namespace.
+        #[arg(short, long, default_value = "default")]
+        namespace: String,
+        /// Every namespace.
+        #[arg(short = 'A', long, conflicts_with = "placement")]
+        all_namespaces: bool,
         /// Output format.
         #[arg(short, long, value_enum, default_value_t = Format::Text)]
         output: Format,
@@ -503,6 +523,28 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 println!("{}", serde_json::to_string_pretty(&explanation)?);
             } else {
                 print!("{}", resources::render_explanation(&explanation));
+            }
+        }
+        Command::Status {
+            placement,
+            namespace,
+            all_namespaces,
+            output,
+        } => {
+            let namespace = (!all_namespaces).then_some(namespace.as_str());
+            let placements = client
+                .placements(namespace, placement.as_deref())
+                .await
+                .context("cannot read placements")?;
+            let summaries: Vec<_> = placements.iter().map(status::summary).collect();
+            if output == Format::Json {
+                let printed = match (&placement, summaries.as_slice()) {
+                    (Some(_), [one]) => one.clone(),
+                    _ => serde_json::Value::Array(summaries),
+                };
+                println!("{}", serde_json::to_string_pretty(&printed)?);
+            } else {
+                print!("{}", status::render_text(&summaries));
             }
         }
         Command::Link { node, output } => {

@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{Event, Shared};
 use crate::placement;
-use relaymesh_apiserver::objects::{ObjectKey, ObjectStore};
+use relaymesh_apiserver::objects::{ObjectEvent, ObjectKey, ObjectStore, WatchEventType};
 
 /// How long object changes are gathered before placements are rebuilt, so a
 /// `kubectl apply` of many objects rebuilds once.
@@ -24,28 +24,54 @@ const STATUS_INTERVAL: Duration = Duration::from_secs(5);
 /// Runs until `shutdown`.
 pub(super) async fn run(objects: ObjectStore, shared: Shared, shutdown: CancellationToken) {
     let mut events = objects.subscribe();
+    let mut status = shared.placement_status.clone();
     let mut status_tick = tokio::time::interval(STATUS_INTERVAL);
+    let mut rebuild = true;
     loop {
-        if let Err(error) = reconcile(&objects, &shared).await {
-            tracing::warn!(%error, "cannot rebuild placements");
+        if rebuild {
+            if let Err(error) = reconcile(&objects, &shared).await {
+                tracing::warn!(%error, "cannot rebuild placements");
+            }
         }
         if let Err(error) = write_status(&objects, &shared).await {
             tracing::warn!(%error, "cannot update placement status");
         }
-        tokio::select! {
+        // Objects changing rebuild the placements; a status from below
+        // (written within a debounce, not at the next tick: status latency
+        // is a goal, docs/benchmarks.md) or the tick only writes status.
+        rebuild = tokio::select! {
             event = events.recv() => match event {
-                Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {}
+                Ok(event) => !is_placement_status(&event),
+                Err(broadcast::error::RecvError::Lagged(_)) => true,
                 Err(broadcast::error::RecvError::Closed) => return,
             },
-            _ = status_tick.tick() => continue,
+            Ok(()) = status.changed() => false,
+            _ = status_tick.tick() => false,
             () = shutdown.cancelled() => return,
-        }
+        };
         tokio::time::sleep(DEBOUNCE).await;
-        while !matches!(
-            events.try_recv(),
-            Err(broadcast::error::TryRecvError::Empty | broadcast::error::TryRecvError::Closed)
-        ) {}
+        // The status write itself changes objects: only other changes
+        // call for a rebuild.
+        loop {
+            match events.try_recv() {
+                Ok(event) => rebuild |= !is_placement_status(&event),
+                Err(broadcast::error::TryRecvError::Lagged(_)) => rebuild = true,
+                Err(_) => break,
+            }
+        }
     }
+}
+
+/// Whether `event` is only a Placement's status changing (as this
+/// controller writes it), which changes no entry.
+fn is_placement_status(event: &ObjectEvent) -> bool {
+    let placement =
+        event.key.group == placement::RELAYMESH_GROUP && event.key.resource == "placements";
+    let same_spec = event.previous.as_deref().is_some_and(|previous| {
+        previous.get("spec") == event.object.get("spec")
+            && previous["metadata"].get("labels") == event.object["metadata"].get("labels")
+    });
+    placement && event.event_type == WatchEventType::Modified && same_spec
 }
 
 /// Rebuilds every placement's entry and hands the set to the core.
@@ -87,10 +113,11 @@ async fn reconcile(objects: &ObjectStore, shared: &Shared) -> Result<(), Control
     Ok(())
 }
 
-/// Writes `status.clusters` of every Placement whose counts changed: how
-/// many clusters it selects (from the root's split) and how they are doing
-/// (merged up the tree); selected clusters that have not reported yet are
-/// pending.
+/// Writes the status of every Placement whose status changed
+/// ([`placement::status::render`]): how many clusters it selects (from the
+/// root's split), how they are doing (merged up the tree; selected clusters
+/// that have not reported yet are pending), which fail and why, and its
+/// conditions.
 async fn write_status(objects: &ObjectStore, shared: &Shared) -> Result<(), ControllerError> {
     let (reply, selected) = oneshot::channel();
     shared
@@ -112,23 +139,14 @@ async fn write_status(objects: &ObjectStore, shared: &Shared) -> Result<(), Cont
         let Some((count, status)) = selected.get(&placement::entry_key(&namespace, &name)) else {
             continue;
         };
-        let counts = &status.counts;
-        let reported = counts.applied + counts.ready + counts.failed + counts.offline;
-        let mut clusters = serde_json::json!({
-            "selected": count,
-            "pending": count.saturating_sub(reported),
-            "applied": counts.applied,
-            "ready": counts.ready,
-            "failed": counts.failed,
-            "offline": counts.offline,
-        });
-        if let Some(message) = &status.message {
-            clusters["message"] = serde_json::Value::from(message.as_str());
-        }
-        if object["status"]["clusters"] == clusters {
+        let generation = object["metadata"]["generation"].as_i64();
+        let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
+        let written =
+            placement::status::render(&object["status"], generation, *count, status, &now);
+        if placement::status::same(&object["status"], &written) {
             continue;
         }
-        object["status"]["clusters"] = clusters;
+        object["status"] = written;
         let key = ObjectKey::new(
             placement::RELAYMESH_GROUP,
             "placements",

@@ -1,0 +1,180 @@
+//! A Placement's `status` as the root writes it: the phase counts merged up
+//! the tree, the failing clusters with their messages, and Kubernetes-style
+//! conditions, so `kubectl wait --for=condition=Ready placement/NAME` works.
+//!
+//! Pure: the daemon's status writer hands in what the tree reported and the
+//! status written last, and stores what comes out if it differs.
+
+use relaymesh_protocol::PlacementStatus;
+use serde_json::{json, Map, Value};
+
+/// The status of a Placement of `generation` that selects `selected`
+/// clusters, which report `reported` through the tree. `previous` is the
+/// status written last: a condition that keeps its status keeps its
+/// `lastTransitionTime`; `now` (RFC 3339) stamps the others.
+pub fn render(
+    previous: &Value,
+    generation: Option<i64>,
+    selected: u64,
+    reported: &PlacementStatus,
+    now: &str,
+) -> Value {
+    let counts = &reported.counts;
+    let heard = counts.applied + counts.ready + counts.failed + counts.offline;
+    let pending = selected.saturating_sub(heard);
+    let mut clusters = json!({
+        "selected": selected,
+        "pending": pending,
+        "applied": counts.applied,
+        "ready": counts.ready,
+        "failed": counts.failed,
+        "offline": counts.offline,
+    });
+    if let Some(message) = &reported.message {
+        clusters["message"] = Value::from(message.as_str());
+    }
+    let failing: Vec<Value> = reported
+        .failing
+        .iter()
+        .map(|failing| json!({"cluster": failing.cluster, "message": failing.message}))
+        .collect();
+
+    let names = |limit: usize| {
+        let mut names: Vec<&str> = reported
+            .failing
+            .iter()
+            .map(|f| f.cluster.as_str())
+            .collect();
+        names.truncate(limit);
+        let more = counts.failed.saturating_sub(names.len() as u64);
+        let mut text = names.join(", ");
+        if more > 0 {
+            text.push_str(&format!(" and {more} more"));
+        }
+        text
+    };
+    let applied = if selected == 0 {
+        (
+            false,
+            "NoClusters",
+            "no cluster matches the placement".to_string(),
+        )
+    } else if pending == 0 && counts.offline == 0 {
+        (
+            true,
+            "AllApplied",
+            format!("all {selected} clusters applied the workloads"),
+        )
+    } else {
+        let mut message = format!("{} of {selected} clusters applied", heard - counts.offline);
+        if counts.offline > 0 {
+            message.push_str(&format!("; {} offline", counts.offline));
+        }
+        (false, "Applying", message)
+    };
+    let ready = if selected == 0 {
+        (
+            false,
+            "NoClusters",
+            "no cluster matches the placement".to_string(),
+        )
+    } else if counts.ready >= selected {
+        (
+            true,
+            "AllReady",
+            format!("all {selected} clusters are ready"),
+        )
+    } else {
+        let mut message = format!("{} of {selected} clusters ready", counts.ready);
+        if counts.failed > 0 {
+            message.push_str(&format!("; {} failed: {}", counts.failed, names(3)));
+        }
+        let reason = if counts.failed > 0 {
+            "ClustersFailed"
+        } else {
+            "Progressing"
+        };
+        (false, reason, message)
+    };
+    let degraded = if counts.failed > 0 {
+        let message = format!("{} clusters failed: {}", counts.failed, names(10));
+        (true, "ClustersFailed", message)
+    } else {
+        (
+            false,
+            "NoFailures",
+            "no cluster reports a failure".to_string(),
+        )
+    };
+
+    let mut status = Map::new();
+    if let Some(generation) = generation {
+        status.insert("observedGeneration".into(), Value::from(generation));
+    }
+    status.insert("clusters".into(), clusters);
+    status.insert("failing".into(), Value::Array(failing));
+    let conditions = [
+        ("Applied", applied),
+        ("Ready", ready),
+        ("Degraded", degraded),
+    ]
+    .into_iter()
+    .map(|(kind, (value, reason, message))| {
+        condition(previous, kind, value, reason, &message, generation, now)
+    })
+    .collect();
+    status.insert("conditions".into(), Value::Array(conditions));
+    Value::Object(status)
+}
+
+/// Whether `old` and `new` say the same thing, timestamps aside: the writer
+/// stores a new status only if they do not.
+pub fn same(old: &Value, new: &Value) -> bool {
+    let without_times = |status: &Value| {
+        let mut status = status.clone();
+        if let Some(conditions) = status.get_mut("conditions").and_then(Value::as_array_mut) {
+            for condition in conditions {
+                if let Some(condition) = condition.as_object_mut() {
+                    condition.remove("lastTransitionTime");
+                }
+            }
+        }
+        status
+    };
+    without_times(old) == without_times(new)
+}
+
+fn condition(
+    previous: &Value,
+    kind: &str,
+    value: bool,
+    reason: &str,
+    message: &str,
+    generation: Option<i64>,
+    now: &str,
+) -> Value {
+    let status = if value { "True" } else { "False" };
+    let before = previous["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|condition| condition["type"] == kind);
+    let since = before
+        .filter(|before| before["status"] == status)
+        .and_then(|before| before["lastTransitionTime"].as_str())
+        .unwrap_or(now);
+    let mut condition = json!({
+        "type": kind,
+        "status": status,
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": since,
+    });
+    if let Some(generation) = generation {
+        condition["observedGeneration"] = Value::from(generation);
+    }
+    condition
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,108 @@
+use relaymesh_protocol::{FailingCluster, PhaseCounts, PlacementStatus};
+use serde_json::{json, Value};
+
+use super::*;
+
+fn reported(ready: u64, failed: u64, offline: u64, failing: &[&str]) -> PlacementStatus {
+    PlacementStatus {
+        counts: PhaseCounts {
+            ready,
+            failed,
+            offline,
+            ..PhaseCounts::default()
+        },
+        message: None,
+        failing: failing
+            .iter()
+            .map(|name| FailingCluster {
+                cluster: name.to_string(),
+                message: format!("Deployment shop/web: {name} cannot pull"),
+            })
+            .collect(),
+    }
+}
+
+fn condition<'a>(status: &'a Value, kind: &str) -> &'a Value {
+    status["conditions"]
+        .as_array()
+        .and_then(|all| all.iter().find(|condition| condition["type"] == kind))
+        .unwrap_or(&Value::Null)
+}
+
+#[test]
+fn seventeen_ready_and_three_failed_is_degraded_and_not_ready() {
+    let status = render(
+        &Value::Null,
+        Some(2),
+        20,
+        &reported(17, 3, 0, &["e03", "e07", "e11"]),
+        "T1",
+    );
+    assert_eq!(status["observedGeneration"], 2);
+    assert_eq!(
+        status["clusters"],
+        json!({"selected": 20, "pending": 0, "applied": 0, "ready": 17, "failed": 3, "offline": 0})
+    );
+    assert_eq!(
+        status["failing"][1],
+        json!({"cluster": "e07", "message": "Deployment shop/web: e07 cannot pull"})
+    );
+    assert_eq!(condition(&status, "Applied")["status"], "True");
+    let ready = condition(&status, "Ready");
+    assert_eq!(
+        (&ready["status"], &ready["reason"]),
+        (&json!("False"), &json!("ClustersFailed"))
+    );
+    assert_eq!(
+        ready["message"],
+        "17 of 20 clusters ready; 3 failed: e03, e07, e11"
+    );
+    assert_eq!(condition(&status, "Degraded")["status"], "True");
+    assert_eq!(condition(&status, "Degraded")["observedGeneration"], 2);
+}
+
+#[test]
+fn all_ready_is_ready_and_more_failures_than_named_are_counted() {
+    let status = render(&Value::Null, Some(1), 3, &reported(3, 0, 0, &[]), "T1");
+    assert_eq!(condition(&status, "Ready")["status"], "True");
+    assert_eq!(condition(&status, "Degraded")["status"], "False");
+
+    let status = render(
+        &Value::Null,
+        Some(1),
+        30,
+        &reported(10, 12, 0, &["a", "b"]),
+        "T1",
+    );
+    let degraded = &condition(&status, "Degraded")["message"];
+    assert_eq!(degraded, "12 clusters failed: a, b and 10 more");
+}
+
+#[test]
+fn unheard_and_offline_clusters_keep_it_unapplied() {
+    let status = render(&Value::Null, None, 5, &reported(2, 0, 1, &[]), "T1");
+    assert!(status.get("observedGeneration").is_none());
+    assert_eq!(status["clusters"]["pending"], 2);
+    let applied = condition(&status, "Applied");
+    assert_eq!(
+        (&applied["status"], &applied["message"]),
+        (
+            &json!("False"),
+            &json!("2 of 5 clusters applied; 1 offline")
+        )
+    );
+    let none = render(&Value::Null, None, 0, &PlacementStatus::default(), "T1");
+    assert_eq!(condition(&none, "Ready")["reason"], "NoClusters");
+}
+
+#[test]
+fn a_condition_keeps_its_transition_time_until_its_status_changes() {
+    let first = render(&Value::Null, Some(1), 2, &reported(1, 0, 0, &[]), "T1");
+    let same_status = render(&first, Some(1), 2, &reported(1, 0, 0, &[]), "T2");
+    assert_eq!(condition(&same_status, "Ready")["lastTransitionTime"], "T1");
+    assert!(same(&first, &same_status));
+    let flipped = render(&first, Some(1), 2, &reported(2, 0, 0, &[]), "T3");
+    assert_eq!(condition(&flipped, "Ready")["lastTransitionTime"], "T3");
+    assert_eq!(condition(&flipped, "Degraded")["lastTransitionTime"], "T1");
+    assert!(!same(&first, &flipped));
+}

@@ -1,0 +1,211 @@
+//! Placement status end to end: 20 simulated clusters under a three-level
+//! tree, 3 of them failing the workload. What the root writes on the
+//! Placement (read with kubectl and `relayctl status`) counts them as
+//! failed, names them with their agents' messages, and carries conditions
+//! `kubectl wait` understands.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use relaymesh_testbed::cluster::status::share;
+use relaymesh_testbed::up::plan::Plan;
+use relaymesh_tests::{kubectl, observe, wait_for, Testbed};
+use serde_json::Value;
+
+const UP: Duration = Duration::from_secs(300);
+const SETTLE: Duration = Duration::from_secs(120);
+const AGENTS: usize = 20;
+const FAILING: usize = 3;
+
+const MANIFESTS: &str = r#"
+apiVersion: v1
+kind: Namespace
+metadata: {name: shop}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web, namespace: shop, labels: {app: web}}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec: {containers: [{name: web, image: "nginx:1.27"}]}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: api, namespace: shop, labels: {app: api}}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: api}}
+  template:
+    metadata: {labels: {app: api}}
+    spec: {containers: [{name: api, image: "nginx:1.27"}]}
+---
+apiVersion: relaymesh.dev/v1alpha1
+kind: Placement
+metadata: {name: web, namespace: shop}
+spec:
+  workloads: [{labelSelector: {matchLabels: {app: web}}}]
+  clusters: {labelSelector: {matchExpressions: [{key: region, operator: Exists}]}}
+---
+apiVersion: relaymesh.dev/v1alpha1
+kind: Placement
+metadata: {name: api, namespace: shop}
+spec:
+  workloads: [{labelSelector: {matchLabels: {app: api}}}]
+  clusters: {labelSelector: {matchExpressions: [{key: region, operator: Exists}]}}
+"#;
+
+/// A `--fail` fraction of shop/web that fails exactly [`FAILING`] of the
+/// fleet's clusters (the testbed picks them by a hash of cluster and
+/// workload), and their names.
+fn failing_share(relays_per_level: &[usize]) -> (f64, BTreeSet<String>) {
+    let plan = Plan::new(relays_per_level, AGENTS);
+    let mut shares: Vec<(f64, String)> = plan
+        .agents
+        .iter()
+        .map(|agent| (share(&agent.name, "shop/web"), agent.name.clone()))
+        .collect();
+    shares.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let fraction = (shares[FAILING - 1].0 + shares[FAILING].0) / 2.0;
+    let names = shares[..FAILING]
+        .iter()
+        .map(|(_, name)| name.clone())
+        .collect();
+    (fraction, names)
+}
+
+fn relayctl_status(testbed: &Testbed, placement: &str) -> anyhow::Result<Value> {
+    let output = testbed.relayctl(&["status", placement, "-n", "shop", "-o", "json"])?;
+    anyhow::ensure!(
+        output.status.success(),
+        "relayctl status: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let status: Value = serde_json::from_slice(&output.stdout)?;
+    observe(&status);
+    Ok(status)
+}
+
+fn names(failing: &Value) -> BTreeSet<String> {
+    failing
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|entry| entry["cluster"].as_str().map(str::to_string))
+        .collect()
+}
+
+fn condition<'a>(status: &'a Value, kind: &str) -> &'a Value {
+    status["conditions"]
+        .as_array()
+        .and_then(|all| all.iter().find(|condition| condition["type"] == kind))
+        .map_or(&Value::Null, |condition| &condition["status"])
+}
+
+#[test]
+fn failures_are_counted_named_and_conditions_drive_kubectl_wait() -> anyhow::Result<()> {
+    let levels = [2, 2];
+    let (fraction, expected) = failing_share(&levels);
+    let mut testbed = Testbed::up(
+        &[
+            "--relays-per-level",
+            "2,2",
+            "--agents",
+            &AGENTS.to_string(),
+            "--base-port",
+            "0",
+            "--status-delay",
+            "1s",
+            "--fail",
+            &format!("shop/web={fraction}"),
+        ],
+        UP,
+    )?;
+    let root = testbed.root_kubeconfig();
+    let applied = kubectl(&root, &["apply", "-f", "-"], Some(MANIFESTS))?;
+    anyhow::ensure!(
+        applied.status.success(),
+        "{}",
+        String::from_utf8_lossy(&applied.stderr)
+    );
+
+    // The placement of the workload that fails on 3 clusters.
+    let status = wait_for("web: 17 ready, 3 failed and named", SETTLE, || {
+        let status = relayctl_status(&testbed, "web")?;
+        let settled = status["ready"] == 17 && status["failed"] == 3;
+        Ok((settled && names(&status["failing"]).len() == FAILING).then_some(status))
+    })
+    .with_context(|| testbed.logs())?;
+    assert_eq!(status["selected"], AGENTS, "{status}");
+    assert_eq!(names(&status["failing"]), expected, "{status}");
+    for failing in status["failing"].as_array().into_iter().flatten() {
+        let message = failing["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains("Deployment shop/web") && message.contains("CrashLoopBackOff"),
+            "{failing}"
+        );
+    }
+    assert_eq!(status["conditions"]["Degraded"], "True", "{status}");
+    assert_eq!(status["conditions"]["Ready"], "False", "{status}");
+
+    // kubectl at the root reads the same from the Placement itself.
+    let output = kubectl(
+        &root,
+        &["get", "placement", "web", "-n", "shop", "-o", "json"],
+        None,
+    )?;
+    let placement: Value = serde_json::from_slice(&output.stdout)?;
+    let written = &placement["status"];
+    assert_eq!(written["clusters"]["ready"], 17, "{written}");
+    assert_eq!(written["clusters"]["failed"], 3, "{written}");
+    assert_eq!(names(&written["failing"]), expected, "{written}");
+    assert_eq!(condition(written, "Degraded"), "True");
+    assert_eq!(
+        written["observedGeneration"],
+        placement["metadata"]["generation"]
+    );
+
+    // kubectl wait returns once the other placement is ready everywhere,
+    // and does not for the failing one.
+    let waited = kubectl(
+        &root,
+        &[
+            "wait",
+            "--for=condition=Ready",
+            "placement/api",
+            "-n",
+            "shop",
+            "--timeout=120s",
+        ],
+        None,
+    )?;
+    assert!(
+        waited.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&waited.stderr),
+        testbed.logs()
+    );
+    let api = relayctl_status(&testbed, "api")?;
+    assert_eq!(
+        (api["ready"].as_u64(), api["failed"].as_u64()),
+        (Some(AGENTS as u64), Some(0))
+    );
+    let not_ready = kubectl(
+        &root,
+        &[
+            "wait",
+            "--for=condition=Ready",
+            "placement/web",
+            "-n",
+            "shop",
+            "--timeout=2s",
+        ],
+        None,
+    )?;
+    assert!(!not_ready.status.success(), "web is not ready");
+    testbed.stop()?;
+    Ok(())
+}
