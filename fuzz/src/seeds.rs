@@ -12,9 +12,9 @@ use relaymesh_protocol::message::{
 use relaymesh_protocol::query::{Answer, Query};
 use relaymesh_protocol::token::TokenClaims;
 use relaymesh_protocol::{
-    BundleId, ErrorCode, FailingCluster, InventoryUpdate, LabelRequirement, LabelSelector, LinkStatus, NodeRecord,
-    PhaseCounts, PlacementStatus, PlacementTarget, Quota, Refusal, Role, SelectorOperator,
-    SliceChange, SliceEntry, StatusUpdate, Target,
+    BundleId, ErrorCode, FailingCluster, InventoryUpdate, LabelRequirement, LabelSelector,
+    LinkStatus, NodeRecord, PhaseCounts, PlacementStatus, PlacementTarget, Quota, Refusal, Role,
+    SelectorOperator, SliceChange, SliceEntry, StatusUpdate, Target,
 };
 use serde::Serialize;
 use serde_json::{json, Value};
