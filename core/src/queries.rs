@@ -100,22 +100,8 @@ impl Core {
 
     /// Fails every query waiting on a child link that ended.
     pub(super) fn queries_link_lost(&mut self, link: LinkId, child: &str) {
-        let lost: Vec<u64> = self
-            .queries
-            .pending
-            .iter()
-            .filter(|(_, pending)| pending.link == link)
-            .map(|(id, _)| *id)
-            .collect();
-        for id in lost {
-            if let Some(pending) = self.queries.pending.remove(&id) {
-                let refusal = Refusal::new(
-                    ErrorCode::Unavailable,
-                    format!("{child} disconnected before it answered"),
-                );
-                self.answer(pending.origin, Answer::Failed(refusal));
-            }
-        }
+        let why = format!("{child} disconnected before it answered");
+        self.fail_queries(|pending| pending.link == link, &why);
     }
 
     /// Forgets the queries the parent asked: their answers have nowhere to
@@ -128,19 +114,22 @@ impl Core {
 
     /// Fails the queries whose time ran out.
     pub(super) fn expire_queries(&mut self, now: Now) {
-        let expired: Vec<u64> = self
+        let why = format!("no answer within {}s", QUERY_TIMEOUT.as_secs());
+        self.fail_queries(|pending| pending.expires <= now.instant, &why);
+    }
+
+    /// Answers the waiting queries `which` selects as failed, `why`.
+    fn fail_queries(&mut self, which: impl Fn(&Pending) -> bool, why: &str) {
+        let failed: Vec<u64> = self
             .queries
             .pending
             .iter()
-            .filter(|(_, pending)| pending.expires <= now.instant)
+            .filter(|(_, pending)| which(pending))
             .map(|(id, _)| *id)
             .collect();
-        for id in expired {
+        for id in failed {
             if let Some(pending) = self.queries.pending.remove(&id) {
-                let refusal = Refusal::new(
-                    ErrorCode::Unavailable,
-                    format!("no answer within {}s", QUERY_TIMEOUT.as_secs()),
-                );
+                let refusal = Refusal::new(ErrorCode::Unavailable, why);
                 self.answer(pending.origin, Answer::Failed(refusal));
             }
         }

@@ -272,23 +272,9 @@ fn up() -> impl Strategy<Value = UpMessage> {
     ]
 }
 
-fn link_status() -> impl Strategy<Value = LinkStatus> {
-    (any::<bool>(), any::<[u64; 8]>()).prop_map(|(connected, n)| LinkStatus {
-        connected,
-        rtt_micros: n[0],
-        bytes_sent: n[1],
-        bytes_received: n[2],
-        acked_revision: n[3],
-        revision_lag: n[4],
-        changed_unix_ms: n[5],
-        bundles_served: n[6],
-        bundle_bytes_served: n[7],
-    })
-}
-
 fn answer() -> impl Strategy<Value = Answer> {
     prop_oneof![
-        (name(), link_status()).prop_map(|(parent, status)| Answer::Link { parent, status }),
+        (name(), link()).prop_map(|(parent, status)| Answer::Link { parent, status }),
         refusal().prop_map(Answer::Failed),
     ]
 }
