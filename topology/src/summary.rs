@@ -35,7 +35,7 @@ pub fn total(counts: &PhaseCounts) -> u64 {
 /// Merges statuses: counts add up; the message kept is the first one in
 /// `statuses` order, so callers pass children sorted by name for a stable
 /// result. The failing clusters are the first [`MAX_FAILING_CLUSTERS`] by
-/// name of all of them, each once ([`failing`]).
+/// name of all of them, each once ([`bounded`]).
 pub fn merge<'a>(statuses: impl IntoIterator<Item = &'a PlacementStatus>) -> PlacementStatus {
     let mut merged = PlacementStatus::default();
     let mut failing = Vec::new();
