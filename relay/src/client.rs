@@ -25,6 +25,7 @@ pub mod manifests;
 pub mod resources;
 pub mod status;
 pub mod tree;
+pub mod watch;
 
 /// How long to wait for a TCP and TLS connection to the server.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);

@@ -106,7 +106,7 @@ fn condition<'a>(status: &'a Value, kind: &str) -> &'a Value {
 }
 
 #[test]
-fn failures_are_counted_named_and_conditions_drive_kubectl_wait() -> anyhow::Result<()> {
+fn failures_are_counted_and_named_and_kubectl_wait_and_relayctl_watch_follow() -> anyhow::Result<()> {
     let levels = [2, 2];
     let (fraction, expected) = failing_share(&levels);
     let mut testbed = Testbed::up(
@@ -206,6 +206,30 @@ fn failures_are_counted_named_and_conditions_drive_kubectl_wait() -> anyhow::Res
         None,
     )?;
     assert!(!not_ready.status.success(), "web is not ready");
+
+    // relayctl watch, for scripts: 0 once ready; non-zero, naming the
+    // failures, once nothing is still on its way.
+    let watched = testbed.relayctl(&["watch", "api", "-n", "shop", "--timeout", "120s"])?;
+    let text = String::from_utf8_lossy(&watched.stdout).to_string();
+    assert!(
+        watched.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&watched.stderr)
+    );
+    assert!(
+        text.contains("placement shop/api is ready: 20/20 ready"),
+        "{text}"
+    );
+    let watched = testbed.relayctl(&["watch", "web", "-n", "shop", "--timeout", "120s"])?;
+    let error = String::from_utf8_lossy(&watched.stderr).to_string();
+    assert!(!watched.status.success(), "web fails");
+    assert!(error.contains("3 of 20 clusters failed"), "{error}");
+    for name in &expected {
+        assert!(
+            error.contains(&format!("{name}: Deployment shop/web")),
+            "{error}"
+        );
+    }
     testbed.stop()?;
     Ok(())
 }

@@ -11,6 +11,7 @@ use std::time::{Duration, UNIX_EPOCH};
 use anyhow::{bail, Context as _};
 use clap::{Parser, Subcommand, ValueEnum};
 use relaymesh_protocol::Role;
+use relaymesh_relay::client::watch::{self, Verdict};
 use relaymesh_relay::client::{manifests, resources, status, tree, Client, ClientError};
 use relaymesh_relay::{kubeconfig, pki};
 use tracing_subscriber::EnvFilter;
@@ -42,6 +43,7 @@ Examples:
   relayctl get placements -n shop
   relayctl explain storefront -n shop
   relayctl status storefront -n shop     # ready/selected, failing clusters and why
+  relayctl watch storefront -n shop --timeout 2m && echo rolled out
   relayctl get clusters
 
   # Send a file to every node (a smoke test of bundle distribution)
@@ -165,6 +167,23 @@ enum Command {
         #[arg(short, long, value_enum, default_value_t = Format::Text)]
         output: Format,
     },
+    /// Wait until a placement is ready everywhere, showing its progress.
+    ///
+    /// Follows the placement's status (as `relayctl status` reads it) with
+    /// a progress bar of ready clusters, or a line per change when the
+    /// output is not a terminal. Exits 0 once every selected cluster is
+    /// ready for the placement's latest spec; non-zero once no cluster is
+    /// still on its way and some failed (naming them), or at --timeout.
+    Watch {
+        /// The placement's name.
+        placement: String,
+        /// The namespace.
+        #[arg(short, long, default_value = "default")]
+        namespace: String,
+        /// How long to wait.
+        #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
+        timeout: std::time::Duration,
+    },
     /// Show one node's link to its parent, as the parent measures it now.
     ///
     /// What a relay measures of its children's links (round-trip time,
@@ -279,6 +298,68 @@ enum GetFormat {
 enum Format {
     Text,
     Json,
+}
+
+/// `relayctl watch`: polls the placement's status until a verdict or the
+/// timeout.
+async fn watch(
+    client: &Client,
+    namespace: &str,
+    placement: &str,
+    timeout: std::time::Duration,
+) -> anyhow::Result<()> {
+    use std::io::IsTerminal;
+    const POLL: std::time::Duration = std::time::Duration::from_millis(500);
+    let deadline = tokio::time::Instant::now() + timeout;
+    let bar = std::io::stderr().is_terminal().then(|| {
+        let bar = indicatif::ProgressBar::new(0);
+        if let Ok(style) = indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} {msg}") {
+            bar.set_style(style);
+        }
+        bar
+    });
+    let mut last = String::new();
+    loop {
+        let mut found = client
+            .placements(Some(namespace), Some(placement))
+            .await
+            .with_context(|| format!("cannot read placement {namespace}/{placement}"))?;
+        let summary = status::summary(&found.pop().unwrap_or_default());
+        let line = watch::progress_line(&summary);
+        match &bar {
+            Some(bar) => {
+                bar.set_length(summary["selected"].as_u64().unwrap_or(0));
+                bar.set_position(summary["ready"].as_u64().unwrap_or(0));
+                bar.set_message(line.clone());
+            }
+            None if line != last => println!("{line}"),
+            None => {}
+        }
+        last = line;
+        let verdict = watch::verdict(&summary);
+        if verdict != Verdict::Waiting {
+            if let Some(bar) = &bar {
+                bar.finish();
+            }
+        }
+        match verdict {
+            Verdict::Ready => {
+                println!("placement {namespace}/{placement} is ready: {last}");
+                return Ok(());
+            }
+            Verdict::Failed(why) => bail!("placement {namespace}/{placement} failed: {why}"),
+            Verdict::Waiting if tokio::time::Instant::now() >= deadline => {
+                if let Some(bar) = &bar {
+                    bar.abandon();
+                }
+                bail!(
+                    "placement {namespace}/{placement} not ready after {}: {last}",
+                    humantime::format_duration(timeout)
+                )
+            }
+            Verdict::Waiting => tokio::time::sleep(POLL).await,
+        }
+    }
 }
 
 fn main() -> ExitCode {
@@ -547,6 +628,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 print!("{}", status::render_text(&summaries));
             }
         }
+        Command::Watch {
+            placement,
+            namespace,
+            timeout,
+        } => watch(&client, &namespace, &placement, timeout).await?,
         Command::Link { node, output } => {
             let link = client
                 .link(&node)

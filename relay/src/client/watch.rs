@@ -1,0 +1,110 @@
+//! `relayctl watch`: whether a placement is done, failed or still under
+//! way, judged from its status summary ([`super::status::summary`]), so a
+//! script can wait on it.
+
+use serde_json::Value;
+
+/// Where a placement stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// Every selected cluster is ready (the `Ready` condition is `True`)
+    /// for the spec the root placed last.
+    Ready,
+    /// No cluster is still on its way (none pending, applying or offline),
+    /// and some failed: waiting longer will not make it ready. The text
+    /// names them.
+    Failed(String),
+    /// Still under way.
+    Waiting,
+}
+
+/// The verdict on a placement's `summary`.
+pub fn verdict(summary: &Value) -> Verdict {
+    let count = |field: &str| summary[field].as_u64().unwrap_or(0);
+    // A status about an older spec says nothing about this one.
+    let current =
+        summary["generation"].is_null() || summary["observedGeneration"] == summary["generation"];
+    if !current {
+        return Verdict::Waiting;
+    }
+    if summary["conditions"]["Ready"] == "True" {
+        return Verdict::Ready;
+    }
+    let under_way = count("pending") + count("applied") + count("offline");
+    if count("failed") > 0 && under_way == 0 && count("selected") > 0 {
+        let names: Vec<String> = summary["failing"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|failing| {
+                format!(
+                    "{}: {}",
+                    failing["cluster"].as_str().unwrap_or("?"),
+                    failing["message"].as_str().unwrap_or("")
+                )
+            })
+            .collect();
+        let text = format!(
+            "{} of {} clusters failed: {}",
+            count("failed"),
+            count("selected"),
+            names.join("; ")
+        );
+        return Verdict::Failed(text);
+    }
+    Verdict::Waiting
+}
+
+/// One line of progress, as `relayctl watch` prints it when its output is
+/// not a terminal (and as the progress bar's message when it is).
+pub fn progress_line(summary: &Value) -> String {
+    let count = |field: &str| summary[field].as_u64().unwrap_or(0);
+    format!(
+        "{}/{} ready, {} applying, {} pending, {} failed, {} offline",
+        count("ready"),
+        count("selected"),
+        count("applied"),
+        count("pending"),
+        count("failed"),
+        count("offline")
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn summary(ready: u64, applied: u64, failed: u64, offline: u64, condition: &str) -> Value {
+        json!({
+            "generation": 3, "observedGeneration": 3, "selected": 20, "pending": 0,
+            "ready": ready, "applied": applied, "failed": failed, "offline": offline,
+            "failing": [{"cluster": "e03", "message": "Deployment shop/web: no image"}],
+            "conditions": {"Ready": condition},
+        })
+    }
+
+    #[test]
+    fn ready_failed_or_still_waiting() {
+        assert_eq!(verdict(&summary(20, 0, 0, 0, "True")), Verdict::Ready);
+        assert_eq!(verdict(&summary(15, 4, 1, 0, "False")), Verdict::Waiting);
+        // An offline cluster may still come back and apply.
+        assert_eq!(verdict(&summary(18, 0, 1, 1, "False")), Verdict::Waiting);
+        let Verdict::Failed(text) = verdict(&summary(19, 0, 1, 0, "False")) else {
+            panic!("settled with a failure");
+        };
+        assert_eq!(
+            text,
+            "1 of 20 clusters failed: e03: Deployment shop/web: no image"
+        );
+        // Ready, but for the spec before the last edit.
+        let mut stale = summary(20, 0, 0, 0, "True");
+        stale["generation"] = json!(4);
+        assert_eq!(verdict(&stale), Verdict::Waiting);
+        assert_eq!(
+            progress_line(&summary(15, 4, 1, 0, "False")),
+            "15/20 ready, 4 applying, 0 pending, 1 failed, 0 offline"
+        );
+    }
+}
