@@ -106,7 +106,7 @@ fn condition<'a>(status: &'a Value, kind: &str) -> &'a Value {
 }
 
 #[test]
-fn failures_are_counted_and_named_and_kubectl_wait_and_relayctl_watch_follow() -> anyhow::Result<()> {
+fn failures_are_named_and_kubectl_wait_and_relayctl_watch_follow() -> anyhow::Result<()> {
     let levels = [2, 2];
     let (fraction, expected) = failing_share(&levels);
     let mut testbed = Testbed::up(
