@@ -170,11 +170,12 @@ impl Core {
                         parts.push(status.clone());
                     } else {
                         // Its clusters are offline now: counted so, and
-                        // not named as failing on what they said last.
+                        // neither named as failing nor summed by rules on
+                        // what they said last.
                         parts.push(PlacementStatus {
                             counts: summary::offline(&status.counts),
                             message: status.message.clone(),
-                            failing: Vec::new(),
+                            ..PlacementStatus::default()
                         });
                     }
                 }

@@ -532,6 +532,7 @@ fn status_merges_up_the_tree_and_disconnected_clusters_count_offline() {
                 counts,
                 message,
                 failing,
+                ..relaymesh_protocol::PlacementStatus::default()
             };
             node.set_own_status(now, "placement/shop/eu", Some(status));
         }

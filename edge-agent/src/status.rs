@@ -76,6 +76,7 @@ pub fn placement_status(cluster: &str, phase: &Phase, message: Option<String>) -
         counts,
         message,
         failing,
+        ..PlacementStatus::default()
     }
 }
 

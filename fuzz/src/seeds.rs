@@ -191,6 +191,7 @@ fn messages() -> Vec<(String, Vec<u8>)> {
                     cluster: "edge-4".into(),
                     message: "Deployment default/web: image pull failed".into(),
                 }],
+                ..PlacementStatus::default()
             },
         )],
         removals: vec!["default/old".into()],

@@ -38,7 +38,10 @@ pub use inventory::{InventoryUpdate, LinkStatus, NodeRecord, Role};
 pub use placement::{LabelRequirement, LabelSelector, PlacementTarget, Quota, SelectorOperator};
 pub use revocation::Revocation;
 pub use slice::{SliceChange, SliceEntry, Target};
-pub use status::{FailingCluster, PhaseCounts, PlacementStatus, StatusUpdate};
+pub use status::{
+    FailingCluster, Number, ObjectStatus, PhaseCounts, PlacementStatus, Ranked, RuleSummary,
+    StatusUpdate, Summary,
+};
 
 /// The newest protocol version this build speaks. The child offers a range in
 /// its `Hello`; the parent answers with the version both will use.
@@ -50,7 +53,8 @@ pub const PROTOCOL_VERSION: u16 = 5;
 /// added the limit refusal counters to `NodeRecord` (and a parent refuses
 /// more than [`limits::MAX_BUNDLE_STREAMS`] bundle streams at once); version
 /// 5 added queries routed down to one node ([`query`]) and the failing
-/// clusters of a `PlacementStatus`. Older
+/// clusters, status-rule summaries and single-cluster object statuses of a
+/// `PlacementStatus`. Older
 /// versions cannot decode the longer records and the new messages, so
 /// nothing older is spoken
 /// (there are no deployments to keep).

@@ -1,7 +1,15 @@
 //! Status that flows up: how the clusters below a node are doing with each
-//! placement, as counts that merge by addition at every relay.
+//! placement, as summaries that every relay merges (the algebra is in
+//! `relaymesh_topology::summary`): counts by phase, the first failing
+//! clusters by name, one [`RuleSummary`] per status rule, and, while a
+//! status covers exactly one cluster, that cluster's objects' own status.
+
+use std::cmp::Ordering;
+use std::hash::{Hash, Hasher};
 
 use serde::{Deserialize, Serialize};
+
+use crate::BundleId;
 
 /// Clusters by phase for one placement.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -32,6 +40,126 @@ pub struct PlacementStatus {
     /// Failing clusters with why, sorted by name, at most
     /// [`MAX_FAILING_CLUSTERS`] (appended in protocol version 5).
     pub failing: Vec<FailingCluster>,
+    /// One summary per status rule of the placement, by rule name
+    /// (appended in protocol version 5).
+    pub rules: Vec<RuleSummary>,
+    /// While the status covers exactly one cluster: the status of each
+    /// object that cluster applied, at most [`MAX_REPORTED_OBJECTS`], so the
+    /// root can copy it onto its own objects (appended in protocol version
+    /// 5). Empty as soon as more than one cluster is counted.
+    pub objects: Vec<ObjectStatus>,
+}
+
+/// How many groups a rule's summary keeps, the first by key; the values of
+/// the others are merged into [`RuleSummary::other`].
+pub const MAX_GROUPS: usize = 32;
+
+/// How many status rules a placement may have; a status carries at most
+/// this many [`RuleSummary`]s.
+pub const MAX_RULES: usize = 16;
+
+/// How many of the largest values a [`Summary`] keeps with their clusters.
+pub const MAX_TOP: usize = 10;
+
+/// How many objects a single cluster's status carries ([`PlacementStatus::objects`]).
+pub const MAX_REPORTED_OBJECTS: usize = 32;
+
+/// How many bytes of one object's `.status` travel
+/// ([`ObjectStatus::status`]); a larger status is not reported.
+pub const MAX_OBJECT_STATUS_BYTES: usize = 16 * 1024;
+
+/// One status rule's values below a node: all of them, and per group when
+/// the rule groups by a cluster label.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct RuleSummary {
+    /// The rule's name (`spec.statusRules[].name`).
+    pub rule: String,
+    /// Every value.
+    pub all: Summary,
+    /// With a group-by: each group's values by key (the label's value), the
+    /// first [`MAX_GROUPS`] keys in order.
+    pub groups: Vec<(String, Summary)>,
+    /// The values of every group past the first [`MAX_GROUPS`].
+    pub other: Summary,
+}
+
+/// A mergeable summary of numbers: how many, their sum (so also their
+/// average), the smallest and largest, and the largest few with the cluster
+/// each came from.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Summary {
+    /// How many values.
+    pub count: u64,
+    /// Their sum.
+    pub sum: Number,
+    /// The smallest value, if any.
+    pub min: Option<Number>,
+    /// The largest value, if any.
+    pub max: Option<Number>,
+    /// The largest values, largest first, at most [`MAX_TOP`].
+    pub top: Vec<Ranked>,
+}
+
+/// A value and the cluster it came from.
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Ranked {
+    /// The value.
+    pub value: Number,
+    /// The cluster that reported it.
+    pub cluster: String,
+}
+
+/// A finite number as status rules produce it. Equality and order are
+/// IEEE 754's total order, so summaries can be compared and sorted.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+pub struct Number(pub f64);
+
+impl PartialEq for Number {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+
+impl Eq for Number {}
+
+impl PartialOrd for Number {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Number {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.0.total_cmp(&other.0)
+    }
+}
+
+impl Hash for Number {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.0.to_bits().hash(state);
+    }
+}
+
+/// One object's own status on the one cluster a status covers.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ObjectStatus {
+    /// The object's API group (`""` for the core group).
+    pub group: String,
+    /// The object's kind.
+    pub kind: String,
+    /// The object's namespace, for a namespaced object.
+    pub namespace: Option<String>,
+    /// The object's name.
+    pub name: String,
+    /// The bundle the applied object came from, so the root copies a status
+    /// only onto the revision it belongs to.
+    pub bundle: BundleId,
+    /// Whether the cluster's controllers have seen the applied spec
+    /// (`status.observedGeneration` at least `metadata.generation`, or the
+    /// kind has no `observedGeneration`).
+    pub observed: bool,
+    /// The object's `.status` as JSON, at most [`MAX_OBJECT_STATUS_BYTES`].
+    pub status: Vec<u8>,
 }
 
 /// A cluster whose copy of a placement failed, and why.

@@ -1,8 +1,36 @@
-//! The status-summary algebra: placement status merges by adding counts, so
-//! a relay can combine its children's summaries in any order and forward one.
+//! The status-summary algebra. A placement's status below a node is a
+//! [`PlacementStatus`]; a relay merges its children's with [`merge`] and
+//! forwards one. Every part merges associatively and commutatively, so the
+//! root's status does not depend on the tree's shape or the order reports
+//! arrive, and a relay that keeps each child's last report and merges again
+//! replaces a child's contribution exactly (no double counting when a child
+//! resends, reconnects or moves):
+//!
+//! * phase counts add ([`add`]);
+//! * the failing clusters are the first [`MAX_FAILING_CLUSTERS`] by name
+//!   ([`bounded`]);
+//! * each status rule's [`RuleSummary`] merges by rule name: counts and sums
+//!   add, minima and maxima combine, the largest [`MAX_TOP`] values are
+//!   kept with their clusters, and groups merge by key, the first
+//!   [`MAX_GROUPS`] keys kept and the rest folded into `other`
+//!   ([`merge_rules`]);
+//! * the objects' own statuses survive only while the merged status covers
+//!   exactly one cluster ([`PlacementStatus::objects`]).
+//!
+//! Everything a child reports is bounded again on merge: a hostile child's
+//! huge counts saturate, its long lists are cut, its non-finite numbers are
+//! dropped.
 
-use relaymesh_protocol::status::MAX_FAILING_CLUSTERS;
-use relaymesh_protocol::{FailingCluster, PhaseCounts, PlacementStatus};
+use std::collections::BTreeMap;
+
+use relaymesh_protocol::status::{
+    MAX_FAILING_CLUSTERS, MAX_GROUPS, MAX_OBJECT_STATUS_BYTES, MAX_REPORTED_OBJECTS, MAX_RULES,
+    MAX_TOP,
+};
+use relaymesh_protocol::{
+    FailingCluster, Number, ObjectStatus, PhaseCounts, PlacementStatus, Ranked, RuleSummary,
+    Summary,
+};
 
 /// The sum of two counts (a commutative monoid with the zero counts).
 pub fn add(a: &PhaseCounts, b: &PhaseCounts) -> PhaseCounts {
@@ -35,10 +63,14 @@ pub fn total(counts: &PhaseCounts) -> u64 {
 /// Merges statuses: counts add up; the message kept is the first one in
 /// `statuses` order, so callers pass children sorted by name for a stable
 /// result. The failing clusters are the first [`MAX_FAILING_CLUSTERS`] by
-/// name of all of them, each once ([`bounded`]).
+/// name of all of them, each once ([`bounded`]); rule summaries merge by
+/// rule ([`merge_rules`]); objects' statuses are kept only if the merged
+/// counts cover exactly one cluster.
 pub fn merge<'a>(statuses: impl IntoIterator<Item = &'a PlacementStatus>) -> PlacementStatus {
     let mut merged = PlacementStatus::default();
     let mut failing = Vec::new();
+    let mut rules: Vec<&RuleSummary> = Vec::new();
+    let mut objects: Option<&Vec<ObjectStatus>> = None;
     for status in statuses {
         merged.counts = add(&merged.counts, &status.counts);
         if merged.message.is_none() {
@@ -48,8 +80,18 @@ pub fn merge<'a>(statuses: impl IntoIterator<Item = &'a PlacementStatus>) -> Pla
         if failing.len() > 4 * MAX_FAILING_CLUSTERS {
             failing = bounded(failing);
         }
+        rules.extend(status.rules.iter());
+        if total(&status.counts) == 1 && !status.objects.is_empty() {
+            objects = Some(&status.objects);
+        }
     }
     merged.failing = bounded(failing);
+    merged.rules = merge_rules(rules);
+    if total(&merged.counts) == 1 {
+        merged.objects = objects
+            .map(|objects| bounded_objects(objects))
+            .unwrap_or_default();
+    }
     merged
 }
 
@@ -62,6 +104,123 @@ pub fn bounded(mut failing: Vec<FailingCluster>) -> Vec<FailingCluster> {
     failing.dedup_by(|later, earlier| later.cluster == earlier.cluster);
     failing.truncate(MAX_FAILING_CLUSTERS);
     failing
+}
+
+/// Merges rule summaries by rule name, sorted by name; at most [`MAX_RULES`]
+/// rules (the first by name), as many as a placement may have.
+pub fn merge_rules<'a>(rules: impl IntoIterator<Item = &'a RuleSummary>) -> Vec<RuleSummary> {
+    let mut by_rule: BTreeMap<&str, Vec<&RuleSummary>> = BTreeMap::new();
+    for rule in rules {
+        by_rule.entry(&rule.rule).or_default().push(rule);
+    }
+    by_rule
+        .into_iter()
+        .take(MAX_RULES)
+        .map(|(name, parts)| merge_rule(name, parts))
+        .collect()
+}
+
+/// Merges one rule's summaries: every value in `all`; groups merged by
+/// key, the first [`MAX_GROUPS`] keys kept and the others' values in
+/// `other`. A key among the first of the whole union is among the first of
+/// every part of it, so its values are never folded into `other` on the
+/// way: the result does not depend on grouping or order.
+fn merge_rule(name: &str, parts: Vec<&RuleSummary>) -> RuleSummary {
+    let mut groups: BTreeMap<&str, Vec<&Summary>> = BTreeMap::new();
+    let mut other: Vec<&Summary> = Vec::new();
+    for part in &parts {
+        other.push(&part.other);
+        for (key, summary) in &part.groups {
+            groups.entry(key).or_default().push(summary);
+        }
+    }
+    let mut kept = Vec::new();
+    for (index, (key, summaries)) in groups.into_iter().enumerate() {
+        if index < MAX_GROUPS {
+            kept.push((key.to_string(), merge_summaries(summaries)));
+        } else {
+            other.extend(summaries);
+        }
+    }
+    RuleSummary {
+        rule: name.to_string(),
+        all: merge_summaries(parts.iter().map(|part| &part.all)),
+        groups: kept,
+        other: merge_summaries(other),
+    }
+}
+
+/// Merges summaries of numbers. A summary holding a non-finite number (only
+/// a hostile child sends one) is left out whole.
+pub fn merge_summaries<'a>(summaries: impl IntoIterator<Item = &'a Summary>) -> Summary {
+    let mut merged = Summary::default();
+    for summary in summaries {
+        if summary.count == 0 || !finite(summary) {
+            continue;
+        }
+        merged.count = merged.count.saturating_add(summary.count);
+        merged.sum = Number(merged.sum.0 + summary.sum.0);
+        merged.min = [merged.min, summary.min].into_iter().flatten().min();
+        merged.max = [merged.max, summary.max].into_iter().flatten().max();
+        merged.top.extend(summary.top.iter().take(MAX_TOP).cloned());
+        if merged.top.len() > 4 * MAX_TOP {
+            merged.top = top(std::mem::take(&mut merged.top));
+        }
+    }
+    merged.top = top(merged.top);
+    merged
+}
+
+/// The summary of one value reported by `cluster`.
+pub fn single(value: f64, cluster: &str) -> Summary {
+    if !value.is_finite() {
+        return Summary::default();
+    }
+    let value = Number(value);
+    Summary {
+        count: 1,
+        sum: value,
+        min: Some(value),
+        max: Some(value),
+        top: vec![Ranked {
+            value,
+            cluster: cluster.to_string(),
+        }],
+    }
+}
+
+/// The average of the summary's values, if it has any.
+pub fn average(summary: &Summary) -> Option<f64> {
+    (summary.count > 0).then(|| summary.sum.0 / summary.count as f64)
+}
+
+/// The largest [`MAX_TOP`] values, largest first, ties by cluster name: a
+/// total order, so keeping the first of a union is associative.
+fn top(mut ranked: Vec<Ranked>) -> Vec<Ranked> {
+    ranked.sort_by(|a, b| {
+        b.value
+            .cmp(&a.value)
+            .then_with(|| a.cluster.cmp(&b.cluster))
+    });
+    ranked.truncate(MAX_TOP);
+    ranked
+}
+
+fn finite(summary: &Summary) -> bool {
+    let numbers = [Some(summary.sum), summary.min, summary.max];
+    numbers.iter().flatten().all(|number| number.0.is_finite())
+        && summary.top.iter().all(|ranked| ranked.value.0.is_finite())
+}
+
+/// At most [`MAX_REPORTED_OBJECTS`] objects, none with a status over
+/// [`MAX_OBJECT_STATUS_BYTES`].
+fn bounded_objects(objects: &[ObjectStatus]) -> Vec<ObjectStatus> {
+    objects
+        .iter()
+        .filter(|object| object.status.len() <= MAX_OBJECT_STATUS_BYTES)
+        .take(MAX_REPORTED_OBJECTS)
+        .cloned()
+        .collect()
 }
 
 #[cfg(test)]
@@ -166,5 +325,170 @@ mod tests {
             prop_assert!(merged.failing.len() <= MAX_FAILING_CLUSTERS);
             prop_assert!(merged.failing.windows(2).all(|pair| pair[0].cluster < pair[1].cluster));
         }
+    }
+
+    /// A cluster's report for one rule: integer values (so sums are exact
+    /// whatever the order), grouped by a key from a small set, so bounds
+    /// are reached in some cases.
+    fn rule_report(rule: &'static str) -> impl Strategy<Value = RuleSummary> {
+        (
+            "c[0-9]{1,2}",
+            prop::collection::vec((0u16..40, -1000i32..1000), 0..4),
+        )
+            .prop_map(move |(cluster, values)| {
+                let mut groups: BTreeMap<String, Vec<Summary>> = BTreeMap::new();
+                let mut all = Vec::new();
+                for (group, value) in values {
+                    let one = single(f64::from(value), &cluster);
+                    groups
+                        .entry(format!("g{group:02}"))
+                        .or_default()
+                        .push(one.clone());
+                    all.push(one);
+                }
+                let groups: Vec<(String, Summary)> = groups
+                    .into_iter()
+                    .map(|(key, values)| (key, merge_summaries(&values)))
+                    .collect();
+                // What one cluster reports is already bounded like a merge.
+                merge_rules([&RuleSummary {
+                    rule: rule.to_string(),
+                    all: merge_summaries(&all),
+                    groups,
+                    other: Summary::default(),
+                }])
+                .remove(0)
+            })
+    }
+
+    fn with_rules(rules: Vec<RuleSummary>) -> PlacementStatus {
+        PlacementStatus {
+            rules,
+            ..PlacementStatus::default()
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn rule_merge_is_the_same_whatever_the_grouping_and_order(
+            reports in prop::collection::vec((rule_report("a"), rule_report("b")), 0..12),
+            cut in 0usize..12,
+        ) {
+            let statuses: Vec<PlacementStatus> = reports
+                .iter()
+                .map(|(a, b)| with_rules(vec![a.clone(), b.clone()]))
+                .collect();
+            let cut = cut.min(statuses.len());
+            let whole = merge(&statuses);
+            let left = merge(&statuses[..cut]);
+            let right = merge(&statuses[cut..]);
+            prop_assert_eq!(&whole.rules, &merge([&left, &right]).rules);
+            prop_assert_eq!(&whole.rules, &merge([&right, &left]).rules);
+            let reversed: Vec<&PlacementStatus> = statuses.iter().rev().collect();
+            prop_assert_eq!(&whole.rules, &merge(reversed).rules);
+        }
+
+        #[test]
+        fn every_value_is_counted_once_in_a_group_or_in_other(
+            reports in prop::collection::vec(rule_report("a"), 0..30),
+        ) {
+            let statuses: Vec<PlacementStatus> =
+                reports.iter().map(|a| with_rules(vec![a.clone()])).collect();
+            let merged = merge(&statuses);
+            let values: Vec<f64> = reports
+                .iter()
+                .flat_map(|report| report.groups.iter().map(|(_, summary)| summary))
+                .map(|summary| summary.sum.0)
+                .collect();
+            let count: u64 = reports.iter().map(|report| report.all.count).sum();
+            if count == 0 {
+                prop_assert!(merged.rules.iter().all(|rule| rule.all.count == 0));
+                return Ok(());
+            }
+            let rule = &merged.rules[0];
+            prop_assert_eq!(rule.all.count, count);
+            prop_assert_eq!(rule.all.sum.0, values.iter().sum::<f64>());
+            prop_assert!(rule.groups.len() <= MAX_GROUPS);
+            prop_assert!(rule.groups.windows(2).all(|pair| pair[0].0 < pair[1].0));
+            let grouped: u64 = rule.groups.iter().map(|(_, summary)| summary.count).sum();
+            prop_assert_eq!(grouped + rule.other.count, count);
+            let grouped_sum: f64 = rule.groups.iter().map(|(_, summary)| summary.sum.0).sum();
+            prop_assert_eq!(grouped_sum + rule.other.sum.0, rule.all.sum.0);
+            prop_assert!(rule.all.top.len() <= MAX_TOP);
+            prop_assert_eq!(rule.all.top.first().map(|ranked| ranked.value), rule.all.max);
+            prop_assert!(rule.all.top.windows(2).all(|pair| pair[0].value >= pair[1].value));
+            prop_assert!(rule.all.min <= rule.all.max);
+        }
+
+        #[test]
+        fn a_non_finite_summary_from_a_hostile_child_is_left_out(
+            report in rule_report("a"),
+            poison in prop_oneof![Just(f64::NAN), Just(f64::INFINITY), Just(f64::NEG_INFINITY)],
+        ) {
+            let mut hostile = report.clone();
+            hostile.all.sum = Number(poison);
+            let merged = merge([&with_rules(vec![report.clone()]), &with_rules(vec![hostile])]);
+            let alone = merge([&with_rules(vec![report])]);
+            prop_assert_eq!(&merged.rules[0].all, &alone.rules[0].all);
+        }
+    }
+
+    fn object(name: &str) -> ObjectStatus {
+        ObjectStatus {
+            group: "apps".into(),
+            kind: "Deployment".into(),
+            namespace: Some("shop".into()),
+            name: name.into(),
+            bundle: relaymesh_protocol::BundleId::of(b"bundle"),
+            observed: true,
+            status: br#"{"readyReplicas":1}"#.to_vec(),
+        }
+    }
+
+    #[test]
+    fn objects_survive_only_while_the_status_covers_one_cluster() {
+        let one = PlacementStatus {
+            counts: PhaseCounts {
+                ready: 1,
+                ..PhaseCounts::default()
+            },
+            objects: vec![object("web")],
+            ..PlacementStatus::default()
+        };
+        let pending = PlacementStatus {
+            counts: PhaseCounts {
+                pending: 1,
+                ..PhaseCounts::default()
+            },
+            ..PlacementStatus::default()
+        };
+        let nothing = PlacementStatus::default();
+        assert_eq!(merge([&one, &nothing]).objects, vec![object("web")]);
+        assert_eq!(
+            merge([&nothing, &merge([&one])]).objects,
+            vec![object("web")]
+        );
+        assert!(merge([&one, &pending]).objects.is_empty());
+        let mut huge = one.clone();
+        huge.objects[0].status = vec![b' '; MAX_OBJECT_STATUS_BYTES + 1];
+        huge.objects
+            .extend((0..2 * MAX_REPORTED_OBJECTS).map(|n| object(&format!("o{n}"))));
+        let merged = merge([&huge]);
+        assert_eq!(merged.objects.len(), MAX_REPORTED_OBJECTS);
+        assert!(merged
+            .objects
+            .iter()
+            .all(|o| o.status.len() <= MAX_OBJECT_STATUS_BYTES));
+    }
+
+    #[test]
+    fn average_is_the_sum_over_the_count() {
+        let values = [single(1.0, "a"), single(2.0, "b"), single(6.0, "c")];
+        let merged = merge_summaries(&values);
+        assert_eq!(average(&merged), Some(3.0));
+        assert_eq!(average(&Summary::default()), None);
+        assert_eq!(merged.min, Some(Number(1.0)));
+        assert_eq!(merged.top[0].cluster, "c");
+        assert_eq!(single(f64::NAN, "a"), Summary::default());
     }
 }

@@ -262,6 +262,7 @@ fn up() -> impl Strategy<Value = UpMessage> {
                                     })
                                     .collect(),
                                 message,
+                                ..PlacementStatus::default()
                             },
                         )
                     })

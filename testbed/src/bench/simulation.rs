@@ -198,7 +198,7 @@ pub fn run(config: &Config) -> Result<Report, SimulationBenchError> {
             },
             message: failed
                 .then(|| format!("{name}: Deployment bench/storefront: image pull failed")),
-            failing: Vec::new(),
+            ..PlacementStatus::default()
         };
         if let Some(core) = simulation.core_mut(name) {
             core.set_own_status(now, KEY, Some(status));

@@ -19,6 +19,7 @@ fn reported(ready: u64, failed: u64, offline: u64, failing: &[&str]) -> Placemen
                 message: format!("Deployment shop/web: {name} cannot pull"),
             })
             .collect(),
+        ..PlacementStatus::default()
     }
 }
 
