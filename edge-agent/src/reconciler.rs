@@ -92,6 +92,12 @@ struct Placement {
     /// A message for a failure that is not one object's.
     problem: Option<String>,
     health: BTreeMap<ObjectRef, Health>,
+    /// Each applied object as the cluster last showed it (status included),
+    /// with the bundle it came from: what status rules and the
+    /// single-cluster status report read.
+    live: BTreeMap<ObjectRef, status::Live>,
+    /// The bundle each object of the current bundles comes from.
+    origins: BTreeMap<ObjectRef, BundleId>,
     /// The resourceVersion our last apply returned, per object: watch
     /// events carrying it are our own writes.
     written: BTreeMap<ObjectRef, String>,
@@ -325,6 +331,7 @@ impl Reconciler {
         let drifted = match &event.object {
             None => {
                 tracing::info!(placement = %key, object = %event.reference, "managed object deleted; restoring it");
+                placement.live.remove(&event.reference);
                 true
             }
             Some(live) => {
@@ -335,6 +342,9 @@ impl Reconciler {
                     && version == placement.written.get(&event.reference).map(String::as_str);
                 let health = status::health(&event.reference.group, &event.reference.kind, live);
                 placement.health.insert(event.reference.clone(), health);
+                if let Some(known) = placement.live.get_mut(&event.reference) {
+                    known.object.clone_from(live);
+                }
                 let drifted =
                     !ours && !manifest.create_only && !manifest::contains(live, &manifest.body);
                 if drifted {
@@ -382,12 +392,14 @@ impl Reconciler {
             })
             .or(failed_workload)
             .map(|message| format!("{}: {message}", self.cluster));
-        self.reporter
-            .report(
-                key,
-                status::placement_status(&self.cluster, &phase, message),
-            )
-            .await;
+        let mut status = status::placement_status(&self.cluster, &phase, message);
+        status.objects = placement
+            .live
+            .iter()
+            .filter_map(|(reference, live)| status::object_status(reference, live))
+            .take(relaymesh_protocol::status::MAX_REPORTED_OBJECTS)
+            .collect();
+        self.reporter.report(key, status).await;
     }
 }
 

@@ -6,7 +6,9 @@
 
 use std::collections::BTreeMap;
 
-use relaymesh_protocol::{FailingCluster, PhaseCounts, PlacementStatus};
+use relaymesh_protocol::status::MAX_OBJECT_STATUS_BYTES;
+use relaymesh_protocol::{BundleId, FailingCluster, ObjectStatus, PhaseCounts, PlacementStatus};
+use serde_json::Value;
 use tokio::sync::mpsc;
 
 pub use crate::health::{health, Health};
@@ -78,6 +80,52 @@ pub fn placement_status(cluster: &str, phase: &Phase, message: Option<String>) -
         failing,
         ..PlacementStatus::default()
     }
+}
+
+/// An applied object as the cluster last showed it, and the bundle it came
+/// from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Live {
+    /// The bundle the applied object came from.
+    pub bundle: BundleId,
+    /// The object, status included.
+    pub object: Value,
+}
+
+/// What the tree hears of one applied object's own status, for the root to
+/// copy onto its object while this is the placement's only cluster; `None`
+/// if the object has no status or it is too large to travel
+/// ([`MAX_OBJECT_STATUS_BYTES`]).
+pub fn object_status(reference: &crate::manifest::ObjectRef, live: &Live) -> Option<ObjectStatus> {
+    let status = live
+        .object
+        .get("status")
+        .filter(|status| status.is_object())?;
+    let bytes = serde_json::to_vec(status).ok()?;
+    if bytes.len() > MAX_OBJECT_STATUS_BYTES {
+        return None;
+    }
+    // Controllers that report `observedGeneration` say so when they have
+    // seen the spec the agent applied; other kinds' status is always of
+    // the object as it is.
+    let generation = live
+        .object
+        .pointer("/metadata/generation")
+        .and_then(Value::as_i64);
+    let observed_generation = status.get("observedGeneration").and_then(Value::as_i64);
+    let observed = match (generation, observed_generation) {
+        (Some(generation), Some(observed)) => observed >= generation,
+        _ => true,
+    };
+    Some(ObjectStatus {
+        group: reference.group.clone(),
+        kind: reference.kind.clone(),
+        namespace: reference.namespace.clone(),
+        name: reference.name.clone(),
+        bundle: live.bundle,
+        observed,
+        status: bytes,
+    })
 }
 
 /// Sends statuses up to the daemon, only when they change.
@@ -156,5 +204,46 @@ mod tests {
         );
         assert_eq!(receiver.recv().await, Some(("placement/a/b".into(), None)));
         assert!(receiver.try_recv().is_err());
+    }
+
+    #[test]
+    fn an_object_status_says_whether_its_controller_saw_the_applied_spec() {
+        let reference = crate::manifest::ObjectRef {
+            group: "apps".into(),
+            version: "v1".into(),
+            kind: "Deployment".into(),
+            namespace: Some("shop".into()),
+            name: "web".into(),
+        };
+        let bundle = BundleId::of(b"bundle");
+        let live = |generation: i64, observed: i64| Live {
+            bundle,
+            object: serde_json::json!({
+                "metadata": {"generation": generation},
+                "status": {"observedGeneration": observed, "readyReplicas": 2},
+            }),
+        };
+        let caught_up = object_status(&reference, &live(3, 3)).expect("has a status");
+        assert!(caught_up.observed);
+        assert_eq!(caught_up.bundle, bundle);
+        assert_eq!(
+            serde_json::from_slice::<Value>(&caught_up.status).expect("JSON"),
+            serde_json::json!({"observedGeneration": 3, "readyReplicas": 2})
+        );
+        assert!(
+            !object_status(&reference, &live(4, 3))
+                .expect("status")
+                .observed
+        );
+        let no_status = Live {
+            bundle,
+            object: serde_json::json!({"metadata": {"generation": 1}}),
+        };
+        assert_eq!(object_status(&reference, &no_status), None);
+        let huge = Live {
+            bundle,
+            object: serde_json::json!({"status": {"blob": "x".repeat(MAX_OBJECT_STATUS_BYTES)}}),
+        };
+        assert_eq!(object_status(&reference, &huge), None);
     }
 }

@@ -121,7 +121,7 @@ pub(crate) enum Event {
     /// How many clusters each placement selects, and how they are doing,
     /// by slice key.
     PlacementStatus {
-        reply: oneshot::Sender<BTreeMap<String, (u64, relaymesh_protocol::PlacementStatus)>>,
+        reply: oneshot::Sender<BTreeMap<String, placements::PlacementReport>>,
     },
     /// The root revoked a node or a token: sign it and send it down.
     Revoke {
@@ -626,18 +626,23 @@ impl Daemon {
                 self.core.handle_bundle_served(now, &child, id, bytes);
             }
             Event::PlacementStatus { reply } => {
-                let keys: Vec<String> = self
+                let entries: Vec<(String, Vec<BundleId>)> = self
                     .core
                     .entries()
                     .filter(|entry| entry.key.starts_with(crate::placement::KEY_PREFIX))
-                    .map(|entry| entry.key.clone())
+                    .map(|entry| (entry.key.clone(), entry.bundles.clone()))
                     .collect();
-                let selected = keys
+                let selected = entries
                     .into_iter()
-                    .filter_map(|key| {
+                    .filter_map(|(key, bundles)| {
                         let selected = self.core.placement_selected(&key)?;
                         let status = self.core.placement_status(&key).unwrap_or_default();
-                        Some((key, (selected, status)))
+                        let report = placements::PlacementReport {
+                            selected,
+                            status,
+                            bundles,
+                        };
+                        Some((key, report))
                     })
                     .collect();
                 let _ = reply.send(selected);

@@ -15,6 +15,7 @@
 
 mod bundle;
 mod explain;
+pub mod singleton;
 mod spec;
 pub mod status;
 

@@ -2,7 +2,9 @@
 //! tree, 3 of them failing the workload. What the root writes on the
 //! Placement (read with kubectl and `relayctl status`) counts them as
 //! failed, names them with their agents' messages, and carries conditions
-//! `kubectl wait` understands.
+//! `kubectl wait` understands. A placement on one cluster by name gets
+//! that cluster's status onto the root's own Deployment, so `kubectl
+//! rollout status` at the root follows the real rollout.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -17,6 +19,26 @@ const UP: Duration = Duration::from_secs(300);
 const SETTLE: Duration = Duration::from_secs(120);
 const AGENTS: usize = 20;
 const FAILING: usize = 3;
+
+/// A Deployment placed on exactly one cluster (named in the test).
+const SOLO: &str = r#"
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: solo, namespace: shop, labels: {app: solo}}
+spec:
+  replicas: 3
+  selector: {matchLabels: {app: solo}}
+  template:
+    metadata: {labels: {app: solo}}
+    spec: {containers: [{name: solo, image: "nginx:1.27"}]}
+---
+apiVersion: relaymesh.dev/v1alpha1
+kind: Placement
+metadata: {name: solo, namespace: shop}
+spec:
+  workloads: [{labelSelector: {matchLabels: {app: solo}}}]
+  clusters: {names: [CLUSTER]}
+"#;
 
 const MANIFESTS: &str = r#"
 apiVersion: v1
@@ -230,6 +252,68 @@ fn failures_are_named_and_kubectl_wait_and_relayctl_watch_follow() -> anyhow::Re
             "{error}"
         );
     }
+
+    // Singleton status: one destination by name, and the root's own
+    // Deployment shows that cluster's rollout.
+    let plan = Plan::new(&levels, AGENTS);
+    let solo = plan.agents[0].name.clone();
+    let applied = kubectl(
+        &root,
+        &["apply", "-f", "-"],
+        Some(&SOLO.replace("CLUSTER", &solo)),
+    )?;
+    anyhow::ensure!(
+        applied.status.success(),
+        "{}",
+        String::from_utf8_lossy(&applied.stderr)
+    );
+    let rollout = kubectl(
+        &root,
+        &[
+            "rollout",
+            "status",
+            "deploy/solo",
+            "-n",
+            "shop",
+            "--timeout=120s",
+        ],
+        None,
+    )?;
+    assert!(
+        rollout.status.success(),
+        "{}{}{}",
+        String::from_utf8_lossy(&rollout.stdout),
+        String::from_utf8_lossy(&rollout.stderr),
+        testbed.logs()
+    );
+    assert!(
+        String::from_utf8_lossy(&rollout.stdout).contains("successfully rolled out"),
+        "{}",
+        String::from_utf8_lossy(&rollout.stdout)
+    );
+    let output = kubectl(
+        &root,
+        &["get", "deploy", "solo", "-n", "shop", "-o", "json"],
+        None,
+    )?;
+    let deployment: Value = serde_json::from_slice(&output.stdout)?;
+    assert_eq!(deployment["status"]["readyReplicas"], 3, "{deployment}");
+    assert_eq!(
+        deployment["status"]["observedGeneration"],
+        deployment["metadata"]["generation"]
+    );
+    // A placement on many clusters copies no status onto its objects.
+    let output = kubectl(
+        &root,
+        &["get", "deploy", "api", "-n", "shop", "-o", "json"],
+        None,
+    )?;
+    let api: Value = serde_json::from_slice(&output.stdout)?;
+    assert!(
+        api.get("status")
+            .is_none_or(|status| status.get("readyReplicas").is_none()),
+        "{api}"
+    );
     testbed.stop()?;
     Ok(())
 }

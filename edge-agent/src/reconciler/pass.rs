@@ -74,6 +74,7 @@ async fn apply_placement(
     let mut errors = BTreeMap::new();
     let mut refused = BTreeSet::new();
     let mut health = BTreeMap::new();
+    let mut live_objects = BTreeMap::new();
     let mut written = BTreeMap::new();
     let mut checked_namespaces = BTreeSet::new();
     let mut definitions = Vec::new();
@@ -137,6 +138,13 @@ async fn apply_placement(
                     reference.clone(),
                     status::health(&reference.group, &reference.kind, &value),
                 );
+                if let Some(bundle) = placement.origins.get(reference) {
+                    let live = status::Live {
+                        bundle: *bundle,
+                        object: value,
+                    };
+                    live_objects.insert(reference.clone(), live);
+                }
                 if let Some(version) = live.metadata.resource_version {
                     written.insert(reference.clone(), version);
                 }
@@ -185,6 +193,7 @@ async fn apply_placement(
     placement.problem = None;
     placement.errors = errors;
     placement.health = health;
+    placement.live = live_objects;
     placement.written = written;
     // What the policy refused, another try would refuse again.
     let retry = placement
@@ -208,6 +217,7 @@ fn read_bundles(
     placement: &mut Placement,
 ) -> Result<Option<BTreeMap<ObjectRef, Manifest>>, ReconcileError> {
     let mut manifests = BTreeMap::new();
+    let mut origins = BTreeMap::new();
     for id in &placement.bundles {
         let Some(bytes) = reconciler.store.bundle(id)? else {
             tracing::debug!(bundle = %id, "waiting for a bundle");
@@ -216,6 +226,7 @@ fn read_bundles(
         match manifest::parse_bundle(&bytes, &applyset.id) {
             Ok(parsed) => {
                 for manifest in parsed {
+                    origins.insert(manifest.reference.clone(), *id);
                     manifests.insert(manifest.reference.clone(), manifest);
                 }
             }
@@ -227,6 +238,7 @@ fn read_bundles(
         }
     }
     placement.problem = None;
+    placement.origins = origins;
     Ok(Some(manifests))
 }
 

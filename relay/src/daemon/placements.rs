@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use relaymesh_protocol::SliceEntry;
+use relaymesh_protocol::{BundleId, PlacementStatus, SliceEntry};
 use tokio::sync::{broadcast, oneshot};
 use tokio_util::sync::CancellationToken;
 
@@ -62,16 +62,34 @@ pub(super) async fn run(objects: ObjectStore, shared: Shared, shutdown: Cancella
     }
 }
 
-/// Whether `event` is only a Placement's status changing (as this
-/// controller writes it), which changes no entry.
+/// Whether `event` is only a status changing (as this controller writes
+/// it onto Placements, and onto singleton placements' objects), which
+/// changes no entry: bundles carry no status.
 fn is_placement_status(event: &ObjectEvent) -> bool {
+    if event.event_type != WatchEventType::Modified {
+        return false;
+    }
+    let Some(previous) = event.previous.as_deref() else {
+        return false;
+    };
     let placement =
         event.key.group == placement::RELAYMESH_GROUP && event.key.resource == "placements";
-    let same_spec = event.previous.as_deref().is_some_and(|previous| {
-        previous.get("spec") == event.object.get("spec")
-            && previous["metadata"].get("labels") == event.object["metadata"].get("labels")
-    });
-    placement && event.event_type == WatchEventType::Modified && same_spec
+    if placement {
+        return previous.get("spec") == event.object.get("spec")
+            && previous["metadata"].get("labels") == event.object["metadata"].get("labels");
+    }
+    placement::strip_server_fields(previous) == placement::strip_server_fields(&event.object)
+}
+
+/// What the core says of one placement, for its status.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct PlacementReport {
+    /// How many clusters the root's split selects.
+    pub selected: u64,
+    /// How they are doing, merged up the tree.
+    pub status: PlacementStatus,
+    /// The bundles of the placement's entry now.
+    pub bundles: Vec<BundleId>,
 }
 
 /// Rebuilds every placement's entry and hands the set to the core.
@@ -127,6 +145,7 @@ async fn write_status(objects: &ObjectStore, shared: &Shared) -> Result<(), Cont
         .map_err(|_| ControllerError::Stopping)?;
     let selected = selected.await.map_err(|_| ControllerError::Stopping)?;
     let (placements, _) = objects.list(placement::RELAYMESH_GROUP, "placements", None)?;
+    let mut singletons = Vec::new();
     for mut object in placements {
         let namespace = object["metadata"]["namespace"]
             .as_str()
@@ -136,9 +155,16 @@ async fn write_status(objects: &ObjectStore, shared: &Shared) -> Result<(), Cont
             .as_str()
             .unwrap_or_default()
             .to_string();
-        let Some((count, status)) = selected.get(&placement::entry_key(&namespace, &name)) else {
+        let Some(report) = selected.get(&placement::entry_key(&namespace, &name)) else {
             continue;
         };
+        let count = &report.selected;
+        let status = &report.status;
+        if *count == 1 && !status.objects.is_empty() {
+            if let Ok(spec) = placement::PlacementSpec::from_object(&object) {
+                singletons.push((spec, report));
+            }
+        }
         let generation = object["metadata"]["generation"].as_i64();
         let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
         let written =
@@ -159,6 +185,51 @@ async fn write_status(objects: &ObjectStore, shared: &Shared) -> Result<(), Cont
             Err(error) => {
                 tracing::debug!(placement = %name, %error, "placement status not written")
             }
+        }
+    }
+    if !singletons.is_empty() {
+        copy_singleton_status(objects, &singletons)?;
+    }
+    Ok(())
+}
+
+/// Copies the one cluster's status of each object of a single-destination
+/// placement onto the root's copy ([`placement::singleton`]). Only objects
+/// the placement selects are written: what a child reports names objects,
+/// and a hostile one must not reach any other root object's status.
+fn copy_singleton_status(
+    objects: &ObjectStore,
+    singletons: &[(placement::PlacementSpec, &PlacementReport)],
+) -> Result<(), ControllerError> {
+    for (key, mut object) in objects.list_all()? {
+        for (spec, report) in singletons {
+            if !spec.selects_object(&object) {
+                continue;
+            }
+            let Some(reported) =
+                placement::singleton::reported_for(&object, &report.status.objects)
+            else {
+                continue;
+            };
+            let Some(status) =
+                placement::singleton::copied_status(&object, reported, &report.bundles)
+            else {
+                continue;
+            };
+            if object.get("status") == Some(&status) {
+                break;
+            }
+            object["status"] = status;
+            match objects.update(&key, object) {
+                Ok(_) => {
+                    tracing::debug!(object = %key.name, placement = %spec.name, "singleton status copied")
+                }
+                // Changed meanwhile: the next round writes it.
+                Err(error) => {
+                    tracing::debug!(object = %key.name, %error, "singleton status not written")
+                }
+            }
+            break;
         }
     }
     Ok(())
