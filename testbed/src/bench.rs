@@ -10,6 +10,7 @@ pub mod docs;
 pub mod fanin;
 pub mod fanout;
 pub mod fleet;
+pub mod latency;
 pub mod nats;
 pub mod peers;
 pub mod placement;

@@ -256,6 +256,31 @@ enum Bench {
         #[arg(long, hide = true)]
         run_json: Option<PathBuf>,
     },
+    /// Status latency: N hollow agents below three levels run a Deployment
+    /// the root placed on all of them; one cluster at a time it becomes
+    /// unavailable and ready again, each change timed until the root's
+    /// Placement status shows it (p50, p99). Writes
+    /// OUT_DIR/status-latency.json.
+    Latency {
+        /// Hollow agents.
+        #[arg(long, default_value_t = 1_000)]
+        agents: usize,
+        /// Relays under each relay of the level above, comma-separated.
+        #[arg(long, value_delimiter = ',', default_value = "2,4")]
+        relays_per_level: Vec<usize>,
+        /// How many clusters change (each twice).
+        #[arg(long, default_value_t = 50)]
+        changes: usize,
+        /// How long each wait may take.
+        #[arg(long, default_value = "300s", value_parser = humantime::parse_duration)]
+        timeout: Duration,
+        /// Where the fleet lives while it runs.
+        #[arg(long, default_value = "target/bench/fleets")]
+        dir: PathBuf,
+        /// Where the reports go.
+        #[arg(long, default_value = "target/bench")]
+        out_dir: PathBuf,
+    },
     /// Status fan-in: N hollow agents run a Deployment the root placed on
     /// all of them, then every cluster marks it unavailable at once. The
     /// bytes reaching the root against the bytes leaving the agents, and the
@@ -450,6 +475,29 @@ fn main() -> anyhow::Result<()> {
                 println!("report: {}", report.write(&out_dir)?.display());
             }
             Ok(())
+        }
+        Command::Bench(Bench::Latency {
+            agents,
+            relays_per_level,
+            changes,
+            timeout,
+            dir,
+            out_dir,
+        }) => {
+            let options = bench::latency::LatencyOptions {
+                agents,
+                relays_per_level,
+                changes,
+                dir,
+                bin_dir: bin_dir()?,
+                timeout,
+            };
+            fleet_bench(
+                &options.dir,
+                &out_dir,
+                bench::latency::run_fleet(&options),
+                |run| bench::latency::report(&options, run),
+            )
         }
         Command::Bench(Bench::Fanin {
             agents,

@@ -114,6 +114,26 @@ async fn a_status_change_on_every_agent_reaches_the_root_summarized() -> anyhow:
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_at_one_leaf_reaches_the_root_and_is_timed() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let options = relaymesh_testbed::bench::latency::LatencyOptions {
+        agents: 12,
+        relays_per_level: vec![1, 2],
+        changes: 3,
+        dir: dir.path().to_path_buf(),
+        bin_dir: bin_dir()?,
+        timeout: Duration::from_secs(120),
+    };
+    // Fails unless the root saw each of the 3 clusters go unavailable
+    // (11 of 12 ready) and ready again (12 of 12).
+    let run = relaymesh_testbed::bench::latency::run_fleet(&options).await?;
+    assert_eq!(run.latencies.len(), 6);
+    let report = relaymesh_testbed::bench::latency::report(&options, &run);
+    assert_eq!(report.figures.len(), 2);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn agents_of_a_killed_and_restarted_relay_reconnect_and_converge() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let options = relaymesh_testbed::bench::storm::StormOptions {

@@ -57,7 +57,10 @@ impl Simulation {
         };
         let now = self.now();
         self.nodes[id].traffic.messages_to_parent += 1;
+        let status_bytes = status_bytes(&message);
+        self.nodes[id].traffic.status_bytes_to_parent += status_bytes;
         let parent_node = &mut self.nodes[parent];
+        parent_node.traffic.status_bytes_from_children += status_bytes;
         parent_node.traffic.messages_from_children += 1;
         parent_node.traffic.inventory_records_from_children += inventory_records(&message);
         parent_node.traffic.events += 1;
@@ -128,6 +131,17 @@ impl Simulation {
 }
 
 /// How many inventory records `message` carries.
+/// The encoded size of a status message (what it costs on the wire, frame
+/// header aside); 0 for other messages.
+fn status_bytes(message: &UpMessage) -> u64 {
+    match message {
+        UpMessage::Status(_) => {
+            relaymesh_protocol::codec::encode(message).map_or(0, |bytes| bytes.len() as u64)
+        }
+        _ => 0,
+    }
+}
+
 fn inventory_records(message: &UpMessage) -> u64 {
     match message {
         UpMessage::Inventory(InventoryUpdate::Delta { upserts, removals }) => {

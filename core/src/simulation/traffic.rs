@@ -23,6 +23,10 @@ pub struct Traffic {
     pub inventory_records_from_children: u64,
     /// Messages sent to its parent.
     pub messages_to_parent: u64,
+    /// Encoded bytes of the status messages it sent to its parent.
+    pub status_bytes_to_parent: u64,
+    /// Encoded bytes of the status messages its children sent it.
+    pub status_bytes_from_children: u64,
     /// Messages sent to its children.
     pub messages_to_children: u64,
     /// Bundles fetched from its parent and stored.
@@ -44,6 +48,8 @@ impl AddAssign<&Traffic> for Traffic {
         self.messages_from_children += other.messages_from_children;
         self.inventory_records_from_children += other.inventory_records_from_children;
         self.messages_to_parent += other.messages_to_parent;
+        self.status_bytes_to_parent += other.status_bytes_to_parent;
+        self.status_bytes_from_children += other.status_bytes_from_children;
         self.messages_to_children += other.messages_to_children;
         self.bundles_fetched += other.bundles_fetched;
         self.bundle_bytes_fetched += other.bundle_bytes_fetched;

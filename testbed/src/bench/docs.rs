@@ -11,7 +11,7 @@ use plotters::prelude::*;
 use super::report::{format_value, Report, Series};
 
 /// The order benchmarks appear in; others follow by name.
-const ORDER: [&str; 14] = [
+const ORDER: [&str; 15] = [
     "fanout",
     "fanout-root-egress",
     "fanout-relay-memory",
@@ -20,6 +20,7 @@ const ORDER: [&str; 14] = [
     "fanout-star-relay-memory",
     "reconnect-storm",
     "status-fanin",
+    "status-latency",
     "peers",
     "peers-nats",
     "sled-churn",

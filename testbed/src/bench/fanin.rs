@@ -15,13 +15,13 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _};
-use kube::api::{Api, DynamicObject, PostParams};
-use serde_json::{json, Value};
+
+use serde_json::json;
 
 use super::report::{Figure, Report};
 use super::root::{
-    create_namespace, next_root_links, placement_counts, placements_api, root_links, total,
-    ClusterCounts, NEXT_SAMPLE,
+    next_root_links, place_deployment_everywhere, root_links, total, unavailable_deployment_status,
+    wait_counts, ClusterCounts, NEXT_SAMPLE,
 };
 use crate::up::{Fleet, UpOptions};
 
@@ -84,49 +84,9 @@ async fn measure(fleet: &Fleet, options: &FaninOptions) -> anyhow::Result<FaninR
     let agents = options.agents as u64;
     let client = fleet.root_client().await?;
     let hollow = fleet.hollow().context("the fleet has no hollow agents")?;
-    create_namespace(&client, NAMESPACE).await?;
-    let deployment: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": WORKLOAD, "namespace": NAMESPACE, "labels": {"app": WORKLOAD}},
-        "spec": {
-            "replicas": 1,
-            "selector": {"matchLabels": {"app": WORKLOAD}},
-            "template": {
-                "metadata": {"labels": {"app": WORKLOAD}},
-                "spec": {"containers": [{"name": WORKLOAD, "image": "nginx:1.27"}]},
-            },
-        },
-    }))?;
-    let deployments = Api::<DynamicObject>::namespaced_with(
-        client.clone(),
-        NAMESPACE,
-        &kube::core::ApiResource::from_gvk(&kube::core::GroupVersionKind::gvk(
-            "apps",
-            "v1",
-            "Deployment",
-        )),
-    );
-    deployments
-        .create(&PostParams::default(), &deployment)
-        .await
-        .context("cannot create the Deployment")?;
-    let placements = placements_api(&client, NAMESPACE);
-    let placement: DynamicObject = serde_json::from_value(json!({
-        "apiVersion": "relaymesh.dev/v1alpha1",
-        "kind": "Placement",
-        "metadata": {"name": WORKLOAD, "namespace": NAMESPACE},
-        "spec": {
-            "workloads": [{"labelSelector": {"matchLabels": {"app": WORKLOAD}}}],
-            "clusters": {"labelSelector": {}},
-        },
-    }))?;
-    placements
-        .create(&PostParams::default(), &placement)
-        .await
-        .context("cannot create the Placement")?;
+    let placements = place_deployment_everywhere(&client, NAMESPACE, WORKLOAD).await?;
     println!("fanin | waiting until all {agents} clusters are ready");
-    wait_counts(&placements, options.timeout, |counts| {
+    wait_counts(&placements, WORKLOAD, options.timeout, POLL, |counts| {
         counts.ready == agents
     })
     .await?;
@@ -136,7 +96,7 @@ async fn measure(fleet: &Fleet, options: &FaninOptions) -> anyhow::Result<FaninR
     let before = next_root_links(fleet, &first, NEXT_SAMPLE, |_| true).await?;
     let agents_before = hollow.bytes_sent();
     let start = Instant::now();
-    let unavailable = unavailable_status();
+    let unavailable = unavailable_deployment_status();
     for cluster in hollow.clusters().values() {
         if !cluster.set_status(
             "apps",
@@ -148,7 +108,7 @@ async fn measure(fleet: &Fleet, options: &FaninOptions) -> anyhow::Result<FaninR
             bail!("hollow cluster {} has no Deployment", cluster.name());
         }
     }
-    let counts = wait_counts(&placements, options.timeout, |counts| {
+    let counts = wait_counts(&placements, WORKLOAD, options.timeout, POLL, |counts| {
         counts.ready == 0 && counts.applied == agents
     })
     .await?;
@@ -166,41 +126,6 @@ async fn measure(fleet: &Fleet, options: &FaninOptions) -> anyhow::Result<FaninR
         root_exact,
         counts,
     })
-}
-
-/// A Deployment's status when none of its pods is ready.
-fn unavailable_status() -> Value {
-    json!({
-        "observedGeneration": 1,
-        "replicas": 1,
-        "readyReplicas": 0,
-        "availableReplicas": 0,
-        "unavailableReplicas": 1,
-        "conditions": [
-            {"type": "Available", "status": "False", "reason": "MinimumReplicasUnavailable",
-             "message": "Deployment does not have minimum availability."},
-            {"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable"},
-        ],
-    })
-}
-
-/// Waits until the root's counts of the Placement satisfy `done`.
-async fn wait_counts(
-    placements: &Api<DynamicObject>,
-    timeout: Duration,
-    done: impl Fn(&ClusterCounts) -> bool,
-) -> anyhow::Result<ClusterCounts> {
-    let deadline = Instant::now() + timeout;
-    loop {
-        let counts = placement_counts(placements, WORKLOAD).await?;
-        if done(&counts) {
-            return Ok(counts);
-        }
-        if Instant::now() > deadline {
-            bail!("after {timeout:?} the root counts {counts:?}");
-        }
-        tokio::time::sleep(POLL).await;
-    }
 }
 
 /// The `status-fanin` report of `run`.

@@ -150,6 +150,89 @@ pub fn total(links: &BTreeMap<String, RootLink>, field: fn(&RootLink) -> u64) ->
     links.values().map(field).sum()
 }
 
+/// Creates namespace `namespace` with a Deployment `workload` (one replica)
+/// and a Placement of the same name that puts it on every cluster; returns
+/// the namespace's Placements API.
+pub async fn place_deployment_everywhere(
+    client: &kube::Client,
+    namespace: &str,
+    workload: &str,
+) -> anyhow::Result<Api<DynamicObject>> {
+    create_namespace(client, namespace).await?;
+    let deployment: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": workload, "namespace": namespace, "labels": {"app": workload}},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": workload}},
+            "template": {
+                "metadata": {"labels": {"app": workload}},
+                "spec": {"containers": [{"name": workload, "image": "nginx:1.27"}]},
+            },
+        },
+    }))?;
+    let gvk = GroupVersionKind::gvk("apps", "v1", "Deployment");
+    Api::<DynamicObject>::namespaced_with(client.clone(), namespace, &ApiResource::from_gvk(&gvk))
+        .create(&PostParams::default(), &deployment)
+        .await
+        .context("cannot create the Deployment")?;
+    let placements = placements_api(client, namespace);
+    let placement: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "relaymesh.dev/v1alpha1",
+        "kind": "Placement",
+        "metadata": {"name": workload, "namespace": namespace},
+        "spec": {
+            "workloads": [{"labelSelector": {"matchLabels": {"app": workload}}}],
+            "clusters": {"labelSelector": {}},
+        },
+    }))?;
+    placements
+        .create(&PostParams::default(), &placement)
+        .await
+        .context("cannot create the Placement")?;
+    Ok(placements)
+}
+
+/// A Deployment's status when none of its pods is ready.
+pub fn unavailable_deployment_status() -> serde_json::Value {
+    json!({
+        "observedGeneration": 1,
+        "replicas": 1,
+        "updatedReplicas": 1,
+        "readyReplicas": 0,
+        "availableReplicas": 0,
+        "unavailableReplicas": 1,
+        "conditions": [
+            {"type": "Available", "status": "False", "reason": "MinimumReplicasUnavailable",
+             "message": "Deployment does not have minimum availability."},
+            {"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable"},
+        ],
+    })
+}
+
+/// Asks the root for Placement `name`'s counts every `poll` until they
+/// satisfy `done`; fails after `timeout`.
+pub async fn wait_counts(
+    placements: &Api<DynamicObject>,
+    name: &str,
+    timeout: Duration,
+    poll: Duration,
+    done: impl Fn(&ClusterCounts) -> bool,
+) -> anyhow::Result<ClusterCounts> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let counts = placement_counts(placements, name).await?;
+        if done(&counts) {
+            return Ok(counts);
+        }
+        if Instant::now() > deadline {
+            anyhow::bail!("after {timeout:?} the root counts {counts:?} of {name}");
+        }
+        tokio::time::sleep(poll).await;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -24,9 +24,10 @@ use std::time::Instant;
 
 use relaymesh_core::simulation::{LevelTraffic, SimulationConfig, SimulationError, Traffic};
 use relaymesh_protocol::{
-    BundleId, PhaseCounts, PlacementStatus, PlacementTarget, SliceEntry, Target,
+    BundleId, FailingCluster, PhaseCounts, PlacementStatus, PlacementTarget, RuleSummary,
+    SliceEntry, Summary, Target,
 };
-use relaymesh_topology::selector;
+use relaymesh_topology::{selector, summary};
 use serde::Serialize;
 
 use super::fleet::{self, peak_rss_mib, rss_mib, Shape};
@@ -37,6 +38,8 @@ const KEY: &str = "placement/bench/storefront";
 const SELECTOR: &str = "tier in (edge,store)";
 /// The size of its bundle.
 const BUNDLE_LEN: usize = 4096;
+/// The status rule every agent reports: readyReplicas summed by region.
+const RULE: &str = "ready-replicas";
 
 /// What to simulate.
 #[derive(Debug, Clone)]
@@ -155,11 +158,11 @@ pub fn run(config: &Config) -> Result<Report, SimulationBenchError> {
     }
     let placement = phase(started, &before, &simulation.traffic_by_level());
 
-    let expected: Vec<&String> = fleet
+    let expected: Vec<(&String, &str)> = fleet
         .clusters
         .iter()
         .filter(|(_, labels)| relaymesh_topology::selector::matches(&selector, labels))
-        .map(|(name, _)| name)
+        .map(|(name, labels)| (name, labels.get("region").map_or("", String::as_str)))
         .collect();
     let mut selected = 0u64;
     for (name, _) in &fleet.clusters {
@@ -176,7 +179,7 @@ pub fn run(config: &Config) -> Result<Report, SimulationBenchError> {
     if selected != expected.len() as u64
         || !expected
             .iter()
-            .all(|name| simulation[name.as_str()].holds(KEY))
+            .all(|(name, _)| simulation[name.as_str()].holds(KEY))
     {
         return Err(check(&format!(
             "{selected} clusters hold the placement, {} match it",
@@ -188,8 +191,16 @@ pub fn run(config: &Config) -> Result<Report, SimulationBenchError> {
     let before = simulation.traffic_by_level();
     let started = Instant::now();
     let now = simulation.now();
-    for (number, name) in expected.iter().enumerate() {
+    for (number, (name, region)) in expected.iter().enumerate() {
         let failed = number % 100 == 99;
+        // What a status rule summing readyReplicas by region reports.
+        let ready_replicas = summary::single(if failed { 0.0 } else { 2.0 }, name);
+        let rule = RuleSummary {
+            rule: RULE.into(),
+            all: ready_replicas.clone(),
+            groups: vec![(region.to_string(), ready_replicas)],
+            other: Summary::default(),
+        };
         let status = PlacementStatus {
             counts: PhaseCounts {
                 ready: u64::from(!failed),
@@ -198,6 +209,14 @@ pub fn run(config: &Config) -> Result<Report, SimulationBenchError> {
             },
             message: failed
                 .then(|| format!("{name}: Deployment bench/storefront: image pull failed")),
+            failing: failed
+                .then(|| FailingCluster {
+                    cluster: name.to_string(),
+                    message: "Deployment bench/storefront: image pull failed".into(),
+                })
+                .into_iter()
+                .collect(),
+            rules: vec![rule],
             ..PlacementStatus::default()
         };
         if let Some(core) = simulation.core_mut(name) {
@@ -208,14 +227,30 @@ pub fn run(config: &Config) -> Result<Report, SimulationBenchError> {
         return Err(check("the statuses did not settle"));
     }
     let status = phase(started, &before, &simulation.traffic_by_level());
-    let root_status = simulation["root"]
+    let root_summary = simulation["root"]
         .core()
         .placement_status(KEY)
-        .map(|status| status.counts)
         .unwrap_or_default();
+    let root_status = root_summary.counts;
     if root_status.ready + root_status.failed != selected {
         return Err(check(&format!(
             "the root's summary counts {root_status:?}, {selected} clusters report"
+        )));
+    }
+    let rule = root_summary.rules.first().filter(|rule| rule.rule == RULE);
+    let grouped = rule.map_or(0, |rule| {
+        rule.groups
+            .iter()
+            .map(|(_, summary)| summary.count)
+            .sum::<u64>()
+            + rule.other.count
+    });
+    let expected_sum = 2.0 * root_status.ready as f64;
+    if rule.map(|rule| (rule.all.count, rule.all.sum.0)) != Some((selected, expected_sum))
+        || grouped != selected
+    {
+        return Err(check(&format!(
+            "the root's rule summary is {rule:?}, {selected} clusters reported {expected_sum} in all"
         )));
     }
 
@@ -275,6 +310,9 @@ fn difference(after: &Traffic, before: &Traffic) -> Traffic {
         inventory_records_from_children: after.inventory_records_from_children
             - before.inventory_records_from_children,
         messages_to_parent: after.messages_to_parent - before.messages_to_parent,
+        status_bytes_to_parent: after.status_bytes_to_parent - before.status_bytes_to_parent,
+        status_bytes_from_children: after.status_bytes_from_children
+            - before.status_bytes_from_children,
         messages_to_children: after.messages_to_children - before.messages_to_children,
         bundles_fetched: after.bundles_fetched - before.bundles_fetched,
         bundle_bytes_fetched: after.bundle_bytes_fetched - before.bundle_bytes_fetched,
@@ -296,7 +334,9 @@ impl Report {
         );
         report.description = "One placement resolved, its bundle propagated and every \
             status summarized through a tree of real relay cores (`relaymesh_core::simulation`), \
-            in one process, no sockets."
+            in one process, no sockets. Every selected agent's status carries its phase, a \
+            failing entry where it failed, and a status rule's value grouped by region; the \
+            root's summary is checked against what the agents reported."
             .into();
         report.figure(
             Figure::new(
@@ -317,6 +357,45 @@ impl Report {
             self.root_children as f64,
             "nodes",
         ));
+        // Status fan-in: every selected agent reports phase counts, a
+        // failing entry where it failed and a rule summary grouped by
+        // region; what reaches the root against what the agents sent.
+        report.figure(Figure::new(
+            format!(
+                "status of {} destinations merged up to the root",
+                self.selected
+            ),
+            self.status.wall_ms / 1000.0,
+            "s",
+        ));
+        let agents_sent = self
+            .status
+            .levels
+            .last()
+            .map_or(0, |level| level.status_bytes_to_parent);
+        let root_received = self
+            .status
+            .levels
+            .first()
+            .map_or(0, |level| level.status_bytes_from_children);
+        report.figure(Figure::new(
+            "status bytes the agents sent",
+            agents_sent as f64,
+            "bytes",
+        ));
+        report.figure(Figure::new(
+            "status bytes that reached the root",
+            root_received as f64,
+            "bytes",
+        ));
+        report.figure(
+            Figure::new(
+                "status bytes at the root / bytes the agents sent",
+                100.0 * root_received as f64 / agents_sent.max(1) as f64,
+                "%",
+            )
+            .with_goal("under 1 %", |v| v < 1.0),
+        );
         let per_child = self.root_messages as f64 / self.root_children.max(1) as f64;
         report.figure(
             Figure::new("messages the root handled per child", per_child, "messages")
