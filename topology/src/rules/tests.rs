@@ -265,7 +265,9 @@ fn the_filter_must_be_true() {
     error.filter = Some("object.status.readyReplicas > 0".into());
     let mut clusters = rule("eu", Aggregate::Count, None);
     clusters.filter = Some("cluster.labels.region == 'eu' && cluster.name == 'edge-1'".into());
-    let rules = compiled(&[deployments, not_bool, error, clusters]);
+    let mut named = rule("web", Aggregate::Count, None);
+    named.filter = Some("object.metadata.name.matches('^w.b$')".into());
+    let rules = compiled(&[deployments, not_bool, error, clusters, named]);
     let eu = labels(&[("region", "eu")]);
     let summaries = rules.evaluate(&ready_objects(), "edge-1", &eu);
     let counts: BTreeMap<&str, u64> = summaries
@@ -278,6 +280,7 @@ fn the_filter_must_be_true() {
     assert_eq!(counts["not-bool"], 0);
     assert_eq!(counts["error"], 2);
     assert_eq!(counts["eu"], 6);
+    assert_eq!(counts["web"], 1);
     let us = rules.evaluate(&ready_objects(), "edge-1", &labels(&[("region", "us")]));
     assert_eq!(us[1].rule, "eu");
     assert_eq!(
