@@ -650,5 +650,17 @@ mod tests {
             matches!(&refused, Err(ApiError::Invalid { field, .. }) if field == "spec.maxClusters"),
             "{refused:?}"
         );
+        // A status rule's CEL is compiled on every write: a 422 that names
+        // the field, the rule and the position.
+        placement["spec"]["maxClusters"] = json!(2);
+        placement["spec"]["statusRules"] =
+            json!([{"name": "ready", "aggregate": "sum", "select": "object.status.("}]);
+        let refused = validate_placement(Some("shop"), &placement);
+        assert!(
+            matches!(&refused, Err(ApiError::Invalid { field, message })
+                if field == "spec.statusRules[0].select"
+                    && message.starts_with("rule \"ready\": Syntax error at 1:")),
+            "{refused:?}"
+        );
     }
 }

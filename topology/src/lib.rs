@@ -11,7 +11,9 @@
 //! is one relay's decision (which child fills how much of the bound), which
 //! `relaymesh-core` makes for each relay, and [`model`] chains those
 //! decisions over a whole tree in memory for property tests and
-//! `relayctl explain`.
+//! `relayctl explain`. [`summary`] is the algebra of the status that flows
+//! back up, and [`rules`] the placements' own status rules (CEL) that feed
+//! it.
 //!
 //! Deliberately absent: sockets, files, clocks and randomness. Callers pass
 //! in `now` and anything random they need.
@@ -22,6 +24,7 @@ pub mod aggregate;
 pub mod model;
 pub mod placement;
 pub mod reach;
+pub mod rules;
 pub mod selector;
 pub mod subtree;
 pub mod summary;

@@ -277,7 +277,7 @@ fn requirement(key: String, operator: SelectorOperator, values: Vec<String>) -> 
 
 /// A qualified label key: an optional DNS-subdomain prefix and `/`, then a
 /// name.
-fn valid_key(key: &str) -> bool {
+pub(crate) fn valid_key(key: &str) -> bool {
     let (prefix, name) = match key.split_once('/') {
         Some((prefix, name)) => (Some(prefix), name),
         None => (None, key),

@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 
 use relaymesh_protocol::{LabelSelector, PlacementTarget};
+use relaymesh_topology::rules::{RuleError, StatusRule};
 use serde_json::Value;
 
 /// The group of relaymesh's own kinds, which never travel.
@@ -28,6 +29,18 @@ impl From<relaymesh_apiserver::selector::InvalidField> for PlacementError {
         Self::Invalid {
             field: error.field,
             message: error.message,
+        }
+    }
+}
+
+/// A status rule's error names its field (`spec.statusRules[1].select`)
+/// and says which rule and where in its expression, so the API's 422
+/// carries both.
+impl From<RuleError> for PlacementError {
+    fn from(error: RuleError) -> Self {
+        Self::Invalid {
+            field: error.field().to_string(),
+            message: error.message(),
         }
     }
 }
@@ -71,6 +84,11 @@ pub struct PlacementSpec {
     /// agents read it from the slice entry's body; each still applies its
     /// own policy first.
     pub adopt: bool,
+    /// `spec.statusRules`, checked and their CEL expressions compiled
+    /// (`relaymesh_topology::rules::parse`); empty when absent. They
+    /// travel down the tree in the slice entry's body, with the rest of
+    /// the spec.
+    pub status_rules: Vec<StatusRule>,
 }
 
 impl PlacementSpec {
@@ -104,12 +122,14 @@ impl PlacementSpec {
             Some(Value::Bool(adopt)) => *adopt,
             Some(_) => return Err(invalid("spec.adopt", "must be a boolean")),
         };
+        let status_rules = relaymesh_topology::rules::parse(spec.get("statusRules"))?;
         Ok(Self {
             namespace,
             name,
             workloads,
             target,
             adopt,
+            status_rules,
         })
     }
 

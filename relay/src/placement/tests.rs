@@ -81,6 +81,44 @@ fn refuses_invalid_specs_naming_the_field() {
 }
 
 #[test]
+fn reads_status_rules_and_refuses_a_bad_expression_naming_the_rule_and_position() {
+    let mut placement = placement();
+    assert!(PlacementSpec::from_object(&placement)
+        .expect("valid")
+        .status_rules
+        .is_empty());
+    placement["spec"]["statusRules"] = json!([
+        {"name": "objects", "aggregate": "count"},
+        {"name": "ready", "select": "object.status.readyReplicas", "aggregate": "sum",
+         "filter": "object.kind == 'Deployment'", "groupBy": "region"},
+    ]);
+    let spec = PlacementSpec::from_object(&placement).expect("valid");
+    let names: Vec<&str> = spec.status_rules.iter().map(|r| r.name.as_str()).collect();
+    assert_eq!(names, ["objects", "ready"]);
+    assert_eq!(spec.status_rules[1].group_by.as_deref(), Some("region"));
+
+    placement["spec"]["statusRules"][1]["select"] = json!("object.status.");
+    let error = PlacementSpec::from_object(&placement).expect_err("bad CEL");
+    let PlacementError::Invalid { field, message } = &error;
+    assert_eq!(field, "spec.statusRules[1].select");
+    assert!(
+        message.starts_with("rule \"ready\": Syntax error at 1:15: "),
+        "{message}"
+    );
+    assert!(
+        error
+            .to_string()
+            .starts_with("spec.statusRules[1].select: rule \"ready\": Syntax error at 1:15: "),
+        "{error}"
+    );
+    placement["spec"]["statusRules"] = json!({"ready": {}});
+    assert!(matches!(
+        PlacementSpec::from_object(&placement),
+        Err(PlacementError::Invalid { field, .. }) if field == "spec.statusRules"
+    ));
+}
+
+#[test]
 fn selects_by_group_kind_name_labels_and_namespace() {
     let spec = PlacementSpec::from_object(&placement()).expect("valid");
     let deployment = object("apps/v1", "Deployment", Some("shop"), "web", "storefront");
