@@ -40,4 +40,5 @@ pub mod order;
 pub mod policy;
 pub mod prune;
 pub mod reconciler;
+pub mod rules;
 pub mod status;

@@ -41,6 +41,7 @@ use crate::inventory::{Inventory, InventoryError};
 use crate::manifest::{self, Manifest, ObjectRef};
 use crate::policy::{self, Policy};
 use crate::prune::{self, ApplySet};
+use crate::rules::PlacementRules;
 use crate::status::{self, Health, Reporter};
 
 /// The prefix of the slice keys of placements.
@@ -83,6 +84,8 @@ struct Placement {
     bundles: Vec<BundleId>,
     /// Its spec says `adopt: true`: it may take over existing objects.
     adopt: bool,
+    /// Its status rules and group labels.
+    rules: PlacementRules,
     /// The objects last read from its bundles.
     desired: BTreeMap<ObjectRef, Manifest>,
     /// Every object of it was applied once (failures aside).
@@ -110,6 +113,9 @@ struct Placement {
 /// The controller. Build it with [`Reconciler::new`], then [`Reconciler::run`].
 pub struct Reconciler {
     cluster: String,
+    /// The cluster's labels, as it registered them: status rules and group
+    /// labels read them.
+    labels: BTreeMap<String, String>,
     store: Store,
     applier: Applier,
     inventory: Inventory,
@@ -138,9 +144,14 @@ impl Reconciler {
         status: mpsc::Sender<(String, Option<PlacementStatus>)>,
     ) -> Result<Self, ReconcileError> {
         let inventory = Inventory::new(store.open_tree(crate::inventory::TREE)?);
+        let labels = store
+            .config()?
+            .map(|config| config.labels)
+            .unwrap_or_default();
         let (events_tx, events) = mpsc::channel(1024);
         Ok(Self {
             cluster: cluster.into(),
+            labels,
             store,
             applier: Applier::new(client.clone()),
             inventory,
@@ -215,6 +226,7 @@ impl Reconciler {
             self.trusted = self.store.load()?.parent_position.is_some();
         }
         let mut assigned = BTreeSet::new();
+        let mut rules_changed = Vec::new();
         for entry in slice.entries.iter() {
             if !entry.key.starts_with(PLACEMENT_PREFIX) {
                 continue;
@@ -222,6 +234,12 @@ impl Reconciler {
             assigned.insert(entry.key.clone());
             let placement = self.placements.entry(entry.key.clone()).or_default();
             let adopt = policy::adopt_requested(&entry.body);
+            let rules = PlacementRules::from_body(&entry.body);
+            if !placement.rules.same_source(&rules) {
+                placement.rules = rules;
+                // Only what is reported changes: no pass is needed.
+                rules_changed.push(entry.key.clone());
+            }
             // A changed entry, or one still waiting for its bundles.
             if placement.bundles != entry.bundles || placement.adopt != adopt || !placement.applied
             {
@@ -230,6 +248,9 @@ impl Reconciler {
                 placement.failures = 0;
                 placement.due = Some(Instant::now());
             }
+        }
+        for key in rules_changed {
+            self.report(&key).await;
         }
         let gone: Vec<String> = self
             .placements
@@ -393,6 +414,12 @@ impl Reconciler {
             .or(failed_workload)
             .map(|message| format!("{}: {message}", self.cluster));
         let mut status = status::placement_status(&self.cluster, &phase, message);
+        status.rules = placement.rules.summaries(
+            placement.live.values().map(|live| &live.object),
+            &self.cluster,
+            &self.labels,
+            &phase,
+        );
         status.objects = placement
             .live
             .iter()

@@ -54,9 +54,16 @@ pub struct PlacementStatus {
 /// the others are merged into [`RuleSummary::other`].
 pub const MAX_GROUPS: usize = 32;
 
-/// How many status rules a placement may have; a status carries at most
-/// this many [`RuleSummary`]s.
+/// How many status rules a placement may have.
 pub const MAX_RULES: usize = 16;
+
+/// How many cluster labels a placement may group its phase counts by
+/// (`spec.statusGroupBy`); each travels as two reserved [`RuleSummary`]s.
+pub const MAX_GROUP_LABELS: usize = 4;
+
+/// How many [`RuleSummary`]s a status carries: the placement's rules and
+/// the phase counts of its group labels.
+pub const MAX_RULE_SUMMARIES: usize = MAX_RULES + 2 * MAX_GROUP_LABELS;
 
 /// How many of the largest values a [`Summary`] keeps with their clusters.
 pub const MAX_TOP: usize = 10;

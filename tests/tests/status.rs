@@ -2,11 +2,13 @@
 //! tree, 3 of them failing the workload. What the root writes on the
 //! Placement (read with kubectl and `relayctl status`) counts them as
 //! failed, names them with their agents' messages, and carries conditions
-//! `kubectl wait` understands. A placement on one cluster by name gets
+//! `kubectl wait` understands. A status rule sums readyReplicas by region,
+//! and the phase counts are grouped by region (`relayctl status --by`).
+//! A placement on one cluster by name gets
 //! that cluster's status onto the root's own Deployment, so `kubectl
 //! rollout status` at the root follows the real rollout.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -71,6 +73,13 @@ metadata: {name: web, namespace: shop}
 spec:
   workloads: [{labelSelector: {matchLabels: {app: web}}}]
   clusters: {labelSelector: {matchExpressions: [{key: region, operator: Exists}]}}
+  statusRules:
+  - name: ready-replicas
+    select: object.status.readyReplicas
+    filter: object.kind == 'Deployment'
+    aggregate: sum
+    groupBy: region
+  statusGroupBy: [region]
 ---
 apiVersion: relaymesh.dev/v1alpha1
 kind: Placement
@@ -173,6 +182,79 @@ fn failures_are_named_and_kubectl_wait_and_relayctl_watch_follow() -> anyhow::Re
     assert_eq!(status["conditions"]["Degraded"], "True", "{status}");
     assert_eq!(status["conditions"]["Ready"], "False", "{status}");
 
+    // The rule: readyReplicas (2 on a healthy cluster, 0 on a failing one)
+    // summed per region, exactly as the plan puts clusters in regions.
+    let plan = Plan::new(&levels, AGENTS);
+    let mut expected_sums: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+    for agent in &plan.agents {
+        let region = agent.labels.get("region").cloned().unwrap_or_default();
+        let entry = expected_sums.entry(region).or_default();
+        entry.0 += 1;
+        if !expected.contains(&agent.name) {
+            entry.1 += 2;
+        }
+    }
+    let status = wait_for("the rule's sums per region", SETTLE, || {
+        let status = relayctl_status(&testbed, "web")?;
+        let rule = &status["rules"][0];
+        let sums: BTreeMap<String, (u64, u64)> = rule["groups"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|group| {
+                let key = group["key"].as_str().unwrap_or_default().to_string();
+                let count = group["count"].as_u64().unwrap_or(0);
+                (key, (count, group["value"].as_u64().unwrap_or(0)))
+            })
+            .collect();
+        Ok((sums == expected_sums).then_some(status))
+    })
+    .with_context(|| testbed.logs())?;
+    let rule = &status["rules"][0];
+    assert_eq!(rule["name"], "ready-replicas", "{rule}");
+    assert_eq!(rule["value"], 2 * (AGENTS - FAILING) as u64, "{rule}");
+    assert_eq!(rule["count"], AGENTS as u64, "{rule}");
+
+    // The phase counts per region, from the same tree.
+    let output = testbed.relayctl(&[
+        "status", "web", "-n", "shop", "--by", "region", "-o", "json",
+    ])?;
+    anyhow::ensure!(
+        output.status.success(),
+        "relayctl status --by: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let grouped: Value = serde_json::from_slice(&output.stdout)?;
+    let mut expected_groups: BTreeMap<String, (u64, u64, u64)> = BTreeMap::new();
+    for agent in &plan.agents {
+        let region = agent.labels.get("region").cloned().unwrap_or_default();
+        let entry = expected_groups.entry(region).or_default();
+        entry.0 += 1;
+        if expected.contains(&agent.name) {
+            entry.2 += 1;
+        } else {
+            entry.1 += 1;
+        }
+    }
+    let groups: BTreeMap<String, (u64, u64, u64)> = grouped["groups"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|group| {
+            let count = |field: &str| group[field].as_u64().unwrap_or(0);
+            let key = group["key"].as_str().unwrap_or_default().to_string();
+            (key, (count("clusters"), count("ready"), count("failed")))
+        })
+        .collect();
+    assert_eq!(groups, expected_groups, "{grouped}");
+    let output = testbed.relayctl(&["status", "web", "-n", "shop", "--by", "zone"])?;
+    assert!(!output.status.success(), "web does not group by zone");
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("spec.statusGroupBy"),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+
     // kubectl at the root reads the same from the Placement itself.
     let output = kubectl(
         &root,
@@ -185,6 +267,7 @@ fn failures_are_named_and_kubectl_wait_and_relayctl_watch_follow() -> anyhow::Re
     assert_eq!(written["clusters"]["failed"], 3, "{written}");
     assert_eq!(names(&written["failing"]), expected, "{written}");
     assert_eq!(condition(written, "Degraded"), "True");
+    assert_eq!(written["rules"][0], status["rules"][0], "{written}");
     assert_eq!(
         written["observedGeneration"],
         placement["metadata"]["generation"]
@@ -255,7 +338,6 @@ fn failures_are_named_and_kubectl_wait_and_relayctl_watch_follow() -> anyhow::Re
 
     // Singleton status: one destination by name, and the root's own
     // Deployment shows that cluster's rollout.
-    let plan = Plan::new(&levels, AGENTS);
     let solo = plan.agents[0].name.clone();
     let applied = kubectl(
         &root,

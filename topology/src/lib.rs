@@ -21,6 +21,7 @@
 #![warn(missing_docs)]
 
 pub mod aggregate;
+pub mod groups;
 pub mod model;
 pub mod placement;
 pub mod reach;

@@ -24,8 +24,8 @@
 use std::collections::BTreeMap;
 
 use relaymesh_protocol::status::{
-    MAX_FAILING_CLUSTERS, MAX_GROUPS, MAX_OBJECT_STATUS_BYTES, MAX_REPORTED_OBJECTS, MAX_RULES,
-    MAX_TOP,
+    MAX_FAILING_CLUSTERS, MAX_GROUPS, MAX_OBJECT_STATUS_BYTES, MAX_REPORTED_OBJECTS,
+    MAX_RULE_SUMMARIES, MAX_TOP,
 };
 use relaymesh_protocol::{
     FailingCluster, Number, ObjectStatus, PhaseCounts, PlacementStatus, Ranked, RuleSummary,
@@ -106,8 +106,9 @@ pub fn bounded(mut failing: Vec<FailingCluster>) -> Vec<FailingCluster> {
     failing
 }
 
-/// Merges rule summaries by rule name, sorted by name; at most [`MAX_RULES`]
-/// rules (the first by name), as many as a placement may have.
+/// Merges rule summaries by rule name, sorted by name; at most
+/// [`MAX_RULE_SUMMARIES`] (the first by name), as many as a placement's
+/// rules and group labels make.
 pub fn merge_rules<'a>(rules: impl IntoIterator<Item = &'a RuleSummary>) -> Vec<RuleSummary> {
     let mut by_rule: BTreeMap<&str, Vec<&RuleSummary>> = BTreeMap::new();
     for rule in rules {
@@ -115,7 +116,7 @@ pub fn merge_rules<'a>(rules: impl IntoIterator<Item = &'a RuleSummary>) -> Vec<
     }
     by_rule
         .into_iter()
-        .take(MAX_RULES)
+        .take(MAX_RULE_SUMMARIES)
         .map(|(name, parts)| merge_rule(name, parts))
         .collect()
 }

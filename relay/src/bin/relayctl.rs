@@ -163,6 +163,10 @@ enum Command {
         /// Every namespace.
         #[arg(short = 'A', long, conflicts_with = "placement")]
         all_namespaces: bool,
+        /// Show ready/clusters and failed per value of this cluster label
+        /// (one the placement names in spec.statusGroupBy).
+        #[arg(long, value_name = "LABEL")]
+        by: Option<String>,
         /// Output format.
         #[arg(short, long, value_enum, default_value_t = Format::Text)]
         output: Format,
@@ -298,6 +302,16 @@ enum GetFormat {
 enum Format {
     Text,
     Json,
+    Yaml,
+}
+
+/// `value` as JSON or YAML when `output` asks for one of them.
+fn structured(output: Format, value: &impl serde::Serialize) -> anyhow::Result<Option<String>> {
+    Ok(match output {
+        Format::Text => None,
+        Format::Json => Some(format!("{}\n", serde_json::to_string_pretty(value)?)),
+        Format::Yaml => Some(serde_yaml::to_string(value)?),
+    })
 }
 
 /// `relayctl watch`: polls the placement's status until a verdict or the
@@ -413,7 +427,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         } => {
             let tokens = client.tokens().await.context("cannot list join tokens")?;
             match output {
-                Format::Json => println!("{}", serde_json::to_string_pretty(&tokens)?),
+                Format::Json | Format::Yaml => {
+                    print!("{}", structured(output, &tokens)?.unwrap_or_default())
+                }
                 Format::Text => print!("{}", token_table(&tokens)),
             }
         }
@@ -438,7 +454,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 .await
                 .context("cannot list revocations")?;
             match output {
-                Format::Json => println!("{}", serde_json::to_string_pretty(&revocations)?),
+                Format::Json | Format::Yaml => {
+                    print!("{}", structured(output, &revocations)?.unwrap_or_default())
+                }
                 Format::Text => print!("{}", revocation_table(&revocations)),
             }
         }
@@ -452,7 +470,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 .await
                 .with_context(|| format!("cannot revoke {node:?}"))?;
             match output {
-                Format::Json => println!("{}", serde_json::to_string_pretty(&revoked)?),
+                Format::Json | Format::Yaml => {
+                    print!("{}", structured(output, &revoked)?.unwrap_or_default())
+                }
                 Format::Text => {
                     let status = &revoked["status"];
                     let list = |key: &str| {
@@ -523,9 +543,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 bail!("the root listed no relay without a parent");
             };
             let mut stdout = std::io::stdout().lock();
-            if output == Format::Json {
-                serde_json::to_writer_pretty(&mut stdout, &root)?;
-                writeln!(stdout)?;
+            if let Some(text) = structured(output, &root)? {
+                write!(stdout, "{text}")?;
                 return Ok(());
             }
             write!(stdout, "{}", tree::render_text(&root))?;
@@ -600,8 +619,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 .explain(&namespace, &placement)
                 .await
                 .with_context(|| format!("cannot explain placement {namespace}/{placement}"))?;
-            if output == Format::Json {
-                println!("{}", serde_json::to_string_pretty(&explanation)?);
+            if let Some(text) = structured(output, &explanation)? {
+                print!("{text}");
             } else {
                 print!("{}", resources::render_explanation(&explanation));
             }
@@ -610,6 +629,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             placement,
             namespace,
             all_namespaces,
+            by,
             output,
         } => {
             let namespace = (!all_namespaces).then_some(namespace.as_str());
@@ -618,14 +638,33 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 .await
                 .context("cannot read placements")?;
             let summaries: Vec<_> = placements.iter().map(status::summary).collect();
-            if output == Format::Json {
-                let printed = match (&placement, summaries.as_slice()) {
-                    (Some(_), [one]) => one.clone(),
-                    _ => serde_json::Value::Array(summaries),
-                };
-                println!("{}", serde_json::to_string_pretty(&printed)?);
-            } else {
-                print!("{}", status::render_text(&summaries));
+            match (&by, output) {
+                (Some(label), Format::Json | Format::Yaml) => {
+                    let mut grouped = Vec::new();
+                    for summary in &summaries {
+                        let rows = status::groups_by(summary, label)?;
+                        grouped.push(serde_json::json!({
+                            "namespace": summary["namespace"],
+                            "name": summary["name"],
+                            "label": label,
+                            "groups": rows,
+                        }));
+                    }
+                    let printed = match (&placement, grouped.as_slice()) {
+                        (Some(_), [one]) => one.clone(),
+                        _ => serde_json::Value::Array(grouped),
+                    };
+                    print!("{}", structured(output, &printed)?.unwrap_or_default());
+                }
+                (Some(label), _) => print!("{}", status::render_groups(&summaries, label)?),
+                (None, Format::Json | Format::Yaml) => {
+                    let printed = match (&placement, summaries.as_slice()) {
+                        (Some(_), [one]) => one.clone(),
+                        _ => serde_json::Value::Array(summaries),
+                    };
+                    print!("{}", structured(output, &printed)?.unwrap_or_default());
+                }
+                (None, _) => print!("{}", status::render_text(&summaries)),
             }
         }
         Command::Watch {
@@ -638,8 +677,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 .link(&node)
                 .await
                 .with_context(|| format!("cannot read the link of {node}"))?;
-            if output == Format::Json {
-                println!("{}", serde_json::to_string_pretty(&link)?);
+            if let Some(text) = structured(output, &link)? {
+                print!("{text}");
             } else {
                 print!("{}", tree::render_link(&link));
             }

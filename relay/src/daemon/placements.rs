@@ -167,8 +167,9 @@ async fn write_status(objects: &ObjectStore, shared: &Shared) -> Result<(), Cont
         }
         let generation = object["metadata"]["generation"].as_i64();
         let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
-        let written =
+        let mut written =
             placement::status::render(&object["status"], generation, *count, status, &now);
+        placement::status::add_summaries(&mut written, &object["spec"], status);
         if placement::status::same(&object["status"], &written) {
             continue;
         }

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use relaymesh_protocol::status::MAX_GROUP_LABELS;
 use relaymesh_protocol::{LabelSelector, PlacementTarget};
 use relaymesh_topology::rules::{RuleError, StatusRule};
 use serde_json::Value;
@@ -89,6 +90,10 @@ pub struct PlacementSpec {
     /// travel down the tree in the slice entry's body, with the rest of
     /// the spec.
     pub status_rules: Vec<StatusRule>,
+    /// `spec.statusGroupBy`: cluster labels whose values the placement's
+    /// phase counts are also summed by (`relayctl status --by LABEL`), at
+    /// most [`MAX_GROUP_LABELS`].
+    pub status_group_by: Vec<String>,
 }
 
 impl PlacementSpec {
@@ -123,6 +128,7 @@ impl PlacementSpec {
             Some(_) => return Err(invalid("spec.adopt", "must be a boolean")),
         };
         let status_rules = relaymesh_topology::rules::parse(spec.get("statusRules"))?;
+        let status_group_by = group_labels(spec.get("statusGroupBy"))?;
         Ok(Self {
             namespace,
             name,
@@ -130,6 +136,7 @@ impl PlacementSpec {
             target,
             adopt,
             status_rules,
+            status_group_by,
         })
     }
 
@@ -243,6 +250,41 @@ fn target(spec: &Value) -> Result<PlacementTarget, PlacementError> {
 /// The selector a `metav1.LabelSelector` object at `path` describes.
 pub fn label_selector(value: &Value, path: &str) -> Result<LabelSelector, PlacementError> {
     Ok(relaymesh_apiserver::selector::from_json(value, path)?)
+}
+
+/// `spec.statusGroupBy`: distinct label keys, at most [`MAX_GROUP_LABELS`].
+fn group_labels(value: Option<&Value>) -> Result<Vec<String>, PlacementError> {
+    const FIELD: &str = "spec.statusGroupBy";
+    let labels = strings(value, FIELD)?;
+    if labels.len() > MAX_GROUP_LABELS {
+        return Err(invalid(
+            FIELD,
+            format!(
+                "Too many: {}: must have at most {MAX_GROUP_LABELS} items",
+                labels.len()
+            ),
+        ));
+    }
+    for (index, label) in labels.iter().enumerate() {
+        // A label key: an optional DNS prefix (253) and a slash, then a
+        // name of at most 63 characters.
+        let name = label
+            .rsplit_once('/')
+            .map_or(label.as_str(), |(_, name)| name);
+        if name.is_empty() || name.len() > 63 || label.len() > 253 + 1 + 63 {
+            return Err(invalid(
+                format!("{FIELD}[{index}]"),
+                format!("Invalid value: {label:?}: not a label key"),
+            ));
+        }
+        if labels[..index].contains(label) {
+            return Err(invalid(
+                format!("{FIELD}[{index}]"),
+                format!("Duplicate value: {label:?}"),
+            ));
+        }
+    }
+    Ok(labels)
 }
 
 fn strings(value: Option<&Value>, path: &str) -> Result<Vec<String>, PlacementError> {

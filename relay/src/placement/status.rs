@@ -1,11 +1,13 @@
 //! A Placement's `status` as the root writes it: the phase counts merged up
-//! the tree, the failing clusters with their messages, and Kubernetes-style
-//! conditions, so `kubectl wait --for=condition=Ready placement/NAME` works.
+//! the tree, the failing clusters with their messages, Kubernetes-style
+//! conditions, so `kubectl wait --for=condition=Ready placement/NAME` works,
+//! the results of its status rules, and its phase counts per group label.
 //!
 //! Pure: the daemon's status writer hands in what the tree reported and the
 //! status written last, and stores what comes out if it differs.
 
 use relaymesh_protocol::PlacementStatus;
+use relaymesh_topology::{groups, rules};
 use serde_json::{json, Map, Value};
 
 /// The status of a Placement of `generation` that selects `selected`
@@ -125,6 +127,72 @@ pub fn render(
     .collect();
     status.insert("conditions".into(), Value::Array(conditions));
     Value::Object(status)
+}
+
+/// Adds to `status` (as [`render`] made it) what the placement's `spec`
+/// asks the tree to summarize: `rules`, each status rule's result
+/// ([`rules::present`]), and `groups`, the phase counts per value of each
+/// `statusGroupBy` label. Rules the spec no longer has are not shown.
+pub fn add_summaries(status: &mut Value, spec: &Value, reported: &PlacementStatus) {
+    let Some(fields) = status.as_object_mut() else {
+        return;
+    };
+    let specified = rules::parse(spec.get("statusRules")).unwrap_or_default();
+    if !specified.is_empty() {
+        let results: Vec<Value> = specified
+            .iter()
+            .map(|rule| {
+                let summary = reported
+                    .rules
+                    .iter()
+                    .find(|summary| summary.rule == rule.name)
+                    .cloned()
+                    .unwrap_or_else(|| relaymesh_protocol::RuleSummary {
+                        rule: rule.name.clone(),
+                        ..Default::default()
+                    });
+                rules::present(rule, &summary)
+            })
+            .collect();
+        fields.insert("rules".into(), Value::Array(results));
+    }
+    let labels = group_labels(spec);
+    if !labels.is_empty() {
+        let by_label: Vec<Value> = labels
+            .iter()
+            .map(|label| {
+                let rows: Vec<Value> = groups::read(&reported.rules, label)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|group| {
+                        let mut row = json!({
+                            "clusters": group.clusters,
+                            "ready": group.ready,
+                            "failed": group.failed,
+                        });
+                        match group.key {
+                            Some(key) => row["key"] = Value::from(key),
+                            None => row["other"] = Value::Bool(true),
+                        }
+                        row
+                    })
+                    .collect();
+                json!({"label": label, "groups": rows})
+            })
+            .collect();
+        fields.insert("groups".into(), Value::Array(by_label));
+    }
+}
+
+/// The labels of `spec.statusGroupBy`.
+pub fn group_labels(spec: &Value) -> Vec<String> {
+    spec.get("statusGroupBy")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .map(str::to_string)
+        .collect()
 }
 
 /// Whether `old` and `new` say the same thing, timestamps aside: the writer

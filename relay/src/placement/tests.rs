@@ -67,6 +67,18 @@ fn refuses_invalid_specs_naming_the_field() {
             "spec.adopt",
         ),
         (
+            json!({"workloads": [{}], "clusters": {"names": ["a"]}, "statusGroupBy": ["region", "region"]}),
+            "spec.statusGroupBy[1]",
+        ),
+        (
+            json!({"workloads": [{}], "clusters": {"names": ["a"]}, "statusGroupBy": ["a", "b", "c", "d", "e"]}),
+            "spec.statusGroupBy",
+        ),
+        (
+            json!({"workloads": [{}], "clusters": {"names": ["a"]}, "statusGroupBy": [""]}),
+            "spec.statusGroupBy[0]",
+        ),
+        (
             json!({"workloads": [{}], "clusters": {"labelSelector": {"matchExpressions": [{"key": "a", "operator": "Near"}]}}}),
             "spec.clusters.labelSelector.matchExpressions[0].operator",
         ),
