@@ -87,6 +87,7 @@ metadata: {name: api, namespace: shop}
 spec:
   workloads: [{labelSelector: {matchLabels: {app: api}}}]
   clusters: {labelSelector: {matchExpressions: [{key: region, operator: Exists}]}}
+  statusGroupBy: [region]
 "#;
 
 /// A `--fail` fraction of shop/web that fails exactly [`FAILING`] of the
@@ -314,7 +315,16 @@ fn failures_are_named_and_kubectl_wait_and_relayctl_watch_follow() -> anyhow::Re
 
     // relayctl watch, for scripts: 0 once ready; non-zero, naming the
     // failures, once nothing is still on its way.
-    let watched = testbed.relayctl(&["watch", "api", "-n", "shop", "--timeout", "120s"])?;
+    let watched = testbed.relayctl(&[
+        "watch",
+        "api",
+        "-n",
+        "shop",
+        "--timeout",
+        "120s",
+        "--by",
+        "region",
+    ])?;
     let text = String::from_utf8_lossy(&watched.stdout).to_string();
     assert!(
         watched.status.success(),
@@ -325,6 +335,10 @@ fn failures_are_named_and_kubectl_wait_and_relayctl_watch_follow() -> anyhow::Re
         text.contains("placement shop/api is ready: 20/20 ready"),
         "{text}"
     );
+    for (region, (clusters, _, _)) in &expected_groups {
+        let line = format!("  {region}: {clusters}/{clusters} ready, 0 failed\n");
+        assert!(text.contains(&line), "{line:?} in {text}");
+    }
     let watched = testbed.relayctl(&["watch", "web", "-n", "shop", "--timeout", "120s"])?;
     let error = String::from_utf8_lossy(&watched.stderr).to_string();
     assert!(!watched.status.success(), "web fails");

@@ -3,6 +3,7 @@
 //! Reads the admin kubeconfig `relay init` wrote (found as kubectl finds
 //! one), then calls the root's HTTPS API through `relaymesh_relay::client`.
 
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -187,6 +188,10 @@ enum Command {
         /// How long to wait.
         #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
         timeout: std::time::Duration,
+        /// Also show progress per value of this cluster label (one the
+        /// placement names in spec.statusGroupBy): a bar per group.
+        #[arg(long, value_name = "LABEL")]
+        by: Option<String>,
     },
     /// Show one node's link to its parent, as the parent measures it now.
     ///
@@ -321,24 +326,43 @@ async fn watch(
     namespace: &str,
     placement: &str,
     timeout: std::time::Duration,
+    by: Option<&str>,
 ) -> anyhow::Result<()> {
     use std::io::IsTerminal;
     const POLL: std::time::Duration = std::time::Duration::from_millis(500);
     let deadline = tokio::time::Instant::now() + timeout;
-    let bar = std::io::stderr().is_terminal().then(|| {
-        let bar = indicatif::ProgressBar::new(0);
-        if let Ok(style) = indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} {msg}") {
+    let style =
+        || indicatif::ProgressStyle::with_template("{prefix:>12} {bar:40} {pos}/{len} {msg}");
+    let bars = std::io::stderr()
+        .is_terminal()
+        .then(indicatif::MultiProgress::new);
+    let bar = bars.as_ref().map(|bars| {
+        let bar = bars.add(indicatif::ProgressBar::new(0));
+        if let Ok(style) = style() {
             bar.set_style(style);
         }
+        bar.set_prefix("all");
         bar
     });
+    let mut group_bars: BTreeMap<String, indicatif::ProgressBar> = BTreeMap::new();
+    let mut group_lines: BTreeMap<String, String> = BTreeMap::new();
     let mut last = String::new();
     loop {
         let mut found = client
             .placements(Some(namespace), Some(placement))
             .await
             .with_context(|| format!("cannot read placement {namespace}/{placement}"))?;
-        let summary = status::summary(&found.pop().unwrap_or_default());
+        let object = found.pop().unwrap_or_default();
+        if let Some(label) = by {
+            let named = relaymesh_relay::placement::status::group_labels(&object["spec"]);
+            if !named.iter().any(|named| named == label) {
+                bail!(status::GroupError::NotGrouped {
+                    placement: format!("{namespace}/{placement}"),
+                    label: label.to_string(),
+                });
+            }
+        }
+        let summary = status::summary(&object);
         let line = watch::progress_line(&summary);
         match &bar {
             Some(bar) => {
@@ -350,9 +374,34 @@ async fn watch(
             None => {}
         }
         last = line;
+        let rows = by
+            .and_then(|label| status::groups_by(&summary, label).ok())
+            .unwrap_or_default();
+        for group in watch::group_progress(rows) {
+            match &bars {
+                Some(bars) => {
+                    let bar = group_bars.entry(group.name.clone()).or_insert_with(|| {
+                        let bar = bars.add(indicatif::ProgressBar::new(0));
+                        if let Ok(style) = style() {
+                            bar.set_style(style);
+                        }
+                        bar.set_prefix(group.name.clone());
+                        bar
+                    });
+                    bar.set_length(group.clusters);
+                    bar.set_position(group.ready);
+                }
+                None => {
+                    if group_lines.get(&group.name) != Some(&group.line) {
+                        println!("  {}", group.line);
+                        group_lines.insert(group.name.clone(), group.line);
+                    }
+                }
+            }
+        }
         let verdict = watch::verdict(&summary);
         if verdict != Verdict::Waiting {
-            if let Some(bar) = &bar {
+            for bar in bar.iter().chain(group_bars.values()) {
                 bar.finish();
             }
         }
@@ -671,7 +720,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             placement,
             namespace,
             timeout,
-        } => watch(&client, &namespace, &placement, timeout).await?,
+            by,
+        } => watch(&client, &namespace, &placement, timeout, by.as_deref()).await?,
         Command::Link { node, output } => {
             let link = client
                 .link(&node)

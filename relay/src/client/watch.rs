@@ -70,11 +70,71 @@ pub fn progress_line(summary: &Value) -> String {
     )
 }
 
+/// One group's progress (a row of `relayctl status --by`): its name for
+/// people, its ready and reporting clusters, and a line of text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupProgress {
+    /// The group's label value (`(none)`: clusters without the label,
+    /// `(others)`: the groups past the bound).
+    pub name: String,
+    /// Ready clusters.
+    pub ready: u64,
+    /// Clusters of the group that reported.
+    pub clusters: u64,
+    /// `eu: 9/10 ready, 1 failed`.
+    pub line: String,
+}
+
+/// The progress of each group in `rows` (as [`super::status::groups_by`]
+/// returns them).
+pub fn group_progress(rows: &[Value]) -> Vec<GroupProgress> {
+    rows.iter()
+        .map(|row| {
+            let count = |field: &str| row[field].as_u64().unwrap_or(0);
+            let name = match row["key"].as_str() {
+                Some("") => "(none)".to_string(),
+                Some(key) => key.to_string(),
+                None => "(others)".to_string(),
+            };
+            let line = format!(
+                "{name}: {}/{} ready, {} failed",
+                count("ready"),
+                count("clusters"),
+                count("failed")
+            );
+            GroupProgress {
+                name,
+                ready: count("ready"),
+                clusters: count("clusters"),
+                line,
+            }
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn groups_make_one_line_each() {
+        let rows = [
+            json!({"key": "eu", "clusters": 10, "ready": 9, "failed": 1}),
+            json!({"key": "", "clusters": 1, "ready": 0, "failed": 0}),
+            json!({"other": true, "clusters": 3, "ready": 3, "failed": 0}),
+        ];
+        let lines: Vec<String> = group_progress(&rows).into_iter().map(|g| g.line).collect();
+        assert_eq!(
+            lines,
+            [
+                "eu: 9/10 ready, 1 failed",
+                "(none): 0/1 ready, 0 failed",
+                "(others): 3/3 ready, 0 failed"
+            ]
+        );
+    }
 
     fn summary(ready: u64, applied: u64, failed: u64, offline: u64, condition: &str) -> Value {
         json!({
