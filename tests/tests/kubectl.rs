@@ -329,6 +329,48 @@ fn kubectl_manages_objects_on_the_root() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A Placement whose status rule's CEL does not parse is refused at
+/// `kubectl apply` with `422 Invalid`, naming the field, the rule and
+/// where in the expression; fixed, it is accepted.
+#[test]
+fn kubectl_apply_refuses_a_status_rule_that_does_not_parse() -> anyhow::Result<()> {
+    if !Path::new(KUBECTL).exists() {
+        eprintln!("skipping: {KUBECTL} is not installed");
+        return Ok(());
+    }
+    let (mesh, _root) = Mesh::init()?;
+    let kubectl = kubectl_for(&mesh)?;
+    let placement = r#"
+apiVersion: relaymesh.dev/v1alpha1
+kind: Placement
+metadata: {name: web, namespace: default}
+spec:
+  workloads: [{kind: Deployment}]
+  clusters: {names: [edge-1]}
+  statusRules:
+  - {name: objects, aggregate: count}
+  - {name: ready, select: "object.status.", aggregate: sum}
+"#;
+    let file = kubectl.write("placement.yaml", placement)?;
+    let refused = kubectl.run(&["apply", "-f", path_str(&file)?])?;
+    let error = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "{error}");
+    assert!(
+        error.contains("spec.statusRules[1].select: rule \"ready\": Syntax error at 1:15: "),
+        "{error}"
+    );
+    kubectl.write(
+        "placement.yaml",
+        &placement.replace("object.status.", "object.status.readyReplicas"),
+    )?;
+    let applied = kubectl.ok(&["apply", "-f", path_str(&file)?])?;
+    assert!(
+        applied.contains("placement.relaymesh.dev/web created"),
+        "{applied}"
+    );
+    Ok(())
+}
+
 /// Owner references and finalizers, as the garbage collector treats them:
 /// `--cascade=orphan` keeps a dependent, `--cascade=background` deletes it,
 /// and a finalizer holds an object (marked) until it is patched away.

@@ -110,7 +110,9 @@ fn parse_error(
 }
 
 /// The 1-based line and column where `source` first nests deeper than
-/// [`MAX_EXPRESSION_DEPTH`] brackets, outside string literals.
+/// [`MAX_EXPRESSION_DEPTH`] brackets, outside string literals. Triple-quoted
+/// and raw strings are scanned as plain ones: at worst a bracket inside
+/// one counts, which matters only past the bound.
 fn too_deep(source: &str) -> Option<(usize, usize)> {
     let mut depth = 0usize;
     let mut quote: Option<char> = None;
