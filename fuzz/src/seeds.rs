@@ -191,7 +191,30 @@ fn messages() -> Vec<(String, Vec<u8>)> {
                     cluster: "edge-4".into(),
                     message: "Deployment default/web: image pull failed".into(),
                 }],
-                ..PlacementStatus::default()
+                rules: vec![relaymesh_protocol::RuleSummary {
+                    rule: "ready".into(),
+                    all: relaymesh_protocol::Summary {
+                        count: 2,
+                        sum: relaymesh_protocol::Number(3.0),
+                        min: Some(relaymesh_protocol::Number(1.0)),
+                        max: Some(relaymesh_protocol::Number(2.0)),
+                        top: vec![relaymesh_protocol::Ranked {
+                            value: relaymesh_protocol::Number(2.0),
+                            cluster: "edge-4".into(),
+                        }],
+                    },
+                    groups: vec![("eu".into(), relaymesh_protocol::Summary::default())],
+                    other: relaymesh_protocol::Summary::default(),
+                }],
+                objects: vec![relaymesh_protocol::ObjectStatus {
+                    group: "apps".into(),
+                    kind: "Deployment".into(),
+                    namespace: Some("default".into()),
+                    name: "web".into(),
+                    bundle: relaymesh_protocol::BundleId::of(b"web"),
+                    observed: true,
+                    status: br#"{"readyReplicas":2}"#.to_vec(),
+                }],
             },
         )],
         removals: vec!["default/old".into()],
