@@ -111,6 +111,7 @@ pub async fn run(
     let hooks = AgentHooks {
         slice: slice_tx,
         status: status_rx,
+        queries: None,
     };
     let daemon_result =
         daemon::run_with_store(data_dir, store, shutdown.clone(), Some(hooks), options).await;
