@@ -343,8 +343,11 @@ fn down() -> impl Strategy<Value = DownMessage> {
             }),
         any::<u64>().prop_map(|nonce| DownMessage::Pong { nonce }),
         refusal().prop_map(DownMessage::Refused),
-        (any::<u64>(), name(), any_query())
-            .prop_map(|(id, node, query)| DownMessage::Query { id, node, query }),
+        (any::<u64>(), name(), any_query()).prop_map(|(id, node, query)| DownMessage::Query {
+            id,
+            node,
+            query
+        }),
         (any::<u16>(), name(), any::<u64>()).prop_map(|(version, parent, epoch)| {
             DownMessage::Welcome(Welcome {
                 version,
