@@ -313,13 +313,13 @@ impl Core {
 /// `answer`, if it is an answer to `query` about `node` within the limits;
 /// otherwise a failure saying what was wrong with it.
 fn checked(node: &str, query: &Query, answer: Answer) -> Answer {
-    let fits = match (query, &answer) {
-        (_, Answer::Failed(_)) => true,
-        (Query::Link, Answer::Link { .. }) => true,
-        (Query::Object { .. }, Answer::Object(_)) => true,
-        (Query::Events { .. }, Answer::Events(_)) => true,
-        _ => false,
-    };
+    let fits = matches!(
+        (query, &answer),
+        (_, Answer::Failed(_))
+            | (Query::Link, Answer::Link { .. })
+            | (Query::Object { .. }, Answer::Object(_))
+            | (Query::Events { .. }, Answer::Events(_))
+    );
     let refused = |code, message: String| Answer::Failed(Refusal::new(code, message));
     if !fits {
         return refused(
