@@ -97,3 +97,70 @@ impl AnswerCache {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    fn events(limit: u32) -> Query {
+        Query::Events {
+            namespace: None,
+            limit,
+        }
+    }
+
+    fn live(len: usize) -> Answer {
+        Answer::Events(Observation {
+            cluster: "edge-1".into(),
+            json: vec![b' '; len],
+            age_ms: None,
+        })
+    }
+
+    #[test]
+    fn the_oldest_answer_goes_first_past_either_bound() {
+        let start = Instant::now();
+        let mut cache = AnswerCache::default();
+        let count = u32::try_from(MAX_CACHED_ANSWERS).expect("small");
+        for limit in 0..=count {
+            let at = start + Duration::from_millis(u64::from(limit));
+            cache.keep(at, "edge-1", &events(limit), &live(1));
+        }
+        assert_eq!(cache.len(), MAX_CACHED_ANSWERS);
+        let later = start + Duration::from_secs(60);
+        assert!(cache.stale(later, "edge-1", &events(0)).is_none());
+        let Some(Answer::Events(kept)) = cache.stale(later, "edge-1", &events(1)) else {
+            panic!("the second answer is kept");
+        };
+        assert_eq!(kept.age_ms, Some(59_999));
+
+        // Bytes: answers of the largest size fill the budget, no more.
+        let per = MAX_CACHED_BYTES / MAX_ANSWER_JSON_LEN;
+        for limit in 0..=u32::try_from(per).expect("small") {
+            cache.keep(later, "edge-2", &events(limit), &live(MAX_ANSWER_JSON_LEN));
+        }
+        assert!(cache.bytes <= MAX_CACHED_BYTES, "{}", cache.bytes);
+        assert!(cache.stale(later, "edge-2", &events(0)).is_none());
+    }
+
+    #[test]
+    fn only_live_observations_within_the_limit_are_kept() {
+        let now = Instant::now();
+        let mut cache = AnswerCache::default();
+        let stale = Answer::Events(Observation {
+            cluster: "edge-1".into(),
+            json: b"[]".to_vec(),
+            age_ms: Some(5),
+        });
+        cache.keep(now, "edge-1", &events(1), &stale);
+        cache.keep(now, "edge-1", &events(2), &live(MAX_ANSWER_JSON_LEN + 1));
+        let failed = Answer::Failed(relaymesh_protocol::Refusal::new(
+            relaymesh_protocol::ErrorCode::Internal,
+            "no",
+        ));
+        cache.keep(now, "edge-1", &events(3), &failed);
+        assert_eq!(cache.len(), 0);
+    }
+}
