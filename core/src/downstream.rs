@@ -69,7 +69,7 @@ impl Core {
         };
         if let Some(old) = self.links_by_name.remove(name) {
             self.children.remove(&old);
-            self.queries_link_lost(old, name);
+            self.queries_link_lost(now, old, name);
             self.actions.push_back(Action::CloseChild {
                 link: old,
                 refusal: Refusal::new(ErrorCode::Unavailable, "replaced by a newer connection"),
@@ -193,7 +193,7 @@ impl Core {
             }
             UpMessage::Ping { nonce } => self.send_down(link, DownMessage::Pong { nonce }),
             UpMessage::Status(update) => self.child_status(now, &name, update),
-            UpMessage::Answer { id, answer } => self.child_answered(link, id, answer),
+            UpMessage::Answer { id, answer } => self.child_answered(now, link, id, answer),
         }
     }
 
@@ -206,7 +206,7 @@ impl Core {
             self.links_by_name.remove(&child.name);
         }
         tracing::info!(child = %child.name, link, "child disconnected");
-        self.queries_link_lost(link, &child.name);
+        self.queries_link_lost(now, link, &child.name);
         self.status_link_changed(now);
         let mut mutations = Vec::new();
         self.inventory

@@ -57,7 +57,9 @@ use downstream::ChildLink;
 use inventory::Inventory;
 use placements::Cuts;
 use queries::Queries;
-pub use queries::{QueryId, MAX_PENDING_QUERIES, QUERY_TIMEOUT};
+pub use queries::{
+    QueryId, MAX_CACHED_ANSWERS, MAX_CACHED_BYTES, MAX_PENDING_QUERIES, QUERY_TIMEOUT,
+};
 use slice::Slice;
 use status::Statuses;
 use upstream::Upstream;
@@ -162,6 +164,16 @@ pub enum Action {
         query: QueryId,
         /// The answer, or why there is none.
         answer: relaymesh_protocol::query::Answer,
+    },
+    /// A query about this node that only its daemon can answer (an agent
+    /// reading its cluster). Answer it with [`Core::handle_local_answer`]
+    /// and the same id, well within [`QUERY_TIMEOUT`]; after that the core
+    /// has answered it as failed itself.
+    Asked {
+        /// The id to answer under.
+        id: QueryId,
+        /// What is asked.
+        query: relaymesh_protocol::query::Query,
     },
 }
 

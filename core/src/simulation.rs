@@ -513,6 +513,7 @@ impl Simulation {
             link: None,
             revocations: Vec::new(),
             answers: BTreeMap::new(),
+            asked: Vec::new(),
             traffic: Traffic::default(),
             ready: false,
         };

@@ -1,5 +1,6 @@
 //! One edge agent, whole: joining the tree, and running the daemon in agent
-//! role with the [`Reconciler`] beside it on the same store.
+//! role with the [`Reconciler`] beside it on the same store, and the
+//! [`Answerer`] reading the cluster for queries.
 //!
 //! The `edge-agent` binary is this module plus flags and signals; the
 //! testbed's hollow agents run thousands of these in one process, each on
@@ -18,6 +19,9 @@ use relaymesh_relay::transport::uplink::Endpoints;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
+use crate::answers::Answerer;
+use crate::applier::Applier;
+use crate::inventory::{self, Inventory};
 use crate::policy::Policy;
 use crate::reconciler::{ReconcileError, Reconciler};
 
@@ -97,6 +101,13 @@ pub async fn run(
         .unwrap_or_default();
     let (slice_tx, slice_rx) = watch::channel(AgentSlice::default());
     let (status_tx, status_rx) = mpsc::channel(STATUS_QUEUE);
+    let (queries_tx, queries_rx) = mpsc::channel(daemon::ASKED_QUEUE);
+    let answerer = Answerer::new(
+        name.clone(),
+        Applier::new(client.clone()),
+        Inventory::new(store.open_tree(inventory::TREE)?),
+    );
+    tokio::spawn(answerer.serve(queries_rx, shutdown.clone()));
     let reconciler =
         Reconciler::new(client, store.clone(), name, slice_rx, status_tx)?.with_policy(policy);
     let stop = shutdown.clone();
@@ -111,6 +122,7 @@ pub async fn run(
     let hooks = AgentHooks {
         slice: slice_tx,
         status: status_rx,
+        queries: Some(queries_tx),
     };
     let daemon_result =
         daemon::run_with_store(data_dir, store, shutdown.clone(), Some(hooks), options).await;

@@ -10,6 +10,10 @@
 //! server-side apply, prunes what left them, restores drift and reports
 //! status per placement.
 //!
+//! It also answers the questions about its cluster that the root's users
+//! send down the tree ([`answers`]): one live object it manages, and the
+//! recent events of its namespaces.
+//!
 //! Where to start reading: [`agent`] (joining and running one agent, as the
 //! binary and the testbed's hollow agents do), [`reconciler`] (the loop and its
 //! [`reconciler::Action`]s), then `reconciler/pass.rs` (one apply pass),
@@ -29,6 +33,7 @@
 #![warn(missing_docs)]
 
 pub mod agent;
+pub mod answers;
 pub mod applier;
 pub mod cluster;
 pub mod drift;

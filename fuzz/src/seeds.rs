@@ -9,7 +9,7 @@ use relaymesh_protocol::message::{
     BundleReply, BundleRequest, DownMessage, Hello, JoinGrant, JoinReply, JoinRequest, Open,
     Resume, UpMessage, Welcome,
 };
-use relaymesh_protocol::query::{Answer, Query};
+use relaymesh_protocol::query::{Answer, Observation, Query};
 use relaymesh_protocol::token::TokenClaims;
 use relaymesh_protocol::{
     BundleId, ErrorCode, FailingCluster, InventoryUpdate, LabelRequirement, LabelSelector,
@@ -337,6 +337,53 @@ fn messages() -> Vec<(String, Vec<u8>)> {
                         ..LinkStatus::default()
                     },
                 },
+            }),
+        ),
+        (
+            "down-query-object".into(),
+            payload(&DownMessage::Query {
+                id: 9,
+                node: "edge-2".into(),
+                query: Query::Object {
+                    group: "apps".into(),
+                    version: "v1".into(),
+                    kind: "Deployment".into(),
+                    namespace: Some("shop".into()),
+                    name: "web".into(),
+                },
+            }),
+        ),
+        (
+            "down-query-events".into(),
+            payload(&DownMessage::Query {
+                id: 10,
+                node: "edge-2".into(),
+                query: Query::Events {
+                    namespace: None,
+                    limit: 50,
+                },
+            }),
+        ),
+        (
+            "up-answer-object-stale".into(),
+            payload(&UpMessage::Answer {
+                id: 9,
+                answer: Answer::Object(Observation {
+                    cluster: "edge-2".into(),
+                    json: br#"{"kind":"Deployment","status":{"readyReplicas":2}}"#.to_vec(),
+                    age_ms: Some(42_000),
+                }),
+            }),
+        ),
+        (
+            "up-answer-events".into(),
+            payload(&UpMessage::Answer {
+                id: 10,
+                answer: Answer::Events(Observation {
+                    cluster: "edge-2".into(),
+                    json: br#"[{"type":"Normal","reason":"ScalingReplicaSet"}]"#.to_vec(),
+                    age_ms: None,
+                }),
             }),
         ),
         (

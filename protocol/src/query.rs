@@ -11,18 +11,73 @@
 //! on one link.
 //!
 //! Neither enum is `non_exhaustive`: a new kind of query is a new protocol
-//! version, and every relay must decide how to route it.
+//! version, and every relay must decide how to route it. (`Object` and
+//! `Events` were appended within version 5, which was not yet released.)
+//!
+//! [`Query::Object`] and [`Query::Events`] are answered by the cluster's
+//! edge agent itself, with JSON it read from its cluster, at most
+//! [`MAX_ANSWER_JSON_LEN`] bytes of it. When the agent cannot be reached, a
+//! relay on the path answers with the last live answer it passed up, marked
+//! with its age ([`Observation::age_ms`]).
 
 use serde::{Deserialize, Serialize};
 
 use crate::{LinkStatus, Refusal};
 
+/// The most JSON bytes an [`Observation`] carries. An agent refuses to send
+/// more (the answer is a failure saying so) and a relay passes on or keeps
+/// nothing larger; the frame limit bounds what a decoder reads regardless.
+pub const MAX_ANSWER_JSON_LEN: usize = 256 * 1024;
+
+/// The most events one [`Query::Events`] may ask for; a larger `limit` is
+/// read as this.
+pub const MAX_EVENTS: u32 = 500;
+
 /// What is asked of the node named in the query.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum Query {
     /// The node's link to its parent, as its parent measures it. The
     /// node's parent answers; the node itself is never asked.
     Link,
+    /// One live object of the agent's cluster, status included. The agent
+    /// answers (a relay refuses: it has no cluster), and only for an
+    /// object it manages (see docs/security.md, "Reading from clusters").
+    Object {
+        /// The API group; empty for the core group.
+        group: String,
+        /// The version, as `v1`.
+        version: String,
+        /// The kind, as `Deployment`.
+        kind: String,
+        /// The namespace; `None` for a cluster-scoped object.
+        namespace: Option<String>,
+        /// The object's name.
+        name: String,
+    },
+    /// The recent events of the agent's cluster, newest first, in
+    /// `namespace` or in every namespace the agent manages objects in.
+    Events {
+        /// One namespace, or `None` for all the agent may show.
+        namespace: Option<String>,
+        /// At most this many (and never more than [`MAX_EVENTS`]).
+        limit: u32,
+    },
+}
+
+/// What a cluster's agent read from its cluster, or a relay remembered of
+/// it: the answer to [`Query::Object`] and [`Query::Events`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Observation {
+    /// The cluster (agent) that read it.
+    pub cluster: String,
+    /// UTF-8 JSON: the object, or an array of events; at most
+    /// [`MAX_ANSWER_JSON_LEN`] bytes.
+    pub json: Vec<u8>,
+    /// `None` when read from the cluster for this query; otherwise the
+    /// answer is stale: a relay answered with what it last passed up, this
+    /// many milliseconds ago (by its own clock), because the agent could
+    /// not be reached.
+    pub age_ms: Option<u64>,
 }
 
 /// The answer to a [`Query`].
@@ -40,4 +95,20 @@ pub enum Answer {
     /// the path is not connected, too many queries in flight, or no answer
     /// in time.
     Failed(Refusal),
+    /// The answer to [`Query::Object`]: the object's JSON.
+    Object(Observation),
+    /// The answer to [`Query::Events`]: a JSON array of events, newest
+    /// first, each `{lastSeen, type, reason, object, namespace, message,
+    /// count}` (the agent's summary of a Kubernetes Event).
+    Events(Observation),
+}
+
+impl Answer {
+    /// The observation an `Object` or `Events` answer carries.
+    pub fn observation(&self) -> Option<&Observation> {
+        match self {
+            Self::Object(observation) | Self::Events(observation) => Some(observation),
+            Self::Link { .. } | Self::Failed(_) => None,
+        }
+    }
 }

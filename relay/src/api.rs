@@ -8,7 +8,10 @@
 //!   (the `inventory` and `nodes` modules);
 //! * join tokens, revocations and user certificates (`tokens`,
 //!   `revocations`, `users`), which only admins may write (`policy`);
-//! * a raw bundle push for smoke tests and the placement explainer.
+//! * a raw bundle push for smoke tests and the placement explainer;
+//! * what the tree knows only below, asked on demand: a node's link
+//!   (`agents/NAME/link`) and one cluster's live object and events
+//!   (`clusters/NAME/object`, `clusters/NAME/events`; `observed`).
 //!
 //! The API does not own state: everything relaymesh-specific it serves
 //! comes from a [`Backend`] the daemon implements.
@@ -38,6 +41,7 @@ use crate::store::TokenRecord;
 pub mod fuzzing;
 mod inventory;
 mod nodes;
+mod observed;
 mod policy;
 mod revocations;
 mod tokens;
@@ -200,6 +204,19 @@ pub trait Backend: Send + Sync + 'static {
         async { Err(ApiError::NotFound("this server has no tree".into())) }
     }
 
+    /// What cluster `name`'s agent reads for `query` (a
+    /// [`Query::Object`](relaymesh_protocol::query::Query::Object) or
+    /// `Query::Events`), asked through the tree; stale (with its age) when
+    /// a relay answered from memory because the agent was out of reach.
+    fn observe(
+        &self,
+        name: String,
+        query: relaymesh_protocol::query::Query,
+    ) -> impl Future<Output = Result<relaymesh_protocol::query::Observation, ApiError>> + Send {
+        let _ = (name, query);
+        async { Err(ApiError::NotFound("this server has no tree".into())) }
+    }
+
     /// Every revocation the root holds.
     fn revocations(
         &self,
@@ -304,6 +321,8 @@ mod endpoint {
     pub(super) const BUNDLES: &str = "bundles";
     pub(super) const EXPLAIN: &str = "explain";
     pub(super) const LINK: &str = "link";
+    pub(super) const OBJECT: &str = "object";
+    pub(super) const EVENTS: &str = "events";
 }
 
 /// What a request on one of relaymesh's paths asks, for the policy.
@@ -405,6 +424,25 @@ impl<B: Backend> Extension for Relaymesh<B> {
                         group: RELAYMESH_GROUP.into(),
                         resource: plural.to_string(),
                         subresource: Some("link".into()),
+                        namespace: None,
+                    },
+                    JSON,
+                )
+            }
+            ["apis", RELAYMESH_GROUP, VERSION, "clusters", name, subresource @ ("object" | "events")] => {
+                route(
+                    if *subresource == "object" {
+                        endpoint::OBJECT
+                    } else {
+                        endpoint::EVENTS
+                    },
+                    vec![name],
+                    &[Method::GET],
+                    Attributes::Resource {
+                        verb: "get".into(),
+                        group: RELAYMESH_GROUP.into(),
+                        resource: "clusters".into(),
+                        subresource: Some(subresource.to_string()),
                         namespace: None,
                     },
                     JSON,
@@ -513,6 +551,29 @@ impl<B: Backend> Extension for Relaymesh<B> {
                 let link = backend.link(name).await?;
                 json_reply(StatusCode::OK, &nodes::link_object(&link))
             }
+            (endpoint::OBJECT | endpoint::EVENTS, _) => {
+                let cluster = argument(0);
+                let events = call.route.endpoint == endpoint::EVENTS;
+                let query = match events {
+                    true => observed::events_query(call.query.as_deref())?,
+                    false => observed::object_query(call.query.as_deref())?,
+                };
+                if !backend
+                    .inventory()
+                    .records
+                    .iter()
+                    .any(|record| record.name == cluster && record.role == Role::Agent)
+                {
+                    return Err(ApiError::NotFound(format!(
+                        "clusters.{RELAYMESH_GROUP} {cluster:?} not found"
+                    )));
+                }
+                let observation = backend.observe(cluster.clone(), query).await?;
+                json_reply(
+                    StatusCode::OK,
+                    &observed::reply(&cluster, events, &observation)?,
+                )
+            }
             (other, _) => Err(ApiError::NotFound(format!("nothing serves {other}"))),
         }
     }
@@ -616,6 +677,24 @@ mod tests {
         assert_eq!(subresource.as_deref(), Some("link"));
         let clusters = "/apis/relaymesh.dev/v1alpha1/clusters/edge-7/link";
         assert!(route(Method::GET, clusters).is_none(), "not a node kind");
+
+        for subresource in ["object", "events"] {
+            let path = format!("/apis/relaymesh.dev/v1alpha1/clusters/edge-7/{subresource}");
+            let observed = route(Method::GET, &path).expect("a route");
+            assert_eq!(observed.arguments, ["edge-7"]);
+            assert_eq!(observed.methods, [Method::GET]);
+            let Attributes::Resource {
+                verb,
+                resource,
+                subresource: asked,
+                ..
+            } = &observed.attributes
+            else {
+                panic!("{:?}", observed.attributes);
+            };
+            assert_eq!((verb.as_str(), resource.as_str()), ("get", "clusters"));
+            assert_eq!(asked.as_deref(), Some(subresource));
+        }
 
         for kubernetes in [
             "/api/v1/namespaces",

@@ -21,6 +21,7 @@ use serde_json::Value;
 use crate::api::IssuedToken;
 use crate::kubeconfig::ClientCredentials;
 
+pub mod cluster;
 pub mod manifests;
 pub mod resources;
 pub mod status;

@@ -6,6 +6,7 @@
 //! to the core, and execute the actions it returns in order. Link tasks only
 //! move frames; nothing outside the loop decides anything.
 
+mod asked;
 mod backend;
 mod bundles;
 mod listener;
@@ -138,6 +139,12 @@ pub(crate) enum Event {
         query: relaymesh_protocol::query::Query,
         reply: oneshot::Sender<relaymesh_protocol::query::Answer>,
     },
+    /// The answer to a query about this node's own cluster
+    /// ([`relaymesh_core::Action::Asked`]).
+    LocalAnswer {
+        id: relaymesh_core::QueryId,
+        answer: relaymesh_protocol::query::Answer,
+    },
     /// Every revocation the slice holds.
     Revocations {
         reply: oneshot::Sender<Vec<relaymesh_protocol::Revocation>>,
@@ -248,6 +255,8 @@ pub struct AgentSlice {
     pub bundles_stored: u64,
 }
 
+pub use asked::{AskedQuery, ASKED_QUEUE};
+
 /// The channels between an agent's daemon and its reconciler.
 #[derive(Debug)]
 pub struct AgentHooks {
@@ -256,6 +265,10 @@ pub struct AgentHooks {
     /// Where the reconciler reports this cluster's status per placement
     /// (`None` forgets a placement).
     pub status: mpsc::Receiver<(String, Option<relaymesh_protocol::PlacementStatus>)>,
+    /// Where queries about the cluster go to be answered (at most
+    /// [`ASKED_QUEUE`] waiting; make the channel that long). `None`: the
+    /// agent answers that it has nothing to read.
+    pub queries: Option<mpsc::Sender<AskedQuery>>,
 }
 
 /// Runs the relay whose store is already open (so a caller that changed its
@@ -696,6 +709,7 @@ impl Daemon {
                 let id = self.core.query(now, &node, query);
                 self.queries.insert(id, reply);
             }
+            Event::LocalAnswer { id, answer } => self.core.handle_local_answer(now, id, answer),
             Event::Revocations { reply } => {
                 let revocations = self
                     .core
@@ -839,6 +853,14 @@ impl Daemon {
                 Action::Answered { query, answer } => {
                     if let Some(reply) = self.queries.remove(&query) {
                         let _ = reply.send(answer);
+                    }
+                }
+                Action::Asked { id, query } => {
+                    let answerer = self.hooks.as_ref().and_then(|hooks| hooks.queries.as_ref());
+                    let name = self.core.name().to_string();
+                    let handed = asked::hand_over(&name, answerer, &self.shared.events, id, query);
+                    if let asked::Handed::Answer(answer) = handed {
+                        self.core.handle_local_answer(now(), id, answer);
                     }
                 }
             }

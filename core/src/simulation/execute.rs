@@ -47,6 +47,12 @@ impl Simulation {
             Action::Answered { query, answer } => {
                 self.nodes[id].answers.insert(query, answer);
             }
+            Action::Asked {
+                id: query,
+                query: asked,
+            } => {
+                self.nodes[id].asked.push((query, asked));
+            }
         }
     }
 

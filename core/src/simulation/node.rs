@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use relaymesh_protocol::query::Answer;
+use relaymesh_protocol::query::{Answer, Query};
 use relaymesh_protocol::{BundleId, NodeRecord, Revocation, Role};
 
 use super::{NodeId, Traffic};
@@ -32,6 +32,10 @@ pub struct Node {
     pub(super) revocations: Vec<Revocation>,
     /// The answers to the queries its daemon asked, by id.
     pub(super) answers: BTreeMap<QueryId, Answer>,
+    /// The queries its core handed its daemon to answer
+    /// ([`Action::Asked`](crate::Action::Asked)), in order; a test answers
+    /// them with [`Core::handle_local_answer`].
+    pub(super) asked: Vec<(QueryId, Query)>,
     pub(super) traffic: Traffic,
     /// Whether it waits in the simulation's queue of cores to run.
     pub(super) ready: bool,
@@ -98,6 +102,11 @@ impl Node {
     /// started here under `id`, once it arrived.
     pub fn answer(&self, id: QueryId) -> Option<&Answer> {
         self.answers.get(&id)
+    }
+
+    /// The queries its core handed its daemon to answer, in order.
+    pub fn asked(&self) -> &[(QueryId, Query)] {
+        &self.asked
     }
 
     /// The revocations its daemon was told of, in order.

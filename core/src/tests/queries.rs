@@ -6,7 +6,7 @@ use std::cell::Cell;
 use std::rc::Rc;
 use std::time::Duration;
 
-use relaymesh_protocol::query::{Answer, Query};
+use relaymesh_protocol::query::{Answer, Observation, Query, MAX_ANSWER_JSON_LEN};
 use relaymesh_protocol::{ErrorCode, LinkStatus};
 
 use super::*;
@@ -222,4 +222,187 @@ fn queries_in_flight_are_bounded() {
     net.alter_down("root", |_| {}).expect("a node");
     let (parent, _) = link_answer(ask(&mut net, "edge-1"));
     assert_eq!(parent, "eu-west");
+}
+
+fn deployment() -> Query {
+    Query::Object {
+        group: "apps".into(),
+        version: "v1".into(),
+        kind: "Deployment".into(),
+        namespace: Some("shop".into()),
+        name: "web".into(),
+    }
+}
+
+fn observed(cluster: &str, json: &str) -> Observation {
+    Observation {
+        cluster: cluster.into(),
+        json: json.as_bytes().to_vec(),
+        age_ms: None,
+    }
+}
+
+/// Has `agent`'s daemon answer the last query its core handed it.
+fn agent_answers(net: &mut Net, agent: &str, answer: impl FnOnce(&Query) -> Answer) -> Query {
+    let (id, query) = net[agent].asked().last().cloned().expect("a query asked");
+    let now = net.now();
+    let answer = answer(&query);
+    net.core_mut(agent)
+        .expect("a node")
+        .handle_local_answer(now, id, answer);
+    net.run();
+    query
+}
+
+#[test]
+fn an_object_is_read_by_the_agent_itself_and_comes_back_up() {
+    let mut net = tree();
+    let id = net.query("root", "edge-2", deployment()).expect("the root");
+    assert_eq!(net["root"].answer(id), None, "the agent's daemon reads it");
+    // Only edge-2's daemon was asked, once, with the question as asked.
+    for other in ["edge-1", "edge-3", "eu-west", "eu"] {
+        assert!(net[other].asked().is_empty(), "{other} was asked");
+    }
+    let json = r#"{"kind":"Deployment","status":{"readyReplicas":2}}"#;
+    let asked = agent_answers(&mut net, "edge-2", |_| {
+        Answer::Object(observed("edge-2", json))
+    });
+    assert_eq!(asked, deployment());
+    assert_eq!(
+        net["root"].answer(id),
+        Some(&Answer::Object(observed("edge-2", json)))
+    );
+
+    let events = Query::Events {
+        namespace: None,
+        limit: 20,
+    };
+    let id = net
+        .query("root", "edge-3", events.clone())
+        .expect("the root");
+    let asked = agent_answers(&mut net, "edge-3", |_| {
+        Answer::Events(observed("edge-3", "[]"))
+    });
+    assert_eq!(asked, events);
+    assert_eq!(
+        net["root"].answer(id),
+        Some(&Answer::Events(observed("edge-3", "[]")))
+    );
+}
+
+#[test]
+fn a_relay_has_no_cluster_to_read() {
+    let mut net = tree();
+    for relay in ["eu-west", "root"] {
+        let id = net.query("root", relay, deployment()).expect("the root");
+        let (code, message) = failure(net["root"].answer(id).cloned());
+        assert_eq!(code, ErrorCode::NotFound);
+        assert!(message.contains("is a relay"), "{message}");
+    }
+}
+
+#[test]
+fn a_wrong_oversized_or_foreign_answer_is_refused_on_the_way_up() {
+    let mut net = tree();
+    let bad = [
+        (
+            Answer::Events(observed("edge-1", "[]")),
+            "not an answer to the question",
+        ),
+        (Answer::Object(observed("edge-2", "{}")), "\"edge-2\"'s"),
+        (
+            Answer::Object(Observation {
+                json: vec![b' '; MAX_ANSWER_JSON_LEN + 1],
+                ..observed("edge-1", "")
+            }),
+            "more than the",
+        ),
+    ];
+    for (answer, why) in bad {
+        let id = net.query("root", "edge-1", deployment()).expect("the root");
+        agent_answers(&mut net, "edge-1", |_| answer);
+        let (_, message) = failure(net["root"].answer(id).cloned());
+        assert!(message.contains(why), "{message}");
+    }
+    // None of them was kept to be shown later.
+    assert_eq!(net.core_mut("eu-west").expect("a node").cached_answers(), 0);
+}
+
+#[test]
+fn a_cut_off_cluster_is_answered_stale_with_its_age_by_its_parent() {
+    let mut net = tree();
+    // Nothing passed up yet: a clear failure.
+    net.disconnect("edge-1");
+    let id = net.query("root", "edge-1", deployment()).expect("the root");
+    let (code, message) = failure(net["root"].answer(id).cloned());
+    assert_eq!(code, ErrorCode::Unavailable);
+    assert!(
+        message.contains("edge-1 is not connected, and eu-west kept no earlier answer"),
+        "{message}"
+    );
+    net.connect("edge-1");
+    assert!(net.settle());
+
+    let json = r#"{"status":{"readyReplicas":1}}"#;
+    let id = net.query("root", "edge-1", deployment()).expect("the root");
+    agent_answers(&mut net, "edge-1", |_| {
+        Answer::Object(observed("edge-1", json))
+    });
+    assert!(matches!(net["root"].answer(id), Some(Answer::Object(_))));
+
+    net.disconnect("edge-1");
+    net.advance(Duration::from_secs(30));
+    let id = net.query("root", "edge-1", deployment()).expect("the root");
+    let Some(Answer::Object(stale)) = net["root"].answer(id).cloned() else {
+        panic!("{:?}", net["root"].answer(id));
+    };
+    assert_eq!(stale.json, json.as_bytes());
+    assert_eq!(stale.cluster, "edge-1");
+    let age = stale.age_ms.expect("marked stale");
+    assert!((30_000..31_000).contains(&age), "{age}");
+    // Answered by edge-1's parent, the nearest relay that kept it: the
+    // agent was not asked again.
+    assert_eq!(net["edge-1"].asked().len(), 1);
+    // Another question about it was never answered live: nothing to show.
+    let other = Query::Events {
+        namespace: None,
+        limit: 5,
+    };
+    let id = net.query("root", "edge-1", other).expect("the root");
+    let (_, message) = failure(net["root"].answer(id).cloned());
+    assert!(message.contains("kept no earlier answer"), "{message}");
+
+    // A relay on the path down: the root kept the answer too.
+    net.connect("edge-1");
+    assert!(net.settle());
+    net.disconnect("eu");
+    let id = net.query("root", "edge-1", deployment()).expect("the root");
+    assert!(
+        matches!(net["root"].answer(id), Some(Answer::Object(o)) if o.age_ms.is_some()),
+        "{:?}",
+        net["root"].answer(id)
+    );
+}
+
+#[test]
+fn an_agent_that_does_not_answer_in_time_is_answered_stale() {
+    let mut net = tree();
+    let id = net.query("root", "edge-1", deployment()).expect("the root");
+    agent_answers(&mut net, "edge-1", |_| {
+        Answer::Object(observed("edge-1", "{}"))
+    });
+    assert!(matches!(net["root"].answer(id), Some(Answer::Object(_))));
+    // Asked again, the agent's daemon never answers.
+    let id = net.query("root", "edge-1", deployment()).expect("the root");
+    net.advance(QUERY_TIMEOUT);
+    let answer = net["root"].answer(id).cloned();
+    assert!(
+        matches!(&answer, Some(Answer::Object(o)) if o.age_ms.is_some()),
+        "{answer:?}"
+    );
+    // Its late answer goes nowhere.
+    agent_answers(&mut net, "edge-1", |_| {
+        Answer::Object(observed("edge-1", "{}"))
+    });
+    assert_eq!(net["root"].answer(id).cloned(), answer);
 }

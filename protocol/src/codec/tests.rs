@@ -6,7 +6,7 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::message::*;
-use crate::query::{Answer, Query};
+use crate::query::{Answer, Observation, Query};
 use crate::token::TokenClaims;
 use crate::*;
 
@@ -273,10 +273,47 @@ fn up() -> impl Strategy<Value = UpMessage> {
     ]
 }
 
+fn observation() -> impl Strategy<Value = Observation> {
+    (
+        name(),
+        prop::collection::vec(any::<u8>(), 0..256),
+        proptest::option::of(any::<u64>()),
+    )
+        .prop_map(|(cluster, json, age_ms)| Observation {
+            cluster,
+            json,
+            age_ms,
+        })
+}
+
 fn answer() -> impl Strategy<Value = Answer> {
     prop_oneof![
         (name(), link()).prop_map(|(parent, status)| Answer::Link { parent, status }),
         refusal().prop_map(Answer::Failed),
+        observation().prop_map(Answer::Object),
+        observation().prop_map(Answer::Events),
+    ]
+}
+
+fn any_query() -> impl Strategy<Value = Query> {
+    prop_oneof![
+        Just(Query::Link),
+        (
+            "[a-z.]{0,12}",
+            "v[0-9]",
+            "[A-Z][a-z]{0,10}",
+            proptest::option::of(name()),
+            name()
+        )
+            .prop_map(|(group, version, kind, namespace, name)| Query::Object {
+                group,
+                version,
+                kind,
+                namespace,
+                name,
+            }),
+        (proptest::option::of(name()), any::<u32>())
+            .prop_map(|(namespace, limit)| Query::Events { namespace, limit }),
     ]
 }
 
@@ -306,10 +343,10 @@ fn down() -> impl Strategy<Value = DownMessage> {
             }),
         any::<u64>().prop_map(|nonce| DownMessage::Pong { nonce }),
         refusal().prop_map(DownMessage::Refused),
-        (any::<u64>(), name()).prop_map(|(id, node)| DownMessage::Query {
+        (any::<u64>(), name(), any_query()).prop_map(|(id, node, query)| DownMessage::Query {
             id,
             node,
-            query: Query::Link
+            query
         }),
         (any::<u16>(), name(), any::<u64>()).prop_map(|(version, parent, epoch)| {
             DownMessage::Welcome(Welcome {
@@ -491,4 +528,22 @@ fn oversized_message_is_refused_on_encode() {
     };
     assert!(encode(&message).is_err());
     let _unused: BTreeMap<u8, u8> = BTreeMap::new();
+}
+
+#[test]
+fn the_largest_observation_fits_one_frame() {
+    let answer = UpMessage::Answer {
+        id: u64::MAX,
+        answer: Answer::Object(Observation {
+            cluster: "c".repeat(crate::limits::MAX_NAME_LEN),
+            json: vec![b'x'; crate::query::MAX_ANSWER_JSON_LEN],
+            age_ms: Some(u64::MAX),
+        }),
+    };
+    let frame = encode_frame(&answer).expect("within the frame limit");
+    assert!(frame.len() < MAX_FRAME_LEN / 32, "{}", frame.len());
+    let mut buffer = FrameBuffer::new();
+    buffer.extend(&frame);
+    let payload = buffer.next_payload().expect("a frame").expect("whole");
+    assert_eq!(decode::<UpMessage>(&payload).expect("decodes"), answer);
 }

@@ -13,7 +13,7 @@ use anyhow::{bail, Context as _};
 use clap::{Parser, Subcommand, ValueEnum};
 use relaymesh_protocol::Role;
 use relaymesh_relay::client::watch::{self, Verdict};
-use relaymesh_relay::client::{manifests, resources, status, tree, Client, ClientError};
+use relaymesh_relay::client::{cluster, manifests, resources, status, tree, Client, ClientError};
 use relaymesh_relay::{kubeconfig, pki};
 use tracing_subscriber::EnvFilter;
 
@@ -46,6 +46,10 @@ Examples:
   relayctl status storefront -n shop     # ready/selected, failing clusters and why
   relayctl watch storefront -n shop --timeout 2m && echo rolled out
   relayctl get clusters
+
+  # One cluster's live copy, asked of its agent through the tree
+  relayctl get deploy/storefront -n shop --cluster edge-7 -o yaml
+  relayctl events --cluster edge-7 -n shop
 
   # Send a file to every node (a smoke test of bundle distribution)
   relayctl bundle push ./demo.bin --name demo
@@ -125,15 +129,47 @@ enum Command {
         namespace: String,
     },
     /// List objects of a resource as a table: placements, clusters, relays, or any kind.
+    ///
+    /// With --cluster, show one object as that cluster holds it now (status
+    /// included): KIND/NAME is asked of the cluster's agent through the
+    /// tree. KIND is a short name (deploy, deployment, deployments), one
+    /// qualified by its group (deployments.apps), or Kind.version.group. The
+    /// agent shows only objects relaymesh manages there, and Secrets without
+    /// their data. When the agent is out of reach, the answer is the last
+    /// state a relay saw, with a note on stderr saying how old it is.
     Get {
-        /// The resource: placements (pl), clusters, relays, clusterprofiles, or a kind's plural.
+        /// The resource: placements (pl), clusters, relays, clusterprofiles, or a kind's plural;
+        /// with --cluster, KIND/NAME.
         resource: String,
+        /// Read KIND/NAME from this cluster (its agent), not the root.
+        #[arg(long, value_name = "CLUSTER")]
+        cluster: Option<String>,
         /// The namespace (namespaced resources).
         #[arg(short, long, default_value = "default")]
         namespace: String,
         /// Every namespace.
         #[arg(short = 'A', long)]
         all_namespaces: bool,
+        /// Output format.
+        #[arg(short, long, value_enum, default_value_t = GetFormat::Table)]
+        output: GetFormat,
+    },
+    /// Show a cluster's recent events, newest first, asked of its agent.
+    ///
+    /// The agent shows the events of the namespaces holding objects
+    /// relaymesh manages there (-n: of one of them). When the agent is out
+    /// of reach, the answer is the last list a relay saw, with a note on
+    /// stderr saying how old it is.
+    Events {
+        /// The cluster.
+        #[arg(long, value_name = "CLUSTER")]
+        cluster: String,
+        /// Only this namespace.
+        #[arg(short, long)]
+        namespace: Option<String>,
+        /// At most this many events (1 to 500).
+        #[arg(long, default_value_t = 100)]
+        limit: u32,
         /// Output format.
         #[arg(short, long, value_enum, default_value_t = GetFormat::Table)]
         output: GetFormat,
@@ -632,6 +668,79 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Get {
             resource,
+            cluster: Some(cluster),
+            namespace,
+            all_namespaces: _,
+            output,
+        } => {
+            let (kind, name) = resource
+                .split_once('/')
+                .with_context(|| format!("with --cluster, give KIND/NAME, not {resource:?}"))?;
+            let kind_ref = cluster::kind_ref(kind).with_context(|| {
+                format!(
+                    "unknown kind {kind:?}: use one of {} (or plural.group), or Kind.version.group",
+                    cluster::known_kinds()
+                )
+            })?;
+            let reply = client
+                .cluster_object(&cluster, &kind_ref, Some(&namespace), name)
+                .await
+                .with_context(|| format!("cannot read {resource} from cluster {cluster}"))?;
+            if let Some(note) = cluster::stale_note(&reply) {
+                eprintln!("{note}");
+            }
+            let object = &reply["object"];
+            match output {
+                GetFormat::Json => println!("{}", serde_json::to_string_pretty(object)?),
+                GetFormat::Yaml => print!("{}", serde_yaml::to_string(object)?),
+                GetFormat::Table => {
+                    let state = match cluster::stale_note(&reply) {
+                        Some(_) => "stale",
+                        None => "live",
+                    };
+                    let rows = [
+                        ["CLUSTER", "NAMESPACE", "NAME", "KIND", "STATE"].map(str::to_string),
+                        [
+                            cluster.clone(),
+                            object["metadata"]["namespace"]
+                                .as_str()
+                                .unwrap_or("")
+                                .into(),
+                            name.to_string(),
+                            kind_ref.kind.clone(),
+                            state.into(),
+                        ],
+                    ]
+                    .map(|row| row.to_vec());
+                    print!("{}", resources::render_rows(&rows));
+                }
+            }
+        }
+        Command::Events {
+            cluster,
+            namespace,
+            limit,
+            output,
+        } => {
+            let reply = client
+                .cluster_events(&cluster, namespace.as_deref(), limit)
+                .await
+                .with_context(|| format!("cannot read the events of cluster {cluster}"))?;
+            if let Some(note) = cluster::stale_note(&reply) {
+                eprintln!("{note}");
+            }
+            match output {
+                GetFormat::Json => println!("{}", serde_json::to_string_pretty(&reply)?),
+                GetFormat::Yaml => print!("{}", serde_yaml::to_string(&reply)?),
+                GetFormat::Table => print!(
+                    "{}",
+                    cluster::render_events(&reply, std::time::SystemTime::now())
+                ),
+            }
+        }
+        Command::Get {
+            resource,
+            cluster: None,
             namespace,
             all_namespaces,
             output,

@@ -3,8 +3,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use relaymesh_protocol::query::{Answer, Query};
-use relaymesh_protocol::{BundleId, ErrorCode, NodeRecord, Revocation, Role};
+use relaymesh_protocol::query::{Answer, Observation, Query};
+use relaymesh_protocol::{BundleId, ErrorCode, NodeRecord, Refusal, Revocation, Role};
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
@@ -306,11 +306,24 @@ impl Backend for RootBackend {
                 parent,
                 status,
             }),
-            Answer::Failed(refusal) => Err(match refusal.code {
-                ErrorCode::NotFound => ApiError::NotFound(refusal.message),
-                ErrorCode::Unavailable => ApiError::Unavailable(refusal.message),
-                _ => ApiError::Internal(refusal.to_string()),
-            }),
+            Answer::Failed(refusal) => Err(refused(refusal)),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    async fn observe(&self, cluster: String, query: Query) -> Result<Observation, ApiError> {
+        let (reply, answer) = oneshot::channel();
+        let events = matches!(query, Query::Events { .. });
+        let asked = Event::Query {
+            node: cluster,
+            query,
+            reply,
+        };
+        match self.ask(asked, answer).await? {
+            Answer::Object(observation) if !events => Ok(observation),
+            Answer::Events(observation) if events => Ok(observation),
+            Answer::Failed(refusal) => Err(refused(refusal)),
+            other => Err(unexpected(&other)),
         }
     }
 
@@ -331,4 +344,21 @@ impl Backend for RootBackend {
             .await?;
         Ok(id)
     }
+}
+
+/// The API error for a refusal that came back up the tree instead of an
+/// answer.
+fn refused(refusal: Refusal) -> ApiError {
+    match refusal.code {
+        ErrorCode::NotFound => ApiError::NotFound(refusal.message),
+        ErrorCode::Unavailable => ApiError::Unavailable(refusal.message),
+        ErrorCode::Forbidden => ApiError::Forbidden(refusal.message),
+        _ => ApiError::Internal(refusal.to_string()),
+    }
+}
+
+/// The API error for an answer of another kind than asked (the core
+/// checks this; a mismatch here is a bug).
+fn unexpected(answer: &Answer) -> ApiError {
+    ApiError::Internal(format!("the tree answered another question: {answer:?}"))
 }
