@@ -27,7 +27,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use relaymesh_protocol::message::{DownMessage, UpMessage};
-use relaymesh_protocol::query::{Answer, Query, MAX_ANSWER_JSON_LEN};
+use relaymesh_protocol::query::{Answer, Query, MAX_ANSWER_JSON_LEN, MAX_CHILDREN_ANSWERED};
 use relaymesh_protocol::{ErrorCode, Refusal, Role};
 
 use super::{Action, Core, LinkId, Now};
@@ -297,6 +297,13 @@ impl Core {
                 })
             }
             Query::Object { .. } | Query::Events { .. } => None,
+            Query::Placement { key } if node == self.name => {
+                let mut children = self.placement_by_child(key);
+                let more = children.len().saturating_sub(MAX_CHILDREN_ANSWERED) as u64;
+                children.truncate(MAX_CHILDREN_ANSWERED);
+                Some(Answer::Placement { children, more })
+            }
+            Query::Placement { .. } => None,
         }
     }
 
@@ -319,6 +326,7 @@ fn checked(node: &str, query: &Query, answer: Answer) -> Answer {
             | (Query::Link, Answer::Link { .. })
             | (Query::Object { .. }, Answer::Object(_))
             | (Query::Events { .. }, Answer::Events(_))
+            | (Query::Placement { .. }, Answer::Placement { .. })
     );
     let refused = |code, message: String| Answer::Failed(Refusal::new(code, message));
     if !fits {
@@ -326,6 +334,17 @@ fn checked(node: &str, query: &Query, answer: Answer) -> Answer {
             ErrorCode::Malformed,
             format!("the answer about {node} was not an answer to the question"),
         );
+    }
+    if let Answer::Placement { children, .. } = &answer {
+        if children.len() > MAX_CHILDREN_ANSWERED {
+            return refused(
+                ErrorCode::TooLarge,
+                format!(
+                    "the answer about {node} names {} children, more than the {MAX_CHILDREN_ANSWERED} allowed",
+                    children.len()
+                ),
+            );
+        }
     }
     match answer.observation() {
         Some(observation) if observation.cluster != node => refused(

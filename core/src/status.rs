@@ -6,6 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use relaymesh_protocol::message::UpMessage;
+use relaymesh_protocol::query::ChildCounts;
 use relaymesh_protocol::{PlacementStatus, StatusUpdate};
 use relaymesh_topology::summary;
 
@@ -65,6 +66,29 @@ impl Core {
     /// The merged status of one placement below (and at) this node.
     pub fn placement_status(&self, key: &str) -> Option<PlacementStatus> {
         self.merged().remove(key)
+    }
+
+    /// What each child reported for placement `key`, by child name: its
+    /// counts, all offline while its link is down (as [`merged`] counts
+    /// them). Children that reported nothing for it are left out.
+    ///
+    /// [`merged`]: Self::placement_status
+    pub fn placement_by_child(&self, key: &str) -> Vec<ChildCounts> {
+        self.statuses
+            .children
+            .iter()
+            .filter_map(|(child, reported)| {
+                let status = reported.get(key)?;
+                let counts = match self.links_by_name.contains_key(child) {
+                    true => status.counts,
+                    false => summary::offline(&status.counts),
+                };
+                Some(ChildCounts {
+                    child: child.clone(),
+                    counts,
+                })
+            })
+            .collect()
     }
 
     pub(super) fn child_status(&mut self, now: Now, child: &str, update: StatusUpdate) {

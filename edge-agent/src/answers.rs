@@ -109,6 +109,12 @@ impl Answerer {
                 ErrorCode::NotFound,
                 "a link is measured by the agent's parent".to_string(),
             )),
+            // The agent's core answers it from the status it holds; it
+            // never reaches the cluster.
+            Query::Placement { .. } => Err((
+                ErrorCode::NotFound,
+                "placement counts are answered by the agent's core".to_string(),
+            )),
         };
         result.unwrap_or_else(|(code, message)| self.failed(code, message))
     }

@@ -22,7 +22,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::{LinkStatus, Refusal};
+use crate::{LinkStatus, PhaseCounts, Refusal};
 
 /// The most JSON bytes an [`Observation`] carries. An agent refuses to send
 /// more (the answer is a failure saying so) and a relay passes on or keeps
@@ -62,6 +62,27 @@ pub enum Query {
         /// At most this many (and never more than [`MAX_EVENTS`]).
         limit: u32,
     },
+    /// How each child of the node is doing with one placement: what each
+    /// reported for its subtree, so `relayctl tree --placement` can show
+    /// per-subtree counts without anything per-cluster climbing the tree.
+    /// The node itself answers, relay or agent.
+    Placement {
+        /// The placement's slice key (`placement/NAMESPACE/NAME`).
+        key: String,
+    },
+}
+
+/// The most children an [`Answer::Placement`] names; the rest are only
+/// counted in its `more`. At well under 100 bytes each, they fit one frame.
+pub const MAX_CHILDREN_ANSWERED: usize = 65_536;
+
+/// One child's subtree and how its clusters are doing with a placement.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChildCounts {
+    /// The child's name.
+    pub child: String,
+    /// Its subtree's clusters by phase (all offline while its link is down).
+    pub counts: PhaseCounts,
 }
 
 /// What a cluster's agent read from its cluster, or a relay remembered of
@@ -101,6 +122,14 @@ pub enum Answer {
     /// first, each `{lastSeen, type, reason, object, namespace, message,
     /// count}` (the agent's summary of a Kubernetes Event).
     Events(Observation),
+    /// The answer to [`Query::Placement`]: the children that reported the
+    /// placement, by name, at most [`MAX_CHILDREN_ANSWERED`].
+    Placement {
+        /// The children, sorted by name.
+        children: Vec<ChildCounts>,
+        /// How many more children reported it.
+        more: u64,
+    },
 }
 
 impl Answer {
@@ -108,7 +137,7 @@ impl Answer {
     pub fn observation(&self) -> Option<&Observation> {
         match self {
             Self::Object(observation) | Self::Events(observation) => Some(observation),
-            Self::Link { .. } | Self::Failed(_) => None,
+            Self::Link { .. } | Self::Failed(_) | Self::Placement { .. } => None,
         }
     }
 }

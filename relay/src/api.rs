@@ -217,6 +217,19 @@ pub trait Backend: Send + Sync + 'static {
         async { Err(ApiError::NotFound("this server has no tree".into())) }
     }
 
+    /// How each child of relay `name` is doing with the placement of slice
+    /// key `key`, as that relay says (the root answers for itself; deeper
+    /// relays are asked through the tree).
+    fn subtree(
+        &self,
+        name: String,
+        key: String,
+    ) -> impl Future<Output = Result<(Vec<relaymesh_protocol::query::ChildCounts>, u64), ApiError>> + Send
+    {
+        let _ = (name, key);
+        async { Err(ApiError::NotFound("this server has no tree".into())) }
+    }
+
     /// Every revocation the root holds.
     fn revocations(
         &self,
@@ -323,6 +336,7 @@ mod endpoint {
     pub(super) const LINK: &str = "link";
     pub(super) const OBJECT: &str = "object";
     pub(super) const EVENTS: &str = "events";
+    pub(super) const SUBTREE: &str = "subtree";
 }
 
 /// What a request on one of relaymesh's paths asks, for the policy.
@@ -443,6 +457,21 @@ impl<B: Backend> Extension for Relaymesh<B> {
                         group: RELAYMESH_GROUP.into(),
                         resource: "clusters".into(),
                         subresource: Some(subresource.to_string()),
+                        namespace: None,
+                    },
+                    JSON,
+                )
+            }
+            ["apis", RELAYMESH_GROUP, VERSION, "relays", name, "placements", namespace, placement] => {
+                route(
+                    endpoint::SUBTREE,
+                    vec![name, namespace, placement],
+                    &[Method::GET],
+                    Attributes::Resource {
+                        verb: "get".into(),
+                        group: RELAYMESH_GROUP.into(),
+                        resource: "relays".into(),
+                        subresource: Some("placements".into()),
                         namespace: None,
                     },
                     JSON,
@@ -572,6 +601,26 @@ impl<B: Backend> Extension for Relaymesh<B> {
                 json_reply(
                     StatusCode::OK,
                     &observed::reply(&cluster, events, &observation)?,
+                )
+            }
+            (endpoint::SUBTREE, _) => {
+                let relay = argument(0);
+                let (namespace, placement) = (argument(1), argument(2));
+                if !backend
+                    .inventory()
+                    .records
+                    .iter()
+                    .any(|record| record.name == relay && record.role == Role::Relay)
+                {
+                    return Err(ApiError::NotFound(format!(
+                        "relays.{RELAYMESH_GROUP} {relay:?} not found"
+                    )));
+                }
+                let key = crate::placement::entry_key(&namespace, &placement);
+                let (children, more) = backend.subtree(relay.clone(), key).await?;
+                json_reply(
+                    StatusCode::OK,
+                    &nodes::subtree_object(&relay, &namespace, &placement, &children, more),
                 )
             }
             (other, _) => Err(ApiError::NotFound(format!("nothing serves {other}"))),

@@ -143,6 +143,20 @@ impl Client {
         self.list("agents").await
     }
 
+    /// How each child of relay `relay` is doing with placement
+    /// `namespace/name`, as that relay says (a `PlacementSubtree`).
+    pub async fn subtree(
+        &self,
+        relay: &str,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Value, ClientError> {
+        self.get_json(&format!(
+            "/apis/relaymesh.dev/v1alpha1/relays/{relay}/placements/{namespace}/{name}"
+        ))
+        .await
+    }
+
     /// The `Link` of node `name` (an agent, else a relay): its link to its
     /// parent as the parent measured it, asked down the tree.
     pub async fn link(&self, name: &str) -> Result<Value, ClientError> {

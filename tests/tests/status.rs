@@ -248,6 +248,39 @@ fn failures_are_named_and_kubectl_wait_and_relayctl_watch_follow() -> anyhow::Re
         })
         .collect();
     assert_eq!(groups, expected_groups, "{grouped}");
+    // relayctl tree --placement: every subtree's counts, as its parent
+    // relay says, down to each agent's own.
+    let output = testbed.relayctl(&["tree", "--placement", "web", "-n", "shop", "-o", "json"])?;
+    anyhow::ensure!(
+        output.status.success(),
+        "relayctl tree --placement: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let tree: Value = serde_json::from_slice(&output.stdout)?;
+    assert_eq!(tree["placement"]["total"], AGENTS as u64, "{tree}");
+    assert_eq!(
+        tree["placement"]["ready"],
+        (AGENTS - FAILING) as u64,
+        "{tree}"
+    );
+    let mut nodes = vec![&tree];
+    let mut agents_seen = 0;
+    while let Some(node) = nodes.pop() {
+        nodes.extend(node["children"].as_array().into_iter().flatten());
+        if node["role"] == "agent" {
+            agents_seen += 1;
+            let name = node["name"].as_str().unwrap_or_default();
+            let field = if expected.contains(name) {
+                "failed"
+            } else {
+                "ready"
+            };
+            assert_eq!(node["placement"][field], 1, "{name}: {node}");
+            assert_eq!(node["placement"]["total"], 1, "{name}: {node}");
+        }
+    }
+    assert_eq!(agents_seen, AGENTS);
+
     let output = testbed.relayctl(&["status", "web", "-n", "shop", "--by", "zone"])?;
     assert!(!output.status.success(), "web does not group by zone");
     assert!(

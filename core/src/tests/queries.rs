@@ -406,3 +406,65 @@ fn an_agent_that_does_not_answer_in_time_is_answered_stale() {
     });
     assert_eq!(net["root"].answer(id).cloned(), answer);
 }
+
+fn placement_answer(answer: Option<Answer>) -> Vec<(String, u64, u64, u64)> {
+    match answer {
+        Some(Answer::Placement { children, more: 0 }) => children
+            .into_iter()
+            .map(|child| {
+                let counts = child.counts;
+                (child.child, counts.ready, counts.failed, counts.offline)
+            })
+            .collect(),
+        other => panic!("expected a placement answer, got {other:?}"),
+    }
+}
+
+#[test]
+fn each_relay_says_how_its_children_do_with_a_placement() {
+    let mut net = tree();
+    let now = net.now();
+    for (agent, ready) in [("edge-1", true), ("edge-2", false), ("edge-3", true)] {
+        let status = relaymesh_protocol::PlacementStatus {
+            counts: relaymesh_protocol::PhaseCounts {
+                ready: u64::from(ready),
+                failed: u64::from(!ready),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        if let Some(node) = net.core_mut(agent) {
+            node.set_own_status(now, "placement/shop/web", Some(status));
+        }
+    }
+    assert!(net.settle());
+    let key = "placement/shop/web".to_string();
+    let mut asked = |node: &str| {
+        let id = net
+            .query("root", node, Query::Placement { key: key.clone() })
+            .expect("the root");
+        placement_answer(net["root"].answer(id).cloned())
+    };
+    // The root answers for itself at once; deeper relays through the tree.
+    assert_eq!(
+        asked("root"),
+        [("eu".into(), 1, 1, 0), ("us".into(), 1, 0, 0)]
+    );
+    assert_eq!(asked("eu"), [("eu-west".into(), 1, 1, 0)]);
+    assert_eq!(
+        asked("eu-west"),
+        [("edge-1".into(), 1, 0, 0), ("edge-2".into(), 0, 1, 0)]
+    );
+    // An agent has no children.
+    assert_eq!(asked("edge-1"), []);
+    // A disconnected child's clusters are offline.
+    net.disconnect("edge-3");
+    assert!(net.settle());
+    let id = net
+        .query("root", "us", Query::Placement { key: key.clone() })
+        .expect("the root");
+    assert_eq!(
+        placement_answer(net["root"].answer(id).cloned()),
+        [("edge-3".into(), 0, 0, 1)]
+    );
+}

@@ -317,6 +317,39 @@ pub(super) fn link_object(link: &super::NodeLink) -> LinkObject {
     }
 }
 
+/// A `PlacementSubtree`: how each child of relay `relay` is doing with
+/// placement `namespace/placement`, as that relay says.
+pub(super) fn subtree_object(
+    relay: &str,
+    namespace: &str,
+    placement: &str,
+    children: &[relaymesh_protocol::query::ChildCounts],
+    more: u64,
+) -> serde_json::Value {
+    let children: Vec<serde_json::Value> = children
+        .iter()
+        .map(|child| {
+            let counts = &child.counts;
+            serde_json::json!({
+                "name": child.child,
+                "pending": counts.pending,
+                "applied": counts.applied,
+                "ready": counts.ready,
+                "failed": counts.failed,
+                "offline": counts.offline,
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "apiVersion": API_VERSION,
+        "kind": "PlacementSubtree",
+        "metadata": {"name": relay},
+        "placement": {"namespace": namespace, "name": placement},
+        "children": children,
+        "more": more,
+    })
+}
+
 pub(super) fn rfc3339(unix_ms: u64) -> String {
     let time = UNIX_EPOCH + Duration::from_millis(unix_ms);
     humantime::format_rfc3339_seconds(time).to_string()

@@ -110,6 +110,13 @@ enum Command {
     },
     /// Print the tree of relays and agents with the health of each link.
     Tree {
+        /// Also show how each subtree is doing with this placement (ready
+        /// of its clusters, failed, offline), asked of every relay.
+        #[arg(long, value_name = "PLACEMENT")]
+        placement: Option<String>,
+        /// The placement's namespace.
+        #[arg(short, long, default_value = "default")]
+        namespace: String,
         /// Output format.
         #[arg(short, long, value_enum, default_value_t = Format::Text)]
         output: Format,
@@ -620,13 +627,35 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 eprintln!("kubeconfig for {name} ({group}) written to {output}");
             }
         }
-        Command::Tree { output } => {
+        Command::Tree {
+            placement,
+            namespace,
+            output,
+        } => {
             let (relays, agents) = tokio::try_join!(client.relays(), client.agents())
                 .context("cannot list the tree's nodes")?;
             let nodes: Vec<_> = relays.into_iter().chain(agents).collect();
-            let Some(root) = tree::build_tree(&nodes) else {
+            let Some(mut root) = tree::build_tree(&nodes) else {
                 bail!("the root listed no relay without a parent");
             };
+            if let Some(placement) = &placement {
+                client
+                    .placements(Some(&namespace), Some(placement))
+                    .await
+                    .with_context(|| format!("cannot read placement {namespace}/{placement}"))?;
+                let mut answers = BTreeMap::new();
+                for relay in tree::relays(&root) {
+                    match client.subtree(&relay, &namespace, placement).await {
+                        Ok(answer) => {
+                            answers.insert(relay, answer);
+                        }
+                        // A relay out of reach leaves its children
+                        // without counts; the rest of the tree still shows.
+                        Err(error) => eprintln!("warning: {relay}: {error}"),
+                    }
+                }
+                tree::annotate(&mut root, &answers);
+            }
             let mut stdout = std::io::stdout().lock();
             if let Some(text) = structured(output, &root)? {
                 write!(stdout, "{text}")?;

@@ -240,6 +240,15 @@ fn details(node: &Value, show_link: bool) -> String {
         "disconnected"
     };
     let mut text = format!("{role:<5}  {state:<12}");
+    if let Some(placement) = node.get("placement") {
+        let count = |field: &str| placement[field].as_u64().unwrap_or(0);
+        text.push_str(&format!("  ready {}/{}", count("ready"), count("total")));
+        for field in ["failed", "offline"] {
+            if count(field) > 0 {
+                text.push_str(&format!("  {field} {}", count(field)));
+            }
+        }
+    }
     if show_link {
         text.push_str(&link_details(node, connected));
     }
@@ -282,6 +291,85 @@ fn link_details(node: &Value, connected: bool) -> String {
         ));
     }
     text
+}
+
+/// The relays of `tree` (from [`build_tree`]), top first: the nodes whose
+/// children `relayctl tree --placement` asks about.
+pub fn relays(tree: &Value) -> Vec<String> {
+    let mut relays = Vec::new();
+    let mut stack = vec![(tree, 0)];
+    while let Some((node, depth)) = stack.pop() {
+        if node["role"] == "relay" {
+            if let Some(name) = node["name"].as_str() {
+                relays.push(name.to_string());
+            }
+        }
+        if depth < MAX_DEPTH {
+            for child in node["children"].as_array().into_iter().flatten().rev() {
+                stack.push((child, depth + 1));
+            }
+        }
+    }
+    relays
+}
+
+/// Puts on every node of `tree` how its subtree is doing with one
+/// placement, as `"placement": {"pending", "applied", "ready", "failed",
+/// "offline", "total"}`: each node's from what its parent said of its
+/// children (`answers`: relay name → `PlacementSubtree` object), the top's
+/// as the sum of its children's. A node whose parent did not answer, or did
+/// not name it (nothing of the placement below it), gets nothing.
+pub fn annotate(tree: &mut Value, answers: &BTreeMap<String, Value>) {
+    annotate_node(tree, None, answers, 0);
+    let mut sum: BTreeMap<&str, u64> = BTreeMap::new();
+    for child in tree["children"].as_array().into_iter().flatten() {
+        for (field, value) in child["placement"].as_object().into_iter().flatten() {
+            *sum.entry(field).or_default() += value.as_u64().unwrap_or(0);
+        }
+    }
+    if !sum.is_empty() {
+        let sum: Map<String, Value> = sum
+            .into_iter()
+            .map(|(field, value)| (field.to_string(), Value::from(value)))
+            .collect();
+        tree["placement"] = Value::Object(sum);
+    }
+}
+
+fn annotate_node(
+    node: &mut Value,
+    counts: Option<&Value>,
+    answers: &BTreeMap<String, Value>,
+    depth: usize,
+) {
+    if let Some(counts) = counts {
+        let count = |field: &str| counts[field].as_u64().unwrap_or(0);
+        let fields = ["pending", "applied", "ready", "failed", "offline"];
+        let mut placement: Map<String, Value> = fields
+            .iter()
+            .map(|field| (field.to_string(), Value::from(count(field))))
+            .collect();
+        let total: u64 = fields.iter().map(|field| count(field)).sum();
+        placement.insert("total".into(), Value::from(total));
+        node["placement"] = Value::Object(placement);
+    }
+    if depth >= MAX_DEPTH {
+        return;
+    }
+    let answer = node["name"].as_str().and_then(|name| answers.get(name));
+    let Some(children) = node.get_mut("children").and_then(Value::as_array_mut) else {
+        return;
+    };
+    for child in children {
+        let counts = answer.and_then(|answer| {
+            answer["children"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|entry| entry["name"] == child["name"])
+        });
+        annotate_node(child, counts, answers, depth + 1);
+    }
 }
 
 /// A `Link` object as `relayctl link` prints it: one `field  value` line

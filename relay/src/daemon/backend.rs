@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use relaymesh_protocol::query::{Answer, Observation, Query};
+use relaymesh_protocol::query::{Answer, ChildCounts, Observation, Query};
 use relaymesh_protocol::{BundleId, ErrorCode, NodeRecord, Refusal, Revocation, Role};
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
@@ -322,6 +322,24 @@ impl Backend for RootBackend {
         match self.ask(asked, answer).await? {
             Answer::Object(observation) if !events => Ok(observation),
             Answer::Events(observation) if events => Ok(observation),
+            Answer::Failed(refusal) => Err(refused(refusal)),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    async fn subtree(
+        &self,
+        name: String,
+        key: String,
+    ) -> Result<(Vec<ChildCounts>, u64), ApiError> {
+        let (reply, answer) = oneshot::channel();
+        let asked = Event::Query {
+            node: name,
+            query: Query::Placement { key },
+            reply,
+        };
+        match self.ask(asked, answer).await? {
+            Answer::Placement { children, more } => Ok((children, more)),
             Answer::Failed(refusal) => Err(refused(refusal)),
             other => Err(unexpected(&other)),
         }

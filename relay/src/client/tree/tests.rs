@@ -192,3 +192,45 @@ fn a_link_renders_one_field_per_line() {
     assert!(text.contains("acked revision  14\n"), "{text}");
     assert!(text.contains("bundle bytes    204800\n"), "{text}");
 }
+
+#[test]
+fn every_subtree_shows_its_counts_from_what_its_parent_said() {
+    let mut tree = json!({
+        "name": "root", "role": "relay", "connected": true, "children": [
+            {"name": "eu", "role": "relay", "connected": true, "subtreeSize": 2, "children": [
+                {"name": "edge-1", "role": "agent", "connected": true, "subtreeSize": 0, "children": []},
+                {"name": "edge-2", "role": "agent", "connected": true, "subtreeSize": 0, "children": []},
+            ]},
+            {"name": "us", "role": "relay", "connected": true, "subtreeSize": 0, "children": []},
+        ]
+    });
+    assert_eq!(relays(&tree), ["root", "eu", "us"]);
+    let answers = BTreeMap::from([
+        (
+            "root".to_string(),
+            json!({"children": [{"name": "eu", "ready": 1, "failed": 1}]}),
+        ),
+        (
+            "eu".to_string(),
+            json!({"children": [{"name": "edge-1", "ready": 1}, {"name": "edge-2", "failed": 1}]}),
+        ),
+    ]);
+    annotate(&mut tree, &answers);
+    assert_eq!(tree["placement"]["total"], 2);
+    assert_eq!(tree["placement"]["ready"], 1);
+    assert_eq!(tree["children"][0]["placement"]["failed"], 1);
+    assert_eq!(tree["children"][0]["children"][1]["placement"]["failed"], 1);
+    assert!(
+        tree["children"][1].get("placement").is_none(),
+        "us holds none of it"
+    );
+    let text = render_text(&tree);
+    assert!(
+        text.starts_with("root          relay  connected     ready 1/2  failed 1\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("│  ├─ edge-1  agent  connected     ready 1/1  subtree 0\n"),
+        "{text}"
+    );
+}
