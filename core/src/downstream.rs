@@ -186,6 +186,7 @@ impl Core {
                 if outcome.membership_changed && self.relevant_keys(&name) != before {
                     self.send_snapshot(link);
                 }
+                self.snapshot_admitted_claims();
                 if self.inventory.take_aggregates_changed() {
                     self.schedule_recut(now);
                 }
@@ -194,6 +195,7 @@ impl Core {
             UpMessage::Ping { nonce } => self.send_down(link, DownMessage::Pong { nonce }),
             UpMessage::Status(update) => self.child_status(now, &name, update),
             UpMessage::Answer { id, answer } => self.child_answered(now, link, id, answer),
+            UpMessage::Leaving { to } => self.child_leaving(now, &name, &to),
         }
     }
 
@@ -286,6 +288,16 @@ impl Core {
                 .collect();
             let base = self.children.get(&link).map_or(0, |child| child.sent);
             self.send_delta(link, base, changes);
+        }
+    }
+
+    /// Sends a snapshot to every child that got a node another child held
+    /// (a move): the entries for that node now go its way.
+    pub(super) fn snapshot_admitted_claims(&mut self) {
+        for child in self.inventory.take_admitted_claims() {
+            if let Some(&link) = self.links_by_name.get(&child) {
+                self.send_snapshot(link);
+            }
         }
     }
 

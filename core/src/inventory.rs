@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 
 use relaymesh_protocol::{InventoryUpdate, LinkStatus, NodeRecord, Role};
 use relaymesh_topology::aggregate::Aggregate;
-use relaymesh_topology::SubtreeIndex;
+use relaymesh_topology::{SubtreeError, SubtreeIndex};
 
 use crate::state::{Mutation, Persisted};
 
@@ -43,7 +43,24 @@ pub(crate) struct Inventory {
     held_per_child: BTreeMap<String, usize>,
     /// The most records one child may have this relay hold.
     max_records_per_child: usize,
+    /// Records a child reported of a node another child still holds, by
+    /// node: a node that moved, reported by its new side before its old
+    /// side forgot it. Admitted once the old side lets go (never before:
+    /// until then the old side's status may still count the node). Kept in
+    /// memory only; the children report them again after a restart.
+    claims: BTreeMap<String, (String, NodeRecord)>,
+    /// The moves the root ordered, as node → new parent: only these make a
+    /// claim (a record of a node another child holds is otherwise refused,
+    /// so no child can lay claim to a node that might leave its side).
+    moves: BTreeMap<String, String>,
+    /// Children that got a claimed node since the last call of
+    /// [`Inventory::take_admitted_claims`].
+    admitted_claims: Vec<String>,
 }
+
+/// The most claims a relay keeps (see [`Inventory::claims`]): moves under
+/// way at once, far more than any rollout of moves needs.
+const MAX_CLAIMS: usize = 1024;
 
 /// What an inventory update from a child changed.
 #[derive(Debug, Default)]
@@ -74,6 +91,9 @@ impl Inventory {
             aggregates_changed: false,
             held_per_child: BTreeMap::new(),
             max_records_per_child,
+            claims: BTreeMap::new(),
+            moves: BTreeMap::new(),
+            admitted_claims: Vec::new(),
         };
         // Parents come before their children when sorted by depth, which the
         // index needs; records whose chain is broken are dropped.
@@ -256,6 +276,9 @@ impl Inventory {
             mutations.push(Mutation::RemoveNode(name.clone()));
             self.pending_up.insert(name.clone(), None);
         }
+        for name in &doomed {
+            self.admit_claim(name, mutations);
+        }
         doomed
     }
 
@@ -306,8 +329,11 @@ impl Inventory {
                     if name != child && self.index.remove(child, &name) {
                         self.drop_node(&name);
                         mutations.push(Mutation::RemoveNode(name.clone()));
-                        self.pending_up.insert(name, None);
+                        self.pending_up.insert(name.clone(), None);
                         outcome.membership_changed = true;
+                        self.admit_claim(&name, mutations);
+                    } else if self.claims.get(&name).is_some_and(|(by, _)| by == child) {
+                        self.claims.remove(&name);
                     }
                 }
             }
@@ -409,6 +435,15 @@ impl Inventory {
         }
         let is_new = existing.is_none();
         if let Err(error) = self.index.admit(child, &record) {
+            if matches!(error, SubtreeError::OtherSubtree { .. })
+                && self.may_claim(child, &record.name)
+                && (self.claims.len() < MAX_CLAIMS || self.claims.contains_key(&record.name))
+            {
+                tracing::info!(child, node = %record.name, %error, "holding a claim on a node another child still holds");
+                self.claims
+                    .insert(record.name.clone(), (child.to_string(), record));
+                return;
+            }
             tracing::warn!(child, node = %record.name, %error, "refused inventory record");
             outcome.refused.push(record.name);
             return;
@@ -440,6 +475,7 @@ impl Inventory {
             .map(str::to_string)
             .collect();
         self.index.clear_below(child);
+        self.claims.retain(|_, (by, _)| by != child);
         // Records the child no longer reports go first, so that they do not
         // count against its limit while the new ones arrive.
         let reported: std::collections::BTreeSet<&str> =
@@ -463,10 +499,56 @@ impl Inventory {
             if !kept.contains(&name) || !self.index.contains(&name) {
                 self.drop_node(&name);
                 mutations.push(Mutation::RemoveNode(name.clone()));
-                self.pending_up.insert(name, None);
+                self.pending_up.insert(name.clone(), None);
                 outcome.membership_changed = true;
+                self.admit_claim(&name, mutations);
             }
         }
+    }
+
+    /// Admits the record another child claimed of `name`, which its old
+    /// side has just let go.
+    fn admit_claim(&mut self, name: &str, mutations: &mut Vec<Mutation>) {
+        let Some((child, record)) = self.claims.remove(name) else {
+            return;
+        };
+        if !self.nodes.contains_key(&child) {
+            return;
+        }
+        let mut outcome = InventoryOutcome::default();
+        self.upsert(&child, record, mutations, &mut outcome);
+        if self.index.via(name) == Some(child.as_str()) {
+            tracing::info!(
+                node = name,
+                child,
+                "a moved node is now held under its new side"
+            );
+            self.admitted_claims.push(child);
+        }
+    }
+
+    /// Sets the moves the root ordered (node → new parent).
+    pub fn set_moves(&mut self, moves: BTreeMap<String, String>) {
+        self.claims.retain(|node, (child, _)| {
+            moves
+                .get(node)
+                .is_some_and(|to| to == child || self.index.via(to) == Some(child.as_str()))
+        });
+        self.moves = moves;
+    }
+
+    /// Whether `child` may claim `node`: the root moves it to `child` or to
+    /// a relay below it.
+    fn may_claim(&self, child: &str, node: &str) -> bool {
+        self.moves
+            .get(node)
+            .is_some_and(|to| to == child || self.index.via(to) == Some(child))
+    }
+
+    /// The children that got a claimed node (see [`Inventory::claims`])
+    /// since the last call: which entries their subtrees need changed.
+    pub fn take_admitted_claims(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.admitted_claims)
     }
 
     fn put_node(&mut self, record: NodeRecord, via: String) {
@@ -583,4 +665,105 @@ fn depth_in(record: &NodeRecord, nodes: &BTreeMap<String, (NodeRecord, String)>)
             .get(name)
             .and_then(|(record, _)| record.parent.clone())
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(name: &str, parent: &str, role: Role) -> NodeRecord {
+        NodeRecord {
+            name: name.into(),
+            role,
+            parent: Some(parent.into()),
+            labels: Default::default(),
+            addresses: vec![],
+            version: String::new(),
+            link: None,
+            capacity: Default::default(),
+            refused_entries: 0,
+            limit_refusals: Default::default(),
+        }
+    }
+
+    /// A relay `m` with children `a` and `b`, and agent `x` under `a`.
+    fn inventory() -> Inventory {
+        let own = NodeRecord {
+            parent: None,
+            ..record("m", "", Role::Relay)
+        };
+        let mut inventory = Inventory::restore(own, &Persisted::default(), 100);
+        let mut mutations = Vec::new();
+        for child in ["a", "b"] {
+            inventory.child_connected(record(child, "m", Role::Relay), 1, &mut mutations);
+        }
+        let update = InventoryUpdate::Delta {
+            upserts: vec![record("x", "a", Role::Agent)],
+            removals: vec![],
+        };
+        inventory.apply_from_child("a", update, &mut mutations);
+        inventory
+    }
+
+    fn report(inventory: &mut Inventory, child: &str, upserts: Vec<NodeRecord>, removals: &[&str]) {
+        let update = InventoryUpdate::Delta {
+            upserts,
+            removals: removals.iter().map(|name| name.to_string()).collect(),
+        };
+        inventory.apply_from_child(child, update, &mut Vec::new());
+    }
+
+    fn parent_of(inventory: &Inventory, name: &str) -> Option<String> {
+        inventory
+            .record(name)
+            .and_then(|record| record.parent.clone())
+    }
+
+    #[test]
+    fn a_moved_node_goes_to_its_new_side_only_once_the_old_side_lets_go() {
+        let mut inventory = inventory();
+        inventory.set_moves([("x".to_string(), "b".to_string())].into());
+        report(
+            &mut inventory,
+            "b",
+            vec![record("x", "b", Role::Agent)],
+            &[],
+        );
+        assert_eq!(
+            parent_of(&inventory, "x").as_deref(),
+            Some("a"),
+            "a still holds x"
+        );
+        report(&mut inventory, "a", vec![], &["x"]);
+        assert_eq!(parent_of(&inventory, "x").as_deref(), Some("b"));
+        assert_eq!(inventory.take_admitted_claims(), ["b"]);
+    }
+
+    #[test]
+    fn without_a_move_no_child_lays_claim_to_another_childs_node() {
+        let mut inventory = inventory();
+        report(
+            &mut inventory,
+            "b",
+            vec![record("x", "b", Role::Agent)],
+            &[],
+        );
+        report(&mut inventory, "a", vec![], &["x"]);
+        assert_eq!(
+            parent_of(&inventory, "x"),
+            None,
+            "b's word is not taken for x"
+        );
+        // Nor for a move to another relay.
+        let mut inventory = self::inventory();
+        inventory.set_moves([("x".to_string(), "elsewhere".to_string())].into());
+        report(
+            &mut inventory,
+            "b",
+            vec![record("x", "b", Role::Agent)],
+            &[],
+        );
+        report(&mut inventory, "a", vec![], &["x"]);
+        assert_eq!(parent_of(&inventory, "x"), None);
+    }
 }

@@ -37,6 +37,7 @@ pub mod state;
 mod bundles;
 mod downstream;
 mod inventory;
+mod moves;
 mod placements;
 mod queries;
 mod revocations;
@@ -158,6 +159,14 @@ pub enum Action {
     /// the revocation to the deny list its listener and admission check,
     /// and closes any other connection whose certificates it covers.
     Revoked(relaymesh_protocol::Revocation),
+    /// The root moves this node to another parent: join `to` with the
+    /// move's token, store the new identity and parent, then call
+    /// [`Core::re_parent`] and dial the new parent.
+    Move(relaymesh_protocol::Move),
+    /// At the root: the inventory shows a moved node under its new parent.
+    /// Sign this move (now [`relaymesh_protocol::MoveState::Settled`]) and
+    /// upsert it, so the node reports its status again.
+    Settle(relaymesh_protocol::Move),
     /// The answer to the daemon's [`Core::query`] with this id.
     Answered {
         /// The id [`Core::query`] returned.
@@ -261,6 +270,7 @@ impl Core {
             .disconnect_all_children(now.unix_ms, &mut mutations);
         core.persist(mutations);
         core.reconcile_bundles(now);
+        core.restore_move();
         core
     }
 
@@ -395,6 +405,7 @@ impl Core {
         if !changed.is_empty() {
             // A revoked child is cut off before anything else is sent.
             self.apply_revocations(now, &changed);
+            self.apply_moves(now, &changed);
             self.send_changes_to_children(&changed);
             self.reconcile_bundles(now);
         }

@@ -29,29 +29,28 @@ impl Core {
             .collect();
         for revocation in arrived {
             if let Revocation::Node { name, .. } = &revocation {
-                self.cut_off(now, name);
+                self.drop_child(now, name, revoked(name));
             }
             self.actions.push_back(Action::Revoked(revocation));
         }
     }
 
-    /// Closes a revoked node's link, if it is a child, and forgets it and
-    /// everything below it.
-    fn cut_off(&mut self, now: Now, name: &str) {
+    /// Closes a node's link with `refusal`, if it is a child, and forgets
+    /// it, everything below it and their status (it was revoked, or it
+    /// moved).
+    pub(super) fn drop_child(&mut self, now: Now, name: &str, refusal: Refusal) {
         if let Some(link) = self.links_by_name.remove(name) {
             self.children.remove(&link);
-            tracing::warn!(child = name, link, "closing the link of a revoked node");
-            self.actions.push_back(Action::CloseChild {
-                link,
-                refusal: revoked(name),
-            });
+            tracing::warn!(child = name, link, %refusal, "closing a child's link");
+            self.actions.push_back(Action::CloseChild { link, refusal });
         }
         self.forget_child_status(now, name);
         let mut mutations = Vec::new();
         let forgotten = self.inventory.remove_subtree(name, &mut mutations);
         self.persist(mutations);
+        self.snapshot_admitted_claims();
         if !forgotten.is_empty() {
-            tracing::info!(node = name, ?forgotten, "forgot a revoked node's subtree");
+            tracing::info!(node = name, ?forgotten, "forgot a node's subtree");
             if self.inventory.take_aggregates_changed() {
                 self.schedule_recut(now);
             }

@@ -414,6 +414,32 @@ impl Simulation {
         Ok(())
     }
 
+    /// Orders `node` to move under relay `to`, as `relayctl move` does (the
+    /// root signs the move; the simulation needs no token), and runs: the
+    /// node leaves its parent once the move reaches it and dials `to`.
+    pub fn move_node(&mut self, node: &str, to: &str) -> Result<(), SimulationError> {
+        let id = self.id(node)?;
+        let from = self.nodes[id]
+            .parent
+            .map(|parent| self.nodes[parent].name.clone())
+            .ok_or(SimulationError::Root("the root has no parent to leave"))?;
+        let moved = relaymesh_protocol::Move {
+            node: node.to_string(),
+            from,
+            to: to.to_string(),
+            token: String::new(),
+            at_unix_ms: self.now().unix_ms,
+            state: relaymesh_protocol::MoveState::Moving,
+        };
+        let entry = moved.to_entry().map_err(|error| {
+            SimulationError::Seal(SealError::Encode {
+                key: moved.key(),
+                reason: error.to_string(),
+            })
+        })?;
+        self.upsert_at_root(entry, &[])
+    }
+
     /// Publishes at the root an entry `key` for `target` whose body is the
     /// key and which references one bundle, `bytes`; runs.
     pub fn publish(
@@ -508,6 +534,7 @@ impl Simulation {
             persisted,
             bundles: Vec::new(),
             parent,
+            moving_to: None,
             depth,
             role,
             link: None,
@@ -592,6 +619,20 @@ impl Simulation {
         })
     }
 
+    /// What a daemon does on [`Action::Move`](crate::Action::Move) once it
+    /// joined `to`: the core tells its parent it leaves; once the parent
+    /// closed the link, the node dials `to` (see [`Self::disconnect_node`]).
+    fn start_move(&mut self, id: NodeId, to: &str) {
+        let Some(&to) = self.by_name.get(to) else {
+            return;
+        };
+        let now = self.now();
+        let name = self.nodes[to].name.clone();
+        self.nodes[id].moving_to = Some(to);
+        self.nodes[id].core.re_parent(now, &name);
+        self.mark_ready(id);
+    }
+
     fn disconnect_node(&mut self, id: NodeId) {
         let Some(link) = self.nodes[id].link.take() else {
             return;
@@ -606,6 +647,13 @@ impl Simulation {
         self.nodes[id].traffic.events += 1;
         self.nodes[id].core.handle_parent_disconnected(now);
         self.mark_ready(id);
+        if let Some(to) = self.nodes[id].moving_to.take() {
+            self.nodes[id].parent = Some(to);
+            self.nodes[id].depth = self.nodes[to].depth + 1;
+            if let Err(error) = self.connect_node(id) {
+                tracing::error!(%error, "a moved node could not dial its new parent");
+            }
+        }
     }
 
     fn fire_timers(&mut self) {

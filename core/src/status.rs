@@ -27,6 +27,9 @@ pub(crate) struct Statuses {
     version: u64,
     /// The most placements one child may report.
     max_keys_per_child: usize,
+    /// Nothing goes up: this node moved to a new parent and waits for the
+    /// root to settle the move (see [`relaymesh_protocol::moves`]).
+    pub held: bool,
 }
 
 impl Statuses {
@@ -38,6 +41,7 @@ impl Statuses {
             dirty: false,
             version: 0,
             max_keys_per_child,
+            held: false,
         }
     }
 }
@@ -138,7 +142,7 @@ impl Core {
 
     /// Sends what changed since the last report (everything if `full`).
     pub(super) fn flush_status(&mut self, full: bool) {
-        if !full && !self.statuses.dirty {
+        if self.statuses.held || (!full && !self.statuses.dirty) {
             return;
         }
         self.statuses.dirty = false;

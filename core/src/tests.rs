@@ -745,4 +745,5 @@ fn a_direct_child_of_the_root_is_cut_off_by_the_root_itself() {
 }
 mod limits;
 mod link_stats;
+mod moves;
 mod queries;

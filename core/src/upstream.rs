@@ -22,6 +22,9 @@ pub(crate) struct Upstream {
     position: Option<Resume>,
     /// Pieces of a snapshot until its last piece arrives.
     snapshot: Option<Vec<SliceEntry>>,
+    /// Removals a new parent sent while a move settles, not applied (see
+    /// [`Core::re_parent`]); a key the parent sends again leaves the set.
+    pub deferred_removals: BTreeSet<String>,
 }
 
 impl Upstream {
@@ -31,6 +34,7 @@ impl Upstream {
             welcomed: None,
             position,
             snapshot: None,
+            deferred_removals: BTreeSet::new(),
         }
     }
 
@@ -133,13 +137,19 @@ impl Core {
                 position = ?self.upstream.position,
                 "delta does not follow this relay's copy; asking for a snapshot"
             );
-            self.upstream.position = None;
-            self.upstream.welcomed = None;
-            self.persist(vec![Mutation::ClearParentPosition]);
-            self.actions.push_back(Action::ReconnectParent);
+            self.resync_with_parent();
             return;
         }
         self.apply_from_parent(now, epoch, revision, changes);
+    }
+
+    /// Drops the link to the parent and forgets where this node stood in
+    /// its history, so the next link starts with a snapshot.
+    pub(super) fn resync_with_parent(&mut self) {
+        self.upstream.position = None;
+        self.upstream.welcomed = None;
+        self.persist(vec![Mutation::ClearParentPosition]);
+        self.actions.push_back(Action::ReconnectParent);
     }
 
     fn apply_snapshot_piece(
@@ -189,7 +199,23 @@ impl Core {
         revision: u64,
         changes: Vec<SliceChange>,
     ) {
-        let changes = self.keep_signed(now, changes);
+        let mut changes = self.keep_signed(now, changes);
+        if self.statuses.held {
+            // A new parent's first snapshot can come before it has cut its
+            // placements for this node: removing them would have the agent
+            // prune what it runs. They wait until the move settles.
+            let deferred = &mut self.upstream.deferred_removals;
+            changes.retain(|change| match change {
+                SliceChange::Remove(key) => {
+                    deferred.insert(key.clone());
+                    false
+                }
+                SliceChange::Upsert(entry) => {
+                    deferred.remove(&entry.key);
+                    true
+                }
+            });
+        }
         let position = Resume { epoch, revision };
         let advanced = self.upstream.position != Some(position);
         self.upstream.position = Some(position);
@@ -236,9 +262,17 @@ impl Core {
     }
 
     pub(super) fn flush_inventory(&mut self) {
+        // Placements are cut for new children before they are reported up:
+        // a moved node's status counts above only once its new parent has
+        // sent it its placements (see `moves`).
+        if self.cuts.recut_at.take().is_some() {
+            self.recut_all();
+        }
         if !self.upstream.has_parent() {
             // The root reports to no one; it serves its inventory instead.
-            let _ = self.inventory.take_pending();
+            if self.inventory.take_pending().is_some() {
+                self.settle_moves();
+            }
             self.flush_status(false);
             return;
         }

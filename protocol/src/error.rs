@@ -35,6 +35,9 @@ pub enum ErrorCode {
     /// The root revoked the peer's certificate or token (see
     /// [`crate::revocation`]).
     Revoked,
+    /// The peer moved to another parent on the root's order (see
+    /// [`crate::moves`]).
+    Moved,
 }
 
 impl fmt::Display for ErrorCode {
@@ -53,6 +56,7 @@ impl fmt::Display for ErrorCode {
             Self::Unavailable => "unavailable",
             Self::Internal => "internal error",
             Self::Revoked => "revoked",
+            Self::Moved => "moved",
         };
         f.write_str(text)
     }

@@ -91,6 +91,13 @@ pub enum UpMessage {
         /// The answer.
         answer: Answer,
     },
+    /// The child leaves this parent for `to` on the root's order (a
+    /// [`crate::Move`]): the parent forgets it, its subtree and its status
+    /// at once and closes the link.
+    Leaving {
+        /// The relay the child moves to.
+        to: String,
+    },
 }
 
 /// What a parent sends a child on the control stream.

@@ -40,6 +40,7 @@ use crate::store::TokenRecord;
 #[doc(hidden)]
 pub mod fuzzing;
 mod inventory;
+mod moves;
 mod nodes;
 mod observed;
 mod policy;
@@ -47,6 +48,7 @@ mod revocations;
 mod tokens;
 mod users;
 
+pub use moves::{MoveRequest, DEFAULT_MOVE_TTL};
 pub use policy::{ADMINS, GROUPS, OPERATORS, VIEWERS};
 pub use relaymesh_apiserver::{ApiError, AuditLog, PeerIdentity, User};
 pub use users::DEFAULT_VALIDITY as DEFAULT_USER_CERT_VALIDITY;
@@ -196,6 +198,23 @@ pub trait Backend: Send + Sync + 'static {
         async { Err(ApiError::NotFound("this server has no tree".into())) }
     }
 
+    /// Moves an agent to another parent relay (see [`moves`]): the root
+    /// issues it a join token under the new parent and sends it the move.
+    fn move_node(
+        &self,
+        request: moves::MoveRequest,
+    ) -> impl Future<Output = Result<relaymesh_protocol::Move, ApiError>> + Send {
+        let _ = request;
+        async { Err(ApiError::NotFound("this server has no tree".into())) }
+    }
+
+    /// The moves the root holds, settled or not.
+    fn moves(
+        &self,
+    ) -> impl Future<Output = Result<Vec<relaymesh_protocol::Move>, ApiError>> + Send {
+        async { Err(ApiError::NotFound("this server has no tree".into())) }
+    }
+
     /// `name`'s link to its parent, asked of that parent through the tree:
     /// measurements stay with the relay that made them (docs/architecture.md,
     /// "Inventory").
@@ -330,6 +349,7 @@ mod endpoint {
     pub(super) const JOIN_TOKENS: &str = "jointokens";
     pub(super) const JOIN_TOKEN: &str = "jointoken";
     pub(super) const REVOCATIONS: &str = "revocations";
+    pub(super) const MOVES: &str = "moves";
     pub(super) const USER_CERTIFICATES: &str = "usercertificates";
     pub(super) const BUNDLES: &str = "bundles";
     pub(super) const EXPLAIN: &str = "explain";
@@ -412,6 +432,13 @@ impl<B: Backend> Extension for Relaymesh<B> {
                 vec![],
                 GET_POST,
                 own(if read { "list" } else { "create" }, "revocations", None),
+                JSON,
+            ),
+            ["apis", RELAYMESH_GROUP, VERSION, "moves"] => route(
+                endpoint::MOVES,
+                vec![],
+                GET_POST,
+                own(if read { "list" } else { "create" }, "moves", None),
                 JSON,
             ),
             ["apis", RELAYMESH_GROUP, VERSION, "usercertificates"] => route(
@@ -521,6 +548,13 @@ impl<B: Backend> Extension for Relaymesh<B> {
                 let node = revocations::parse_request(&call.body)?;
                 let revoked = backend.revoke_node(node).await?;
                 created(&revocations::node_revoked_object(&revoked))
+            }
+            (endpoint::MOVES, true) => {
+                json_reply(StatusCode::OK, &moves::move_list(&backend.moves().await?))
+            }
+            (endpoint::MOVES, false) => {
+                let request = moves::parse_request(&call.body)?;
+                created(&moves::move_object(&backend.move_node(request).await?))
             }
             (endpoint::USER_CERTIFICATES, _) => {
                 created(&users::issue(&self.authority, &call.body)?)

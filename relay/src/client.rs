@@ -318,6 +318,32 @@ impl Client {
         self.send_json(request).await
     }
 
+    /// Moves agent `node` under relay `to`, with a join token valid for
+    /// `ttl`; returns the `Move` object.
+    pub async fn move_node(
+        &self,
+        node: &str,
+        to: &str,
+        ttl: Duration,
+    ) -> Result<Value, ClientError> {
+        let body = serde_json::json!({
+            "apiVersion": "relaymesh.dev/v1alpha1",
+            "kind": "Move",
+            "spec": {"node": node, "to": to, "ttlSeconds": ttl.as_secs().max(1)},
+        });
+        let request = self
+            .http
+            .post(self.url(&format!("{GROUP_PATH}/moves")))
+            .timeout(REQUEST_TIMEOUT)
+            .json(&body);
+        self.send_json(request).await
+    }
+
+    /// Every move the root holds (`Move` objects).
+    pub async fn moves(&self) -> Result<Vec<Value>, ClientError> {
+        self.list("moves").await
+    }
+
     /// Every revocation the root holds (`Revocation` objects).
     pub async fn revocations(&self) -> Result<Vec<Value>, ClientError> {
         self.list("revocations").await

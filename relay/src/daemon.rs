@@ -10,6 +10,7 @@ mod asked;
 mod backend;
 mod bundles;
 mod listener;
+mod moving;
 mod placements;
 mod renewal;
 mod serving;
@@ -95,6 +96,12 @@ pub(crate) enum Event {
         generation: u64,
         message: DownMessage,
     },
+    /// The join for a move ended (see `moving`).
+    Moved(Result<Box<crate::transport::join::Joined>, String>),
+    /// The old parent had its time to close the link of a node that left.
+    LeaveTimeout {
+        generation: u64,
+    },
     ParentStreamEnded {
         generation: u64,
         reason: String,
@@ -144,6 +151,15 @@ pub(crate) enum Event {
     LocalAnswer {
         id: relaymesh_core::QueryId,
         answer: relaymesh_protocol::query::Answer,
+    },
+    /// The root orders a move: sign it and send it down.
+    OrderMove {
+        moved: relaymesh_protocol::Move,
+        reply: oneshot::Sender<Result<(), String>>,
+    },
+    /// Every move the slice holds.
+    Moves {
+        reply: oneshot::Sender<Vec<relaymesh_protocol::Move>>,
     },
     /// Every revocation the slice holds.
     Revocations {
@@ -370,11 +386,14 @@ async fn run_store(
     }
     let (reconnect_tx, reconnect_rx) = mpsc::channel(1);
     let (client_tx, client) = watch::channel(pki::quic_client_config(&shared.identity)?);
+    let mut parent_config = None;
     if let Some(parent) = config.parent.clone() {
         let (uplink_tx, mut uplink_rx) = mpsc::channel(4);
+        let (parent_tx, parent_rx) = watch::channel(parent);
+        parent_config = Some(parent_tx);
         tasks.spawn(
             uplink::run(
-                parent,
+                parent_rx,
                 client,
                 options.endpoints.clone(),
                 uplink_tx,
@@ -413,6 +432,9 @@ async fn run_store(
         published: None,
         inventory_published: None,
         queries: BTreeMap::new(),
+        parent_config,
+        endpoints: options.endpoints.clone(),
+        moving: false,
         renewal: renewal::Renewal::new(
             (*shared_identity).clone(),
             options.node_cert_validity,
@@ -470,6 +492,12 @@ struct Daemon {
     inventory_published: Option<(u64, u64)>,
     /// This node's certificate and when to renew it.
     renewal: renewal::Renewal,
+    /// The parent the uplink dials (replaced when the node moves).
+    parent_config: Option<watch::Sender<crate::config::ParentConfig>>,
+    /// Where the uplink dials from, for the join of a move.
+    endpoints: uplink::Endpoints,
+    /// A join for a move is under way.
+    moving: bool,
     /// Where the answers to the core's queries go. Bounded by the core,
     /// which answers every query it was asked within its timeout.
     queries: BTreeMap<relaymesh_core::QueryId, oneshot::Sender<relaymesh_protocol::query::Answer>>,
@@ -603,6 +631,8 @@ impl Daemon {
                     self.core.handle_parent_message(now, message);
                 }
             }
+            Event::Moved(result) => self.finish_move(now, result)?,
+            Event::LeaveTimeout { generation } => self.leave_timeout(generation),
             Event::ParentStreamEnded { generation, reason } => {
                 if self.is_current(generation) {
                     tracing::warn!(%reason, "control stream to parent ended");
@@ -710,6 +740,18 @@ impl Daemon {
                 self.queries.insert(id, reply);
             }
             Event::LocalAnswer { id, answer } => self.core.handle_local_answer(now, id, answer),
+            Event::OrderMove { moved, reply } => {
+                let _ = reply.send(self.order_move(now, moved));
+            }
+            Event::Moves { reply } => {
+                let moves = self
+                    .core
+                    .entries()
+                    .filter_map(relaymesh_protocol::Move::from_entry)
+                    .filter_map(Result::ok)
+                    .collect();
+                let _ = reply.send(moves);
+            }
             Event::Revocations { reply } => {
                 let revocations = self
                     .core
@@ -855,6 +897,8 @@ impl Daemon {
                         let _ = reply.send(answer);
                     }
                 }
+                Action::Move(moved) => self.start_move(moved),
+                Action::Settle(moved) => self.settle(now(), moved),
                 Action::Asked { id, query } => {
                     let answerer = self.hooks.as_ref().and_then(|hooks| hooks.queries.as_ref());
                     let name = self.core.name().to_string();

@@ -117,6 +117,73 @@ pub fn wait_for<T>(
     }
 }
 
+/// Reads a value over and over on a thread until finished, keeping every
+/// value read: the Placement status a fault test checks at every step, not
+/// only at the end.
+pub struct Sampler {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    seen: std::sync::Arc<Mutex<Vec<Value>>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Sampler {
+    /// Starts reading with `read`; `Ok(None)` and errors are not kept.
+    pub fn start(read: impl Fn() -> anyhow::Result<Option<Value>> + Send + 'static) -> Self {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let seen = std::sync::Arc::new(Mutex::new(Vec::new()));
+        let (stopping, sink) = (stop.clone(), seen.clone());
+        let thread = std::thread::spawn(move || {
+            while !stopping.load(Ordering::SeqCst) {
+                if let Ok(Some(value)) = read() {
+                    if let Ok(mut seen) = sink.lock() {
+                        seen.push(value);
+                    }
+                }
+            }
+        });
+        Self {
+            stop,
+            seen,
+            thread: Some(thread),
+        }
+    }
+
+    /// Stops reading and returns every value read.
+    pub fn finish(mut self) -> Vec<Value> {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+        self.seen
+            .lock()
+            .map(|seen| seen.clone())
+            .unwrap_or_default()
+    }
+}
+
+/// Checks a Placement's `status.clusters` against a fleet of `clusters`:
+/// never more selected than there are, and every selected cluster in
+/// exactly one phase, so none is counted twice.
+pub fn assert_counted_once(status: &Value, clusters: u64) {
+    let count = |phase: &str| status[phase].as_u64().unwrap_or_default();
+    let selected = count("selected");
+    let reported: u64 = ["applied", "ready", "failed", "offline"]
+        .iter()
+        .map(|phase| count(phase))
+        .sum();
+    assert!(
+        selected <= clusters,
+        "never more selected than the {clusters} clusters: {status}"
+    );
+    assert!(reported <= selected, "no cluster counted twice: {status}");
+    assert_eq!(
+        reported + count("pending"),
+        selected,
+        "every selected cluster in exactly one phase: {status}"
+    );
+}
+
 /// A directory with a mesh's data directories and logs, removed at the end.
 pub struct Mesh {
     pub dir: tempfile::TempDir,

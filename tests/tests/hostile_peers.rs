@@ -257,7 +257,7 @@ async fn control(
             }
             UpMessage::Inventory(InventoryUpdate::Delta { upserts, .. }) => upserts,
             UpMessage::Inventory(InventoryUpdate::Full { records, .. }) => records,
-            UpMessage::Status(_) | UpMessage::Answer { .. } => continue,
+            UpMessage::Status(_) | UpMessage::Answer { .. } | UpMessage::Leaving { .. } => continue,
         };
         if let Some(edge) = own.iter().find(|record| record.name == "edge") {
             if let Ok(mut seen) = seen.lock() {

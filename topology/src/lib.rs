@@ -31,4 +31,4 @@ pub mod subtree;
 pub mod summary;
 
 pub use reach::{reach, Reach};
-pub use subtree::SubtreeIndex;
+pub use subtree::{SubtreeError, SubtreeIndex};

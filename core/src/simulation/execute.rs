@@ -53,6 +53,19 @@ impl Simulation {
             } => {
                 self.nodes[id].asked.push((query, asked));
             }
+            Action::Move(moved) => self.start_move(id, &moved.to),
+            Action::Settle(moved) => {
+                let now = self.now();
+                if let Err(error) = moved
+                    .to_entry()
+                    .map_err(|error| error.to_string())
+                    .and_then(|entry| self.sign(entry).map_err(|error| error.to_string()))
+                    .map(|entry| self.nodes[id].core.upsert_local(now, entry))
+                {
+                    tracing::error!(%error, "cannot settle a move");
+                }
+                self.mark_ready(id);
+            }
         }
     }
 

@@ -23,6 +23,8 @@ pub struct Node {
     /// a map.
     pub(super) bundles: Vec<(BundleId, Arc<[u8]>)>,
     pub(super) parent: Option<NodeId>,
+    /// The parent it dials once its old parent closed the link (a move).
+    pub(super) moving_to: Option<NodeId>,
     /// 0 at the root.
     pub(super) depth: usize,
     pub(super) role: Role,

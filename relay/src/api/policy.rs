@@ -27,8 +27,8 @@ pub const ADMINS: &str = "admins";
 pub const GROUPS: [&str; 3] = [VIEWERS, OPERATORS, ADMINS];
 
 /// The relaymesh resources only admins may write: they hand out or take
-/// away access.
-const ADMIN_RESOURCES: [&str; 3] = ["jointokens", "usercertificates", "revocations"];
+/// away access (a move hands its node a join token).
+const ADMIN_RESOURCES: [&str; 4] = ["jointokens", "usercertificates", "revocations", "moves"];
 
 /// How wide a user's rights are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]

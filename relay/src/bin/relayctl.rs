@@ -108,6 +108,40 @@ enum Command {
         #[arg(short, long, value_enum, default_value_t = Format::Text)]
         output: Format,
     },
+    /// Move an agent to another parent relay, keeping what it runs.
+    ///
+    /// The root issues the agent a join token under RELAY and sends it the
+    /// move down the tree. The agent joins RELAY (new keys, a certificate
+    /// from RELAY), tells its parent it leaves and dials RELAY, keeping its
+    /// store: nothing it applied is removed or applied again. Its status
+    /// counts under the old parent until it leaves and under RELAY once the
+    /// root has seen it there (the move is then Settled), never under both.
+    /// The agent's current parent must be reachable; RELAY must not be above
+    /// it on its own branch. With --list, print the moves the root holds.
+    Move {
+        /// The agent to move.
+        #[arg(required_unless_present = "list", conflicts_with = "list")]
+        node: Option<String>,
+        /// The relay to move it under.
+        #[arg(long, value_name = "RELAY", required_unless_present = "list")]
+        to: Option<String>,
+        /// How long the agent's join token stays valid: an agent offline
+        /// longer needs the move ordered again.
+        #[arg(long, default_value = "1h", value_parser = humantime::parse_duration)]
+        ttl: Duration,
+        /// Wait until the move is settled; exit non-zero after --timeout.
+        #[arg(long)]
+        wait: bool,
+        /// How long --wait waits.
+        #[arg(long, default_value = "2m", value_parser = humantime::parse_duration)]
+        timeout: Duration,
+        /// List the moves the root holds instead.
+        #[arg(long)]
+        list: bool,
+        /// Output format.
+        #[arg(short, long, value_enum, default_value_t = Format::Text)]
+        output: Format,
+    },
     /// Print the tree of relays and agents with the health of each link.
     Tree {
         /// Also show how each subtree is doing with this placement (ready
@@ -354,6 +388,51 @@ enum Format {
 }
 
 /// `value` as JSON or YAML when `output` asks for one of them.
+/// The moves as a table: node, from, to, state, when ordered.
+fn move_table(moves: &[serde_json::Value]) -> String {
+    let mut out = format!(
+        "{:<24} {:<16} {:<16} {:<8} {}\n",
+        "NODE", "FROM", "TO", "STATE", "ORDERED"
+    );
+    for moved in moves {
+        let text = |value: &serde_json::Value| value.as_str().unwrap_or_default().to_string();
+        out.push_str(&format!(
+            "{:<24} {:<16} {:<16} {:<8} {}\n",
+            text(&moved["spec"]["node"]),
+            text(&moved["status"]["from"]),
+            text(&moved["spec"]["to"]),
+            text(&moved["status"]["state"]),
+            text(&moved["metadata"]["creationTimestamp"]),
+        ));
+    }
+    out
+}
+
+/// Polls the root's moves until `node`'s is settled.
+async fn wait_settled(
+    client: &Client,
+    node: &str,
+    timeout: Duration,
+) -> anyhow::Result<serde_json::Value> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let moves = client.moves().await.context("cannot list moves")?;
+        let moved = moves
+            .into_iter()
+            .find(|moved| moved["spec"]["node"].as_str() == Some(node));
+        if let Some(moved) = moved.filter(|moved| moved["status"]["state"] == "Settled") {
+            return Ok(moved);
+        }
+        if tokio::time::Instant::now() >= deadline {
+            bail!(
+                "the move of {node:?} is not settled after {}: is the agent connected, and its old parent reachable?",
+                humantime::format_duration(timeout)
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
 fn structured(output: Format, value: &impl serde::Serialize) -> anyhow::Result<Option<String>> {
     Ok(match output {
         Format::Text => None,
@@ -588,6 +667,49 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                     println!("join tokens revoked with it: {}", list("tokensRevoked"));
                 }
             }
+        }
+        Command::Move {
+            list: true, output, ..
+        } => {
+            let moves = client.moves().await.context("cannot list moves")?;
+            match output {
+                Format::Json | Format::Yaml => {
+                    print!("{}", structured(output, &moves)?.unwrap_or_default())
+                }
+                Format::Text => print!("{}", move_table(&moves)),
+            }
+        }
+        Command::Move {
+            node: Some(node),
+            to: Some(to),
+            ttl,
+            wait,
+            timeout,
+            output,
+            ..
+        } => {
+            let moved = client
+                .move_node(&node, &to, ttl)
+                .await
+                .with_context(|| format!("cannot move {node:?} to {to:?}"))?;
+            let moved = if wait {
+                wait_settled(&client, &node, timeout).await?
+            } else {
+                moved
+            };
+            match output {
+                Format::Json | Format::Yaml => {
+                    print!("{}", structured(output, &moved)?.unwrap_or_default())
+                }
+                Format::Text => println!(
+                    "{node:?}: {} from {:?} to {to:?}",
+                    moved["status"]["state"].as_str().unwrap_or("Moving"),
+                    moved["status"]["from"].as_str().unwrap_or_default()
+                ),
+            }
+        }
+        Command::Move { .. } => {
+            anyhow::bail!("name the agent to move and --to RELAY, or pass --list")
         }
         Command::Revoke { node: None, .. } => {
             anyhow::bail!("name the node to revoke, or pass --list")

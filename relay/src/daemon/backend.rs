@@ -4,13 +4,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use relaymesh_protocol::query::{Answer, ChildCounts, Observation, Query};
-use relaymesh_protocol::{BundleId, ErrorCode, NodeRecord, Refusal, Revocation, Role};
+use relaymesh_protocol::{
+    BundleId, ErrorCode, Move, MoveState, NodeRecord, Refusal, Revocation, Role,
+};
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use super::{unix_ms, DaemonError, Event, Shared};
 use crate::api::{
-    self, ApiError, ApiTls, Backend, IssuedToken, NodeLink, NodeRevoked, TokenRequest,
+    self, ApiError, ApiTls, Backend, IssuedToken, MoveRequest, NodeLink, NodeRevoked, TokenRequest,
 };
 use crate::limits::Limit;
 use crate::store::TokenRecord;
@@ -343,6 +345,81 @@ impl Backend for RootBackend {
             Answer::Failed(refusal) => Err(refused(refusal)),
             other => Err(unexpected(&other)),
         }
+    }
+
+    async fn move_node(&self, request: MoveRequest) -> Result<Move, ApiError> {
+        let MoveRequest { node, to, ttl } = request;
+        let nodes = self.inventory().records;
+        let record = nodes
+            .iter()
+            .find(|record| record.name == node)
+            .ok_or_else(|| ApiError::NotFound(format!("node {node:?} is not in the tree")))?;
+        if record.role != Role::Agent {
+            return Err(ApiError::Invalid {
+                field: "spec.node".into(),
+                message: format!(
+                    "{node:?} is a {}: only agents move (a relay moves with its subtree, which is not built)",
+                    record.role
+                ),
+            });
+        }
+        let from = record.parent.clone().unwrap_or_default();
+        if from == to {
+            return Err(ApiError::Invalid {
+                field: "spec.to".into(),
+                message: format!("{node:?} is already under {to:?}"),
+            });
+        }
+        // The node would dial an ancestor that holds it under another
+        // child: that relay must let the old side go before it counts the
+        // node, which claims between children do and a direct link does
+        // not (docs/operations.md, "Moving a cluster").
+        let mut above = Some(from.clone());
+        while let Some(relay) = above {
+            if relay == to {
+                return Err(ApiError::Invalid {
+                    field: "spec.to".into(),
+                    message: format!(
+                        "{to:?} is above {node:?}'s parent {from:?}: moving a node up its own branch is not supported; move it to a relay of another branch"
+                    ),
+                });
+            }
+            above = nodes
+                .iter()
+                .find(|record| record.name == relay)
+                .and_then(|record| record.parent.clone());
+        }
+        let issued = self.create_token(TokenRequest {
+            name: node.clone(),
+            role: Role::Agent,
+            parent: Some(to.clone()),
+            ttl,
+        })?;
+        let moved = Move {
+            node: node.clone(),
+            from: from.clone(),
+            to: to.clone(),
+            token: issued.token,
+            at_unix_ms: unix_ms(),
+            state: MoveState::Moving,
+        };
+        let (reply, answer) = oneshot::channel();
+        self.ask(
+            Event::OrderMove {
+                moved: moved.clone(),
+                reply,
+            },
+            answer,
+        )
+        .await?
+        .map_err(ApiError::Internal)?;
+        tracing::info!(%node, %from, %to, "ordered a move");
+        Ok(moved)
+    }
+
+    async fn moves(&self) -> Result<Vec<Move>, ApiError> {
+        let (reply, answer) = oneshot::channel();
+        self.ask(Event::Moves { reply }, answer).await
     }
 
     async fn revocations(&self) -> Result<Vec<Revocation>, ApiError> {

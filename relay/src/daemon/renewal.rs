@@ -116,6 +116,12 @@ impl Renewal {
         }
     }
 
+    /// Stores and uses the identity a move's join gave this node, from the
+    /// next connection on.
+    pub fn replace(&mut self, store: &Store, identity: Identity) -> Result<(), DaemonError> {
+        self.adopt(store, identity)
+    }
+
     /// Stores and uses a renewed identity.
     fn adopt(&mut self, store: &Store, identity: Identity) -> Result<(), DaemonError> {
         store.set_identity(&identity)?;

@@ -32,11 +32,12 @@ pub enum UplinkEvent {
     },
 }
 
-/// Keeps a connection to `parent` until `shutdown`, dialing with the latest
-/// `client` configuration. Every `()` received on
-/// `reconnect` drops the current connection and dials again.
+/// Keeps a connection to the latest `parent` until `shutdown`, dialing with
+/// the latest `client` configuration (both change when the node moves).
+/// Every `()` received on `reconnect` drops the current connection and
+/// dials again.
 pub async fn run(
-    parent: ParentConfig,
+    parent: tokio::sync::watch::Receiver<ParentConfig>,
     client: tokio::sync::watch::Receiver<quinn::ClientConfig>,
     mut endpoints: Endpoints,
     events: mpsc::Sender<UplinkEvent>,
@@ -48,6 +49,7 @@ pub async fn run(
         // The newest configuration: a renewed certificate is used from the
         // next connection on.
         let config = client.borrow().clone();
+        let parent = parent.borrow().clone();
         let attempt = tokio::select! {
             attempt = connect_nearest(&parent, &config, &mut endpoints) => attempt,
             () = shutdown.cancelled() => return,

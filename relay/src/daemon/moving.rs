@@ -1,0 +1,125 @@
+//! Moves on the daemon's side (see [`relaymesh_protocol::moves`]).
+//!
+//! On the node that moves: join the new parent with the move's token (new
+//! keys and certificate, as any join), store the new identity and parent,
+//! have the core tell the old parent it leaves, and dial the new parent once
+//! the old one closed the link (or after [`LEAVE_TIMEOUT`], if it does not).
+//! The store keeps everything else: the slice, bundles and what the agent
+//! applied, so nothing is removed or applied again. At the root: sign a move
+//! the core found settled.
+
+use std::time::Duration;
+
+use relaymesh_core::Now;
+use relaymesh_protocol::{Move, Role};
+
+use super::{Daemon, DaemonError, Event};
+use crate::transport::join::{self, Joined};
+
+/// How long a node that moves waits for its old parent to close the link
+/// after saying it leaves, before it drops the link itself.
+pub const LEAVE_TIMEOUT: Duration = Duration::from_secs(10);
+
+impl Daemon {
+    /// The root ordered this node to move: join the new parent in the
+    /// background ([`Event::Moved`] comes back).
+    pub(super) fn start_move(&mut self, moved: Move) {
+        let role = self.shared.identity.role;
+        if role != Role::Agent {
+            tracing::error!(to = %moved.to, "only agents move; this relay stays where it is");
+            return;
+        }
+        if self.moving {
+            return;
+        }
+        self.moving = true;
+        let name = self.shared.identity.name.clone();
+        let mut endpoints = self.endpoints.clone();
+        let events = self.shared.events.clone();
+        tokio::spawn(async move {
+            tracing::info!(to = %moved.to, "joining the new parent for a move");
+            let result = join::join_from(&moved.token, &name, role, &mut endpoints)
+                .await
+                .map(Box::new)
+                .map_err(|error| error.to_string());
+            let _ = events.send(Event::Moved(result)).await;
+        });
+    }
+
+    /// The join for a move ended: on success, adopt the new identity and
+    /// parent, and leave the old one.
+    pub(super) fn finish_move(
+        &mut self,
+        now: Now,
+        result: Result<Box<Joined>, String>,
+    ) -> Result<(), DaemonError> {
+        self.moving = false;
+        let joined = match result {
+            Ok(joined) => joined,
+            Err(error) => {
+                // The token is single use and short-lived: an admin moves
+                // the node again (`relayctl move`) with a new one.
+                tracing::error!(%error, "the move failed; staying with the current parent");
+                return Ok(());
+            }
+        };
+        let Joined { identity, parent } = *joined;
+        let Some(mut config) = self.store.config()? else {
+            return Ok(());
+        };
+        config.parent = Some(parent.clone());
+        self.store.set_config(&config)?;
+        self.renewal.replace(&self.store, identity.clone())?;
+        self.shared.identity = std::sync::Arc::new(identity);
+        self.shared.config = std::sync::Arc::new(config);
+        if let Some(dial) = &self.parent_config {
+            dial.send_replace(parent.clone());
+        }
+        self.core.re_parent(now, &parent.name);
+        tracing::info!(parent = %parent.name, "moved: leaving the old parent");
+        let generation = self.parent.as_ref().map(|parent| parent.generation);
+        if let Some(generation) = generation {
+            let events = self.shared.events.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(LEAVE_TIMEOUT).await;
+                let _ = events.send(Event::LeaveTimeout { generation }).await;
+            });
+        }
+        Ok(())
+    }
+
+    /// The old parent did not close the link in time: drop it, so the
+    /// uplink dials the new one.
+    pub(super) fn leave_timeout(&mut self, generation: u64) {
+        if self.is_current(generation) {
+            tracing::warn!("the old parent kept the link open after this node left; dropping it");
+            let _ = self.reconnect.try_send(());
+        }
+    }
+
+    /// At the root: sign a move an admin ordered and send it down to its
+    /// node.
+    pub(super) fn order_move(&mut self, now: Now, moved: Move) -> Result<(), String> {
+        let entry = moved.to_entry().map_err(|error| error.to_string())?;
+        let entry = self
+            .seal(now, entry)
+            .ok_or_else(|| "the root cannot sign the move".to_string())?;
+        self.core.upsert_local(now, entry);
+        Ok(())
+    }
+
+    /// At the root: sign the settled move and send it down.
+    pub(super) fn settle(&mut self, now: Now, moved: Move) {
+        let entry = match moved.to_entry() {
+            Ok(entry) => entry,
+            Err(error) => {
+                tracing::error!(node = %moved.node, %error, "cannot encode a settled move");
+                return;
+            }
+        };
+        if let Some(entry) = self.seal(now, entry) {
+            tracing::info!(node = %moved.node, to = %moved.to, "settled a move");
+            self.core.upsert_local(now, entry);
+        }
+    }
+}
