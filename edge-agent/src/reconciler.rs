@@ -30,6 +30,8 @@ use kube::Client;
 use relaymesh_protocol::{BundleId, PlacementStatus};
 use relaymesh_relay::daemon::AgentSlice;
 use relaymesh_relay::store::{Store, StoreError};
+use relaymesh_topology::customization::Customization;
+use serde_json::Value;
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -86,6 +88,9 @@ struct Placement {
     adopt: bool,
     /// Its status rules and group labels.
     rules: PlacementRules,
+    /// Its templates and overrides, with the spec field they were read
+    /// from (to tell a change).
+    customization: (Option<Value>, Customization),
     /// The objects last read from its bundles.
     desired: BTreeMap<ObjectRef, Manifest>,
     /// Every object of it was applied once (failures aside).
@@ -235,6 +240,11 @@ impl Reconciler {
             let placement = self.placements.entry(entry.key.clone()).or_default();
             let adopt = policy::adopt_requested(&entry.body);
             let rules = PlacementRules::from_body(&entry.body);
+            let customization = customization_of(&entry.body);
+            if placement.customization.0 != customization.0 {
+                placement.customization = customization;
+                placement.applied = false;
+            }
             if !placement.rules.same_source(&rules) {
                 placement.rules = rules;
                 // Only what is reported changes: no pass is needed.
@@ -273,6 +283,14 @@ impl Reconciler {
             tracing::warn!("empty slice before the first sync with the parent: pruning nothing");
         }
         Ok(())
+    }
+
+    /// This cluster, as templates and overrides see it.
+    pub(crate) fn cluster(&self) -> relaymesh_topology::customization::Cluster<'_> {
+        relaymesh_topology::customization::Cluster {
+            name: &self.cluster,
+            labels: &self.labels,
+        }
     }
 
     /// Reconciles placement `key`: applies its bundles, prunes what left
@@ -440,6 +458,22 @@ async fn sleep_until(deadline: Option<Instant>) {
     match deadline {
         Some(deadline) => tokio::time::sleep_until(deadline).await,
         None => std::future::pending().await,
+    }
+}
+
+/// A placement's `spec.customization`, read from its slice entry's body. The
+/// root checked it before signing; one this agent cannot read (a newer
+/// root's) is logged and left out.
+fn customization_of(body: &[u8]) -> (Option<Value>, Customization) {
+    let source = serde_json::from_slice::<Value>(body)
+        .ok()
+        .and_then(|body| body.pointer("/spec/customization").cloned());
+    match relaymesh_relay::placement::customization(source.as_ref()) {
+        Ok(customization) => (source, customization),
+        Err(error) => {
+            tracing::warn!(%error, "customization left out");
+            (source, Customization::default())
+        }
     }
 }
 

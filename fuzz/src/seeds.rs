@@ -277,6 +277,10 @@ fn messages() -> Vec<(String, Vec<u8>)> {
             payload(&UpMessage::Status(status.clone())),
         ),
         (
+            "up-leaving".into(),
+            payload(&UpMessage::Leaving { to: "us".into() }),
+        ),
+        (
             "down-welcome".into(),
             payload(&DownMessage::Welcome(Welcome {
                 version: 2,

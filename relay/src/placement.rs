@@ -22,7 +22,8 @@ pub mod status;
 pub use bundle::{canonical_json, pack, strip_server_fields};
 pub use explain::explain;
 pub use spec::{
-    label_selector, selects, PlacementError, PlacementSpec, WorkloadTerm, RELAYMESH_GROUP,
+    customization, label_selector, selects, PlacementError, PlacementSpec, WorkloadTerm,
+    MAX_OVERRIDES, RELAYMESH_GROUP,
 };
 
 use relaymesh_protocol::{BundleId, SliceEntry, Target};

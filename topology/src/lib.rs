@@ -13,7 +13,8 @@
 //! decisions over a whole tree in memory for property tests and
 //! `relayctl explain`. [`summary`] is the algebra of the status that flows
 //! back up, and [`rules`] the placements' own status rules (CEL) that feed
-//! it.
+//! it. [`customization`] turns a placement's objects into one cluster's
+//! copy at the leaf (templates and overrides).
 //!
 //! Deliberately absent: sockets, files, clocks and randomness. Callers pass
 //! in `now` and anything random they need.
@@ -21,6 +22,7 @@
 #![warn(missing_docs)]
 
 pub mod aggregate;
+pub mod customization;
 pub mod groups;
 pub mod model;
 pub mod placement;

@@ -37,7 +37,7 @@ async fn apply_placement(
     placement: &mut Placement,
 ) -> Result<Action, ReconcileError> {
     let applyset = ApplySet::of(key);
-    let Some(manifests) = read_bundles(reconciler, &applyset, placement)? else {
+    let Some((manifests, not_customized)) = read_bundles(reconciler, &applyset, placement)? else {
         placement.applied = false;
         return Ok(Action::AwaitChange);
     };
@@ -82,6 +82,13 @@ async fn apply_placement(
         let reference = &manifest.reference;
         if order::stage_of(manifest) > Stage::Definitions {
             await_definitions(&mut reconciler.applier, &mut definitions, &mut errors).await;
+        }
+        if let Some(error) = not_customized.get(reference) {
+            // Never applied half-customized: the cluster reports why
+            // (a label it lacks), and what it runs stays as it was.
+            refused.insert(reference.clone());
+            errors.insert(reference.clone(), format!("customization: {error}"));
+            continue;
         }
         match check_policy(reconciler, reference).await {
             Ok(Ok(())) => {}
@@ -209,15 +216,23 @@ async fn apply_placement(
     }
 }
 
-/// The placement's objects from its bundles; `None` while a bundle is not
-/// stored yet or cannot be read (the placement's problem says why).
+/// What a placement's bundles hold for this cluster: every object,
+/// customized for it, and why some could not be (those stay as bundled and
+/// are not applied).
+type Customized = (BTreeMap<ObjectRef, Manifest>, BTreeMap<ObjectRef, String>);
+
+/// The placement's objects from its bundles, customized for this cluster
+/// (`spec.customization`); `None` while a bundle is not stored yet or
+/// cannot be read (the placement's problem says why).
 fn read_bundles(
     reconciler: &Reconciler,
     applyset: &ApplySet,
     placement: &mut Placement,
-) -> Result<Option<BTreeMap<ObjectRef, Manifest>>, ReconcileError> {
+) -> Result<Option<Customized>, ReconcileError> {
     let mut manifests = BTreeMap::new();
     let mut origins = BTreeMap::new();
+    let mut not_customized = BTreeMap::new();
+    let customization = &placement.customization.1;
     for id in &placement.bundles {
         let Some(bytes) = reconciler.store.bundle(id)? else {
             tracing::debug!(bundle = %id, "waiting for a bundle");
@@ -225,7 +240,19 @@ fn read_bundles(
         };
         match manifest::parse_bundle(&bytes, &applyset.id) {
             Ok(parsed) => {
-                for manifest in parsed {
+                for mut manifest in parsed {
+                    match customization.apply(&mut manifest.body, reconciler.cluster()) {
+                        // A template may have named the object.
+                        Ok(()) => {
+                            if let Some(reference) = ObjectRef::of(&manifest.body) {
+                                manifest.reference = reference;
+                            }
+                        }
+                        Err(error) => {
+                            tracing::warn!(object = %manifest.reference, %error, "cannot customize");
+                            not_customized.insert(manifest.reference.clone(), error.to_string());
+                        }
+                    }
                     origins.insert(manifest.reference.clone(), *id);
                     manifests.insert(manifest.reference.clone(), manifest);
                 }
@@ -239,7 +266,7 @@ fn read_bundles(
     }
     placement.problem = None;
     placement.origins = origins;
-    Ok(Some(manifests))
+    Ok(Some((manifests, not_customized)))
 }
 
 /// Creates `namespace` if it is missing, recording that relaymesh did.

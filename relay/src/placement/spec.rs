@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use relaymesh_protocol::status::MAX_GROUP_LABELS;
 use relaymesh_protocol::{LabelSelector, PlacementTarget};
+use relaymesh_topology::customization::{Customization, ObjectFilter, Override, Patch};
 use relaymesh_topology::rules::{RuleError, StatusRule};
 use serde_json::Value;
 
@@ -94,6 +95,9 @@ pub struct PlacementSpec {
     /// phase counts are also summed by (`relayctl status --by LABEL`), at
     /// most [`MAX_GROUP_LABELS`].
     pub status_group_by: Vec<String>,
+    /// `spec.customization`: templates and overrides each agent applies to
+    /// its copy (see [`relaymesh_topology::customization`]).
+    pub customization: Customization,
 }
 
 impl PlacementSpec {
@@ -129,6 +133,7 @@ impl PlacementSpec {
         };
         let status_rules = relaymesh_topology::rules::parse(spec.get("statusRules"))?;
         let status_group_by = group_labels(spec.get("statusGroupBy"))?;
+        let customization = customization(spec.get("customization"))?;
         Ok(Self {
             namespace,
             name,
@@ -137,6 +142,7 @@ impl PlacementSpec {
             adopt,
             status_rules,
             status_group_by,
+            customization,
         })
     }
 
@@ -250,6 +256,135 @@ fn target(spec: &Value) -> Result<PlacementTarget, PlacementError> {
 /// The selector a `metav1.LabelSelector` object at `path` describes.
 pub fn label_selector(value: &Value, path: &str) -> Result<LabelSelector, PlacementError> {
     Ok(relaymesh_apiserver::selector::from_json(value, path)?)
+}
+
+/// The most overrides one placement may carry.
+pub const MAX_OVERRIDES: usize = 64;
+
+/// `spec.customization` (absent: templates on, no overrides):
+///
+/// ```yaml
+/// customization:
+///   templates: true            # expand {{ cluster.name }}, {{ cluster.labels.KEY }}
+///   overrides:                 # in order, after the templates
+///   - clusterSelector: {matchLabels: {tier: large}}   # optional: all clusters
+///     objects: {apiGroup: apps, kind: Deployment, names: [web]}  # optional: all
+///     mergePatch: {spec: {replicas: 5}}               # or jsonPatch: [...]
+/// ```
+pub fn customization(value: Option<&Value>) -> Result<Customization, PlacementError> {
+    const FIELD: &str = "spec.customization";
+    let Some(value) = value.filter(|value| !value.is_null()) else {
+        return Ok(Customization::default());
+    };
+    let Some(fields) = value.as_object() else {
+        return Err(invalid(FIELD, "must be an object"));
+    };
+    if let Some(unknown) = fields
+        .keys()
+        .find(|key| !matches!(key.as_str(), "templates" | "overrides"))
+    {
+        return Err(invalid(
+            format!("{FIELD}.{unknown}"),
+            "unknown field: customization has templates and overrides",
+        ));
+    }
+    let templates = match fields.get("templates") {
+        None | Some(Value::Null) => true,
+        Some(Value::Bool(templates)) => *templates,
+        Some(_) => return Err(invalid(format!("{FIELD}.templates"), "must be a boolean")),
+    };
+    let items = match fields.get("overrides") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(items)) => items.clone(),
+        Some(_) => return Err(invalid(format!("{FIELD}.overrides"), "must be a list")),
+    };
+    if items.len() > MAX_OVERRIDES {
+        return Err(invalid(
+            format!("{FIELD}.overrides"),
+            format!(
+                "Too many: {}: must have at most {MAX_OVERRIDES} items",
+                items.len()
+            ),
+        ));
+    }
+    let overrides = items
+        .iter()
+        .enumerate()
+        .map(|(index, item)| override_rule(item, &format!("{FIELD}.overrides[{index}]")))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Customization {
+        templates,
+        overrides,
+    })
+}
+
+fn override_rule(item: &Value, path: &str) -> Result<Override, PlacementError> {
+    let Some(fields) = item.as_object() else {
+        return Err(invalid(path, "must be an object"));
+    };
+    if let Some(unknown) = fields.keys().find(|key| {
+        !matches!(
+            key.as_str(),
+            "clusterSelector" | "objects" | "mergePatch" | "jsonPatch"
+        )
+    }) {
+        return Err(invalid(
+            format!("{path}.{unknown}"),
+            "unknown field: an override has clusterSelector, objects, and mergePatch or jsonPatch",
+        ));
+    }
+    let clusters = fields
+        .get("clusterSelector")
+        .filter(|selector| !selector.is_null())
+        .map(|selector| label_selector(selector, &format!("{path}.clusterSelector")))
+        .transpose()?;
+    let objects = match fields.get("objects").filter(|objects| !objects.is_null()) {
+        None => ObjectFilter::default(),
+        Some(objects) => {
+            let objects_path = format!("{path}.objects");
+            if !objects.is_object() {
+                return Err(invalid(objects_path, "must be an object"));
+            }
+            ObjectFilter {
+                api_group: optional_string(
+                    objects.get("apiGroup"),
+                    &format!("{objects_path}.apiGroup"),
+                )?,
+                kind: optional_string(objects.get("kind"), &format!("{objects_path}.kind"))?,
+                names: strings(objects.get("names"), &format!("{objects_path}.names"))?,
+            }
+        }
+    };
+    let patch = match (fields.get("mergePatch"), fields.get("jsonPatch")) {
+        (Some(merge), None) if merge.is_object() => Patch::Merge(merge.clone()),
+        (Some(_), None) => {
+            return Err(invalid(
+                format!("{path}.mergePatch"),
+                "must be an object (RFC 7386)",
+            ))
+        }
+        (None, Some(operations)) => {
+            let patch = serde_json::from_value(operations.clone()).map_err(|error| {
+                invalid(
+                    format!("{path}.jsonPatch"),
+                    format!("Invalid value: not a JSON patch (RFC 6902): {error}"),
+                )
+            })?;
+            Patch::Json(patch)
+        }
+        (Some(_), Some(_)) => {
+            return Err(invalid(
+                path,
+                "Invalid value: mergePatch and jsonPatch are exclusive",
+            ))
+        }
+        (None, None) => return Err(invalid(path, "Required value: mergePatch or jsonPatch")),
+    };
+    Ok(Override {
+        clusters,
+        objects,
+        patch,
+    })
 }
 
 /// `spec.statusGroupBy`: distinct label keys, at most [`MAX_GROUP_LABELS`].

@@ -82,6 +82,30 @@ fn refuses_invalid_specs_naming_the_field() {
             json!({"workloads": [{}], "clusters": {"labelSelector": {"matchExpressions": [{"key": "a", "operator": "Near"}]}}}),
             "spec.clusters.labelSelector.matchExpressions[0].operator",
         ),
+        (
+            json!({"workloads": [{}], "clusters": {"names": ["a"]}, "customization": {"templates": "yes"}}),
+            "spec.customization.templates",
+        ),
+        (
+            json!({"workloads": [{}], "clusters": {"names": ["a"]}, "customization": {"overides": []}}),
+            "spec.customization.overides",
+        ),
+        (
+            json!({"workloads": [{}], "clusters": {"names": ["a"]}, "customization": {"overrides": [{"mergePatch": {}}, {}]}}),
+            "spec.customization.overrides[1]",
+        ),
+        (
+            json!({"workloads": [{}], "clusters": {"names": ["a"]}, "customization": {"overrides": [{"jsonPatch": [{"op": "frobnicate", "path": "/a"}]}]}}),
+            "spec.customization.overrides[0].jsonPatch",
+        ),
+        (
+            json!({"workloads": [{}], "clusters": {"names": ["a"]}, "customization": {"overrides": [{"mergePatch": 5}]}}),
+            "spec.customization.overrides[0].mergePatch",
+        ),
+        (
+            json!({"workloads": [{}], "clusters": {"names": ["a"]}, "customization": {"overrides": [{"mergePatch": {}, "clusterSelector": {"matchLabels": {"tier": 5}}}]}}),
+            "spec.customization.overrides[0].clusterSelector.matchLabels.tier",
+        ),
     ];
     for (spec, field) in cases {
         let object = json!({"metadata": {"name": "p", "namespace": "n"}, "spec": spec});
