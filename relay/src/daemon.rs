@@ -9,6 +9,7 @@
 mod asked;
 mod backend;
 mod bundles;
+mod handover;
 mod listener;
 mod moving;
 mod placements;
@@ -435,6 +436,7 @@ async fn run_store(
         parent_config,
         endpoints: options.endpoints.clone(),
         moving: false,
+        handovers: handover::Handovers::default(),
         renewal: renewal::Renewal::new(
             (*shared_identity).clone(),
             options.node_cert_validity,
@@ -498,6 +500,8 @@ struct Daemon {
     endpoints: uplink::Endpoints,
     /// A join for a move is under way.
     moving: bool,
+    /// Placements handing their copies over to new clusters (root only).
+    handovers: handover::Handovers,
     /// Where the answers to the core's queries go. Bounded by the core,
     /// which answers every query it was asked within its timeout.
     queries: BTreeMap<relaymesh_core::QueryId, oneshot::Sender<relaymesh_protocol::query::Answer>>,
@@ -669,6 +673,7 @@ impl Daemon {
                 self.core.handle_bundle_served(now, &child, id, bytes);
             }
             Event::PlacementStatus { reply } => {
+                self.finish_handovers(now);
                 let entries: Vec<(String, Vec<BundleId>)> = self
                     .core
                     .entries()
@@ -684,6 +689,7 @@ impl Daemon {
                             selected,
                             status,
                             bundles,
+                            leaving: self.handovers.leaving(&key),
                         };
                         Some((key, report))
                     })
@@ -701,9 +707,11 @@ impl Daemon {
                     .map(|entry| entry.key.clone())
                     .collect();
                 for key in stale {
+                    self.handovers.forget(&key);
                     self.core.remove_local(now, &key);
                 }
                 for entry in entries {
+                    let entry = self.hand_over(now, entry);
                     let Some(entry) = self.seal(now, entry) else {
                         continue;
                     };

@@ -91,6 +91,14 @@ fn one_bundle_becomes_each_clusters_own_copy_at_the_edge() -> anyhow::Result<()>
     let (mesh, _root) = Mesh::init()?;
     let _eu = mesh.add_relay("eu", "root")?;
     let _us = mesh.add_relay("us", "root")?;
+    wait_for("both relays in the tree", SETTLE, || {
+        let tree = mesh.tree()?;
+        Ok(
+            (connected_under(&tree, "eu", "root") && connected_under(&tree, "us", "root"))
+                .then_some(()),
+        )
+    })
+    .with_context(|| mesh.logs())?;
     let mut clusters = Vec::new();
     let mut agents = Vec::new();
     for (name, relay, labels) in CLUSTERS {

@@ -90,6 +90,9 @@ pub(crate) struct PlacementReport {
     pub status: PlacementStatus,
     /// The bundles of the placement's entry now.
     pub bundles: Vec<BundleId>,
+    /// The clusters it is leaving, which keep their copies until the ones
+    /// it now selects are ready (`handover`).
+    pub leaving: Vec<String>,
 }
 
 /// Rebuilds every placement's entry and hands the set to the core.
@@ -170,6 +173,7 @@ async fn write_status(objects: &ObjectStore, shared: &Shared) -> Result<(), Cont
         let mut written =
             placement::status::render(&object["status"], generation, *count, status, &now);
         placement::status::add_summaries(&mut written, &object["spec"], status);
+        placement::status::add_handover(&mut written, &report.leaving);
         if placement::status::same(&object["status"], &written) {
             continue;
         }

@@ -10,6 +10,19 @@ use relaymesh_protocol::PlacementStatus;
 use relaymesh_topology::{groups, rules};
 use serde_json::{json, Map, Value};
 
+/// `status.handover` while a placement's clusters change: the clusters it
+/// leaves, which keep their copies until every cluster it selects is ready
+/// (absent otherwise).
+pub fn add_handover(status: &mut Value, leaving: &[String]) {
+    if let Value::Object(fields) = status {
+        if leaving.is_empty() {
+            fields.remove("handover");
+        } else {
+            fields.insert("handover".into(), json!({"leavingClusters": leaving}));
+        }
+    }
+}
+
 /// The status of a Placement of `generation` that selects `selected`
 /// clusters, which report `reported` through the tree. `previous` is the
 /// status written last: a condition that keeps its status keeps its

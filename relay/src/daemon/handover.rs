@@ -1,0 +1,164 @@
+//! Make-before-break at the root: when a Placement's clusters change, the
+//! clusters it leaves keep their copy until every cluster it now selects is
+//! ready, or until [`HANDOVER_TIMEOUT`].
+//!
+//! The root holds the whole inventory, so for a placement without a bound
+//! (label selector and names, no `maxClusters`) it knows which clusters the
+//! old target selected and the new one does not. It publishes the new
+//! target with those clusters added to its `names` (which every relay
+//! selects in addition to the label-selected ones), so they keep the entry
+//! and their agents prune nothing. Once the placement's status counts every
+//! selected cluster ready, it publishes the new target alone, and the
+//! leaving clusters remove their copies. A bounded placement's clusters are
+//! chosen by the relays below, not by the root, so its changes are not
+//! handed over (docs/api.md, "Moves of a placement").
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use relaymesh_core::Now;
+use relaymesh_protocol::{NodeRecord, PlacementTarget, Role, SliceEntry, Target};
+
+use super::Daemon;
+
+/// How long leaving clusters keep their copies at most, when the clusters
+/// a placement now selects do not all become ready.
+pub const HANDOVER_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// A placement's change under way.
+#[derive(Debug, Clone)]
+pub(super) struct Handover {
+    /// The entry as the spec says now, unsigned.
+    base: SliceEntry,
+    /// The clusters it leaves, kept until the handover ends.
+    pub leaving: BTreeSet<String>,
+    since: Instant,
+}
+
+/// The handovers under way, by placement key.
+#[derive(Debug, Default)]
+pub(super) struct Handovers {
+    by_key: BTreeMap<String, Handover>,
+}
+
+impl Handovers {
+    /// The clusters placement `key` is leaving, if it is handing over.
+    pub fn leaving(&self, key: &str) -> Vec<String> {
+        self.by_key
+            .get(key)
+            .map(|handover| handover.leaving.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// Forgets a placement that is gone.
+    pub fn forget(&mut self, key: &str) {
+        self.by_key.remove(key);
+    }
+}
+
+/// Whether an unbounded `target` selects the cluster of `record`, as every
+/// relay resolves it: by name, or by its label selector.
+fn selects(target: &PlacementTarget, record: &NodeRecord) -> bool {
+    target.names.contains(&record.name)
+        || target
+            .selector
+            .as_ref()
+            .is_some_and(|selector| relaymesh_topology::selector::matches(selector, &record.labels))
+}
+
+fn unbounded(target: &PlacementTarget) -> bool {
+    target.max_clusters.is_none() && target.quota.is_none()
+}
+
+impl Daemon {
+    /// The entry to publish for `entry` (a placement as its spec says now):
+    /// with the clusters it leaves kept in its names while a handover runs.
+    pub(super) fn hand_over(&mut self, now: Now, entry: SliceEntry) -> SliceEntry {
+        let Target::Placement(new) = &entry.target else {
+            return entry;
+        };
+        let previous = self.handovers.by_key.remove(&entry.key);
+        let old = match &previous {
+            Some(handover) => Some(handover.base.target.clone()),
+            None => self
+                .core
+                .entries()
+                .find(|held| held.key == entry.key)
+                .map(|held| held.target.clone()),
+        };
+        let Some(Target::Placement(old)) = old else {
+            return entry;
+        };
+        if !unbounded(&old) || !unbounded(new) {
+            return entry;
+        }
+        let clusters: Vec<&NodeRecord> = self
+            .core
+            .inventory_records()
+            .filter(|record| record.role == Role::Agent)
+            .collect();
+        let kept_before = previous
+            .as_ref()
+            .map(|handover| handover.leaving.clone())
+            .unwrap_or_default();
+        let leaving: BTreeSet<String> = clusters
+            .iter()
+            .filter(|record| !selects(new, record))
+            .filter(|record| selects(&old, record) || kept_before.contains(&record.name))
+            .map(|record| record.name.clone())
+            .collect();
+        if leaving.is_empty() {
+            return entry;
+        }
+        let since = previous.map_or(now.instant, |handover| handover.since);
+        let mut published = entry.clone();
+        if let Target::Placement(target) = &mut published.target {
+            let mut names: BTreeSet<String> = target.names.iter().cloned().collect();
+            names.extend(leaving.iter().cloned());
+            target.names = names.into_iter().collect();
+        }
+        tracing::info!(placement = %entry.key, ?leaving, "placement changes its clusters: the leaving ones keep their copies until the new ones are ready");
+        self.handovers.by_key.insert(
+            entry.key.clone(),
+            Handover {
+                base: entry,
+                leaving,
+                since,
+            },
+        );
+        published
+    }
+
+    /// Ends every handover whose placement has every selected cluster ready
+    /// (or that ran for [`HANDOVER_TIMEOUT`]): publishes the placement
+    /// without the clusters it leaves.
+    pub(super) fn finish_handovers(&mut self, now: Now) {
+        let done: Vec<String> = self
+            .handovers
+            .by_key
+            .iter()
+            .filter(|(key, handover)| {
+                let selected = self.core.placement_selected(key).unwrap_or_default();
+                let ready = self
+                    .core
+                    .placement_status(key)
+                    .map_or(0, |status| status.counts.ready);
+                let timed_out = now.instant.duration_since(handover.since) >= HANDOVER_TIMEOUT;
+                if timed_out {
+                    tracing::warn!(placement = %key, leaving = ?handover.leaving, "handover timed out: removing the leaving clusters' copies anyway");
+                }
+                (selected > 0 && ready >= selected) || timed_out
+            })
+            .map(|(key, _)| key.clone())
+            .collect();
+        for key in done {
+            let Some(handover) = self.handovers.by_key.remove(&key) else {
+                continue;
+            };
+            tracing::info!(placement = %key, leaving = ?handover.leaving, "the new clusters are ready: the leaving ones remove their copies");
+            if let Some(entry) = self.seal(now, handover.base) {
+                self.core.upsert_local(now, entry);
+            }
+        }
+    }
+}
