@@ -215,6 +215,7 @@ impl Core {
             .child_disconnected(&child.name, now.unix_ms, &mut mutations);
         self.persist(mutations);
         self.schedule_inventory_flush(now);
+        self.forget_if_moving_away(now, &child.name);
     }
 
     /// The transport measured a child's link. The measurement stays here

@@ -271,6 +271,10 @@ impl Core {
         core.persist(mutations);
         core.reconcile_bundles(now);
         core.restore_move();
+        if config.parent.is_none() {
+            // A move whose node arrived while the root was down.
+            core.settle_moves();
+        }
         core
     }
 

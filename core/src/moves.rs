@@ -149,6 +149,33 @@ impl Core {
         }
     }
 
+    /// Whether the root moves child `name` away from this relay.
+    fn moving_away(&self, name: &str) -> bool {
+        let Some(entry) = self.slice.entry(&Move::key_for(name)) else {
+            return false;
+        };
+        matches!(Move::from_entry(entry), Some(Ok(moved)) if moved.from == self.name && moved.to != self.name)
+    }
+
+    /// A child's link ended: if the root moves it away from here, it is
+    /// forgotten as if it had said it leaves (its `Leaving` may have been
+    /// lost with a crash), so the relays above let go of it and its new
+    /// parent's claim can be admitted. Should it come back here after all,
+    /// it is a new child again.
+    pub(super) fn forget_if_moving_away(&mut self, now: Now, name: &str) {
+        if self.moving_away(name) && self.inventory.record(name).is_some() {
+            tracing::info!(
+                child = name,
+                "a child the root moves elsewhere disconnected: forgetting it"
+            );
+            self.drop_child(
+                now,
+                name,
+                Refusal::new(ErrorCode::Moved, format!("node {name:?} moves elsewhere")),
+            );
+        }
+    }
+
     /// A child leaves on the root's order: it, its subtree and its status
     /// are forgotten in one report up, and its link is closed.
     pub(super) fn child_leaving(&mut self, now: Now, name: &str, to: &str) {

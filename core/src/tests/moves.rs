@@ -147,3 +147,36 @@ fn a_claim_on_a_node_another_child_holds_waits_until_it_lets_go() {
         .iter()
         .any(|node| node.name == "e1" && node.parent.as_deref() == Some("us")));
 }
+
+#[test]
+fn a_child_the_root_moves_away_is_forgotten_when_it_disconnects_even_without_leaving() {
+    let mut net = fleet();
+    // A relay that does not exist: e1 cannot join it, so it stays, as an
+    // agent that crashed before its `Leaving` got out would.
+    net.move_node("e1", "nowhere").expect("the move is signed");
+    assert!(net["eu-west"]
+        .core()
+        .nodes()
+        .iter()
+        .any(|node| node.name == "e1"));
+    net.disconnect("e1");
+    net.settle();
+    for relay in ["eu-west", "eu", "root"] {
+        assert!(
+            net[relay]
+                .core()
+                .nodes()
+                .iter()
+                .all(|node| node.name != "e1"),
+            "{relay} still holds e1"
+        );
+    }
+    // Should it come back, it is a child again.
+    net.connect("e1");
+    net.settle();
+    assert!(net["root"]
+        .core()
+        .nodes()
+        .iter()
+        .any(|node| node.name == "e1"));
+}
