@@ -198,7 +198,7 @@ pub trait Backend: Send + Sync + 'static {
         async { Err(ApiError::NotFound("this server has no tree".into())) }
     }
 
-    /// Moves an agent to another parent relay (see [`moves`]): the root
+    /// Moves an agent to another parent relay (see [`relaymesh_protocol::moves`]): the root
     /// issues it a join token under the new parent and sends it the move.
     fn move_node(
         &self,

@@ -163,6 +163,20 @@ fn a_mid_relay_killed_and_an_agent_moved_during_a_rollout_count_every_cluster_on
     })
     .with_context(|| mesh.logs())?;
 
+    // Moves the root refuses, each saying why.
+    for (args, why) in [
+        (["r1", "--to", "r2"], "only agents move"),
+        (["edge-3", "--to", "r2"], "already under"),
+        (["edge-3", "--to", "root"], "above"),
+        (["nowhere", "--to", "r1"], "not in the tree"),
+        (["edge-3", "--to", "nowhere"], "not in the tree"),
+    ] {
+        let output = mesh.relayctl(&[&["move"][..], &args[..]].concat())?;
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success(), "move {args:?} was accepted");
+        assert!(stderr.contains(why), "move {args:?}: {stderr}");
+    }
+
     apply(&mesh, &workload("1.26"))?;
     wait_revision(&mesh, &clusters, "1.26")?;
     wait_all_ready(&mesh)?;
