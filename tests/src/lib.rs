@@ -825,26 +825,67 @@ pub fn kubectl(kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> anyhow:
     Ok(output)
 }
 
-/// The image of the `web` Deployment in namespace `shop` of the cluster
-/// behind `kubeconfig` (what the outage and clock-skew tests place), if it
-/// exists.
-pub fn web_image(kubeconfig: &Path) -> anyhow::Result<Option<String>> {
-    let output = kubectl(
-        kubeconfig,
-        &["get", "deployment", "web", "-n", "shop", "-o", "json"],
-        None,
-    )?;
+/// `kubectl get ARGS -o json` against the cluster behind `kubeconfig`:
+/// `None` when the object is not found.
+pub fn kubectl_get(kubeconfig: &Path, args: &[&str]) -> anyhow::Result<Option<Value>> {
+    let mut all = vec!["get"];
+    all.extend_from_slice(args);
+    all.extend(["-o", "json"]);
+    let output = kubectl(kubeconfig, &all, None)?;
     if !output.status.success() {
         let stderr = String::from_utf8_lossy(&output.stderr);
         if stderr.contains("NotFound") || stderr.contains("not found") {
             return Ok(None);
         }
-        bail!("kubectl get deployment: {stderr}");
+        bail!("kubectl get {}: {stderr}", args.join(" "));
     }
-    let deployment: Value = serde_json::from_slice(&output.stdout)?;
-    Ok(
+    Ok(Some(serde_json::from_slice(&output.stdout)?))
+}
+
+/// The `web` Deployment in namespace `shop` of the cluster behind
+/// `kubeconfig` (what most end-to-end tests place), if it exists.
+pub fn web_deployment(kubeconfig: &Path) -> anyhow::Result<Option<Value>> {
+    kubectl_get(kubeconfig, &["deployment", "web", "-n", "shop"])
+}
+
+/// The image of the `web` Deployment in namespace `shop` of the cluster
+/// behind `kubeconfig` (what the outage and clock-skew tests place), if it
+/// exists.
+pub fn web_image(kubeconfig: &Path) -> anyhow::Result<Option<String>> {
+    Ok(web_deployment(kubeconfig)?.and_then(|deployment| {
         deployment["spec"]["template"]["spec"]["containers"][0]["image"]
             .as_str()
-            .map(str::to_string),
+            .map(str::to_string)
+    }))
+}
+
+/// The workload most end-to-end tests place, as YAML for `kubectl apply`:
+/// Namespace `shop`, Deployment `shop/web` (`replicas` of `image`, labelled
+/// `app: web`) and Placement `shop/web` selecting it, whose spec has
+/// `clusters` (YAML flow text, such as `{names: [a]}`) and the spec lines
+/// `extra` (YAML indented by two spaces, or empty).
+pub fn web_workload(image: &str, replicas: u32, clusters: &str, extra: &str) -> String {
+    format!(
+        r#"apiVersion: v1
+kind: Namespace
+metadata: {{name: shop}}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: web, namespace: shop, labels: {{app: web}}}}
+spec:
+  replicas: {replicas}
+  selector: {{matchLabels: {{app: web}}}}
+  template:
+    metadata: {{labels: {{app: web}}}}
+    spec: {{containers: [{{name: web, image: "{image}"}}]}}
+---
+apiVersion: relaymesh.dev/v1alpha1
+kind: Placement
+metadata: {{name: web, namespace: shop}}
+spec:
+  workloads: [{{labelSelector: {{matchLabels: {{app: web}}}}}}]
+  clusters: {clusters}
+{extra}"#
     )
 }

@@ -11,7 +11,8 @@ use std::time::Duration;
 use anyhow::{bail, Context as _};
 use relaymesh_testbed::cluster::{SimulatedCluster, SimulatorOptions};
 use relaymesh_tests::{
-    assert_counted_once, connected_under, kubectl, wait_for, Mesh, RelayProcess, Sampler,
+    assert_counted_once, connected_under, kubectl, kubectl_get, wait_for, web_deployment,
+    web_workload, Mesh, RelayProcess, Sampler,
 };
 use serde_json::Value;
 
@@ -28,29 +29,11 @@ const AGENTS: [(&str, &str); 4] = [
 /// Revision `tag`: a Deployment running `nginx:TAG` on every cluster of
 /// region eu.
 fn workload(tag: &str) -> String {
-    format!(
-        r#"
-apiVersion: v1
-kind: Namespace
-metadata: {{name: shop}}
----
-apiVersion: apps/v1
-kind: Deployment
-metadata: {{name: web, namespace: shop, labels: {{app: web}}}}
-spec:
-  replicas: 2
-  selector: {{matchLabels: {{app: web}}}}
-  template:
-    metadata: {{labels: {{app: web}}}}
-    spec: {{containers: [{{name: web, image: "nginx:{tag}"}}]}}
----
-apiVersion: relaymesh.dev/v1alpha1
-kind: Placement
-metadata: {{name: web, namespace: shop}}
-spec:
-  workloads: [{{labelSelector: {{matchLabels: {{app: web}}}}}}]
-  clusters: {{labelSelector: {{matchLabels: {{region: eu}}}}}}
-"#
+    web_workload(
+        &format!("nginx:{tag}"),
+        2,
+        "{labelSelector: {matchLabels: {region: eu}}}",
+        "",
     )
 }
 
@@ -62,39 +45,21 @@ fn apply(mesh: &Mesh, text: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `kubectl get ARGS -o json`, `None` if not found.
-fn get(kubeconfig: &Path, args: &[&str]) -> anyhow::Result<Option<Value>> {
-    let mut all = vec!["get"];
-    all.extend_from_slice(args);
-    all.extend(["-o", "json"]);
-    let output = kubectl(kubeconfig, &all, None)?;
-    if !output.status.success() {
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        if stderr.contains("NotFound") || stderr.contains("not found") {
-            return Ok(None);
-        }
-        bail!("kubectl get: {stderr}");
-    }
-    Ok(Some(serde_json::from_slice(&output.stdout)?))
-}
-
 /// The Deployment shop/web on a cluster: its uid and image.
 fn deployment(kubeconfig: &Path) -> anyhow::Result<Option<(String, String)>> {
-    Ok(
-        get(kubeconfig, &["deployment", "web", "-n", "shop"])?.map(|deployment| {
-            let text = |value: &Value| value.as_str().unwrap_or_default().to_string();
-            (
-                text(&deployment["metadata"]["uid"]),
-                text(&deployment["spec"]["template"]["spec"]["containers"][0]["image"]),
-            )
-        }),
-    )
+    Ok(web_deployment(kubeconfig)?.map(|deployment| {
+        let text = |value: &Value| value.as_str().unwrap_or_default().to_string();
+        (
+            text(&deployment["metadata"]["uid"]),
+            text(&deployment["spec"]["template"]["spec"]["containers"][0]["image"]),
+        )
+    }))
 }
 
 /// The root's `status.clusters` of Placement shop/web (`None` before the
 /// first).
 fn placement_status(root: &Path) -> anyhow::Result<Option<Value>> {
-    Ok(get(root, &["placements", "web", "-n", "shop"])?
+    Ok(kubectl_get(root, &["placements", "web", "-n", "shop"])?
         .map(|placement| placement["status"]["clusters"].clone())
         .filter(|clusters| !clusters.is_null()))
 }

@@ -5,12 +5,13 @@
 //! cluster without the label the template needs fails, says why, and gets
 //! nothing half-customized.
 
-use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{bail, Context as _};
 use relaymesh_testbed::cluster::{SimulatedCluster, SimulatorOptions};
-use relaymesh_tests::{all_nodes, connected_under, kubectl, observe, wait_for, Mesh};
+use relaymesh_tests::{
+    all_nodes, connected_under, kubectl, observe, wait_for, web_deployment, Mesh,
+};
 use serde_json::Value;
 
 const SETTLE: Duration = Duration::from_secs(90);
@@ -58,23 +59,6 @@ spec:
       objects: {kind: Deployment}
       mergePatch: {spec: {replicas: 5}}
 "#;
-
-/// The Deployment shop/web on a cluster, `None` if it has none.
-fn deployment(kubeconfig: &Path) -> anyhow::Result<Option<Value>> {
-    let output = kubectl(
-        kubeconfig,
-        &["get", "deployment", "web", "-n", "shop", "-o", "json"],
-        None,
-    )?;
-    if !output.status.success() {
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        if stderr.contains("NotFound") || stderr.contains("not found") {
-            return Ok(None);
-        }
-        bail!("kubectl get: {stderr}");
-    }
-    Ok(Some(serde_json::from_slice(&output.stdout)?))
-}
 
 fn env(deployment: &Value, name: &str) -> Option<String> {
     deployment["spec"]["template"]["spec"]["containers"][0]["env"]
@@ -126,7 +110,7 @@ fn one_bundle_becomes_each_clusters_own_copy_at_the_edge() -> anyhow::Result<()>
 
     for (cluster, (name, _, labels)) in clusters.iter().zip(CLUSTERS).take(4) {
         let deployment = wait_for(&format!("web on {name}"), SETTLE, || {
-            deployment(cluster.kubeconfig())
+            web_deployment(cluster.kubeconfig())
         })
         .with_context(|| mesh.logs())?;
         let region = labels
@@ -161,7 +145,7 @@ fn one_bundle_becomes_each_clusters_own_copy_at_the_edge() -> anyhow::Result<()>
         failing.contains("edge-5") && failing.contains("no label \\\"region\\\""),
         "{status}"
     );
-    assert!(deployment(clusters[4].kubeconfig())?.is_none());
+    assert!(web_deployment(clusters[4].kubeconfig())?.is_none());
 
     // One bundle: every link of the tree carried it exactly once, the
     // root's two as each relay's own.

@@ -19,7 +19,7 @@ use anyhow::{bail, Context as _};
 use relaymesh_testbed::cluster::{SimulatedCluster, SimulatorOptions};
 use relaymesh_testbed::faults::{FaultHandle, Faults, Proxy};
 use relaymesh_tests::{
-    assert_counted_once, connected_under, find_node, kubectl, observe, wait_for, Mesh,
+    assert_counted_once, connected_under, find_node, kubectl, kubectl_get, observe, wait_for, Mesh,
     RelayProcess, Sampler,
 };
 use serde_json::Value;
@@ -207,14 +207,14 @@ spec:
 /// ConfigMap says the same revision (otherwise the cluster is between
 /// revisions, and this says `mixed`).
 fn revision(kubeconfig: &Path) -> anyhow::Result<Option<String>> {
-    let Some(deployment) = get(kubeconfig, &["deployment", "web", "-n", "shop"])? else {
+    let Some(deployment) = kubectl_get(kubeconfig, &["deployment", "web", "-n", "shop"])? else {
         return Ok(None);
     };
     let image = deployment["spec"]["template"]["spec"]["containers"][0]["image"]
         .as_str()
         .and_then(|image| image.strip_prefix("nginx:"))
         .map(str::to_string);
-    let config = get(kubeconfig, &["configmap", "web", "-n", "shop"])?;
+    let config = kubectl_get(kubeconfig, &["configmap", "web", "-n", "shop"])?;
     let config_revision = config
         .as_ref()
         .and_then(|config| config["data"]["revision"].as_str());
@@ -225,26 +225,10 @@ fn revision(kubeconfig: &Path) -> anyhow::Result<Option<String>> {
     })
 }
 
-/// `kubectl get ARGS -o json`, `None` if not found.
-fn get(kubeconfig: &Path, args: &[&str]) -> anyhow::Result<Option<Value>> {
-    let mut all = vec!["get"];
-    all.extend_from_slice(args);
-    all.extend(["-o", "json"]);
-    let output = kubectl(kubeconfig, &all, None)?;
-    if !output.status.success() {
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        if stderr.contains("NotFound") || stderr.contains("not found") {
-            return Ok(None);
-        }
-        bail!("kubectl get: {stderr}");
-    }
-    Ok(Some(serde_json::from_slice(&output.stdout)?))
-}
-
 /// The root's `status.clusters` of Placement shop/web (`null` before the
 /// first).
 fn placement_status(root: &Path) -> anyhow::Result<Value> {
-    Ok(get(root, &["placements", "web", "-n", "shop"])?
+    Ok(kubectl_get(root, &["placements", "web", "-n", "shop"])?
         .map(|placement| placement["status"]["clusters"].clone())
         .unwrap_or_default())
 }
@@ -363,8 +347,8 @@ fn a_slow_link_carries_a_large_bundle() -> anyhow::Result<()> {
     subtree.wait_for_revision("1.26")?;
     subtree.wait_for_status()?;
     for kubeconfig in subtree.kubeconfigs() {
-        let config =
-            get(&kubeconfig, &["configmap", "web", "-n", "shop"])?.context("the ConfigMap")?;
+        let config = kubectl_get(&kubeconfig, &["configmap", "web", "-n", "shop"])?
+            .context("the ConfigMap")?;
         assert_eq!(
             config["data"]["padding"].as_str().map(str::len),
             Some(300_000),

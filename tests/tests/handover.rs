@@ -8,36 +8,16 @@ use std::time::Duration;
 
 use anyhow::{bail, Context as _};
 use relaymesh_testbed::cluster::{SimulatedCluster, SimulatorOptions};
-use relaymesh_tests::{connected_under, kubectl, observe, wait_for, Mesh, Sampler};
-use serde_json::{json, Value};
+use relaymesh_tests::{
+    connected_under, kubectl, kubectl_get, observe, wait_for, web_deployment, web_workload, Mesh,
+    Sampler,
+};
+use serde_json::json;
 
 const SETTLE: Duration = Duration::from_secs(90);
 
 fn manifests(cluster: &str) -> String {
-    format!(
-        r#"
-apiVersion: v1
-kind: Namespace
-metadata: {{name: shop}}
----
-apiVersion: apps/v1
-kind: Deployment
-metadata: {{name: web, namespace: shop, labels: {{app: web}}}}
-spec:
-  replicas: 2
-  selector: {{matchLabels: {{app: web}}}}
-  template:
-    metadata: {{labels: {{app: web}}}}
-    spec: {{containers: [{{name: web, image: "nginx:1.27"}}]}}
----
-apiVersion: relaymesh.dev/v1alpha1
-kind: Placement
-metadata: {{name: web, namespace: shop}}
-spec:
-  workloads: [{{labelSelector: {{matchLabels: {{app: web}}}}}}]
-  clusters: {{names: [{cluster}]}}
-"#
-    )
+    web_workload("nginx:1.27", 2, &format!("{{names: [{cluster}]}}"), "")
 }
 
 fn apply(mesh: &Mesh, text: &str) -> anyhow::Result<()> {
@@ -50,21 +30,13 @@ fn apply(mesh: &Mesh, text: &str) -> anyhow::Result<()> {
 
 /// Whether a cluster has the Deployment, and whether it is ready.
 fn deployment(kubeconfig: &Path) -> anyhow::Result<(bool, bool)> {
-    let output = kubectl(
-        kubeconfig,
-        &["get", "deployment", "web", "-n", "shop", "-o", "json"],
-        None,
-    )?;
-    if !output.status.success() {
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        if stderr.contains("NotFound") || stderr.contains("not found") {
-            return Ok((false, false));
-        }
-        bail!("kubectl get: {stderr}");
-    }
-    let deployment: Value = serde_json::from_slice(&output.stdout)?;
-    let ready = deployment["status"]["readyReplicas"].as_u64() == Some(2);
-    Ok((true, ready))
+    Ok(match web_deployment(kubeconfig)? {
+        Some(deployment) => (
+            true,
+            deployment["status"]["readyReplicas"].as_u64() == Some(2),
+        ),
+        None => (false, false),
+    })
 }
 
 #[test]
@@ -117,13 +89,8 @@ fn a_placement_moved_from_one_cluster_to_another_keeps_the_old_copy_until_the_ne
     });
     let root = mesh.kubeconfig();
     let handover = Sampler::start(move || {
-        let output = kubectl(
-            &root,
-            &["get", "placement", "web", "-n", "shop", "-o", "json"],
-            None,
-        )?;
-        let placement: Value = serde_json::from_slice(&output.stdout)?;
-        Ok(Some(placement["status"]["handover"].clone()))
+        let placement = kubectl_get(&root, &["placement", "web", "-n", "shop"])?;
+        Ok(placement.map(|placement| placement["status"]["handover"].clone()))
     });
     apply(&mesh, &manifests("b"))?;
     wait_for("web on b only, ready", SETTLE, || {

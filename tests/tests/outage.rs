@@ -11,34 +11,16 @@ use std::time::Duration;
 
 use anyhow::{bail, Context as _};
 use relaymesh_testbed::cluster::{SimulatedCluster, SimulatorOptions};
-use relaymesh_tests::{connected_under, kubectl, wait_for, web_image, Mesh};
+use relaymesh_tests::{connected_under, kubectl, wait_for, web_image, web_workload, Mesh};
 
 const SETTLE: Duration = Duration::from_secs(60);
 
 fn manifests(tag: &str) -> String {
-    format!(
-        r#"
-apiVersion: v1
-kind: Namespace
-metadata: {{name: shop}}
----
-apiVersion: apps/v1
-kind: Deployment
-metadata: {{name: web, namespace: shop, labels: {{app: web}}}}
-spec:
-  replicas: 1
-  selector: {{matchLabels: {{app: web}}}}
-  template:
-    metadata: {{labels: {{app: web}}}}
-    spec: {{containers: [{{name: web, image: "nginx:{tag}"}}]}}
----
-apiVersion: relaymesh.dev/v1alpha1
-kind: Placement
-metadata: {{name: web, namespace: shop}}
-spec:
-  workloads: [{{labelSelector: {{matchLabels: {{app: web}}}}}}]
-  clusters: {{labelSelector: {{matchLabels: {{region: eu}}}}}}
-"#
+    web_workload(
+        &format!("nginx:{tag}"),
+        1,
+        "{labelSelector: {matchLabels: {region: eu}}}",
+        "",
     )
 }
 
