@@ -84,6 +84,7 @@ pub use authz::Attributes;
 pub use extension::{ApiLimit, Call, Extension, ExtensionRoute, Plain};
 pub use resources::{api_version, Resource, Validator};
 pub use tls::{user_of, PeerIdentity, User};
+pub use validation::label_error;
 
 /// How long a client may take to finish the TLS handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);

@@ -174,7 +174,7 @@ pub(super) fn is_dns1123_subdomain(name: &str) -> bool {
 /// qualified name (an optional DNS subdomain prefix and `/`, then at most
 /// 63 characters of `[A-Za-z0-9-_.]`, alphanumeric at both ends), the value
 /// empty or such a name part.
-pub(super) fn label_error(key: &str, value: &str) -> Option<String> {
+pub fn label_error(key: &str, value: &str) -> Option<String> {
     let name_part = |text: &str| {
         !text.is_empty()
             && text.len() <= 63

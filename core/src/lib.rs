@@ -37,6 +37,7 @@ pub mod state;
 mod bundles;
 mod downstream;
 mod inventory;
+mod labels;
 mod moves;
 mod placements;
 mod queries;
@@ -215,6 +216,9 @@ pub struct Core {
     queries: Queries,
     actions: VecDeque<Action>,
     root_key: Vec<u8>,
+    /// The labels this node was given (its cluster's, for an agent); the
+    /// root may change them (see `labels`).
+    base_labels: BTreeMap<String, String>,
 }
 
 impl Core {
@@ -258,6 +262,7 @@ impl Core {
             queries: Queries::default(),
             actions: VecDeque::new(),
             root_key: config.root_key.clone(),
+            base_labels: config.labels.clone(),
         };
         for (child, total) in core.bundles.served_totals().clone() {
             core.inventory
@@ -271,6 +276,7 @@ impl Core {
         core.persist(mutations);
         core.reconcile_bundles(now);
         core.restore_move();
+        core.relabel();
         if config.parent.is_none() {
             // A move whose node arrived while the root was down.
             core.settle_moves();
@@ -410,6 +416,7 @@ impl Core {
             // A revoked child is cut off before anything else is sent.
             self.apply_revocations(now, &changed);
             self.apply_moves(now, &changed);
+            self.apply_labels(now, &changed);
             self.send_changes_to_children(&changed);
             self.reconcile_bundles(now);
         }

@@ -118,9 +118,12 @@ struct Placement {
 /// The controller. Build it with [`Reconciler::new`], then [`Reconciler::run`].
 pub struct Reconciler {
     cluster: String,
-    /// The cluster's labels, as it registered them: status rules and group
-    /// labels read them.
+    /// The cluster's labels: templates, status rules and group labels read
+    /// them. Those it registered with, changed as the root says
+    /// (`relayctl label cluster`).
     labels: BTreeMap<String, String>,
+    /// The labels it registered with.
+    base_labels: BTreeMap<String, String>,
     store: Store,
     applier: Applier,
     inventory: Inventory,
@@ -156,6 +159,7 @@ impl Reconciler {
         let (events_tx, events) = mpsc::channel(1024);
         Ok(Self {
             cluster: cluster.into(),
+            base_labels: labels.clone(),
             labels,
             store,
             applier: Applier::new(client.clone()),
@@ -230,6 +234,25 @@ impl Reconciler {
         if !self.trusted {
             self.trusted = self.store.load()?.parent_position.is_some();
         }
+        let labels_key = relaymesh_protocol::ClusterLabels::key_for(&self.cluster);
+        let labels = slice
+            .entries
+            .iter()
+            .find(|entry| entry.key == labels_key)
+            .and_then(relaymesh_protocol::ClusterLabels::from_entry)
+            .and_then(Result::ok)
+            .map_or_else(
+                || self.base_labels.clone(),
+                |change| change.apply(&self.base_labels),
+            );
+        let relabelled = labels != self.labels;
+        if relabelled {
+            tracing::info!(
+                ?labels,
+                "the cluster's labels changed: customizing and summarizing again"
+            );
+            self.labels = labels;
+        }
         let mut assigned = BTreeSet::new();
         let mut rules_changed = Vec::new();
         for entry in slice.entries.iter() {
@@ -245,10 +268,14 @@ impl Reconciler {
                 placement.customization = customization;
                 placement.applied = false;
             }
-            if !placement.rules.same_source(&rules) {
+            if !placement.rules.same_source(&rules) || relabelled {
                 placement.rules = rules;
                 // Only what is reported changes: no pass is needed.
                 rules_changed.push(entry.key.clone());
+            }
+            if relabelled {
+                // Templates and overrides may read the labels.
+                placement.applied = false;
             }
             // A changed entry, or one still waiting for its bundles.
             if placement.bundles != entry.bundles || placement.adopt != adopt || !placement.applied

@@ -19,6 +19,7 @@
 #![warn(missing_docs)]
 
 pub mod bundle_id;
+pub mod cluster_labels;
 pub mod codec;
 pub mod error;
 pub mod inventory;
@@ -34,6 +35,7 @@ pub mod status;
 pub mod token;
 
 pub use bundle_id::BundleId;
+pub use cluster_labels::ClusterLabels;
 pub use error::{ErrorCode, Refusal};
 pub use inventory::{InventoryUpdate, LinkStatus, NodeRecord, Role};
 pub use moves::{Move, MoveState};

@@ -37,6 +37,7 @@ use crate::limits::Limit;
 use crate::placement::{PlacementError, RELAYMESH_GROUP};
 use crate::store::TokenRecord;
 
+mod cluster_labels;
 #[doc(hidden)]
 pub mod fuzzing;
 mod inventory;
@@ -48,6 +49,7 @@ mod revocations;
 mod tokens;
 mod users;
 
+pub use cluster_labels::merge as merge_cluster_labels;
 pub use moves::{MoveRequest, DEFAULT_MOVE_TTL};
 pub use policy::{ADMINS, GROUPS, OPERATORS, VIEWERS};
 pub use relaymesh_apiserver::{ApiError, AuditLog, PeerIdentity, User};
@@ -208,6 +210,17 @@ pub trait Backend: Send + Sync + 'static {
         async { Err(ApiError::NotFound("this server has no tree".into())) }
     }
 
+    /// Sets and removes labels of cluster `change.node` at the root,
+    /// adding to what the root changed there before; returns all the root
+    /// changed there now.
+    fn label_cluster(
+        &self,
+        change: relaymesh_protocol::ClusterLabels,
+    ) -> impl Future<Output = Result<relaymesh_protocol::ClusterLabels, ApiError>> + Send {
+        let _ = change;
+        async { Err(ApiError::NotFound("this server has no tree".into())) }
+    }
+
     /// The moves the root holds, settled or not.
     fn moves(
         &self,
@@ -350,6 +363,7 @@ mod endpoint {
     pub(super) const JOIN_TOKEN: &str = "jointoken";
     pub(super) const REVOCATIONS: &str = "revocations";
     pub(super) const MOVES: &str = "moves";
+    pub(super) const CLUSTER_LABELS: &str = "clusterlabels";
     pub(super) const USER_CERTIFICATES: &str = "usercertificates";
     pub(super) const BUNDLES: &str = "bundles";
     pub(super) const EXPLAIN: &str = "explain";
@@ -432,6 +446,13 @@ impl<B: Backend> Extension for Relaymesh<B> {
                 vec![],
                 GET_POST,
                 own(if read { "list" } else { "create" }, "revocations", None),
+                JSON,
+            ),
+            ["apis", RELAYMESH_GROUP, VERSION, "clusterlabels"] => route(
+                endpoint::CLUSTER_LABELS,
+                vec![],
+                POST,
+                own("create", "clusterlabels", None),
                 JSON,
             ),
             ["apis", RELAYMESH_GROUP, VERSION, "moves"] => route(
@@ -548,6 +569,12 @@ impl<B: Backend> Extension for Relaymesh<B> {
                 let node = revocations::parse_request(&call.body)?;
                 let revoked = backend.revoke_node(node).await?;
                 created(&revocations::node_revoked_object(&revoked))
+            }
+            (endpoint::CLUSTER_LABELS, _) => {
+                let change = cluster_labels::parse_request(&call.body)?;
+                created(&cluster_labels::object(
+                    &backend.label_cluster(change).await?,
+                ))
             }
             (endpoint::MOVES, true) => {
                 json_reply(StatusCode::OK, &moves::move_list(&backend.moves().await?))

@@ -339,6 +339,28 @@ impl Client {
         self.send_json(request).await
     }
 
+    /// Sets labels `set` and removes labels `remove` of cluster `cluster` at
+    /// the root; returns the `ClusterLabels` object (everything the root
+    /// changed on it).
+    pub async fn label_cluster(
+        &self,
+        cluster: &str,
+        set: &std::collections::BTreeMap<String, String>,
+        remove: &[String],
+    ) -> Result<Value, ClientError> {
+        let body = serde_json::json!({
+            "apiVersion": "relaymesh.dev/v1alpha1",
+            "kind": "ClusterLabels",
+            "spec": {"cluster": cluster, "set": set, "remove": remove},
+        });
+        let request = self
+            .http
+            .post(self.url(&format!("{GROUP_PATH}/clusterlabels")))
+            .timeout(REQUEST_TIMEOUT)
+            .json(&body);
+        self.send_json(request).await
+    }
+
     /// Every move the root holds (`Move` objects).
     pub async fn moves(&self) -> Result<Vec<Value>, ClientError> {
         self.list("moves").await

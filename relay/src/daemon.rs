@@ -10,6 +10,7 @@ mod asked;
 mod backend;
 mod bundles;
 mod handover;
+mod labels;
 mod listener;
 mod moving;
 mod placements;
@@ -157,6 +158,11 @@ pub(crate) enum Event {
     OrderMove {
         moved: relaymesh_protocol::Move,
         reply: oneshot::Sender<Result<(), String>>,
+    },
+    /// The root changes a cluster's labels: merge, sign and send down.
+    LabelCluster {
+        change: relaymesh_protocol::ClusterLabels,
+        reply: oneshot::Sender<Result<relaymesh_protocol::ClusterLabels, String>>,
     },
     /// Every move the slice holds.
     Moves {
@@ -750,6 +756,9 @@ impl Daemon {
             Event::LocalAnswer { id, answer } => self.core.handle_local_answer(now, id, answer),
             Event::OrderMove { moved, reply } => {
                 let _ = reply.send(self.order_move(now, moved));
+            }
+            Event::LabelCluster { change, reply } => {
+                let _ = reply.send(self.label_cluster(now, change));
             }
             Event::Moves { reply } => {
                 let moves = self

@@ -142,6 +142,27 @@ enum Command {
         #[arg(short, long, value_enum, default_value_t = Format::Text)]
         output: Format,
     },
+    /// Set or remove a cluster's labels at the root, without joining it again.
+    ///
+    /// Each change is KEY=VALUE (set) or KEY- (remove), as with kubectl
+    /// label. The root adds them to what it changed on the cluster before
+    /// and sends the result down to it; its agent reports its new labels
+    /// up, placements that select by label follow, and its templates and
+    /// status rules read them. Labels under relaymesh.dev/ are the agent's
+    /// own and cannot be changed.
+    Label {
+        /// What to label: cluster.
+        #[arg(value_enum)]
+        kind: LabelKind,
+        /// The cluster's name.
+        name: String,
+        /// KEY=VALUE to set, KEY- to remove.
+        #[arg(required = true, value_name = "KEY=VALUE|KEY-")]
+        changes: Vec<String>,
+        /// Output format.
+        #[arg(short, long, value_enum, default_value_t = Format::Text)]
+        output: Format,
+    },
     /// Print the tree of relays and agents with the health of each link.
     Tree {
         /// Also show how each subtree is doing with this placement (ready
@@ -388,6 +409,31 @@ enum Format {
 }
 
 /// `value` as JSON or YAML when `output` asks for one of them.
+/// What `relayctl label` can label.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum LabelKind {
+    /// A cluster (its edge agent's node).
+    Cluster,
+}
+
+/// `KEY=VALUE` and `KEY-` arguments as labels to set and to remove.
+fn label_changes(
+    changes: &[String],
+) -> anyhow::Result<(std::collections::BTreeMap<String, String>, Vec<String>)> {
+    let mut set = std::collections::BTreeMap::new();
+    let mut remove = Vec::new();
+    for change in changes {
+        if let Some((key, value)) = change.split_once('=') {
+            set.insert(key.to_string(), value.to_string());
+        } else if let Some(key) = change.strip_suffix('-') {
+            remove.push(key.to_string());
+        } else {
+            bail!("{change:?}: give KEY=VALUE to set a label or KEY- to remove one");
+        }
+    }
+    Ok((set, remove))
+}
+
 /// The moves as a table: node, from, to, state, when ordered.
 fn move_table(moves: &[serde_json::Value]) -> String {
     let mut out = format!(
@@ -706,6 +752,24 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                     moved["status"]["state"].as_str().unwrap_or("Moving"),
                     moved["status"]["from"].as_str().unwrap_or_default()
                 ),
+            }
+        }
+        Command::Label {
+            kind: LabelKind::Cluster,
+            name,
+            changes,
+            output,
+        } => {
+            let (set, remove) = label_changes(&changes)?;
+            let labelled = client
+                .label_cluster(&name, &set, &remove)
+                .await
+                .with_context(|| format!("cannot label cluster {name:?}"))?;
+            match output {
+                Format::Json | Format::Yaml => {
+                    print!("{}", structured(output, &labelled)?.unwrap_or_default())
+                }
+                Format::Text => println!("cluster/{name} labeled"),
             }
         }
         Command::Move { .. } => {

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use relaymesh_protocol::query::{Answer, ChildCounts, Observation, Query};
 use relaymesh_protocol::{
-    BundleId, ErrorCode, Move, MoveState, NodeRecord, Refusal, Revocation, Role,
+    BundleId, ClusterLabels, ErrorCode, Move, MoveState, NodeRecord, Refusal, Revocation, Role,
 };
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
@@ -415,6 +415,26 @@ impl Backend for RootBackend {
         .map_err(ApiError::Internal)?;
         tracing::info!(%node, %from, %to, "ordered a move");
         Ok(moved)
+    }
+
+    async fn label_cluster(&self, change: ClusterLabels) -> Result<ClusterLabels, ApiError> {
+        let nodes = self.inventory().records;
+        let record = nodes
+            .iter()
+            .find(|record| record.name == change.node)
+            .ok_or_else(|| {
+                ApiError::NotFound(format!("cluster {:?} is not in the tree", change.node))
+            })?;
+        if record.role != Role::Agent {
+            return Err(ApiError::Invalid {
+                field: "spec.cluster".into(),
+                message: format!("{:?} is a {}, not a cluster", change.node, record.role),
+            });
+        }
+        let (reply, answer) = oneshot::channel();
+        self.ask(Event::LabelCluster { change, reply }, answer)
+            .await?
+            .map_err(ApiError::Internal)
     }
 
     async fn moves(&self) -> Result<Vec<Move>, ApiError> {

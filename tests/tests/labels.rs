@@ -1,0 +1,139 @@
+//! Cluster labels changed at the root without a re-join: `relayctl label
+//! cluster` sets and removes labels, the cluster's record shows them, and
+//! a placement that selects by them follows (the Deployment arrives, then
+//! goes), while the labels the cluster joined with stay.
+
+use std::time::Duration;
+
+use anyhow::{bail, Context as _};
+use relaymesh_testbed::cluster::{SimulatedCluster, SimulatorOptions};
+use relaymesh_tests::{
+    connected_under, kubectl, observe, wait_for, web_deployment, web_workload, Mesh,
+};
+use serde_json::Value;
+
+const SETTLE: Duration = Duration::from_secs(90);
+
+/// `relayctl get clusters -o json`: the labels of cluster `name`.
+fn labels_of(mesh: &Mesh, name: &str) -> anyhow::Result<Value> {
+    let output = mesh.relayctl(&["get", "clusters", "-o", "json"])?;
+    let list: Value = serde_json::from_slice(&output.stdout)?;
+    observe(&list);
+    Ok(list["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|cluster| cluster["metadata"]["name"] == name)
+        .map(|cluster| cluster["metadata"]["labels"].clone())
+        .unwrap_or_default())
+}
+
+fn relayctl_ok(mesh: &Mesh, args: &[&str]) -> anyhow::Result<()> {
+    let output = mesh.relayctl(args)?;
+    if !output.status.success() {
+        bail!(
+            "relayctl {args:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    Ok(())
+}
+
+#[test]
+fn labels_set_at_the_root_reach_the_cluster_and_placements_follow() -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Runtime::new()?;
+    let (mesh, _root) = Mesh::init()?;
+    let _relay = mesh.add_relay("eu", "root")?;
+    wait_for("eu in the tree", SETTLE, || {
+        Ok(connected_under(&mesh.tree()?, "eu", "root").then_some(()))
+    })
+    .with_context(|| mesh.logs())?;
+    let mut clusters = Vec::new();
+    let mut agents = Vec::new();
+    for name in ["edge-1", "edge-2"] {
+        let cluster = runtime.block_on(SimulatedCluster::start(
+            name,
+            &mesh.dir.path().join(format!("cluster-{name}")),
+            SimulatorOptions::default(),
+        ))?;
+        agents.push(mesh.add_agent_for(name, "eu", "region=eu", cluster.kubeconfig())?);
+        clusters.push(cluster);
+    }
+    wait_for("both agents in the tree", SETTLE, || {
+        let tree = mesh.tree()?;
+        Ok(
+            (connected_under(&tree, "edge-1", "eu") && connected_under(&tree, "edge-2", "eu"))
+                .then_some(()),
+        )
+    })
+    .with_context(|| mesh.logs())?;
+
+    // Refused, each with its reason, and nothing sent.
+    for (args, why) in [
+        (
+            vec!["label", "cluster", "edge-2", "relaymesh.dev/nodes=9"],
+            "the agent's own",
+        ),
+        (
+            vec!["label", "cluster", "eu", "tier=large"],
+            "not a cluster",
+        ),
+        (
+            vec!["label", "cluster", "nowhere", "tier=large"],
+            "not in the tree",
+        ),
+        (vec!["label", "cluster", "edge-2", "tier"], "KEY=VALUE"),
+    ] {
+        let output = mesh.relayctl(&args)?;
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success(), "{args:?} was accepted");
+        assert!(stderr.contains(why), "{args:?}: {stderr}");
+    }
+
+    let workload = web_workload(
+        "nginx:1.27",
+        1,
+        "{labelSelector: {matchLabels: {tier: large}}}",
+        "",
+    );
+    let output = kubectl(&mesh.kubeconfig(), &["apply", "-f", "-"], Some(&workload))?;
+    if !output.status.success() {
+        bail!("kubectl apply: {}", String::from_utf8_lossy(&output.stderr));
+    }
+
+    relayctl_ok(&mesh, &["label", "cluster", "edge-2", "tier=large"])?;
+    let labels = wait_for("edge-2 labelled tier=large", SETTLE, || {
+        let labels = labels_of(&mesh, "edge-2")?;
+        Ok((labels["tier"] == "large").then_some(labels))
+    })
+    .with_context(|| mesh.logs())?;
+    assert_eq!(
+        labels["region"], "eu",
+        "the labels it joined with stay: {labels}"
+    );
+    wait_for("web on edge-2", SETTLE, || {
+        web_deployment(clusters[1].kubeconfig())
+    })
+    .with_context(|| mesh.logs())?;
+
+    relayctl_ok(&mesh, &["label", "cluster", "edge-2", "tier-"])?;
+    wait_for("web gone from edge-2", SETTLE, || {
+        Ok(web_deployment(clusters[1].kubeconfig())?
+            .is_none()
+            .then_some(()))
+    })
+    .with_context(|| mesh.logs())?;
+    let labels = labels_of(&mesh, "edge-2")?;
+    assert!(labels.get("tier").is_none(), "{labels}");
+    assert_eq!(labels["region"], "eu", "{labels}");
+    // edge-1 was never labelled, and never selected.
+    assert!(web_deployment(clusters[0].kubeconfig())?.is_none());
+
+    for mut agent in agents {
+        agent.stop()?;
+    }
+    for cluster in clusters {
+        runtime.block_on(cluster.shutdown())?;
+    }
+    Ok(())
+}
