@@ -19,21 +19,7 @@ use crate::{SliceEntry, Target};
 pub const KEY_PREFIX: &str = "labels/";
 
 /// Why a slice entry under [`KEY_PREFIX`] is not usable.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum ClusterLabelsError {
-    /// The body does not decode.
-    #[error("cluster labels entry body: {0}")]
-    Body(#[source] CodecError),
-    /// The body is for another node than its key says.
-    #[error("cluster labels entry {key} carries a body for {body_key}")]
-    KeyMismatch {
-        /// The entry's key.
-        key: String,
-        /// The key the body belongs under.
-        body_key: String,
-    },
-}
+pub type ClusterLabelsError = crate::slice::KeyedEntryError;
 
 /// The root's changes to one node's labels.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -81,21 +67,12 @@ impl ClusterLabels {
     /// The change an entry carries: `None` if the entry is not one, an error
     /// if it claims to be one but does not decode or names another node.
     pub fn from_entry(entry: &SliceEntry) -> Option<Result<Self, ClusterLabelsError>> {
-        if !entry.key.starts_with(KEY_PREFIX) {
-            return None;
-        }
-        let decoded = codec::decode::<Self>(&entry.body).map_err(ClusterLabelsError::Body);
-        Some(decoded.and_then(|labels| {
-            let body_key = Self::key_for(&labels.node);
-            if body_key == entry.key {
-                Ok(labels)
-            } else {
-                Err(ClusterLabelsError::KeyMismatch {
-                    key: entry.key.clone(),
-                    body_key,
-                })
-            }
-        }))
+        crate::slice::decode_keyed(
+            entry,
+            "cluster labels",
+            KEY_PREFIX,
+            |labels: &ClusterLabels| ClusterLabels::key_for(&labels.node),
+        )
     }
 }
 

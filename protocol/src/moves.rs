@@ -20,22 +20,8 @@ use crate::{SliceEntry, Target};
 /// The key prefix of every move entry in the slice.
 pub const KEY_PREFIX: &str = "move/";
 
-/// Why a slice entry under [`KEY_PREFIX`] is not a usable move.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum MoveError {
-    /// The body does not decode.
-    #[error("move entry body: {0}")]
-    Body(#[source] CodecError),
-    /// The body moves another node than its key says.
-    #[error("move entry {key} carries a body for {body_key}")]
-    KeyMismatch {
-        /// The entry's key.
-        key: String,
-        /// The key the body belongs under.
-        body_key: String,
-    },
-}
+/// Why a slice entry under [`KEY_PREFIX`] is not usable.
+pub type MoveError = crate::slice::KeyedEntryError;
 
 /// Where a move stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -94,21 +80,7 @@ impl Move {
     /// error if it claims to be one but its body does not decode or does not
     /// match its key.
     pub fn from_entry(entry: &SliceEntry) -> Option<Result<Self, MoveError>> {
-        if !entry.key.starts_with(KEY_PREFIX) {
-            return None;
-        }
-        let decoded = codec::decode::<Self>(&entry.body).map_err(MoveError::Body);
-        Some(decoded.and_then(|moved| {
-            let body_key = moved.key();
-            if body_key == entry.key {
-                Ok(moved)
-            } else {
-                Err(MoveError::KeyMismatch {
-                    key: entry.key.clone(),
-                    body_key,
-                })
-            }
-        }))
+        crate::slice::decode_keyed(entry, "move", KEY_PREFIX, Move::key)
     }
 }
 

@@ -16,22 +16,8 @@ use crate::{SliceEntry, Target};
 /// The key prefix of every revocation entry in the slice.
 pub const KEY_PREFIX: &str = "revocation/";
 
-/// Why a slice entry under [`KEY_PREFIX`] is not a usable revocation.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum RevocationError {
-    /// The body does not decode.
-    #[error("revocation entry body: {0}")]
-    Body(#[source] CodecError),
-    /// The body revokes something other than its key says.
-    #[error("revocation entry {key} carries a body for {body_key}")]
-    KeyMismatch {
-        /// The entry's key.
-        key: String,
-        /// The key the body belongs under.
-        body_key: String,
-    },
-}
+/// Why a slice entry under [`KEY_PREFIX`] is not usable.
+pub type RevocationError = crate::slice::KeyedEntryError;
 
 /// What the root revoked.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -84,21 +70,7 @@ impl Revocation {
     /// revocation, an error if it claims to be one but its body does not
     /// decode or does not match its key.
     pub fn from_entry(entry: &SliceEntry) -> Option<Result<Self, RevocationError>> {
-        if !entry.key.starts_with(KEY_PREFIX) {
-            return None;
-        }
-        let decoded = codec::decode::<Self>(&entry.body).map_err(RevocationError::Body);
-        Some(decoded.and_then(|revocation| {
-            let body_key = revocation.key();
-            if body_key == entry.key {
-                Ok(revocation)
-            } else {
-                Err(RevocationError::KeyMismatch {
-                    key: entry.key.clone(),
-                    body_key,
-                })
-            }
-        }))
+        crate::slice::decode_keyed(entry, "revocation", KEY_PREFIX, Revocation::key)
     }
 }
 

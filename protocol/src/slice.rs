@@ -96,3 +96,57 @@ impl SliceChange {
         }
     }
 }
+
+/// Why a slice entry that carries one of the root's typed decisions (a
+/// revocation, a move, cluster labels) under its key prefix cannot be read.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum KeyedEntryError {
+    /// The body does not decode.
+    #[error("{what} entry body: {source}")]
+    Body {
+        /// What the entry carries (`revocation`, `move`, ...).
+        what: &'static str,
+        /// The codec's reason.
+        #[source]
+        source: crate::codec::CodecError,
+    },
+    /// The body belongs under another key than the entry's.
+    #[error("{what} entry {key} carries a body for {body_key}")]
+    KeyMismatch {
+        /// What the entry carries.
+        what: &'static str,
+        /// The entry's key.
+        key: String,
+        /// The key the body belongs under.
+        body_key: String,
+    },
+}
+
+/// The `T` an entry carries: `None` if its key is not under `prefix`, an
+/// error if the body does not decode or belongs under another key
+/// (`key_of` says which).
+pub(crate) fn decode_keyed<T: serde::de::DeserializeOwned>(
+    entry: &SliceEntry,
+    what: &'static str,
+    prefix: &str,
+    key_of: impl Fn(&T) -> String,
+) -> Option<Result<T, KeyedEntryError>> {
+    if !entry.key.starts_with(prefix) {
+        return None;
+    }
+    let decoded = crate::codec::decode::<T>(&entry.body)
+        .map_err(|source| KeyedEntryError::Body { what, source });
+    Some(decoded.and_then(|value| {
+        let body_key = key_of(&value);
+        if body_key == entry.key {
+            Ok(value)
+        } else {
+            Err(KeyedEntryError::KeyMismatch {
+                what,
+                key: entry.key.clone(),
+                body_key,
+            })
+        }
+    }))
+}

@@ -119,11 +119,21 @@ impl Renewal {
     /// Stores and uses the identity a move's join gave this node, from the
     /// next connection on.
     pub fn replace(&mut self, store: &Store, identity: Identity) -> Result<(), DaemonError> {
-        self.adopt(store, identity)
+        self.install(store, identity)?;
+        tracing::info!("uses the certificate its new parent signed");
+        Ok(())
     }
 
     /// Stores and uses a renewed identity.
     fn adopt(&mut self, store: &Store, identity: Identity) -> Result<(), DaemonError> {
+        self.install(store, identity)?;
+        let expires = pki::expiry(&self.identity).unwrap_or_default();
+        tracing::info!(expires_unix = expires, "renewed this node's certificate");
+        Ok(())
+    }
+
+    /// Stores `identity` and uses it from the next connection on.
+    fn install(&mut self, store: &Store, identity: Identity) -> Result<(), DaemonError> {
         store.set_identity(&identity)?;
         if let Some(server) = &self.server {
             server.set_server_config(Some(pki::quic_server_config(&identity)?));
@@ -132,8 +142,6 @@ impl Renewal {
             self.client
                 .send_replace(pki::quic_client_config(&identity)?);
         }
-        let expires = pki::expiry(&identity).unwrap_or_default();
-        tracing::info!(expires_unix = expires, "renewed this node's certificate");
         self.identity = identity;
         self.due = next_due(&self.identity);
         Ok(())
