@@ -89,7 +89,10 @@ impl Daemon {
         let Some(Target::Placement(old)) = old else {
             return entry;
         };
-        if !unbounded(&old) || !unbounded(new) {
+        // Every rebuild comes here with every placement: only a changed
+        // target (or one still handing over) is worth a look at the
+        // inventory.
+        if (previous.is_none() && old == *new) || !unbounded(&old) || !unbounded(new) {
             return entry;
         }
         let clusters: Vec<&NodeRecord> = self
