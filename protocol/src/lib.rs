@@ -39,17 +39,19 @@ pub use cluster_labels::ClusterLabels;
 pub use error::{ErrorCode, Refusal};
 pub use inventory::{InventoryUpdate, LinkStatus, NodeRecord, Role};
 pub use moves::{Move, MoveState};
-pub use placement::{LabelRequirement, LabelSelector, PlacementTarget, Quota, SelectorOperator};
+pub use placement::{
+    LabelRequirement, LabelSelector, PlacementTarget, Quota, SelectorOperator, Wave, UNLABELLED,
+};
 pub use revocation::Revocation;
 pub use slice::{SliceChange, SliceEntry, Target};
 pub use status::{
-    FailingCluster, Number, ObjectStatus, PhaseCounts, PlacementStatus, Ranked, RuleSummary,
-    StatusUpdate, Summary,
+    FailingCluster, Number, ObjectStatus, PhaseCounts, PlacementStatus, Ranked, RevisionCounts,
+    RuleSummary, StatusUpdate, Summary,
 };
 
 /// The newest protocol version this build speaks. The child offers a range in
 /// its `Hello`; the parent answers with the version both will use.
-pub const PROTOCOL_VERSION: u16 = 5;
+pub const PROTOCOL_VERSION: u16 = 6;
 
 /// The oldest protocol version this build still speaks. Version 2 appended
 /// the bundle-serve counters to `LinkStatus`; version 3 added the root's
@@ -58,11 +60,11 @@ pub const PROTOCOL_VERSION: u16 = 5;
 /// more than [`limits::MAX_BUNDLE_STREAMS`] bundle streams at once); version
 /// 5 added queries routed down to one node ([`query`]) and the failing
 /// clusters, status-rule summaries and single-cluster object statuses of a
-/// `PlacementStatus`. Older
-/// versions cannot decode the longer records and the new messages, so
-/// nothing older is spoken
-/// (there are no deployments to keep).
-pub const MIN_PROTOCOL_VERSION: u16 = 5;
+/// `PlacementStatus`; version 6 added a rollout's [`Wave`] to
+/// `PlacementTarget` and the per-revision counts of a `PlacementStatus`.
+/// Older versions cannot decode the longer records and the new messages,
+/// so nothing older is spoken (there are no deployments to keep).
+pub const MIN_PROTOCOL_VERSION: u16 = 6;
 
 /// The QUIC ALPN identifier of version 1 of the relaymesh protocol.
 pub const ALPN: &[u8] = b"relaymesh/1";

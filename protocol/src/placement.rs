@@ -3,7 +3,8 @@
 //! A relay receives a [`PlacementTarget`], resolves it against its own
 //! subtree's inventory, and sends each child the same target with the
 //! [`Quota`] that child must fill. The root starts with no quota: it derives
-//! one from `max_clusters` and `spread_by`.
+//! one from `max_clusters` and `spread_by`. A rollout's [`Wave`] travels the
+//! same way.
 
 use std::collections::BTreeMap;
 
@@ -56,6 +57,39 @@ pub struct PlacementTarget {
     pub spread_by: Option<String>,
     /// The share of the bound this subtree must fill, set by the parent.
     pub quota: Option<Quota>,
+    /// While a rollout runs: how many of this subtree's selected clusters
+    /// run the newest revision (the entry's first bundle), set by the root
+    /// and cut by every relay like the quota; the others run the previous
+    /// revision (the second bundle) or wait for their wave. `None`: every
+    /// selected cluster runs every bundle of the entry.
+    pub wave: Option<Wave>,
+}
+
+/// The key of the clusters that lack a wave's [`Wave::key_label`]: not a
+/// valid label value, so no cluster's value is ever taken for it. They come
+/// last in a wave's order.
+pub const UNLABELLED: &str = "(none)";
+
+/// How many clusters of a subtree run a placement's newest revision.
+///
+/// The root sets only `total` (and the label that orders the rollout); the
+/// root's core derives `per_value` from its supply, first values first, and
+/// every relay splits both over its children, so no node ever lists the
+/// clusters of a wave.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Wave {
+    /// The cluster label whose values order the rollout (`orderBy`, or a
+    /// canary's group label); `None`: any order.
+    pub key_label: Option<String>,
+    /// How many clusters of the subtree run the newest revision.
+    pub total: u32,
+    /// With `key_label`: how many of `total` per value of the label
+    /// ([`UNLABELLED`] for clusters without it). Empty where it is still to
+    /// be derived (at the root).
+    pub per_value: BTreeMap<String, u32>,
+    /// At most this many per value when deriving `per_value` (a canary's one
+    /// cluster per region); `None`: no bound.
+    pub per_value_cap: Option<u32>,
 }
 
 /// How many selected clusters one subtree must provide.

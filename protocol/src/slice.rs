@@ -44,13 +44,16 @@ impl SliceEntry {
     /// The bytes the root signs: a context string (`relaymesh slice entry v1`) and the encoding of the
     /// key, target, bundles, body and serial.
     ///
-    /// A placement's target is signed without its quota: each relay on the
-    /// way fills in the share of a bounded placement its child must provide
-    /// (the decision the root delegates), and nothing else of the target.
+    /// A placement's target is signed without its quota and its wave: each
+    /// relay on the way fills in the share of a bounded placement, and of a
+    /// rollout's wave, its child must provide (the decisions the root
+    /// delegates), and nothing else of the target. Both revisions a wave
+    /// chooses between are the root's, signed.
     pub fn signed_message(&self) -> Result<Vec<u8>, crate::codec::CodecError> {
         let target = match &self.target {
             Target::Placement(placement) => Target::Placement(crate::PlacementTarget {
                 quota: None,
+                wave: None,
                 ..placement.clone()
             }),
             other => other.clone(),

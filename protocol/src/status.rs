@@ -48,6 +48,32 @@ pub struct PlacementStatus {
     /// root can copy it onto its own objects (appended in protocol version
     /// 5). Empty as soon as more than one cluster is counted.
     pub objects: Vec<ObjectStatus>,
+    /// How the clusters are doing with the newest revision of a placement
+    /// that rolls out, per revision as the clusters know it (the newest
+    /// first reaches some clusters before others), at most
+    /// [`MAX_REVISIONS`], sorted by revision (protocol version 6).
+    pub revisions: Vec<RevisionCounts>,
+}
+
+/// How many revisions a status counts clusters of ([`PlacementStatus::revisions`]).
+pub const MAX_REVISIONS: usize = 4;
+
+/// How the selected clusters are doing with one revision of a placement
+/// that rolls out (the first bundle of its entry).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct RevisionCounts {
+    /// The revision: the bundle the entry names first.
+    pub revision: BundleId,
+    /// Selected, not in a wave yet: running the previous revision, or
+    /// nothing if there is none.
+    pub waiting: u64,
+    /// Running it, not yet ready for the rollout's `minSuccessTime`.
+    pub updating: u64,
+    /// Running it, ready for at least `minSuccessTime`.
+    pub succeeded: u64,
+    /// Running it, and it failed or was not ready within the rollout's
+    /// `progressDeadline`.
+    pub failed: u64,
 }
 
 /// How many groups a rule's summary keeps, the first by key; the values of

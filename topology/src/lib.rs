@@ -27,6 +27,7 @@ pub mod groups;
 pub mod model;
 pub mod placement;
 pub mod reach;
+pub mod rollout;
 pub mod rules;
 pub mod selector;
 pub mod subtree;

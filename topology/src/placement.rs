@@ -266,7 +266,7 @@ impl Split {
 /// Spreads `amount` over the children in `order`, each at most its
 /// `capacity`, keeping what `previous` gave them (read by `before`) where it
 /// can.
-fn distribute(
+pub(crate) fn distribute(
     amount: u64,
     order: &[&str],
     capacity: impl Fn(&str) -> u64,
@@ -277,13 +277,22 @@ fn distribute(
     let Some(previous) = previous else {
         return water_fill(amount, &capacities);
     };
-    let kept: Vec<u64> = order
+    let had: Vec<u64> = order
         .iter()
-        .zip(&capacities)
-        .map(|(name, capacity)| {
-            let had = previous.per_child.get(*name).map_or(0, &before);
-            had.min(*capacity)
-        })
+        .map(|name| previous.per_child.get(*name).map_or(0, &before))
+        .collect();
+    keep_then_fill(amount, &capacities, &had)
+}
+
+/// Spreads `amount` over slots of the given capacities, each keeping what
+/// it `had` as far as its capacity allows and the amount needs it (the
+/// largest kept shares trimmed first when it shrank); only the difference
+/// is placed anew, evenly.
+pub(crate) fn keep_then_fill(amount: u64, capacities: &[u64], had: &[u64]) -> Vec<u64> {
+    let kept: Vec<u64> = had
+        .iter()
+        .zip(capacities)
+        .map(|(had, capacity)| (*had).min(*capacity))
         .collect();
     let kept_sum = saturating_sum(&kept);
     if kept_sum >= amount {
@@ -306,7 +315,7 @@ fn saturating_sum(values: &[u64]) -> u64 {
 /// capacities: every slot gets the same level `L` or its capacity if lower,
 /// and the remainder goes, one each, to the first slots whose capacity
 /// exceeds `L`. Gives every slot its capacity if `amount` exceeds their sum.
-fn water_fill(amount: u64, capacities: &[u64]) -> Vec<u64> {
+pub(crate) fn water_fill(amount: u64, capacities: &[u64]) -> Vec<u64> {
     let total = saturating_sum(capacities);
     if amount >= total {
         return capacities.to_vec();
@@ -341,7 +350,7 @@ fn water_fill(amount: u64, capacities: &[u64]) -> Vec<u64> {
 
 /// A child's place in the order for one placement: 64-bit FNV-1a of the
 /// placement key, a separator and the child's name.
-fn child_rank(placement_key: &str, child: &str) -> u64 {
+pub(crate) fn child_rank(placement_key: &str, child: &str) -> u64 {
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
     let bytes = placement_key.bytes().chain([0xff]).chain(child.bytes());
     for byte in bytes {
@@ -352,7 +361,7 @@ fn child_rank(placement_key: &str, child: &str) -> u64 {
 }
 
 /// Amounts never exceed the quota they were cut from, itself a `u32`.
-fn to_u32(amount: u64) -> u32 {
+pub(crate) fn to_u32(amount: u64) -> u32 {
     u32::try_from(amount).unwrap_or(u32::MAX)
 }
 

@@ -25,11 +25,11 @@ use std::collections::BTreeMap;
 
 use relaymesh_protocol::status::{
     MAX_FAILING_CLUSTERS, MAX_GROUPS, MAX_OBJECT_STATUS_BYTES, MAX_REPORTED_OBJECTS,
-    MAX_RULE_SUMMARIES, MAX_TOP,
+    MAX_REVISIONS, MAX_RULE_SUMMARIES, MAX_TOP,
 };
 use relaymesh_protocol::{
-    FailingCluster, Number, ObjectStatus, PhaseCounts, PlacementStatus, Ranked, RuleSummary,
-    Summary,
+    BundleId, FailingCluster, Number, ObjectStatus, PhaseCounts, PlacementStatus, Ranked,
+    RevisionCounts, RuleSummary, Summary,
 };
 
 /// The sum of two counts (a commutative monoid with the zero counts).
@@ -71,7 +71,11 @@ pub fn merge<'a>(statuses: impl IntoIterator<Item = &'a PlacementStatus>) -> Pla
     let mut failing = Vec::new();
     let mut rules: Vec<&RuleSummary> = Vec::new();
     let mut objects: Option<&Vec<ObjectStatus>> = None;
+    let mut revisions: BTreeMap<BundleId, RevisionCounts> = BTreeMap::new();
     for status in statuses {
+        for counts in status.revisions.iter().take(MAX_REVISIONS) {
+            add_revision(&mut revisions, counts);
+        }
         merged.counts = add(&merged.counts, &status.counts);
         if merged.message.is_none() {
             merged.message.clone_from(&status.message);
@@ -87,12 +91,49 @@ pub fn merge<'a>(statuses: impl IntoIterator<Item = &'a PlacementStatus>) -> Pla
     }
     merged.failing = bounded(failing);
     merged.rules = merge_rules(rules);
+    merged.revisions = bounded_revisions(revisions);
     if total(&merged.counts) == 1 {
         merged.objects = objects
             .map(|objects| bounded_objects(objects))
             .unwrap_or_default();
     }
     merged
+}
+
+fn add_revision(revisions: &mut BTreeMap<BundleId, RevisionCounts>, counts: &RevisionCounts) {
+    let merged = revisions.entry(counts.revision).or_insert(RevisionCounts {
+        revision: counts.revision,
+        waiting: 0,
+        updating: 0,
+        succeeded: 0,
+        failed: 0,
+    });
+    merged.waiting = merged.waiting.saturating_add(counts.waiting);
+    merged.updating = merged.updating.saturating_add(counts.updating);
+    merged.succeeded = merged.succeeded.saturating_add(counts.succeeded);
+    merged.failed = merged.failed.saturating_add(counts.failed);
+}
+
+/// The [`MAX_REVISIONS`] revisions that count the most clusters (the
+/// smaller revision first on a tie), sorted by revision. Clusters know of
+/// at most two revisions of a placement at once in a healthy tree (the
+/// newest is on its way down), so only a hostile child's inventions are
+/// ever left out, and they only skew its own subtree's counts.
+fn bounded_revisions(revisions: BTreeMap<BundleId, RevisionCounts>) -> Vec<RevisionCounts> {
+    let mut kept: Vec<RevisionCounts> = revisions.into_values().collect();
+    if kept.len() > MAX_REVISIONS {
+        let clusters = |counts: &RevisionCounts| {
+            counts
+                .waiting
+                .saturating_add(counts.updating)
+                .saturating_add(counts.succeeded)
+                .saturating_add(counts.failed)
+        };
+        kept.sort_by(|a, b| clusters(b).cmp(&clusters(a)).then(a.revision.cmp(&b.revision)));
+        kept.truncate(MAX_REVISIONS);
+        kept.sort_by_key(|counts| counts.revision);
+    }
+    kept
 }
 
 /// The first [`MAX_FAILING_CLUSTERS`] clusters by name, each once (the

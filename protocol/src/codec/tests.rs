@@ -78,6 +78,21 @@ fn quota() -> impl Strategy<Value = Quota> {
         .prop_map(|(total, per_value)| Quota { total, per_value })
 }
 
+fn wave() -> impl Strategy<Value = Wave> {
+    (
+        proptest::option::of(name()),
+        any::<u32>(),
+        prop::collection::btree_map(name(), any::<u32>(), 0..3),
+        proptest::option::of(any::<u32>()),
+    )
+        .prop_map(|(key_label, total, per_value, per_value_cap)| Wave {
+            key_label,
+            total,
+            per_value,
+            per_value_cap,
+        })
+}
+
 fn placement_target() -> impl Strategy<Value = PlacementTarget> {
     (
         proptest::option::of(label_selector()),
@@ -85,14 +100,16 @@ fn placement_target() -> impl Strategy<Value = PlacementTarget> {
         proptest::option::of(any::<u32>()),
         proptest::option::of(name()),
         proptest::option::of(quota()),
+        proptest::option::of(wave()),
     )
         .prop_map(
-            |(selector, names, max_clusters, spread_by, quota)| PlacementTarget {
+            |(selector, names, max_clusters, spread_by, quota, wave)| PlacementTarget {
                 selector,
                 names,
                 max_clusters,
                 spread_by,
                 quota,
+                wave,
             },
         )
 }

@@ -250,6 +250,7 @@ fn target(spec: &Value) -> Result<PlacementTarget, PlacementError> {
         max_clusters,
         spread_by,
         quota: None,
+        wave: None,
     })
 }
 

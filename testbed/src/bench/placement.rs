@@ -219,6 +219,7 @@ fn placement(i: usize, clusters: u64) -> (String, PlacementTarget) {
         max_clusters: max,
         spread_by: spread_by.map(str::to_string),
         quota: None,
+        wave: None,
     };
     (format!("bench/p{i}"), target)
 }

@@ -1,0 +1,238 @@
+use proptest::prelude::*;
+
+use super::*;
+
+fn labels(pairs: &[(&str, &str)]) -> Labels {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+fn supply_of(pairs: &[(&str, u64)]) -> Supply {
+    Supply {
+        total: pairs.iter().map(|(_, count)| count).sum(),
+        per_value: pairs.iter().map(|(v, c)| (v.to_string(), *c)).collect(),
+    }
+}
+
+fn wave(key: Option<&str>, total: u32) -> Wave {
+    Wave {
+        key_label: key.map(str::to_string),
+        total,
+        per_value: BTreeMap::new(),
+        per_value_cap: None,
+    }
+}
+
+#[test]
+fn values_go_first_smallest_numerically_and_unlabelled_last() {
+    let supply = supply_of(&[("100", 1), ("20", 2), (UNLABELLED, 3), ("3", 1)]);
+    assert_eq!(ordered_values(&supply), vec!["3", "20", "100", UNLABELLED]);
+    let derived = derive(&wave(Some("carbon"), 4), &supply);
+    assert_eq!(
+        derived,
+        BTreeMap::from([("3".to_string(), 1), ("20".to_string(), 2), ("100".to_string(), 1)])
+    );
+    // Not every value a number: in text order.
+    let words = supply_of(&[("b", 1), ("10", 1), ("a", 1)]);
+    assert_eq!(ordered_values(&words), vec!["10", "a", "b"]);
+}
+
+#[test]
+fn a_capped_wave_takes_one_per_value() {
+    let regions = supply_of(&[("eu", 4), ("us", 4), ("ap", 4)]);
+    let mut canary = wave(Some("region"), 12);
+    canary.per_value_cap = Some(1);
+    let derived = derive(&canary, &regions);
+    assert_eq!(derived.values().sum::<u32>(), 3);
+    assert!(derived.values().all(|count| *count == 1));
+}
+
+#[test]
+fn a_split_keeps_what_each_child_had_while_the_wave_grows() {
+    let children = [
+        WaveChild {
+            name: "a",
+            supply: supply_of(&[("1", 2), ("2", 1)]),
+        },
+        WaveChild {
+            name: "b",
+            supply: supply_of(&[("1", 1), ("3", 2)]),
+        },
+    ];
+    let first = split_wave("p", &wave(Some("k"), 2), &children, None);
+    let total: u32 = first.values().map(|w| w.total).sum();
+    assert_eq!(total, 2);
+    // Only value 1's clusters go first: there are three of them.
+    assert!(first
+        .values()
+        .all(|w| w.per_value.keys().all(|value| value == "1")));
+    let second = split_wave("p", &wave(Some("k"), 4), &children, Some(&first));
+    for (child, share) in &first {
+        assert!(second[child].per_value.get("1") >= share.per_value.get("1"));
+    }
+    assert_eq!(second.values().map(|w| w.total).sum::<u32>(), 4);
+    assert_eq!(
+        second.values().filter_map(|w| w.per_value.get("1")).sum::<u32>(),
+        3
+    );
+}
+
+#[test]
+fn a_leaf_runs_the_new_revision_only_with_a_share_for_its_value() {
+    let mut share = wave(Some("region"), 1);
+    share.per_value.insert("eu".into(), 1);
+    assert!(leaf_in_wave(&share, &labels(&[("region", "eu")])));
+    assert!(!leaf_in_wave(&share, &labels(&[("region", "us")])));
+    assert!(leaf_in_wave(&wave(None, 1), &labels(&[])));
+    assert!(!leaf_in_wave(&wave(None, 0), &labels(&[])));
+}
+
+fn progressive(max_concurrency: u32, max_failures: u32) -> RolloutSpec {
+    RolloutSpec {
+        strategy: super::Strategy::Progressive,
+        max_concurrency: Amount::Count(max_concurrency),
+        max_failures: Amount::Count(max_failures),
+        ..RolloutSpec::default()
+    }
+}
+
+fn observed(selected: u64, handed: u64, succeeded: u64, failed: u64) -> Observed {
+    Observed {
+        selected,
+        handed,
+        counts: Counts {
+            waiting: selected.saturating_sub(handed),
+            updating: handed.saturating_sub(succeeded + failed),
+            succeeded,
+            failed,
+        },
+        gates_open: true,
+    }
+}
+
+#[test]
+fn waves_grow_as_clusters_succeed_never_past_the_concurrency() {
+    let spec = progressive(2, 0);
+    let step = next_wave(&spec, Position::default(), &observed(12, 0, 0, 0));
+    assert_eq!((step.wave.total, &step.state), (2, &State::Progressing));
+    // Handed out, nobody reported yet: no more.
+    let step = next_wave(&spec, step.position, &observed(12, 2, 0, 0));
+    assert_eq!(step.wave.total, 2);
+    let step = next_wave(&spec, step.position, &observed(12, 2, 1, 0));
+    assert_eq!(step.wave.total, 3);
+    let step = next_wave(&spec, step.position, &observed(12, 12, 12, 0));
+    assert_eq!((step.wave.total, &step.state), (12, &State::Complete));
+}
+
+#[test]
+fn failures_past_the_limit_halt_and_a_pause_holds() {
+    let spec = progressive(2, 1);
+    let at = Position {
+        canary_done: true,
+        admitted: 2,
+    };
+    let step = next_wave(&spec, at, &observed(12, 2, 0, 1));
+    assert_eq!(step.state, State::Progressing, "one failure is allowed");
+    assert_eq!(step.wave.total, 3, "the failed cluster keeps its place");
+    let step = next_wave(&spec, at, &observed(12, 2, 0, 2));
+    assert!(matches!(step.state, State::Halted(ref why) if why.contains("2 clusters failed")));
+    assert_eq!(step.wave.total, 2);
+    let paused = RolloutSpec {
+        paused: true,
+        ..spec.clone()
+    };
+    let step = next_wave(&paused, at, &observed(12, 2, 2, 0));
+    assert_eq!((step.wave.total, &step.state), (2, &State::Paused));
+    let step = next_wave(
+        &spec,
+        at,
+        &Observed {
+            gates_open: false,
+            ..observed(12, 2, 2, 0)
+        },
+    );
+    assert_eq!((step.wave.total, &step.state), (2, &State::Gated));
+}
+
+#[test]
+fn a_canary_goes_one_per_group_first_then_progressively() {
+    let spec = RolloutSpec {
+        strategy: super::Strategy::Canary,
+        canary_by: Some("region".into()),
+        order_by: Some("carbon".into()),
+        ..progressive(2, 0)
+    };
+    let step = next_wave(&spec, Position::default(), &observed(12, 0, 0, 0));
+    assert_eq!(step.wave.key_label.as_deref(), Some("region"));
+    assert_eq!(step.wave.per_value_cap, Some(1));
+    // The relays handed it to three clusters; two succeeded.
+    let step = next_wave(&spec, step.position, &observed(12, 3, 0, 0));
+    assert!(!step.position.canary_done);
+    let step = next_wave(&spec, step.position, &observed(12, 3, 2, 0));
+    assert_eq!(step.wave.per_value_cap, Some(1));
+    let step = next_wave(&spec, step.position, &observed(12, 3, 3, 0));
+    assert!(step.position.canary_done);
+    assert_eq!(step.wave.key_label.as_deref(), Some("carbon"));
+    assert_eq!(step.wave.total, 5);
+}
+
+proptest! {
+    /// Through a two-level tree, a wave of `total` reaches exactly
+    /// min(total, clusters) leaves, and none of them has a larger value
+    /// than a leaf left out.
+    #[test]
+    fn a_wave_reaches_the_first_clusters_in_order_through_the_tree(
+        values in prop::collection::vec(prop::collection::vec(0u8..6, 0..6), 1..5),
+        total in 0u32..30,
+    ) {
+        let key = "carbon";
+        let mids: Vec<(String, Vec<(String, Labels)>)> = values
+            .iter()
+            .enumerate()
+            .map(|(m, leaves)| {
+                let leaves = leaves
+                    .iter()
+                    .enumerate()
+                    .map(|(l, value)| (format!("m{m}-l{l}"), labels(&[(key, &value.to_string())])))
+                    .collect();
+                (format!("m{m}"), leaves)
+            })
+            .collect();
+        let leaf_supply = |leaves: &[(String, Labels)]| {
+            let aggregate: Aggregate = leaves.iter().map(|(_, labels)| labels).collect();
+            wave_supply(&aggregate, None, Some(key))
+        };
+        let root_children: Vec<WaveChild<'_>> = mids
+            .iter()
+            .map(|(name, leaves)| WaveChild { name, supply: leaf_supply(leaves) })
+            .collect();
+        let root = split_wave("p", &wave(Some(key), total), &root_children, None);
+        let mut admitted = Vec::new();
+        let mut left_out = Vec::new();
+        for (name, leaves) in &mids {
+            let children: Vec<WaveChild<'_>> = leaves
+                .iter()
+                .map(|(leaf, labels)| WaveChild {
+                    name: leaf,
+                    supply: leaf_supply(std::slice::from_ref(&(leaf.clone(), labels.clone()))),
+                })
+                .collect();
+            let shares = split_wave("p", &root[name], &children, None);
+            for (leaf, labels) in leaves {
+                let value: u32 = labels[key].parse().unwrap();
+                if leaf_in_wave(&shares[leaf], labels) {
+                    admitted.push(value);
+                } else {
+                    left_out.push(value);
+                }
+            }
+        }
+        let clusters = values.iter().map(Vec::len).sum::<usize>();
+        prop_assert_eq!(admitted.len(), clusters.min(total as usize));
+        if let (Some(last_in), Some(first_out)) = (admitted.iter().max(), left_out.iter().min()) {
+            prop_assert!(last_in <= first_out);
+        }
+    }
+}
