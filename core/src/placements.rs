@@ -6,9 +6,10 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-use relaymesh_protocol::{SliceChange, SliceEntry, Target};
-use relaymesh_topology::aggregate::Aggregate;
+use relaymesh_protocol::{PlacementTarget, SliceChange, SliceEntry, Target, Wave};
+use relaymesh_topology::aggregate::{Aggregate, Supply};
 use relaymesh_topology::placement::{cut, named_children, split, ChildInput, ChildShare, Split};
+use relaymesh_topology::rollout::{add_to_supply, split_wave, wave_supply, WaveChild};
 
 use super::{Core, Now, INVENTORY_COALESCE};
 
@@ -19,6 +20,8 @@ pub(crate) struct Cuts {
     by_key: BTreeMap<String, BTreeMap<String, SliceEntry>>,
     /// The last split per key, so the next one keeps what it can.
     previous: BTreeMap<String, Split>,
+    /// The last split of each rolling-out placement's wave, per child.
+    waves: BTreeMap<String, BTreeMap<String, Wave>>,
     /// When to re-decide every placement after the inventory changed.
     pub recut_at: Option<Instant>,
 }
@@ -39,6 +42,7 @@ impl Core {
         let old = self.cuts.by_key.remove(key).unwrap_or_default();
         let Some(entry) = self.slice.entry(key).cloned() else {
             self.cuts.previous.remove(key);
+            self.cuts.waves.remove(key);
             return old;
         };
         let Target::Placement(target) = &entry.target else {
@@ -69,6 +73,20 @@ impl Core {
                 per_child.insert(child.clone(), child_entry);
             }
         }
+        match &target.wave {
+            Some(wave) => {
+                let waves = self.split_wave(key, target, wave, &decided, &per_child);
+                for (child, child_entry) in &mut per_child {
+                    if let Target::Placement(child_target) = &mut child_entry.target {
+                        child_target.wave = waves.get(child).cloned();
+                    }
+                }
+                self.cuts.waves.insert(key.to_string(), waves);
+            }
+            None => {
+                self.cuts.waves.remove(key);
+            }
+        }
         tracing::debug!(
             placement = key,
             children = per_child.len(),
@@ -77,6 +95,64 @@ impl Core {
         self.cuts.previous.insert(key.to_string(), decided);
         self.cuts.by_key.insert(key.to_string(), per_child);
         old
+    }
+
+    /// A rollout's wave split over the children that receive the placement:
+    /// each can take as many of its selected clusters as there are (per
+    /// value of the wave's label), named ones included.
+    fn split_wave(
+        &self,
+        key: &str,
+        target: &PlacementTarget,
+        wave: &Wave,
+        decided: &Split,
+        receiving: &BTreeMap<String, SliceEntry>,
+    ) -> BTreeMap<String, Wave> {
+        let key_label = wave.key_label.as_deref();
+        let bounded = target.max_clusters.is_some() || target.quota.is_some();
+        let empty = Aggregate::default();
+        let mut supplies: BTreeMap<&str, Supply> = BTreeMap::new();
+        for child in receiving.keys() {
+            let aggregate = self.inventory.aggregates().get(child).unwrap_or(&empty);
+            let mut supply = wave_supply(aggregate, target.selector.as_ref(), key_label);
+            if let Some(ChildShare::Quota(quota)) = decided.per_child.get(child) {
+                supply.total = supply.total.min(u64::from(quota.total));
+            } else if bounded || target.selector.is_none() {
+                supply = Supply::default();
+            }
+            supplies.insert(child, supply);
+        }
+        for name in &target.names {
+            let (Some(record), Some(via)) = (
+                self.inventory.record(name),
+                self.inventory.index().via(name),
+            ) else {
+                continue;
+            };
+            let counted = !bounded
+                && target.selector.as_ref().is_some_and(|selector| {
+                    relaymesh_topology::selector::matches(selector, &record.labels)
+                });
+            if let (false, Some(supply)) = (counted, supplies.get_mut(via)) {
+                add_to_supply(supply, &record.labels, key_label, 1);
+            }
+        }
+        let children: Vec<WaveChild<'_>> = supplies
+            .into_iter()
+            .map(|(name, supply)| WaveChild { name, supply })
+            .collect();
+        split_wave(key, wave, &children, self.cuts.waves.get(key))
+    }
+
+    /// How many clusters below this relay the last split of a rollout's
+    /// wave reached (`None`: the placement does not roll out here).
+    pub fn placement_wave(&self, key: &str) -> Option<u64> {
+        let waves = self.cuts.waves.get(key)?;
+        Some(
+            waves
+                .values()
+                .fold(0u64, |sum, wave| sum.saturating_add(u64::from(wave.total))),
+        )
     }
 
     /// How many children receive each placement (for status and tests).

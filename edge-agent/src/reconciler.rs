@@ -109,10 +109,29 @@ struct Placement {
     /// The resourceVersion our last apply returned, per object: watch
     /// events carrying it are our own writes.
     written: BTreeMap<ObjectRef, String>,
+    /// While its newest revision rolls out: which it is, and whether this
+    /// cluster's wave lets it run it (else it runs the previous one).
+    wave: Option<(BundleId, bool)>,
+    /// The rollout's timing, from its spec.
+    timing: Timing,
+    /// Since when it runs the newest revision, and since when that is
+    /// ready: what `minSuccessTime` and `progressDeadline` are measured by.
+    updating_since: Option<Instant>,
+    ready_since: Option<Instant>,
+    /// When to report again because a rollout's time runs out.
+    report_at: Option<Instant>,
     /// When to reconcile it next; `None` waits for a change.
     due: Option<Instant>,
     failures: u32,
     last_pass: Option<Instant>,
+}
+
+/// A rollout's times, as its spec says (`minSuccessTime`,
+/// `progressDeadline`).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct Timing {
+    min_success: Duration,
+    deadline: Option<Duration>,
 }
 
 /// The controller. Build it with [`Reconciler::new`], then [`Reconciler::run`].
@@ -191,7 +210,13 @@ impl Reconciler {
         self.sync_slice().await?;
         loop {
             self.reconcile_due().await?;
-            let next = self.placements.values().filter_map(|p| p.due).min();
+            self.report_due().await;
+            let next = self
+                .placements
+                .values()
+                .flat_map(|p| [p.due, p.report_at])
+                .flatten()
+                .min();
             tokio::select! {
                 () = shutdown.cancelled() => return Ok(()),
                 changed = self.slice.changed() => match changed {
@@ -225,6 +250,23 @@ impl Reconciler {
             }
         }
         Ok(())
+    }
+
+    /// Reports the placements whose rollout times ran out.
+    async fn report_due(&mut self) {
+        let now = Instant::now();
+        let due: Vec<String> = self
+            .placements
+            .iter()
+            .filter(|(_, placement)| placement.report_at.is_some_and(|at| at <= now))
+            .map(|(key, _)| key.clone())
+            .collect();
+        for key in due {
+            if let Some(placement) = self.placements.get_mut(&key) {
+                placement.report_at = None;
+            }
+            self.report(&key).await;
+        }
     }
 
     /// Takes the newest slice: new and changed placements become due,
@@ -277,10 +319,18 @@ impl Reconciler {
                 // Templates and overrides may read the labels.
                 placement.applied = false;
             }
+            let (bundles, wave) = self_bundles(entry, &self.labels);
+            if placement.wave != wave {
+                tracing::info!(?wave, "the rollout's wave changed for this cluster");
+                placement.updating_since = None;
+                placement.ready_since = None;
+                placement.wave = wave;
+                rules_changed.push(entry.key.clone());
+            }
+            placement.timing = timing_of(&entry.body);
             // A changed entry, or one still waiting for its bundles.
-            if placement.bundles != entry.bundles || placement.adopt != adopt || !placement.applied
-            {
-                placement.bundles = entry.bundles.clone();
+            if placement.bundles != bundles || placement.adopt != adopt || !placement.applied {
+                placement.bundles = bundles;
                 placement.adopt = adopt;
                 placement.failures = 0;
                 placement.due = Some(Instant::now());
@@ -431,14 +481,20 @@ impl Reconciler {
 
     /// Reports placement `key`'s status (if it changed).
     async fn report(&mut self, key: &str) {
-        let Some(placement) = self.placements.get(key) else {
+        let Some(placement) = self.placements.get_mut(key) else {
             return;
         };
-        let phase = status::phase(
+        let mut phase = status::phase(
             placement.applied,
             placement.errors.len() + usize::from(placement.problem.is_some()),
             placement.health.values(),
         );
+        if matches!(placement.wave, Some((_, false))) && placement.bundles.is_empty() {
+            // Waiting for its wave, with no previous revision to run.
+            phase = status::Phase::Pending;
+        }
+        let revision = rollout_counts(placement, &phase, Instant::now());
+        let placement = &*placement;
         let failed_workload = placement
             .health
             .iter()
@@ -471,6 +527,7 @@ impl Reconciler {
             .filter_map(|(reference, live)| status::object_status(reference, live))
             .take(relaymesh_protocol::status::MAX_REPORTED_OBJECTS)
             .collect();
+        status.revisions = revision.into_iter().collect();
         self.reporter.report(key, status).await;
     }
 }
@@ -485,6 +542,98 @@ async fn sleep_until(deadline: Option<Instant>) {
     match deadline {
         Some(deadline) => tokio::time::sleep_until(deadline).await,
         None => std::future::pending().await,
+    }
+}
+
+/// The bundles this cluster applies of `entry`, and the rollout's newest
+/// revision with whether this cluster's wave lets it run it: while a
+/// rollout runs (the entry has a wave), the newest revision (the first
+/// bundle) if the wave says so, else the previous (the second, if any);
+/// otherwise every bundle.
+fn self_bundles(
+    entry: &relaymesh_protocol::SliceEntry,
+    labels: &BTreeMap<String, String>,
+) -> (Vec<BundleId>, Option<(BundleId, bool)>) {
+    let relaymesh_protocol::Target::Placement(target) = &entry.target else {
+        return (entry.bundles.clone(), None);
+    };
+    let (Some(wave), Some(&newest)) = (&target.wave, entry.bundles.first()) else {
+        return (entry.bundles.clone(), None);
+    };
+    let admitted = relaymesh_topology::rollout::leaf_in_wave(wave, labels);
+    let bundles = if admitted {
+        vec![newest]
+    } else {
+        entry.bundles.get(1).copied().into_iter().collect()
+    };
+    (bundles, Some((newest, admitted)))
+}
+
+/// How this cluster counts in its placement's rollout, and when that
+/// changes by itself (schedules a report then): waiting outside the wave;
+/// failed if the placement failed or was not ready within the deadline;
+/// succeeded once ready for `minSuccessTime`; updating before.
+fn rollout_counts(
+    placement: &mut Placement,
+    phase: &status::Phase,
+    now: Instant,
+) -> Option<relaymesh_protocol::RevisionCounts> {
+    let (revision, admitted) = placement.wave?;
+    let mut counts = relaymesh_protocol::RevisionCounts {
+        revision,
+        waiting: 0,
+        updating: 0,
+        succeeded: 0,
+        failed: 0,
+    };
+    if !admitted {
+        counts.waiting = 1;
+        return Some(counts);
+    }
+    let since = *placement.updating_since.get_or_insert(now);
+    let timing = placement.timing;
+    match phase {
+        status::Phase::Failed => counts.failed = 1,
+        status::Phase::Ready => {
+            let ready = *placement.ready_since.get_or_insert(now);
+            let done_at = ready + timing.min_success;
+            if done_at <= now {
+                counts.succeeded = 1;
+            } else {
+                counts.updating = 1;
+                placement.report_at = Some(done_at);
+            }
+        }
+        status::Phase::Pending | status::Phase::Applied => {
+            placement.ready_since = None;
+            match timing.deadline.map(|deadline| since + deadline) {
+                Some(late) if late <= now => counts.failed = 1,
+                Some(late) => {
+                    counts.updating = 1;
+                    placement.report_at = Some(late);
+                }
+                None => counts.updating = 1,
+            }
+        }
+    }
+    if *phase != status::Phase::Ready {
+        placement.ready_since = None;
+    }
+    Some(counts)
+}
+
+/// A placement's rollout times, read from its slice entry's body (the root
+/// checked them; unreadable ones count as none).
+fn timing_of(body: &[u8]) -> Timing {
+    let rollout = serde_json::from_slice::<Value>(body)
+        .ok()
+        .and_then(|body| body.pointer("/spec/rollout").cloned());
+    match relaymesh_relay::placement::rollout::rollout(rollout.as_ref(), false) {
+        Ok(spec) => Timing {
+            min_success: spec.min_success_time,
+            deadline: spec.progress_deadline,
+        },
+        Err(_) => Timing::default(),
     }
 }
 

@@ -24,6 +24,7 @@ use crate::kubeconfig::ClientCredentials;
 pub mod cluster;
 pub mod manifests;
 pub mod resources;
+pub mod rollout;
 pub mod status;
 pub mod tree;
 pub mod watch;

@@ -15,6 +15,7 @@ mod listener;
 mod moving;
 mod placements;
 mod renewal;
+mod rollout;
 mod serving;
 
 use std::collections::BTreeMap;
@@ -696,6 +697,7 @@ impl Daemon {
                             status,
                             bundles,
                             leaving: self.handovers.leaving(&key),
+                            wave: self.core.placement_wave(&key),
                         };
                         Some((key, report))
                     })

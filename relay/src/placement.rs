@@ -15,6 +15,7 @@
 
 mod bundle;
 mod explain;
+pub mod rollout;
 pub mod singleton;
 mod spec;
 pub mod status;
@@ -47,6 +48,8 @@ pub struct Packed {
     pub bundle: Vec<u8>,
     /// How many objects the bundle holds.
     pub objects: usize,
+    /// How its new revisions reach the clusters.
+    pub rollout: relaymesh_topology::rollout::RolloutSpec,
 }
 
 /// Builds the entry and bundle of `placement` from every object the root
@@ -78,6 +81,7 @@ pub fn build(placement: &Value, objects: &[Value]) -> Result<Packed, PlacementEr
         },
         objects: selected.len(),
         bundle,
+        rollout: spec.rollout,
     })
 }
 

@@ -68,8 +68,8 @@ impl Amount {
 pub struct RolloutSpec {
     /// How new revisions go out.
     pub strategy: Strategy,
-    /// How many clusters may be updating at once (failed ones count until
-    /// they recover); at least one.
+    /// How many clusters may be updating at once (failed ones hold their
+    /// place until they recover); at least one.
     pub max_concurrency: Amount,
     /// How long a cluster must stay ready on the new revision before it
     /// counts as done and frees its place.
@@ -195,9 +195,11 @@ pub struct Step {
 ///   shrinks: clusters on the new revision stay there).
 /// * Canary: one cluster per value of `canary_by`, until all of them
 ///   succeeded.
-/// * Progressive: as many as have succeeded or failed, plus
-///   `maxConcurrency`, so at most that many are updating (a cluster handed
-///   the revision that has not reported yet counts as updating).
+/// * Progressive: as many as have succeeded, plus `maxConcurrency`, so at
+///   most that many are updating or failed (a cluster handed the revision
+///   that has not reported yet counts as updating). A failed cluster holds
+///   its place until it recovers: a rollout never outruns its failures,
+///   and when failures hold every place it halts too, saying so.
 pub fn next_wave(spec: &RolloutSpec, position: Position, observed: &Observed) -> Step {
     let counts = observed.counts;
     let selected = observed.selected;
@@ -236,9 +238,8 @@ pub fn next_wave(spec: &RolloutSpec, position: Position, observed: &Observed) ->
         None
     };
     if spec.strategy == Strategy::Canary && !position.canary_done {
-        let done = observed.handed > 0
-            && counts.succeeded >= observed.handed
-            && position.admitted > 0;
+        let done =
+            observed.handed > 0 && counts.succeeded >= observed.handed && position.admitted > 0;
         if !done {
             let wave = canary_wave(spec, selected);
             // A canary that has not started waits for the gates too.
@@ -271,11 +272,18 @@ pub fn next_wave(spec: &RolloutSpec, position: Position, observed: &Observed) ->
         };
     }
     let concurrency = spec.max_concurrency.of(selected).max(1);
-    let wanted = counts
-        .succeeded
-        .saturating_add(counts.failed)
-        .saturating_add(concurrency)
-        .min(selected);
+    if counts.failed >= concurrency {
+        let reason = format!(
+            "{} failed clusters hold every place of maxConcurrency ({concurrency})",
+            counts.failed
+        );
+        return Step {
+            wave: progressive_wave(spec, position.admitted),
+            position,
+            state: State::Halted(reason),
+        };
+    }
+    let wanted = counts.succeeded.saturating_add(concurrency).min(selected);
     let admitted = position.admitted.max(to_u32(wanted));
     Step {
         wave: progressive_wave(spec, admitted),
@@ -285,6 +293,18 @@ pub fn next_wave(spec: &RolloutSpec, position: Position, observed: &Observed) ->
         },
         state: State::Progressing,
     }
+}
+
+/// The wave a rollout at `position` hands down, as [`next_wave`] last
+/// decided it: for a root that restarted and reads its position back.
+pub fn wave_at(spec: &RolloutSpec, position: Position) -> Wave {
+    if spec.strategy == Strategy::Canary && !position.canary_done {
+        if position.admitted == 0 {
+            return progressive_wave(spec, 0);
+        }
+        return canary_wave(spec, u64::from(u32::MAX));
+    }
+    progressive_wave(spec, position.admitted)
 }
 
 fn progressive_wave(spec: &RolloutSpec, total: u32) -> Wave {
@@ -428,12 +448,9 @@ pub fn split_wave(
         match value {
             // Keyed differently last time (a canary before the waves):
             // what it had in all still counts.
-            Some(value) if previous.key_label == wave.key_label => previous
-                .per_value
-                .get(value)
-                .copied()
-                .unwrap_or(0)
-                .into(),
+            Some(value) if previous.key_label == wave.key_label => {
+                previous.per_value.get(value).copied().unwrap_or(0).into()
+            }
             _ => previous.total.into(),
         }
     };

@@ -24,8 +24,8 @@
 use std::collections::BTreeMap;
 
 use relaymesh_protocol::status::{
-    MAX_FAILING_CLUSTERS, MAX_GROUPS, MAX_OBJECT_STATUS_BYTES, MAX_REPORTED_OBJECTS,
-    MAX_REVISIONS, MAX_RULE_SUMMARIES, MAX_TOP,
+    MAX_FAILING_CLUSTERS, MAX_GROUPS, MAX_OBJECT_STATUS_BYTES, MAX_REPORTED_OBJECTS, MAX_REVISIONS,
+    MAX_RULE_SUMMARIES, MAX_TOP,
 };
 use relaymesh_protocol::{
     BundleId, FailingCluster, Number, ObjectStatus, PhaseCounts, PlacementStatus, Ranked,
@@ -129,7 +129,11 @@ fn bounded_revisions(revisions: BTreeMap<BundleId, RevisionCounts>) -> Vec<Revis
                 .saturating_add(counts.succeeded)
                 .saturating_add(counts.failed)
         };
-        kept.sort_by(|a, b| clusters(b).cmp(&clusters(a)).then(a.revision.cmp(&b.revision)));
+        kept.sort_by(|a, b| {
+            clusters(b)
+                .cmp(&clusters(a))
+                .then(a.revision.cmp(&b.revision))
+        });
         kept.truncate(MAX_REVISIONS);
         kept.sort_by_key(|counts| counts.revision);
     }

@@ -163,6 +163,16 @@ enum Command {
         #[arg(short, long, value_enum, default_value_t = Format::Text)]
         output: Format,
     },
+    /// A staged placement's rollout: where it stands, and steering it.
+    ///
+    /// A placement with spec.rollout.strategy Progressive or Canary sends a
+    /// new revision of its workloads to its clusters in waves; the clusters
+    /// not reached yet keep the previous revision. The state is on the
+    /// Placement's status.rollout for kubectl users too.
+    Rollout {
+        #[command(subcommand)]
+        command: RolloutCommand,
+    },
     /// Print the tree of relays and agents with the health of each link.
     Tree {
         /// Also show how each subtree is doing with this placement (ready
@@ -309,6 +319,36 @@ enum Command {
         #[command(subcommand)]
         command: BundleCommand,
     },
+}
+
+#[derive(Debug, Subcommand)]
+enum RolloutCommand {
+    /// Where the rollout stands: phase and why, revisions, clusters by how
+    /// they do with the newest (-o json: the Placement's status.rollout).
+    Status(RolloutArgs),
+    /// Start no new wave (sets spec.rollout.paused); clusters keep what they run.
+    Pause(RolloutArgs),
+    /// Let waves start again (clears spec.rollout.paused).
+    Resume(RolloutArgs),
+    /// Send the revision rolling out to every selected cluster now.
+    Promote(RolloutArgs),
+    /// Send every cluster back to the previous revision; the revision stays
+    /// aborted until a newer one is applied.
+    Abort(RolloutArgs),
+    /// The last revisions rolled out, newest first, with how each ended.
+    History(RolloutArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct RolloutArgs {
+    /// The placement.
+    placement: String,
+    /// The placement's namespace.
+    #[arg(short, long, default_value = "default")]
+    namespace: String,
+    /// Output format.
+    #[arg(short, long, value_enum, default_value_t = Format::Text)]
+    output: Format,
 }
 
 #[derive(Debug, Subcommand)]
@@ -593,6 +633,57 @@ async fn watch(
     }
 }
 
+/// `relayctl rollout ...`.
+async fn rollout(client: &Client, command: RolloutCommand) -> anyhow::Result<()> {
+    use relaymesh_relay::client::rollout::{render_history, render_status};
+    let (args, verb) = match command {
+        RolloutCommand::Status(args) => (args, "status"),
+        RolloutCommand::History(args) => (args, "history"),
+        RolloutCommand::Pause(args) => (args, "pause"),
+        RolloutCommand::Resume(args) => (args, "resume"),
+        RolloutCommand::Promote(args) => (args, "promote"),
+        RolloutCommand::Abort(args) => (args, "abort"),
+    };
+    let (namespace, name) = (args.namespace.as_str(), args.placement.as_str());
+    let steered = match verb {
+        "pause" | "resume" => Some(client.pause_rollout(namespace, name, verb == "pause").await),
+        "promote" | "abort" => Some(client.steer_rollout(namespace, name, verb == "abort").await),
+        _ => None,
+    };
+    if let Some(result) = steered {
+        result.with_context(|| format!("cannot {verb} the rollout of {namespace}/{name}"))?;
+        match args.output {
+            Format::Text => println!("placement/{name}: rollout {verb} requested"),
+            _ => {
+                let placement = client.placements(Some(namespace), Some(name)).await?;
+                let rollout = &placement[0]["status"]["rollout"];
+                print!("{}", structured(args.output, rollout)?.unwrap_or_default());
+            }
+        }
+        return Ok(());
+    }
+    let placement = client
+        .placements(Some(namespace), Some(name))
+        .await
+        .with_context(|| format!("cannot read placement {namespace}/{name}"))?
+        .pop()
+        .unwrap_or_default();
+    let rollout = &placement["status"]["rollout"];
+    if rollout.is_null() {
+        bail!("placement {namespace}/{name} has no rollout status: its spec.rollout.strategy is All or absent, or the root has not built it yet");
+    }
+    match (args.output, verb) {
+        (Format::Text, "history") => print!("{}", render_history(&placement)),
+        (Format::Text, _) => print!("{}", render_status(&placement)),
+        (output, "history") => print!(
+            "{}",
+            structured(output, &rollout["history"])?.unwrap_or_default()
+        ),
+        (output, _) => print!("{}", structured(output, rollout)?.unwrap_or_default()),
+    }
+    Ok(())
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_tracing(cli.verbose);
@@ -754,6 +845,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 ),
             }
         }
+        Command::Rollout { command } => rollout(&client, command).await?,
         Command::Label {
             kind: LabelKind::Cluster,
             name,

@@ -67,7 +67,7 @@ pub fn summary(placement: &Value) -> Value {
             "Degraded": condition("Degraded"),
         },
     });
-    for field in ["rules", "groups"] {
+    for field in ["rules", "groups", "rollout"] {
         if let Some(value) = status.get(field) {
             summary[field] = value.clone();
         }

@@ -9,6 +9,7 @@ use relaymesh_protocol::{BundleId, PlacementStatus, SliceEntry};
 use tokio::sync::{broadcast, oneshot};
 use tokio_util::sync::CancellationToken;
 
+use super::rollout::{self, Rollouts};
 use super::{Event, Shared};
 use crate::placement;
 use relaymesh_apiserver::objects::{ObjectEvent, ObjectKey, ObjectStore, WatchEventType};
@@ -26,15 +27,22 @@ pub(super) async fn run(objects: ObjectStore, shared: Shared, shutdown: Cancella
     let mut events = objects.subscribe();
     let mut status = shared.placement_status.clone();
     let mut status_tick = tokio::time::interval(STATUS_INTERVAL);
+    let mut rollouts = Rollouts::default();
     let mut rebuild = true;
     loop {
         if rebuild {
-            if let Err(error) = reconcile(&objects, &shared).await {
+            if let Err(error) = reconcile(&objects, &shared, &mut rollouts).await {
                 tracing::warn!(%error, "cannot rebuild placements");
             }
         }
-        if let Err(error) = write_status(&objects, &shared).await {
-            tracing::warn!(%error, "cannot update placement status");
+        match write_status(&objects, &shared, &mut rollouts).await {
+            // A rollout's wave changed: publish it now.
+            Ok(true) => {
+                rebuild = true;
+                continue;
+            }
+            Ok(false) => {}
+            Err(error) => tracing::warn!(%error, "cannot update placement status"),
         }
         // Objects changing rebuild the placements; a status from below
         // (written within a debounce, not at the next tick: status latency
@@ -75,8 +83,11 @@ fn is_placement_status(event: &ObjectEvent) -> bool {
     let placement =
         event.key.group == placement::RELAYMESH_GROUP && event.key.resource == "placements";
     if placement {
+        // Annotations carry `relayctl rollout promote|abort`.
         return previous.get("spec") == event.object.get("spec")
-            && previous["metadata"].get("labels") == event.object["metadata"].get("labels");
+            && previous["metadata"].get("labels") == event.object["metadata"].get("labels")
+            && previous["metadata"].get("annotations")
+                == event.object["metadata"].get("annotations");
     }
     placement::strip_server_fields(previous) == placement::strip_server_fields(&event.object)
 }
@@ -93,10 +104,16 @@ pub(crate) struct PlacementReport {
     /// The clusters it is leaving, which keep their copies until the ones
     /// it now selects are ready (`handover`).
     pub leaving: Vec<String>,
+    /// How many clusters the root's split of a rollout's wave reached.
+    pub wave: Option<u64>,
 }
 
 /// Rebuilds every placement's entry and hands the set to the core.
-async fn reconcile(objects: &ObjectStore, shared: &Shared) -> Result<(), ControllerError> {
+async fn reconcile(
+    objects: &ObjectStore,
+    shared: &Shared,
+    rollouts: &mut Rollouts,
+) -> Result<(), ControllerError> {
     let all = objects.list_all()?;
     let (placements, workloads): (Vec<_>, Vec<_>) = all.into_iter().partition(|(key, _)| {
         key.group == placement::RELAYMESH_GROUP && key.resource == "placements"
@@ -104,6 +121,7 @@ async fn reconcile(objects: &ObjectStore, shared: &Shared) -> Result<(), Control
     let workloads: Vec<serde_json::Value> =
         workloads.into_iter().map(|(_, object)| object).collect();
     let mut entries: Vec<SliceEntry> = Vec::new();
+    let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
     for (key, object) in placements {
         match placement::build(&object, &workloads) {
             Ok(packed) => {
@@ -117,13 +135,16 @@ async fn reconcile(objects: &ObjectStore, shared: &Shared) -> Result<(), Control
                     }
                 }
                 tracing::debug!(placement = %key.name, objects = packed.objects, "placement built");
-                entries.push(packed.entry);
+                let stored = |id: &BundleId| shared.store.has_bundle(id).unwrap_or(false);
+                let entry = rollouts.shape(&object, &packed.rollout, packed.entry, stored, &now);
+                entries.push(entry);
             }
             Err(error) => {
                 tracing::warn!(placement = %key.name, %error, "invalid placement skipped")
             }
         }
     }
+    rollouts.retain(&entries.iter().map(|entry| entry.key.clone()).collect());
     let (reply, done) = oneshot::channel();
     shared
         .events
@@ -138,8 +159,14 @@ async fn reconcile(objects: &ObjectStore, shared: &Shared) -> Result<(), Control
 /// ([`placement::status::render`]): how many clusters it selects (from the
 /// root's split), how they are doing (merged up the tree; selected clusters
 /// that have not reported yet are pending), which fail and why, and its
-/// conditions.
-async fn write_status(objects: &ObjectStore, shared: &Shared) -> Result<(), ControllerError> {
+/// conditions, and its rollout (deciding the next wave). True if a
+/// rollout's wave changed, so the entries must be built again.
+async fn write_status(
+    objects: &ObjectStore,
+    shared: &Shared,
+    rollouts: &mut Rollouts,
+) -> Result<bool, ControllerError> {
+    let mut waves_changed = false;
     let (reply, selected) = oneshot::channel();
     shared
         .events
@@ -163,17 +190,27 @@ async fn write_status(objects: &ObjectStore, shared: &Shared) -> Result<(), Cont
         };
         let count = &report.selected;
         let status = &report.status;
+        let spec = placement::PlacementSpec::from_object(&object).ok();
+        let key = placement::entry_key(&namespace, &name);
+        let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
+        let rollout = spec.as_ref().and_then(|spec| {
+            let open = rollout::gates_open(&spec.rollout, &object["status"]);
+            waves_changed |= rollouts.advance(&key, &spec.rollout, report, open, &now);
+            rollouts.render(&key, &spec.rollout)
+        });
         if *count == 1 && !status.objects.is_empty() {
-            if let Ok(spec) = placement::PlacementSpec::from_object(&object) {
+            if let Some(spec) = spec {
                 singletons.push((spec, report));
             }
         }
         let generation = object["metadata"]["generation"].as_i64();
-        let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
         let mut written =
             placement::status::render(&object["status"], generation, *count, status, &now);
         placement::status::add_summaries(&mut written, &object["spec"], status);
         placement::status::add_handover(&mut written, &report.leaving);
+        if let (Some(rollout), Some(fields)) = (rollout, written.as_object_mut()) {
+            fields.insert("rollout".into(), rollout);
+        }
         if placement::status::same(&object["status"], &written) {
             continue;
         }
@@ -195,7 +232,7 @@ async fn write_status(objects: &ObjectStore, shared: &Shared) -> Result<(), Cont
     if !singletons.is_empty() {
         copy_singleton_status(objects, &singletons)?;
     }
-    Ok(())
+    Ok(waves_changed)
 }
 
 /// Copies the one cluster's status of each object of a single-destination

@@ -47,7 +47,7 @@ impl From<RuleError> for PlacementError {
     }
 }
 
-fn invalid(field: impl Into<String>, message: impl Into<String>) -> PlacementError {
+pub(super) fn invalid(field: impl Into<String>, message: impl Into<String>) -> PlacementError {
     PlacementError::Invalid {
         field: field.into(),
         message: message.into(),
@@ -98,6 +98,9 @@ pub struct PlacementSpec {
     /// `spec.customization`: templates and overrides each agent applies to
     /// its copy (see [`relaymesh_topology::customization`]).
     pub customization: Customization,
+    /// `spec.rollout`: how new revisions reach the clusters (see
+    /// [`super::rollout`]).
+    pub rollout: relaymesh_topology::rollout::RolloutSpec,
 }
 
 impl PlacementSpec {
@@ -134,6 +137,7 @@ impl PlacementSpec {
         let status_rules = relaymesh_topology::rules::parse(spec.get("statusRules"))?;
         let status_group_by = group_labels(spec.get("statusGroupBy"))?;
         let customization = customization(spec.get("customization"))?;
+        let rollout = super::rollout::rollout(spec.get("rollout"), target.max_clusters.is_some())?;
         Ok(Self {
             namespace,
             name,
@@ -143,6 +147,7 @@ impl PlacementSpec {
             status_rules,
             status_group_by,
             customization,
+            rollout,
         })
     }
 

@@ -137,7 +137,22 @@ pub fn render(
     .map(|(kind, (value, reason, message))| {
         condition(previous, kind, value, reason, &message, generation, now)
     })
-    .collect();
+    .collect::<Vec<Value>>();
+    // Conditions someone else set (a rollout's gates) stay as they are.
+    let mut conditions = conditions;
+    conditions.extend(
+        previous["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|condition| {
+                !matches!(
+                    condition["type"].as_str(),
+                    Some("Applied" | "Ready" | "Degraded")
+                )
+            })
+            .cloned(),
+    );
     status.insert("conditions".into(), Value::Array(conditions));
     Value::Object(status)
 }

@@ -32,7 +32,11 @@ fn values_go_first_smallest_numerically_and_unlabelled_last() {
     let derived = derive(&wave(Some("carbon"), 4), &supply);
     assert_eq!(
         derived,
-        BTreeMap::from([("3".to_string(), 1), ("20".to_string(), 2), ("100".to_string(), 1)])
+        BTreeMap::from([
+            ("3".to_string(), 1),
+            ("20".to_string(), 2),
+            ("100".to_string(), 1)
+        ])
     );
     // Not every value a number: in text order.
     let words = supply_of(&[("b", 1), ("10", 1), ("a", 1)]);
@@ -74,7 +78,10 @@ fn a_split_keeps_what_each_child_had_while_the_wave_grows() {
     }
     assert_eq!(second.values().map(|w| w.total).sum::<u32>(), 4);
     assert_eq!(
-        second.values().filter_map(|w| w.per_value.get("1")).sum::<u32>(),
+        second
+            .values()
+            .filter_map(|w| w.per_value.get("1"))
+            .sum::<u32>(),
         3
     );
 }
@@ -135,7 +142,14 @@ fn failures_past_the_limit_halt_and_a_pause_holds() {
     };
     let step = next_wave(&spec, at, &observed(12, 2, 0, 1));
     assert_eq!(step.state, State::Progressing, "one failure is allowed");
-    assert_eq!(step.wave.total, 3, "the failed cluster keeps its place");
+    assert_eq!(step.wave.total, 2, "the failed cluster holds its place");
+    let wider = progressive(3, 2);
+    let step = next_wave(&wider, at, &observed(12, 2, 0, 2));
+    assert_eq!(step.wave.total, 3, "a third place is free");
+    let step = next_wave(&wider, at, &observed(12, 3, 0, 2));
+    assert!(matches!(step.state, State::Progressing));
+    let step = next_wave(&progressive(2, 5), at, &observed(12, 2, 0, 2));
+    assert!(matches!(step.state, State::Halted(ref why) if why.contains("hold every place")));
     let step = next_wave(&spec, at, &observed(12, 2, 0, 2));
     assert!(matches!(step.state, State::Halted(ref why) if why.contains("2 clusters failed")));
     assert_eq!(step.wave.total, 2);
@@ -221,7 +235,7 @@ proptest! {
                 .collect();
             let shares = split_wave("p", &root[name], &children, None);
             for (leaf, labels) in leaves {
-                let value: u32 = labels[key].parse().unwrap();
+                let value: u32 = labels[key].parse().expect("a number");
                 if leaf_in_wave(&shares[leaf], labels) {
                     admitted.push(value);
                 } else {

@@ -107,3 +107,18 @@ fn a_condition_keeps_its_transition_time_until_its_status_changes() {
     assert_eq!(condition(&flipped, "Degraded")["lastTransitionTime"], "T1");
     assert!(!same(&first, &flipped));
 }
+
+#[test]
+fn conditions_someone_else_set_are_kept() {
+    let previous = json!({"conditions": [
+        {"type": "Ready", "status": "False"},
+        {"type": "change-window", "status": "True", "reason": "Approved"},
+    ]});
+    let status = render(&previous, Some(1), 2, &reported(2, 0, 0, &[]), "now");
+    assert_eq!(condition(&status, "change-window")["reason"], "Approved");
+    assert_eq!(condition(&status, "Ready")["status"], "True");
+    let ready = status["conditions"]
+        .as_array()
+        .map_or(0, |all| all.iter().filter(|c| c["type"] == "Ready").count());
+    assert_eq!(ready, 1, "ours are written once: {status}");
+}

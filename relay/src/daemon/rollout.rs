@@ -1,0 +1,499 @@
+//! The root's rollout controller: which two revisions a staged placement's
+//! entry carries (the newest first, the previous one second), how many
+//! clusters its wave lets run the newest, and the rollout's state on
+//! `Placement.status.rollout`.
+//!
+//! The placement controller calls [`Rollouts::shape`] on every entry it
+//! builds and [`Rollouts::advance`] with every status the tree reports; a
+//! wave that grows makes it build the entries again. The decisions are
+//! `relaymesh_topology::rollout`'s; this module keeps what they need
+//! between calls, reads it back from the Placement's status after a
+//! restart, and handles the commands `relayctl rollout` leaves as
+//! annotations naming the revision they are for (so a command never
+//! applies to a later revision than the one its author saw).
+
+use std::collections::BTreeMap;
+use std::str::FromStr;
+
+use relaymesh_protocol::{BundleId, SliceEntry, Target, Wave};
+use relaymesh_topology::rollout::{
+    next_wave, wave_at, Counts, Observed, Position, RolloutSpec, State, Strategy,
+};
+use serde_json::{json, Value};
+
+use super::placements::PlacementReport;
+
+use crate::client::rollout::{ABORT_ANNOTATION, PROMOTE_ANNOTATION};
+
+/// How many past revisions `status.rollout.history` keeps.
+pub const HISTORY: usize = 10;
+
+/// Where one placement's rollout stands.
+#[derive(Debug, Clone, PartialEq)]
+struct Rollout {
+    /// The newest revision (the bundle built from the root's objects).
+    revision: BundleId,
+    /// The previous revision, which the clusters outside the wave run.
+    stable: Option<BundleId>,
+    position: Position,
+    /// The wave handed down; `None` once every cluster runs `revision`.
+    wave: Option<Wave>,
+    phase: &'static str,
+    message: String,
+    started_at: String,
+    /// The counts last reported for `revision`, and how many clusters the
+    /// wave reached.
+    counts: Counts,
+    reached: u64,
+    history: Vec<Value>,
+}
+
+/// Every placement's rollout, by slice key.
+#[derive(Debug, Default)]
+pub(super) struct Rollouts {
+    by_key: BTreeMap<String, Rollout>,
+}
+
+impl Rollouts {
+    /// The entry to publish for a placement built from `object`: with the
+    /// previous revision and the wave while a staged rollout runs.
+    /// `stored` says whether a bundle is still in the root's store.
+    pub fn shape(
+        &mut self,
+        object: &Value,
+        spec: &RolloutSpec,
+        mut entry: SliceEntry,
+        stored: impl Fn(&BundleId) -> bool,
+        now: &str,
+    ) -> SliceEntry {
+        let Some(&current) = entry.bundles.first() else {
+            return entry;
+        };
+        let rollout = self
+            .by_key
+            .entry(entry.key.clone())
+            .or_insert_with(|| load(&object["status"]["rollout"], spec, current, now));
+        if rollout.revision != current {
+            rollout.new_revision(spec, current, now);
+        }
+        let annotation = |name: &str| object["metadata"]["annotations"][name].as_str();
+        let revision = rollout.revision.to_string();
+        if rollout.wave.is_some() {
+            if !spec.is_staged() {
+                rollout.finish("Complete", "strategy All: every cluster at once", now);
+            } else if annotation(PROMOTE_ANNOTATION) == Some(revision.as_str()) {
+                rollout.finish("Promoted", "promoted: every cluster at once", now);
+            } else if annotation(ABORT_ANNOTATION) == Some(revision.as_str())
+                && rollout.stable.is_some()
+                && rollout.phase != "Aborted"
+            {
+                rollout.phase = "Aborted";
+                rollout.message = "aborted: every cluster runs the previous revision".to_string();
+                rollout.position = Position::default();
+                rollout.wave = Some(wave_at(spec, Position::default()));
+                rollout.remember("Aborted", now);
+            }
+        }
+        if rollout.stable.is_some_and(|stable| !stored(&stable)) {
+            tracing::warn!(placement = %entry.key, "the previous revision's bundle is gone: clusters outside the wave wait");
+            rollout.stable = None;
+        }
+        if let (Some(wave), Target::Placement(target)) = (&rollout.wave, &mut entry.target) {
+            target.wave = Some(wave.clone());
+            if let Some(stable) = rollout.stable.filter(|stable| *stable != current) {
+                entry.bundles = vec![current, stable];
+            }
+        }
+        entry
+    }
+
+    /// Takes the status the tree reported for placement `key`: decides the
+    /// next wave. True if the wave changed (the entries must be rebuilt).
+    pub fn advance(
+        &mut self,
+        key: &str,
+        spec: &RolloutSpec,
+        report: &PlacementReport,
+        gates_open: bool,
+        now: &str,
+    ) -> bool {
+        let Some(rollout) = self.by_key.get_mut(key) else {
+            return false;
+        };
+        if rollout.wave.is_none() || rollout.phase == "Aborted" {
+            // The counts stay as they were when it ended: agents report
+            // none once there is no wave.
+            return false;
+        }
+        rollout.counts = report
+            .status
+            .revisions
+            .iter()
+            .find(|counts| counts.revision == rollout.revision)
+            .map(Counts::from)
+            .unwrap_or_default();
+        rollout.reached = report.wave.unwrap_or(0);
+        let observed = Observed {
+            selected: report.selected,
+            handed: rollout.reached,
+            counts: rollout.counts,
+            gates_open,
+        };
+        let step = next_wave(spec, rollout.position, &observed);
+        rollout.position = step.position;
+        let (phase, message) = match step.state {
+            State::Progressing => ("Progressing", progress_message(rollout, report.selected)),
+            State::Paused => ("Paused", "paused: no new wave starts".to_string()),
+            State::Gated => (
+                "Gated",
+                format!("waiting for the gates {} to be True", spec.gates.join(", ")),
+            ),
+            State::Halted(reason) => ("Halted", format!("halted: {reason}")),
+            State::Complete => {
+                rollout.finish(
+                    "Complete",
+                    &format!("all {} clusters run the revision", report.selected),
+                    now,
+                );
+                return true;
+            }
+        };
+        rollout.phase = phase;
+        rollout.message = message;
+        let changed = rollout.wave.as_ref() != Some(&step.wave);
+        if changed {
+            tracing::info!(
+                placement = key,
+                wave = step.wave.total,
+                phase,
+                "rollout wave"
+            );
+            rollout.wave = Some(step.wave);
+        }
+        changed
+    }
+
+    /// `status.rollout` for placement `key`, if it has a staged rollout or
+    /// a history.
+    pub fn render(&self, key: &str, spec: &RolloutSpec) -> Option<Value> {
+        let rollout = self.by_key.get(key)?;
+        if !spec.is_staged() && rollout.history.is_empty() {
+            return None;
+        }
+        let strategy = match spec.strategy {
+            Strategy::All => "All",
+            Strategy::Progressive => "Progressive",
+            Strategy::Canary => "Canary",
+        };
+        let mut status = json!({
+            "strategy": strategy,
+            "revision": rollout.revision.to_string(),
+            "phase": rollout.phase,
+            "message": rollout.message,
+            "startedAt": rollout.started_at,
+            "canaryDone": rollout.position.canary_done,
+            "admitted": rollout.position.admitted,
+            "reached": rollout.reached,
+            "clusters": {
+                "waiting": rollout.counts.waiting,
+                "updating": rollout.counts.updating,
+                "succeeded": rollout.counts.succeeded,
+                "failed": rollout.counts.failed,
+            },
+            "history": rollout.history,
+        });
+        if let Some(stable) = rollout.stable {
+            status["previousRevision"] = Value::from(stable.to_string());
+        }
+        Some(status)
+    }
+
+    /// Forgets the placements not in `keys` (deleted).
+    pub fn retain(&mut self, keys: &std::collections::BTreeSet<String>) {
+        self.by_key.retain(|key, _| keys.contains(key));
+    }
+}
+
+impl Rollout {
+    /// A new newest revision: the one that completed becomes the previous;
+    /// one still rolling out is superseded, and its waves go on with the
+    /// new one (the clusters in them get it first). After an abort nobody
+    /// runs the aborted revision: the waves start again.
+    fn new_revision(&mut self, spec: &RolloutSpec, current: BundleId, now: &str) {
+        match self.phase {
+            "Complete" | "Promoted" => {
+                self.stable = Some(self.revision);
+                self.position = Position::default();
+            }
+            "Aborted" => self.position = Position::default(),
+            _ => self.remember("Superseded", now),
+        }
+        self.revision = current;
+        self.started_at = now.to_string();
+        self.counts = Counts::default();
+        if spec.is_staged() {
+            self.phase = "Progressing";
+            self.message = "starting".to_string();
+            self.wave = Some(wave_at(spec, self.position));
+        } else {
+            self.finish("Complete", "strategy All: every cluster at once", now);
+        }
+    }
+
+    /// Every cluster runs the newest revision from now on.
+    fn finish(&mut self, phase: &'static str, message: &str, now: &str) {
+        self.phase = phase;
+        self.message = message.to_string();
+        self.wave = None;
+        self.stable = Some(self.revision);
+        self.remember(phase, now);
+    }
+
+    fn remember(&mut self, outcome: &str, now: &str) {
+        self.history.insert(
+            0,
+            json!({
+                "revision": self.revision.to_string(),
+                "outcome": outcome,
+                "startedAt": self.started_at,
+                "at": now,
+            }),
+        );
+        self.history.truncate(HISTORY);
+    }
+}
+
+fn progress_message(rollout: &Rollout, selected: u64) -> String {
+    let counts = rollout.counts;
+    format!(
+        "{} of {selected} clusters done, {} updating, {} failed, {} waiting",
+        counts.succeeded, counts.updating, counts.failed, counts.waiting
+    )
+}
+
+/// A rollout as the Placement's status last recorded it, or a new one
+/// for `current`.
+fn load(status: &Value, spec: &RolloutSpec, current: BundleId, now: &str) -> Rollout {
+    let revision = |field: &str| {
+        status[field]
+            .as_str()
+            .and_then(|text| BundleId::from_str(text).ok())
+    };
+    let fresh = || {
+        let mut rollout = Rollout {
+            revision: current,
+            stable: None,
+            position: Position::default(),
+            wave: None,
+            phase: "Complete",
+            message: String::new(),
+            started_at: now.to_string(),
+            counts: Counts::default(),
+            reached: 0,
+            history: Vec::new(),
+        };
+        if spec.is_staged() {
+            rollout.phase = "Progressing";
+            rollout.message = "starting".to_string();
+            rollout.wave = Some(wave_at(spec, rollout.position));
+        }
+        rollout
+    };
+    let Some(recorded) = revision("revision") else {
+        return fresh();
+    };
+    let phase = match status["phase"].as_str() {
+        Some("Complete") => "Complete",
+        Some("Promoted") => "Promoted",
+        Some("Aborted") => "Aborted",
+        Some("Paused") => "Paused",
+        Some("Gated") => "Gated",
+        Some("Halted") => "Halted",
+        _ => "Progressing",
+    };
+    let position = Position {
+        canary_done: status["canaryDone"].as_bool().unwrap_or(false),
+        admitted: status["admitted"]
+            .as_u64()
+            .and_then(|admitted| u32::try_from(admitted).ok())
+            .unwrap_or(0),
+    };
+    let finished = matches!(phase, "Complete" | "Promoted");
+    Rollout {
+        revision: recorded,
+        stable: revision("previousRevision"),
+        position,
+        wave: (!finished).then(|| wave_at(spec, position)),
+        phase,
+        message: status["message"].as_str().unwrap_or_default().to_string(),
+        started_at: status["startedAt"].as_str().unwrap_or(now).to_string(),
+        counts: Counts::default(),
+        reached: 0,
+        history: status["history"].as_array().cloned().unwrap_or_default(),
+    }
+}
+
+/// Whether every gate of `spec` is a condition with status `True` on the
+/// Placement's `status`.
+pub fn gates_open(spec: &RolloutSpec, status: &Value) -> bool {
+    spec.gates.iter().all(|gate| {
+        status["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|condition| condition["type"] == gate.as_str() && condition["status"] == "True")
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use relaymesh_protocol::{PlacementStatus, PlacementTarget, RevisionCounts};
+    use relaymesh_topology::rollout::Amount;
+
+    use super::*;
+
+    fn entry(bundle: u8) -> SliceEntry {
+        SliceEntry {
+            key: "placement/shop/web".into(),
+            target: Target::Placement(PlacementTarget::default()),
+            bundles: vec![BundleId([bundle; 32])],
+            body: Vec::new(),
+            serial: 0,
+            signature: Vec::new(),
+        }
+    }
+
+    fn spec() -> RolloutSpec {
+        RolloutSpec {
+            strategy: Strategy::Progressive,
+            max_concurrency: Amount::Count(2),
+            ..RolloutSpec::default()
+        }
+    }
+
+    fn report(bundle: u8, selected: u64, reached: u64, succeeded: u64) -> PlacementReport {
+        PlacementReport {
+            selected,
+            status: PlacementStatus {
+                revisions: vec![RevisionCounts {
+                    revision: BundleId([bundle; 32]),
+                    waiting: selected - reached,
+                    updating: reached - succeeded,
+                    succeeded,
+                    failed: 0,
+                }],
+                ..PlacementStatus::default()
+            },
+            bundles: Vec::new(),
+            leaving: Vec::new(),
+            wave: Some(reached),
+        }
+    }
+
+    fn wave_of(entry: &SliceEntry) -> Option<u32> {
+        match &entry.target {
+            Target::Placement(target) => target.wave.as_ref().map(|wave| wave.total),
+            _ => None,
+        }
+    }
+
+    const KEY: &str = "placement/shop/web";
+
+    #[test]
+    fn a_revision_goes_out_in_waves_then_the_next_keeps_it_as_previous() {
+        let mut rollouts = Rollouts::default();
+        let object = json!({"metadata": {}});
+        let shaped = rollouts.shape(&object, &spec(), entry(1), |_| true, "t0");
+        assert_eq!(
+            wave_of(&shaped),
+            Some(0),
+            "nothing handed out before a status"
+        );
+        assert!(rollouts.advance(KEY, &spec(), &report(1, 4, 0, 0), true, "t1"));
+        let shaped = rollouts.shape(&object, &spec(), entry(1), |_| true, "t1");
+        assert_eq!(wave_of(&shaped), Some(2));
+        assert_eq!(shaped.bundles.len(), 1, "a first revision has no previous");
+        assert!(rollouts.advance(KEY, &spec(), &report(1, 4, 2, 2), true, "t2"));
+        assert!(rollouts.advance(KEY, &spec(), &report(1, 4, 4, 4), true, "t3"));
+        let shaped = rollouts.shape(&object, &spec(), entry(1), |_| true, "t3");
+        assert_eq!(wave_of(&shaped), None, "complete: every cluster runs it");
+        let status = rollouts.render(KEY, &spec()).expect("a staged rollout");
+        assert_eq!(status["phase"], "Complete");
+        assert_eq!(status["clusters"]["succeeded"], 4);
+
+        // The next revision starts from the first wave, the last one kept.
+        let shaped = rollouts.shape(&object, &spec(), entry(2), |_| true, "t4");
+        assert_eq!(wave_of(&shaped), Some(0));
+        assert_eq!(shaped.bundles, vec![BundleId([2; 32]), BundleId([1; 32])]);
+        // Its previous bundle gone from the store: nothing to fall back on.
+        let shaped = rollouts.shape(&object, &spec(), entry(2), |_| false, "t4");
+        assert_eq!(shaped.bundles, vec![BundleId([2; 32])]);
+    }
+
+    #[test]
+    fn abort_and_promote_act_only_on_the_revision_they_name() {
+        let mut rollouts = Rollouts::default();
+        let plain = json!({"metadata": {}});
+        rollouts.shape(&plain, &spec(), entry(1), |_| true, "t0");
+        rollouts.advance(KEY, &spec(), &report(1, 4, 4, 4), true, "t1");
+        rollouts.shape(&plain, &spec(), entry(2), |_| true, "t2");
+        rollouts.advance(KEY, &spec(), &report(2, 4, 0, 0), true, "t3");
+        let stale =
+            json!({"metadata": {"annotations": {ABORT_ANNOTATION: BundleId([1; 32]).to_string()}}});
+        let shaped = rollouts.shape(&stale, &spec(), entry(2), |_| true, "t4");
+        assert_eq!(
+            wave_of(&shaped),
+            Some(2),
+            "an abort of another revision is ignored"
+        );
+        let abort =
+            json!({"metadata": {"annotations": {ABORT_ANNOTATION: BundleId([2; 32]).to_string()}}});
+        let shaped = rollouts.shape(&abort, &spec(), entry(2), |_| true, "t5");
+        assert_eq!(
+            wave_of(&shaped),
+            Some(0),
+            "aborted: every cluster on the previous"
+        );
+        assert_eq!(shaped.bundles.len(), 2);
+        assert!(!rollouts.advance(KEY, &spec(), &report(2, 4, 0, 0), true, "t6"));
+
+        let promote = json!({"metadata": {"annotations": {PROMOTE_ANNOTATION: BundleId([3; 32]).to_string()}}});
+        let shaped = rollouts.shape(&promote, &spec(), entry(3), |_| true, "t7");
+        assert_eq!(wave_of(&shaped), None, "promoted: everywhere at once");
+        let status = rollouts.render(KEY, &spec()).expect("a staged rollout");
+        let outcomes: Vec<&str> = status["history"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|row| row["outcome"].as_str())
+            .collect();
+        assert_eq!(outcomes, vec!["Promoted", "Aborted", "Complete"]);
+    }
+
+    #[test]
+    fn a_restarted_root_reads_its_position_back_from_the_status() {
+        let mut rollouts = Rollouts::default();
+        let plain = json!({"metadata": {}});
+        rollouts.shape(&plain, &spec(), entry(1), |_| true, "t0");
+        rollouts.advance(KEY, &spec(), &report(1, 8, 2, 2), true, "t1");
+        let written = rollouts.render(KEY, &spec()).expect("a staged rollout");
+        let mut restarted = Rollouts::default();
+        let object = json!({"metadata": {}, "status": {"rollout": written}});
+        let shaped = restarted.shape(&object, &spec(), entry(1), |_| true, "t2");
+        assert_eq!(wave_of(&shaped), Some(4));
+    }
+
+    #[test]
+    fn gates_are_conditions_set_true() {
+        let gated = RolloutSpec {
+            gates: vec!["change-window".into()],
+            ..spec()
+        };
+        assert!(!gates_open(&gated, &json!({})));
+        let closed = json!({"conditions": [{"type": "change-window", "status": "False"}]});
+        assert!(!gates_open(&gated, &closed));
+        let open = json!({"conditions": [{"type": "change-window", "status": "True"}]});
+        assert!(gates_open(&gated, &open));
+        assert!(gates_open(&spec(), &json!({})));
+    }
+}

@@ -1,0 +1,368 @@
+//! Staged rollouts over 12 clusters in 3 regions (a relay each).
+//!
+//! * Progressive, `maxConcurrency: 2`, `minSuccessTime`, `orderBy: carbon`:
+//!   sampled throughout through `relayctl status -o json` and every
+//!   cluster's own API, never more than 2 clusters are updating and the
+//!   clusters start in the order of their `carbon` label.
+//! * A failing image with `maxFailures: 1` halts after the first wave and
+//!   leaves the other clusters on the previous revision; `rollout abort`
+//!   sends the failed ones back; a revision applied while paused reaches
+//!   nobody until `rollout resume`.
+//! * Canary per region: exactly one cluster per region gets the new
+//!   revision first; `rollout promote` sends it everywhere.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{bail, Context as _};
+use relaymesh_testbed::cluster::{SimulatedCluster, SimulatorOptions};
+use relaymesh_tests::{
+    connected_under, kubectl, kubectl_get, observe, wait_for, web_image, web_workload, Mesh,
+    Sampler,
+};
+use serde_json::Value;
+
+const SETTLE: Duration = Duration::from_secs(120);
+const REGIONS: [&str; 3] = ["eu", "us", "ap"];
+
+/// Cluster `i` (0-based): its name, region and carbon intensity (1 to 12,
+/// in another order than the names, compared as numbers).
+fn cluster(i: usize) -> (String, &'static str, u32) {
+    let carbon = (i * 7 % 12) as u32 + 1;
+    (format!("edge-{:02}", i + 1), REGIONS[i % 3], carbon)
+}
+
+const PROGRESSIVE: &str = "  rollout:
+    strategy: Progressive
+    maxConcurrency: 2
+    minSuccessTime: 1s
+    maxFailures: 1
+    orderBy: carbon
+";
+
+fn apply(mesh: &Mesh, yaml: &str) -> anyhow::Result<()> {
+    let output = kubectl(&mesh.kubeconfig(), &["apply", "-f", "-"], Some(yaml))?;
+    if !output.status.success() {
+        bail!("kubectl apply: {}", String::from_utf8_lossy(&output.stderr));
+    }
+    Ok(())
+}
+
+fn status(mesh: &Mesh, name: &str, namespace: &str) -> anyhow::Result<Value> {
+    let output = mesh.relayctl(&["status", name, "-n", namespace, "-o", "json"])?;
+    if !output.status.success() {
+        bail!(
+            "relayctl status: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    Ok(serde_json::from_slice(&output.stdout)?)
+}
+
+fn relayctl_ok(mesh: &Mesh, args: &[&str]) -> anyhow::Result<String> {
+    let output = mesh.relayctl(args)?;
+    if !output.status.success() {
+        bail!(
+            "relayctl {args:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+/// Waits until the rollout of `shop/web` is in `phase` for the revision
+/// that is not `old` (or any revision).
+fn wait_phase(mesh: &Mesh, phase: &str, what: &str) -> anyhow::Result<Value> {
+    wait_for(what, SETTLE, || {
+        let status = status(mesh, "web", "shop")?;
+        observe(&status["rollout"]);
+        Ok((status["rollout"]["phase"] == phase).then_some(status))
+    })
+    .with_context(|| mesh.logs())
+}
+
+/// Every cluster's image of `shop/web`, by name, read one cluster after
+/// the other in `clusters`' order.
+fn images(clusters: &[(String, PathBuf)]) -> BTreeMap<String, Option<String>> {
+    clusters
+        .iter()
+        .map(|(name, kubeconfig)| (name.clone(), web_image(kubeconfig).ok().flatten()))
+        .collect()
+}
+
+#[test]
+fn revisions_roll_out_in_waves_in_order_halt_on_failures_and_obey_commands() -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Runtime::new()?;
+    let (mesh, _root) = Mesh::init()?;
+    let mut relays = Vec::new();
+    for region in REGIONS {
+        relays.push(mesh.add_relay(region, "root")?);
+    }
+    let mut simulated = Vec::new();
+    let mut agents = Vec::new();
+    let mut clusters: Vec<(String, PathBuf)> = Vec::new();
+    let mut carbon: BTreeMap<String, u32> = BTreeMap::new();
+    let mut region_of: BTreeMap<String, &str> = BTreeMap::new();
+    for i in 0..12 {
+        let (name, region, intensity) = cluster(i);
+        let sim = runtime.block_on(SimulatedCluster::start(
+            &name,
+            &mesh.dir.path().join(format!("cluster-{name}")),
+            SimulatorOptions::default(),
+        ))?;
+        let labels = format!("region={region},carbon={intensity}");
+        agents.push(mesh.add_agent_for(&name, region, &labels, sim.kubeconfig())?);
+        clusters.push((name.clone(), sim.kubeconfig().to_path_buf()));
+        carbon.insert(name.clone(), intensity);
+        region_of.insert(name, region);
+        simulated.push(sim);
+    }
+    wait_for("every agent in the tree", SETTLE, || {
+        let tree = mesh.tree()?;
+        Ok((0..12)
+            .all(|i| {
+                let (name, region, _) = cluster(i);
+                connected_under(&tree, &name, region)
+            })
+            .then_some(()))
+    })
+    .with_context(|| mesh.logs())?;
+
+    // 1. The first revision, from nothing, two clusters at a time, the
+    //    smallest carbon intensity first. The sampler reads the clusters
+    //    largest intensity first: a cluster seen running was in the wave
+    //    then, and so were all smaller ones, read later, each running by
+    //    then unless one of the two in flight.
+    let mut watched = clusters.clone();
+    watched.sort_by_key(|(name, _)| std::cmp::Reverse(carbon[name]));
+    let sampler = Sampler::start(move || {
+        let images = images(&watched);
+        Ok(Some(serde_json::to_value(images)?))
+    });
+    let kubeconfig = mesh.kubeconfig();
+    let status_sampler = Sampler::start(move || {
+        let output = relaymesh_tests::run_ok(
+            std::process::Command::new(relaymesh_tests::binary("relayctl")?)
+                .args(["--kubeconfig"])
+                .arg(&kubeconfig)
+                .args(["status", "web", "-n", "shop", "-o", "json"]),
+        )?;
+        Ok(Some(serde_json::from_slice(&output.stdout)?))
+    });
+    apply(
+        &mesh,
+        &web_workload(
+            "nginx:1.27",
+            1,
+            "{labelSelector: {matchLabels: {}}}",
+            PROGRESSIVE,
+        ),
+    )?;
+    let done = wait_phase(&mesh, "Complete", "the first revision everywhere")?;
+    assert_eq!(done["rollout"]["clusters"]["succeeded"], 12, "{done}");
+    let samples = sampler.finish();
+    let statuses = status_sampler.finish();
+    let mut started: Vec<String> = Vec::new();
+    for sample in &samples {
+        let running: BTreeSet<&str> = sample
+            .as_object()
+            .into_iter()
+            .flatten()
+            .filter(|(_, image)| image.as_str() == Some("nginx:1.27"))
+            .map(|(name, _)| name.as_str())
+            .collect();
+        // Never ahead of the order by more than the two in flight.
+        let highest = running.iter().map(|name| carbon[*name]).max().unwrap_or(0);
+        assert!(
+            highest as usize <= running.len() + 2,
+            "clusters started out of carbon order: {running:?}"
+        );
+        let mut new: Vec<&str> = running
+            .into_iter()
+            .filter(|name| !started.iter().any(|seen| seen == name))
+            .collect();
+        new.sort_by_key(|name| carbon[*name]);
+        started.extend(new.into_iter().map(str::to_string));
+    }
+    assert_eq!(
+        started.len(),
+        12,
+        "every cluster seen starting: {started:?}"
+    );
+    for (index, name) in started.iter().enumerate() {
+        assert!(
+            carbon[name] as usize <= index + 3,
+            "{name} (carbon {}) started as number {}: {started:?}",
+            carbon[name],
+            index + 1
+        );
+    }
+    let mut updating_seen = 0;
+    for status in &statuses {
+        let updating = status["rollout"]["clusters"]["updating"]
+            .as_u64()
+            .unwrap_or(0);
+        assert!(updating <= 2, "more than 2 updating: {status}");
+        updating_seen = updating_seen.max(updating);
+    }
+    assert!(updating_seen > 0, "the sampler saw the rollout run");
+
+    // 2. A failing image: the first two clusters fail, and the rollout
+    //    halts there; the others keep 1.27.
+    apply(
+        &mesh,
+        &web_workload(
+            "nginx:fail",
+            1,
+            "{labelSelector: {matchLabels: {}}}",
+            PROGRESSIVE,
+        ),
+    )?;
+    let halted = wait_phase(&mesh, "Halted", "the failing revision to halt")?;
+    let rollout = &halted["rollout"];
+    assert_eq!(rollout["clusters"]["failed"], 2, "{halted}");
+    assert!(
+        rollout["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("2 clusters failed"),
+        "{halted}"
+    );
+    let now = images(&clusters);
+    let failing: Vec<&String> = now
+        .iter()
+        .filter(|(_, image)| image.as_deref() == Some("nginx:fail"))
+        .map(|(name, _)| name)
+        .collect();
+    assert_eq!(failing.len(), 2, "{now:?}");
+    assert!(
+        failing.iter().all(|name| carbon[*name] <= 2),
+        "the two smallest go first: {failing:?}"
+    );
+    assert!(
+        now.iter()
+            .filter(|(name, _)| !failing.contains(name))
+            .all(|(_, image)| image.as_deref() == Some("nginx:1.27")),
+        "untouched clusters keep the previous revision: {now:?}"
+    );
+    let text = relayctl_ok(&mesh, &["rollout", "status", "web", "-n", "shop"])?;
+    assert!(text.contains("Halted"), "{text}");
+
+    // 3. Abort: the two go back to 1.27.
+    relayctl_ok(&mesh, &["rollout", "abort", "web", "-n", "shop"])?;
+    wait_phase(&mesh, "Aborted", "the abort")?;
+    wait_for("every cluster back on 1.27", SETTLE, || {
+        let now = images(&clusters);
+        observe(format!("{now:?}"));
+        Ok(now
+            .values()
+            .all(|image| image.as_deref() == Some("nginx:1.27"))
+            .then_some(()))
+    })
+    .with_context(|| mesh.logs())?;
+
+    // 4. Paused, a new revision reaches nobody; resumed, everyone.
+    relayctl_ok(&mesh, &["rollout", "pause", "web", "-n", "shop"])?;
+    wait_for("the pause in the spec", SETTLE, || {
+        let placement = kubectl_get(&mesh.kubeconfig(), &["placement", "web", "-n", "shop"])?;
+        Ok(placement.filter(|p| p["spec"]["rollout"]["paused"] == true))
+    })?;
+    let paused_spec = PROGRESSIVE.replace("orderBy: carbon", "orderBy: carbon\n    paused: true");
+    apply(
+        &mesh,
+        &web_workload(
+            "nginx:1.28",
+            1,
+            "{labelSelector: {matchLabels: {}}}",
+            &paused_spec,
+        ),
+    )?;
+    let paused = wait_phase(&mesh, "Paused", "the paused rollout")?;
+    assert_eq!(paused["rollout"]["admitted"], 0, "{paused}");
+    assert!(
+        images(&clusters)
+            .values()
+            .all(|image| image.as_deref() == Some("nginx:1.27")),
+        "nobody got the paused revision"
+    );
+    relayctl_ok(&mesh, &["rollout", "resume", "web", "-n", "shop"])?;
+    wait_phase(&mesh, "Complete", "the resumed rollout")?;
+    assert!(images(&clusters)
+        .values()
+        .all(|image| image.as_deref() == Some("nginx:1.28")));
+    let history = relayctl_ok(&mesh, &["rollout", "history", "web", "-n", "shop"])?;
+    for outcome in ["Complete", "Aborted"] {
+        assert!(history.contains(outcome), "{history}");
+    }
+
+    // 5. Canary per region: one cluster per region first. A success time
+    //    longer than the test keeps it at the canary until promoted.
+    apply(&mesh, CANARY)?;
+    let canary = wait_for("one canary per region", SETTLE, || {
+        let running = api_clusters(&clusters);
+        observe(format!("{running:?}"));
+        Ok((running.len() >= 3).then_some(running))
+    })
+    .with_context(|| mesh.logs())?;
+    let regions: BTreeSet<&str> = canary.iter().map(|name| region_of[name.as_str()]).collect();
+    assert_eq!(canary.len(), 3, "exactly one per region: {canary:?}");
+    assert_eq!(regions.len(), 3, "{canary:?}");
+    let api = wait_for("the canary's status", SETTLE, || {
+        let status = status(&mesh, "api", "canary")?;
+        observe(&status["rollout"]);
+        Ok((status["rollout"]["clusters"]["updating"] == 3).then_some(status))
+    })?;
+    assert_eq!(api["rollout"]["canaryDone"], false, "{api}");
+    assert_eq!(api_clusters(&clusters), canary, "still only the canaries");
+    relayctl_ok(&mesh, &["rollout", "promote", "api", "-n", "canary"])?;
+    wait_for("the promoted revision everywhere", SETTLE, || {
+        Ok((api_clusters(&clusters).len() == 12).then_some(()))
+    })
+    .with_context(|| mesh.logs())?;
+    drop(agents);
+    drop(relays);
+    Ok(())
+}
+
+const CANARY: &str = r#"
+apiVersion: v1
+kind: Namespace
+metadata: {name: canary}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: api, namespace: canary, labels: {app: api}}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: api}}
+  template:
+    metadata: {labels: {app: api}}
+    spec: {containers: [{name: api, image: "api:1"}]}
+---
+apiVersion: relaymesh.dev/v1alpha1
+kind: Placement
+metadata: {name: api, namespace: canary}
+spec:
+  workloads: [{labelSelector: {matchLabels: {app: api}}}]
+  clusters: {labelSelector: {matchLabels: {}}}
+  rollout:
+    strategy: Canary
+    canary: {groupBy: region}
+    maxConcurrency: 2
+    minSuccessTime: 1h
+"#;
+
+/// The clusters running `canary/api`.
+fn api_clusters(clusters: &[(String, PathBuf)]) -> BTreeSet<String> {
+    clusters
+        .iter()
+        .filter(|(_, kubeconfig)| {
+            kubectl_get(kubeconfig, &["deployment", "api", "-n", "canary"])
+                .ok()
+                .flatten()
+                .is_some()
+        })
+        .map(|(name, _)| name.clone())
+        .collect()
+}
