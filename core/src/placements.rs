@@ -8,7 +8,9 @@ use std::time::Instant;
 
 use relaymesh_protocol::{PlacementTarget, SliceChange, SliceEntry, Target, Wave};
 use relaymesh_topology::aggregate::{Aggregate, Supply};
-use relaymesh_topology::placement::{cut, named_children, split, ChildInput, ChildShare, Split};
+use relaymesh_topology::placement::{
+    cut, named_children, split, ChildInput, ChildShare, Split, DRAINING_LABEL,
+};
 use relaymesh_topology::rollout::{add_to_supply, split_wave, wave_supply, WaveChild};
 
 use super::{Core, Now, INVENTORY_COALESCE};
@@ -73,6 +75,10 @@ impl Core {
                 per_child.insert(child.clone(), child_entry);
             }
         }
+        let bounded = target.max_clusters.is_some() || target.quota.is_some();
+        if bounded {
+            self.hold_for_draining(&entry, &old, &mut per_child);
+        }
         match &target.wave {
             Some(wave) => {
                 let waves = self.split_wave(key, target, wave, &decided, &per_child);
@@ -95,6 +101,29 @@ impl Core {
         self.cuts.previous.insert(key.to_string(), decided);
         self.cuts.by_key.insert(key.to_string(), per_child);
         old
+    }
+
+    /// Make-before-break for a drain: a child cluster being drained keeps
+    /// a count-bounded placement it had (its new share is elsewhere) until
+    /// the root says the drain is done. Its agent reports no status for it
+    /// meanwhile, so the root counts only the clusters that replace it.
+    fn hold_for_draining(
+        &self,
+        entry: &SliceEntry,
+        old: &BTreeMap<String, SliceEntry>,
+        per_child: &mut BTreeMap<String, SliceEntry>,
+    ) {
+        for (child, had) in old {
+            let draining = self.inventory.record(child).is_some_and(|record| {
+                record.role == relaymesh_protocol::Role::Agent
+                    && record.labels.get(DRAINING_LABEL).map(String::as_str) == Some("true")
+            });
+            if draining && !per_child.contains_key(child) {
+                let mut held = entry.clone();
+                held.target = had.target.clone();
+                per_child.insert(child.clone(), held);
+            }
+        }
     }
 
     /// A rollout's wave split over the children that receive the placement:
@@ -254,6 +283,12 @@ impl Core {
                 },
             )
             .collect()
+    }
+
+    /// Whether placements are to be decided again soon (the clusters below
+    /// changed): their counts are about to change.
+    pub fn recut_pending(&self) -> bool {
+        self.cuts.recut_at.is_some()
     }
 
     pub(super) fn schedule_recut(&mut self, now: Now) {

@@ -114,6 +114,8 @@ struct Placement {
     wave: Option<(BundleId, bool)>,
     /// The rollout's timing, from its spec.
     timing: Timing,
+    /// It is count-bounded (`maxClusters`): a drain places it elsewhere.
+    bounded: bool,
     /// Since when it runs the newest revision, and since when that is
     /// ready: what `minSuccessTime` and `progressDeadline` are measured by.
     updating_since: Option<Instant>,
@@ -328,6 +330,11 @@ impl Reconciler {
                 rules_changed.push(entry.key.clone());
             }
             placement.timing = timing_of(&entry.body);
+            placement.bounded = matches!(
+                &entry.target,
+                relaymesh_protocol::Target::Placement(target)
+                    if target.max_clusters.is_some() || target.quota.is_some()
+            );
             // A changed entry, or one still waiting for its bundles.
             if placement.bundles != bundles || placement.adopt != adopt || !placement.applied {
                 placement.bundles = bundles;
@@ -484,6 +491,16 @@ impl Reconciler {
         let Some(placement) = self.placements.get_mut(key) else {
             return;
         };
+        let draining = self
+            .labels
+            .get(relaymesh_topology::placement::DRAINING_LABEL)
+            .is_some_and(|value| value == "true");
+        if draining && placement.bounded {
+            // Held here only until its replacement runs: the root counts
+            // the clusters that replace this one, not this one.
+            self.reporter.forget(key).await;
+            return;
+        }
         let mut phase = status::phase(
             placement.applied,
             placement.errors.len() + usize::from(placement.problem.is_some()),

@@ -38,6 +38,7 @@ use crate::placement::{PlacementError, RELAYMESH_GROUP};
 use crate::store::TokenRecord;
 
 mod cluster_labels;
+pub mod cordons;
 #[doc(hidden)]
 pub mod fuzzing;
 mod inventory;
@@ -364,6 +365,7 @@ mod endpoint {
     pub(super) const REVOCATIONS: &str = "revocations";
     pub(super) const MOVES: &str = "moves";
     pub(super) const CLUSTER_LABELS: &str = "clusterlabels";
+    pub(super) const CORDONS: &str = "cordons";
     pub(super) const USER_CERTIFICATES: &str = "usercertificates";
     pub(super) const BUNDLES: &str = "bundles";
     pub(super) const EXPLAIN: &str = "explain";
@@ -453,6 +455,13 @@ impl<B: Backend> Extension for Relaymesh<B> {
                 vec![],
                 POST,
                 own("create", "clusterlabels", None),
+                JSON,
+            ),
+            ["apis", RELAYMESH_GROUP, VERSION, "cordons"] => route(
+                endpoint::CORDONS,
+                vec![],
+                POST,
+                own("create", "cordons", None),
                 JSON,
             ),
             ["apis", RELAYMESH_GROUP, VERSION, "moves"] => route(
@@ -575,6 +584,11 @@ impl<B: Backend> Extension for Relaymesh<B> {
                 created(&cluster_labels::object(
                     &backend.label_cluster(change).await?,
                 ))
+            }
+            (endpoint::CORDONS, _) => {
+                let (cluster, state) = cordons::parse_request(&call.body)?;
+                let labels = backend.label_cluster(state.change(&cluster)).await?;
+                created(&cordons::object(state, &labels))
             }
             (endpoint::MOVES, true) => {
                 json_reply(StatusCode::OK, &moves::move_list(&backend.moves().await?))

@@ -362,6 +362,27 @@ impl Client {
         self.send_json(request).await
     }
 
+    /// Every `Cluster` object.
+    pub async fn clusters(&self) -> Result<Vec<Value>, ClientError> {
+        self.list("clusters").await
+    }
+
+    /// Cordons (`Cordoned`), drains (`Draining`) or uncordons
+    /// (`Schedulable`) cluster `cluster`; returns the `Cordon` object.
+    pub async fn cordon(&self, cluster: &str, state: &str) -> Result<Value, ClientError> {
+        let body = serde_json::json!({
+            "apiVersion": "relaymesh.dev/v1alpha1",
+            "kind": "Cordon",
+            "spec": {"cluster": cluster, "state": state},
+        });
+        let request = self
+            .http
+            .post(self.url(&format!("{GROUP_PATH}/cordons")))
+            .timeout(REQUEST_TIMEOUT)
+            .json(&body);
+        self.send_json(request).await
+    }
+
     /// Every move the root holds (`Move` objects).
     pub async fn moves(&self) -> Result<Vec<Value>, ClientError> {
         self.list("moves").await

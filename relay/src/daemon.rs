@@ -9,6 +9,7 @@
 mod asked;
 mod backend;
 mod bundles;
+mod drains;
 mod handover;
 mod labels;
 mod listener;
@@ -444,6 +445,7 @@ async fn run_store(
         endpoints: options.endpoints.clone(),
         moving: false,
         handovers: handover::Handovers::default(),
+        drains: drains::Drains::default(),
         renewal: renewal::Renewal::new(
             (*shared_identity).clone(),
             options.node_cert_validity,
@@ -509,6 +511,7 @@ struct Daemon {
     moving: bool,
     /// Placements handing their copies over to new clusters (root only).
     handovers: handover::Handovers,
+    drains: drains::Drains,
     /// Where the answers to the core's queries go. Bounded by the core,
     /// which answers every query it was asked within its timeout.
     queries: BTreeMap<relaymesh_core::QueryId, oneshot::Sender<relaymesh_protocol::query::Answer>>,
@@ -681,6 +684,7 @@ impl Daemon {
             }
             Event::PlacementStatus { reply } => {
                 self.finish_handovers(now);
+                self.finish_drains(now);
                 let entries: Vec<(String, Vec<BundleId>)> = self
                     .core
                     .entries()

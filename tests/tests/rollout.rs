@@ -99,6 +99,14 @@ fn revisions_roll_out_in_waves_in_order_halt_on_failures_and_obey_commands() -> 
     for region in REGIONS {
         relays.push(mesh.add_relay(region, "root")?);
     }
+    wait_for("the three relays in the tree", SETTLE, || {
+        let tree = mesh.tree()?;
+        Ok(REGIONS
+            .iter()
+            .all(|region| connected_under(&tree, region, "root"))
+            .then_some(()))
+    })
+    .with_context(|| mesh.logs())?;
     let mut simulated = Vec::new();
     let mut agents = Vec::new();
     let mut clusters: Vec<(String, PathBuf)> = Vec::new();

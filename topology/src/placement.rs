@@ -91,12 +91,17 @@ pub fn split(
         return Split::default();
     };
     let spread_by = target.spread_by.as_deref();
-    let mut supplies: BTreeMap<&str, Supply> = BTreeMap::new();
-    for child in children {
-        let supply = child.aggregate.supply(Some(selector), spread_by);
-        supplies.entry(child.name).or_default().merge(&supply);
-    }
-    supplies.retain(|_, supply| supply.total > 0);
+    let supplies_where = |keep: fn(&Labels) -> bool| {
+        let mut supplies: BTreeMap<&str, Supply> = BTreeMap::new();
+        for child in children {
+            let supply = child
+                .aggregate
+                .supply_where(Some(selector), spread_by, keep);
+            supplies.entry(child.name).or_default().merge(&supply);
+        }
+        supplies.retain(|_, supply| supply.total > 0);
+        supplies
+    };
 
     let quota = match (own_quota, target.max_clusters) {
         (Some(quota), _) => quota.clone(),
@@ -105,12 +110,24 @@ pub fn split(
             per_value: BTreeMap::new(),
         },
         (None, None) => {
-            let per_child = supplies
+            // Every matching cluster, cordoned or drained too: like a
+            // DaemonSet's pods, a placement to every cluster stays.
+            let per_child = supplies_where(|_| true)
                 .into_keys()
                 .map(|name| (name.to_string(), ChildShare::Unbounded))
                 .collect();
             return Split { per_child };
         }
+    };
+    // A bounded placement leaves drained clusters (chosen elsewhere), and
+    // keeps but adds no share on cordoned ones.
+    let supplies = supplies_where(|labels| !is_drained(labels));
+    let open = supplies_where(|labels| !is_drained(labels) && !is_cordoned(labels));
+    let open_of = |name: &str, value: Option<&str>| {
+        open.get(name).map_or(0, |supply| match value {
+            Some(value) => supply.per_value.get(value).copied().unwrap_or(0),
+            None => supply.total,
+        })
     };
 
     let mut order: Vec<(u64, &str)> = supplies
@@ -131,11 +148,18 @@ pub fn split(
         };
         for (value, amount) in &per_value {
             let capacity = |name: &str| supplies[name].per_value.get(value).copied().unwrap_or(0);
+            let open = |name: &str| open_of(name, Some(value));
             let before = |share: &ChildShare| match share {
                 ChildShare::Unbounded => u64::MAX,
                 ChildShare::Quota(quota) => quota.per_value.get(value).copied().unwrap_or(0).into(),
             };
-            let amounts = distribute(u64::from(*amount), &order, capacity, previous, before);
+            let amounts = distribute(
+                u64::from(*amount),
+                &order,
+                (capacity, open),
+                previous,
+                before,
+            );
             for (name, amount) in order.iter().zip(amounts) {
                 if amount > 0 {
                     let share = shares.entry(name).or_default();
@@ -146,11 +170,18 @@ pub fn split(
         }
     } else {
         let capacity = |name: &str| supplies[name].total;
+        let open = |name: &str| open_of(name, None);
         let before = |share: &ChildShare| match share {
             ChildShare::Unbounded => u64::MAX,
             ChildShare::Quota(quota) => quota.total.into(),
         };
-        let amounts = distribute(quota.total.into(), &order, capacity, previous, before);
+        let amounts = distribute(
+            quota.total.into(),
+            &order,
+            (capacity, open),
+            previous,
+            before,
+        );
         for (name, amount) in order.iter().zip(amounts) {
             if amount > 0 {
                 shares.entry(name).or_default().total = to_u32(amount);
@@ -162,6 +193,25 @@ pub fn split(
         .map(|(name, quota)| (name.to_string(), ChildShare::Quota(quota)))
         .collect();
     Split { per_child }
+}
+
+/// The label the root sets on a cordoned cluster (`relayctl cordon`): it
+/// keeps the count-bounded placements it has and gets no new ones.
+pub const CORDONED_LABEL: &str = "relaymesh.dev/cordoned";
+/// The label the root sets on a cluster being drained (`relayctl drain`):
+/// `true` while its count-bounded placements are placed elsewhere (it
+/// keeps its copies meanwhile), `done` once they run there.
+pub const DRAINING_LABEL: &str = "relaymesh.dev/draining";
+
+/// Whether a cluster with `labels` is cordoned (or drained).
+pub fn is_cordoned(labels: &Labels) -> bool {
+    labels.contains_key(CORDONED_LABEL) || labels.contains_key(DRAINING_LABEL)
+}
+
+/// Whether a cluster with `labels` is drained or being drained: count-
+/// bounded placements are placed elsewhere.
+pub fn is_drained(labels: &Labels) -> bool {
+    labels.contains_key(DRAINING_LABEL)
 }
 
 /// The root's quota: `max` spread as evenly as possible over the values of
@@ -269,19 +319,32 @@ impl Split {
 pub(crate) fn distribute(
     amount: u64,
     order: &[&str],
-    capacity: impl Fn(&str) -> u64,
+    (capacity, open): (impl Fn(&str) -> u64, impl Fn(&str) -> u64),
     previous: Option<&Split>,
     before: impl Fn(&ChildShare) -> u64,
 ) -> Vec<u64> {
     let capacities: Vec<u64> = order.iter().map(|name| capacity(name)).collect();
-    let Some(previous) = previous else {
-        return water_fill(amount, &capacities);
+    let open: Vec<u64> = order.iter().map(|name| open(name)).collect();
+    let had: Vec<u64> = match previous {
+        Some(previous) => order
+            .iter()
+            .map(|name| previous.per_child.get(*name).map_or(0, &before))
+            .collect(),
+        None => vec![0; order.len()],
     };
-    let had: Vec<u64> = order
+    let kept: Vec<u64> = had
         .iter()
-        .map(|name| previous.per_child.get(*name).map_or(0, &before))
+        .zip(&capacities)
+        .map(|(had, capacity)| (*had).min(*capacity))
         .collect();
-    keep_then_fill(amount, &capacities, &had)
+    // What is added goes only where clusters are open (not cordoned): as
+    // many as a child has, beyond what it keeps.
+    let capacities: Vec<u64> = kept
+        .iter()
+        .zip(capacities.iter().zip(&open))
+        .map(|(kept, (capacity, open))| (*kept + *open).min(*capacity))
+        .collect();
+    keep_then_fill(amount, &capacities, &kept)
 }
 
 /// Spreads `amount` over slots of the given capacities, each keeping what

@@ -97,7 +97,7 @@ fn check_key(key: &str, path: &str) -> Result<(), ApiError> {
     if key.starts_with(RESERVED_PREFIX) {
         return Err(invalid(
             path,
-            format!("Invalid value: {key:?}: labels under {RESERVED_PREFIX} are the agent's own"),
+            format!("Invalid value: {key:?}: labels under {RESERVED_PREFIX} are relaymesh's own (the agent's; relayctl cordon|drain set theirs)"),
         ));
     }
     if let Some(error) = relaymesh_apiserver::label_error(key, "") {

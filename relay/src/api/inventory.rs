@@ -82,16 +82,22 @@ fn relay_path(record: &NodeRecord, parents: &HashMap<&str, Option<&str>>) -> Vec
 fn cluster(record: &NodeRecord, parents: &HashMap<&str, Option<&str>>) -> Value {
     let link = record.link.clone().unwrap_or_default();
     let last_seen = (link.changed_unix_ms > 0).then(|| rfc3339(link.changed_unix_ms));
+    let (cordoned, drain) = super::cordons::status_fields(&record.labels);
+    let mut status = json!({
+        "relayPath": relay_path(record, parents),
+        "connected": link.connected,
+        "lastSeen": last_seen,
+        "capacity": record.capacity,
+        "cordoned": cordoned,
+    });
+    if let Some(drain) = drain {
+        status["drain"] = Value::from(drain);
+    }
     json!({
         "apiVersion": "relaymesh.dev/v1alpha1",
         "kind": "Cluster",
         "metadata": {"name": record.name, "labels": record.labels},
-        "status": {
-            "relayPath": relay_path(record, parents),
-            "connected": link.connected,
-            "lastSeen": last_seen,
-            "capacity": record.capacity,
-        },
+        "status": status,
     })
 }
 

@@ -163,6 +163,31 @@ enum Command {
         #[arg(short, long, value_enum, default_value_t = Format::Text)]
         output: Format,
     },
+    /// Cordon a cluster: count-bounded placements (maxClusters) keep what
+    /// they have there but add nothing new. Placements to every matching
+    /// cluster are not affected (like DaemonSets in `kubectl drain`).
+    Cordon {
+        /// The cluster.
+        cluster: String,
+    },
+    /// Make a cordoned or drained cluster schedulable again.
+    Uncordon {
+        /// The cluster.
+        cluster: String,
+    },
+    /// Drain a cluster: place its count-bounded placements on other
+    /// clusters; it keeps its copies until those are ready (at most 5
+    /// minutes), then removes them. The cluster stays cordoned.
+    Drain {
+        /// The cluster.
+        cluster: String,
+        /// Wait until the cluster is drained; exit non-zero after --timeout.
+        #[arg(long)]
+        wait: bool,
+        /// How long --wait waits.
+        #[arg(long, default_value = "6m", value_parser = humantime::parse_duration)]
+        timeout: Duration,
+    },
     /// A staged placement's rollout: where it stands, and steering it.
     ///
     /// A placement with spec.rollout.strategy Progressive or Canary sends a
@@ -495,6 +520,27 @@ fn move_table(moves: &[serde_json::Value]) -> String {
 }
 
 /// Polls the root's moves until `node`'s is settled.
+async fn wait_drained(client: &Client, cluster: &str, timeout: Duration) -> anyhow::Result<()> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let clusters = client.clusters().await.context("cannot list clusters")?;
+        let drained = clusters.iter().any(|found| {
+            found["metadata"]["name"].as_str() == Some(cluster)
+                && found["status"]["drain"] == "Drained"
+        });
+        if drained {
+            return Ok(());
+        }
+        if tokio::time::Instant::now() >= deadline {
+            bail!(
+                "{cluster:?} is not drained after {}: are the clusters replacing it ready?",
+                humantime::format_duration(timeout)
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
 async fn wait_settled(
     client: &Client,
     node: &str,
@@ -846,6 +892,36 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             }
         }
         Command::Rollout { command } => rollout(&client, command).await?,
+        Command::Cordon { cluster } => {
+            client
+                .cordon(&cluster, "Cordoned")
+                .await
+                .with_context(|| format!("cannot cordon {cluster:?}"))?;
+            println!("cluster/{cluster} cordoned");
+        }
+        Command::Uncordon { cluster } => {
+            client
+                .cordon(&cluster, "Schedulable")
+                .await
+                .with_context(|| format!("cannot uncordon {cluster:?}"))?;
+            println!("cluster/{cluster} uncordoned");
+        }
+        Command::Drain {
+            cluster,
+            wait,
+            timeout,
+        } => {
+            client
+                .cordon(&cluster, "Draining")
+                .await
+                .with_context(|| format!("cannot drain {cluster:?}"))?;
+            if wait {
+                wait_drained(&client, &cluster, timeout).await?;
+                println!("cluster/{cluster} drained");
+            } else {
+                println!("cluster/{cluster} draining");
+            }
+        }
         Command::Label {
             kind: LabelKind::Cluster,
             name,

@@ -446,3 +446,57 @@ fn no_selector_selects_by_name_only() {
     }];
     assert_eq!(split("k", &target, None, &children, None), Split::default());
 }
+
+#[test]
+fn a_drained_cluster_is_replaced_and_a_cordoned_one_keeps_but_gets_nothing_new() {
+    let edge = labels(&[("tier", "edge")]);
+    let mut cordoned = edge.clone();
+    cordoned.insert(CORDONED_LABEL.into(), "true".into());
+    let mut drained = cordoned.clone();
+    drained.insert(DRAINING_LABEL.into(), "true".into());
+    let one = |labels: &Labels| Aggregate::of_cluster(labels);
+    let (a, b, c) = (one(&edge), one(&edge), one(&edge));
+    let children = |a: &Aggregate, b: &Aggregate, c: &Aggregate| {
+        vec![("a", a.clone()), ("b", b.clone()), ("c", c.clone())]
+    };
+    let two = target("tier=edge", Some(2), None);
+    let split_of = |kids: &[(&str, Aggregate)], previous: Option<&Split>| {
+        let inputs: Vec<ChildInput<'_>> = kids
+            .iter()
+            .map(|(name, aggregate)| ChildInput { name, aggregate })
+            .collect();
+        split("p", &two, None, &inputs, previous)
+    };
+    let first = split_of(&children(&a, &b, &c), None);
+    assert_eq!(first.per_child.len(), 2);
+    let holders: Vec<String> = first.per_child.keys().cloned().collect();
+    let spare = ["a", "b", "c"]
+        .into_iter()
+        .find(|name| !first.per_child.contains_key(*name))
+        .expect("one child is spare");
+
+    // Cordon one holder: it keeps its share.
+    let mut kids = children(&a, &b, &c);
+    for kid in &mut kids {
+        if kid.0 == holders[0] {
+            kid.1 = one(&cordoned);
+        }
+    }
+    let kept = split_of(&kids, Some(&first));
+    assert_eq!(kept, first, "a cordoned cluster keeps what it has");
+    // Without a previous split (a new placement) it gets nothing.
+    let fresh = split_of(&kids, None);
+    assert!(!fresh.per_child.contains_key(holders[0].as_str()));
+    assert_eq!(fresh.quota_sum().total, 2);
+
+    // Drain it: its share goes to the spare cluster.
+    for kid in &mut kids {
+        if kid.0 == holders[0] {
+            kid.1 = one(&drained);
+        }
+    }
+    let moved = split_of(&kids, Some(&first));
+    assert!(!moved.per_child.contains_key(holders[0].as_str()));
+    assert!(moved.per_child.contains_key(spare));
+    assert!(moved.per_child.contains_key(holders[1].as_str()));
+}

@@ -1,0 +1,128 @@
+//! Drains at the root: a cluster being drained (`relayctl drain`, the label
+//! `relaymesh.dev/draining=true`) leaves every count-bounded placement,
+//! which the relays place on other clusters, while its parent keeps
+//! sending it the ones it had (make-before-break, `relaymesh-core`). Once
+//! every count-bounded placement is ready again, or after
+//! [`DRAIN_TIMEOUT`], the root marks the drain `done` and the cluster
+//! removes its copies.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use relaymesh_core::Now;
+use relaymesh_protocol::{ClusterLabels, Target};
+use relaymesh_topology::placement::DRAINING_LABEL;
+
+use super::Daemon;
+
+/// How long a drained cluster keeps its copies at most, when the clusters
+/// replacing it do not all become ready.
+pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// How long every count-bounded placement must have been ready, after the
+/// root saw the cluster's record say it is draining, before the drain is
+/// done: long enough for the drained cluster's own status, which its agent
+/// withdraws when it learns of the drain, to have left the root's counts
+/// (the record and the status climb the same links, each within a
+/// coalescing interval), so its copy is never what makes a placement look
+/// ready.
+pub const DRAIN_SETTLE: Duration = Duration::from_secs(3);
+
+/// A drain under way, by cluster.
+#[derive(Debug, Default)]
+pub(super) struct Drains {
+    by_cluster: BTreeMap<String, Drain>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Drain {
+    /// When the root first saw the cluster's record draining.
+    seen: Instant,
+    /// Since when every count-bounded placement has been ready.
+    ready_since: Option<Instant>,
+}
+
+impl Daemon {
+    /// Marks done the drains whose clusters are replaced (see the module
+    /// documentation).
+    pub(super) fn finish_drains(&mut self, now: Now) {
+        let draining: Vec<ClusterLabels> = self
+            .core
+            .entries()
+            .filter_map(ClusterLabels::from_entry)
+            .filter_map(Result::ok)
+            .filter(|labels| labels.set.get(DRAINING_LABEL).map(String::as_str) == Some("true"))
+            .collect();
+        self.drains
+            .by_cluster
+            .retain(|cluster, _| draining.iter().any(|labels| &labels.node == cluster));
+        if draining.is_empty() {
+            return;
+        }
+        let replaced = self.bounded_placements_ready();
+        for labels in draining {
+            let seen = self.core.inventory_records().any(|record| {
+                record.name == labels.node
+                    && record.labels.get(DRAINING_LABEL).map(String::as_str) == Some("true")
+            });
+            if !seen {
+                continue;
+            }
+            let drain = self
+                .drains
+                .by_cluster
+                .entry(labels.node.clone())
+                .or_insert(Drain {
+                    seen: now.instant,
+                    ready_since: None,
+                });
+            drain.ready_since = if replaced {
+                Some(drain.ready_since.unwrap_or(now.instant))
+            } else {
+                None
+            };
+            let settled = drain
+                .ready_since
+                .is_some_and(|since| now.instant.duration_since(since) >= DRAIN_SETTLE);
+            let timed_out = now.instant.duration_since(drain.seen) >= DRAIN_TIMEOUT;
+            if !settled && !timed_out {
+                continue;
+            }
+            if timed_out && !settled {
+                tracing::warn!(cluster = %labels.node, "drain timed out: removing its copies anyway");
+            } else {
+                tracing::info!(cluster = %labels.node, "drained: the clusters replacing it are ready; it removes its copies");
+            }
+            let mut done = labels.clone();
+            done.set
+                .insert(DRAINING_LABEL.to_string(), "done".to_string());
+            done.remove.clear();
+            if let Err(error) = self.label_cluster(now, done) {
+                tracing::warn!(cluster = %labels.node, %error, "cannot mark the drain done");
+            }
+            self.drains.by_cluster.remove(&labels.node);
+        }
+    }
+
+    /// Whether every count-bounded placement's selected clusters are all
+    /// ready, with no re-decision pending at the root.
+    fn bounded_placements_ready(&self) -> bool {
+        if self.core.recut_pending() {
+            return false;
+        }
+        self.core
+            .entries()
+            .filter(|entry| match &entry.target {
+                Target::Placement(target) => target.max_clusters.is_some(),
+                _ => false,
+            })
+            .all(|entry| {
+                let selected = self.core.placement_selected(&entry.key).unwrap_or_default();
+                let ready = self
+                    .core
+                    .placement_status(&entry.key)
+                    .map_or(0, |status| status.counts.ready);
+                ready >= selected
+            })
+    }
+}

@@ -1,0 +1,267 @@
+//! Cordon and drain: draining a cluster re-places a `maxClusters: 2`
+//! placement on the spare cluster, and removes the drained cluster's copy
+//! only once the spare's is ready (sampled on a thread throughout). A
+//! cordoned cluster keeps what it runs but gets no new count-bounded
+//! placement; `Cluster.status` says both; uncordon undoes them.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{bail, Context as _};
+use relaymesh_testbed::cluster::{SimulatedCluster, SimulatorOptions};
+use relaymesh_tests::{
+    connected_under, kubectl, kubectl_get, observe, wait_for, web_deployment, web_workload, Mesh,
+    Sampler,
+};
+use serde_json::{json, Value};
+
+const SETTLE: Duration = Duration::from_secs(90);
+const NAMES: [&str; 3] = ["edge-1", "edge-2", "edge-3"];
+
+fn apply(mesh: &Mesh, yaml: &str) -> anyhow::Result<()> {
+    let output = kubectl(&mesh.kubeconfig(), &["apply", "-f", "-"], Some(yaml))?;
+    if !output.status.success() {
+        bail!("kubectl apply: {}", String::from_utf8_lossy(&output.stderr));
+    }
+    Ok(())
+}
+
+/// Whether a cluster has `shop/web`, and whether it is ready.
+fn web(kubeconfig: &Path) -> anyhow::Result<(bool, bool)> {
+    Ok(match web_deployment(kubeconfig)? {
+        Some(deployment) => (
+            true,
+            deployment["status"]["readyReplicas"].as_u64() == Some(1),
+        ),
+        None => (false, false),
+    })
+}
+
+/// The Cluster object called `name`, as `relayctl get clusters` lists it.
+fn cluster_object(mesh: &Mesh, name: &str) -> anyhow::Result<Value> {
+    let output = mesh.relayctl(&["get", "clusters", "-o", "json"])?;
+    let list: Value = serde_json::from_slice(&output.stdout)?;
+    list["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|item| item["metadata"]["name"] == name)
+        .cloned()
+        .with_context(|| format!("cluster {name} in {list}"))
+}
+
+fn relayctl_ok(mesh: &Mesh, args: &[&str]) -> anyhow::Result<String> {
+    let output = mesh.relayctl(args)?;
+    if !output.status.success() {
+        bail!(
+            "relayctl {args:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+#[test]
+fn a_drained_cluster_keeps_its_copy_until_its_replacement_is_ready() -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Runtime::new()?;
+    let (mesh, _root) = Mesh::init()?;
+    let _relay = mesh.add_relay("eu", "root")?;
+    wait_for("eu in the tree", SETTLE, || {
+        Ok(connected_under(&mesh.tree()?, "eu", "root").then_some(()))
+    })
+    .with_context(|| mesh.logs())?;
+    let mut clusters = Vec::new();
+    let mut agents = Vec::new();
+    for name in NAMES {
+        // Ready a while after applied: the window in which removing the
+        // drained copy too early would show.
+        let cluster = runtime.block_on(SimulatedCluster::start(
+            name,
+            &mesh.dir.path().join(format!("cluster-{name}")),
+            SimulatorOptions {
+                delay: Duration::from_secs(3),
+                ..SimulatorOptions::default()
+            },
+        ))?;
+        agents.push(mesh.add_agent_for(name, "eu", "region=eu", cluster.kubeconfig())?);
+        clusters.push(cluster);
+    }
+    wait_for("every agent in the tree", SETTLE, || {
+        let tree = mesh.tree()?;
+        Ok(NAMES
+            .iter()
+            .all(|name| connected_under(&tree, name, "eu"))
+            .then_some(()))
+    })
+    .with_context(|| mesh.logs())?;
+    let kubeconfigs: Vec<PathBuf> = clusters
+        .iter()
+        .map(|cluster| cluster.kubeconfig().to_path_buf())
+        .collect();
+
+    apply(
+        &mesh,
+        &web_workload(
+            "nginx:1.27",
+            1,
+            "{labelSelector: {matchLabels: {region: eu}}}\n  maxClusters: 2",
+            "",
+        ),
+    )?;
+    let holders = wait_for("web ready on two clusters", SETTLE, || {
+        let mut holders = Vec::new();
+        for (index, kubeconfig) in kubeconfigs.iter().enumerate() {
+            if web(kubeconfig)? == (true, true) {
+                holders.push(index);
+            }
+        }
+        observe(format!("{holders:?}"));
+        Ok((holders.len() == 2).then_some(holders))
+    })
+    .with_context(|| mesh.logs())?;
+    let drained = holders[0];
+    let kept = holders[1];
+    let spare = (0..3)
+        .find(|index| !holders.contains(index))
+        .context("a spare")?;
+
+    // Drain the first holder, reading it and the spare throughout (the
+    // drained one first: its copy gone means the spare's was ready before).
+    let (read_drained, read_spare) = (kubeconfigs[drained].clone(), kubeconfigs[spare].clone());
+    let sampler = Sampler::start(move || {
+        let (on_drained, _) = web(&read_drained)?;
+        let (on_spare, ready_on_spare) = web(&read_spare)?;
+        Ok(Some(json!({
+            "drained": on_drained, "spare": on_spare, "spareReady": ready_on_spare,
+        })))
+    });
+    relayctl_ok(
+        &mesh,
+        &["drain", NAMES[drained], "--wait", "--timeout", "3m"],
+    )
+    .with_context(|| mesh.logs())?;
+    wait_for("the drained copy gone", SETTLE, || {
+        Ok((web(&kubeconfigs[drained])? == (false, false)).then_some(()))
+    })
+    .with_context(|| mesh.logs())?;
+    let seen = sampler.finish();
+    assert_eq!(
+        web(&kubeconfigs[spare])?,
+        (true, true),
+        "replaced on the spare"
+    );
+    assert_eq!(
+        web(&kubeconfigs[kept])?,
+        (true, true),
+        "the other holder kept it"
+    );
+    assert!(
+        seen.iter()
+            .any(|read| read["drained"] == true && read["spare"] == true),
+        "both copies ran side by side for a while: {seen:?}"
+    );
+    for read in &seen {
+        assert!(
+            read["drained"] == true || read["spareReady"] == true,
+            "the drained copy was gone before its replacement was ready: {read} in {seen:?}"
+        );
+    }
+    let object = cluster_object(&mesh, NAMES[drained])?;
+    assert_eq!(object["status"]["cordoned"], true, "{object}");
+    assert_eq!(object["status"]["drain"], "Drained", "{object}");
+    let status = wait_for("the placement ready on two", SETTLE, || {
+        let output = mesh.relayctl(&["status", "web", "-n", "shop", "-o", "json"])?;
+        let status: Value = serde_json::from_slice(&output.stdout).unwrap_or_default();
+        observe(&status);
+        Ok((status["selected"] == 2 && status["ready"] == 2).then_some(status))
+    })?;
+    assert_eq!(status["failed"], 0, "{status}");
+
+    // Cordon the holder that kept it: it keeps it, and a new bounded
+    // placement goes to the only open cluster, the spare.
+    relayctl_ok(&mesh, &["cordon", NAMES[kept]])?;
+    wait_for("the cordon in the inventory", SETTLE, || {
+        let object = cluster_object(&mesh, NAMES[kept])?;
+        Ok((object["status"]["cordoned"] == true).then_some(()))
+    })?;
+    apply(&mesh, API)?;
+    wait_for("api on the spare", SETTLE, || {
+        Ok(api(&kubeconfigs[spare])?.then_some(()))
+    })
+    .with_context(|| mesh.logs())?;
+    let status = wait_for("api placed", SETTLE, || {
+        let output = mesh.relayctl(&["status", "api", "-n", "shop", "-o", "json"])?;
+        let status: Value = serde_json::from_slice(&output.stdout).unwrap_or_default();
+        Ok((status["ready"] == 1).then_some(status))
+    })?;
+    assert_eq!(status["selected"], 1, "{status}");
+    assert!(
+        !api(&kubeconfigs[kept])?,
+        "a cordoned cluster gets nothing new"
+    );
+    assert!(!api(&kubeconfigs[drained])?, "nor does a drained one");
+    assert_eq!(
+        web(&kubeconfigs[kept])?,
+        (true, true),
+        "cordoned, it keeps web"
+    );
+
+    // Uncordon both.
+    for index in [drained, kept] {
+        relayctl_ok(&mesh, &["uncordon", NAMES[index]])?;
+    }
+    wait_for("both schedulable again", SETTLE, || {
+        let drained = cluster_object(&mesh, NAMES[drained])?;
+        let kept = cluster_object(&mesh, NAMES[kept])?;
+        let back = drained["status"]["cordoned"] == false
+            && drained["status"].get("drain").is_none()
+            && kept["status"]["cordoned"] == false;
+        Ok(back.then_some(()))
+    })?;
+
+    // Refusals name what is wrong.
+    let output = mesh.relayctl(&["drain", "eu"])?;
+    assert!(!output.status.success());
+    let error = String::from_utf8_lossy(&output.stderr);
+    assert!(error.contains("not a cluster"), "{error}");
+    let output = mesh.relayctl(&["cordon", "nowhere"])?;
+    assert!(!output.status.success());
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("not in the tree"),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+
+    for mut agent in agents {
+        agent.stop()?;
+    }
+    for cluster in clusters {
+        runtime.block_on(cluster.shutdown())?;
+    }
+    Ok(())
+}
+
+const API: &str = r#"
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: api, namespace: shop, labels: {app: api}}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: api}}
+  template:
+    metadata: {labels: {app: api}}
+    spec: {containers: [{name: api, image: "api:1"}]}
+---
+apiVersion: relaymesh.dev/v1alpha1
+kind: Placement
+metadata: {name: api, namespace: shop}
+spec:
+  workloads: [{labelSelector: {matchLabels: {app: api}}}]
+  clusters: {labelSelector: {matchLabels: {region: eu}}}
+  maxClusters: 1
+"#;
+
+/// Whether a cluster has `shop/api`.
+fn api(kubeconfig: &Path) -> anyhow::Result<bool> {
+    Ok(kubectl_get(kubeconfig, &["deployment", "api", "-n", "shop"])?.is_some())
+}
