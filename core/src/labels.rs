@@ -1,19 +1,31 @@
 //! This node's labels as the root set them (see
 //! [`relaymesh_protocol::cluster_labels`]): those it was given at join, with
-//! the root's changes, reported up like any change of its record.
+//! the root's changes, reported up like any change of its record; and
+//! `relaymesh.dev/full` while it runs as many placements as its capacity
+//! allows.
 
+use relaymesh_protocol::inventory::PLACEMENTS_CAPACITY;
 use relaymesh_protocol::ClusterLabels;
+use relaymesh_topology::placement::FULL_LABEL;
 
 use super::slice::Changed;
 use super::{Core, Now};
 
 impl Core {
     /// Applies a change of this node's labels among `changed`.
+    /// (A placement coming or going may fill or free its capacity too.)
     pub(super) fn apply_labels(&mut self, now: Now, changed: &[Changed]) {
-        let key = ClusterLabels::key_for(&self.name);
-        if changed.iter().any(|change| change.key == key) && self.relabel() {
+        if !changed.is_empty() && self.relabel() {
             self.schedule_inventory_flush(now);
         }
+    }
+
+    /// Sets what this node says of its capacity (its record's `capacity`),
+    /// and its labels again: a limit of placements may make it full.
+    pub fn set_capacity(&mut self, now: Now, capacity: std::collections::BTreeMap<String, String>) {
+        self.inventory.update_own(|own| own.capacity = capacity);
+        self.relabel();
+        self.schedule_inventory_flush(now);
     }
 
     /// Sets this node's labels from the slice; whether they changed.
@@ -27,8 +39,38 @@ impl Core {
         true
     }
 
-    /// This node's labels: those it joined with, changed as the root says.
+    /// This node's labels: those it joined with, changed as the root says,
+    /// and `relaymesh.dev/full` while it holds as many placements as its
+    /// capacity allows.
     pub fn labels(&self) -> std::collections::BTreeMap<String, String> {
+        let mut labels = self.given_labels();
+        if self.is_full() {
+            labels.insert(FULL_LABEL.to_string(), "true".to_string());
+        }
+        labels
+    }
+
+    /// Whether this node holds as many placements as its capacity's
+    /// `placements` allows.
+    fn is_full(&self) -> bool {
+        let Some(limit) = self
+            .inventory
+            .own()
+            .capacity
+            .get(PLACEMENTS_CAPACITY)
+            .and_then(|limit| limit.parse::<usize>().ok())
+        else {
+            return false;
+        };
+        let held = self
+            .slice
+            .entries()
+            .filter(|entry| matches!(entry.target, relaymesh_protocol::Target::Placement(_)))
+            .count();
+        held >= limit
+    }
+
+    fn given_labels(&self) -> std::collections::BTreeMap<String, String> {
         let change = self
             .slice
             .entry(&ClusterLabels::key_for(&self.name))

@@ -743,6 +743,7 @@ fn a_direct_child_of_the_root_is_cut_off_by_the_root_itself() {
     net.restart("root");
     assert!(net.record("root", "us").is_none());
 }
+mod drains;
 mod labels;
 mod limits;
 mod link_stats;

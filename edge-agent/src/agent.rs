@@ -53,13 +53,15 @@ pub enum AgentError {
 }
 
 /// Joins the tree as cluster `name` with `token` (dialing from
-/// `endpoints`) and writes the identity, the parent and `labels` into
-/// `store`, which must be empty. Returns the parent's name.
+/// `endpoints`) and writes the identity, the parent, `labels` and
+/// `capacity` (reported in its record; `placements` bounds how many it
+/// runs) into `store`, which must be empty. Returns the parent's name.
 pub async fn join(
     store: &Store,
     name: &str,
     token: &str,
     labels: BTreeMap<String, String>,
+    capacity: BTreeMap<String, String>,
     endpoints: &mut Endpoints,
 ) -> Result<String, AgentError> {
     if store.identity()?.is_some() {
@@ -72,7 +74,7 @@ pub async fn join(
         api_listen: None,
         parent: Some(joined.parent.clone()),
         labels,
-        capacity: Default::default(),
+        capacity,
     };
     store.initialize(&joined.identity, &config, rand::random())?;
     Ok(joined.parent.name)

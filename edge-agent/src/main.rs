@@ -128,6 +128,11 @@ enum Command {
         /// The cluster's labels, `key=value,…` (placements select on them).
         #[arg(long, default_value = "")]
         labels: String,
+        /// The most placements this cluster runs: once it holds this many,
+        /// placements with maxClusters go to other clusters, and one that
+        /// arrives beyond it anyway fails here, saying so. Default: no limit.
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+        max_placements: Option<u32>,
         #[command(flatten)]
         cluster: ClusterArgs,
     },
@@ -167,8 +172,15 @@ async fn execute(command: Command) -> anyhow::Result<()> {
             name,
             token,
             labels,
+            max_placements,
             cluster,
-        } => join(&data_dir, &name, &token, &labels, cluster.access()?).await,
+        } => {
+            let registration = Registration {
+                labels: &labels,
+                max_placements,
+            };
+            join(&data_dir, &name, &token, registration, cluster.access()?).await
+        }
         Command::Run {
             data_dir,
             parent_address,
@@ -187,15 +199,34 @@ async fn execute(command: Command) -> anyhow::Result<()> {
     }
 }
 
+/// What a joining cluster says of itself.
+struct Registration<'a> {
+    /// `--labels`.
+    labels: &'a str,
+    /// `--max-placements`.
+    max_placements: Option<u32>,
+}
+
 async fn join(
     data_dir: &Path,
     name: &str,
     token: &str,
-    labels: &str,
+    registration: Registration<'_>,
     cluster: Option<ClusterAccess>,
 ) -> anyhow::Result<()> {
     relaymesh_protocol::name::validate(name).context("--name")?;
-    let mut labels = relaymesh_edge_agent::labels::parse(labels).context("--labels")?;
+    let mut labels =
+        relaymesh_edge_agent::labels::parse(registration.labels).context("--labels")?;
+    let capacity: std::collections::BTreeMap<String, String> = registration
+        .max_placements
+        .map(|limit| {
+            (
+                relaymesh_protocol::inventory::PLACEMENTS_CAPACITY.to_string(),
+                limit.to_string(),
+            )
+        })
+        .into_iter()
+        .collect();
     let store = Store::create(data_dir).with_context(|| {
         format!(
             "cannot open the store in {} (is a node running on it?)",
@@ -219,7 +250,15 @@ async fn join(
             labels.entry(key).or_insert(value);
         }
     }
-    let parent = agent::join(&store, name, token, labels, &mut Endpoints::default()).await?;
+    let parent = agent::join(
+        &store,
+        name,
+        token,
+        labels,
+        capacity,
+        &mut Endpoints::default(),
+    )
+    .await?;
     if let Some(access) = &cluster {
         access.save(&store.open_tree(cluster::AGENT_TREE)?)?;
     }

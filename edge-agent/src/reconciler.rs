@@ -116,6 +116,9 @@ struct Placement {
     timing: Timing,
     /// It is count-bounded (`maxClusters`): a drain places it elsewhere.
     bounded: bool,
+    /// It arrived when the cluster already ran as many placements as its
+    /// capacity allows: it is not applied, and fails saying so.
+    over_capacity: bool,
     /// Since when it runs the newest revision, and since when that is
     /// ready: what `minSuccessTime` and `progressDeadline` are measured by.
     updating_since: Option<Instant>,
@@ -157,6 +160,8 @@ pub struct Reconciler {
     trusted: bool,
     /// What the agent agrees to write.
     policy: Policy,
+    /// The most placements it runs (`edge-agent join --max-placements`).
+    max_placements: Option<usize>,
 }
 
 impl Reconciler {
@@ -173,10 +178,14 @@ impl Reconciler {
         status: mpsc::Sender<(String, Option<PlacementStatus>)>,
     ) -> Result<Self, ReconcileError> {
         let inventory = Inventory::new(store.open_tree(crate::inventory::TREE)?);
-        let labels = store
-            .config()?
-            .map(|config| config.labels)
-            .unwrap_or_default();
+        let config = store.config()?;
+        let max_placements = config.as_ref().and_then(|config| {
+            config
+                .capacity
+                .get(relaymesh_protocol::inventory::PLACEMENTS_CAPACITY)
+                .and_then(|limit| limit.parse().ok())
+        });
+        let labels = config.map(|config| config.labels).unwrap_or_default();
         let (events_tx, events) = mpsc::channel(1024);
         Ok(Self {
             cluster: cluster.into(),
@@ -192,6 +201,7 @@ impl Reconciler {
             placements: BTreeMap::new(),
             trusted: false,
             policy: Policy::default(),
+            max_placements,
         })
     }
 
@@ -343,6 +353,7 @@ impl Reconciler {
                 placement.due = Some(Instant::now());
             }
         }
+        self.check_capacity(&assigned)?;
         for key in rules_changed {
             self.report(&key).await;
         }
@@ -365,6 +376,40 @@ impl Reconciler {
             }
         } else if assigned.is_empty() && !self.inventory.placements()?.is_empty() {
             tracing::warn!("empty slice before the first sync with the parent: pruning nothing");
+        }
+        Ok(())
+    }
+
+    /// Marks the placements this cluster has no room for: beyond its
+    /// capacity, the ones it never applied, last by key, wait (failing,
+    /// saying why) until others leave.
+    fn check_capacity(&mut self, assigned: &BTreeSet<String>) -> Result<(), ReconcileError> {
+        let Some(limit) = self.max_placements else {
+            return Ok(());
+        };
+        let applied = self.inventory.placements()?;
+        let mut room = limit.saturating_sub(
+            assigned
+                .iter()
+                .filter(|key| applied.contains_key(*key))
+                .count(),
+        );
+        for key in assigned {
+            let Some(placement) = self.placements.get_mut(key) else {
+                continue;
+            };
+            let over = if applied.contains_key(key) {
+                false
+            } else if room > 0 {
+                room -= 1;
+                false
+            } else {
+                true
+            };
+            if placement.over_capacity != over {
+                placement.over_capacity = over;
+                placement.due = Some(Instant::now());
+            }
         }
         Ok(())
     }

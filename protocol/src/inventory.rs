@@ -8,6 +8,10 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+/// The key of a cluster's [`NodeRecord::capacity`] that bounds how many
+/// placements it runs (`edge-agent join --max-placements`).
+pub const PLACEMENTS_CAPACITY: &str = "placements";
+
 /// What a node is in the mesh. It is written into the node's certificate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[non_exhaustive]

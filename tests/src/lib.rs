@@ -387,6 +387,20 @@ impl Mesh {
         kubeconfig: &Path,
         run_args: &[&str],
     ) -> anyhow::Result<RelayProcess> {
+        self.add_agent_joined_with(name, parent, labels, kubeconfig, &[], run_args)
+    }
+
+    /// [`Mesh::add_agent_for_with`], with `join_args` added to `edge-agent
+    /// join` (`--max-placements 1`, ...).
+    pub fn add_agent_joined_with(
+        &self,
+        name: &str,
+        parent: &str,
+        labels: &str,
+        kubeconfig: &Path,
+        join_args: &[&str],
+        run_args: &[&str],
+    ) -> anyhow::Result<RelayProcess> {
         let token = self.token("agent", name, Some(parent), "10m")?;
         run_ok(
             self.command("edge-agent", name)?
@@ -394,6 +408,7 @@ impl Mesh {
                 .arg("--data-dir")
                 .arg(self.data_dir(name))
                 .args(["--name", name, "--token", &token, "--labels", labels])
+                .args(join_args)
                 .arg("--kubeconfig")
                 .arg(kubeconfig),
         )?;

@@ -1,8 +1,11 @@
-//! Cordon and drain: draining a cluster re-places a `maxClusters: 2`
-//! placement on the spare cluster, and removes the drained cluster's copy
-//! only once the spare's is ready (sampled on a thread throughout). A
-//! cordoned cluster keeps what it runs but gets no new count-bounded
-//! placement; `Cluster.status` says both; uncordon undoes them.
+//! Cordon, drain and capacity: draining a cluster re-places a
+//! `maxClusters: 2` placement on the spare cluster, and removes the drained
+//! cluster's copy only once the spare's is ready (sampled on a thread
+//! throughout). Every cluster runs at most one placement
+//! (`--max-placements 1`): with the other two full and one of them
+//! cordoned too, a new bounded placement finds no cluster and says so in
+//! its status; uncordoning the drained cluster (empty now) gives it one.
+//! `Cluster.status` shows capacity, cordon and drain.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -83,7 +86,14 @@ fn a_drained_cluster_keeps_its_copy_until_its_replacement_is_ready() -> anyhow::
                 ..SimulatorOptions::default()
             },
         ))?;
-        agents.push(mesh.add_agent_for(name, "eu", "region=eu", cluster.kubeconfig())?);
+        agents.push(mesh.add_agent_joined_with(
+            name,
+            "eu",
+            "region=eu",
+            cluster.kubeconfig(),
+            &["--max-placements", "1"],
+            &[],
+        )?);
         clusters.push(cluster);
     }
     wait_for("every agent in the tree", SETTLE, || {
@@ -177,39 +187,57 @@ fn a_drained_cluster_keeps_its_copy_until_its_replacement_is_ready() -> anyhow::
     })?;
     assert_eq!(status["failed"], 0, "{status}");
 
-    // Cordon the holder that kept it: it keeps it, and a new bounded
-    // placement goes to the only open cluster, the spare.
+    // Every cluster is full now but the drained one; cordon the holder
+    // that kept web too. A new bounded placement finds no cluster, and
+    // says so; the cordoned holder keeps web.
+    let spare_object = cluster_object(&mesh, NAMES[spare])?;
+    assert_eq!(
+        spare_object["status"]["capacity"]["placements"], "1",
+        "{spare_object}"
+    );
     relayctl_ok(&mesh, &["cordon", NAMES[kept]])?;
     wait_for("the cordon in the inventory", SETTLE, || {
         let object = cluster_object(&mesh, NAMES[kept])?;
         Ok((object["status"]["cordoned"] == true).then_some(()))
     })?;
     apply(&mesh, API)?;
-    wait_for("api on the spare", SETTLE, || {
-        Ok(api(&kubeconfigs[spare])?.then_some(()))
+    let unsatisfied = wait_for("api unsatisfied", SETTLE, || {
+        let placement = kubectl_get(&mesh.kubeconfig(), &["placement", "api", "-n", "shop"])?;
+        Ok(placement.filter(|placement| placement["status"]["clusters"]["shortfall"] == 1))
     })
     .with_context(|| mesh.logs())?;
-    let status = wait_for("api placed", SETTLE, || {
-        let output = mesh.relayctl(&["status", "api", "-n", "shop", "-o", "json"])?;
-        let status: Value = serde_json::from_slice(&output.stdout).unwrap_or_default();
-        Ok((status["ready"] == 1).then_some(status))
-    })?;
-    assert_eq!(status["selected"], 1, "{status}");
-    assert!(
-        !api(&kubeconfigs[kept])?,
-        "a cordoned cluster gets nothing new"
-    );
-    assert!(!api(&kubeconfigs[drained])?, "nor does a drained one");
+    let satisfied = unsatisfied["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|condition| condition["type"] == "Satisfied")
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(satisfied["status"], "False", "{unsatisfied}");
+    assert_eq!(satisfied["reason"], "NotEnoughClusters", "{unsatisfied}");
+    for kubeconfig in &kubeconfigs {
+        assert!(!api(kubeconfig)?, "no cluster has room for api");
+    }
     assert_eq!(
         web(&kubeconfigs[kept])?,
         (true, true),
         "cordoned, it keeps web"
     );
 
-    // Uncordon both.
-    for index in [drained, kept] {
-        relayctl_ok(&mesh, &["uncordon", NAMES[index]])?;
-    }
+    // Uncordon the drained cluster, empty now: api goes there.
+    relayctl_ok(&mesh, &["uncordon", NAMES[drained]])?;
+    wait_for("api on the uncordoned cluster", SETTLE, || {
+        Ok(api(&kubeconfigs[drained])?.then_some(()))
+    })
+    .with_context(|| mesh.logs())?;
+    wait_for("api satisfied", SETTLE, || {
+        let output = mesh.relayctl(&["status", "api", "-n", "shop", "-o", "json"])?;
+        let status: Value = serde_json::from_slice(&output.stdout).unwrap_or_default();
+        Ok((status["ready"] == 1 && status["selected"] == 1).then_some(()))
+    })?;
+    assert!(!api(&kubeconfigs[kept])?);
+    assert!(!api(&kubeconfigs[spare])?);
+    relayctl_ok(&mesh, &["uncordon", NAMES[kept]])?;
     wait_for("both schedulable again", SETTLE, || {
         let drained = cluster_object(&mesh, NAMES[drained])?;
         let kept = cluster_object(&mesh, NAMES[kept])?;

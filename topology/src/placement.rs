@@ -203,9 +203,17 @@ pub const CORDONED_LABEL: &str = "relaymesh.dev/cordoned";
 /// keeps its copies meanwhile), `done` once they run there.
 pub const DRAINING_LABEL: &str = "relaymesh.dev/draining";
 
-/// Whether a cluster with `labels` is cordoned (or drained).
+/// The label an agent sets on its own cluster while it runs as many
+/// placements as its capacity allows (`edge-agent join --max-placements`):
+/// count-bounded placements add nothing more there, as on a cordoned one.
+pub const FULL_LABEL: &str = "relaymesh.dev/full";
+
+/// Whether a cluster with `labels` takes no new count-bounded placement:
+/// cordoned, drained or full.
 pub fn is_cordoned(labels: &Labels) -> bool {
-    labels.contains_key(CORDONED_LABEL) || labels.contains_key(DRAINING_LABEL)
+    labels.contains_key(CORDONED_LABEL)
+        || labels.contains_key(DRAINING_LABEL)
+        || labels.contains_key(FULL_LABEL)
 }
 
 /// Whether a cluster with `labels` is drained or being drained: count-

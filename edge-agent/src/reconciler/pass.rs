@@ -36,6 +36,18 @@ async fn apply_placement(
     key: &str,
     placement: &mut Placement,
 ) -> Result<Action, ReconcileError> {
+    if placement.over_capacity {
+        let limit = reconciler.max_placements.unwrap_or_default();
+        tracing::warn!(
+            limit,
+            "no room for the placement: the cluster runs as many as its capacity allows"
+        );
+        placement.applied = false;
+        placement.problem = Some(format!(
+            "this cluster runs at most {limit} placements (edge-agent join --max-placements): this one waits until another leaves"
+        ));
+        return Ok(Action::AwaitChange);
+    }
     let applyset = ApplySet::of(key);
     let Some((manifests, not_customized)) = read_bundles(reconciler, &applyset, placement)? else {
         placement.applied = false;

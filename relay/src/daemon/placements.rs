@@ -208,6 +208,14 @@ async fn write_status(
             placement::status::render(&object["status"], generation, *count, status, &now);
         placement::status::add_summaries(&mut written, &object["spec"], status);
         placement::status::add_handover(&mut written, &report.leaving);
+        placement::status::add_shortfall(
+            &mut written,
+            &object["status"],
+            &object["spec"],
+            *count,
+            generation,
+            &now,
+        );
         if let (Some(rollout), Some(fields)) = (rollout, written.as_object_mut()) {
             fields.insert("rollout".into(), rollout);
         }

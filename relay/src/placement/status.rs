@@ -23,6 +23,57 @@ pub fn add_handover(status: &mut Value, leaving: &[String]) {
     }
 }
 
+/// The `Satisfied` condition of a placement with `maxClusters` (absent
+/// without): `False` while it selects fewer clusters than the bound asks,
+/// because no other matching cluster is open (all are cordoned, drained,
+/// full, or there are no more), and `status.clusters.shortfall` says by how
+/// many.
+pub fn add_shortfall(
+    status: &mut Value,
+    previous: &Value,
+    spec: &Value,
+    selected: u64,
+    generation: Option<i64>,
+    now: &str,
+) {
+    let Some(bound) = spec.get("maxClusters").and_then(Value::as_u64) else {
+        return;
+    };
+    let shortfall = bound.saturating_sub(selected);
+    let (value, reason, message) = if shortfall == 0 {
+        (
+            true,
+            "EnoughClusters",
+            format!("{selected} clusters selected, as maxClusters asks"),
+        )
+    } else {
+        (
+            false,
+            "NotEnoughClusters",
+            format!(
+                "{selected} of the {bound} clusters maxClusters asks for: no other matching cluster takes new placements (cordoned, drained, full, or none left)"
+            ),
+        )
+    };
+    if shortfall > 0 {
+        status["clusters"]["shortfall"] = Value::from(shortfall);
+    }
+    let satisfied = condition(
+        previous,
+        "Satisfied",
+        value,
+        reason,
+        &message,
+        generation,
+        now,
+    );
+    if let Some(conditions) = status["conditions"].as_array_mut() {
+        conditions.retain(|condition| condition["type"] != "Satisfied");
+        let at = conditions.len().min(3);
+        conditions.insert(at, satisfied);
+    }
+}
+
 /// The status of a Placement of `generation` that selects `selected`
 /// clusters, which report `reported` through the tree. `previous` is the
 /// status written last: a condition that keeps its status keeps its
@@ -148,7 +199,7 @@ pub fn render(
             .filter(|condition| {
                 !matches!(
                     condition["type"].as_str(),
-                    Some("Applied" | "Ready" | "Degraded")
+                    Some("Applied" | "Ready" | "Degraded" | "Satisfied")
                 )
             })
             .cloned(),

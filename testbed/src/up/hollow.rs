@@ -336,6 +336,7 @@ async fn join(
                 &plan.name,
                 &token.token,
                 labels.clone(),
+                Default::default(),
                 &mut endpoints,
             )
             .await?;

@@ -1,0 +1,181 @@
+//! Cordon and drain through a tree of cores: a drained cluster's bounded
+//! placement is placed elsewhere while the drained one keeps it, until the
+//! drain is done; a cordoned cluster gets nothing new; the waves of a
+//! rollout reach the clusters in the order of their label.
+
+use super::*;
+
+const DRAINING: &str = relaymesh_topology::placement::DRAINING_LABEL;
+const CORDONED: &str = relaymesh_topology::placement::CORDONED_LABEL;
+
+fn set_label(net: &mut Net, node: &str, key: &str, value: &str) {
+    let change = relaymesh_protocol::ClusterLabels {
+        node: node.into(),
+        set: [(key.to_string(), value.to_string())].into(),
+        remove: vec![],
+    };
+    upsert_at_root(net, change.to_entry().expect("encodes"));
+    net.settle();
+}
+
+fn one_in_eu() -> relaymesh_protocol::PlacementTarget {
+    relaymesh_protocol::PlacementTarget {
+        selector: region("eu"),
+        max_clusters: Some(1),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn a_drained_cluster_keeps_its_copy_until_the_drain_is_done() {
+    let mut net = fleet();
+    let key = "placement/shop/one";
+    upsert_at_root(&mut net, placement(key, one_in_eu()));
+    net.settle();
+    let before = agents_with(&net, key);
+    assert_eq!(before.len(), 1, "{before:?}");
+    let drained = before.iter().next().cloned().expect("one holder");
+
+    set_label(&mut net, &drained, DRAINING, "true");
+    let during = agents_with(&net, key);
+    assert_eq!(
+        during.len(),
+        2,
+        "the replacement and the drained: {during:?}"
+    );
+    assert!(during.contains(&drained));
+    assert_eq!(net.0["root"].core().placement_selected(key), Some(1));
+
+    set_label(&mut net, &drained, DRAINING, "done");
+    let after = agents_with(&net, key);
+    assert_eq!(after.len(), 1, "{after:?}");
+    assert!(!after.contains(&drained));
+}
+
+#[test]
+fn a_cordoned_cluster_keeps_what_it_has_and_gets_nothing_new() {
+    let mut net = fleet();
+    let key = "placement/shop/one";
+    upsert_at_root(&mut net, placement(key, one_in_eu()));
+    net.settle();
+    let holder = agents_with(&net, key)
+        .into_iter()
+        .next()
+        .expect("one holder");
+    for node in ["e1", "e2", "e3"] {
+        set_label(&mut net, node, CORDONED, "true");
+    }
+    assert_eq!(agents_with(&net, key), [holder].into());
+    let new = "placement/shop/new";
+    upsert_at_root(&mut net, placement(new, one_in_eu()));
+    net.settle();
+    assert!(
+        agents_with(&net, new).is_empty(),
+        "every eu cluster is cordoned"
+    );
+    assert_eq!(net.0["root"].core().placement_selected(new), Some(0));
+}
+
+#[test]
+fn a_wave_reaches_the_clusters_with_the_smallest_values_first() {
+    let mut net = three_levels();
+    // The carbon intensity of each cluster, not in the order of the names.
+    let clusters = [
+        ("e1", "eu-west", "30"),
+        ("e2", "eu-west", "5"),
+        ("e3", "eu", "20"),
+    ];
+    for (name, parent, carbon) in clusters {
+        net.add_agent(name, parent, &[("region", "eu"), ("carbon", carbon)]);
+    }
+    for (i, carbon) in ["1", "40", "10"].into_iter().enumerate() {
+        net.add_agent(
+            &format!("u{i}"),
+            "us",
+            &[("region", "us"), ("carbon", carbon)],
+        );
+    }
+    net.settle();
+    let key = "placement/shop/wave";
+    let target = |total: u32| relaymesh_protocol::PlacementTarget {
+        selector: any_cluster(),
+        wave: Some(relaymesh_protocol::Wave {
+            key_label: Some("carbon".into()),
+            total,
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let in_wave = |net: &Net| -> BTreeSet<String> {
+        net.nodes()
+            .filter(|node| node.role() == Role::Agent)
+            .filter_map(|node| {
+                let entry = node.core().entries().find(|entry| entry.key == key)?;
+                let Target::Placement(target) = &entry.target else {
+                    return None;
+                };
+                let labels = node.core().labels();
+                relaymesh_topology::rollout::leaf_in_wave(target.wave.as_ref()?, &labels)
+                    .then(|| node.name().to_string())
+            })
+            .collect()
+    };
+    upsert_at_root(&mut net, placement(key, target(2)));
+    net.settle();
+    assert_eq!(in_wave(&net), ["u0".to_string(), "e2".to_string()].into());
+    upsert_at_root(&mut net, placement(key, target(4)));
+    net.settle();
+    assert_eq!(
+        in_wave(&net),
+        ["u0", "e2", "u2", "e3"].map(str::to_string).into()
+    );
+    assert_eq!(net.0["root"].core().placement_wave(key), Some(4));
+}
+
+#[test]
+fn a_full_cluster_gets_no_new_bounded_placement() {
+    let mut net = three_levels();
+    net.add_agent("e1", "eu-west", &[("region", "eu")]);
+    net.add_agent("e2", "eu-west", &[("region", "eu")]);
+    for name in ["e1", "e2"] {
+        let now = net.0.now();
+        let core = net.0.core_mut(name).expect("a node");
+        core.set_capacity(
+            now,
+            [(
+                relaymesh_protocol::inventory::PLACEMENTS_CAPACITY.to_string(),
+                "1".to_string(),
+            )]
+            .into(),
+        );
+    }
+    net.settle();
+    let first = "placement/shop/first";
+    upsert_at_root(&mut net, placement(first, one_in_eu()));
+    net.settle();
+    let holder = agents_with(&net, first)
+        .into_iter()
+        .next()
+        .expect("one holder");
+    let record = net.record("root", &holder).expect("at the root");
+    assert_eq!(
+        record
+            .labels
+            .get(relaymesh_topology::placement::FULL_LABEL)
+            .map(String::as_str),
+        Some("true")
+    );
+    let second = "placement/shop/second";
+    upsert_at_root(&mut net, placement(second, one_in_eu()));
+    net.settle();
+    let other = agents_with(&net, second);
+    assert_eq!(other.len(), 1);
+    assert!(
+        !other.contains(&holder),
+        "the full cluster gets nothing new"
+    );
+    let third = "placement/shop/third";
+    upsert_at_root(&mut net, placement(third, one_in_eu()));
+    net.settle();
+    assert!(agents_with(&net, third).is_empty(), "both are full");
+}
