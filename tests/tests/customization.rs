@@ -72,9 +72,9 @@ fn env(deployment: &Value, name: &str) -> Option<String> {
 #[test]
 fn one_bundle_becomes_each_clusters_own_copy_at_the_edge() -> anyhow::Result<()> {
     let runtime = tokio::runtime::Runtime::new()?;
-    let (mesh, _root) = Mesh::init()?;
-    let _eu = mesh.add_relay("eu", "root")?;
-    let _us = mesh.add_relay("us", "root")?;
+    let (mesh, mut root) = Mesh::init()?;
+    let mut eu = mesh.add_relay("eu", "root")?;
+    let mut us = mesh.add_relay("us", "root")?;
     wait_for("both relays in the tree", SETTLE, || {
         let tree = mesh.tree()?;
         Ok(
@@ -157,9 +157,25 @@ fn one_bundle_becomes_each_clusters_own_copy_at_the_edge() -> anyhow::Result<()>
         assert_eq!(node["bundlesServed"], 1, "{}: {tree}", node["name"]);
     }
 
+    // And every store holds that one bundle: the root's, each relay's and
+    // each agent's (customized at the edge, never packed per cluster).
     for mut agent in agents {
         agent.stop()?;
     }
+    for relay in [&mut eu, &mut us, &mut root] {
+        relay.stop()?;
+    }
+    let mut ids = std::collections::BTreeSet::new();
+    for (name, binary) in [("root", "relay"), ("eu", "relay"), ("us", "relay")]
+        .into_iter()
+        .chain(CLUSTERS.iter().map(|(name, _, _)| (*name, "edge-agent")))
+    {
+        let stored = mesh.inspect_with(binary, name)?;
+        let bundles = stored["bundles"].as_array().context("bundles")?;
+        assert_eq!(bundles.len(), 1, "{name} stores one bundle: {stored}");
+        ids.insert(bundles[0]["id"].to_string());
+    }
+    assert_eq!(ids.len(), 1, "the same bundle everywhere: {ids:?}");
     for cluster in clusters {
         runtime.block_on(cluster.shutdown())?;
     }
