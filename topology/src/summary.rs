@@ -365,6 +365,60 @@ mod tests {
             prop_assert_eq!(got, expected);
         }
 
+        /// Per-revision counts of clusters that know at most two revisions
+        /// (as in a healthy tree) add up exactly whatever the grouping.
+        #[test]
+        fn revision_counts_add_up_whatever_the_grouping(
+            parts in prop::collection::vec((0u8..2, 0u64..3, 0u64..3, 0u64..3, 0u64..3), 0..10),
+            cut in 0usize..10,
+        ) {
+            let statuses: Vec<PlacementStatus> = parts
+                .iter()
+                .map(|(revision, waiting, updating, succeeded, failed)| PlacementStatus {
+                    revisions: vec![RevisionCounts {
+                        revision: BundleId([*revision; 32]),
+                        waiting: *waiting,
+                        updating: *updating,
+                        succeeded: *succeeded,
+                        failed: *failed,
+                    }],
+                    ..PlacementStatus::default()
+                })
+                .collect();
+            let cut = cut.min(statuses.len());
+            let whole = merge(&statuses);
+            let grouped = merge([&merge(&statuses[..cut]), &merge(&statuses[cut..])]);
+            prop_assert_eq!(&whole.revisions, &grouped.revisions);
+            for revision in 0u8..2 {
+                let expected: u64 = parts
+                    .iter()
+                    .filter(|part| part.0 == revision)
+                    .map(|part| part.1 + part.2 + part.3 + part.4)
+                    .sum();
+                let got = whole
+                    .revisions
+                    .iter()
+                    .find(|counts| counts.revision == BundleId([revision; 32]))
+                    .map_or(0, |c| c.waiting + c.updating + c.succeeded + c.failed);
+                prop_assert_eq!(got, expected);
+            }
+        }
+
+        #[test]
+        fn a_hostile_list_of_revisions_is_bounded(count in 0u8..20) {
+            let revisions = (0..count)
+                .map(|index| RevisionCounts {
+                    revision: BundleId([index; 32]),
+                    waiting: 1,
+                    updating: 0,
+                    succeeded: 0,
+                    failed: 0,
+                })
+                .collect();
+            let merged = merge([&PlacementStatus { revisions, ..PlacementStatus::default() }]);
+            prop_assert!(merged.revisions.len() <= MAX_REVISIONS);
+        }
+
         #[test]
         fn a_hostile_list_is_bounded(failing in prop::collection::vec(failure(), 0..40)) {
             let merged = merge([&PlacementStatus { failing, ..PlacementStatus::default() }]);

@@ -279,6 +279,15 @@ fn up() -> impl Strategy<Value = UpMessage> {
                                     })
                                     .collect(),
                                 message,
+                                // The pending count stands in for a
+                                // revision's, so every field varies.
+                                revisions: vec![RevisionCounts {
+                                    revision: BundleId([n[0] as u8; 32]),
+                                    waiting: n[0],
+                                    updating: n[1],
+                                    succeeded: n[2],
+                                    failed: n[3],
+                                }],
                                 ..PlacementStatus::default()
                             },
                         )
