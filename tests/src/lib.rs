@@ -282,6 +282,47 @@ impl Mesh {
             .output()?)
     }
 
+    /// Runs relayctl with the admin kubeconfig; its stdout, or an error
+    /// with its stderr if it failed.
+    pub fn relayctl_ok(&self, args: &[&str]) -> anyhow::Result<String> {
+        let output = self.relayctl(args)?;
+        if !output.status.success() {
+            bail!(
+                "relayctl {args:?}: {}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+        }
+        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+    }
+
+    /// `kubectl apply -f -` of `yaml` at the root.
+    pub fn apply(&self, yaml: &str) -> anyhow::Result<()> {
+        let output = kubectl(&self.kubeconfig(), &["apply", "-f", "-"], Some(yaml))?;
+        if !output.status.success() {
+            bail!("kubectl apply: {}", String::from_utf8_lossy(&output.stderr));
+        }
+        Ok(())
+    }
+
+    /// `relayctl status NAME -n NAMESPACE -o json`: one placement's status.
+    pub fn placement_status(&self, name: &str, namespace: &str) -> anyhow::Result<Value> {
+        let stdout = self.relayctl_ok(&["status", name, "-n", namespace, "-o", "json"])?;
+        Ok(serde_json::from_str(&stdout)?)
+    }
+
+    /// The `Cluster` object called `name`, as `relayctl get clusters` lists it.
+    pub fn cluster_object(&self, name: &str) -> anyhow::Result<Value> {
+        let stdout = self.relayctl_ok(&["get", "clusters", "-o", "json"])?;
+        let list: Value = serde_json::from_str(&stdout)?;
+        list["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|item| item["metadata"]["name"] == name)
+            .cloned()
+            .with_context(|| format!("cluster {name} in {list}"))
+    }
+
     /// Issues a join token.
     pub fn token(
         &self,

@@ -11,8 +11,8 @@ use std::time::Duration;
 use anyhow::{bail, Context as _};
 use relaymesh_testbed::cluster::{SimulatedCluster, SimulatorOptions};
 use relaymesh_tests::{
-    assert_counted_once, connected_under, kubectl, kubectl_get, wait_for, web_deployment,
-    web_workload, Mesh, RelayProcess, Sampler,
+    assert_counted_once, connected_under, kubectl_get, wait_for, web_deployment, web_workload,
+    Mesh, RelayProcess, Sampler,
 };
 use serde_json::Value;
 
@@ -35,14 +35,6 @@ fn workload(tag: &str) -> String {
         "{labelSelector: {matchLabels: {region: eu}}}",
         "",
     )
-}
-
-fn apply(mesh: &Mesh, text: &str) -> anyhow::Result<()> {
-    let output = kubectl(&mesh.kubeconfig(), &["apply", "-f", "-"], Some(text))?;
-    if !output.status.success() {
-        bail!("kubectl apply: {}", String::from_utf8_lossy(&output.stderr));
-    }
-    Ok(())
 }
 
 /// The Deployment shop/web on a cluster: its uid and image.
@@ -142,7 +134,7 @@ fn a_mid_relay_killed_and_an_agent_moved_during_a_rollout_count_every_cluster_on
         assert!(stderr.contains(why), "move {args:?}: {stderr}");
     }
 
-    apply(&mesh, &workload("1.26"))?;
+    mesh.apply(&workload("1.26"))?;
     wait_revision(&mesh, &clusters, "1.26")?;
     wait_all_ready(&mesh)?;
     let moved_cluster = clusters[2].kubeconfig().to_path_buf();
@@ -150,7 +142,7 @@ fn a_mid_relay_killed_and_an_agent_moved_during_a_rollout_count_every_cluster_on
 
     let root = mesh.kubeconfig();
     let sampler = Sampler::start(move || placement_status(&root));
-    apply(&mesh, &workload("1.27"))?;
+    mesh.apply(&workload("1.27"))?;
     r1.kill()?;
     r1 = mesh.start("r1")?;
     wait_for("r1 back in the tree", SETTLE, || {

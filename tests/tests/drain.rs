@@ -10,24 +10,15 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use anyhow::{bail, Context as _};
+use anyhow::Context as _;
 use relaymesh_testbed::cluster::{SimulatedCluster, SimulatorOptions};
 use relaymesh_tests::{
-    connected_under, kubectl, kubectl_get, observe, wait_for, web_deployment, web_workload, Mesh,
-    Sampler,
+    connected_under, kubectl_get, observe, wait_for, web_deployment, web_workload, Mesh, Sampler,
 };
 use serde_json::{json, Value};
 
 const SETTLE: Duration = Duration::from_secs(90);
 const NAMES: [&str; 3] = ["edge-1", "edge-2", "edge-3"];
-
-fn apply(mesh: &Mesh, yaml: &str) -> anyhow::Result<()> {
-    let output = kubectl(&mesh.kubeconfig(), &["apply", "-f", "-"], Some(yaml))?;
-    if !output.status.success() {
-        bail!("kubectl apply: {}", String::from_utf8_lossy(&output.stderr));
-    }
-    Ok(())
-}
 
 /// Whether a cluster has `shop/web`, and whether it is ready.
 fn web(kubeconfig: &Path) -> anyhow::Result<(bool, bool)> {
@@ -38,30 +29,6 @@ fn web(kubeconfig: &Path) -> anyhow::Result<(bool, bool)> {
         ),
         None => (false, false),
     })
-}
-
-/// The Cluster object called `name`, as `relayctl get clusters` lists it.
-fn cluster_object(mesh: &Mesh, name: &str) -> anyhow::Result<Value> {
-    let output = mesh.relayctl(&["get", "clusters", "-o", "json"])?;
-    let list: Value = serde_json::from_slice(&output.stdout)?;
-    list["items"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|item| item["metadata"]["name"] == name)
-        .cloned()
-        .with_context(|| format!("cluster {name} in {list}"))
-}
-
-fn relayctl_ok(mesh: &Mesh, args: &[&str]) -> anyhow::Result<String> {
-    let output = mesh.relayctl(args)?;
-    if !output.status.success() {
-        bail!(
-            "relayctl {args:?}: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-    }
-    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
 }
 
 #[test]
@@ -109,15 +76,12 @@ fn a_drained_cluster_keeps_its_copy_until_its_replacement_is_ready() -> anyhow::
         .map(|cluster| cluster.kubeconfig().to_path_buf())
         .collect();
 
-    apply(
-        &mesh,
-        &web_workload(
-            "nginx:1.27",
-            1,
-            "{labelSelector: {matchLabels: {region: eu}}}\n  maxClusters: 2",
-            "",
-        ),
-    )?;
+    mesh.apply(&web_workload(
+        "nginx:1.27",
+        1,
+        "{labelSelector: {matchLabels: {region: eu}}}\n  maxClusters: 2",
+        "",
+    ))?;
     let holders = wait_for("web ready on two clusters", SETTLE, || {
         let mut holders = Vec::new();
         for (index, kubeconfig) in kubeconfigs.iter().enumerate() {
@@ -145,11 +109,8 @@ fn a_drained_cluster_keeps_its_copy_until_its_replacement_is_ready() -> anyhow::
             "drained": on_drained, "spare": on_spare, "spareReady": ready_on_spare,
         })))
     });
-    relayctl_ok(
-        &mesh,
-        &["drain", NAMES[drained], "--wait", "--timeout", "3m"],
-    )
-    .with_context(|| mesh.logs())?;
+    mesh.relayctl_ok(&["drain", NAMES[drained], "--wait", "--timeout", "3m"])
+        .with_context(|| mesh.logs())?;
     wait_for("the drained copy gone", SETTLE, || {
         Ok((web(&kubeconfigs[drained])? == (false, false)).then_some(()))
     })
@@ -176,7 +137,7 @@ fn a_drained_cluster_keeps_its_copy_until_its_replacement_is_ready() -> anyhow::
             "the drained copy was gone before its replacement was ready: {read} in {seen:?}"
         );
     }
-    let object = cluster_object(&mesh, NAMES[drained])?;
+    let object = mesh.cluster_object(NAMES[drained])?;
     assert_eq!(object["status"]["cordoned"], true, "{object}");
     assert_eq!(object["status"]["drain"], "Drained", "{object}");
     let status = wait_for("the placement ready on two", SETTLE, || {
@@ -190,17 +151,17 @@ fn a_drained_cluster_keeps_its_copy_until_its_replacement_is_ready() -> anyhow::
     // Every cluster is full now but the drained one; cordon the holder
     // that kept web too. A new bounded placement finds no cluster, and
     // says so; the cordoned holder keeps web.
-    let spare_object = cluster_object(&mesh, NAMES[spare])?;
+    let spare_object = mesh.cluster_object(NAMES[spare])?;
     assert_eq!(
         spare_object["status"]["capacity"]["placements"], "1",
         "{spare_object}"
     );
-    relayctl_ok(&mesh, &["cordon", NAMES[kept]])?;
+    mesh.relayctl_ok(&["cordon", NAMES[kept]])?;
     wait_for("the cordon in the inventory", SETTLE, || {
-        let object = cluster_object(&mesh, NAMES[kept])?;
+        let object = mesh.cluster_object(NAMES[kept])?;
         Ok((object["status"]["cordoned"] == true).then_some(()))
     })?;
-    apply(&mesh, API)?;
+    mesh.apply(API)?;
     let unsatisfied = wait_for("api unsatisfied", SETTLE, || {
         let placement = kubectl_get(&mesh.kubeconfig(), &["placement", "api", "-n", "shop"])?;
         Ok(placement.filter(|placement| placement["status"]["clusters"]["shortfall"] == 1))
@@ -225,7 +186,7 @@ fn a_drained_cluster_keeps_its_copy_until_its_replacement_is_ready() -> anyhow::
     );
 
     // Uncordon the drained cluster, empty now: api goes there.
-    relayctl_ok(&mesh, &["uncordon", NAMES[drained]])?;
+    mesh.relayctl_ok(&["uncordon", NAMES[drained]])?;
     wait_for("api on the uncordoned cluster", SETTLE, || {
         Ok(api(&kubeconfigs[drained])?.then_some(()))
     })
@@ -237,10 +198,10 @@ fn a_drained_cluster_keeps_its_copy_until_its_replacement_is_ready() -> anyhow::
     })?;
     assert!(!api(&kubeconfigs[kept])?);
     assert!(!api(&kubeconfigs[spare])?);
-    relayctl_ok(&mesh, &["uncordon", NAMES[kept]])?;
+    mesh.relayctl_ok(&["uncordon", NAMES[kept]])?;
     wait_for("both schedulable again", SETTLE, || {
-        let drained = cluster_object(&mesh, NAMES[drained])?;
-        let kept = cluster_object(&mesh, NAMES[kept])?;
+        let drained = mesh.cluster_object(NAMES[drained])?;
+        let kept = mesh.cluster_object(NAMES[kept])?;
         let back = drained["status"]["cordoned"] == false
             && drained["status"].get("drain").is_none()
             && kept["status"]["cordoned"] == false;

@@ -6,11 +6,10 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use anyhow::{bail, Context as _};
+use anyhow::Context as _;
 use relaymesh_testbed::cluster::{SimulatedCluster, SimulatorOptions};
 use relaymesh_tests::{
-    connected_under, kubectl, kubectl_get, observe, wait_for, web_deployment, web_workload, Mesh,
-    Sampler,
+    connected_under, kubectl_get, observe, wait_for, web_deployment, web_workload, Mesh, Sampler,
 };
 use serde_json::json;
 
@@ -18,14 +17,6 @@ const SETTLE: Duration = Duration::from_secs(90);
 
 fn manifests(cluster: &str) -> String {
     web_workload("nginx:1.27", 2, &format!("{{names: [{cluster}]}}"), "")
-}
-
-fn apply(mesh: &Mesh, text: &str) -> anyhow::Result<()> {
-    let output = kubectl(&mesh.kubeconfig(), &["apply", "-f", "-"], Some(text))?;
-    if !output.status.success() {
-        bail!("kubectl apply: {}", String::from_utf8_lossy(&output.stderr));
-    }
-    Ok(())
 }
 
 /// Whether a cluster has the Deployment, and whether it is ready.
@@ -75,7 +66,7 @@ fn a_placement_moved_from_one_cluster_to_another_keeps_the_old_copy_until_the_ne
         clusters[1].kubeconfig().to_path_buf(),
     );
 
-    apply(&mesh, &manifests("a"))?;
+    mesh.apply(&manifests("a"))?;
     wait_for("web ready on a", SETTLE, || {
         Ok((deployment(&a)? == (true, true)).then_some(()))
     })
@@ -92,7 +83,7 @@ fn a_placement_moved_from_one_cluster_to_another_keeps_the_old_copy_until_the_ne
         let placement = kubectl_get(&root, &["placement", "web", "-n", "shop"])?;
         Ok(placement.map(|placement| placement["status"]["handover"].clone()))
     });
-    apply(&mesh, &manifests("b"))?;
+    mesh.apply(&manifests("b"))?;
     wait_for("web on b only, ready", SETTLE, || {
         let done = deployment(&a)? == (false, false) && deployment(&b)? == (true, true);
         observe(format!(

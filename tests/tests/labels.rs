@@ -28,17 +28,6 @@ fn labels_of(mesh: &Mesh, name: &str) -> anyhow::Result<Value> {
         .unwrap_or_default())
 }
 
-fn relayctl_ok(mesh: &Mesh, args: &[&str]) -> anyhow::Result<()> {
-    let output = mesh.relayctl(args)?;
-    if !output.status.success() {
-        bail!(
-            "relayctl {args:?}: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-    }
-    Ok(())
-}
-
 #[test]
 fn labels_set_at_the_root_reach_the_cluster_and_placements_follow() -> anyhow::Result<()> {
     let runtime = tokio::runtime::Runtime::new()?;
@@ -101,7 +90,7 @@ fn labels_set_at_the_root_reach_the_cluster_and_placements_follow() -> anyhow::R
         bail!("kubectl apply: {}", String::from_utf8_lossy(&output.stderr));
     }
 
-    relayctl_ok(&mesh, &["label", "cluster", "edge-2", "tier=large"])?;
+    mesh.relayctl_ok(&["label", "cluster", "edge-2", "tier=large"])?;
     let labels = wait_for("edge-2 labelled tier=large", SETTLE, || {
         let labels = labels_of(&mesh, "edge-2")?;
         Ok((labels["tier"] == "large").then_some(labels))
@@ -116,7 +105,7 @@ fn labels_set_at_the_root_reach_the_cluster_and_placements_follow() -> anyhow::R
     })
     .with_context(|| mesh.logs())?;
 
-    relayctl_ok(&mesh, &["label", "cluster", "edge-2", "tier-"])?;
+    mesh.relayctl_ok(&["label", "cluster", "edge-2", "tier-"])?;
     wait_for("web gone from edge-2", SETTLE, || {
         Ok(web_deployment(clusters[1].kubeconfig())?
             .is_none()

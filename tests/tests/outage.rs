@@ -9,7 +9,7 @@
 
 use std::time::Duration;
 
-use anyhow::{bail, Context as _};
+use anyhow::Context as _;
 use relaymesh_testbed::cluster::{SimulatedCluster, SimulatorOptions};
 use relaymesh_tests::{connected_under, kubectl, wait_for, web_image, web_workload, Mesh};
 
@@ -22,14 +22,6 @@ fn manifests(tag: &str) -> String {
         "{labelSelector: {matchLabels: {region: eu}}}",
         "",
     )
-}
-
-fn apply_at_root(mesh: &Mesh, text: &str) -> anyhow::Result<()> {
-    let output = kubectl(&mesh.kubeconfig(), &["apply", "-f", "-"], Some(text))?;
-    if !output.status.success() {
-        bail!("kubectl apply: {}", String::from_utf8_lossy(&output.stderr));
-    }
-    Ok(())
 }
 
 #[test]
@@ -53,7 +45,7 @@ fn a_cut_off_agent_keeps_its_workloads_and_converges_after_the_outage() -> anyho
     })
     .with_context(|| mesh.logs())?;
 
-    apply_at_root(&mesh, &manifests("1.26"))?;
+    mesh.apply(&manifests("1.26"))?;
     wait_for("version 1.26 in the cluster", SETTLE, || {
         Ok((web_image(&kubeconfig)?.as_deref() == Some("nginx:1.26")).then_some(()))
     })
@@ -103,7 +95,7 @@ fn a_cut_off_agent_keeps_its_workloads_and_converges_after_the_outage() -> anyho
     // The outage: the agent's relay dies; the root moves on to 1.27.
     let before_outage = std::fs::read_to_string(&agent.log)?.len();
     site.kill()?;
-    apply_at_root(&mesh, &manifests("1.27"))?;
+    mesh.apply(&manifests("1.27"))?;
     // The agent noticed: its link is gone and a redial failed. Whatever it
     // does with a lost uplink it has done by now, and it kept the workload.
     wait_for("the agent to fail to reach its relay", SETTLE, || {

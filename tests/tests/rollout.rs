@@ -15,11 +15,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::{bail, Context as _};
+use anyhow::Context as _;
 use relaymesh_testbed::cluster::{SimulatedCluster, SimulatorOptions};
 use relaymesh_tests::{
-    connected_under, kubectl, kubectl_get, observe, wait_for, web_image, web_workload, Mesh,
-    Sampler,
+    connected_under, kubectl_get, observe, wait_for, web_image, web_workload, Mesh, Sampler,
 };
 use serde_json::Value;
 
@@ -41,41 +40,10 @@ const PROGRESSIVE: &str = "  rollout:
     orderBy: carbon
 ";
 
-fn apply(mesh: &Mesh, yaml: &str) -> anyhow::Result<()> {
-    let output = kubectl(&mesh.kubeconfig(), &["apply", "-f", "-"], Some(yaml))?;
-    if !output.status.success() {
-        bail!("kubectl apply: {}", String::from_utf8_lossy(&output.stderr));
-    }
-    Ok(())
-}
-
-fn status(mesh: &Mesh, name: &str, namespace: &str) -> anyhow::Result<Value> {
-    let output = mesh.relayctl(&["status", name, "-n", namespace, "-o", "json"])?;
-    if !output.status.success() {
-        bail!(
-            "relayctl status: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-    }
-    Ok(serde_json::from_slice(&output.stdout)?)
-}
-
-fn relayctl_ok(mesh: &Mesh, args: &[&str]) -> anyhow::Result<String> {
-    let output = mesh.relayctl(args)?;
-    if !output.status.success() {
-        bail!(
-            "relayctl {args:?}: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-    }
-    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
-}
-
-/// Waits until the rollout of `shop/web` is in `phase` for the revision
-/// that is not `old` (or any revision).
+/// Waits until the rollout of `shop/web` is in `phase`.
 fn wait_phase(mesh: &Mesh, phase: &str, what: &str) -> anyhow::Result<Value> {
     wait_for(what, SETTLE, || {
-        let status = status(mesh, "web", "shop")?;
+        let status = mesh.placement_status("web", "shop")?;
         observe(&status["rollout"]);
         Ok((status["rollout"]["phase"] == phase).then_some(status))
     })
@@ -158,15 +126,12 @@ fn revisions_roll_out_in_waves_in_order_halt_on_failures_and_obey_commands() -> 
         )?;
         Ok(Some(serde_json::from_slice(&output.stdout)?))
     });
-    apply(
-        &mesh,
-        &web_workload(
-            "nginx:1.27",
-            1,
-            "{labelSelector: {matchLabels: {}}}",
-            PROGRESSIVE,
-        ),
-    )?;
+    mesh.apply(&web_workload(
+        "nginx:1.27",
+        1,
+        "{labelSelector: {matchLabels: {}}}",
+        PROGRESSIVE,
+    ))?;
     let done = wait_phase(&mesh, "Complete", "the first revision everywhere")?;
     assert_eq!(done["rollout"]["clusters"]["succeeded"], 12, "{done}");
     let samples = sampler.finish();
@@ -218,15 +183,12 @@ fn revisions_roll_out_in_waves_in_order_halt_on_failures_and_obey_commands() -> 
 
     // 2. A failing image: the first two clusters fail, and the rollout
     //    halts there; the others keep 1.27.
-    apply(
-        &mesh,
-        &web_workload(
-            "nginx:fail",
-            1,
-            "{labelSelector: {matchLabels: {}}}",
-            PROGRESSIVE,
-        ),
-    )?;
+    mesh.apply(&web_workload(
+        "nginx:fail",
+        1,
+        "{labelSelector: {matchLabels: {}}}",
+        PROGRESSIVE,
+    ))?;
     let halted = wait_phase(&mesh, "Halted", "the failing revision to halt")?;
     let rollout = &halted["rollout"];
     assert_eq!(rollout["clusters"]["failed"], 2, "{halted}");
@@ -254,11 +216,11 @@ fn revisions_roll_out_in_waves_in_order_halt_on_failures_and_obey_commands() -> 
             .all(|(_, image)| image.as_deref() == Some("nginx:1.27")),
         "untouched clusters keep the previous revision: {now:?}"
     );
-    let text = relayctl_ok(&mesh, &["rollout", "status", "web", "-n", "shop"])?;
+    let text = mesh.relayctl_ok(&["rollout", "status", "web", "-n", "shop"])?;
     assert!(text.contains("Halted"), "{text}");
 
     // 3. Abort: the two go back to 1.27.
-    relayctl_ok(&mesh, &["rollout", "abort", "web", "-n", "shop"])?;
+    mesh.relayctl_ok(&["rollout", "abort", "web", "-n", "shop"])?;
     wait_phase(&mesh, "Aborted", "the abort")?;
     wait_for("every cluster back on 1.27", SETTLE, || {
         let now = images(&clusters);
@@ -271,21 +233,18 @@ fn revisions_roll_out_in_waves_in_order_halt_on_failures_and_obey_commands() -> 
     .with_context(|| mesh.logs())?;
 
     // 4. Paused, a new revision reaches nobody; resumed, everyone.
-    relayctl_ok(&mesh, &["rollout", "pause", "web", "-n", "shop"])?;
+    mesh.relayctl_ok(&["rollout", "pause", "web", "-n", "shop"])?;
     wait_for("the pause in the spec", SETTLE, || {
         let placement = kubectl_get(&mesh.kubeconfig(), &["placement", "web", "-n", "shop"])?;
         Ok(placement.filter(|p| p["spec"]["rollout"]["paused"] == true))
     })?;
     let paused_spec = PROGRESSIVE.replace("orderBy: carbon", "orderBy: carbon\n    paused: true");
-    apply(
-        &mesh,
-        &web_workload(
-            "nginx:1.28",
-            1,
-            "{labelSelector: {matchLabels: {}}}",
-            &paused_spec,
-        ),
-    )?;
+    mesh.apply(&web_workload(
+        "nginx:1.28",
+        1,
+        "{labelSelector: {matchLabels: {}}}",
+        &paused_spec,
+    ))?;
     let paused = wait_phase(&mesh, "Paused", "the paused rollout")?;
     assert_eq!(paused["rollout"]["admitted"], 0, "{paused}");
     assert!(
@@ -294,19 +253,19 @@ fn revisions_roll_out_in_waves_in_order_halt_on_failures_and_obey_commands() -> 
             .all(|image| image.as_deref() == Some("nginx:1.27")),
         "nobody got the paused revision"
     );
-    relayctl_ok(&mesh, &["rollout", "resume", "web", "-n", "shop"])?;
+    mesh.relayctl_ok(&["rollout", "resume", "web", "-n", "shop"])?;
     wait_phase(&mesh, "Complete", "the resumed rollout")?;
     assert!(images(&clusters)
         .values()
         .all(|image| image.as_deref() == Some("nginx:1.28")));
-    let history = relayctl_ok(&mesh, &["rollout", "history", "web", "-n", "shop"])?;
+    let history = mesh.relayctl_ok(&["rollout", "history", "web", "-n", "shop"])?;
     for outcome in ["Complete", "Aborted"] {
         assert!(history.contains(outcome), "{history}");
     }
 
     // 5. Canary per region: one cluster per region first. A success time
     //    longer than the test keeps it at the canary until promoted.
-    apply(&mesh, CANARY)?;
+    mesh.apply(CANARY)?;
     let canary = wait_for("one canary per region", SETTLE, || {
         let running = api_clusters(&clusters);
         observe(format!("{running:?}"));
@@ -317,13 +276,13 @@ fn revisions_roll_out_in_waves_in_order_halt_on_failures_and_obey_commands() -> 
     assert_eq!(canary.len(), 3, "exactly one per region: {canary:?}");
     assert_eq!(regions.len(), 3, "{canary:?}");
     let api = wait_for("the canary's status", SETTLE, || {
-        let status = status(&mesh, "api", "canary")?;
+        let status = mesh.placement_status("api", "canary")?;
         observe(&status["rollout"]);
         Ok((status["rollout"]["clusters"]["updating"] == 3).then_some(status))
     })?;
     assert_eq!(api["rollout"]["canaryDone"], false, "{api}");
     assert_eq!(api_clusters(&clusters), canary, "still only the canaries");
-    relayctl_ok(&mesh, &["rollout", "promote", "api", "-n", "canary"])?;
+    mesh.relayctl_ok(&["rollout", "promote", "api", "-n", "canary"])?;
     wait_for("the promoted revision everywhere", SETTLE, || {
         Ok((api_clusters(&clusters).len() == 12).then_some(()))
     })

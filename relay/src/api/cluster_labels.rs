@@ -23,23 +23,36 @@ const KIND: &str = "ClusterLabels";
 /// set or remove those.
 const RESERVED_PREFIX: &str = "relaymesh.dev/";
 
-/// The change a `ClusterLabels` request asks for.
-pub(super) fn parse_request(body: &[u8]) -> Result<ClusterLabels, ApiError> {
+/// A request about one cluster, of `kind`: the object, and its
+/// `spec.cluster`, checked.
+pub(super) fn cluster_request(
+    body: &[u8],
+    kind: &str,
+) -> Result<(Map<String, Value>, String), ApiError> {
     let object: Map<String, Value> = serde_json::from_slice(body).map_err(|error| {
-        ApiError::BadRequest(format!("cannot decode the {KIND} object: {error}"))
+        ApiError::BadRequest(format!("cannot decode the {kind} object: {error}"))
     })?;
-    check_type_meta(&object, KIND)?;
-    let spec = object.get("spec");
-    let cluster = spec
+    check_type_meta(&object, kind)?;
+    let cluster = object
+        .get("spec")
         .and_then(|spec| spec.get("cluster"))
         .and_then(Value::as_str)
-        .ok_or_else(|| invalid("spec.cluster", "Required value"))?;
-    relaymesh_protocol::name::validate(cluster).map_err(|error| {
+        .ok_or_else(|| invalid("spec.cluster", "Required value"))?
+        .to_string();
+    relaymesh_protocol::name::validate(&cluster).map_err(|error| {
         invalid(
             "spec.cluster",
             format!("Invalid value: {cluster:?}: {error}"),
         )
     })?;
+    Ok((object, cluster))
+}
+
+/// The change a `ClusterLabels` request asks for.
+pub(super) fn parse_request(body: &[u8]) -> Result<ClusterLabels, ApiError> {
+    let (object, cluster) = cluster_request(body, KIND)?;
+    let cluster = cluster.as_str();
+    let spec = object.get("spec");
     let mut set = BTreeMap::new();
     if let Some(value) = spec
         .and_then(|spec| spec.get("set"))

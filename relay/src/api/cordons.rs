@@ -15,9 +15,9 @@ use std::collections::BTreeMap;
 
 use relaymesh_protocol::ClusterLabels;
 use relaymesh_topology::placement::{CORDONED_LABEL, DRAINING_LABEL};
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
-use super::nodes::{check_type_meta, invalid, API_VERSION};
+use super::nodes::{invalid, API_VERSION};
 use super::ApiError;
 
 const KIND: &str = "Cordon";
@@ -62,22 +62,12 @@ impl CordonState {
 
 /// The cluster and state a `Cordon` request asks for.
 pub(super) fn parse_request(body: &[u8]) -> Result<(String, CordonState), ApiError> {
-    let object: Map<String, Value> = serde_json::from_slice(body).map_err(|error| {
-        ApiError::BadRequest(format!("cannot decode the {KIND} object: {error}"))
-    })?;
-    check_type_meta(&object, KIND)?;
-    let spec = object.get("spec");
-    let cluster = spec
-        .and_then(|spec| spec.get("cluster"))
+    let (object, cluster) = super::cluster_labels::cluster_request(body, KIND)?;
+    let state = match object
+        .get("spec")
+        .and_then(|spec| spec.get("state"))
         .and_then(Value::as_str)
-        .ok_or_else(|| invalid("spec.cluster", "Required value"))?;
-    relaymesh_protocol::name::validate(cluster).map_err(|error| {
-        invalid(
-            "spec.cluster",
-            format!("Invalid value: {cluster:?}: {error}"),
-        )
-    })?;
-    let state = match spec.and_then(|spec| spec.get("state")).and_then(Value::as_str) {
+    {
         Some("Cordoned") => CordonState::Cordoned,
         Some("Draining") => CordonState::Draining,
         Some("Schedulable") => CordonState::Schedulable,
@@ -89,7 +79,7 @@ pub(super) fn parse_request(body: &[u8]) -> Result<(String, CordonState), ApiErr
         }
         None => return Err(invalid("spec.state", "Required value")),
     };
-    Ok((cluster.to_string(), state))
+    Ok((cluster, state))
 }
 
 /// The reply: the request with what the root changed on the cluster.
