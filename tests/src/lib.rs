@@ -323,6 +323,22 @@ impl Mesh {
             .with_context(|| format!("cluster {name} in {list}"))
     }
 
+    /// Adds relay `name` under `parent` and waits (up to `timeout`) until
+    /// it is connected there, so agents can join below it.
+    pub fn add_relay_connected(
+        &self,
+        name: &str,
+        parent: &str,
+        timeout: Duration,
+    ) -> anyhow::Result<RelayProcess> {
+        let relay = self.add_relay(name, parent)?;
+        wait_for(&format!("{name} in the tree"), timeout, || {
+            Ok(connected_under(&self.tree()?, name, parent).then_some(()))
+        })
+        .with_context(|| self.logs())?;
+        Ok(relay)
+    }
+
     /// Issues a join token.
     pub fn token(
         &self,
@@ -921,27 +937,51 @@ pub fn web_image(kubeconfig: &Path) -> anyhow::Result<Option<String>> {
 /// `clusters` (YAML flow text, such as `{names: [a]}`) and the spec lines
 /// `extra` (YAML indented by two spaces, or empty).
 pub fn web_workload(image: &str, replicas: u32, clusters: &str, extra: &str) -> String {
+    app_workload("shop", "web", image, replicas, clusters, extra)
+}
+
+/// [`web_workload`] for Deployment and Placement `app` in `namespace`.
+pub fn app_workload(
+    namespace: &str,
+    app: &str,
+    image: &str,
+    replicas: u32,
+    clusters: &str,
+    extra: &str,
+) -> String {
     format!(
         r#"apiVersion: v1
 kind: Namespace
-metadata: {{name: shop}}
+metadata: {{name: {namespace}}}
 ---
 apiVersion: apps/v1
 kind: Deployment
-metadata: {{name: web, namespace: shop, labels: {{app: web}}}}
+metadata: {{name: {app}, namespace: {namespace}, labels: {{app: {app}}}}}
 spec:
   replicas: {replicas}
-  selector: {{matchLabels: {{app: web}}}}
+  selector: {{matchLabels: {{app: {app}}}}}
   template:
-    metadata: {{labels: {{app: web}}}}
-    spec: {{containers: [{{name: web, image: "{image}"}}]}}
+    metadata: {{labels: {{app: {app}}}}}
+    spec: {{containers: [{{name: {app}, image: "{image}"}}]}}
 ---
 apiVersion: relaymesh.dev/v1alpha1
 kind: Placement
-metadata: {{name: web, namespace: shop}}
+metadata: {{name: {app}, namespace: {namespace}}}
 spec:
-  workloads: [{{labelSelector: {{matchLabels: {{app: web}}}}}}]
+  workloads: [{{labelSelector: {{matchLabels: {{app: {app}}}}}}}]
   clusters: {clusters}
 {extra}"#
     )
+}
+
+/// Whether the cluster behind `kubeconfig` has Deployment `shop/web`, and
+/// whether all its `replicas` are ready.
+pub fn web_ready(kubeconfig: &Path, replicas: u64) -> anyhow::Result<(bool, bool)> {
+    Ok(match web_deployment(kubeconfig)? {
+        Some(deployment) => (
+            true,
+            deployment["status"]["readyReplicas"].as_u64() == Some(replicas),
+        ),
+        None => (false, false),
+    })
 }

@@ -13,7 +13,8 @@ use std::time::Duration;
 use anyhow::Context as _;
 use relaymesh_testbed::cluster::{SimulatedCluster, SimulatorOptions};
 use relaymesh_tests::{
-    connected_under, kubectl_get, observe, wait_for, web_deployment, web_workload, Mesh, Sampler,
+    app_workload, connected_under, kubectl_get, observe, wait_for, web_ready, web_workload, Mesh,
+    Sampler,
 };
 use serde_json::{json, Value};
 
@@ -22,24 +23,14 @@ const NAMES: [&str; 3] = ["edge-1", "edge-2", "edge-3"];
 
 /// Whether a cluster has `shop/web`, and whether it is ready.
 fn web(kubeconfig: &Path) -> anyhow::Result<(bool, bool)> {
-    Ok(match web_deployment(kubeconfig)? {
-        Some(deployment) => (
-            true,
-            deployment["status"]["readyReplicas"].as_u64() == Some(1),
-        ),
-        None => (false, false),
-    })
+    web_ready(kubeconfig, 1)
 }
 
 #[test]
 fn a_drained_cluster_keeps_its_copy_until_its_replacement_is_ready() -> anyhow::Result<()> {
     let runtime = tokio::runtime::Runtime::new()?;
     let (mesh, _root) = Mesh::init()?;
-    let _relay = mesh.add_relay("eu", "root")?;
-    wait_for("eu in the tree", SETTLE, || {
-        Ok(connected_under(&mesh.tree()?, "eu", "root").then_some(()))
-    })
-    .with_context(|| mesh.logs())?;
+    let _relay = mesh.add_relay_connected("eu", "root", SETTLE)?;
     let mut clusters = Vec::new();
     let mut agents = Vec::new();
     for name in NAMES {
@@ -161,7 +152,7 @@ fn a_drained_cluster_keeps_its_copy_until_its_replacement_is_ready() -> anyhow::
         let object = mesh.cluster_object(NAMES[kept])?;
         Ok((object["status"]["cordoned"] == true).then_some(()))
     })?;
-    mesh.apply(API)?;
+    mesh.apply(&api_workload())?;
     let unsatisfied = wait_for("api unsatisfied", SETTLE, || {
         let placement = kubectl_get(&mesh.kubeconfig(), &["placement", "api", "-n", "shop"])?;
         Ok(placement.filter(|placement| placement["status"]["clusters"]["shortfall"] == 1))
@@ -230,25 +221,17 @@ fn a_drained_cluster_keeps_its_copy_until_its_replacement_is_ready() -> anyhow::
     Ok(())
 }
 
-const API: &str = r#"
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: api, namespace: shop, labels: {app: api}}
-spec:
-  replicas: 1
-  selector: {matchLabels: {app: api}}
-  template:
-    metadata: {labels: {app: api}}
-    spec: {containers: [{name: api, image: "api:1"}]}
----
-apiVersion: relaymesh.dev/v1alpha1
-kind: Placement
-metadata: {name: api, namespace: shop}
-spec:
-  workloads: [{labelSelector: {matchLabels: {app: api}}}]
-  clusters: {labelSelector: {matchLabels: {region: eu}}}
-  maxClusters: 1
-"#;
+/// A second workload, on one cluster.
+fn api_workload() -> String {
+    app_workload(
+        "shop",
+        "api",
+        "api:1",
+        1,
+        "{labelSelector: {matchLabels: {region: eu}}}\n  maxClusters: 1",
+        "",
+    )
+}
 
 /// Whether a cluster has `shop/api`.
 fn api(kubeconfig: &Path) -> anyhow::Result<bool> {

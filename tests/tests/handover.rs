@@ -9,7 +9,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use relaymesh_testbed::cluster::{SimulatedCluster, SimulatorOptions};
 use relaymesh_tests::{
-    connected_under, kubectl_get, observe, wait_for, web_deployment, web_workload, Mesh, Sampler,
+    connected_under, kubectl_get, observe, wait_for, web_ready, web_workload, Mesh, Sampler,
 };
 use serde_json::json;
 
@@ -21,13 +21,7 @@ fn manifests(cluster: &str) -> String {
 
 /// Whether a cluster has the Deployment, and whether it is ready.
 fn deployment(kubeconfig: &Path) -> anyhow::Result<(bool, bool)> {
-    Ok(match web_deployment(kubeconfig)? {
-        Some(deployment) => (
-            true,
-            deployment["status"]["readyReplicas"].as_u64() == Some(2),
-        ),
-        None => (false, false),
-    })
+    web_ready(kubeconfig, 2)
 }
 
 #[test]
@@ -35,11 +29,7 @@ fn a_placement_moved_from_one_cluster_to_another_keeps_the_old_copy_until_the_ne
 ) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Runtime::new()?;
     let (mesh, _root) = Mesh::init()?;
-    let _relay = mesh.add_relay("eu", "root")?;
-    wait_for("eu in the tree", SETTLE, || {
-        Ok(connected_under(&mesh.tree()?, "eu", "root").then_some(()))
-    })
-    .with_context(|| mesh.logs())?;
+    let _relay = mesh.add_relay_connected("eu", "root", SETTLE)?;
     let mut clusters = Vec::new();
     let mut agents = Vec::new();
     for name in ["a", "b"] {

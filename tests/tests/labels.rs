@@ -32,11 +32,7 @@ fn labels_of(mesh: &Mesh, name: &str) -> anyhow::Result<Value> {
 fn labels_set_at_the_root_reach_the_cluster_and_placements_follow() -> anyhow::Result<()> {
     let runtime = tokio::runtime::Runtime::new()?;
     let (mesh, _root) = Mesh::init()?;
-    let _relay = mesh.add_relay("eu", "root")?;
-    wait_for("eu in the tree", SETTLE, || {
-        Ok(connected_under(&mesh.tree()?, "eu", "root").then_some(()))
-    })
-    .with_context(|| mesh.logs())?;
+    let _relay = mesh.add_relay_connected("eu", "root", SETTLE)?;
     let mut clusters = Vec::new();
     let mut agents = Vec::new();
     for name in ["edge-1", "edge-2"] {

@@ -18,7 +18,8 @@ use std::time::Duration;
 use anyhow::Context as _;
 use relaymesh_testbed::cluster::{SimulatedCluster, SimulatorOptions};
 use relaymesh_tests::{
-    connected_under, kubectl_get, observe, wait_for, web_image, web_workload, Mesh, Sampler,
+    app_workload, connected_under, kubectl_get, observe, wait_for, web_image, web_workload, Mesh,
+    Sampler,
 };
 use serde_json::Value;
 
@@ -265,7 +266,7 @@ fn revisions_roll_out_in_waves_in_order_halt_on_failures_and_obey_commands() -> 
 
     // 5. Canary per region: one cluster per region first. A success time
     //    longer than the test keeps it at the canary until promoted.
-    mesh.apply(CANARY)?;
+    mesh.apply(&canary_workload())?;
     let canary = wait_for("one canary per region", SETTLE, || {
         let running = api_clusters(&clusters);
         observe(format!("{running:?}"));
@@ -292,33 +293,23 @@ fn revisions_roll_out_in_waves_in_order_halt_on_failures_and_obey_commands() -> 
     Ok(())
 }
 
-const CANARY: &str = r#"
-apiVersion: v1
-kind: Namespace
-metadata: {name: canary}
----
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: api, namespace: canary, labels: {app: api}}
-spec:
-  replicas: 1
-  selector: {matchLabels: {app: api}}
-  template:
-    metadata: {labels: {app: api}}
-    spec: {containers: [{name: api, image: "api:1"}]}
----
-apiVersion: relaymesh.dev/v1alpha1
-kind: Placement
-metadata: {name: api, namespace: canary}
-spec:
-  workloads: [{labelSelector: {matchLabels: {app: api}}}]
-  clusters: {labelSelector: {matchLabels: {}}}
-  rollout:
+/// A second workload, rolled out by canary: one cluster per region first.
+/// A success time longer than the test keeps it at the canary.
+fn canary_workload() -> String {
+    app_workload(
+        "canary",
+        "api",
+        "api:1",
+        1,
+        "{labelSelector: {matchLabels: {}}}",
+        "  rollout:
     strategy: Canary
     canary: {groupBy: region}
     maxConcurrency: 2
     minSuccessTime: 1h
-"#;
+",
+    )
+}
 
 /// The clusters running `canary/api`.
 fn api_clusters(clusters: &[(String, PathBuf)]) -> BTreeSet<String> {
