@@ -84,7 +84,7 @@ impl Core {
                 let waves = self.split_wave(key, target, wave, &decided, &per_child);
                 for (child, child_entry) in &mut per_child {
                     if let Target::Placement(child_target) = &mut child_entry.target {
-                        child_target.wave = waves.get(child).cloned();
+                        child_target.wave = waves.get(child).cloned().map(Box::new);
                     }
                 }
                 self.cuts.waves.insert(key.to_string(), waves);

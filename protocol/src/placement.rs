@@ -61,8 +61,9 @@ pub struct PlacementTarget {
     /// run the newest revision (the entry's first bundle), set by the root
     /// and cut by every relay like the quota; the others run the previous
     /// revision (the second bundle) or wait for their wave. `None`: every
-    /// selected cluster runs every bundle of the entry.
-    pub wave: Option<Wave>,
+    /// selected cluster runs every bundle of the entry. Boxed: most targets
+    /// have none, and a relay holds one target per child and placement.
+    pub wave: Option<Box<Wave>>,
 }
 
 /// The key of the clusters that lack a wave's [`Wave::key_label`]: not a

@@ -132,21 +132,9 @@ impl Aggregate {
     /// per value of `spread_by` when set. With `spread_by`, a cluster without
     /// that label is not counted at all.
     pub fn supply(&self, selector: Option<&LabelSelector>, spread_by: Option<&str>) -> Supply {
-        self.supply_where(selector, spread_by, |_| true)
-    }
-
-    /// [`supply`](Self::supply) of only the clusters whose labels `keep`.
-    pub fn supply_where(
-        &self,
-        selector: Option<&LabelSelector>,
-        spread_by: Option<&str>,
-        keep: impl Fn(&Labels) -> bool,
-    ) -> Supply {
         let mut supply = Supply::default();
         for (labels, count) in &self.counts {
-            if selector.is_some_and(|selector| !selector::matches(selector, labels))
-                || !keep(labels)
-            {
+            if selector.is_some_and(|selector| !selector::matches(selector, labels)) {
                 continue;
             }
             match spread_by {

@@ -91,17 +91,6 @@ pub fn split(
         return Split::default();
     };
     let spread_by = target.spread_by.as_deref();
-    let supplies_where = |keep: fn(&Labels) -> bool| {
-        let mut supplies: BTreeMap<&str, Supply> = BTreeMap::new();
-        for child in children {
-            let supply = child
-                .aggregate
-                .supply_where(Some(selector), spread_by, keep);
-            supplies.entry(child.name).or_default().merge(&supply);
-        }
-        supplies.retain(|_, supply| supply.total > 0);
-        supplies
-    };
 
     let quota = match (own_quota, target.max_clusters) {
         (Some(quota), _) => quota.clone(),
@@ -112,17 +101,43 @@ pub fn split(
         (None, None) => {
             // Every matching cluster, cordoned or drained too: like a
             // DaemonSet's pods, a placement to every cluster stays.
-            let per_child = supplies_where(|_| true)
-                .into_keys()
-                .map(|name| (name.to_string(), ChildShare::Unbounded))
+            let per_child = children
+                .iter()
+                .filter(|child| child.aggregate.supply(Some(selector), spread_by).total > 0)
+                .map(|child| (child.name.to_string(), ChildShare::Unbounded))
                 .collect();
             return Split { per_child };
         }
     };
     // A bounded placement leaves drained clusters (chosen elsewhere), and
-    // keeps but adds no share on cordoned ones.
-    let supplies = supplies_where(|labels| !is_drained(labels));
-    let open = supplies_where(|labels| !is_drained(labels) && !is_cordoned(labels));
+    // keeps but adds no share on cordoned ones. One pass for both.
+    let mut supplies: BTreeMap<&str, Supply> = BTreeMap::new();
+    let mut open: BTreeMap<&str, Supply> = BTreeMap::new();
+    for child in children {
+        for (labels, count) in child.aggregate.iter() {
+            if is_drained(labels) || !crate::selector::matches(selector, labels) {
+                continue;
+            }
+            let value = match spread_by {
+                Some(key) => match labels.get(key) {
+                    Some(value) => Some(value),
+                    None => continue,
+                },
+                None => None,
+            };
+            let add = |supply: &mut Supply| {
+                supply.total = supply.total.saturating_add(count);
+                if let Some(value) = value {
+                    let per_value = supply.per_value.entry(value.clone()).or_default();
+                    *per_value = per_value.saturating_add(count);
+                }
+            };
+            add(supplies.entry(child.name).or_default());
+            if !is_cordoned(labels) {
+                add(open.entry(child.name).or_default());
+            }
+        }
+    }
     let open_of = |name: &str, value: Option<&str>| {
         open.get(name).map_or(0, |supply| match value {
             Some(value) => supply.per_value.get(value).copied().unwrap_or(0),

@@ -99,11 +99,11 @@ fn a_wave_reaches_the_clusters_with_the_smallest_values_first() {
     let key = "placement/shop/wave";
     let target = |total: u32| relaymesh_protocol::PlacementTarget {
         selector: any_cluster(),
-        wave: Some(relaymesh_protocol::Wave {
+        wave: Some(Box::new(relaymesh_protocol::Wave {
             key_label: Some("carbon".into()),
             total,
             ..Default::default()
-        }),
+        })),
         ..Default::default()
     };
     let in_wave = |net: &Net| -> BTreeSet<String> {

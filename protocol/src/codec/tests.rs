@@ -109,7 +109,7 @@ fn placement_target() -> impl Strategy<Value = PlacementTarget> {
                 max_clusters,
                 spread_by,
                 quota,
-                wave,
+                wave: wave.map(Box::new),
             },
         )
 }

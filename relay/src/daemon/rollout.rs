@@ -99,7 +99,7 @@ impl Rollouts {
             rollout.stable = None;
         }
         if let (Some(wave), Target::Placement(target)) = (&rollout.wave, &mut entry.target) {
-            target.wave = Some(wave.clone());
+            target.wave = Some(Box::new(wave.clone()));
             if let Some(stable) = rollout.stable.filter(|stable| *stable != current) {
                 entry.bundles = vec![current, stable];
             }
