@@ -15,7 +15,15 @@ impl Core {
     /// Applies a change of this node's labels among `changed`.
     /// (A placement coming or going may fill or free its capacity too.)
     pub(super) fn apply_labels(&mut self, now: Now, changed: &[Changed]) {
-        if !changed.is_empty() && self.relabel() {
+        let key = ClusterLabels::key_for(&self.name);
+        let relevant = changed.iter().any(|change| change.key == key)
+            || (!changed.is_empty()
+                && self
+                    .inventory
+                    .own()
+                    .capacity
+                    .contains_key(PLACEMENTS_CAPACITY));
+        if relevant && self.relabel() {
             self.schedule_inventory_flush(now);
         }
     }

@@ -331,7 +331,13 @@ impl Reconciler {
                 // Templates and overrides may read the labels.
                 placement.applied = false;
             }
-            let (bundles, wave) = self_bundles(entry, &self.labels);
+            let (mut bundles, wave) = self_bundles(entry, &self.labels);
+            if bundles.is_empty() && matches!(wave, Some((_, false))) {
+                // Outside the wave with no previous revision to run: what
+                // it runs already (a revision the root no longer offers)
+                // stays, rather than being pruned for want of one.
+                bundles.clone_from(&placement.bundles);
+            }
             if placement.wave != wave {
                 tracing::info!(?wave, "the rollout's wave changed for this cluster");
                 placement.updating_since = None;
