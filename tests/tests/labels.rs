@@ -57,7 +57,7 @@ fn labels_set_at_the_root_reach_the_cluster_and_placements_follow() -> anyhow::R
     for (args, why) in [
         (
             vec!["label", "cluster", "edge-2", "relaymesh.dev/nodes=9"],
-            "the agent's own",
+            "relaymesh's own",
         ),
         (
             vec!["label", "cluster", "eu", "tier=large"],
