@@ -10,7 +10,7 @@
 //! * **Every relay** splits that number over its children ([`split_wave`])
 //!   from their aggregated inventory, as it splits a placement's bound:
 //!   with an order label, the root's core first turns the number into
-//!   counts per label value, smallest values first ([`derive`]), and each
+//!   counts per label value, smallest values first ([`derive()`]), and each
 //!   relay splits each value's count over the children that hold clusters
 //!   with that value. A split keeps what each child had last time, so a
 //!   cluster in a wave stays in it while the wave grows.
