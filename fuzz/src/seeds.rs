@@ -121,6 +121,12 @@ fn placement_target() -> PlacementTarget {
             total: 3,
             per_value: BTreeMap::from([("a".into(), 2), ("b".into(), 1)]),
         }),
+        wave: Some(Box::new(relaymesh_protocol::Wave {
+            key_label: Some("carbon".into()),
+            total: 2,
+            per_value: BTreeMap::from([("10".into(), 1), ("20".into(), 1)]),
+            per_value_cap: None,
+        })),
     }
 }
 
@@ -214,6 +220,13 @@ fn messages() -> Vec<(String, Vec<u8>)> {
                     bundle: relaymesh_protocol::BundleId::of(b"web"),
                     observed: true,
                     status: br#"{"readyReplicas":2}"#.to_vec(),
+                }],
+                revisions: vec![relaymesh_protocol::RevisionCounts {
+                    revision: relaymesh_protocol::BundleId::of(b"web"),
+                    waiting: 1,
+                    updating: 2,
+                    succeeded: 3,
+                    failed: 0,
                 }],
             },
         )],
