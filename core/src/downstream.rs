@@ -187,6 +187,7 @@ impl Core {
                     self.send_snapshot(link);
                 }
                 self.snapshot_admitted_claims();
+                self.admit_orphaned_claims(now);
                 if self.inventory.take_aggregates_changed() {
                     self.schedule_recut(now);
                 }
@@ -216,6 +217,8 @@ impl Core {
         self.persist(mutations);
         self.schedule_inventory_flush(now);
         self.forget_if_moving_away(now, &child.name);
+        self.forget_if_reparented(now, &child.name);
+        self.admit_orphaned_claims(now);
     }
 
     /// The transport measured a child's link. The measurement stays here

@@ -53,6 +53,15 @@ pub(crate) struct Inventory {
     /// claim (a record of a node another child holds is otherwise refused,
     /// so no child can lay claim to a node that might leave its side).
     moves: BTreeMap<String, String>,
+    /// The candidate parents the root granted, as node → relays: a child
+    /// whose subtree holds a candidate may claim the node too, and its
+    /// claim is admitted once the side that holds the node lost it (see
+    /// [`Inventory::admit_orphaned_claims`]).
+    parents: BTreeMap<String, Vec<String>>,
+    /// Clusters that re-parented away from a disconnected child, by that
+    /// child: its last status still counts them (as offline), so the status
+    /// merge leaves them out until the child is back and says so itself.
+    departed: BTreeMap<String, Vec<NodeRecord>>,
     /// Children that got a claimed node since the last call of
     /// [`Inventory::take_admitted_claims`].
     admitted_claims: Vec<String>,
@@ -93,6 +102,8 @@ impl Inventory {
             max_records_per_child,
             claims: BTreeMap::new(),
             moves: BTreeMap::new(),
+            parents: BTreeMap::new(),
+            departed: BTreeMap::new(),
             admitted_claims: Vec::new(),
         };
         // Parents come before their children when sorted by depth, which the
@@ -237,6 +248,8 @@ impl Inventory {
             self.put_node(child, name.clone());
         }
         self.set_link(&name, unix_ms, mutations, |link| link.connected = true);
+        // Back, it reports what it holds itself.
+        self.departed.remove(&name);
         is_new
     }
 
@@ -515,6 +528,12 @@ impl Inventory {
         if !self.nodes.contains_key(&child) {
             return;
         }
+        if !self.moves.contains_key(name) && !is_connected(&record) {
+            // A candidate's stale record of a node that re-parented away
+            // from it (it reports it from before it went down): the node is
+            // not there.
+            return;
+        }
         let mut outcome = InventoryOutcome::default();
         self.upsert(&child, record, mutations, &mut outcome);
         if self.index.via(name) == Some(child.as_str()) {
@@ -529,20 +548,129 @@ impl Inventory {
 
     /// Sets the moves the root ordered (node → new parent).
     pub fn set_moves(&mut self, moves: BTreeMap<String, String>) {
-        self.claims.retain(|node, (child, _)| {
-            moves
-                .get(node)
-                .is_some_and(|to| to == child || self.index.via(to) == Some(child.as_str()))
-        });
         self.moves = moves;
+        self.drop_unfounded_claims();
+    }
+
+    /// Sets the candidate parents the root granted (node → relays).
+    pub fn set_parents(&mut self, parents: BTreeMap<String, Vec<String>>) {
+        self.parents = parents;
+        self.drop_unfounded_claims();
+    }
+
+    fn drop_unfounded_claims(&mut self) {
+        let claims = std::mem::take(&mut self.claims);
+        self.claims = claims
+            .into_iter()
+            .filter(|(node, (child, _))| self.may_claim(child, node))
+            .collect();
     }
 
     /// Whether `child` may claim `node`: the root moves it to `child` or to
-    /// a relay below it.
+    /// a relay below it, or names one of those among its candidate parents.
     fn may_claim(&self, child: &str, node: &str) -> bool {
-        self.moves
-            .get(node)
-            .is_some_and(|to| to == child || self.index.via(to) == Some(child))
+        let under_child = |relay: &String| relay == child || self.index.via(relay) == Some(child);
+        self.moves.get(node).is_some_and(under_child)
+            || self
+                .parents
+                .get(node)
+                .is_some_and(|relays| relays.iter().any(under_child))
+    }
+
+    /// Admits every claim on a node with candidate parents whose holding
+    /// side lost it (the node, or a relay between it and this one, is
+    /// disconnected) while the claiming side has it connected: the node
+    /// re-parented because its parent went away, which then cannot let go
+    /// of it. Returns whether any was admitted.
+    pub fn admit_orphaned_claims(&mut self, mutations: &mut Vec<Mutation>) -> bool {
+        let orphaned: Vec<String> = self
+            .claims
+            .iter()
+            .filter(|(node, (_, record))| {
+                self.parents.contains_key(*node)
+                    && is_connected(record)
+                    && self.index.via(node).is_some()
+                    && self.lost(node)
+            })
+            .map(|(node, _)| node.clone())
+            .collect();
+        for node in &orphaned {
+            tracing::info!(
+                node,
+                "the side holding a node lost it; admitting its new side"
+            );
+            self.note_departure(node);
+            // Forgetting the old record admits the claim (see
+            // `remove_subtree`).
+            self.remove_subtree(node, mutations);
+        }
+        !orphaned.is_empty()
+    }
+
+    /// Forgets `node` if this relay holds it on a side that lost it while
+    /// the root sees it under `current`, a relay on another side: the node
+    /// re-parented there. Returns whether it was forgotten.
+    pub fn forget_reparented(
+        &mut self,
+        node: &str,
+        current: &str,
+        mutations: &mut Vec<Mutation>,
+    ) -> bool {
+        let Some(via) = self.index.via(node).map(str::to_string) else {
+            return false;
+        };
+        let elsewhere = current != via && self.index.via(current) != Some(via.as_str());
+        if !elsewhere || current == self.own.name || !self.lost(node) {
+            return false;
+        }
+        self.note_departure(node);
+        !self.remove_subtree(node, mutations).is_empty()
+    }
+
+    /// Remembers that cluster `node` left the child it is held under while
+    /// that child's side lost it (see [`Inventory::departed`]).
+    fn note_departure(&mut self, node: &str) {
+        if let Some((record, via)) = self.nodes.get(node) {
+            if record.role == Role::Agent
+                && self
+                    .nodes
+                    .get(via)
+                    .is_some_and(|(own, _)| !is_connected(own))
+            {
+                self.departed
+                    .entry(via.clone())
+                    .or_default()
+                    .push(record.clone());
+            }
+        }
+    }
+
+    /// The clusters that re-parented away from direct child `child` while
+    /// it was disconnected (see [`Inventory::departed`]).
+    pub fn departed(&self, child: &str) -> &[NodeRecord] {
+        self.departed.get(child).map_or(&[], Vec::as_slice)
+    }
+
+    /// Whether the record of `node` says it is cut off from this relay: it,
+    /// or a node between it and this relay, is disconnected.
+    fn lost(&self, node: &str) -> bool {
+        let mut name = node.to_string();
+        for _ in 0..=self.nodes.len() {
+            let Some((record, via)) = self.nodes.get(&name) else {
+                return true;
+            };
+            if !is_connected(record) {
+                return true;
+            }
+            if name == *via {
+                return false;
+            }
+            match &record.parent {
+                Some(parent) => name = parent.clone(),
+                None => return true,
+            }
+        }
+        true
     }
 
     /// The children that got a claimed node (see [`Inventory::claims`])
@@ -630,6 +758,11 @@ impl Inventory {
         self.pending_up
             .insert(child.to_string(), Some(record.clone()));
     }
+}
+
+/// Whether a record says its node is connected to its parent.
+fn is_connected(record: &NodeRecord) -> bool {
+    record.link.as_ref().is_some_and(|link| link.connected)
 }
 
 /// The part of a link's status that goes up the tree: connectivity and

@@ -39,6 +39,7 @@ mod downstream;
 mod inventory;
 mod labels;
 mod moves;
+mod parents;
 mod placements;
 mod queries;
 mod revocations;
@@ -168,6 +169,11 @@ pub enum Action {
     /// Sign this move (now [`relaymesh_protocol::MoveState::Settled`]) and
     /// upsert it, so the node reports its status again.
     Settle(relaymesh_protocol::Move),
+    /// At the root: the inventory shows a node under another of its
+    /// candidate parents than its grant names. Sign this grant (naming it)
+    /// and upsert it, so the node reports its status again and the side it
+    /// left forgets it.
+    SettleParents(relaymesh_protocol::Parents),
     /// The answer to the daemon's [`Core::query`] with this id.
     Answered {
         /// The id [`Core::query`] returned.
@@ -276,10 +282,12 @@ impl Core {
         core.persist(mutations);
         core.reconcile_bundles(now);
         core.restore_move();
+        core.restore_parents();
         core.relabel();
         if config.parent.is_none() {
             // A move whose node arrived while the root was down.
             core.settle_moves();
+            core.settle_parents();
         }
         core
     }
@@ -416,6 +424,7 @@ impl Core {
             // A revoked child is cut off before anything else is sent.
             self.apply_revocations(now, &changed);
             self.apply_moves(now, &changed);
+            self.apply_parents(now, &changed);
             self.apply_labels(now, &changed);
             self.send_changes_to_children(&changed);
             self.reconcile_bundles(now);

@@ -102,11 +102,18 @@ impl Core {
         self.statuses.held
     }
 
-    fn release_status(&mut self, now: Now) {
+    /// Whether this node is in the middle of a move the root has not
+    /// settled.
+    pub(super) fn moving(&self) -> bool {
+        self.own_move()
+            .is_some_and(|moved| moved.state == MoveState::Moving)
+    }
+
+    pub(super) fn release_status(&mut self, now: Now) {
         if !std::mem::take(&mut self.statuses.held) {
             return;
         }
-        tracing::info!("the root settled this node's move; reporting status again");
+        tracing::info!("the root sees this node under its new parent; reporting status again");
         let deferred = std::mem::take(&mut self.upstream.deferred_removals);
         if !deferred.is_empty() {
             // The new parent no longer sends what it removed: a fresh

@@ -440,6 +440,48 @@ impl Simulation {
         self.upsert_at_root(entry, &[])
     }
 
+    /// Grants `node` the candidate parents `relays`, as `relayctl token
+    /// create --parent … --parent …` does (signed at the root), and runs.
+    pub fn grant_parents(&mut self, node: &str, relays: &[&str]) -> Result<(), SimulationError> {
+        let grant = relaymesh_protocol::Parents {
+            node: node.to_string(),
+            candidates: relays
+                .iter()
+                .map(|relay| relaymesh_protocol::CandidateParent {
+                    name: relay.to_string(),
+                    addresses: Vec::new(),
+                    issuers: Vec::new(),
+                })
+                .collect(),
+            current: None,
+        };
+        let entry = grant.to_entry().map_err(|error| {
+            SimulationError::Seal(SealError::Encode {
+                key: grant.key(),
+                reason: error.to_string(),
+            })
+        })?;
+        self.upsert_at_root(entry, &[])
+    }
+
+    /// `node`'s parent went away and its uplink reached `to`, one of its
+    /// candidate parents, as the daemon's does once the grace period is
+    /// over: the node re-parents and dials `to`; runs.
+    pub fn fail_over(&mut self, node: &str, to: &str) -> Result<(), SimulationError> {
+        let id = self.id(node)?;
+        let to = self.id(to)?;
+        self.disconnect_node(id);
+        let now = self.now();
+        let name = self.nodes[to].name.clone();
+        self.nodes[id].core.fail_over(now, &name);
+        self.nodes[id].parent = Some(to);
+        self.nodes[id].depth = self.nodes[to].depth + 1;
+        self.mark_ready(id);
+        let connected = self.connect_node(id);
+        self.run();
+        connected
+    }
+
     /// Publishes at the root an entry `key` for `target` whose body is the
     /// key and which references one bundle, `bytes`; runs.
     pub fn publish(

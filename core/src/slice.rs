@@ -53,6 +53,21 @@ impl Slice {
         self.entries.values().map(|(_, entry)| &**entry)
     }
 
+    /// The entries whose key starts with `prefix`, without visiting the
+    /// others.
+    pub fn entries_with_prefix<'a>(
+        &'a self,
+        prefix: &'a str,
+    ) -> impl Iterator<Item = &'a SliceEntry> + 'a {
+        self.entries
+            .range::<str, _>((
+                std::ops::Bound::Included(prefix),
+                std::ops::Bound::Unbounded,
+            ))
+            .take_while(move |(key, _)| key.starts_with(prefix))
+            .map(|(_, (_, entry))| &**entry)
+    }
+
     /// Applies changes, each that alters something at a new revision, and
     /// returns what changed. Re-applying what is already there is a no-op, so
     /// a delta received twice changes nothing.

@@ -85,7 +85,7 @@ impl Core {
                 let status = reported.get(key)?;
                 let counts = match self.links_by_name.contains_key(child) {
                     true => status.counts,
-                    false => summary::offline(&status.counts),
+                    false => self.offline_counts(child, key, status),
                 };
                 Some(ChildCounts {
                     child: child.clone(),
@@ -177,6 +177,47 @@ impl Core {
         }
     }
 
+    /// What disconnected child `child` reported for placement `key`, all
+    /// offline, less the clusters that re-parented elsewhere meanwhile
+    /// (they count there).
+    fn offline_counts(
+        &self,
+        child: &str,
+        key: &str,
+        status: &PlacementStatus,
+    ) -> relaymesh_protocol::PhaseCounts {
+        let mut counts = summary::offline(&status.counts);
+        counts.offline = counts
+            .offline
+            .saturating_sub(self.departed_selected(child, key));
+        counts
+    }
+
+    /// How many of the clusters that re-parented away from disconnected
+    /// child `child` placement `key` selects (by name or labels; a bounded
+    /// placement's share cannot be told here, so its matching clusters are
+    /// taken as selected).
+    fn departed_selected(&self, child: &str, key: &str) -> u64 {
+        let departed = self.inventory.departed(child);
+        if departed.is_empty() {
+            return 0;
+        }
+        let Some(relaymesh_protocol::Target::Placement(target)) =
+            self.slice.entry(key).map(|entry| &entry.target)
+        else {
+            return 0;
+        };
+        departed
+            .iter()
+            .filter(|record| {
+                target.names.contains(&record.name)
+                    || target.selector.as_ref().is_some_and(|selector| {
+                        relaymesh_topology::selector::matches(selector, &record.labels)
+                    })
+            })
+            .count() as u64
+    }
+
     fn merged(&self) -> BTreeMap<String, PlacementStatus> {
         let keys: BTreeSet<&String> = self
             .statuses
@@ -201,7 +242,7 @@ impl Core {
                         // neither named as failing nor summed by rules on
                         // what they said last.
                         parts.push(PlacementStatus {
-                            counts: summary::offline(&status.counts),
+                            counts: self.offline_counts(child, key, status),
                             message: status.message.clone(),
                             ..PlacementStatus::default()
                         });

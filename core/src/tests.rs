@@ -748,4 +748,5 @@ mod labels;
 mod limits;
 mod link_stats;
 mod moves;
+mod parents;
 mod queries;

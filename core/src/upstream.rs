@@ -38,6 +38,13 @@ impl Upstream {
         }
     }
 
+    /// Forgets where this node stood with its parent: the next link, to a
+    /// new parent, starts with a snapshot of that parent's history.
+    pub fn forget_position(&mut self) {
+        self.position = None;
+        self.welcomed = None;
+    }
+
     pub fn position(&self) -> Option<Resume> {
         self.position
     }
@@ -272,6 +279,7 @@ impl Core {
             // The root reports to no one; it serves its inventory instead.
             if self.inventory.take_pending().is_some() {
                 self.settle_moves();
+                self.settle_parents();
             }
             self.flush_status(false);
             return;

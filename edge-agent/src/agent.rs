@@ -77,6 +77,7 @@ pub async fn join(
         capacity,
     };
     store.initialize(&joined.identity, &config, rand::random())?;
+    store.set_candidates(&joined.candidates)?;
     Ok(joined.parent.name)
 }
 

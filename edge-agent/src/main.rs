@@ -8,7 +8,7 @@ use clap::{Parser, Subcommand};
 use relaymesh_edge_agent::agent;
 use relaymesh_edge_agent::cluster::{self, ClusterAccess, ClusterError};
 use relaymesh_edge_agent::policy::{Category, Policy};
-use relaymesh_relay::daemon;
+use relaymesh_relay::daemon::{self, RunOptions};
 use relaymesh_relay::logging::{self, LogFormat};
 use relaymesh_relay::store::Store;
 use relaymesh_relay::transport::uplink::Endpoints;
@@ -147,6 +147,13 @@ enum Command {
         /// later runs.
         #[arg(long, value_name = "HOST:PORT")]
         parent_address: Vec<String>,
+        /// For an agent joined with candidate parents (`relayctl token create
+        /// --parent A --parent B …`): how long its parent may stay silent
+        /// before it re-parents to the nearest other candidate that answers.
+        /// A dead link is noticed 10 s after the last thing heard, so a grace
+        /// period under 10 s re-parents after 10 s.
+        #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = humantime::parse_duration)]
+        parent_grace: std::time::Duration,
         #[command(flatten)]
         policy: PolicyArgs,
     },
@@ -184,10 +191,15 @@ async fn execute(command: Command) -> anyhow::Result<()> {
         Command::Run {
             data_dir,
             parent_address,
+            parent_grace,
             policy,
         } => {
             let policy = Policy::new(&policy.allow, &policy.deny).context("--allow/--deny")?;
-            run(&data_dir, parent_address, policy).await
+            let options = RunOptions {
+                parent_grace,
+                ..RunOptions::default()
+            };
+            run(&data_dir, parent_address, policy, options).await
         }
         Command::Inspect { data_dir } => {
             let store = open_store(&data_dir)?;
@@ -259,6 +271,13 @@ async fn join(
         &mut Endpoints::default(),
     )
     .await?;
+    let candidates: Vec<String> = store.candidates()?.into_iter().map(|c| c.name).collect();
+    if !candidates.is_empty() {
+        eprintln!(
+            "{parent:?} answered first of the candidate parents {}",
+            candidates.join(", ")
+        );
+    }
     if let Some(access) = &cluster {
         access.save(&store.open_tree(cluster::AGENT_TREE)?)?;
     }
@@ -271,7 +290,12 @@ async fn join(
 
 /// Runs the daemon in agent role and, if the agent has cluster access, the
 /// reconciler beside it on the same store.
-async fn run(data_dir: &Path, parent_addresses: Vec<String>, policy: Policy) -> anyhow::Result<()> {
+async fn run(
+    data_dir: &Path,
+    parent_addresses: Vec<String>,
+    policy: Policy,
+    options: RunOptions,
+) -> anyhow::Result<()> {
     let store = open_store(data_dir)?;
     if !parent_addresses.is_empty() && !store.set_parent_addresses(parent_addresses)? {
         bail!(
@@ -296,15 +320,7 @@ async fn run(data_dir: &Path, parent_addresses: Vec<String>, policy: Policy) -> 
     if client.is_some() {
         tracing::info!(allowed = %policy.allowed_names(), "apply policy");
     }
-    agent::run(
-        data_dir,
-        store,
-        client,
-        policy,
-        shutdown,
-        Default::default(),
-    )
-    .await?;
+    agent::run(data_dir, store, client, policy, shutdown, options).await?;
     Ok(())
 }
 

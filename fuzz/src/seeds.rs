@@ -151,6 +151,11 @@ fn claims() -> TokenClaims {
         parent_issuers: vec!["eu".into()],
         ca_sha256: [9; 32],
         not_after_unix: 1_900_000_000,
+        candidates: vec![relaymesh_protocol::CandidateParent {
+            name: "eu-east".into(),
+            addresses: vec!["192.0.2.2:4433".into()],
+            issuers: vec!["eu".into()],
+        }],
     }
 }
 
@@ -559,7 +564,7 @@ fn tokens() -> Vec<Seed> {
         seed("join_token", "agent", token.clone().into_bytes()),
         seed("join_token", "relay", relay.into_bytes()),
         seed("join_token", "padded", format!("  {token}\n").into_bytes()),
-        seed("join_token", "no-signature", b"rmt2.AAAA".to_vec()),
+        seed("join_token", "no-signature", b"rmt3.AAAA".to_vec()),
     ]
 }
 

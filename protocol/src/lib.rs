@@ -27,6 +27,7 @@ pub mod limits;
 pub mod message;
 pub mod moves;
 pub mod name;
+pub mod parents;
 pub mod placement;
 pub mod query;
 pub mod revocation;
@@ -39,6 +40,7 @@ pub use cluster_labels::ClusterLabels;
 pub use error::{ErrorCode, Refusal};
 pub use inventory::{InventoryUpdate, LinkStatus, NodeRecord, Role};
 pub use moves::{Move, MoveState};
+pub use parents::{CandidateParent, Parents};
 pub use placement::{
     LabelRequirement, LabelSelector, PlacementTarget, Quota, SelectorOperator, Wave, UNLABELLED,
 };

@@ -140,12 +140,14 @@ fn check_claims(
             "the token is for another mesh (its CA fingerprint differs)",
         ));
     }
-    if claims.parent != identity.name {
+    if !claims.admits_under(&identity.name) {
+        let parents: Vec<String> = claims.parents().into_iter().map(|p| p.name).collect();
         return Err(Refusal::new(
             ErrorCode::TokenMismatch,
             format!(
                 "token is for parent {}, this is {}",
-                claims.parent, identity.name
+                parents.join(" or "),
+                identity.name
             ),
         ));
     }

@@ -94,6 +94,9 @@ pub struct TokenRequest {
     pub role: Role,
     /// The relay the node must join under; `None` lets the root choose.
     pub parent: Option<String>,
+    /// Other relays the node may join under instead, and fail over to
+    /// (agents only; see [`relaymesh_protocol::parents`]).
+    pub candidates: Vec<String>,
     /// How long the token stays valid (more than zero, at most a day).
     pub ttl: Duration,
 }
@@ -105,6 +108,9 @@ pub struct IssuedToken {
     pub token: String,
     /// When it expires, in seconds since the Unix epoch.
     pub expires_unix: u64,
+    /// Every relay it lets the node join under, parent first, when it
+    /// names more than one.
+    pub candidates: Vec<relaymesh_protocol::CandidateParent>,
 }
 
 impl std::fmt::Debug for IssuedToken {
@@ -169,6 +175,18 @@ pub trait Backend: Send + Sync + 'static {
 
     /// Issues a single-use join token for `request`.
     fn create_token(&self, request: TokenRequest) -> Result<IssuedToken, ApiError>;
+
+    /// Grants agent `node` candidate parents (`Some`, parent first), or
+    /// takes its grant back (`None`), as the root's signed word to the
+    /// relays (see [`relaymesh_protocol::parents`]).
+    fn grant_parents(
+        &self,
+        node: String,
+        candidates: Option<Vec<relaymesh_protocol::CandidateParent>>,
+    ) -> impl Future<Output = Result<(), ApiError>> + Send {
+        let _ = (node, candidates);
+        async { Ok(()) }
+    }
 
     /// The join tokens the root issued and still remembers, oldest first.
     fn tokens(&self) -> Result<Vec<TokenRecord>, ApiError> {
@@ -561,6 +579,15 @@ impl<B: Backend> Extension for Relaymesh<B> {
             (endpoint::JOIN_TOKENS, false) => {
                 let token = tokens::JoinToken::parse(&call.body)?;
                 let issued = backend.create_token(token.request.clone())?;
+                if token.request.role == Role::Agent {
+                    // Before the token is handed out: the relays it names
+                    // must hold the grant by the time the node fails over.
+                    let candidates =
+                        (!issued.candidates.is_empty()).then(|| issued.candidates.clone());
+                    backend
+                        .grant_parents(token.request.name.clone(), candidates)
+                        .await?;
+                }
                 created(&token.reply(&issued))
             }
             (endpoint::JOIN_TOKEN, _) => {

@@ -179,12 +179,13 @@ impl Client {
     }
 
     /// Asks the root for a join token for a node `name` with `role`, to join
-    /// under `parent` if given, valid for `ttl`.
+    /// under the first of `parents` if any (the others are candidate
+    /// parents), valid for `ttl`.
     pub async fn create_token(
         &self,
         name: &str,
         role: Role,
-        parent: Option<&str>,
+        parents: &[String],
         ttl: Duration,
     ) -> Result<IssuedToken, ClientError> {
         let mut spec = serde_json::json!({
@@ -192,8 +193,11 @@ impl Client {
             "role": role.as_str(),
             "ttl": humantime::format_duration(ttl).to_string(),
         });
-        if let Some(parent) = parent {
-            spec["parent"] = Value::from(parent);
+        if let Some((parent, candidates)) = parents.split_first() {
+            spec["parent"] = Value::from(parent.as_str());
+            if !candidates.is_empty() {
+                spec["candidates"] = Value::from(candidates.to_vec());
+            }
         }
         let body = serde_json::json!({
             "apiVersion": "relaymesh.dev/v1alpha1",
@@ -223,6 +227,8 @@ impl Client {
         Ok(IssuedToken {
             token: token.to_string(),
             expires_unix,
+            // The reply names no candidates; the token carries them.
+            candidates: Vec::new(),
         })
     }
 

@@ -14,6 +14,7 @@ mod handover;
 mod labels;
 mod listener;
 mod moving;
+mod parents;
 mod placements;
 mod renewal;
 mod rollout;
@@ -166,6 +167,23 @@ pub(crate) enum Event {
         change: relaymesh_protocol::ClusterLabels,
         reply: oneshot::Sender<Result<relaymesh_protocol::ClusterLabels, String>>,
     },
+    /// The root grants a node candidate parents (`Some`, with the parent
+    /// its token names first) or takes the grant back (`None`): sign and
+    /// send down.
+    GrantParents {
+        node: String,
+        candidates: Option<Vec<relaymesh_protocol::CandidateParent>>,
+        reply: oneshot::Sender<Result<(), String>>,
+    },
+    /// Whether a node this relay did not admit may have it as parent: the
+    /// root's grant names this relay and the relay that issued its
+    /// certificate (`chain`, leaf first) among its candidate parents.
+    MayAttach {
+        node: String,
+        role: relaymesh_protocol::Role,
+        chain: Vec<Vec<u8>>,
+        reply: oneshot::Sender<Result<(), String>>,
+    },
     /// Every move the slice holds.
     Moves {
         reply: oneshot::Sender<Vec<relaymesh_protocol::Move>>,
@@ -232,7 +250,14 @@ pub struct RunOptions {
     /// The QUIC endpoints to dial the parent from; empty (the default), the
     /// uplink opens its own.
     pub endpoints: uplink::Endpoints,
+    /// How long a node with candidate parents lets its parent stay silent
+    /// before it dials the others (see [`relaymesh_protocol::parents`]).
+    pub parent_grace: Duration,
 }
+
+/// How long a parent may stay silent before a node with candidate parents
+/// re-parents, unless `--parent-grace` says otherwise.
+pub const DEFAULT_PARENT_GRACE: Duration = Duration::from_secs(30);
 
 impl Default for RunOptions {
     fn default() -> Self {
@@ -240,6 +265,7 @@ impl Default for RunOptions {
             node_cert_validity: pki::DEFAULT_NODE_CERT_VALIDITY,
             limits: Limits::default(),
             endpoints: uplink::Endpoints::default(),
+            parent_grace: DEFAULT_PARENT_GRACE,
         }
     }
 }
@@ -394,16 +420,28 @@ async fn run_store(
         );
     }
     let (reconnect_tx, reconnect_rx) = mpsc::channel(1);
-    let (client_tx, client) = watch::channel(pki::quic_client_config(&shared.identity)?);
+    let candidates = store.candidates()?;
+    let (client_tx, client) = watch::channel(pki::quic_client_config_among(
+        &shared.identity,
+        &candidates,
+    )?);
     let mut parent_config = None;
     if let Some(parent) = config.parent.clone() {
         let (uplink_tx, mut uplink_rx) = mpsc::channel(4);
         let (parent_tx, parent_rx) = watch::channel(parent);
         parent_config = Some(parent_tx);
+        let failover = (!candidates.is_empty()).then(|| uplink::Failover {
+            candidates: candidates
+                .iter()
+                .map(crate::transport::join::parent_config)
+                .collect(),
+            grace: options.parent_grace,
+        });
         tasks.spawn(
             uplink::run(
                 parent_rx,
                 client,
+                failover,
                 options.endpoints.clone(),
                 uplink_tx,
                 reconnect_rx,
@@ -451,7 +489,9 @@ async fn run_store(
             options.node_cert_validity,
             client_tx,
             server,
+            candidates.clone(),
         ),
+        candidates,
     };
     let result = daemon.run(events_rx, shutdown.clone()).await;
     if let Err(DaemonError::Store(error)) = &result {
@@ -509,6 +549,8 @@ struct Daemon {
     endpoints: uplink::Endpoints,
     /// A join for a move is under way.
     moving: bool,
+    /// The relays this node may have as parent (empty: only its own).
+    candidates: Vec<relaymesh_protocol::CandidateParent>,
     /// Placements handing their copies over to new clusters (root only).
     handovers: handover::Handovers,
     drains: drains::Drains,
@@ -630,7 +672,10 @@ impl Daemon {
                     self.core.handle_child_disconnected(now, link);
                 }
             }
-            Event::Uplink(UplinkEvent::Connected { connection, .. }) => {
+            Event::Uplink(UplinkEvent::Connected {
+                connection, parent, ..
+            }) => {
+                self.fail_over_if_elsewhere(now, &parent)?;
                 self.parent_connected(connection);
             }
             Event::Uplink(UplinkEvent::Disconnected { .. }) => {
@@ -765,6 +810,21 @@ impl Daemon {
             }
             Event::LabelCluster { change, reply } => {
                 let _ = reply.send(self.label_cluster(now, change));
+            }
+            Event::GrantParents {
+                node,
+                candidates,
+                reply,
+            } => {
+                let _ = reply.send(self.grant_parents(now, &node, candidates));
+            }
+            Event::MayAttach {
+                node,
+                role,
+                chain,
+                reply,
+            } => {
+                let _ = reply.send(self.may_attach(&node, role, &chain));
             }
             Event::Moves { reply } => {
                 let moves = self
@@ -922,6 +982,7 @@ impl Daemon {
                 }
                 Action::Move(moved) => self.start_move(moved),
                 Action::Settle(moved) => self.settle(now(), moved),
+                Action::SettleParents(grant) => self.settle_parents(now(), grant),
                 Action::Asked { id, query } => {
                     let answerer = self.hooks.as_ref().and_then(|hooks| hooks.queries.as_ref());
                     let name = self.core.name().to_string();

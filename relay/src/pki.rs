@@ -40,10 +40,13 @@ pub use certs::{
 pub use grant::{identity_from_grant, is_issued_by, verify_chain};
 pub use holders::{holder_of, Holder};
 pub use quic_tls::{
-    connection_chain, connection_leaf, connection_peer, quic_client_config, quic_endpoint_config,
-    quic_join_client_config, quic_server_config,
+    chain_issuer_path, connection_chain, connection_leaf, connection_peer, quic_client_config,
+    quic_client_config_among, quic_endpoint_config, quic_join_client_config, quic_server_config,
+    IDLE_TIMEOUT,
 };
-pub use renewal::{expiry, renew_at_root, renewal_request, renewed_identity, sign_renewal};
+pub use renewal::{
+    expiry, rehomed_identity, renew_at_root, renewal_request, renewed_identity, sign_renewal,
+};
 pub use users::{
     authority_pem, create_api_authority, new_user_key, sign_user_cert, ApiAuthority, UserKey,
     UserName, MAX_USER_CERT_VALIDITY,

@@ -179,6 +179,7 @@ pub struct Store {
 const FORMAT: &[u8] = b"format";
 const IDENTITY: &[u8] = b"identity";
 const CONFIG: &[u8] = b"config";
+const CANDIDATES: &[u8] = b"candidates";
 const API_CERTIFICATE: &[u8] = b"api-certificate";
 const EPOCH: &[u8] = b"m/epoch";
 const HEAD: &[u8] = b"m/head";
@@ -387,6 +388,27 @@ impl Store {
         self.set_config(&config)?;
         self.flush()?;
         Ok(true)
+    }
+
+    /// The candidate parents this node joined with (empty for one parent;
+    /// see [`relaymesh_protocol::parents`]).
+    pub fn candidates(&self) -> Result<Vec<relaymesh_protocol::CandidateParent>, StoreError> {
+        Ok(self.read(&self.node, CANDIDATES)?.unwrap_or_default())
+    }
+
+    /// Keeps the candidate parents this node joined with.
+    pub fn set_candidates(
+        &self,
+        candidates: &[relaymesh_protocol::CandidateParent],
+    ) -> Result<(), StoreError> {
+        if candidates.is_empty() {
+            self.node.remove(CANDIDATES).map_err(|e| self.sled(e))?;
+        } else {
+            self.node
+                .insert(CANDIDATES, encode(&candidates.to_vec())?)
+                .map_err(|e| self.sled(e))?;
+        }
+        Ok(())
     }
 
     /// Replaces the configuration (for example, new parent addresses).

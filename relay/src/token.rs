@@ -1,6 +1,6 @@
 //! Join tokens: issuing them at the root and checking them at any relay.
 //!
-//! A token is `rmt2.<claims>.<signature>`: the bincode encoding of
+//! A token is `rmt3.<claims>.<signature>`: the bincode encoding of
 //! [`TokenClaims`] (through [`relaymesh_protocol::codec`]) and an Ed25519
 //! signature over exactly those bytes, both in unpadded base64url. The root
 //! signs with the mesh's token key; every relay holds the public key, so any
@@ -14,7 +14,8 @@ use std::time::Duration;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
 use relaymesh_protocol::limits::{MAX_ADDRESSES, MAX_TOKEN_LEN};
-use relaymesh_protocol::token::{TokenClaims, TOKEN_PREFIX};
+use relaymesh_protocol::parents::MAX_CANDIDATES;
+use relaymesh_protocol::token::{TokenClaims, TokenClaimsV2, TOKEN_PREFIX, TOKEN_PREFIX_V2};
 use relaymesh_protocol::Role;
 use ring::signature::{Ed25519KeyPair, UnparsedPublicKey, ED25519};
 
@@ -85,6 +86,7 @@ pub fn new_claims(
         parent_issuers: parent.issuers,
         ca_sha256,
         not_after_unix: now_unix.saturating_add(ttl.as_secs()),
+        candidates: Vec::new(),
     }
 }
 
@@ -113,7 +115,7 @@ pub fn issue(signing_key_pkcs8: &[u8], claims: &TokenClaims) -> Result<String, T
 /// parent's certificate chain matches the pinned CA.
 pub fn read_unverified(token: &str) -> Result<TokenClaims, TokenError> {
     let parts = split(token)?;
-    decode_claims(&parts.claims)
+    decode_claims(&parts)
 }
 
 /// Checks a token's signature with the mesh's token key (Ed25519 public key)
@@ -124,7 +126,7 @@ pub fn verify(token: &str, public_key: &[u8], now_unix: u64) -> Result<TokenClai
     UnparsedPublicKey::new(&ED25519, public_key)
         .verify(&parts.claims, &parts.signature)
         .map_err(|_| TokenError::BadSignature)?;
-    let claims = decode_claims(&parts.claims)?;
+    let claims = decode_claims(&parts)?;
     if now_unix > claims.not_after_unix {
         return Err(TokenError::Expired {
             expired_unix: claims.not_after_unix,
@@ -137,6 +139,8 @@ pub fn verify(token: &str, public_key: &[u8], now_unix: u64) -> Result<TokenClai
 struct Parts {
     claims: Vec<u8>,
     signature: Vec<u8>,
+    /// A version-2 token (its claims have no candidates).
+    v2: bool,
 }
 
 /// Checks the length and shape of a token and decodes its base64 parts.
@@ -148,16 +152,22 @@ fn split(token: &str) -> Result<Parts, TokenError> {
         )));
     }
     let token = token.trim();
-    let Some(body) = token.strip_prefix(TOKEN_PREFIX) else {
-        return Err(malformed(format!(
-            "it does not start with {TOKEN_PREFIX:?}"
-        )));
+    let (body, v2) = match token.strip_prefix(TOKEN_PREFIX) {
+        Some(body) => (body, false),
+        None => match token.strip_prefix(TOKEN_PREFIX_V2) {
+            Some(body) => (body, true),
+            None => {
+                return Err(malformed(format!(
+                    "it does not start with {TOKEN_PREFIX:?}"
+                )))
+            }
+        },
     };
     let Some((claims, signature)) = body.split_once('.') else {
-        return Err(malformed("expected rmt2.<claims>.<signature>"));
+        return Err(malformed("expected rmt3.<claims>.<signature>"));
     };
     if signature.contains('.') {
-        return Err(malformed("expected rmt2.<claims>.<signature>"));
+        return Err(malformed("expected rmt3.<claims>.<signature>"));
     }
     let claims = URL_SAFE_NO_PAD
         .decode(claims)
@@ -171,17 +181,37 @@ fn split(token: &str) -> Result<Parts, TokenError> {
             signature.len()
         )));
     }
-    Ok(Parts { claims, signature })
+    Ok(Parts {
+        claims,
+        signature,
+        v2,
+    })
 }
 
-fn decode_claims(bytes: &[u8]) -> Result<TokenClaims, TokenError> {
-    let claims: TokenClaims = relaymesh_protocol::codec::decode(bytes)
-        .map_err(|e| malformed(format!("claims do not decode: {e}")))?;
-    if claims.parent_addresses.len() > MAX_ADDRESSES {
+fn decode_claims(parts: &Parts) -> Result<TokenClaims, TokenError> {
+    let undecodable =
+        |e: relaymesh_protocol::codec::CodecError| malformed(format!("claims do not decode: {e}"));
+    let claims: TokenClaims = if parts.v2 {
+        relaymesh_protocol::codec::decode::<TokenClaimsV2>(&parts.claims)
+            .map_err(undecodable)?
+            .into()
+    } else {
+        relaymesh_protocol::codec::decode(&parts.claims).map_err(undecodable)?
+    };
+    if claims.candidates.len() > MAX_CANDIDATES {
         return Err(malformed(format!(
-            "{} parent addresses, more than the limit of {MAX_ADDRESSES}",
-            claims.parent_addresses.len()
+            "{} candidate parents, more than the limit of {MAX_CANDIDATES}",
+            claims.candidates.len()
         )));
+    }
+    for parent in claims.parents() {
+        if parent.addresses.len() > MAX_ADDRESSES {
+            return Err(malformed(format!(
+                "{} addresses for parent {:?}, more than the limit of {MAX_ADDRESSES}",
+                parent.addresses.len(),
+                parent.name
+            )));
+        }
     }
     Ok(claims)
 }
@@ -228,12 +258,61 @@ mod tests {
         let (signing, public) = key_pair();
         let claims = claims();
         let token = issue(&signing, &claims).expect("issue");
-        assert!(token.starts_with("rmt2."));
+        assert!(token.starts_with("rmt3."));
         assert_eq!(verify(&token, &public, NOW).expect("verify"), claims);
         assert_eq!(read_unverified(&token).expect("read"), claims);
         assert_eq!(claims.not_after_unix, NOW + 3600);
         // Valid through its last second.
         assert!(verify(&token, &public, NOW + 3600).is_ok());
+    }
+
+    #[test]
+    fn candidates_travel_and_are_bounded() {
+        let (signing, public) = key_pair();
+        let mut claims = claims();
+        claims.candidates = vec![relaymesh_protocol::CandidateParent {
+            name: "us".into(),
+            addresses: vec!["10.0.0.2:7443".into()],
+            issuers: Vec::new(),
+        }];
+        let token = issue(&signing, &claims).expect("issue");
+        let read = verify(&token, &public, NOW).expect("verify");
+        assert_eq!(read, claims);
+        assert!(read.admits_under("eu") && read.admits_under("us") && !read.admits_under("ap"));
+        let names: Vec<String> = read.parents().into_iter().map(|p| p.name).collect();
+        assert_eq!(names, ["eu", "us"]);
+
+        claims.candidates = vec![claims.candidates[0].clone(); MAX_CANDIDATES + 1];
+        let token = issue(&signing, &claims).expect("issue");
+        match verify(&token, &public, NOW) {
+            Err(TokenError::Malformed(reason)) => assert!(reason.contains("candidate"), "{reason}"),
+            other => panic!("expected Malformed, got {other:?}"),
+        }
+    }
+
+    /// Tokens issued before candidates existed are still admitted.
+    #[test]
+    fn a_version_2_token_is_read_without_candidates() {
+        let (signing, public) = key_pair();
+        let claims = claims();
+        let v2 = TokenClaimsV2 {
+            id: claims.id,
+            name: claims.name.clone(),
+            role: claims.role,
+            parent: claims.parent.clone(),
+            parent_addresses: claims.parent_addresses.clone(),
+            parent_issuers: claims.parent_issuers.clone(),
+            ca_sha256: claims.ca_sha256,
+            not_after_unix: claims.not_after_unix,
+        };
+        let key = Ed25519KeyPair::from_pkcs8(&signing).expect("key");
+        let bytes = relaymesh_protocol::codec::encode(&v2).expect("encode");
+        let token = format!(
+            "{TOKEN_PREFIX_V2}{}.{}",
+            URL_SAFE_NO_PAD.encode(&bytes),
+            URL_SAFE_NO_PAD.encode(key.sign(&bytes).as_ref())
+        );
+        assert_eq!(verify(&token, &public, NOW).expect("verify"), claims);
     }
 
     #[test]

@@ -163,7 +163,7 @@ async fn join_tokens() {
         .create_token(
             "eu-west-2",
             Role::Relay,
-            Some("eu"),
+            &["eu".to_string()],
             Duration::from_secs(1800),
         )
         .await
@@ -175,6 +175,7 @@ async fn join_tokens() {
             name: "eu-west-2".into(),
             role: Role::Relay,
             parent: Some("eu".into()),
+            candidates: Vec::new(),
             ttl: Duration::from_secs(1800),
         }]
     );
@@ -229,7 +230,7 @@ async fn join_tokens() {
         assert!(message.contains(field), "{spec}: {message}");
     }
     let error = client
-        .create_token("e", Role::Agent, None, Duration::from_secs(2 * 86_400))
+        .create_token("e", Role::Agent, &[], Duration::from_secs(2 * 86_400))
         .await
         .expect_err("too long");
     assert!(
@@ -239,7 +240,7 @@ async fn join_tokens() {
 
     // Backend errors keep their code; junk is a 400; huge bodies are 413.
     let error = client
-        .create_token("taken", Role::Agent, None, Duration::from_secs(60))
+        .create_token("taken", Role::Agent, &[], Duration::from_secs(60))
         .await
         .expect_err("taken");
     assert!(

@@ -99,6 +99,9 @@ pub struct SimulatedCluster {
     name: String,
     address: SocketAddr,
     kubeconfig: PathBuf,
+    /// Every request that asked to change something, a JSON line each (see
+    /// [`relaymesh_apiserver::AuditLog`]).
+    audit_log: PathBuf,
     objects: ObjectStore,
     db: sled::Db,
     stop: watch::Sender<()>,
@@ -170,6 +173,12 @@ impl SimulatedCluster {
             source,
         })?;
 
+        let audit_log = dir.join("audit.log");
+        let audit =
+            relaymesh_apiserver::AuditLog::open(&audit_log).map_err(|source| ClusterError::Io {
+                path: audit_log.clone(),
+                source,
+            })?;
         let (stop, stopped) = watch::channel(());
         let mut server_stop = stopped.clone();
         // A plain Kubernetes API server: it is no relay, so it has no tree,
@@ -179,7 +188,7 @@ impl SimulatedCluster {
             tls,
             Arc::new(Plain),
             objects.clone(),
-            None,
+            Some(audit),
             async move {
                 // Either a send or the sender's drop ends the server.
                 let _ = server_stop.changed().await;
@@ -196,12 +205,19 @@ impl SimulatedCluster {
             name: name.to_string(),
             address,
             kubeconfig,
+            audit_log,
             objects,
             db,
             stop,
             server,
             simulator,
         })
+    }
+
+    /// The file where the cluster's API server writes a JSON line for
+    /// every request that asked to change something (an apply, a delete).
+    pub fn audit_log(&self) -> &Path {
+        &self.audit_log
     }
 
     /// The cluster's name.

@@ -477,6 +477,12 @@ impl Mesh {
         self.spawn("edge-agent", name)
     }
 
+    /// [`Mesh::start_agent`] with `run_args` added to `edge-agent run`
+    /// (`--parent-grace 10s`, ...).
+    pub fn start_agent_with(&self, name: &str, run_args: &[&str]) -> anyhow::Result<RelayProcess> {
+        self.spawn_with("edge-agent", name, run_args)
+    }
+
     /// Starts `relay run` on a node's data directory.
     pub fn start(&self, name: &str) -> anyhow::Result<RelayProcess> {
         self.spawn("relay", name)

@@ -66,6 +66,18 @@ impl Simulation {
                 }
                 self.mark_ready(id);
             }
+            Action::SettleParents(grant) => {
+                let now = self.now();
+                if let Err(error) = grant
+                    .to_entry()
+                    .map_err(|error| error.to_string())
+                    .and_then(|entry| self.sign(entry).map_err(|error| error.to_string()))
+                    .map(|entry| self.nodes[id].core.upsert_local(now, entry))
+                {
+                    tracing::error!(%error, "cannot settle candidate parents");
+                }
+                self.mark_ready(id);
+            }
         }
     }
 

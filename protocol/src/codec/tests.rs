@@ -462,6 +462,11 @@ proptest! {
             parent_issuers: issuers,
             ca_sha256: [3; 32],
             not_after_unix,
+            candidates: vec![crate::CandidateParent {
+                name: "us".into(),
+                addresses: vec!["127.0.0.2:7443".into()],
+                issuers: Vec::new(),
+            }],
         })?;
     }
 

@@ -63,6 +63,7 @@ impl JoinToken {
                 invalid("spec.parent", format!("Invalid value: {parent:?}: {error}"))
             })?;
         }
+        let candidates = candidates(spec, role, parent)?;
         let ttl = match optional_string(spec, "ttl")? {
             None => DEFAULT_TTL,
             Some(text) => parse_ttl(text)?,
@@ -71,6 +72,7 @@ impl JoinToken {
             name: name.to_string(),
             role,
             parent: parent.map(str::to_string),
+            candidates,
             ttl,
         };
         Ok(Self { object, request })
@@ -98,6 +100,60 @@ impl JoinToken {
         );
         Value::Object(self.object)
     }
+}
+
+/// `spec.candidates`: other relays an agent may join under instead of
+/// `spec.parent`, and fail over to (see [`relaymesh_protocol::parents`]).
+fn candidates(
+    spec: &Map<String, Value>,
+    role: Role,
+    parent: Option<&str>,
+) -> Result<Vec<String>, ApiError> {
+    let field = "spec.candidates";
+    let items = match spec.get("candidates") {
+        None | Some(Value::Null) => return Ok(Vec::new()),
+        Some(Value::Array(items)) => items,
+        Some(_) => return Err(invalid(field, "must be a list of relay names")),
+    };
+    if items.is_empty() {
+        return Ok(Vec::new());
+    }
+    if role != Role::Agent {
+        return Err(invalid(
+            field,
+            "Forbidden: only agents have candidate parents; a relay joins one parent",
+        ));
+    }
+    let Some(parent) = parent else {
+        return Err(invalid(
+            "spec.parent",
+            "Required value: a token with candidates names its first parent too",
+        ));
+    };
+    let limit = relaymesh_protocol::parents::MAX_CANDIDATES - 1;
+    if items.len() > limit {
+        return Err(invalid(
+            field,
+            format!(
+                "Too many: {} candidates besides the parent, at most {limit}",
+                items.len()
+            ),
+        ));
+    }
+    let mut names: Vec<String> = Vec::new();
+    for (index, item) in items.iter().enumerate() {
+        let at = format!("{field}[{index}]");
+        let Value::String(name) = item else {
+            return Err(invalid(&at, "must be a string"));
+        };
+        relaymesh_protocol::name::validate(name)
+            .map_err(|error| invalid(&at, format!("Invalid value: {name:?}: {error}")))?;
+        if name == parent || names.contains(name) {
+            return Err(invalid(&at, format!("Duplicate value: {name:?}")));
+        }
+        names.push(name.clone());
+    }
+    Ok(names)
 }
 
 /// Parses a humantime lifetime (`90m`, `1h`) between zero and [`MAX_TTL`].
@@ -165,12 +221,14 @@ mod tests {
                 name: "eu-west".into(),
                 role: Role::Relay,
                 parent: Some("eu".into()),
+                candidates: Vec::new(),
                 ttl: DEFAULT_TTL,
             }
         );
         let reply = token.reply(&IssuedToken {
             token: "secret".into(),
             expires_unix: 1_795_305_000,
+            candidates: Vec::new(),
         });
         assert_eq!(reply["spec"]["ttl"], "1h");
         assert_eq!(reply["metadata"], json!({}));
@@ -178,6 +236,49 @@ mod tests {
             reply["status"],
             json!({"token": "secret", "expirationTimestamp": "2026-11-21T23:50:00Z"})
         );
+    }
+
+    #[test]
+    fn an_agent_may_have_candidate_parents() {
+        let spec = |spec: Value| json!({"kind": "JoinToken", "spec": spec});
+        let token = parse(spec(json!({
+            "name": "e", "role": "agent", "parent": "a", "candidates": ["b", "c"],
+        })))
+        .expect("a valid request");
+        assert_eq!(token.request.candidates, ["b", "c"]);
+        for (bad, field) in [
+            (
+                json!({"name": "e", "role": "relay", "parent": "a", "candidates": ["b"]}),
+                "spec.candidates",
+            ),
+            (
+                json!({"name": "e", "role": "agent", "candidates": ["b"]}),
+                "spec.parent",
+            ),
+            (
+                json!({"name": "e", "role": "agent", "parent": "a", "candidates": ["a"]}),
+                "spec.candidates[0]",
+            ),
+            (
+                json!({"name": "e", "role": "agent", "parent": "a", "candidates": ["b", "b"]}),
+                "spec.candidates[1]",
+            ),
+            (
+                json!({"name": "e", "role": "agent", "parent": "a", "candidates": ["B"]}),
+                "spec.candidates[0]",
+            ),
+            (
+                json!({"name": "e", "role": "agent", "parent": "a", "candidates": "b"}),
+                "spec.candidates",
+            ),
+            (
+                json!({"name": "e", "role": "agent", "parent": "a",
+                       "candidates": ["b", "c", "d", "f", "g", "h", "i", "j"]}),
+                "spec.candidates",
+            ),
+        ] {
+            assert_eq!(invalid_field(spec(bad.clone())), field, "{bad}");
+        }
     }
 
     #[test]

@@ -386,9 +386,13 @@ enum TokenCommand {
         /// The joining node's name (a DNS label, unique in the mesh).
         #[arg(long)]
         name: String,
-        /// The relay the node must join under.
+        /// The relay the node must join under. Repeat it to give an agent
+        /// candidate parents (at most 8, relays below the root): it measures
+        /// them all, joins the nearest that admits it, and re-parents to the
+        /// next nearest when its parent is silent for longer than its grace
+        /// period (`edge-agent run --parent-grace`).
         #[arg(long, value_name = "RELAY")]
-        parent: Option<String>,
+        parent: Vec<String>,
         /// How long the token stays valid (at most 24h).
         #[arg(long, default_value = "1h", value_parser = humantime::parse_duration)]
         ttl: Duration,
@@ -766,7 +770,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 JoinRole::Agent => Role::Agent,
             };
             let issued = client
-                .create_token(&name, role, parent.as_deref(), ttl)
+                .create_token(&name, role, &parent, ttl)
                 .await
                 .context("cannot create the join token")?;
             println!("{}", issued.token);

@@ -124,6 +124,55 @@ impl RootBackend {
             .map_err(|_| ApiError::Unavailable("the relay did not answer in time".into()))?
             .map_err(|_| ApiError::Unavailable("the relay is stopping".into()))
     }
+
+    /// Relay `name` as a token names it: where to dial it and the relays
+    /// between the root and it. `field` is what a refusal names.
+    fn token_parent(
+        &self,
+        nodes: &[NodeRecord],
+        name: &str,
+        field: &str,
+    ) -> Result<token::TokenParent, ApiError> {
+        let identity = &self.shared.identity;
+        let (addresses, issuers) = if name == identity.name {
+            (self.shared.config.advertise.clone(), Vec::new())
+        } else {
+            let record = nodes
+                .iter()
+                .find(|node| node.name == name)
+                .ok_or_else(|| ApiError::NotFound(format!("relay {name:?} is not in the tree")))?;
+            if record.role != Role::Relay {
+                return Err(ApiError::Invalid {
+                    field: field.into(),
+                    message: format!("{name:?} is an {}, not a relay", record.role),
+                });
+            }
+            (
+                record.addresses.clone(),
+                ancestors(nodes, record, &identity.name)?,
+            )
+        };
+        if addresses.is_empty() {
+            return Err(ApiError::Invalid {
+                field: field.into(),
+                message: format!("relay {name:?} advertises no address to dial"),
+            });
+        }
+        Ok(token::TokenParent {
+            name: name.to_string(),
+            addresses,
+            issuers,
+        })
+    }
+}
+
+fn root_is_no_candidate(field: &str) -> ApiError {
+    ApiError::Invalid {
+        field: field.into(),
+        message: "the root cannot be one of several candidate parents (its children's \
+                  certificates come from the mesh CA itself); name relays below it"
+            .into(),
+    }
 }
 
 /// `name` and every node below it, from the inventory's parent links.
@@ -163,45 +212,39 @@ impl Backend for RootBackend {
             .ok_or_else(|| ApiError::Forbidden("only the root issues join tokens".into()))?;
         let parent = request.parent.unwrap_or_else(|| identity.name.clone());
         let nodes = self.inventory().records;
-        let (addresses, issuers) = if parent == identity.name {
-            (self.shared.config.advertise.clone(), Vec::new())
-        } else {
-            let record = nodes
-                .iter()
-                .find(|node| node.name == parent)
-                .ok_or_else(|| {
-                    ApiError::NotFound(format!("relay {parent:?} is not in the tree"))
-                })?;
-            if record.role != Role::Relay {
-                return Err(ApiError::Invalid {
-                    field: "spec.parent".into(),
-                    message: format!("{parent:?} is an {}, not a relay", record.role),
-                });
+        let first = self.token_parent(&nodes, &parent, "spec.parent")?;
+        let mut candidates = Vec::new();
+        if !request.candidates.is_empty() {
+            if parent == identity.name {
+                return Err(root_is_no_candidate("spec.parent"));
             }
-            (
-                record.addresses.clone(),
-                ancestors(&nodes, record, &identity.name)?,
-            )
-        };
-        if addresses.is_empty() {
-            return Err(ApiError::Invalid {
-                field: "spec.parent".into(),
-                message: format!("relay {parent:?} advertises no address to dial"),
-            });
+            candidates.push(first.clone());
+            for (index, name) in request.candidates.iter().enumerate() {
+                let field = format!("spec.candidates[{index}]");
+                if *name == identity.name {
+                    return Err(root_is_no_candidate(&field));
+                }
+                candidates.push(self.token_parent(&nodes, name, &field)?);
+            }
         }
         let now_unix = unix_ms() / 1000;
-        let claims = token::new_claims(
+        let mut claims = token::new_claims(
             &request.name,
             request.role,
-            token::TokenParent {
-                name: parent.clone(),
-                addresses,
-                issuers,
-            },
+            first,
             pki::sha256(&identity.ca_cert_der),
             request.ttl,
             now_unix,
         );
+        let candidates: Vec<relaymesh_protocol::CandidateParent> = candidates
+            .into_iter()
+            .map(|candidate| relaymesh_protocol::CandidateParent {
+                name: candidate.name,
+                addresses: candidate.addresses,
+                issuers: candidate.issuers,
+            })
+            .collect();
+        claims.candidates = candidates.iter().skip(1).cloned().collect();
         let issued = token::issue(signing_key, &claims)
             .map_err(|error| ApiError::Internal(error.to_string()))?;
         // Remembered before it is handed out, so every token an admin holds
@@ -225,7 +268,26 @@ impl Backend for RootBackend {
         Ok(IssuedToken {
             token: issued,
             expires_unix: claims.not_after_unix,
+            candidates,
         })
+    }
+
+    async fn grant_parents(
+        &self,
+        node: String,
+        candidates: Option<Vec<relaymesh_protocol::CandidateParent>>,
+    ) -> Result<(), ApiError> {
+        let (reply, answer) = oneshot::channel();
+        self.ask(
+            Event::GrantParents {
+                node,
+                candidates,
+                reply,
+            },
+            answer,
+        )
+        .await?
+        .map_err(ApiError::Internal)
     }
 
     fn tokens(&self) -> Result<Vec<TokenRecord>, ApiError> {
@@ -393,6 +455,7 @@ impl Backend for RootBackend {
             name: node.clone(),
             role: Role::Agent,
             parent: Some(to.clone()),
+            candidates: Vec::new(),
             ttl,
         })?;
         let moved = Move {

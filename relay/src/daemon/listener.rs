@@ -113,6 +113,26 @@ async fn serve_connection(
     if let Some(peer) = &peer {
         tracing::Span::current().record("peer", peer.name.as_str());
     }
+    // A node another relay admitted may still have this one as parent, if
+    // the root granted it (see `relaymesh_protocol::parents`).
+    let mut refused_here = None;
+    let issued_here = match (&peer, issued_here) {
+        (Some(peer), false) => match may_attach(&connection, &shared, peer).await {
+            Ok(()) => {
+                tracing::info!(node = %peer.name, "a candidate parent serves a node another candidate admitted");
+                true
+            }
+            Err(reason) => {
+                refused_here = Some(reason);
+                false
+            }
+        },
+        (_, issued_here) => issued_here,
+    };
+    let not_admitted_here = |peer: &Peer| match &refused_here {
+        Some(reason) => Refusal::new(ErrorCode::Forbidden, reason.clone()),
+        None => not_admitted_here(peer),
+    };
     let mut has_control = false;
     let bundle_streams = StreamGate::new(MAX_BUNDLE_STREAMS);
     loop {
@@ -261,6 +281,29 @@ fn authenticate(
         None => false,
     };
     Ok((Some(peer), issued_here))
+}
+
+/// Asks the loop whether `peer`, whose certificate another relay issued, may
+/// have this relay as parent (see [`Event::MayAttach`]).
+async fn may_attach(
+    connection: &quinn::Connection,
+    shared: &Shared,
+    peer: &Peer,
+) -> Result<(), String> {
+    let chain = pki::connection_chain(connection).map_err(|error| error.to_string())?;
+    let (reply, answer) = tokio::sync::oneshot::channel();
+    let asked = Event::MayAttach {
+        node: peer.name.clone(),
+        role: peer.role,
+        chain,
+        reply,
+    };
+    if shared.events.send(asked).await.is_err() {
+        return Err("the relay is stopping".into());
+    }
+    answer
+        .await
+        .map_err(|_| "the relay is stopping".to_string())?
 }
 
 /// Signs a child's renewal request for the key its connection presented.

@@ -63,7 +63,9 @@ impl Daemon {
                 return Ok(());
             }
         };
-        let Joined { identity, parent } = *joined;
+        let Joined {
+            identity, parent, ..
+        } = *joined;
         let Some(mut config) = self.store.config()? else {
             return Ok(());
         };

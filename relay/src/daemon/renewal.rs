@@ -29,6 +29,12 @@ pub(super) struct Renewal {
     asking: bool,
     client: watch::Sender<quinn::ClientConfig>,
     server: Option<quinn::Endpoint>,
+    /// The node's candidate parents, which its client configuration
+    /// accepts as servers (see [`pki::quic_client_config_among`]).
+    candidates: Vec<relaymesh_protocol::CandidateParent>,
+    /// The issuers the next renewal must come through: set after the node
+    /// re-parented, whose new parent signs with another issuer.
+    rehome: Option<Vec<String>>,
 }
 
 impl Renewal {
@@ -40,6 +46,7 @@ impl Renewal {
         validity: Duration,
         client: watch::Sender<quinn::ClientConfig>,
         server: Option<quinn::Endpoint>,
+        candidates: Vec<relaymesh_protocol::CandidateParent>,
     ) -> Self {
         let due = next_due(&identity);
         Self {
@@ -49,7 +56,17 @@ impl Renewal {
             asking: false,
             client,
             server,
+            candidates,
+            rehome: None,
         }
+    }
+
+    /// The node re-parented to `parent`: its certificate is renewed by it
+    /// now, through `parent`'s issuer, so that it no longer rests on the
+    /// old parent's.
+    pub fn rehome(&mut self, parent: &relaymesh_protocol::CandidateParent) {
+        self.rehome = Some(parent.issuer_path());
+        self.due = tokio::time::Instant::now();
     }
 
     /// When the loop should call [`Renewal::due`].
@@ -104,10 +121,19 @@ impl Renewal {
     ) -> Result<(), DaemonError> {
         self.asking = false;
         let renewed = result.and_then(|chain| {
-            pki::renewed_identity(&self.identity, chain).map_err(|error| error.to_string())
+            match &self.rehome {
+                Some(path) => pki::rehomed_identity(&self.identity, chain, path),
+                None => pki::renewed_identity(&self.identity, chain),
+            }
+            .map_err(|error| error.to_string())
         });
         match renewed {
-            Ok(identity) => self.adopt(store, identity),
+            Ok(identity) => {
+                if self.rehome.take().is_some() {
+                    tracing::info!("uses the certificate its new parent signed");
+                }
+                self.adopt(store, identity)
+            }
             Err(error) => {
                 tracing::warn!(%error, "certificate renewal failed; retrying");
                 self.retry();
@@ -140,7 +166,7 @@ impl Renewal {
         }
         if identity.token_signing_key.is_none() {
             self.client
-                .send_replace(pki::quic_client_config(&identity)?);
+                .send_replace(pki::quic_client_config_among(&identity, &self.candidates)?);
         }
         self.identity = identity;
         self.due = next_due(&self.identity);

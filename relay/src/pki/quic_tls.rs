@@ -23,6 +23,9 @@ const KEEP_ALIVE: Duration = Duration::from_secs(2);
 /// How long a link may hear nothing before it is considered dead.
 const IDLE_TIMEOUT_MS: u32 = 10_000;
 
+/// How long a link stays up with nothing heard from the peer.
+pub const IDLE_TIMEOUT: Duration = Duration::from_millis(IDLE_TIMEOUT_MS as u64);
+
 /// The QUIC endpoint configuration of a relay's listener: its stateless
 /// reset key is derived from the node's private key, so it is the same
 /// after a restart. A relay that was killed and comes back on its address
@@ -138,6 +141,59 @@ pub fn quic_client_config(identity: &Identity) -> Result<quinn::ClientConfig, Pk
     client_config(tls)
 }
 
+/// [`quic_client_config`] for a node with candidate parents: the server is
+/// verified against the mesh CA, for the name dialed, and its chain must
+/// pass through exactly the issuers the root listed for that candidate
+/// (its [`relaymesh_protocol::CandidateParent::issuers`]), so the node can
+/// dial any of them with the certificate it holds, wherever in the tree
+/// they sit, and no other relay can pose as one. A server name that is no
+/// candidate is refused.
+pub fn quic_client_config_among(
+    identity: &Identity,
+    candidates: &[relaymesh_protocol::CandidateParent],
+) -> Result<quinn::ClientConfig, PkiError> {
+    if candidates.is_empty() {
+        return quic_client_config(identity);
+    }
+    let provider = ring_provider();
+    let inner = rustls::client::WebPkiServerVerifier::builder_with_provider(
+        Arc::new(mesh_roots(&identity.ca_cert_der)?),
+        provider.clone(),
+    )
+    .build()?;
+    let tls = rustls::ClientConfig::builder_with_provider(provider.clone())
+        .with_protocol_versions(&[&rustls::version::TLS13])?
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(CandidateVerifier {
+            inner,
+            ca_der: identity.ca_cert_der.clone(),
+            paths: candidates
+                .iter()
+                .map(|candidate| (candidate.name.clone(), candidate.issuers.clone()))
+                .collect(),
+            provider,
+        }))
+        .with_client_auth_cert(
+            certificate_chain(&identity.tls_chain_der),
+            private_key(&identity.tls_key_der),
+        )?;
+    client_config(tls)
+}
+
+/// The relays whose issuers lead from the mesh CA `ca_der` to the first
+/// certificate of `chain_der` (leaf first, then the intermediates the peer
+/// sent), top-down.
+pub fn chain_issuer_path(chain_der: &[Vec<u8>], ca_der: &[u8]) -> Result<Vec<String>, String> {
+    let Some((leaf, rest)) = chain_der.split_first() else {
+        return Err("the chain holds no certificate".into());
+    };
+    let intermediates: Vec<CertificateDer<'static>> = rest
+        .iter()
+        .map(|der| CertificateDer::from(der.clone()))
+        .collect();
+    issuer_path(leaf, &intermediates, ca_der)
+}
+
 /// The QUIC client configuration for joining: no client certificate, and the
 /// server accepted only if its chain contains a certificate whose SHA-256 is
 /// `ca_sha256` and verifies against that certificate as the sole trust anchor
@@ -208,6 +264,52 @@ struct ParentVerifier {
     inner: Arc<rustls::client::WebPkiServerVerifier>,
     expected_issuer: Vec<u8>,
     provider: Arc<CryptoProvider>,
+}
+
+/// Verifies a candidate parent against the mesh CA, then its issuers.
+#[derive(Debug)]
+struct CandidateVerifier {
+    inner: Arc<rustls::client::WebPkiServerVerifier>,
+    ca_der: Vec<u8>,
+    /// Each candidate's issuers, by name.
+    paths: std::collections::BTreeMap<String, Vec<String>>,
+    provider: Arc<CryptoProvider>,
+}
+
+impl ServerCertVerifier for CandidateVerifier {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp_response: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, TlsError> {
+        let verified = self.inner.verify_server_cert(
+            end_entity,
+            intermediates,
+            server_name,
+            ocsp_response,
+            now,
+        )?;
+        let name = match server_name {
+            ServerName::DnsName(name) => name.as_ref().to_string(),
+            other => return Err(wrong_issuer(format!("{other:?} is no candidate parent"))),
+        };
+        let Some(expected) = self.paths.get(&name) else {
+            return Err(wrong_issuer(format!("{name:?} is no candidate parent")));
+        };
+        let path =
+            issuer_path(end_entity.as_ref(), intermediates, &self.ca_der).map_err(wrong_issuer)?;
+        if path != *expected {
+            return Err(wrong_issuer(format!(
+                "{name:?}'s certificate was issued below {path:?}, but the root places it below {expected:?}: another relay may be posing as it"
+            )));
+        }
+        Ok(verified)
+    }
+
+    crate::pki::handshake::verify_handshake_signatures!();
 }
 
 /// A server certificate that verifies against the mesh CA but was not

@@ -73,6 +73,44 @@ pub fn renewed_identity(
     })
 }
 
+/// [`renewed_identity`] for a node that re-parented to a candidate parent
+/// (see [`relaymesh_protocol::parents`]): the certificate comes from the new
+/// parent's issuer, so the chain above it changes; it must lead from the
+/// mesh CA through exactly `issuer_path` (the candidate's issuers, then the
+/// candidate).
+pub fn rehomed_identity(
+    identity: &Identity,
+    chain_der: Vec<Vec<u8>>,
+    issuer_path: &[String],
+) -> Result<Identity, PkiError> {
+    let Some(leaf) = chain_der.first() else {
+        return Err(mismatch("the renewal holds no certificate"));
+    };
+    let peer = peer_of(leaf)?;
+    if peer.name != identity.name || peer.role != identity.role {
+        return Err(mismatch(format!(
+            "the renewed certificate is for {} {}, not {} {}",
+            peer.role.as_str(),
+            peer.name,
+            identity.role.as_str(),
+            identity.name
+        )));
+    }
+    check_key_matches(leaf, &identity.tls_key_der, "TLS")?;
+    verify_chain(&identity.ca_cert_der, &chain_der)?;
+    let path =
+        super::quic_tls::chain_issuer_path(&chain_der, &identity.ca_cert_der).map_err(mismatch)?;
+    if path != issuer_path {
+        return Err(mismatch(format!(
+            "the certificate was issued below {path:?}, not below the new parent {issuer_path:?}"
+        )));
+    }
+    Ok(Identity {
+        tls_chain_der: chain_der,
+        ..identity.clone()
+    })
+}
+
 /// When the node's current certificate expires (Unix seconds).
 pub fn expiry(identity: &Identity) -> Result<u64, PkiError> {
     let Some(leaf) = identity.tls_chain_der.first() else {

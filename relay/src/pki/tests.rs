@@ -771,3 +771,87 @@ fn fresh_certificates_are_valid_to_nodes_ten_minutes_behind_or_ahead() {
         assert!(not_after >= now + skew, "still valid 10 min ahead");
     }
 }
+
+/// A node that re-parented to another candidate takes that candidate's
+/// renewal, and only if its issuers are where the root places the new
+/// parent; the path of a certificate names the relays that issued it.
+#[test]
+fn a_re_parented_node_takes_its_new_parents_certificate_and_no_other() {
+    let root = root();
+    let eu = join(&root, "eu", Role::Relay);
+    let eu_west = join(&eu, "eu-west", Role::Relay);
+    let us = join(&root, "us", Role::Relay);
+    let edge = join(&eu_west, "edge-1", Role::Agent);
+    assert_eq!(
+        chain_issuer_path(&edge.tls_chain_der, &root.ca_cert_der).expect("a path"),
+        ["eu", "eu-west"]
+    );
+    assert_eq!(
+        chain_issuer_path(&eu_west.tls_chain_der, &root.ca_cert_der).expect("a path"),
+        ["eu"],
+        "a relay's own certificate comes from its parent's issuer"
+    );
+
+    let csr = renewal_request(&edge).expect("request");
+    let presented = edge.tls_chain_der[0].clone();
+    let us_issuer = us.issuer.as_ref().expect("a relay issues");
+    let leaf =
+        sign_renewal(us_issuer, &csr, &presented, DEFAULT_NODE_CERT_VALIDITY).expect("us signs it");
+    let mut chain = vec![leaf];
+    chain.push(us_issuer.cert_der.clone());
+    chain.extend(us_issuer.chain_der.iter().cloned());
+    assert!(
+        renewed_identity(&edge, chain.clone()).is_err(),
+        "a plain renewal keeps its issuer"
+    );
+    let rehomed = rehomed_identity(&edge, chain.clone(), &["us".to_string()]).expect("accepted");
+    assert_eq!(rehomed.tls_chain_der, chain);
+    assert_eq!(rehomed.tls_key_der, edge.tls_key_der);
+    let refused = rehomed_identity(&edge, chain, &["eu".to_string(), "eu-west".to_string()]);
+    assert!(
+        refused.is_err(),
+        "a certificate from us is no certificate from eu-west"
+    );
+}
+
+/// A node with candidate parents dials each with the certificate it holds
+/// and accepts it only where the root placed it: a relay minting itself a
+/// certificate for another candidate, or a relay that is no candidate, is
+/// refused.
+#[tokio::test]
+async fn a_node_accepts_a_candidate_parent_only_where_the_root_placed_it() {
+    let root = root();
+    let eu = join(&root, "eu", Role::Relay);
+    let eu_west = join(&eu, "eu-west", Role::Relay);
+    let us = join(&root, "us", Role::Relay);
+    let mallory = join(&root, "mallory", Role::Relay);
+    let edge = join(&eu_west, "edge-1", Role::Agent);
+    let candidates = [
+        relaymesh_protocol::CandidateParent {
+            name: "eu-west".into(),
+            addresses: Vec::new(),
+            issuers: vec!["eu".into()],
+        },
+        relaymesh_protocol::CandidateParent {
+            name: "us".into(),
+            addresses: Vec::new(),
+            issuers: Vec::new(),
+        },
+    ];
+    for (parent, name) in [(&eu_west, "eu-west"), (&us, "us")] {
+        let server = serve(parent);
+        let config = quic_client_config_among(&edge, &candidates).expect("client config");
+        let (client_conn, _) = handshake(&server, config, name).await;
+        client_conn.expect("a real candidate");
+    }
+    let impostor = serve(&forge_relay(&mallory, "us"));
+    let config = quic_client_config_among(&edge, &candidates).expect("client config");
+    let (client_conn, _) = handshake(&impostor, config, "us").await;
+    let error = client_conn.expect_err("the impostor must be refused");
+    assert!(error.to_string().contains("posing"), "{error}");
+    let stranger = serve(&mallory);
+    let config = quic_client_config_among(&edge, &candidates).expect("client config");
+    let (client_conn, _) = handshake(&stranger, config, "mallory").await;
+    let error = client_conn.expect_err("no candidate");
+    assert!(error.to_string().contains("no candidate"), "{error}");
+}

@@ -5,7 +5,7 @@
 use relaymesh_protocol::message::{JoinReply, JoinRequest, Open};
 use relaymesh_protocol::{Role, PROTOCOL_VERSION};
 
-use super::uplink::{connect_nearest, Endpoints};
+use super::uplink::{connect_nearest_of, Endpoints};
 use super::{expect_frame, write_frame, LinkError};
 use crate::config::ParentConfig;
 use crate::identity::Identity;
@@ -50,6 +50,10 @@ pub struct Joined {
     pub identity: Identity,
     /// Its parent.
     pub parent: ParentConfig,
+    /// Every relay the token let it join (the parent among them), when it
+    /// named more than one: the node fails over among them (see
+    /// [`relaymesh_protocol::parents`]).
+    pub candidates: Vec<relaymesh_protocol::CandidateParent>,
 }
 
 /// Joins the mesh as `name` with `role`, using `token`.
@@ -65,10 +69,6 @@ pub async fn join_from(
     endpoints: &mut Endpoints,
 ) -> Result<Joined, JoinError> {
     let claims = token::read_unverified(token)?;
-    let parent = ParentConfig {
-        name: claims.parent.clone(),
-        addresses: claims.parent_addresses.clone(),
-    };
     let keys = pki::new_node_keys(name, role)?;
     let request = JoinRequest {
         version: PROTOCOL_VERSION,
@@ -78,34 +78,81 @@ pub async fn join_from(
         tls_csr_der: keys.tls_csr_der.clone(),
         issuer_csr_der: keys.issuer_csr_der.clone(),
     };
-    let unreachable = |source| JoinError::Unreachable {
-        parent: parent.name.clone(),
-        addresses: parent.addresses.join(", "),
-        source,
+    let mut left = claims.parents();
+    let candidates = if left.len() > 1 {
+        left.clone()
+    } else {
+        Vec::new()
     };
-    let client = pki::quic_join_client_config(claims.ca_sha256, &claims.parent_issuers)?;
-    let (connection, address) = connect_nearest(&parent, &client, endpoints)
-        .await
-        .map_err(unreachable)?;
-    tracing::info!(parent = %parent.name, %address, "joining");
-    let reply = exchange(&connection, request).await.map_err(unreachable)?;
-    connection.close(0u32.into(), b"joined");
-    match reply {
-        JoinReply::Accepted(grant) => {
-            // The TLS handshake already required the pinned CA in the
-            // parent's chain; the grant must name that same CA.
-            if pki::sha256(&grant.ca_cert_der) != claims.ca_sha256 {
-                return Err(JoinError::Pki(PkiError::GrantMismatch {
-                    reason: "the granted CA is not the one the token pins".into(),
-                }));
-            }
-            let identity = pki::identity_from_grant(name, role, keys, &grant)?;
-            Ok(Joined { identity, parent })
+    // The nearest that admits the node: every candidate is dialed at once
+    // and the first handshake decides; one that refuses is left out of the
+    // next round.
+    loop {
+        let mut dials = Vec::new();
+        for candidate in &left {
+            let client = pki::quic_join_client_config(claims.ca_sha256, &candidate.issuers)?;
+            dials.push((parent_config(candidate), client));
         }
-        JoinReply::Refused(refusal) => Err(JoinError::Refused {
-            parent: parent.name,
-            refusal,
-        }),
+        let unreachable = |source| JoinError::Unreachable {
+            parent: left
+                .iter()
+                .map(|candidate| candidate.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+            addresses: left
+                .iter()
+                .flat_map(|candidate| candidate.addresses.iter().map(String::as_str))
+                .collect::<Vec<_>>()
+                .join(", "),
+            source,
+        };
+        let (connection, address, parent) = connect_nearest_of(&dials, endpoints)
+            .await
+            .map_err(unreachable)?;
+        tracing::info!(parent = %parent.name, %address, rtt = ?connection.rtt(), "joining");
+        let reply = exchange(&connection, request.clone())
+            .await
+            .map_err(|source| JoinError::Unreachable {
+                parent: parent.name.clone(),
+                addresses: parent.addresses.join(", "),
+                source,
+            })?;
+        connection.close(0u32.into(), b"joined");
+        match reply {
+            JoinReply::Accepted(grant) => {
+                // The TLS handshake already required the pinned CA in the
+                // parent's chain; the grant must name that same CA.
+                if pki::sha256(&grant.ca_cert_der) != claims.ca_sha256 {
+                    return Err(JoinError::Pki(PkiError::GrantMismatch {
+                        reason: "the granted CA is not the one the token pins".into(),
+                    }));
+                }
+                let identity = pki::identity_from_grant(name, role, keys, &grant)?;
+                return Ok(Joined {
+                    identity,
+                    parent,
+                    candidates,
+                });
+            }
+            JoinReply::Refused(refusal) => {
+                left.retain(|candidate| candidate.name != parent.name);
+                if left.is_empty() {
+                    return Err(JoinError::Refused {
+                        parent: parent.name,
+                        refusal,
+                    });
+                }
+                tracing::warn!(parent = %parent.name, %refusal, "a candidate parent refused the join; trying the next nearest");
+            }
+        }
+    }
+}
+
+/// How to dial a candidate parent.
+pub fn parent_config(candidate: &relaymesh_protocol::CandidateParent) -> ParentConfig {
+    ParentConfig {
+        name: candidate.name.clone(),
+        addresses: candidate.addresses.clone(),
     }
 }
 

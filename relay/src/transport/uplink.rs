@@ -24,6 +24,9 @@ pub enum UplinkEvent {
         connection: quinn::Connection,
         /// The address that answered fastest.
         address: SocketAddr,
+        /// The parent it belongs to: another candidate than the configured
+        /// parent after a failover (see [`Failover`]).
+        parent: ParentConfig,
     },
     /// The connection ended.
     Disconnected {
@@ -32,51 +35,99 @@ pub enum UplinkEvent {
     },
 }
 
+/// A node's candidate parents (see [`relaymesh_protocol::parents`]): once
+/// its parent has been silent for `grace`, the uplink dials them all (the
+/// parent too) and keeps the first that answers.
+#[derive(Debug, Clone)]
+pub struct Failover {
+    /// Every candidate parent, the current one included.
+    pub candidates: Vec<ParentConfig>,
+    /// How long the parent may stay silent before the others are dialed.
+    pub grace: Duration,
+}
+
 /// Keeps a connection to the latest `parent` until `shutdown`, dialing with
 /// the latest `client` configuration (both change when the node moves).
 /// Every `()` received on `reconnect` drops the current connection and
-/// dials again.
+/// dials again. With `failover`, a parent silent for longer than its grace
+/// period is replaced by the nearest candidate that answers.
 pub async fn run(
     parent: tokio::sync::watch::Receiver<ParentConfig>,
     client: tokio::sync::watch::Receiver<quinn::ClientConfig>,
+    failover: Option<Failover>,
     mut endpoints: Endpoints,
     events: mpsc::Sender<UplinkEvent>,
     mut reconnect: mpsc::Receiver<()>,
     shutdown: CancellationToken,
 ) {
     let mut backoff = Backoff::default();
+    // Since when nothing was heard from the parent, while there is no link.
+    let mut silent_since: Option<tokio::time::Instant> = None;
     loop {
         // The newest configuration: a renewed certificate is used from the
         // next connection on.
         let config = client.borrow().clone();
         let parent = parent.borrow().clone();
+        let candidates = failover
+            .as_ref()
+            .filter(|failover| silent_since.is_some_and(|since| since.elapsed() >= failover.grace))
+            .map(|failover| {
+                failover
+                    .candidates
+                    .iter()
+                    .map(|candidate| (candidate.clone(), config.clone()))
+                    .collect::<Vec<_>>()
+            });
+        let dial = async {
+            match &candidates {
+                Some(candidates) => connect_nearest_of(candidates, &mut endpoints).await,
+                None => connect_nearest(&parent, &config, &mut endpoints)
+                    .await
+                    .map(|(connection, address)| (connection, address, parent.clone())),
+            }
+        };
         let attempt = tokio::select! {
-            attempt = connect_nearest(&parent, &config, &mut endpoints) => attempt,
+            attempt = dial => attempt,
             () = shutdown.cancelled() => return,
         };
         match attempt {
-            Ok((connection, address)) => {
+            Ok((connection, address, reached)) => {
                 backoff.reset();
-                tracing::info!(parent = %parent.name, %address, rtt = ?connection.rtt(), "connected to parent");
+                if reached.name != parent.name {
+                    tracing::warn!(from = %parent.name, to = %reached.name, "the parent was silent for longer than the grace period; re-parenting to the nearest candidate");
+                }
+                tracing::info!(parent = %reached.name, %address, rtt = ?connection.rtt(), "connected to parent");
                 let event = UplinkEvent::Connected {
                     connection: connection.clone(),
                     address,
+                    parent: reached.clone(),
                 };
                 if events.send(event).await.is_err() {
                     return;
                 }
-                let reason = tokio::select! {
-                    error = connection.closed() => error.to_string(),
+                let (reason, heard) = tokio::select! {
+                    error = connection.closed() => {
+                        // An idle timeout means nothing was heard for that
+                        // long already.
+                        let heard = match error {
+                            quinn::ConnectionError::TimedOut => tokio::time::Instant::now()
+                                .checked_sub(crate::pki::IDLE_TIMEOUT)
+                                .unwrap_or_else(tokio::time::Instant::now),
+                            _ => tokio::time::Instant::now(),
+                        };
+                        (error.to_string(), heard)
+                    }
                     Some(()) = reconnect.recv() => {
                         connection.close(0u32.into(), b"reconnect");
-                        "reconnect requested".to_string()
+                        ("reconnect requested".to_string(), tokio::time::Instant::now())
                     }
                     () = shutdown.cancelled() => {
                         connection.close(0u32.into(), b"shutdown");
                         return;
                     }
                 };
-                tracing::warn!(parent = %parent.name, %reason, "parent link lost");
+                silent_since = Some(heard);
+                tracing::warn!(parent = %reached.name, %reason, "parent link lost");
                 if events
                     .send(UplinkEvent::Disconnected { reason })
                     .await
@@ -86,10 +137,19 @@ pub async fn run(
                 }
             }
             Err(error) => {
+                silent_since.get_or_insert_with(tokio::time::Instant::now);
                 tracing::warn!(parent = %parent.name, %error, "cannot reach parent");
             }
         }
-        let delay = backoff.next_delay();
+        let mut delay = backoff.next_delay();
+        if let (Some(failover), Some(since)) = (&failover, silent_since) {
+            // Never sleep past the end of the grace period.
+            let left =
+                (since + failover.grace).saturating_duration_since(tokio::time::Instant::now());
+            if !left.is_zero() {
+                delay = delay.min(left);
+            }
+        }
         tokio::select! {
             () = tokio::time::sleep(delay) => {}
             () = shutdown.cancelled() => return,
@@ -146,29 +206,50 @@ pub async fn connect_nearest(
     client: &quinn::ClientConfig,
     endpoints: &mut Endpoints,
 ) -> Result<(quinn::Connection, SocketAddr), LinkError> {
-    let mut targets = Vec::new();
-    for address in &parent.addresses {
-        match resolve(address).await {
-            Ok(resolved) => targets.extend(resolved),
-            Err(error) => tracing::warn!(%error, "skipping parent address"),
+    let (connection, address, _) =
+        connect_nearest_of(&[(parent.clone(), client.clone())], endpoints).await?;
+    Ok((connection, address))
+}
+
+/// [`connect_nearest`] over several parents at once, each dialed with its
+/// own client configuration: every address of every parent is dialed, and
+/// the first handshake to finish wins. Returns the connection, the address
+/// and the parent that answered.
+pub async fn connect_nearest_of(
+    parents: &[(ParentConfig, quinn::ClientConfig)],
+    endpoints: &mut Endpoints,
+) -> Result<(quinn::Connection, SocketAddr, ParentConfig), LinkError> {
+    let mut attempts = futures::stream::FuturesUnordered::new();
+    for (index, (parent, client)) in parents.iter().enumerate() {
+        for address in &parent.addresses {
+            let resolved = match resolve(address).await {
+                Ok(resolved) => resolved,
+                Err(error) => {
+                    tracing::warn!(parent = %parent.name, %error, "skipping parent address");
+                    continue;
+                }
+            };
+            for target in resolved {
+                let endpoint = endpoints.for_target(&target)?;
+                let connecting = endpoint.connect_with(client.clone(), target, &parent.name)?;
+                attempts.push(async move {
+                    let result = tokio::time::timeout(CONNECT_TIMEOUT, connecting).await;
+                    (index, target, result)
+                });
+            }
         }
     }
-    let mut attempts = futures::stream::FuturesUnordered::new();
-    for target in targets {
-        let endpoint = endpoints.for_target(&target)?;
-        let connecting = endpoint.connect_with(client.clone(), target, &parent.name)?;
-        attempts.push(async move {
-            let result = tokio::time::timeout(CONNECT_TIMEOUT, connecting).await;
-            (target, result)
-        });
-    }
     let mut last_error = LinkError::Address {
-        address: parent.addresses.join(","),
+        address: parents
+            .iter()
+            .flat_map(|(parent, _)| parent.addresses.iter().cloned())
+            .collect::<Vec<_>>()
+            .join(","),
         reason: "no usable address".into(),
     };
-    while let Some((target, result)) = futures::StreamExt::next(&mut attempts).await {
+    while let Some((index, target, result)) = futures::StreamExt::next(&mut attempts).await {
         match result {
-            Ok(Ok(connection)) => return Ok((connection, target)),
+            Ok(Ok(connection)) => return Ok((connection, target, parents[index].0.clone())),
             Ok(Err(error)) => {
                 tracing::debug!(%target, %error, "parent address failed");
                 last_error = error.into();

@@ -55,6 +55,7 @@ impl Backend for FakeBackend {
         let issued = IssuedToken {
             token: format!("token-for-{}", request.name),
             expires_unix: now + request.ttl.as_secs(),
+            candidates: Vec::new(),
         };
         lock(&self.token_requests).push(request);
         Ok(issued)

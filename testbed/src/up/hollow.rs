@@ -328,7 +328,12 @@ async fn join(
     loop {
         let attempt = async {
             let token = root
-                .create_token(&plan.name, Role::Agent, Some(&plan.parent), TOKEN_TTL)
+                .create_token(
+                    &plan.name,
+                    Role::Agent,
+                    std::slice::from_ref(&plan.parent),
+                    TOKEN_TTL,
+                )
                 .await?;
             let store = Store::temporary(&plan.name)?;
             agent::join(

@@ -1,0 +1,218 @@
+//! Candidate parents on the daemon's side (see
+//! [`relaymesh_protocol::parents`]).
+//!
+//! At the root: sign the grant a multi-parent token makes, and sign it again
+//! naming the parent the core found the node under. At a relay: decide
+//! whether a node another candidate admitted may attach here. On the node:
+//! adopt the candidate the uplink reached after the parent went silent,
+//! and have it renew the certificate through its own issuer.
+
+use relaymesh_protocol::{CandidateParent, Parents, Role};
+
+use super::{Daemon, DaemonError};
+use crate::config::ParentConfig;
+use crate::pki;
+use relaymesh_core::Now;
+
+impl Daemon {
+    /// At the root: grants `node` the candidate parents `candidates`, or
+    /// takes its grant back (a token with one parent replaces it).
+    pub(super) fn grant_parents(
+        &mut self,
+        now: Now,
+        node: &str,
+        candidates: Option<Vec<CandidateParent>>,
+    ) -> Result<(), String> {
+        let key = Parents::key_for(node);
+        let Some(candidates) = candidates else {
+            if self.core.entries().any(|entry| entry.key == key) {
+                tracing::info!(%node, "took back a node's candidate parents");
+                self.core.remove_local(now, &key);
+            }
+            return Ok(());
+        };
+        let grant = Parents {
+            node: node.to_string(),
+            candidates,
+            // Named again by the core as soon as the node shows up.
+            current: None,
+        };
+        let entry = grant.to_entry().map_err(|error| error.to_string())?;
+        let entry = self
+            .seal(now, entry)
+            .ok_or_else(|| "the root cannot sign the grant".to_string())?;
+        tracing::info!(%node, candidates = ?grant.candidates.iter().map(|c| &c.name).collect::<Vec<_>>(), "granted candidate parents");
+        self.core.upsert_local(now, entry);
+        Ok(())
+    }
+
+    /// At the root: sign the grant naming the parent the node is under.
+    pub(super) fn settle_parents(&mut self, now: Now, grant: Parents) {
+        let entry = match grant.to_entry() {
+            Ok(entry) => entry,
+            Err(error) => {
+                tracing::error!(node = %grant.node, %error, "cannot encode candidate parents");
+                return;
+            }
+        };
+        if let Some(entry) = self.seal(now, entry) {
+            tracing::info!(node = %grant.node, parent = ?grant.current, "named a node's parent in its grant");
+            self.core.upsert_local(now, entry);
+        }
+    }
+
+    /// Whether `node` (an agent presenting `chain`, leaf first) may have
+    /// this relay as parent without having been admitted here: the root
+    /// granted it this relay among its candidates, and its certificate was
+    /// issued by another of them, where the root places that one.
+    pub(super) fn may_attach(
+        &self,
+        node: &str,
+        role: Role,
+        chain: &[Vec<u8>],
+    ) -> Result<(), String> {
+        let path = pki::chain_issuer_path(chain, &self.shared.identity.ca_cert_der);
+        attach_decision(
+            self.core.grant(node).as_ref(),
+            self.core.name(),
+            node,
+            role,
+            path,
+        )
+    }
+
+    /// The uplink connected to `parent`: if that is another candidate than
+    /// the configured parent (the parent was silent for longer than the
+    /// grace period), adopt it: stored, dialed from now on, told to the core,
+    /// and asked to renew this node's certificate through its issuer.
+    pub(super) fn fail_over_if_elsewhere(
+        &mut self,
+        now: Now,
+        parent: &ParentConfig,
+    ) -> Result<(), DaemonError> {
+        let configured = self.shared.config.parent.as_ref().map(|p| p.name.as_str());
+        if configured == Some(parent.name.as_str()) {
+            return Ok(());
+        }
+        let Some(candidate) = self
+            .candidates
+            .iter()
+            .find(|candidate| candidate.name == parent.name)
+            .cloned()
+        else {
+            tracing::error!(parent = %parent.name, "the uplink reached a relay that is no candidate parent");
+            return Ok(());
+        };
+        let Some(mut config) = self.store.config()? else {
+            return Ok(());
+        };
+        config.parent = Some(parent.clone());
+        self.store.set_config(&config)?;
+        self.shared.config = std::sync::Arc::new(config);
+        if let Some(dial) = &self.parent_config {
+            dial.send_replace(parent.clone());
+        }
+        self.core.fail_over(now, &parent.name);
+        self.renewal.rehome(&candidate);
+        tracing::warn!(parent = %parent.name, "re-parented to a candidate parent");
+        Ok(())
+    }
+}
+
+/// Whether `node` in `role`, whose certificate was issued through `path`
+/// (top-down, see [`pki::chain_issuer_path`]), may have relay `here` as
+/// parent under `grant`; why not, if not.
+fn attach_decision(
+    grant: Option<&Parents>,
+    here: &str,
+    node: &str,
+    role: Role,
+    path: Result<Vec<String>, String>,
+) -> Result<(), String> {
+    if role != Role::Agent {
+        return Err(format!("{role} {node:?} was not admitted by this relay"));
+    }
+    let Some(grant) = grant else {
+        return Err(format!(
+            "agent {node:?} was not admitted by this relay and the root granted it no candidate parents"
+        ));
+    };
+    if !grant.allows(here) {
+        return Err(format!(
+            "the root did not grant agent {node:?} this relay ({here:?}) as a parent"
+        ));
+    }
+    let path = path?;
+    let issued_by_candidate = grant
+        .candidates
+        .iter()
+        .any(|candidate| candidate.name != here && candidate.issuer_path() == path);
+    if !issued_by_candidate {
+        return Err(format!(
+            "agent {node:?}'s certificate was issued below {path:?}, by none of its candidate parents"
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn grant() -> Parents {
+        let candidate = |name: &str, issuers: &[&str]| CandidateParent {
+            name: name.into(),
+            addresses: Vec::new(),
+            issuers: issuers.iter().map(|issuer| issuer.to_string()).collect(),
+        };
+        Parents {
+            node: "edge".into(),
+            candidates: vec![candidate("eu-west", &["eu"]), candidate("us", &[])],
+            current: Some("eu-west".into()),
+        }
+    }
+
+    fn path(relays: &[&str]) -> Result<Vec<String>, String> {
+        Ok(relays.iter().map(|relay| relay.to_string()).collect())
+    }
+
+    #[test]
+    fn a_candidate_serves_a_node_another_candidate_admitted() {
+        let grant = grant();
+        let decide = |here: &str, role: Role, issued: Result<Vec<String>, String>| {
+            attach_decision(Some(&grant), here, "edge", role, issued)
+        };
+        assert_eq!(decide("us", Role::Agent, path(&["eu", "eu-west"])), Ok(()));
+        assert_eq!(decide("eu-west", Role::Agent, path(&["us"])), Ok(()));
+        for (here, role, issued, why) in [
+            ("ap", Role::Agent, path(&["eu", "eu-west"]), "did not grant"),
+            ("us", Role::Relay, path(&["eu", "eu-west"]), "not admitted"),
+            // Minted by a relay that is no candidate, or by one elsewhere
+            // than the root placed the candidate.
+            (
+                "us",
+                Role::Agent,
+                path(&["mallory"]),
+                "none of its candidate",
+            ),
+            (
+                "us",
+                Role::Agent,
+                path(&["mallory", "eu-west"]),
+                "none of its candidate",
+            ),
+            ("us", Role::Agent, path(&["us"]), "none of its candidate"),
+            (
+                "us",
+                Role::Agent,
+                Err("the chain does not lead to the mesh CA".into()),
+                "mesh CA",
+            ),
+        ] {
+            let refused = decide(here, role, issued).expect_err("refused");
+            assert!(refused.contains(why), "{here} {role}: {refused}");
+        }
+        let none = attach_decision(None, "us", "edge", Role::Agent, path(&["eu", "eu-west"]));
+        assert!(none.expect_err("refused").contains("no candidate parents"));
+    }
+}

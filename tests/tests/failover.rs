@@ -1,0 +1,206 @@
+//! Candidate parents: an agent whose token names three relays joins the one
+//! with the lowest round-trip time (the other two sit behind loopback
+//! proxies that delay every datagram), and when that relay is killed with
+//! SIGKILL it re-parents to the next nearest within its grace period plus
+//! 10 s. Nothing in its cluster is removed or applied again: its API
+//! server's audit log gets no request from the kill until the agent reports
+//! through its new parent, and the Deployment is the same object throughout.
+//! A new revision then reaches the cluster through the new parent.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use relaymesh_testbed::cluster::{SimulatedCluster, SimulatorOptions};
+use relaymesh_testbed::faults::{Faults, Proxy};
+use relaymesh_tests::{
+    connected_under, free_udp_port, observe, run_ok, wait_for, web_deployment, web_image,
+    web_ready, web_workload, Mesh, RelayProcess, Sampler,
+};
+use serde_json::{json, Value};
+
+const SETTLE: Duration = Duration::from_secs(90);
+
+/// The agent's grace period: it re-parents once its parent has been silent
+/// this long.
+const GRACE: Duration = Duration::from_secs(10);
+
+/// Joins relay `name` under the root, advertising `advertise` instead of its
+/// own listening address when given (a proxy in front of it), and starts it.
+fn add_relay(
+    mesh: &Mesh,
+    name: &str,
+    listen: &str,
+    advertise: Option<&str>,
+) -> anyhow::Result<RelayProcess> {
+    let token = mesh.token("relay", name, Some("root"), "10m")?;
+    let mut join = mesh.command("relay", name)?;
+    join.arg("join")
+        .arg("--data-dir")
+        .arg(mesh.data_dir(name))
+        .args(["--name", name, "--token", &token, "--listen", listen]);
+    if let Some(advertise) = advertise {
+        join.args(["--advertise", advertise]);
+    }
+    run_ok(&mut join)?;
+    mesh.start(name)
+}
+
+/// Every line of a simulated cluster's audit log (one per request that
+/// asked to change something).
+fn audited(log: &Path) -> anyhow::Result<Vec<Value>> {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    text.lines()
+        .map(|line| serde_json::from_str(line).context("an audit line"))
+        .collect()
+}
+
+fn parent_of(mesh: &Mesh, name: &str) -> anyhow::Result<Option<String>> {
+    let cluster = mesh.cluster_object(name)?;
+    Ok(cluster["status"]["relayPath"]
+        .as_array()
+        .and_then(|path| path.last())
+        .and_then(Value::as_str)
+        .map(str::to_string))
+}
+
+#[test]
+fn an_agent_joins_the_nearest_candidate_and_re_parents_when_it_dies_without_touching_its_cluster(
+) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Runtime::new()?;
+    let (mesh, _root) = Mesh::init()?;
+
+    // near answers directly; mid and far through proxies that hold every
+    // datagram 60 ms and 250 ms each way.
+    let mut relays = Vec::new();
+    let mut proxies = Vec::new();
+    for (name, delay) in [("far", 250), ("mid", 60), ("near", 0)] {
+        let listen = format!("127.0.0.1:{}", free_udp_port()?);
+        let advertise = if delay > 0 {
+            let upstream: SocketAddr = listen.parse()?;
+            let proxy = runtime.block_on(Proxy::start(upstream, delay))?;
+            proxy.handle().set(Faults {
+                delay: Duration::from_millis(delay),
+                ..Faults::default()
+            });
+            let address = proxy.address().to_string();
+            proxies.push(proxy);
+            Some(address)
+        } else {
+            None
+        };
+        relays.push(add_relay(&mesh, name, &listen, advertise.as_deref())?);
+    }
+    wait_for("the three relays under the root", SETTLE, || {
+        let tree = mesh.tree()?;
+        Ok(["far", "mid", "near"]
+            .iter()
+            .all(|name| connected_under(&tree, name, "root"))
+            .then_some(()))
+    })
+    .with_context(|| mesh.logs())?;
+
+    let cluster = runtime.block_on(SimulatedCluster::start(
+        "edge",
+        &mesh.dir.path().join("cluster-edge"),
+        SimulatorOptions::default(),
+    ))?;
+    let kubeconfig = cluster.kubeconfig().to_path_buf();
+    // The nearest is named last: the choice is measured, not the order.
+    let token = mesh.relayctl_ok(&[
+        "token", "create", "--role", "agent", "--name", "edge", "--parent", "far", "--parent",
+        "mid", "--parent", "near", "--ttl", "10m",
+    ])?;
+    let joined = run_ok(
+        mesh.command("edge-agent", "edge")?
+            .arg("join")
+            .arg("--data-dir")
+            .arg(mesh.data_dir("edge"))
+            .args([
+                "--name",
+                "edge",
+                "--token",
+                token.trim(),
+                "--labels",
+                "region=eu",
+            ])
+            .arg("--kubeconfig")
+            .arg(&kubeconfig),
+    )?;
+    let said = String::from_utf8_lossy(&joined.stdout);
+    assert!(said.contains("under \"near\""), "{said}");
+    let grace = format!("{}s", GRACE.as_secs());
+    let _agent = mesh.start_agent_with("edge", &["--parent-grace", &grace])?;
+    wait_for("edge under near", SETTLE, || {
+        Ok(connected_under(&mesh.tree()?, "edge", "near").then_some(()))
+    })
+    .with_context(|| mesh.logs())?;
+
+    mesh.apply(&web_workload("nginx:1.27", 2, "{names: [edge]}", ""))?;
+    wait_for("web ready on edge, and so at the root", SETTLE, || {
+        let ready_here = web_ready(&kubeconfig, 2)? == (true, true);
+        let status = mesh.placement_status("web", "shop")?;
+        observe(&status);
+        let ready = ready_here && status["ready"] == json!(1);
+        Ok(ready.then_some(()))
+    })
+    .with_context(|| mesh.logs())?;
+    let uid = web_deployment(&kubeconfig)?.context("the Deployment")?["metadata"]["uid"].clone();
+    let before = audited(cluster.audit_log())?;
+    assert!(
+        before.iter().any(|line| line["method"] == "PATCH"),
+        "the agent applied through the audited API: {before:?}"
+    );
+
+    let read = kubeconfig.clone();
+    let sampler = Sampler::start(move || {
+        let deployment = web_deployment(&read)?;
+        Ok(Some(json!({"present": deployment.is_some()})))
+    });
+    let near = relays.pop().context("near")?;
+    let mut near = near;
+    near.kill()?;
+    // The grace period counts from the last thing heard from near.
+    wait_for("edge under mid", GRACE + Duration::from_secs(10), || {
+        let tree = mesh.tree()?;
+        observe(&tree);
+        Ok(connected_under(&tree, "edge", "mid").then_some(()))
+    })
+    .with_context(|| mesh.logs())?;
+    wait_for("edge reporting through mid", SETTLE, || {
+        let status = mesh.placement_status("web", "shop")?;
+        observe(&status);
+        let reporting = status["ready"] == json!(1)
+            && status["offline"] == json!(0)
+            && parent_of(&mesh, "edge")?.as_deref() == Some("mid");
+        Ok(reporting.then_some(()))
+    })
+    .with_context(|| mesh.logs())?;
+    let samples = sampler.finish();
+    assert!(!samples.is_empty());
+    assert!(
+        samples
+            .iter()
+            .all(|sample| sample["present"] == json!(true)),
+        "the Deployment went away during the failover: {samples:?}"
+    );
+    let after = audited(cluster.audit_log())?;
+    assert_eq!(
+        after.len(),
+        before.len(),
+        "the agent asked its cluster to change something during the failover: {:?}",
+        &after[before.len().min(after.len())..]
+    );
+    let deployment = web_deployment(&kubeconfig)?.context("the Deployment")?;
+    assert_eq!(deployment["metadata"]["uid"], uid, "the same object");
+
+    // The new parent serves it: a new revision arrives through mid.
+    mesh.apply(&web_workload("nginx:1.28", 2, "{names: [edge]}", ""))?;
+    wait_for("nginx:1.28 on edge", SETTLE, || {
+        Ok((web_image(&kubeconfig)?.as_deref() == Some("nginx:1.28")).then_some(()))
+    })
+    .with_context(|| mesh.logs())?;
+    drop(proxies);
+    Ok(())
+}
