@@ -307,6 +307,11 @@ impl Core {
         self.slice.entries()
     }
 
+    /// The slice's entry under `key`, if any.
+    pub fn entry(&self, key: &str) -> Option<&SliceEntry> {
+        self.slice.entry(key)
+    }
+
     /// This node's own inventory record.
     pub fn own_record(&self) -> &NodeRecord {
         self.inventory.own()

@@ -115,12 +115,16 @@ impl Core {
         }
     }
 
-    /// Whether the root's grant names another parent than this node's.
+    /// Whether this node's parent is one of its candidates and the root's
+    /// grant names another one (a parent the node was moved to on the
+    /// root's order is no candidate, and waits for no grant).
     fn pending_reparent(&self) -> bool {
-        let parent = self.inventory.own().parent.clone();
-        self.grant(&self.name)
-            .and_then(|grant| grant.current)
-            .is_some_and(|current| Some(current) != parent)
+        let Some(parent) = self.inventory.own().parent.clone() else {
+            return false;
+        };
+        self.grant(&self.name).is_some_and(|grant| {
+            grant.allows(&parent) && grant.current.is_some_and(|current| current != parent)
+        })
     }
 
     fn release_if_current(&mut self, now: Now) {

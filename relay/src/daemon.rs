@@ -426,17 +426,14 @@ async fn run_store(
         &candidates,
     )?);
     let mut parent_config = None;
+    let mut failover_config = None;
     if let Some(parent) = config.parent.clone() {
         let (uplink_tx, mut uplink_rx) = mpsc::channel(4);
         let (parent_tx, parent_rx) = watch::channel(parent);
         parent_config = Some(parent_tx);
-        let failover = (!candidates.is_empty()).then(|| uplink::Failover {
-            candidates: candidates
-                .iter()
-                .map(crate::transport::join::parent_config)
-                .collect(),
-            grace: options.parent_grace,
-        });
+        let (failover_tx, failover) =
+            watch::channel(parents::failover(&candidates, options.parent_grace));
+        failover_config = Some(failover_tx);
         tasks.spawn(
             uplink::run(
                 parent_rx,
@@ -492,6 +489,7 @@ async fn run_store(
             candidates.clone(),
         ),
         candidates,
+        failover: failover_config,
     };
     let result = daemon.run(events_rx, shutdown.clone()).await;
     if let Err(DaemonError::Store(error)) = &result {
@@ -551,6 +549,8 @@ struct Daemon {
     moving: bool,
     /// The relays this node may have as parent (empty: only its own).
     candidates: Vec<relaymesh_protocol::CandidateParent>,
+    /// Where the uplink learns of them (a move ends them).
+    failover: Option<watch::Sender<Option<uplink::Failover>>>,
     /// Placements handing their copies over to new clusters (root only).
     handovers: handover::Handovers,
     drains: drains::Drains,

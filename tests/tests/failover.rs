@@ -5,7 +5,8 @@
 //! 10 s. Nothing in its cluster is removed or applied again: its API
 //! server's audit log gets no request from the kill until the agent reports
 //! through its new parent, and the Deployment is the same object throughout.
-//! A new revision then reaches the cluster through the new parent.
+//! A new revision then reaches the cluster through the new parent, and a
+//! move to a relay that is no candidate gives the agent that one parent.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -75,7 +76,7 @@ fn an_agent_joins_the_nearest_candidate_and_re_parents_when_it_dies_without_touc
     // datagram 60 ms and 250 ms each way.
     let mut relays = Vec::new();
     let mut proxies = Vec::new();
-    for (name, delay) in [("far", 250), ("mid", 60), ("near", 0)] {
+    for (name, delay) in [("far", 250), ("mid", 60), ("near", 0), ("other", 0)] {
         let listen = format!("127.0.0.1:{}", free_udp_port()?);
         let advertise = if delay > 0 {
             let upstream: SocketAddr = listen.parse()?;
@@ -92,9 +93,9 @@ fn an_agent_joins_the_nearest_candidate_and_re_parents_when_it_dies_without_touc
         };
         relays.push(add_relay(&mesh, name, &listen, advertise.as_deref())?);
     }
-    wait_for("the three relays under the root", SETTLE, || {
+    wait_for("the relays under the root", SETTLE, || {
         let tree = mesh.tree()?;
-        Ok(["far", "mid", "near"]
+        Ok(["far", "mid", "near", "other"]
             .iter()
             .all(|name| connected_under(&tree, name, "root"))
             .then_some(()))
@@ -158,8 +159,7 @@ fn an_agent_joins_the_nearest_candidate_and_re_parents_when_it_dies_without_touc
         let deployment = web_deployment(&read)?;
         Ok(Some(json!({"present": deployment.is_some()})))
     });
-    let near = relays.pop().context("near")?;
-    let mut near = near;
+    let mut near = relays.remove(2);
     near.kill()?;
     // The grace period counts from the last thing heard from near.
     wait_for("edge under mid", GRACE + Duration::from_secs(10), || {
@@ -199,6 +199,19 @@ fn an_agent_joins_the_nearest_candidate_and_re_parents_when_it_dies_without_touc
     mesh.apply(&web_workload("nginx:1.28", 2, "{names: [edge]}", ""))?;
     wait_for("nginx:1.28 on edge", SETTLE, || {
         Ok((web_image(&kubeconfig)?.as_deref() == Some("nginx:1.28")).then_some(()))
+    })
+    .with_context(|| mesh.logs())?;
+
+    // A move on purpose to a relay that is no candidate: the agent dials
+    // it (its candidates no longer decide whom it trusts) and reports there.
+    mesh.relayctl_ok(&["move", "edge", "--to", "other", "--wait", "--timeout", "2m"])?;
+    wait_for("edge reporting through other", SETTLE, || {
+        let status = mesh.placement_status("web", "shop")?;
+        observe(&status);
+        let reporting = status["ready"] == json!(1)
+            && status["offline"] == json!(0)
+            && parent_of(&mesh, "edge")?.as_deref() == Some("other");
+        Ok(reporting.then_some(()))
     })
     .with_context(|| mesh.logs())?;
     drop(proxies);

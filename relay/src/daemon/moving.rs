@@ -71,6 +71,7 @@ impl Daemon {
         };
         config.parent = Some(parent.clone());
         self.store.set_config(&config)?;
+        self.drop_candidates()?;
         self.renewal.replace(&self.store, identity.clone())?;
         self.shared.identity = std::sync::Arc::new(identity);
         self.shared.config = std::sync::Arc::new(config);
@@ -107,7 +108,8 @@ impl Daemon {
             .seal(now, entry)
             .ok_or_else(|| "the root cannot sign the move".to_string())?;
         self.core.upsert_local(now, entry);
-        Ok(())
+        // A move gives the node one parent: it no longer fails over.
+        self.grant_parents(now, &moved.node, None)
     }
 
     /// At the root: sign the settled move and send it down.

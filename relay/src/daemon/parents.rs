@@ -9,10 +9,25 @@
 
 use relaymesh_protocol::{CandidateParent, Parents, Role};
 
+use std::time::Duration;
+
 use super::{Daemon, DaemonError};
 use crate::config::ParentConfig;
 use crate::pki;
+use crate::transport::{join, uplink};
 use relaymesh_core::Now;
+
+/// What the uplink dials once the parent has been silent for `grace`, if
+/// the node has candidate parents.
+pub(super) fn failover(
+    candidates: &[CandidateParent],
+    grace: Duration,
+) -> Option<uplink::Failover> {
+    (!candidates.is_empty()).then(|| uplink::Failover {
+        candidates: candidates.iter().map(join::parent_config).collect(),
+        grace,
+    })
+}
 
 impl Daemon {
     /// At the root: grants `node` the candidate parents `candidates`, or
@@ -25,7 +40,7 @@ impl Daemon {
     ) -> Result<(), String> {
         let key = Parents::key_for(node);
         let Some(candidates) = candidates else {
-            if self.core.entries().any(|entry| entry.key == key) {
+            if self.core.entry(&key).is_some() {
                 tracing::info!(%node, "took back a node's candidate parents");
                 self.core.remove_local(now, &key);
             }
@@ -79,6 +94,22 @@ impl Daemon {
             role,
             path,
         )
+    }
+
+    /// This node moved on the root's order: its new parent is its only one
+    /// from now on (the root took its grant back when it ordered the move).
+    pub(super) fn drop_candidates(&mut self) -> Result<(), DaemonError> {
+        if self.candidates.is_empty() {
+            return Ok(());
+        }
+        self.store.set_candidates(&[])?;
+        self.candidates.clear();
+        self.renewal.set_candidates(Vec::new());
+        if let Some(failover) = &self.failover {
+            failover.send_replace(None);
+        }
+        tracing::info!("moved: the new parent is this node's only parent now");
+        Ok(())
     }
 
     /// The uplink connected to `parent`: if that is another candidate than

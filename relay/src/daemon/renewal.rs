@@ -61,6 +61,12 @@ impl Renewal {
         }
     }
 
+    /// The candidate parents the client configuration accepts, from the
+    /// next identity on.
+    pub fn set_candidates(&mut self, candidates: Vec<relaymesh_protocol::CandidateParent>) {
+        self.candidates = candidates;
+    }
+
     /// The node re-parented to `parent`: its certificate is renewed by it
     /// now, through `parent`'s issuer, so that it no longer rests on the
     /// old parent's.

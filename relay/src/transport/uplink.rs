@@ -49,12 +49,12 @@ pub struct Failover {
 /// Keeps a connection to the latest `parent` until `shutdown`, dialing with
 /// the latest `client` configuration (both change when the node moves).
 /// Every `()` received on `reconnect` drops the current connection and
-/// dials again. With `failover`, a parent silent for longer than its grace
-/// period is replaced by the nearest candidate that answers.
+/// dials again. With the latest `failover`, a parent silent for longer than
+/// its grace period is replaced by the nearest candidate that answers.
 pub async fn run(
     parent: tokio::sync::watch::Receiver<ParentConfig>,
     client: tokio::sync::watch::Receiver<quinn::ClientConfig>,
-    failover: Option<Failover>,
+    failover: tokio::sync::watch::Receiver<Option<Failover>>,
     mut endpoints: Endpoints,
     events: mpsc::Sender<UplinkEvent>,
     mut reconnect: mpsc::Receiver<()>,
@@ -68,6 +68,7 @@ pub async fn run(
         // next connection on.
         let config = client.borrow().clone();
         let parent = parent.borrow().clone();
+        let failover = failover.borrow().clone();
         let candidates = failover
             .as_ref()
             .filter(|failover| silent_since.is_some_and(|since| since.elapsed() >= failover.grace))
