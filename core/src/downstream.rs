@@ -92,6 +92,7 @@ impl Core {
             .inventory
             .child_connected(record, now.unix_ms, &mut mutations);
         self.persist(mutations);
+        self.found(now, name);
         if self.inventory.take_aggregates_changed() {
             self.schedule_recut(now);
         }
@@ -219,6 +220,7 @@ impl Core {
         self.forget_if_moving_away(now, &child.name);
         self.forget_if_reparented(now, &child.name);
         self.admit_orphaned_claims(now);
+        self.schedule_lost_check(now);
     }
 
     /// The transport measured a child's link. The measurement stays here

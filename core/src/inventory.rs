@@ -295,6 +295,46 @@ impl Inventory {
         doomed
     }
 
+    /// Sets (`Some`) or removes (`None`) label `key` on the record of
+    /// direct child `child` and owes it to the parent; whether it changed.
+    pub fn set_child_label(
+        &mut self,
+        child: &str,
+        key: &str,
+        value: Option<&str>,
+        mutations: &mut Vec<Mutation>,
+    ) -> bool {
+        let Some((record, via)) = self.nodes.get(child) else {
+            return false;
+        };
+        if via != child {
+            return false;
+        }
+        let mut record = record.clone();
+        let via = via.clone();
+        let changed = match value {
+            Some(value) => {
+                record
+                    .labels
+                    .insert(key.to_string(), value.to_string())
+                    .as_deref()
+                    != Some(value)
+            }
+            None => record.labels.remove(key).is_some(),
+        };
+        if !changed {
+            return false;
+        }
+        mutations.push(Mutation::PutNode {
+            record: record.clone(),
+            via: Some(via.clone()),
+        });
+        self.pending_up
+            .insert(record.name.clone(), Some(record.clone()));
+        self.put_node(record, via);
+        true
+    }
+
     /// Updates what the transport measured of a direct child's link (RTT,
     /// bytes, acknowledged revision, lag). Kept here: neither persisted nor
     /// sent up.

@@ -38,6 +38,7 @@ mod bundles;
 mod downstream;
 mod inventory;
 mod labels;
+mod lost;
 mod moves;
 mod parents;
 mod placements;
@@ -219,6 +220,7 @@ pub struct Core {
     inventory_flush_at: Option<Instant>,
     cuts: Cuts,
     statuses: Statuses,
+    lost: lost::Lost,
     queries: Queries,
     actions: VecDeque<Action>,
     root_key: Vec<u8>,
@@ -265,6 +267,7 @@ impl Core {
             inventory_flush_at: None,
             cuts: Cuts::default(),
             statuses: Statuses::new(config.max_status_keys_per_child),
+            lost: lost::Lost::default(),
             queries: Queries::default(),
             actions: VecDeque::new(),
             root_key: config.root_key.clone(),
@@ -396,6 +399,7 @@ impl Core {
             self.inventory_flush_at,
             self.bundles.next_retry(),
             self.cuts.recut_at,
+            self.lost.check_at,
             self.queries.next_expiry(),
         ]
         .into_iter()
@@ -412,6 +416,11 @@ impl Core {
         if self.cuts.recut_at.is_some_and(|at| at <= now.instant) {
             self.cuts.recut_at = None;
             self.recut_all();
+            // A disconnected child's status of a placement it lost.
+            self.schedule_inventory_flush(now);
+        }
+        if self.lost.check_at.is_some_and(|at| at <= now.instant) {
+            self.mark_lost(now);
         }
         self.retry_bundles(now);
         self.expire_queries(now);

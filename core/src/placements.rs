@@ -246,6 +246,7 @@ impl Core {
     /// tells each connected child what changed for it.
     pub(super) fn recut_all(&mut self) {
         let mut changes: BTreeMap<String, Vec<SliceChange>> = BTreeMap::new();
+        let mut forgotten = Vec::new();
         for key in self.placement_keys() {
             let old = self.recut(&key);
             let new = self.cuts.by_key.get(&key).cloned().unwrap_or_default();
@@ -255,7 +256,14 @@ impl Core {
                 }
                 let change = match new.get(child) {
                     Some(entry) => SliceChange::Upsert(entry.clone()),
-                    None => SliceChange::Remove(key.clone()),
+                    None => {
+                        if !self.links_by_name.contains_key(child) {
+                            // A disconnected child cannot withdraw what it
+                            // reported of a placement it no longer has.
+                            forgotten.push((child.clone(), key.clone()));
+                        }
+                        SliceChange::Remove(key.clone())
+                    }
                 };
                 let pending = changes.entry(child.clone()).or_default();
                 if !pending.iter().any(|c| c.key() == key) {
@@ -268,6 +276,9 @@ impl Core {
                 let base = self.children.get(&link).map_or(0, |c| c.sent());
                 self.send_delta(link, base, changes);
             }
+        }
+        for (child, key) in forgotten {
+            self.forget_child_placement_status(&child, &key);
         }
     }
 

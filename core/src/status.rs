@@ -130,6 +130,20 @@ impl Core {
         }
     }
 
+    /// Forgets what a disconnected child reported of placement `key`, which
+    /// it no longer has: it would count as offline there for ever.
+    pub(super) fn forget_child_placement_status(&mut self, child: &str, key: &str) {
+        let removed = self
+            .statuses
+            .children
+            .get_mut(child)
+            .is_some_and(|reported| reported.remove(key).is_some());
+        if removed {
+            self.statuses.dirty = true;
+            self.statuses.version += 1;
+        }
+    }
+
     pub(super) fn status_link_changed(&mut self, now: Now) {
         self.status_changed(now);
     }

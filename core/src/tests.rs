@@ -747,6 +747,7 @@ mod drains;
 mod labels;
 mod limits;
 mod link_stats;
+mod lost;
 mod moves;
 mod parents;
 mod queries;

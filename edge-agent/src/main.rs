@@ -154,6 +154,12 @@ enum Command {
         /// period under 10 s re-parents after 10 s.
         #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = humantime::parse_duration)]
         parent_grace: std::time::Duration,
+        /// Replace the cluster's labels, `key=value,…` (those it joined
+        /// with; the detected `relaymesh.dev/` ones stay, and so do changes
+        /// made at the root with `relayctl label cluster`). Saved for later
+        /// runs; placements that select by label follow.
+        #[arg(long, value_name = "LABELS")]
+        labels: Option<String>,
         #[command(flatten)]
         policy: PolicyArgs,
     },
@@ -192,9 +198,13 @@ async fn execute(command: Command) -> anyhow::Result<()> {
             data_dir,
             parent_address,
             parent_grace,
+            labels,
             policy,
         } => {
             let policy = Policy::new(&policy.allow, &policy.deny).context("--allow/--deny")?;
+            if let Some(labels) = labels {
+                relabel(&data_dir, &labels)?;
+            }
             let options = RunOptions {
                 parent_grace,
                 ..RunOptions::default()
@@ -287,6 +297,36 @@ async fn join(
     );
     Ok(())
 }
+
+/// `edge-agent run --labels`: the cluster's own labels, replaced in its
+/// stored configuration before it runs (its record carries them up).
+fn relabel(data_dir: &Path, text: &str) -> anyhow::Result<()> {
+    let wanted = relaymesh_edge_agent::labels::parse(text).context("--labels")?;
+    if let Some(key) = wanted.keys().find(|key| key.starts_with(RESERVED_PREFIX)) {
+        bail!("--labels: {key:?} is relaymesh's own label; the agent detects or sets it");
+    }
+    let store = open_store(data_dir)?;
+    let mut config = store
+        .config()?
+        .with_context(|| format!("--labels: {} holds no joined agent", data_dir.display()))?;
+    let mut labels: std::collections::BTreeMap<String, String> = config
+        .labels
+        .iter()
+        .filter(|(key, _)| key.starts_with(RESERVED_PREFIX))
+        .map(|(key, value)| (key.clone(), value.clone()))
+        .collect();
+    labels.extend(wanted);
+    if labels != config.labels {
+        tracing::info!(?labels, "the cluster's labels change");
+        config.labels = labels;
+        store.set_config(&config)?;
+        store.flush()?;
+    }
+    Ok(())
+}
+
+/// The prefix of the labels relaymesh itself sets or detects.
+const RESERVED_PREFIX: &str = "relaymesh.dev/";
 
 /// Runs the daemon in agent role and, if the agent has cluster access, the
 /// reconciler beside it on the same store.

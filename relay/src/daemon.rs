@@ -253,6 +253,10 @@ pub struct RunOptions {
     /// How long a node with candidate parents lets its parent stay silent
     /// before it dials the others (see [`relaymesh_protocol::parents`]).
     pub parent_grace: Duration,
+    /// How long an agent child may be disconnected before count-bounded
+    /// placements treat its cluster as lost and place it elsewhere;
+    /// `None`: never.
+    pub lost_after: Option<Duration>,
 }
 
 /// How long a parent may stay silent before a node with candidate parents
@@ -266,6 +270,7 @@ impl Default for RunOptions {
             limits: Limits::default(),
             endpoints: uplink::Endpoints::default(),
             parent_grace: DEFAULT_PARENT_GRACE,
+            lost_after: None,
         }
     }
 }
@@ -380,6 +385,8 @@ async fn run_store(
         held,
         now(),
     );
+    let mut core = core;
+    core.set_lost_after(now(), options.lost_after);
     let (events_tx, events_rx) = mpsc::channel(CHILD_QUEUE);
     let (stored_tx, stored_rx) = watch::channel(0u64);
     let (status_tx, status_rx) = watch::channel(0u64);

@@ -114,6 +114,35 @@ fn labels_set_at_the_root_reach_the_cluster_and_placements_follow() -> anyhow::R
     // edge-1 was never labelled, and never selected.
     assert!(web_deployment(clusters[0].kubeconfig())?.is_none());
 
+    // The agent's own flags change its labels too, without a re-join.
+    agents.remove(0).stop()?;
+    let refused = mesh
+        .command("edge-agent", "edge-1")?
+        .arg("run")
+        .arg("--data-dir")
+        .arg(mesh.data_dir("edge-1"))
+        .args(["--labels", "relaymesh.dev/nodes=9"])
+        .output()?;
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "a reserved label was taken");
+    assert!(stderr.contains("relaymesh's own"), "{stderr}");
+    let detected = labels_of(&mesh, "edge-1")?;
+    agents.push(mesh.start_agent_with("edge-1", &["--labels", "tier=large,region=us"])?);
+    let labels = wait_for("edge-1 labelled by its own flags", SETTLE, || {
+        let labels = labels_of(&mesh, "edge-1")?;
+        Ok((labels["tier"] == "large" && labels["region"] == "us").then_some(labels))
+    })
+    .with_context(|| mesh.logs())?;
+    for (key, value) in detected.as_object().into_iter().flatten() {
+        if key.starts_with("relaymesh.dev/") {
+            assert_eq!(&labels[key], value, "detected labels stay: {labels}");
+        }
+    }
+    wait_for("web on edge-1", SETTLE, || {
+        web_deployment(clusters[0].kubeconfig())
+    })
+    .with_context(|| mesh.logs())?;
+
     for mut agent in agents {
         agent.stop()?;
     }

@@ -223,18 +223,22 @@ pub const DRAINING_LABEL: &str = "relaymesh.dev/draining";
 /// count-bounded placements add nothing more there, as on a cordoned one.
 pub const FULL_LABEL: &str = "relaymesh.dev/full";
 
+/// The label a relay sets on a cluster below it that has been
+/// disconnected for longer than the relay's `--lost-after`: count-bounded
+/// placements are placed elsewhere, as from a drained one, while its agent
+/// keeps running what it had. It goes when the cluster is back.
+pub const LOST_LABEL: &str = "relaymesh.dev/lost";
+
 /// Whether a cluster with `labels` takes no new count-bounded placement:
-/// cordoned, drained or full.
+/// cordoned, drained, lost or full.
 pub fn is_cordoned(labels: &Labels) -> bool {
-    labels.contains_key(CORDONED_LABEL)
-        || labels.contains_key(DRAINING_LABEL)
-        || labels.contains_key(FULL_LABEL)
+    labels.contains_key(CORDONED_LABEL) || labels.contains_key(FULL_LABEL) || is_drained(labels)
 }
 
-/// Whether a cluster with `labels` is drained or being drained: count-
-/// bounded placements are placed elsewhere.
+/// Whether a cluster with `labels` is drained, being drained or lost:
+/// count-bounded placements are placed elsewhere.
 pub fn is_drained(labels: &Labels) -> bool {
-    labels.contains_key(DRAINING_LABEL)
+    labels.contains_key(DRAINING_LABEL) || labels.contains_key(LOST_LABEL)
 }
 
 /// The root's quota: `max` spread as evenly as possible over the values of

@@ -89,6 +89,7 @@ fn cluster(record: &NodeRecord, parents: &HashMap<&str, Option<&str>>) -> Value 
         "lastSeen": last_seen,
         "capacity": record.capacity,
         "cordoned": cordoned,
+        "lost": record.labels.contains_key(relaymesh_topology::placement::LOST_LABEL),
     });
     if let Some(drain) = drain {
         status["drain"] = Value::from(drain);

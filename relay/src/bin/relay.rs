@@ -114,6 +114,13 @@ enum Command {
             value_name = "DURATION"
         )]
         node_cert_validity: std::time::Duration,
+        /// How long a cluster below this relay may be disconnected before
+        /// placements with maxClusters treat it as lost and place it on
+        /// another cluster (its agent keeps running what it had; back, it
+        /// is an open cluster again and its copy of a placement that moved
+        /// is removed). Default: never.
+        #[arg(long, env = "RELAYMESH_LOST_AFTER", value_parser = humantime::parse_duration, value_name = "DURATION")]
+        lost_after: Option<std::time::Duration>,
         #[command(flatten)]
         limits: LimitArgs,
     },
@@ -227,12 +234,14 @@ async fn execute(command: Command) -> anyhow::Result<()> {
             data_dir,
             parent_address,
             node_cert_validity,
+            lost_after,
             limits,
         } => {
             run(
                 &data_dir,
                 parent_address,
                 node_cert_validity,
+                lost_after,
                 limits.limits(),
             )
             .await
@@ -341,6 +350,7 @@ async fn run(
     data_dir: &Path,
     parent_addresses: Vec<String>,
     node_cert_validity: std::time::Duration,
+    lost_after: Option<std::time::Duration>,
     limits: Limits,
 ) -> anyhow::Result<()> {
     let range = pki::MIN_NODE_CERT_VALIDITY..=pki::MAX_NODE_CERT_VALIDITY;
@@ -357,8 +367,12 @@ async fn run(
         bail!("--parent-address: this relay is the root and has no parent");
     }
     tracing::info!(?limits, "limits");
+    if lost_after.is_some_and(|after| after.is_zero()) {
+        bail!("--lost-after must be more than zero");
+    }
     let options = daemon::RunOptions {
         node_cert_validity,
+        lost_after,
         limits,
         ..Default::default()
     };
