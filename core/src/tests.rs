@@ -425,6 +425,25 @@ fn set(names: &[&str]) -> BTreeSet<String> {
     names.iter().map(|n| n.to_string()).collect()
 }
 
+/// A placement target that selects every cluster.
+fn all_clusters() -> relaymesh_protocol::PlacementTarget {
+    relaymesh_protocol::PlacementTarget {
+        selector: Some(relaymesh_protocol::LabelSelector::default()),
+        ..Default::default()
+    }
+}
+
+/// One cluster's status: ready.
+fn ready() -> relaymesh_protocol::PlacementStatus {
+    relaymesh_protocol::PlacementStatus {
+        counts: relaymesh_protocol::PhaseCounts {
+            ready: 1,
+            ..Default::default()
+        },
+        ..Default::default()
+    }
+}
+
 fn upsert_at_root(net: &mut Net, entry: SliceEntry) {
     net.0.upsert_at_root(entry, &[]).expect("signed and added");
 }

@@ -66,6 +66,20 @@ fn parent_of(mesh: &Mesh, name: &str) -> anyhow::Result<Option<String>> {
         .map(str::to_string))
 }
 
+/// Waits until edge is under `parent` and the Placement counts it ready
+/// once, nothing offline.
+fn reporting_through(mesh: &Mesh, parent: &str) -> anyhow::Result<()> {
+    wait_for(&format!("edge reporting through {parent}"), SETTLE, || {
+        let status = mesh.placement_status("web", "shop")?;
+        observe(&status);
+        let reporting = status["ready"] == json!(1)
+            && status["offline"] == json!(0)
+            && parent_of(mesh, "edge")?.as_deref() == Some(parent);
+        Ok(reporting.then_some(()))
+    })
+    .with_context(|| mesh.logs())
+}
+
 #[test]
 fn an_agent_joins_the_nearest_candidate_and_re_parents_when_it_dies_without_touching_its_cluster(
 ) -> anyhow::Result<()> {
@@ -168,15 +182,7 @@ fn an_agent_joins_the_nearest_candidate_and_re_parents_when_it_dies_without_touc
         Ok(connected_under(&tree, "edge", "mid").then_some(()))
     })
     .with_context(|| mesh.logs())?;
-    wait_for("edge reporting through mid", SETTLE, || {
-        let status = mesh.placement_status("web", "shop")?;
-        observe(&status);
-        let reporting = status["ready"] == json!(1)
-            && status["offline"] == json!(0)
-            && parent_of(&mesh, "edge")?.as_deref() == Some("mid");
-        Ok(reporting.then_some(()))
-    })
-    .with_context(|| mesh.logs())?;
+    reporting_through(&mesh, "mid")?;
     let samples = sampler.finish();
     assert!(!samples.is_empty());
     assert!(
@@ -205,15 +211,7 @@ fn an_agent_joins_the_nearest_candidate_and_re_parents_when_it_dies_without_touc
     // A move on purpose to a relay that is no candidate: the agent dials
     // it (its candidates no longer decide whom it trusts) and reports there.
     mesh.relayctl_ok(&["move", "edge", "--to", "other", "--wait", "--timeout", "2m"])?;
-    wait_for("edge reporting through other", SETTLE, || {
-        let status = mesh.placement_status("web", "shop")?;
-        observe(&status);
-        let reporting = status["ready"] == json!(1)
-            && status["offline"] == json!(0)
-            && parent_of(&mesh, "edge")?.as_deref() == Some("other");
-        Ok(reporting.then_some(()))
-    })
-    .with_context(|| mesh.logs())?;
+    reporting_through(&mesh, "other")?;
     drop(proxies);
     Ok(())
 }

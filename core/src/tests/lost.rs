@@ -17,16 +17,6 @@ fn one_in_eu() -> relaymesh_protocol::PlacementTarget {
     }
 }
 
-fn ready() -> relaymesh_protocol::PlacementStatus {
-    relaymesh_protocol::PlacementStatus {
-        counts: relaymesh_protocol::PhaseCounts {
-            ready: 1,
-            ..Default::default()
-        },
-        ..Default::default()
-    }
-}
-
 fn lost_label(net: &Net, at: &str, node: &str) -> Option<String> {
     net.record(at, node)
         .and_then(|record| record.labels.get(LOST).cloned())

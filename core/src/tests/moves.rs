@@ -4,23 +4,6 @@
 
 use super::*;
 
-fn all_clusters() -> relaymesh_protocol::PlacementTarget {
-    relaymesh_protocol::PlacementTarget {
-        selector: Some(relaymesh_protocol::LabelSelector::default()),
-        ..Default::default()
-    }
-}
-
-fn ready() -> relaymesh_protocol::PlacementStatus {
-    relaymesh_protocol::PlacementStatus {
-        counts: relaymesh_protocol::PhaseCounts {
-            ready: 1,
-            ..Default::default()
-        },
-        ..Default::default()
-    }
-}
-
 fn total(net: &Net, node: &str, key: &str) -> u64 {
     let Some(status) = net[node].core().placement_status(key) else {
         return 0;

@@ -114,16 +114,31 @@ impl Daemon {
 
     /// At the root: sign the settled move and send it down.
     pub(super) fn settle(&mut self, now: Now, moved: Move) {
-        let entry = match moved.to_entry() {
+        if self.publish_signed(now, moved.to_entry()) {
+            tracing::info!(node = %moved.node, to = %moved.to, "settled a move");
+        }
+    }
+
+    /// At the root: signs `entry` and upserts it; whether it could. An
+    /// entry that does not encode is logged.
+    pub(super) fn publish_signed(
+        &mut self,
+        now: Now,
+        entry: Result<relaymesh_protocol::SliceEntry, relaymesh_protocol::codec::CodecError>,
+    ) -> bool {
+        let entry = match entry {
             Ok(entry) => entry,
             Err(error) => {
-                tracing::error!(node = %moved.node, %error, "cannot encode a settled move");
-                return;
+                tracing::error!(%error, "cannot encode a slice entry");
+                return false;
             }
         };
-        if let Some(entry) = self.seal(now, entry) {
-            tracing::info!(node = %moved.node, to = %moved.to, "settled a move");
-            self.core.upsert_local(now, entry);
+        match self.seal(now, entry) {
+            Some(entry) => {
+                self.core.upsert_local(now, entry);
+                true
+            }
+            None => false,
         }
     }
 }

@@ -63,16 +63,8 @@ impl Daemon {
 
     /// At the root: sign the grant naming the parent the node is under.
     pub(super) fn settle_parents(&mut self, now: Now, grant: Parents) {
-        let entry = match grant.to_entry() {
-            Ok(entry) => entry,
-            Err(error) => {
-                tracing::error!(node = %grant.node, %error, "cannot encode candidate parents");
-                return;
-            }
-        };
-        if let Some(entry) = self.seal(now, entry) {
+        if self.publish_signed(now, grant.to_entry()) {
             tracing::info!(node = %grant.node, parent = ?grant.current, "named a node's parent in its grant");
-            self.core.upsert_local(now, entry);
         }
     }
 

@@ -44,20 +44,7 @@ pub fn renewed_identity(
     identity: &Identity,
     chain_der: Vec<Vec<u8>>,
 ) -> Result<Identity, PkiError> {
-    let Some(leaf) = chain_der.first() else {
-        return Err(mismatch("the renewal holds no certificate"));
-    };
-    let peer = peer_of(leaf)?;
-    if peer.name != identity.name || peer.role != identity.role {
-        return Err(mismatch(format!(
-            "the renewed certificate is for {} {}, not {} {}",
-            peer.role.as_str(),
-            peer.name,
-            identity.role.as_str(),
-            identity.name
-        )));
-    }
-    check_key_matches(leaf, &identity.tls_key_der, "TLS")?;
+    check_renewed_leaf(identity, &chain_der)?;
     if chain_der.get(1..) != identity.tls_chain_der.get(1..) {
         return Err(mismatch(
             "the renewed certificate comes from another issuer than the current one",
@@ -83,6 +70,24 @@ pub fn rehomed_identity(
     chain_der: Vec<Vec<u8>>,
     issuer_path: &[String],
 ) -> Result<Identity, PkiError> {
+    check_renewed_leaf(identity, &chain_der)?;
+    verify_chain(&identity.ca_cert_der, &chain_der)?;
+    let path =
+        super::quic_tls::chain_issuer_path(&chain_der, &identity.ca_cert_der).map_err(mismatch)?;
+    if path != issuer_path {
+        return Err(mismatch(format!(
+            "the certificate was issued below {path:?}, not below the new parent {issuer_path:?}"
+        )));
+    }
+    Ok(Identity {
+        tls_chain_der: chain_der,
+        ..identity.clone()
+    })
+}
+
+/// Checks that the first certificate of `chain_der` is for this node's name,
+/// role and TLS key.
+fn check_renewed_leaf(identity: &Identity, chain_der: &[Vec<u8>]) -> Result<(), PkiError> {
     let Some(leaf) = chain_der.first() else {
         return Err(mismatch("the renewal holds no certificate"));
     };
@@ -96,19 +101,7 @@ pub fn rehomed_identity(
             identity.name
         )));
     }
-    check_key_matches(leaf, &identity.tls_key_der, "TLS")?;
-    verify_chain(&identity.ca_cert_der, &chain_der)?;
-    let path =
-        super::quic_tls::chain_issuer_path(&chain_der, &identity.ca_cert_der).map_err(mismatch)?;
-    if path != issuer_path {
-        return Err(mismatch(format!(
-            "the certificate was issued below {path:?}, not below the new parent {issuer_path:?}"
-        )));
-    }
-    Ok(Identity {
-        tls_chain_der: chain_der,
-        ..identity.clone()
-    })
+    check_key_matches(leaf, &identity.tls_key_der, "TLS")
 }
 
 /// When the node's current certificate expires (Unix seconds).

@@ -79,13 +79,26 @@ pub async fn run(
                     .map(|candidate| (candidate.clone(), config.clone()))
                     .collect::<Vec<_>>()
             });
+        // While the grace period runs, the parent alone is dialed, and for
+        // no longer than the grace period has left.
+        let grace_left = failover
+            .as_ref()
+            .zip(silent_since)
+            .map(|(failover, since)| {
+                (since + failover.grace).saturating_duration_since(tokio::time::Instant::now())
+            });
         let dial = async {
-            match &candidates {
-                Some(candidates) => connect_nearest_of(candidates, &mut endpoints).await,
-                None => connect_nearest(&parent, &config, &mut endpoints)
-                    .await
-                    .map(|(connection, address)| (connection, address, parent.clone())),
+            if let Some(candidates) = &candidates {
+                return connect_nearest_of(candidates, &mut endpoints).await;
             }
+            let parent_only = connect_nearest(&parent, &config, &mut endpoints);
+            let attempt = match grace_left {
+                Some(left) => tokio::time::timeout(left, parent_only)
+                    .await
+                    .unwrap_or(Err(LinkError::Timeout(left))),
+                None => parent_only.await,
+            };
+            attempt.map(|(connection, address)| (connection, address, parent.clone()))
         };
         let attempt = tokio::select! {
             attempt = dial => attempt,
@@ -107,15 +120,7 @@ pub async fn run(
                     return;
                 }
                 let (reason, heard) = tokio::select! {
-                    error = connection.closed() => {
-                        // An idle timeout means nothing was heard for that
-                        // long already.
-                        let heard = match error {
-                            quinn::ConnectionError::TimedOut => tokio::time::Instant::now()
-                                .checked_sub(crate::pki::IDLE_TIMEOUT)
-                                .unwrap_or_else(tokio::time::Instant::now),
-                            _ => tokio::time::Instant::now(),
-                        };
+                    (error, heard) = watch_connection(&connection, failover.is_some()) => {
                         (error.to_string(), heard)
                     }
                     Some(()) = reconnect.recv() => {
@@ -157,6 +162,46 @@ pub async fn run(
         }
     }
 }
+
+/// Waits until `connection` ends; returns why and when the parent was last
+/// heard from. With `sample`, the datagrams received are counted every
+/// [`SAMPLE`], so that moment is known however the link ended (the daemon
+/// may close it itself once its control stream fails); without, an idle
+/// timeout means nothing was heard for [`crate::pki::IDLE_TIMEOUT`].
+async fn watch_connection(
+    connection: &quinn::Connection,
+    sample: bool,
+) -> (quinn::ConnectionError, tokio::time::Instant) {
+    let mut heard = tokio::time::Instant::now();
+    let mut received = connection.stats().udp_rx.datagrams;
+    let mut ticks = tokio::time::interval(SAMPLE);
+    loop {
+        tokio::select! {
+            error = connection.closed() => {
+                if !sample {
+                    if matches!(error, quinn::ConnectionError::TimedOut) {
+                        heard = tokio::time::Instant::now()
+                            .checked_sub(crate::pki::IDLE_TIMEOUT)
+                            .unwrap_or(heard);
+                    } else {
+                        heard = tokio::time::Instant::now();
+                    }
+                }
+                return (error, heard);
+            }
+            _ = ticks.tick(), if sample => {
+                let now_received = connection.stats().udp_rx.datagrams;
+                if now_received != received {
+                    received = now_received;
+                    heard = tokio::time::Instant::now();
+                }
+            }
+        }
+    }
+}
+
+/// How often a node with candidate parents notes whether its parent spoke.
+const SAMPLE: Duration = Duration::from_secs(1);
 
 /// Client endpoints by address family, opened on first use. Clones share the
 /// endpoints opened before the clone: the testbed opens one and hands it to
