@@ -498,6 +498,7 @@ async fn run_store(
         candidates,
         failover: failover_config,
     };
+    daemon.rehome_if_needed();
     let result = daemon.run(events_rx, shutdown.clone()).await;
     if let Err(DaemonError::Store(error)) = &result {
         // Fail-stop: the core has moved on in memory, and sled keeps an IO

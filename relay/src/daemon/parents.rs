@@ -88,6 +88,29 @@ impl Daemon {
         )
     }
 
+    /// At start: a node that re-parented and stopped before its new parent
+    /// renewed its certificate asks for that renewal again (its
+    /// certificate still comes from the old parent's issuer).
+    pub(super) fn rehome_if_needed(&mut self) {
+        let Some(parent) = self.shared.config.parent.as_ref() else {
+            return;
+        };
+        let Some(candidate) = self
+            .candidates
+            .iter()
+            .find(|candidate| candidate.name == parent.name)
+            .cloned()
+        else {
+            return;
+        };
+        let identity = &self.shared.identity;
+        let issued = pki::chain_issuer_path(&identity.tls_chain_der, &identity.ca_cert_der);
+        if issued.as_ref().ok() != Some(&candidate.issuer_path()) {
+            tracing::info!(parent = %parent.name, ?issued, "this node's certificate is not its parent's yet: asking it to renew");
+            self.renewal.rehome(&candidate);
+        }
+    }
+
     /// This node moved on the root's order: its new parent is its only one
     /// from now on (the root took its grant back when it ordered the move).
     pub(super) fn drop_candidates(&mut self) -> Result<(), DaemonError> {
