@@ -54,31 +54,27 @@ impl Simulation {
                 self.nodes[id].asked.push((query, asked));
             }
             Action::Move(moved) => self.start_move(id, &moved.to),
-            Action::Settle(moved) => {
-                let now = self.now();
-                if let Err(error) = moved
-                    .to_entry()
-                    .map_err(|error| error.to_string())
-                    .and_then(|entry| self.sign(entry).map_err(|error| error.to_string()))
-                    .map(|entry| self.nodes[id].core.upsert_local(now, entry))
-                {
-                    tracing::error!(%error, "cannot settle a move");
-                }
-                self.mark_ready(id);
-            }
-            Action::SettleParents(grant) => {
-                let now = self.now();
-                if let Err(error) = grant
-                    .to_entry()
-                    .map_err(|error| error.to_string())
-                    .and_then(|entry| self.sign(entry).map_err(|error| error.to_string()))
-                    .map(|entry| self.nodes[id].core.upsert_local(now, entry))
-                {
-                    tracing::error!(%error, "cannot settle candidate parents");
-                }
-                self.mark_ready(id);
-            }
+            Action::Settle(moved) => self.sign_at(id, moved.to_entry()),
+            Action::SettleParents(grant) => self.sign_at(id, grant.to_entry()),
         }
+    }
+
+    /// Signs `entry` as the root's daemon does and upserts it at node `id`
+    /// (the root).
+    fn sign_at(
+        &mut self,
+        id: NodeId,
+        entry: Result<relaymesh_protocol::SliceEntry, relaymesh_protocol::codec::CodecError>,
+    ) {
+        let now = self.now();
+        if let Err(error) = entry
+            .map_err(|error| error.to_string())
+            .and_then(|entry| self.sign(entry).map_err(|error| error.to_string()))
+            .map(|entry| self.nodes[id].core.upsert_local(now, entry))
+        {
+            tracing::error!(%error, "cannot sign a root decision");
+        }
+        self.mark_ready(id);
     }
 
     /// Delivers a message to the parent, on the node's current link.

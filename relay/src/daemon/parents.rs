@@ -95,12 +95,7 @@ impl Daemon {
         let Some(parent) = self.shared.config.parent.as_ref() else {
             return;
         };
-        let Some(candidate) = self
-            .candidates
-            .iter()
-            .find(|candidate| candidate.name == parent.name)
-            .cloned()
-        else {
+        let Some(candidate) = self.candidate(&parent.name) else {
             return;
         };
         let identity = &self.shared.identity;
@@ -109,6 +104,14 @@ impl Daemon {
             tracing::info!(parent = %parent.name, ?issued, "this node's certificate is not its parent's yet: asking it to renew");
             self.renewal.rehome(&candidate);
         }
+    }
+
+    /// This node's candidate parent `name`, if it is one.
+    fn candidate(&self, name: &str) -> Option<CandidateParent> {
+        self.candidates
+            .iter()
+            .find(|candidate| candidate.name == name)
+            .cloned()
     }
 
     /// This node moved on the root's order: its new parent is its only one
@@ -140,12 +143,7 @@ impl Daemon {
         if configured == Some(parent.name.as_str()) {
             return Ok(());
         }
-        let Some(candidate) = self
-            .candidates
-            .iter()
-            .find(|candidate| candidate.name == parent.name)
-            .cloned()
-        else {
+        let Some(candidate) = self.candidate(&parent.name) else {
             tracing::error!(parent = %parent.name, "the uplink reached a relay that is no candidate parent");
             return Ok(());
         };
