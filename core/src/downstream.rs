@@ -5,6 +5,7 @@
 use relaymesh_protocol::limits::{MAX_FRAME_LEN, MAX_ITEMS_PER_FRAME};
 use relaymesh_protocol::message::{DownMessage, Hello, UpMessage, Welcome};
 use std::collections::BTreeMap;
+use std::time::Instant;
 
 use relaymesh_protocol::{
     BundleId, ErrorCode, NodeRecord, Refusal, Role, SliceChange, SliceEntry, Target,
@@ -247,7 +248,7 @@ impl Core {
             .any(|entry| entry.bundles.contains(id) && self.entry_for_child(entry, child).is_some())
     }
 
-    pub(super) fn send_changes_to_children(&mut self, changed: &[Changed]) {
+    pub(super) fn send_changes_to_children(&mut self, now: Instant, changed: &[Changed]) {
         // Placement entries are decided again first; `before` holds what
         // each child had of them.
         let mut before: BTreeMap<String, BTreeMap<String, SliceEntry>> = BTreeMap::new();
@@ -261,7 +262,7 @@ impl Core {
                 .entry(&change.key)
                 .is_some_and(|entry| matches!(entry.target, Target::Placement(_)));
             if was_placement || is_placement {
-                before.insert(change.key.clone(), self.recut(&change.key));
+                before.insert(change.key.clone(), self.recut(now, &change.key));
             }
         }
         let links: Vec<(LinkId, String)> = self

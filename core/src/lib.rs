@@ -36,6 +36,7 @@ pub mod state;
 
 mod bundles;
 mod downstream;
+mod handover;
 mod inventory;
 mod labels;
 mod lost;
@@ -58,6 +59,7 @@ use relaymesh_protocol::{BundleId, NodeRecord, Refusal, Role, SliceChange, Slice
 use crate::state::{Mutation, Persisted};
 use bundles::Bundles;
 use downstream::ChildLink;
+pub use handover::HANDOVER_TIMEOUT;
 use inventory::Inventory;
 use placements::Cuts;
 use queries::Queries;
@@ -278,7 +280,7 @@ impl Core {
                 .child_served(&child, total.times, total.bytes);
         }
         core.inventory.take_aggregates_changed();
-        core.recut_all_quietly();
+        core.recut_all_quietly(now.instant);
         let mut mutations = Vec::new();
         core.inventory
             .disconnect_all_children(now.unix_ms, &mut mutations);
@@ -399,6 +401,7 @@ impl Core {
             self.inventory_flush_at,
             self.bundles.next_retry(),
             self.cuts.recut_at,
+            self.cuts.holds.deadline(),
             self.lost.check_at,
             self.queries.next_expiry(),
         ]
@@ -411,11 +414,16 @@ impl Core {
     pub fn handle_timeout(&mut self, now: Now) {
         if self.inventory_flush_at.is_some_and(|at| at <= now.instant) {
             self.inventory_flush_at = None;
-            self.flush_inventory();
+            self.flush_inventory(now);
         }
-        if self.cuts.recut_at.is_some_and(|at| at <= now.instant) {
+        let handover_over = self
+            .cuts
+            .holds
+            .deadline()
+            .is_some_and(|at| at <= now.instant);
+        if handover_over || self.cuts.recut_at.is_some_and(|at| at <= now.instant) {
             self.cuts.recut_at = None;
-            self.recut_all();
+            self.recut_all(now.instant);
             // A disconnected child's status of a placement it lost.
             self.schedule_inventory_flush(now);
         }
@@ -440,7 +448,7 @@ impl Core {
             self.apply_moves(now, &changed);
             self.apply_parents(now, &changed);
             self.apply_labels(now, &changed);
-            self.send_changes_to_children(&changed);
+            self.send_changes_to_children(now.instant, &changed);
             self.reconcile_bundles(now);
         }
     }

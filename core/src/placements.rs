@@ -3,16 +3,18 @@
 //! `relaymesh_topology::placement`, kept stable between decisions, and
 //! re-decided when the clusters below change.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
-use relaymesh_protocol::{PlacementTarget, SliceChange, SliceEntry, Target, Wave};
+use relaymesh_protocol::query::ChildCut;
+use relaymesh_protocol::{PlacementTarget, Quota, SliceChange, SliceEntry, Target, Wave};
 use relaymesh_topology::aggregate::{Aggregate, Supply};
 use relaymesh_topology::placement::{
     cut, named_children, split, ChildInput, ChildShare, Split, DRAINING_LABEL,
 };
 use relaymesh_topology::rollout::{add_to_supply, split_wave, wave_supply, WaveChild};
 
+use super::handover::Holds;
 use super::{Core, Now, INVENTORY_COALESCE};
 
 /// The per-child cuts of every placement entry of a relay's slice.
@@ -26,6 +28,10 @@ pub(crate) struct Cuts {
     waves: BTreeMap<String, BTreeMap<String, Wave>>,
     /// When to re-decide every placement after the inventory changed.
     pub recut_at: Option<Instant>,
+    /// Bounded placements handing over from shrunk children to grown ones.
+    pub holds: Holds,
+    /// The children each placement's last cut kept at what they had.
+    kept: BTreeMap<String, BTreeSet<String>>,
 }
 
 impl Core {
@@ -40,14 +46,17 @@ impl Core {
     }
 
     /// Re-decides one placement entry; returns the cut it had before.
-    pub(super) fn recut(&mut self, key: &str) -> BTreeMap<String, SliceEntry> {
+    pub(super) fn recut(&mut self, now: Instant, key: &str) -> BTreeMap<String, SliceEntry> {
         let old = self.cuts.by_key.remove(key).unwrap_or_default();
         let Some(entry) = self.slice.entry(key).cloned() else {
             self.cuts.previous.remove(key);
             self.cuts.waves.remove(key);
+            self.cuts.holds.forget(key);
+            self.cuts.kept.remove(key);
             return old;
         };
         let Target::Placement(target) = &entry.target else {
+            self.cuts.holds.forget(key);
             return old;
         };
         let empty = Aggregate::default();
@@ -76,13 +85,22 @@ impl Core {
             }
         }
         let bounded = target.max_clusters.is_some() || target.quota.is_some();
+        let mut held = BTreeSet::new();
         if bounded {
-            self.hold_for_draining(&entry, &old, &mut per_child);
+            let decided_total = u64::from(decided.quota_sum().total);
+            held = self.hold_shrunk(now, key, target, decided_total, &old, &mut per_child);
+            held.extend(self.hold_for_draining(&entry, &old, &mut per_child));
+        } else {
+            self.cuts.holds.forget(key);
         }
         match &target.wave {
             Some(wave) => {
                 let waves = self.split_wave(key, target, wave, &decided, &per_child);
                 for (child, child_entry) in &mut per_child {
+                    if held.contains(child) {
+                        // Kept as it was, wave and all, until it is replaced.
+                        continue;
+                    }
                     if let Target::Placement(child_target) = &mut child_entry.target {
                         child_target.wave = waves.get(child).cloned().map(Box::new);
                     }
@@ -100,7 +118,48 @@ impl Core {
         );
         self.cuts.previous.insert(key.to_string(), decided);
         self.cuts.by_key.insert(key.to_string(), per_child);
+        if held.is_empty() {
+            self.cuts.kept.remove(key);
+        } else {
+            self.cuts.kept.insert(key.to_string(), held);
+        }
         old
+    }
+
+    /// How this relay last cut placement `key`: the share it received and
+    /// what each child receives, sorted by child (`None`: not a placement
+    /// this relay holds).
+    pub fn placement_cut(&self, key: &str) -> Option<(Option<Quota>, Vec<ChildCut>)> {
+        let entry = self.slice.entry(key)?;
+        let Target::Placement(target) = &entry.target else {
+            return None;
+        };
+        let kept = self.cuts.kept.get(key);
+        let children = self
+            .cuts
+            .by_key
+            .get(key)
+            .into_iter()
+            .flatten()
+            .filter_map(|(child, cut)| {
+                let Target::Placement(cut) = &cut.target else {
+                    return None;
+                };
+                let named = cut
+                    .names
+                    .iter()
+                    .filter(|name| self.inventory.index().via(name) == Some(child.as_str()))
+                    .count();
+                Some(ChildCut {
+                    child: child.clone(),
+                    quota: cut.quota.clone(),
+                    named: u32::try_from(named).unwrap_or(u32::MAX),
+                    wave: cut.wave.as_ref().map(|wave| wave.total),
+                    kept: kept.is_some_and(|kept| kept.contains(child)),
+                })
+            })
+            .collect();
+        Some((target.quota.clone(), children))
     }
 
     /// Make-before-break for a drain: a child cluster being drained keeps
@@ -112,18 +171,21 @@ impl Core {
         entry: &SliceEntry,
         old: &BTreeMap<String, SliceEntry>,
         per_child: &mut BTreeMap<String, SliceEntry>,
-    ) {
+    ) -> BTreeSet<String> {
+        let mut held = BTreeSet::new();
         for (child, had) in old {
             let draining = self.inventory.record(child).is_some_and(|record| {
                 record.role == relaymesh_protocol::Role::Agent
                     && record.labels.get(DRAINING_LABEL).map(String::as_str) == Some("true")
             });
             if draining && !per_child.contains_key(child) {
-                let mut held = entry.clone();
-                held.target = had.target.clone();
-                per_child.insert(child.clone(), held);
+                let mut kept = entry.clone();
+                kept.target = had.target.clone();
+                per_child.insert(child.clone(), kept);
+                held.insert(child.clone());
             }
         }
+        held
     }
 
     /// A rollout's wave split over the children that receive the placement:
@@ -236,19 +298,19 @@ impl Core {
     }
 
     /// Decides every placement again without telling anyone (at start-up).
-    pub(super) fn recut_all_quietly(&mut self) {
+    pub(super) fn recut_all_quietly(&mut self, now: Instant) {
         for key in self.placement_keys() {
-            self.recut(&key);
+            self.recut(now, &key);
         }
     }
 
     /// After the clusters below changed: decides every placement again and
     /// tells each connected child what changed for it.
-    pub(super) fn recut_all(&mut self) {
+    pub(super) fn recut_all(&mut self, now: Instant) {
         let mut changes: BTreeMap<String, Vec<SliceChange>> = BTreeMap::new();
         let mut forgotten = Vec::new();
         for key in self.placement_keys() {
-            let old = self.recut(&key);
+            let old = self.recut(now, &key);
             let new = self.cuts.by_key.get(&key).cloned().unwrap_or_default();
             for child in old.keys().chain(new.keys()) {
                 if old.get(child) == new.get(child) {

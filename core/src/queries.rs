@@ -304,6 +304,17 @@ impl Core {
                 Some(Answer::Placement { children, more })
             }
             Query::Placement { .. } => None,
+            Query::Split { key } if node == self.name => {
+                let (quota, mut children) = self.placement_cut(key).unwrap_or_default();
+                let more = children.len().saturating_sub(MAX_CHILDREN_ANSWERED) as u64;
+                children.truncate(MAX_CHILDREN_ANSWERED);
+                Some(Answer::Split {
+                    quota,
+                    children,
+                    more,
+                })
+            }
+            Query::Split { .. } => None,
         }
     }
 
@@ -327,6 +338,7 @@ fn checked(node: &str, query: &Query, answer: Answer) -> Answer {
             | (Query::Object { .. }, Answer::Object(_))
             | (Query::Events { .. }, Answer::Events(_))
             | (Query::Placement { .. }, Answer::Placement { .. })
+            | (Query::Split { .. }, Answer::Split { .. })
     );
     let refused = |code, message: String| Answer::Failed(Refusal::new(code, message));
     if !fits {
@@ -335,16 +347,18 @@ fn checked(node: &str, query: &Query, answer: Answer) -> Answer {
             format!("the answer about {node} was not an answer to the question"),
         );
     }
-    if let Answer::Placement { children, .. } = &answer {
-        if children.len() > MAX_CHILDREN_ANSWERED {
-            return refused(
-                ErrorCode::TooLarge,
-                format!(
-                    "the answer about {node} names {} children, more than the {MAX_CHILDREN_ANSWERED} allowed",
-                    children.len()
-                ),
-            );
-        }
+    let named_children = match &answer {
+        Answer::Placement { children, .. } => Some(children.len()),
+        Answer::Split { children, .. } => Some(children.len()),
+        _ => None,
+    };
+    if let Some(named) = named_children.filter(|named| *named > MAX_CHILDREN_ANSWERED) {
+        return refused(
+            ErrorCode::TooLarge,
+            format!(
+                "the answer about {node} names {named} children, more than the {MAX_CHILDREN_ANSWERED} allowed"
+            ),
+        );
     }
     match answer.observation() {
         Some(observation) if observation.cluster != node => refused(

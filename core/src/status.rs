@@ -81,6 +81,7 @@ impl Core {
         self.statuses
             .children
             .iter()
+            .filter(|(child, _)| !self.cuts.holds.dropped(key, child))
             .filter_map(|(child, reported)| {
                 let status = reported.get(key)?;
                 let counts = match self.links_by_name.contains_key(child) {
@@ -96,6 +97,16 @@ impl Core {
     }
 
     pub(super) fn child_status(&mut self, now: Now, child: &str, update: StatusUpdate) {
+        // A handover waits for the clusters replacing others to be ready.
+        let handing_over = update
+            .upserts
+            .iter()
+            .map(|(key, _)| key)
+            .chain(update.removals.iter())
+            .any(|key| self.cuts.holds.contains(key));
+        if handing_over {
+            self.schedule_recut(now);
+        }
         let reported = self.statuses.children.entry(child.to_string()).or_default();
         if update.full {
             reported.clear();
@@ -123,6 +134,11 @@ impl Core {
         self.status_changed(now);
     }
 
+    /// What `child` last reported of placement `key`.
+    pub(super) fn child_reported(&self, child: &str, key: &str) -> Option<&PlacementStatus> {
+        self.statuses.children.get(child)?.get(key)
+    }
+
     /// Forgets what a child reported: it left the tree (it was revoked).
     pub(super) fn forget_child_status(&mut self, now: Now, child: &str) {
         if self.statuses.children.remove(child).is_some() {
@@ -142,6 +158,13 @@ impl Core {
             self.statuses.dirty = true;
             self.statuses.version += 1;
         }
+    }
+
+    /// Which children's reports count changed (a handover began or ended):
+    /// the merged status is to be sent again.
+    pub(super) fn status_parts_changed(&mut self) {
+        self.statuses.dirty = true;
+        self.statuses.version += 1;
     }
 
     pub(super) fn status_link_changed(&mut self, now: Now) {
@@ -249,6 +272,11 @@ impl Core {
                     let Some(status) = reported.get(key) else {
                         continue;
                     };
+                    if self.cuts.holds.dropped(key, child) {
+                        // Kept only until its replacement is ready: the
+                        // placement's counts are those of the new clusters.
+                        continue;
+                    }
                     if self.links_by_name.contains_key(child) {
                         parts.push(status.clone());
                     } else {

@@ -763,6 +763,7 @@ fn a_direct_child_of_the_root_is_cut_off_by_the_root_itself() {
     assert!(net.record("root", "us").is_none());
 }
 mod drains;
+mod handover;
 mod labels;
 mod limits;
 mod link_stats;

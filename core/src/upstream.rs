@@ -268,12 +268,12 @@ impl Core {
         kept
     }
 
-    pub(super) fn flush_inventory(&mut self) {
+    pub(super) fn flush_inventory(&mut self, now: Now) {
         // Placements are cut for new children before they are reported up:
         // a moved node's status counts above only once its new parent has
         // sent it its placements (see `moves`).
         if self.cuts.recut_at.take().is_some() {
-            self.recut_all();
+            self.recut_all(now.instant);
         }
         if !self.upstream.has_parent() {
             // The root reports to no one; it serves its inventory instead.

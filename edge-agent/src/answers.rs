@@ -111,9 +111,9 @@ impl Answerer {
             )),
             // The agent's core answers it from the status it holds; it
             // never reaches the cluster.
-            Query::Placement { .. } => Err((
+            Query::Placement { .. } | Query::Split { .. } => Err((
                 ErrorCode::NotFound,
-                "placement counts are answered by the agent's core".to_string(),
+                "placements are answered by the agent's core".to_string(),
             )),
         };
         result.unwrap_or_else(|(code, message)| self.failed(code, message))

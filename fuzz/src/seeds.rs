@@ -9,7 +9,7 @@ use relaymesh_protocol::message::{
     BundleReply, BundleRequest, DownMessage, Hello, JoinGrant, JoinReply, JoinRequest, Open,
     Resume, UpMessage, Welcome,
 };
-use relaymesh_protocol::query::{Answer, Observation, Query};
+use relaymesh_protocol::query::{Answer, ChildCut, Observation, Query};
 use relaymesh_protocol::token::TokenClaims;
 use relaymesh_protocol::{
     BundleId, ErrorCode, FailingCluster, InventoryUpdate, LabelRequirement, LabelSelector,
@@ -406,6 +406,39 @@ fn messages() -> Vec<(String, Vec<u8>)> {
                     json: br#"[{"type":"Normal","reason":"ScalingReplicaSet"}]"#.to_vec(),
                     age_ms: None,
                 }),
+            }),
+        ),
+        (
+            "down-query-split".into(),
+            payload(&DownMessage::Query {
+                id: 11,
+                node: "eu".into(),
+                query: Query::Split {
+                    key: "placement/shop/web".into(),
+                },
+            }),
+        ),
+        (
+            "up-answer-split".into(),
+            payload(&UpMessage::Answer {
+                id: 11,
+                answer: Answer::Split {
+                    quota: Some(Quota {
+                        total: 2,
+                        per_value: BTreeMap::new(),
+                    }),
+                    children: vec![ChildCut {
+                        child: "eu-west".into(),
+                        quota: Some(Quota {
+                            total: 1,
+                            per_value: [("zone-a".to_string(), 1)].into(),
+                        }),
+                        named: 1,
+                        wave: Some(1),
+                        kept: true,
+                    }],
+                    more: 0,
+                },
             }),
         ),
         (

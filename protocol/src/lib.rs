@@ -53,7 +53,7 @@ pub use status::{
 
 /// The newest protocol version this build speaks. The child offers a range in
 /// its `Hello`; the parent answers with the version both will use.
-pub const PROTOCOL_VERSION: u16 = 6;
+pub const PROTOCOL_VERSION: u16 = 7;
 
 /// The oldest protocol version this build still speaks. Version 2 appended
 /// the bundle-serve counters to `LinkStatus`; version 3 added the root's
@@ -63,10 +63,12 @@ pub const PROTOCOL_VERSION: u16 = 6;
 /// 5 added queries routed down to one node ([`query`]) and the failing
 /// clusters, status-rule summaries and single-cluster object statuses of a
 /// `PlacementStatus`; version 6 added a rollout's [`Wave`] to
-/// `PlacementTarget` and the per-revision counts of a `PlacementStatus`.
-/// Older versions cannot decode the longer records and the new messages,
-/// so nothing older is spoken (there are no deployments to keep).
-pub const MIN_PROTOCOL_VERSION: u16 = 6;
+/// `PlacementTarget` and the per-revision counts of a `PlacementStatus`;
+/// version 7 added [`query::Query::Split`] (how a relay split a placement,
+/// for `relayctl explain`). Older versions cannot decode the longer records
+/// and the new messages, so nothing older is spoken (there are no
+/// deployments to keep).
+pub const MIN_PROTOCOL_VERSION: u16 = 7;
 
 /// The QUIC ALPN identifier of version 1 of the relaymesh protocol.
 pub const ALPN: &[u8] = b"relaymesh/1";

@@ -22,7 +22,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::{LinkStatus, PhaseCounts, Refusal};
+use crate::{LinkStatus, PhaseCounts, Quota, Refusal};
 
 /// The most JSON bytes an [`Observation`] carries. An agent refuses to send
 /// more (the answer is a failure saying so) and a relay passes on or keeps
@@ -70,6 +70,33 @@ pub enum Query {
         /// The placement's slice key (`placement/NAMESPACE/NAME`).
         key: String,
     },
+    /// How the node last split one placement over its children: the cut
+    /// each child receives, so `relayctl explain` shows the decisions the
+    /// relays made rather than a simulation of them. The node itself
+    /// answers, relay or agent (an agent has no children to name).
+    Split {
+        /// The placement's slice key (`placement/NAMESPACE/NAME`).
+        key: String,
+    },
+}
+
+/// What one child receives of a placement, as its parent cut it: the
+/// answer to [`Query::Split`] names one per child.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChildCut {
+    /// The child's name.
+    pub child: String,
+    /// How many matching clusters below it it must select (per value of
+    /// the spread label); `None` for every matching cluster.
+    pub quota: Option<Quota>,
+    /// How many of the placement's named clusters it reaches.
+    pub named: u32,
+    /// With a rollout under way, how many of its clusters run the newest
+    /// revision.
+    pub wave: Option<u32>,
+    /// It keeps what it had until the clusters replacing it are ready (a
+    /// handover, or a drain), although its new share is smaller.
+    pub kept: bool,
 }
 
 /// The most children an [`Answer::Placement`] names; the rest are only
@@ -130,6 +157,17 @@ pub enum Answer {
         /// How many more children reported it.
         more: u64,
     },
+    /// The answer to [`Query::Split`]: the children that receive the
+    /// placement, by name, at most [`MAX_CHILDREN_ANSWERED`].
+    Split {
+        /// The share the node itself received (`None`: every matching
+        /// cluster, or the root, which starts from `maxClusters`).
+        quota: Option<Quota>,
+        /// The children, sorted by name.
+        children: Vec<ChildCut>,
+        /// How many more children receive it.
+        more: u64,
+    },
 }
 
 impl Answer {
@@ -137,7 +175,9 @@ impl Answer {
     pub fn observation(&self) -> Option<&Observation> {
         match self {
             Self::Object(observation) | Self::Events(observation) => Some(observation),
-            Self::Link { .. } | Self::Failed(_) | Self::Placement { .. } => None,
+            Self::Link { .. } | Self::Failed(_) | Self::Placement { .. } | Self::Split { .. } => {
+                None
+            }
         }
     }
 }

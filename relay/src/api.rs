@@ -281,6 +281,18 @@ pub trait Backend: Send + Sync + 'static {
         async { Err(ApiError::NotFound("this server has no tree".into())) }
     }
 
+    /// How relay `name` last split the placement of slice key `key` over
+    /// its children, as that relay says (the root answers for itself;
+    /// deeper relays are asked through the tree).
+    fn split(
+        &self,
+        name: String,
+        key: String,
+    ) -> impl Future<Output = Result<crate::placement::RelaySplit, ApiError>> + Send {
+        let _ = (name, key);
+        async { Err(ApiError::NotFound("this server has no tree".into())) }
+    }
+
     /// Every revocation the root holds.
     fn revocations(
         &self,
@@ -653,13 +665,20 @@ impl<B: Backend> Extension for Relaymesh<B> {
                     .ok_or_else(|| {
                         ApiError::NotFound(format!("placements.relaymesh.dev {name:?} not found"))
                     })?;
-                let explained = crate::placement::explain(&placement, &backend.inventory().records)
-                    .map_err(
-                        |PlacementError::Invalid { field, message }| ApiError::Invalid {
-                            field,
-                            message,
-                        },
-                    )?;
+                let nodes = backend.inventory().records;
+                let invalid = |PlacementError::Invalid { field, message }| ApiError::Invalid {
+                    field,
+                    message,
+                };
+                let spec =
+                    crate::placement::PlacementSpec::from_object(&placement).map_err(invalid)?;
+                let key = crate::placement::entry_key(&spec.namespace, &spec.name);
+                let splits = crate::placement::ask_splits(&nodes, &key, |relay| {
+                    backend.split(relay, key.clone())
+                })
+                .await;
+                let explained =
+                    crate::placement::explain(&placement, &nodes, &splits).map_err(invalid)?;
                 json_reply(StatusCode::OK, &explained)
             }
             (endpoint::LINK, _) => {

@@ -21,7 +21,7 @@ mod spec;
 pub mod status;
 
 pub use bundle::{canonical_json, pack, strip_server_fields};
-pub use explain::explain;
+pub use explain::{ask_splits, explain, RelaySplit, Splits, MAX_RELAYS_ASKED};
 pub use spec::{
     customization, label_selector, selects, PlacementError, PlacementSpec, WorkloadTerm,
     MAX_OVERRIDES, RELAYMESH_GROUP,

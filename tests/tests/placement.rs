@@ -135,6 +135,19 @@ fn entries(summary: &Value) -> BTreeSet<String> {
         .collect()
 }
 
+/// The clusters `relayctl explain PLACEMENT -o json` names as selected.
+fn explained_clusters(mesh: &Mesh, placement: &str) -> anyhow::Result<BTreeSet<String>> {
+    let explained = mesh.relayctl_ok(&["explain", placement, "-n", "shop", "-o", "json"])?;
+    let explained: Value = serde_json::from_str(&explained)?;
+    observe(&explained);
+    Ok(explained["clusters"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|cluster| cluster["name"].as_str().map(str::to_string))
+        .collect())
+}
+
 #[test]
 fn placements_reach_exactly_the_selected_clusters() -> anyhow::Result<()> {
     let Fleet {
@@ -153,20 +166,13 @@ fn placements_reach_exactly_the_selected_clusters() -> anyhow::Result<()> {
         String::from_utf8_lossy(&applied.stderr)
     );
 
-    let explained = mesh.relayctl(&["explain", "eu", "-n", "shop", "-o", "json"])?;
-    assert!(
-        explained.status.success(),
-        "{}",
-        String::from_utf8_lossy(&explained.stderr)
-    );
-    let explained: Value = serde_json::from_slice(&explained.stdout)?;
-    let chosen: BTreeSet<&str> = explained["clusters"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|c| c["name"].as_str())
-        .collect();
-    assert_eq!(chosen, BTreeSet::from(["e1", "e2", "e3"]));
+    // explain reads what the relays decided, so it shows the clusters once
+    // every relay on the way has cut the placement.
+    wait_for("explain names e1, e2 and e3", SETTLE, || {
+        let chosen = explained_clusters(&mesh, "eu")?;
+        Ok((chosen == BTreeSet::from(["e1".to_string(), "e2".into(), "e3".into()])).then_some(()))
+    })
+    .with_context(|| mesh.logs())?;
 
     // Every selected cluster's agent applied its copy and said so: the
     // status merged on the way up counts each of them as applied or ready.
@@ -196,6 +202,9 @@ fn placements_reach_exactly_the_selected_clusters() -> anyhow::Result<()> {
         },
     )
     .with_context(|| mesh.logs())?;
+    // A bound of three, chosen by the relays: explain names the three
+    // the relays chose, which are those whose agents hold it (below).
+    let explained_three = explained_clusters(&mesh, "three")?;
     let table = mesh.relayctl(&["get", "placements", "-n", "shop"])?;
     let table = String::from_utf8_lossy(&table.stdout);
     assert!(table.contains("NAME") && table.contains("three"), "{table}");
@@ -244,6 +253,14 @@ fn placements_reach_exactly_the_selected_clusters() -> anyhow::Result<()> {
         "maxClusters: 3 gives three clusters: {three:?}"
     );
     assert!(three.iter().any(|n| n.starts_with('e')) && three.iter().any(|n| n.starts_with('u')));
+    assert_eq!(
+        explained_three,
+        three
+            .iter()
+            .map(|name| name.to_string())
+            .collect::<BTreeSet<_>>(),
+        "explain shows the clusters the relays chose"
+    );
     for agent in ["e1", "e2", "e3", "u1", "u2"] {
         let summary = mesh.inspect_with("edge-agent", agent)?;
         let bundles = summary["bundles"].as_array().cloned().unwrap_or_default();

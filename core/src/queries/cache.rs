@@ -40,7 +40,10 @@ impl AnswerCache {
         let (events, observation) = match answer {
             Answer::Object(observation) => (false, observation),
             Answer::Events(observation) => (true, observation),
-            Answer::Link { .. } | Answer::Failed(_) | Answer::Placement { .. } => return,
+            Answer::Link { .. }
+            | Answer::Failed(_)
+            | Answer::Placement { .. }
+            | Answer::Split { .. } => return,
         };
         if observation.age_ms.is_some() || observation.json.len() > MAX_ANSWER_JSON_LEN {
             return;

@@ -6,7 +6,7 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::message::*;
-use crate::query::{Answer, Observation, Query};
+use crate::query::{Answer, ChildCut, Observation, Query};
 use crate::token::TokenClaims;
 use crate::*;
 
@@ -318,7 +318,34 @@ fn answer() -> impl Strategy<Value = Answer> {
         refusal().prop_map(Answer::Failed),
         observation().prop_map(Answer::Object),
         observation().prop_map(Answer::Events),
+        (
+            proptest::option::of(quota()),
+            prop::collection::vec(child_cut(), 0..4),
+            any::<u64>()
+        )
+            .prop_map(|(quota, children, more)| Answer::Split {
+                quota,
+                children,
+                more
+            }),
     ]
+}
+
+fn child_cut() -> impl Strategy<Value = ChildCut> {
+    (
+        name(),
+        proptest::option::of(quota()),
+        any::<u32>(),
+        proptest::option::of(any::<u32>()),
+        any::<bool>(),
+    )
+        .prop_map(|(child, quota, named, wave, kept)| ChildCut {
+            child,
+            quota,
+            named,
+            wave,
+            kept,
+        })
 }
 
 fn any_query() -> impl Strategy<Value = Query> {
@@ -340,6 +367,8 @@ fn any_query() -> impl Strategy<Value = Query> {
             }),
         (proptest::option::of(name()), any::<u32>())
             .prop_map(|(namespace, limit)| Query::Events { namespace, limit }),
+        name().prop_map(|key| Query::Placement { key }),
+        name().prop_map(|key| Query::Split { key }),
     ]
 }
 

@@ -271,7 +271,15 @@ enum Command {
         #[arg(short, long, value_enum, default_value_t = GetFormat::Table)]
         output: GetFormat,
     },
-    /// Show which clusters a placement resolved to, and why.
+    /// Show which clusters a placement resolved to, and why, as the relays
+    /// decided it.
+    ///
+    /// The root asks every relay that receives the placement how it split
+    /// it over its children (level by level, at most 1000 relays), and
+    /// shows each selected cluster with its relay path and reason, the
+    /// clusters kept until their replacement is ready (a handover or a
+    /// drain), the share each relay gave each child (with a rollout, how
+    /// many run the newest revision), and the relays that did not answer.
     Explain {
         /// The placement's name.
         placement: String,

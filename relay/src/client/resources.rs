@@ -217,7 +217,9 @@ pub fn render_rows(rows: &[Vec<String>]) -> String {
 }
 
 /// Renders `relayctl explain` output: the placement's selection, each
-/// selected cluster with its path and reason, then the quota each relay got.
+/// selected cluster with its path and reason (and those kept until their
+/// replacement is ready), then the share each relay gave each child, and
+/// the relays that did not answer.
 pub fn render_explanation(explanation: &Value) -> String {
     let mut text = String::new();
     let line = |value: &Value| {
@@ -233,13 +235,29 @@ pub fn render_explanation(explanation: &Value) -> String {
         explanation["selected"].as_u64().unwrap_or(0),
         explanation["matching"].as_u64().unwrap_or(0)
     ));
-    for cluster in explanation["clusters"].as_array().into_iter().flatten() {
-        text.push_str(&format!(
-            "  {:<20} {:<40} {}\n",
+    let cluster_line = |cluster: &Value| {
+        let mut reason = line(&cluster["reason"]);
+        if let Some(revision) = cluster["revision"].as_str() {
+            reason.push_str(&format!(" (rollout: {revision} revision)"));
+        }
+        format!(
+            "  {:<20} {:<40} {reason}\n",
             line(&cluster["name"]),
             line(&cluster["path"]),
-            line(&cluster["reason"])
-        ));
+        )
+    };
+    for cluster in explanation["clusters"].as_array().into_iter().flatten() {
+        text.push_str(&cluster_line(cluster));
+    }
+    let leaving = explanation["leaving"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    if !leaving.is_empty() {
+        text.push_str("Leaving:\n");
+        for cluster in &leaving {
+            text.push_str(&cluster_line(cluster));
+        }
     }
     let quotas = explanation["quotas"]
         .as_array()
@@ -254,6 +272,19 @@ pub fn render_explanation(explanation: &Value) -> String {
                 line(&quota["share"])
             ));
         }
+    }
+    for relay in explanation["unanswered"].as_array().into_iter().flatten() {
+        text.push_str(&format!(
+            "Not answered: {}: {} (its subtree is not shown)\n",
+            line(&relay["relay"]),
+            line(&relay["reason"])
+        ));
+    }
+    if let Some(count) = explanation["notAsked"].as_u64() {
+        text.push_str(&format!(
+            "Not asked: {count} more relays (explain asks at most {} relays)\n",
+            crate::placement::MAX_RELAYS_ASKED
+        ));
     }
     text
 }

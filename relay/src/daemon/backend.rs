@@ -409,6 +409,32 @@ impl Backend for RootBackend {
         }
     }
 
+    async fn split(
+        &self,
+        name: String,
+        key: String,
+    ) -> Result<crate::placement::RelaySplit, ApiError> {
+        let (reply, answer) = oneshot::channel();
+        let asked = Event::Query {
+            node: name,
+            query: Query::Split { key },
+            reply,
+        };
+        match self.ask(asked, answer).await? {
+            Answer::Split {
+                quota,
+                children,
+                more,
+            } => Ok(crate::placement::RelaySplit {
+                quota,
+                children,
+                more,
+            }),
+            Answer::Failed(refusal) => Err(refused(refusal)),
+            other => Err(unexpected(&other)),
+        }
+    }
+
     async fn move_node(&self, request: MoveRequest) -> Result<Move, ApiError> {
         let MoveRequest { node, to, ttl } = request;
         let nodes = self.inventory().records;

@@ -10,20 +10,17 @@
 //! and their agents prune nothing. Once the placement's status counts every
 //! selected cluster ready, it publishes the new target alone, and the
 //! leaving clusters remove their copies. A bounded placement's clusters are
-//! chosen by the relays below, not by the root, so its changes are not
-//! handed over (docs/api.md, "Moves of a placement").
+//! chosen by the relays below, not by the root: each relay hands its own
+//! changes over (`relaymesh_core`'s `handover` module; docs/api.md, "Moves
+//! of a placement").
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use relaymesh_core::Now;
+use relaymesh_core::{Now, HANDOVER_TIMEOUT};
 use relaymesh_protocol::{NodeRecord, PlacementTarget, Role, SliceEntry, Target};
 
 use super::Daemon;
-
-/// How long leaving clusters keep their copies at most, when the clusters
-/// a placement now selects do not all become ready.
-pub const HANDOVER_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// A placement's change under way.
 #[derive(Debug, Clone)]

@@ -1,85 +1,220 @@
-//! `relayctl explain`: why a placement selects the clusters it does,
-//! computed at the root by resolving it over the whole inventory level by
-//! level, with the same decisions the relays make (`topology::model`).
+//! `relayctl explain`: why a placement selects the clusters it does, read
+//! from the relays: the root asks each relay that receives the placement
+//! how it split it over its children (`Query::Split`), level by level, and
+//! lays the answers out as the clusters that run it, with their paths and
+//! reasons, and the share each relay handed each child. What a relay says
+//! of its own split is shown as it said it: it explains, it decides nothing.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
 
-use relaymesh_protocol::{NodeRecord, Role};
-use relaymesh_topology::model::{resolve_tree, Tree};
-use relaymesh_topology::placement::ChildShare;
+use relaymesh_protocol::query::ChildCut;
+use relaymesh_protocol::{NodeRecord, Quota, Role};
 use serde_json::{json, Value};
 
-use super::{entry_key, PlacementError, PlacementSpec};
+use super::{PlacementError, PlacementSpec};
+use crate::api::ApiError;
 
-/// Explains `placement` over the tree of `nodes` (the root's inventory; the
-/// root is the relay without a parent).
-pub fn explain(placement: &Value, nodes: &[NodeRecord]) -> Result<Value, PlacementError> {
+/// The most relays one `explain` asks: its answer lists every relay that
+/// receives the placement, so a placement spread over more of them is
+/// explained in part (the answer says which relays were not asked).
+pub const MAX_RELAYS_ASKED: usize = 1_000;
+
+/// How many relays are asked at once.
+const ASKED_AT_ONCE: usize = 16;
+
+/// One relay's answer to `Query::Split`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RelaySplit {
+    /// The share the relay received (`None` at the root, or unbounded).
+    pub quota: Option<Quota>,
+    /// What each child receives, by child name.
+    pub children: Vec<ChildCut>,
+    /// How many children it left out of its answer.
+    pub more: u64,
+}
+
+/// What the relays said, by relay, and the relays that could not say.
+#[derive(Debug, Default)]
+pub struct Splits {
+    /// The answers, by relay name.
+    pub answered: BTreeMap<String, RelaySplit>,
+    /// Relays that receive the placement but did not answer, with why.
+    pub unanswered: BTreeMap<String, String>,
+    /// Relays that receive it and were not asked ([`MAX_RELAYS_ASKED`]).
+    pub not_asked: u64,
+}
+
+/// Asks the root (the relay of `nodes` without a parent), then every relay
+/// its answers name, level by level, how it split placement `key`.
+pub async fn ask_splits<F, Fut>(nodes: &[NodeRecord], key: &str, ask: F) -> Splits
+where
+    F: Fn(String) -> Fut,
+    Fut: Future<Output = Result<RelaySplit, ApiError>>,
+{
+    let relays: BTreeSet<&str> = nodes
+        .iter()
+        .filter(|node| node.role == Role::Relay)
+        .map(|node| node.name.as_str())
+        .collect();
+    let mut splits = Splits::default();
+    let Some(root) = nodes.iter().find(|node| node.parent.is_none()) else {
+        return splits;
+    };
+    let mut frontier = vec![root.name.clone()];
+    let mut asked = 0usize;
+    while !frontier.is_empty() {
+        let mut next = Vec::new();
+        for batch in frontier.chunks(ASKED_AT_ONCE) {
+            let answers =
+                futures::future::join_all(batch.iter().map(|relay| ask(relay.clone()))).await;
+            for (relay, answer) in batch.iter().zip(answers) {
+                match answer {
+                    Ok(split) => {
+                        next.extend(
+                            split
+                                .children
+                                .iter()
+                                .filter(|cut| relays.contains(cut.child.as_str()))
+                                .map(|cut| cut.child.clone()),
+                        );
+                        splits.answered.insert(relay.clone(), split);
+                    }
+                    Err(error) => {
+                        tracing::debug!(relay, %error, key, "a relay did not say how it split a placement");
+                        splits.unanswered.insert(relay.clone(), error.to_string());
+                    }
+                }
+            }
+        }
+        asked = asked.saturating_add(frontier.len());
+        let room = MAX_RELAYS_ASKED.saturating_sub(asked);
+        if next.len() > room {
+            splits.not_asked = (next.len() - room) as u64;
+            next.truncate(room);
+        }
+        frontier = next;
+    }
+    splits
+}
+
+/// Explains `placement` from the relays' `splits` over the tree of `nodes`
+/// (the root's inventory, for roles, labels and paths).
+pub fn explain(
+    placement: &Value,
+    nodes: &[NodeRecord],
+    splits: &Splits,
+) -> Result<Value, PlacementError> {
     let spec = PlacementSpec::from_object(placement)?;
-    let tree = build_tree(nodes);
-    let key = entry_key(&spec.namespace, &spec.name);
-    let resolution = resolve_tree(&tree, &key, &spec.target, None);
+    let records: BTreeMap<&str, &NodeRecord> = nodes
+        .iter()
+        .map(|node| (node.name.as_str(), node))
+        .collect();
     let paths = paths(nodes);
+    let matches = |node: &NodeRecord| {
+        spec.target
+            .selector
+            .as_ref()
+            .is_some_and(|selector| relaymesh_topology::selector::matches(selector, &node.labels))
+    };
     let matching = nodes
         .iter()
-        .filter(|node| node.role == Role::Agent)
-        .filter(|node| {
-            spec.target.selector.as_ref().is_some_and(|selector| {
-                relaymesh_topology::selector::matches(selector, &node.labels)
-            })
-        })
+        .filter(|node| node.role == Role::Agent && matches(node))
         .count();
     let mut clusters = Vec::new();
-    for name in resolution.selected() {
-        let reason = match (
-            resolution.by_name.contains(&name),
-            resolution.by_label.contains(&name),
-        ) {
-            (true, true) => "named in spec.clusters.names and matched by the label selector",
-            (true, false) => "named in spec.clusters.names",
-            _ if spec.target.max_clusters.is_some() => {
-                "matched by the label selector, within its relay's quota"
+    let mut kept = Vec::new();
+    let mut quotas = Vec::new();
+    for (relay, split) in &splits.answered {
+        for cut in &split.children {
+            let share = describe_cut(cut);
+            quotas.push(json!({"relay": format!("{relay} → {}", cut.child), "share": share}));
+            let Some(record) = records.get(cut.child.as_str()) else {
+                continue;
+            };
+            if record.role != Role::Agent {
+                continue;
             }
-            _ => "matched by the label selector",
-        };
-        clusters.push(json!({
-            "name": name,
-            "path": paths.get(&name).cloned().unwrap_or_default(),
-            "reason": reason,
-        }));
+            let named = spec.target.names.contains(&cut.child);
+            let reason = match (named, matches(record)) {
+                (true, true) => "named in spec.clusters.names and matched by the label selector",
+                (true, false) => "named in spec.clusters.names",
+                _ if spec.target.max_clusters.is_some() => {
+                    "matched by the label selector, within its relay's quota"
+                }
+                _ => "matched by the label selector",
+            };
+            let mut cluster = json!({
+                "name": cut.child,
+                "path": paths.get(&cut.child).cloned().unwrap_or_default(),
+                "reason": reason,
+            });
+            if let Some(wave) = cut.wave {
+                cluster["revision"] = json!(if wave > 0 { "newest" } else { "previous" });
+            }
+            if cut.kept {
+                cluster["reason"] =
+                    json!("kept until the clusters replacing it are ready (a handover or a drain)");
+                kept.push(cluster);
+            } else {
+                clusters.push(cluster);
+            }
+        }
     }
-    let quotas: Vec<Value> = resolution
-        .splits
-        .iter()
-        .flat_map(|(relay, split)| {
-            split.per_child.iter().map(move |(child, share)| {
-                let share = match share {
-                    ChildShare::Unbounded => "every matching cluster".to_string(),
-                    ChildShare::Quota(quota) if quota.per_value.is_empty() => {
-                        format!("{} cluster(s)", quota.total)
-                    }
-                    ChildShare::Quota(quota) => format!(
-                        "{} cluster(s): {}",
-                        quota.total,
-                        quota
-                            .per_value
-                            .iter()
-                            .map(|(value, count)| format!("{value}={count}"))
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    ),
-                };
-                json!({"relay": format!("{relay} → {child}"), "share": share})
-            })
-        })
-        .collect();
-    Ok(json!({
+    let mut explained = json!({
         "placement": format!("{}/{}", spec.namespace, spec.name),
         "selects": describe(&spec),
         "matching": matching,
         "selected": clusters.len(),
         "clusters": clusters,
         "quotas": quotas,
-    }))
+    });
+    if !kept.is_empty() {
+        explained["leaving"] = json!(kept);
+    }
+    if !splits.unanswered.is_empty() {
+        explained["unanswered"] = json!(splits
+            .unanswered
+            .iter()
+            .map(|(relay, reason)| json!({"relay": relay, "reason": reason}))
+            .collect::<Vec<_>>());
+    }
+    if splits.not_asked > 0 {
+        explained["notAsked"] = json!(splits.not_asked);
+    }
+    Ok(explained)
+}
+
+/// A child's cut in words, as `2 cluster(s): eu=1, us=1`.
+fn describe_cut(cut: &ChildCut) -> String {
+    let mut parts = Vec::new();
+    match &cut.quota {
+        None => parts.push("every matching cluster".to_string()),
+        Some(quota) if quota.per_value.is_empty() => {
+            if quota.total > 0 || cut.named == 0 {
+                parts.push(format!("{} cluster(s)", quota.total));
+            }
+        }
+        Some(quota) => parts.push(format!(
+            "{} cluster(s): {}",
+            quota.total,
+            quota
+                .per_value
+                .iter()
+                .map(|(value, count)| format!("{value}={count}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+    }
+    if cut.named > 0 {
+        parts.push(format!("{} named", cut.named));
+    }
+    if let Some(wave) = cut.wave {
+        parts.push(format!("{wave} on the newest revision"));
+    }
+    if cut.kept {
+        parts.push("kept as it was until its replacement is ready".to_string());
+    }
+    parts.join(", ")
 }
 
 fn describe(spec: &PlacementSpec) -> String {
@@ -112,36 +247,6 @@ fn describe(spec: &PlacementSpec) -> String {
         parts.push(format!("plus {}", spec.target.names.join(", ")));
     }
     parts.join(", ")
-}
-
-/// The simulation tree of the inventory, parents added before children.
-fn build_tree(nodes: &[NodeRecord]) -> Tree {
-    let root = nodes
-        .iter()
-        .find(|node| node.parent.is_none())
-        .map_or("root", |node| node.name.as_str());
-    let mut tree = Tree::new(root);
-    let mut pending: Vec<&NodeRecord> = nodes.iter().filter(|n| n.parent.is_some()).collect();
-    // Add whatever's parent is already in the tree until nothing moves;
-    // nodes whose chain is broken are left out.
-    loop {
-        let before = pending.len();
-        pending.retain(|node| {
-            let Some(parent) = node.parent.as_deref().and_then(|p| tree.find(p)) else {
-                return true;
-            };
-            match node.role {
-                Role::Agent => tree.add_cluster(parent, &node.name, &node.labels),
-                _ => tree.add_relay(parent, &node.name),
-            };
-            false
-        });
-        if pending.len() == before {
-            break;
-        }
-    }
-    tree.build_aggregates();
-    tree
 }
 
 /// Each node's path from the root, as `root/eu/eu-west/edge-1`.
@@ -191,35 +296,121 @@ mod tests {
         }
     }
 
-    #[test]
-    fn explains_selected_clusters_with_paths_and_reasons() {
-        let nodes = vec![
+    fn cut(child: &str, quota: Option<u32>, named: u32, kept: bool) -> ChildCut {
+        ChildCut {
+            child: child.into(),
+            quota: quota.map(|total| Quota {
+                total,
+                per_value: BTreeMap::new(),
+            }),
+            named,
+            wave: None,
+            kept,
+        }
+    }
+
+    fn tree() -> Vec<NodeRecord> {
+        vec![
             node("root", None, Role::Relay, &[]),
             node("eu", Some("root"), Role::Relay, &[]),
             node("e1", Some("eu"), Role::Agent, &[("region", "eu")]),
             node("e2", Some("eu"), Role::Agent, &[("region", "eu")]),
             node("u1", Some("root"), Role::Agent, &[("region", "us")]),
-        ];
+        ]
+    }
+
+    fn answers() -> BTreeMap<String, RelaySplit> {
+        let split = |quota: Option<u32>, children: Vec<ChildCut>| RelaySplit {
+            quota: quota.map(|total| Quota {
+                total,
+                per_value: BTreeMap::new(),
+            }),
+            children,
+            more: 0,
+        };
+        BTreeMap::from([
+            (
+                "root".to_string(),
+                split(
+                    None,
+                    vec![cut("eu", Some(1), 0, false), cut("u1", Some(0), 1, false)],
+                ),
+            ),
+            (
+                "eu".to_string(),
+                split(
+                    Some(1),
+                    vec![cut("e1", Some(1), 0, true), cut("e2", Some(1), 0, false)],
+                ),
+            ),
+        ])
+    }
+
+    #[test]
+    fn explains_what_the_relays_decided_with_paths_and_reasons() {
         let placement = json!({
             "metadata": {"name": "web", "namespace": "shop"},
             "spec": {"workloads": [{}], "clusters": {"labelSelector": {"matchLabels": {"region": "eu"}}, "names": ["u1"]}, "maxClusters": 1}
         });
-        let explained = explain(&placement, &nodes).expect("explains");
+        let splits = Splits {
+            answered: answers(),
+            ..Splits::default()
+        };
+        let explained = explain(&placement, &tree(), &splits).expect("explains");
         assert_eq!(explained["matching"], 2);
         assert_eq!(explained["selected"], 2, "{explained}");
         let clusters = explained["clusters"].as_array().expect("list");
         let u1 = clusters.iter().find(|c| c["name"] == "u1").expect("u1");
         assert_eq!(u1["path"], "root/u1");
         assert_eq!(u1["reason"], "named in spec.clusters.names");
-        let eu = clusters
+        let e2 = clusters.iter().find(|c| c["name"] == "e2").expect("e2");
+        assert_eq!(e2["path"], "root/eu/e2");
+        assert_eq!(
+            e2["reason"],
+            "matched by the label selector, within its relay's quota"
+        );
+        assert_eq!(explained["leaving"][0]["name"], "e1", "{explained}");
+        let quotas = explained["quotas"].as_array().expect("quotas");
+        assert!(
+            quotas.iter().any(|quota| quota["relay"] == "eu → e1"
+                && quota["share"]
+                    .as_str()
+                    .is_some_and(|share| share.contains("kept"))),
+            "{quotas:?}"
+        );
+        assert!(quotas
             .iter()
-            .find(|c| c["name"] != "u1")
-            .expect("one eu cluster");
-        assert!(eu["path"]
-            .as_str()
-            .is_some_and(|p| p.starts_with("root/eu/")));
-        assert!(explained["quotas"]
-            .as_array()
-            .is_some_and(|q| !q.is_empty()));
+            .any(|quota| quota["relay"] == "root → u1" && quota["share"] == "1 named"));
+    }
+
+    #[test]
+    fn asks_the_relays_that_receive_it_level_by_level_and_says_who_did_not_answer() {
+        let answers = answers();
+        let asked = std::sync::Mutex::new(Vec::new());
+        let splits =
+            futures::executor::block_on(ask_splits(&tree(), "placement/shop/web", |relay| {
+                asked.lock().expect("not poisoned").push(relay.clone());
+                let answer = match relay.as_str() {
+                    "eu" => Err(ApiError::Unavailable("eu is not connected".into())),
+                    _ => answers
+                        .get(&relay)
+                        .cloned()
+                        .ok_or_else(|| ApiError::NotFound(relay.clone())),
+                };
+                async move { answer }
+            }));
+        assert_eq!(
+            *asked.lock().expect("not poisoned"),
+            ["root", "eu"],
+            "agents are not asked"
+        );
+        assert_eq!(splits.answered.keys().collect::<Vec<_>>(), ["root"]);
+        assert!(splits.unanswered["eu"].contains("not connected"));
+        let placement = json!({
+            "metadata": {"name": "web", "namespace": "shop"},
+            "spec": {"workloads": [{}], "clusters": {"labelSelector": {"matchLabels": {"region": "eu"}}}}
+        });
+        let explained = explain(&placement, &tree(), &splits).expect("explains");
+        assert_eq!(explained["unanswered"][0]["relay"], "eu", "{explained}");
     }
 }

@@ -1,0 +1,203 @@
+//! Make-before-break for count-bounded placements: when a recut moves a
+//! share from one child to another, the relay that decided it keeps the
+//! shrunk child's copy until the grown one reports its clusters ready, or
+//! until [`crate::HANDOVER_TIMEOUT`].
+
+use std::time::Duration;
+
+use relaymesh_protocol::query::{Answer, Query};
+
+use super::*;
+
+const KEY: &str = "placement/shop/gold";
+
+fn one_gold() -> relaymesh_protocol::PlacementTarget {
+    relaymesh_protocol::PlacementTarget {
+        selector: Some(relaymesh_protocol::LabelSelector {
+            match_labels: [("tier".to_string(), "gold".to_string())].into(),
+            match_expressions: vec![],
+        }),
+        max_clusters: Some(1),
+        ..Default::default()
+    }
+}
+
+fn tier(net: &mut Net, node: &str, value: Option<&str>) {
+    let change = relaymesh_protocol::ClusterLabels {
+        node: node.into(),
+        set: value
+            .map(|value| [("tier".to_string(), value.to_string())].into())
+            .unwrap_or_default(),
+        remove: if value.is_none() {
+            vec!["tier".into()]
+        } else {
+            vec![]
+        },
+    };
+    upsert_at_root(net, change.to_entry().expect("encodes"));
+}
+
+/// Lets labels and inventory climb and placements be cut, but stops well
+/// short of the handover timeout (which `settle` would run on to).
+fn settle_briefly(net: &mut Net) {
+    for _ in 0..50 {
+        net.advance(Duration::from_millis(200));
+    }
+}
+
+fn report_ready(net: &mut Net, agent: &str) {
+    let now = net.now();
+    net.core_mut(agent)
+        .expect("an agent")
+        .set_own_status(now, KEY, Some(ready()));
+    settle_briefly(net);
+}
+
+/// What relay `at` answers the root of how it split the placement: each
+/// child's quota and whether it is kept for a handover.
+fn split_at(net: &mut Net, at: &str) -> Vec<(String, u32, bool)> {
+    let id = net
+        .query("root", at, Query::Split { key: KEY.into() })
+        .expect("the root");
+    match net["root"].answer(id).cloned() {
+        Some(Answer::Split {
+            children, more: 0, ..
+        }) => children
+            .into_iter()
+            .map(|cut| {
+                let quota = cut.quota.map_or(0, |quota| quota.total);
+                (cut.child, quota, cut.kept)
+            })
+            .collect(),
+        other => panic!("expected a split, got {other:?}"),
+    }
+}
+
+/// e1 holds the placement, ready; `others` are gold too.
+fn gold_on_e1(others: &[&str]) -> Net {
+    let mut net = fleet();
+    tier(&mut net, "e1", Some("gold"));
+    settle_briefly(&mut net);
+    upsert_at_root(&mut net, placement(KEY, one_gold()));
+    settle_briefly(&mut net);
+    assert_eq!(agents_with(&net, KEY), set(&["e1"]));
+    report_ready(&mut net, "e1");
+    for other in others {
+        tier(&mut net, other, Some("gold"));
+    }
+    settle_briefly(&mut net);
+    assert_eq!(
+        agents_with(&net, KEY),
+        set(&["e1"]),
+        "a bound keeps its clusters"
+    );
+    net
+}
+
+#[test]
+fn a_move_inside_one_relay_keeps_the_old_copy_until_the_new_one_is_ready() {
+    let mut net = gold_on_e1(&["e2"]);
+
+    tier(&mut net, "e1", None);
+    settle_briefly(&mut net);
+    assert_eq!(
+        agents_with(&net, KEY),
+        set(&["e1", "e2"]),
+        "e1 keeps its copy while e2 starts"
+    );
+    let at_root = net["root"].core().placement_status(KEY).expect("status");
+    assert_eq!(
+        at_root.counts.ready, 0,
+        "the leaving cluster no longer counts: {at_root:?}"
+    );
+    assert_eq!(net["root"].core().placement_selected(KEY), Some(1));
+
+    assert_eq!(
+        split_at(&mut net, "eu-west"),
+        [("e1".to_string(), 1, true), ("e2".to_string(), 1, false)],
+        "eu-west says it keeps e1 for the handover"
+    );
+
+    report_ready(&mut net, "e2");
+    assert_eq!(agents_with(&net, KEY), set(&["e2"]));
+    assert_eq!(
+        split_at(&mut net, "eu-west"),
+        [("e2".to_string(), 1, false)]
+    );
+    // As e1's agent does once its copy is pruned.
+    let now = net.now();
+    net.core_mut("e1")
+        .expect("an agent")
+        .set_own_status(now, KEY, None);
+    settle_briefly(&mut net);
+    let at_root = net["root"].core().placement_status(KEY).expect("status");
+    assert_eq!(at_root.counts.ready, 1, "{at_root:?}");
+}
+
+#[test]
+fn a_move_across_subtrees_is_held_by_the_relay_that_decides_it() {
+    let mut net = gold_on_e1(&["u1"]);
+
+    tier(&mut net, "e1", None);
+    settle_briefly(&mut net);
+    assert_eq!(
+        agents_with(&net, KEY),
+        set(&["e1", "u1"]),
+        "e1 keeps its copy: its relays cannot fill their quota and the root holds them"
+    );
+
+    report_ready(&mut net, "u1");
+    assert_eq!(agents_with(&net, KEY), set(&["u1"]));
+}
+
+#[test]
+fn a_changed_selector_moves_a_bounded_placement_make_before_break() {
+    let mut net = gold_on_e1(&[]);
+    tier(&mut net, "u2", Some("silver"));
+    settle_briefly(&mut net);
+
+    let mut silver = one_gold();
+    if let Some(selector) = &mut silver.selector {
+        selector.match_labels = [("tier".to_string(), "silver".to_string())].into();
+    }
+    upsert_at_root(&mut net, placement(KEY, silver));
+    settle_briefly(&mut net);
+    assert_eq!(agents_with(&net, KEY), set(&["e1", "u2"]));
+
+    report_ready(&mut net, "u2");
+    assert_eq!(agents_with(&net, KEY), set(&["u2"]));
+}
+
+#[test]
+fn a_replacement_that_never_gets_ready_ends_the_handover_at_its_timeout() {
+    let mut net = gold_on_e1(&["e2"]);
+
+    tier(&mut net, "e1", None);
+    settle_briefly(&mut net);
+    assert_eq!(agents_with(&net, KEY), set(&["e1", "e2"]));
+
+    net.advance(crate::HANDOVER_TIMEOUT / 2);
+    assert_eq!(agents_with(&net, KEY), set(&["e1", "e2"]), "not yet");
+    net.advance(crate::HANDOVER_TIMEOUT / 2);
+    settle_briefly(&mut net);
+    assert_eq!(agents_with(&net, KEY), set(&["e2"]));
+}
+
+#[test]
+fn shrinking_a_bound_drops_copies_at_once() {
+    let mut net = gold_on_e1(&["e2", "u1"]);
+    let mut two = one_gold();
+    two.max_clusters = Some(2);
+    upsert_at_root(&mut net, placement(KEY, two.clone()));
+    settle_briefly(&mut net);
+    let holders = agents_with(&net, KEY);
+    assert_eq!(holders.len(), 2, "{holders:?}");
+
+    upsert_at_root(&mut net, placement(KEY, one_gold()));
+    settle_briefly(&mut net);
+    assert_eq!(
+        agents_with(&net, KEY).len(),
+        1,
+        "nothing replaces the dropped copy, so nothing waits"
+    );
+}
