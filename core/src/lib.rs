@@ -61,6 +61,7 @@ use bundles::Bundles;
 use downstream::ChildLink;
 pub use handover::HANDOVER_TIMEOUT;
 use inventory::Inventory;
+pub use placements::ChildPart;
 use placements::Cuts;
 use queries::Queries;
 pub use queries::{

@@ -7,7 +7,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
 use relaymesh_protocol::query::ChildCut;
-use relaymesh_protocol::{PlacementTarget, Quota, SliceChange, SliceEntry, Target, Wave};
+use relaymesh_protocol::{
+    PlacementTarget, Quota, RevisionCounts, SliceChange, SliceEntry, Target, Wave,
+};
 use relaymesh_topology::aggregate::{Aggregate, Supply};
 use relaymesh_topology::placement::{
     cut, named_children, split, ChildInput, ChildShare, Split, DRAINING_LABEL,
@@ -16,6 +18,20 @@ use relaymesh_topology::rollout::{add_to_supply, split_wave, wave_supply, WaveCh
 
 use super::handover::Holds;
 use super::{Core, Now, INVENTORY_COALESCE};
+
+/// One child's part of a placement (see [`Core::placement_parts`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ChildPart {
+    /// The child's name.
+    pub child: String,
+    /// How many clusters below it the placement selects.
+    pub selected: u64,
+    /// With a rollout: how many of them its wave lets run the newest
+    /// revision.
+    pub wave: Option<u32>,
+    /// What it reported for each revision rolling out.
+    pub revisions: Vec<RevisionCounts>,
+}
 
 /// The per-child cuts of every placement entry of a relay's slice.
 #[derive(Debug, Default)]
@@ -228,6 +244,22 @@ impl Core {
                 add_to_supply(supply, &record.labels, key_label, 1);
             }
         }
+        if !wave.per_child.is_empty() {
+            // The root's per-group budgets: each child gets its own number
+            // and orders its subtree itself.
+            return supplies
+                .into_iter()
+                .map(|(name, supply)| {
+                    let wanted = u64::from(wave.per_child.get(name).copied().unwrap_or(0));
+                    let share = Wave {
+                        key_label: wave.key_label.clone(),
+                        total: u32::try_from(wanted.min(supply.total)).unwrap_or(u32::MAX),
+                        ..Wave::default()
+                    };
+                    (name.to_string(), share)
+                })
+                .collect();
+        }
         let children: Vec<WaveChild<'_>> = supplies
             .into_iter()
             .map(|(name, supply)| WaveChild { name, supply })
@@ -259,15 +291,50 @@ impl Core {
     /// split (O(children)): the quotas handed out, or the matching supply of
     /// children with no bound, plus the named clusters not counted already.
     pub fn placement_selected(&self, key: &str) -> Option<u64> {
+        let by_child = self.selected_by_child(key)?;
+        Some(
+            by_child
+                .values()
+                .fold(0u64, |sum, selected| sum.saturating_add(*selected)),
+        )
+    }
+
+    /// Each child's part of placement `key`: how many of its clusters are
+    /// selected, its rollout wave and what it reported per revision. The
+    /// root's rollout controller reads them for `maxUnavailablePerGroup`,
+    /// whose groups are the root's children's subtrees.
+    pub fn placement_parts(&self, key: &str) -> Vec<ChildPart> {
+        let Some(by_child) = self.selected_by_child(key) else {
+            return Vec::new();
+        };
+        let waves = self.cuts.waves.get(key);
+        by_child
+            .into_iter()
+            .map(|(child, selected)| ChildPart {
+                wave: waves
+                    .and_then(|waves| waves.get(&child))
+                    .map(|wave| wave.total),
+                revisions: self
+                    .child_reported(&child, key)
+                    .map(|status| status.revisions.clone())
+                    .unwrap_or_default(),
+                child,
+                selected,
+            })
+            .collect()
+    }
+
+    /// [`Core::placement_selected`] per child, named clusters with the
+    /// child they are reached through.
+    fn selected_by_child(&self, key: &str) -> Option<BTreeMap<String, u64>> {
         let entry = self.slice.entry(key)?;
         let Target::Placement(target) = &entry.target else {
             return None;
         };
         let split = self.cuts.previous.get(key)?;
-        let mut selected: u64 = 0;
+        let mut by_child: BTreeMap<String, u64> = BTreeMap::new();
         for (child, share) in &split.per_child {
-            // Saturating: the supplies come from children's reports.
-            selected = selected.saturating_add(match share {
+            let selected = match share {
                 ChildShare::Quota(quota) => u64::from(quota.total),
                 ChildShare::Unbounded => {
                     self.inventory
@@ -279,7 +346,8 @@ impl Core {
                                 .total
                         })
                 }
-            });
+            };
+            by_child.insert(child.clone(), selected);
         }
         let bounded = target.max_clusters.is_some() || target.quota.is_some();
         for name in &target.names {
@@ -291,10 +359,13 @@ impl Core {
                     relaymesh_topology::selector::matches(selector, &record.labels)
                 });
             if !counted {
-                selected = selected.saturating_add(1);
+                let via = self.inventory.index().via(name).unwrap_or(name.as_str());
+                let selected = by_child.entry(via.to_string()).or_default();
+                // Saturating: the supplies come from children's reports.
+                *selected = selected.saturating_add(1);
             }
         }
-        Some(selected)
+        Some(by_child)
     }
 
     /// Decides every placement again without telling anyone (at start-up).

@@ -91,6 +91,11 @@ pub struct Wave {
     /// At most this many per value when deriving `per_value` (a canary's one
     /// cluster per region); `None`: no bound.
     pub per_value_cap: Option<u32>,
+    /// Set by the root alone, for a rollout with `maxUnavailablePerGroup`:
+    /// how many clusters of each of the root's children's subtrees run the
+    /// newest revision (the root's core hands each child its number instead
+    /// of splitting `total`). Empty everywhere else. Protocol version 7.
+    pub per_child: BTreeMap<String, u32>,
 }
 
 /// How many selected clusters one subtree must provide.

@@ -755,6 +755,7 @@ impl Daemon {
                             bundles,
                             leaving: self.handovers.leaving(&key),
                             wave: self.core.placement_wave(&key),
+                            parts: self.core.placement_parts(&key),
                         };
                         Some((key, report))
                     })

@@ -10,6 +10,10 @@
 //!   nobody until `rollout resume`.
 //! * Canary per region: exactly one cluster per region gets the new
 //!   revision first; `rollout promote` sends it everywhere.
+//! * `maxUnavailablePerGroup` over the regional relays: never more than one
+//!   cluster of a region in flight; a failure in eu (a template gives its
+//!   clusters a failing image) halts the rollout, naming eu, while eu's
+//!   other clusters keep the previous revision.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -88,7 +92,9 @@ fn revisions_roll_out_in_waves_in_order_halt_on_failures_and_obey_commands() -> 
             &mesh.dir.path().join(format!("cluster-{name}")),
             SimulatorOptions::default(),
         ))?;
-        let labels = format!("region={region},carbon={intensity}");
+        // `flavor` makes section 6's image fail in eu alone.
+        let flavor = if region == "eu" { "fail" } else { "ok" };
+        let labels = format!("region={region},carbon={intensity},flavor={flavor}");
         agents.push(mesh.add_agent_for(&name, region, &labels, sim.kubeconfig())?);
         clusters.push((name.clone(), sim.kubeconfig().to_path_buf()));
         carbon.insert(name.clone(), intensity);
@@ -288,10 +294,82 @@ fn revisions_roll_out_in_waves_in_order_halt_on_failures_and_obey_commands() -> 
         Ok((api_clusters(&clusters).len() == 12).then_some(()))
     })
     .with_context(|| mesh.logs())?;
+
+    // 6. Per-group budgets over the three regional relays, with eu's
+    //    clusters given a failing image by their `flavor` label (a template
+    //    of the new revision only): never more than one
+    //    cluster of a region in flight (from the root's per-group counts,
+    //    sampled throughout); eu's failure halts the rollout, naming eu,
+    //    and eu's other clusters keep the previous revision.
+    let kubeconfig = mesh.kubeconfig();
+    let groups_sampler = Sampler::start(move || {
+        let placement = kubectl_get(&kubeconfig, &["placement", "web", "-n", "shop"])?;
+        Ok(placement.map(|placement| placement["status"]["rollout"].clone()))
+    });
+    mesh.apply(&web_workload(
+        "nginx:1.29-{{ cluster.labels.flavor }}",
+        1,
+        "{labelSelector: {matchLabels: {}}}",
+        PER_REGION,
+    ))?;
+    let halted = wait_phase(&mesh, "Halted", "the per-region rollout to halt on eu")?;
+    let message = halted["rollout"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("below eu") && message.contains("maxUnavailablePerGroup"),
+        "{halted}"
+    );
+    let now = images(&clusters);
+    let eu: Vec<Option<&str>> = now
+        .iter()
+        .filter(|(name, _)| region_of[name.as_str()] == "eu")
+        .map(|(_, image)| image.as_deref())
+        .collect();
+    assert_eq!(
+        eu.iter()
+            .filter(|image| **image == Some("nginx:1.29-fail"))
+            .count(),
+        1,
+        "one eu cluster took the failing revision: {now:?}"
+    );
+    assert_eq!(
+        eu.iter()
+            .filter(|image| **image == Some("nginx:1.28"))
+            .count(),
+        3,
+        "the other eu clusters keep the previous revision: {now:?}"
+    );
+    let text = mesh.relayctl_ok(&["rollout", "status", "web", "-n", "shop"])?;
+    assert!(text.contains("group eu:"), "{text}");
+    let seen = groups_sampler.finish();
+    let mut groups_seen = 0;
+    for rollout in &seen {
+        for group in rollout["groups"].as_array().into_iter().flatten() {
+            groups_seen += 1;
+            let in_flight =
+                group["updating"].as_u64().unwrap_or(0) + group["failed"].as_u64().unwrap_or(0);
+            assert!(
+                in_flight <= 1,
+                "more than one cluster of {} in flight: {rollout}",
+                group["name"]
+            );
+            assert!(group["admitted"].as_u64().unwrap_or(0) <= 4, "{rollout}");
+        }
+    }
+    assert!(groups_seen > 0, "the sampler saw the groups: {seen:?}");
     drop(agents);
     drop(relays);
     Ok(())
 }
+
+/// Progressive with one cluster in flight per regional relay at most (the
+/// image's template gives eu's clusters a failing one).
+const PER_REGION: &str = "  rollout:
+    strategy: Progressive
+    maxConcurrency: 12
+    minSuccessTime: 1s
+    maxFailures: 5
+    maxUnavailablePerGroup: {max: 1, groupBy: Relays}
+";
 
 /// A second workload, rolled out by canary: one cluster per region first.
 /// A success time longer than the test keeps it at the canary.

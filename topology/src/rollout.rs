@@ -88,6 +88,12 @@ pub struct RolloutSpec {
     pub paused: bool,
     /// Conditions that must be `True` on the Placement before a wave starts.
     pub gates: Vec<String>,
+    /// `maxUnavailablePerGroup`: at most this many clusters of each group
+    /// updating or failed at once (a percentage of the group's selected
+    /// clusters, rounded up; at least one), where the groups are the
+    /// subtrees of the root's children. A group whose failures fill its
+    /// places halts the rollout.
+    pub max_unavailable_per_group: Option<Amount>,
 }
 
 impl Default for RolloutSpec {
@@ -102,6 +108,7 @@ impl Default for RolloutSpec {
             canary_by: None,
             paused: false,
             gates: Vec::new(),
+            max_unavailable_per_group: None,
         }
     }
 }
@@ -114,16 +121,31 @@ impl RolloutSpec {
 }
 
 /// Where a rollout stands, as the root keeps it between decisions.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Position {
     /// The canary wave succeeded (or there is none).
     pub canary_done: bool,
     /// How many clusters the last wave let run the newest revision.
     pub admitted: u32,
+    /// With `maxUnavailablePerGroup`: how many of them per group (by the
+    /// name of the root's child); `admitted` is their sum.
+    pub per_group: BTreeMap<String, u32>,
+}
+
+/// One group of a rollout with `maxUnavailablePerGroup`: a child of the
+/// root and its subtree, as the root knows it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GroupObserved {
+    /// The root's child.
+    pub name: String,
+    /// How many clusters of its subtree the placement selects.
+    pub selected: u64,
+    /// Its clusters' counts for the newest revision.
+    pub counts: Counts,
 }
 
 /// What the root knows when it decides the next wave.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Observed {
     /// How many clusters the placement selects.
     pub selected: u64,
@@ -134,6 +156,8 @@ pub struct Observed {
     pub counts: Counts,
     /// Every gate of the rollout is open.
     pub gates_open: bool,
+    /// With `maxUnavailablePerGroup`: every group, by name.
+    pub groups: Vec<GroupObserved>,
 }
 
 /// The counts of [`RevisionCounts`] without the revision.
@@ -200,30 +224,36 @@ pub struct Step {
 ///   that has not reported yet counts as updating). A failed cluster holds
 ///   its place until it recovers: a rollout never outruns its failures,
 ///   and when failures hold every place it halts too, saying so.
-pub fn next_wave(spec: &RolloutSpec, position: Position, observed: &Observed) -> Step {
+pub fn next_wave(spec: &RolloutSpec, position: &Position, observed: &Observed) -> Step {
     let counts = observed.counts;
     let selected = observed.selected;
     let hold = |state: State| Step {
-        wave: progressive_wave(spec, position.admitted),
-        position,
+        wave: progressive_wave(spec, position),
+        position: position.clone(),
         state,
     };
     if selected > 0 && counts.succeeded >= selected {
+        let everyone = Position {
+            canary_done: true,
+            admitted: to_u32(selected),
+            per_group: BTreeMap::new(),
+        };
         return Step {
-            wave: progressive_wave(spec, to_u32(selected)),
-            position: Position {
-                canary_done: true,
-                admitted: to_u32(selected),
-            },
+            wave: progressive_wave(spec, &everyone),
+            position: everyone,
             state: State::Complete,
         };
     }
     let allowed = spec.max_failures.of(selected);
-    if counts.failed > allowed {
-        let reason = format!(
+    let halted = if counts.failed > allowed {
+        Some(format!(
             "{} clusters failed on this revision, more than maxFailures ({allowed})",
             counts.failed
-        );
+        ))
+    } else {
+        group_halted(spec, observed)
+    };
+    if let Some(reason) = halted {
         let mut step = hold(State::Halted(reason));
         if !position.canary_done {
             step.wave = canary_wave(spec, selected);
@@ -245,8 +275,8 @@ pub fn next_wave(spec: &RolloutSpec, position: Position, observed: &Observed) ->
             // A canary that has not started waits for the gates too.
             if position.admitted == 0 && held.is_some() {
                 return Step {
-                    wave: progressive_wave(spec, 0),
-                    position,
+                    wave: progressive_wave(spec, &Position::default()),
+                    position: position.clone(),
                     state: held.unwrap_or(State::Progressing),
                 };
             }
@@ -255,6 +285,7 @@ pub fn next_wave(spec: &RolloutSpec, position: Position, observed: &Observed) ->
                 position: Position {
                     canary_done: false,
                     admitted: to_u32(observed.handed),
+                    per_group: BTreeMap::new(),
                 },
                 state: held.unwrap_or(State::Progressing),
             };
@@ -262,11 +293,11 @@ pub fn next_wave(spec: &RolloutSpec, position: Position, observed: &Observed) ->
     }
     let position = Position {
         canary_done: true,
-        admitted: position.admitted,
+        ..position.clone()
     };
     if let Some(state) = held {
         return Step {
-            wave: progressive_wave(spec, position.admitted),
+            wave: progressive_wave(spec, &position),
             position,
             state,
         };
@@ -278,41 +309,115 @@ pub fn next_wave(spec: &RolloutSpec, position: Position, observed: &Observed) ->
             counts.failed
         );
         return Step {
-            wave: progressive_wave(spec, position.admitted),
+            wave: progressive_wave(spec, &position),
             position,
             state: State::Halted(reason),
         };
     }
-    let wanted = counts.succeeded.saturating_add(concurrency).min(selected);
-    let admitted = position.admitted.max(to_u32(wanted));
+    let position = match spec.max_unavailable_per_group {
+        Some(budget) => grouped_position(budget, position, observed, concurrency),
+        None => {
+            let wanted = counts.succeeded.saturating_add(concurrency).min(selected);
+            Position {
+                admitted: position.admitted.max(to_u32(wanted)),
+                ..position
+            }
+        }
+    };
     Step {
-        wave: progressive_wave(spec, admitted),
-        position: Position {
-            canary_done: true,
-            admitted,
-        },
+        wave: progressive_wave(spec, &position),
+        position,
         state: State::Progressing,
     }
 }
 
+/// Why a group halts the rollout: its failed clusters hold every place
+/// `maxUnavailablePerGroup` gives it.
+fn group_halted(spec: &RolloutSpec, observed: &Observed) -> Option<String> {
+    let budget = spec.max_unavailable_per_group?;
+    observed.groups.iter().find_map(|group| {
+        let places = budget.of(group.selected).max(1);
+        (group.counts.failed >= places).then(|| {
+            format!(
+                "{} failed clusters below {} hold every place of maxUnavailablePerGroup ({places})",
+                group.counts.failed, group.name
+            )
+        })
+    })
+}
+
+/// The next position of a rollout with per-group budgets: each group (in
+/// name order) may have as many clusters on the new revision as have
+/// succeeded there plus its budget, while the clusters in flight (on it,
+/// not done yet) across all groups stay within `concurrency`. A group
+/// never shrinks.
+fn grouped_position(
+    budget: Amount,
+    mut position: Position,
+    observed: &Observed,
+    concurrency: u64,
+) -> Position {
+    let had = |position: &Position, group: &GroupObserved| {
+        u64::from(position.per_group.get(&group.name).copied().unwrap_or(0))
+    };
+    let mut in_flight: u64 = observed
+        .groups
+        .iter()
+        .map(|group| had(&position, group).saturating_sub(group.counts.succeeded))
+        .sum();
+    for group in &observed.groups {
+        let before = had(&position, group);
+        let places = budget.of(group.selected).max(1);
+        let wanted = group
+            .counts
+            .succeeded
+            .saturating_add(places)
+            .min(group.selected);
+        if wanted <= before {
+            continue;
+        }
+        let start = before.max(group.counts.succeeded);
+        let grow = wanted
+            .saturating_sub(start)
+            .min(concurrency.saturating_sub(in_flight));
+        in_flight = in_flight.saturating_add(grow);
+        let admitted = start.saturating_add(grow);
+        if admitted > 0 {
+            position
+                .per_group
+                .insert(group.name.clone(), to_u32(admitted));
+        }
+    }
+    position.admitted = position
+        .per_group
+        .values()
+        .fold(0u32, |sum, count| sum.saturating_add(*count));
+    position
+}
+
 /// The wave a rollout at `position` hands down, as [`next_wave`] last
 /// decided it: for a root that restarted and reads its position back.
-pub fn wave_at(spec: &RolloutSpec, position: Position) -> Wave {
+pub fn wave_at(spec: &RolloutSpec, position: &Position) -> Wave {
     if spec.strategy == Strategy::Canary && !position.canary_done {
         if position.admitted == 0 {
-            return progressive_wave(spec, 0);
+            return progressive_wave(spec, &Position::default());
         }
         return canary_wave(spec, u64::from(u32::MAX));
     }
-    progressive_wave(spec, position.admitted)
+    progressive_wave(spec, position)
 }
 
-fn progressive_wave(spec: &RolloutSpec, total: u32) -> Wave {
+fn progressive_wave(spec: &RolloutSpec, position: &Position) -> Wave {
     Wave {
         key_label: spec.order_by.clone(),
-        total,
+        total: position.admitted,
         per_value: BTreeMap::new(),
         per_value_cap: None,
+        per_child: if spec.max_unavailable_per_group.is_some() {
+            position.per_group.clone()
+        } else {
+            BTreeMap::new()
+        },
     }
 }
 
@@ -327,6 +432,7 @@ fn canary_wave(spec: &RolloutSpec, selected: u64) -> Wave {
         },
         per_value: BTreeMap::new(),
         per_value_cap: spec.canary_by.as_ref().map(|_| 1),
+        per_child: BTreeMap::new(),
     }
 }
 
@@ -462,6 +568,7 @@ pub fn split_wave(
                 total: 0,
                 per_value: BTreeMap::new(),
                 per_value_cap: wave.per_value_cap,
+                per_child: BTreeMap::new(),
             };
             (child.name.to_string(), share)
         })

@@ -130,6 +130,32 @@ fn a_wave_reaches_the_clusters_with_the_smallest_values_first() {
         ["u0", "e2", "u2", "e3"].map(str::to_string).into()
     );
     assert_eq!(net.0["root"].core().placement_wave(key), Some(4));
+
+    // Per-group budgets: the root hands each child its number, and each
+    // subtree goes in the label's order within itself.
+    let mut grouped = target(0);
+    if let Some(wave) = &mut grouped.wave {
+        wave.per_child = [("eu".to_string(), 3), ("us".to_string(), 1)].into();
+    }
+    upsert_at_root(&mut net, placement(key, grouped));
+    net.settle();
+    assert_eq!(
+        in_wave(&net),
+        ["e1", "e2", "e3", "u0"].map(str::to_string).into(),
+        "all of eu, and us's smallest"
+    );
+    let parts = net.0["root"].core().placement_parts(key);
+    let waves: Vec<(String, u64, Option<u32>)> = parts
+        .into_iter()
+        .map(|part| (part.child, part.selected, part.wave))
+        .collect();
+    assert_eq!(
+        waves,
+        [
+            ("eu".to_string(), 3, Some(3)),
+            ("us".to_string(), 3, Some(1))
+        ]
+    );
 }
 
 #[test]

@@ -84,13 +84,17 @@ fn wave() -> impl Strategy<Value = Wave> {
         any::<u32>(),
         prop::collection::btree_map(name(), any::<u32>(), 0..3),
         proptest::option::of(any::<u32>()),
+        prop::collection::btree_map(name(), any::<u32>(), 0..3),
     )
-        .prop_map(|(key_label, total, per_value, per_value_cap)| Wave {
-            key_label,
-            total,
-            per_value,
-            per_value_cap,
-        })
+        .prop_map(
+            |(key_label, total, per_value, per_value_cap, per_child)| Wave {
+                key_label,
+                total,
+                per_value,
+                per_value_cap,
+                per_child,
+            },
+        )
 }
 
 fn placement_target() -> impl Strategy<Value = PlacementTarget> {

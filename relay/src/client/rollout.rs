@@ -134,7 +134,8 @@ impl Client {
 }
 
 /// `relayctl rollout status` as text: the phase and why, the revisions,
-/// and the clusters by how they are doing with the newest.
+/// and the clusters by how they are doing with the newest (per group with
+/// `maxUnavailablePerGroup`).
 pub fn render_status(placement: &Value) -> String {
     let rollout = &placement["status"]["rollout"];
     let text = |field: &str| rollout[field].as_str().unwrap_or("-").to_string();
@@ -166,6 +167,18 @@ pub fn render_status(placement: &Value) -> String {
         count("failed"),
         count("waiting"),
     ));
+    for group in rollout["groups"].as_array().into_iter().flatten() {
+        let number = |field: &str| group[field].as_u64().unwrap_or(0);
+        out.push_str(&format!(
+            "  group {}: {} of {} admitted, {} succeeded, {} updating, {} failed\n",
+            group["name"].as_str().unwrap_or("-"),
+            number("admitted"),
+            number("selected"),
+            number("succeeded"),
+            number("updating"),
+            number("failed"),
+        ));
+    }
     out
 }
 

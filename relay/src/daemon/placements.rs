@@ -106,6 +106,8 @@ pub(crate) struct PlacementReport {
     pub leaving: Vec<String>,
     /// How many clusters the root's split of a rollout's wave reached.
     pub wave: Option<u64>,
+    /// Each of the root's children's part (a rollout's groups).
+    pub parts: Vec<relaymesh_core::ChildPart>,
 }
 
 /// Rebuilds every placement's entry and hands the set to the core.

@@ -17,7 +17,7 @@ use std::str::FromStr;
 
 use relaymesh_protocol::{BundleId, SliceEntry, Target, Wave};
 use relaymesh_topology::rollout::{
-    next_wave, wave_at, Counts, Observed, Position, RolloutSpec, State, Strategy,
+    next_wave, wave_at, Counts, GroupObserved, Observed, Position, RolloutSpec, State, Strategy,
 };
 use serde_json::{json, Value};
 
@@ -45,6 +45,8 @@ struct Rollout {
     /// wave reached.
     counts: Counts,
     reached: u64,
+    /// The counts last reported for `revision` per child of the root.
+    groups: Vec<GroupObserved>,
     history: Vec<Value>,
 }
 
@@ -90,7 +92,7 @@ impl Rollouts {
                 rollout.phase = "Aborted";
                 rollout.message = "aborted: every cluster runs the previous revision".to_string();
                 rollout.position = Position::default();
-                rollout.wave = Some(wave_at(spec, Position::default()));
+                rollout.wave = Some(wave_at(spec, &Position::default()));
                 rollout.remember("Aborted", now);
             }
         }
@@ -133,13 +135,33 @@ impl Rollouts {
             .map(Counts::from)
             .unwrap_or_default();
         rollout.reached = report.wave.unwrap_or(0);
+        let revision = rollout.revision;
+        rollout.groups = report
+            .parts
+            .iter()
+            .map(|part| GroupObserved {
+                name: part.child.clone(),
+                selected: part.selected,
+                counts: part
+                    .revisions
+                    .iter()
+                    .find(|counts| counts.revision == revision)
+                    .map(Counts::from)
+                    .unwrap_or_default(),
+            })
+            .collect();
         let observed = Observed {
             selected: report.selected,
             handed: rollout.reached,
             counts: rollout.counts,
             gates_open,
+            groups: if spec.max_unavailable_per_group.is_some() {
+                rollout.groups.clone()
+            } else {
+                Vec::new()
+            },
         };
-        let step = next_wave(spec, rollout.position, &observed);
+        let step = next_wave(spec, &rollout.position, &observed);
         rollout.position = step.position;
         let (phase, message) = match step.state {
             State::Progressing => ("Progressing", progress_message(rollout, report.selected)),
@@ -205,6 +227,22 @@ impl Rollouts {
         if let Some(stable) = rollout.stable {
             status["previousRevision"] = Value::from(stable.to_string());
         }
+        if spec.max_unavailable_per_group.is_some() {
+            status["groups"] = rollout
+                .groups
+                .iter()
+                .map(|group| {
+                    json!({
+                        "name": group.name,
+                        "selected": group.selected,
+                        "admitted": rollout.position.per_group.get(&group.name).copied().unwrap_or(0),
+                        "updating": group.counts.updating,
+                        "succeeded": group.counts.succeeded,
+                        "failed": group.counts.failed,
+                    })
+                })
+                .collect();
+        }
         Some(status)
     }
 
@@ -234,7 +272,7 @@ impl Rollout {
         if spec.is_staged() {
             self.phase = "Progressing";
             self.message = "starting".to_string();
-            self.wave = Some(wave_at(spec, self.position));
+            self.wave = Some(wave_at(spec, &self.position));
         } else {
             self.finish("Complete", "strategy All: every cluster at once", now);
         }
@@ -290,12 +328,13 @@ fn load(status: &Value, spec: &RolloutSpec, current: BundleId, now: &str) -> Rol
             started_at: now.to_string(),
             counts: Counts::default(),
             reached: 0,
+            groups: Vec::new(),
             history: Vec::new(),
         };
         if spec.is_staged() {
             rollout.phase = "Progressing";
             rollout.message = "starting".to_string();
-            rollout.wave = Some(wave_at(spec, rollout.position));
+            rollout.wave = Some(wave_at(spec, &rollout.position));
         }
         rollout
     };
@@ -311,24 +350,34 @@ fn load(status: &Value, spec: &RolloutSpec, current: BundleId, now: &str) -> Rol
         Some("Halted") => "Halted",
         _ => "Progressing",
     };
+    let count = |value: &Value| value.as_u64().and_then(|count| u32::try_from(count).ok());
     let position = Position {
         canary_done: status["canaryDone"].as_bool().unwrap_or(false),
-        admitted: status["admitted"]
-            .as_u64()
-            .and_then(|admitted| u32::try_from(admitted).ok())
-            .unwrap_or(0),
+        admitted: count(&status["admitted"]).unwrap_or(0),
+        per_group: status["groups"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|group| {
+                Some((
+                    group["name"].as_str()?.to_string(),
+                    count(&group["admitted"])?,
+                ))
+            })
+            .collect(),
     };
     let finished = matches!(phase, "Complete" | "Promoted");
     Rollout {
         revision: recorded,
         stable: revision("previousRevision"),
+        wave: (!finished).then(|| wave_at(spec, &position)),
         position,
-        wave: (!finished).then(|| wave_at(spec, position)),
         phase,
         message: status["message"].as_str().unwrap_or_default().to_string(),
         started_at: status["startedAt"].as_str().unwrap_or(now).to_string(),
         counts: Counts::default(),
         reached: 0,
+        groups: Vec::new(),
         history: status["history"].as_array().cloned().unwrap_or_default(),
     }
 }
@@ -387,6 +436,7 @@ mod tests {
             bundles: Vec::new(),
             leaving: Vec::new(),
             wave: Some(reached),
+            parts: Vec::new(),
         }
     }
 
@@ -481,6 +531,71 @@ mod tests {
         let object = json!({"metadata": {}, "status": {"rollout": written}});
         let shaped = restarted.shape(&object, &spec(), entry(1), |_| true, "t2");
         assert_eq!(wave_of(&shaped), Some(4));
+    }
+
+    fn part(child: &str, selected: u64, updating: u64, failed: u64) -> relaymesh_core::ChildPart {
+        relaymesh_core::ChildPart {
+            child: child.into(),
+            selected,
+            wave: None,
+            revisions: vec![RevisionCounts {
+                revision: BundleId([1; 32]),
+                waiting: selected - updating - failed,
+                updating,
+                succeeded: 0,
+                failed,
+            }],
+        }
+    }
+
+    #[test]
+    fn per_group_budgets_go_to_each_child_of_the_root_and_survive_a_restart() {
+        let grouped = RolloutSpec {
+            max_concurrency: Amount::Count(4),
+            max_unavailable_per_group: Some(Amount::Count(1)),
+            ..spec()
+        };
+        let mut rollouts = Rollouts::default();
+        let plain = json!({"metadata": {}});
+        rollouts.shape(&plain, &grouped, entry(1), |_| true, "t0");
+        let mut status = report(1, 8, 0, 0);
+        status.parts = vec![part("eu", 4, 0, 0), part("us", 4, 0, 0)];
+        assert!(rollouts.advance(KEY, &grouped, &status, true, "t1"));
+        let shaped = rollouts.shape(&plain, &grouped, entry(1), |_| true, "t1");
+        let Target::Placement(target) = &shaped.target else {
+            panic!("a placement");
+        };
+        let wave = target.wave.as_ref().expect("a wave");
+        assert_eq!(
+            wave.per_child,
+            BTreeMap::from([("eu".to_string(), 1), ("us".to_string(), 1)])
+        );
+        let written = rollouts.render(KEY, &grouped).expect("a staged rollout");
+        assert_eq!(written["groups"][0]["name"], "eu");
+        assert_eq!(written["groups"][0]["admitted"], 1);
+
+        let mut restarted = Rollouts::default();
+        let object = json!({"metadata": {}, "status": {"rollout": written}});
+        let shaped = restarted.shape(&object, &grouped, entry(1), |_| true, "t2");
+        let Target::Placement(target) = &shaped.target else {
+            panic!("a placement");
+        };
+        assert_eq!(
+            target.wave.as_ref().map(|wave| wave.per_child.len()),
+            Some(2)
+        );
+
+        // eu's cluster fails: its one place is taken, the rollout halts.
+        status.parts = vec![part("eu", 4, 0, 1), part("us", 4, 1, 0)];
+        rollouts.advance(KEY, &grouped, &status, true, "t3");
+        let halted = rollouts.render(KEY, &grouped).expect("a staged rollout");
+        assert_eq!(halted["phase"], "Halted");
+        assert!(
+            halted["message"]
+                .as_str()
+                .is_some_and(|message| message.contains("below eu")),
+            "{halted}"
+        );
     }
 
     #[test]

@@ -12,6 +12,7 @@
 //!   canary: {groupBy: region}   # Canary: one cluster per region first (absent: one cluster)
 //!   paused: false               # no new wave while true
 //!   gates: [change-window]      # conditions that must be True on the Placement for a wave
+//!   maxUnavailablePerGroup: {max: 1, groupBy: Relays}   # per subtree of the root's children
 //! ```
 
 use std::time::Duration;
@@ -36,7 +37,7 @@ pub fn rollout(value: Option<&Value>, bounded: bool) -> Result<RolloutSpec, Plac
     let Some(fields) = value.as_object() else {
         return Err(invalid(FIELD, "must be an object"));
     };
-    const KNOWN: [&str; 9] = [
+    const KNOWN: [&str; 10] = [
         "strategy",
         "maxConcurrency",
         "minSuccessTime",
@@ -46,6 +47,7 @@ pub fn rollout(value: Option<&Value>, bounded: bool) -> Result<RolloutSpec, Plac
         "canary",
         "paused",
         "gates",
+        "maxUnavailablePerGroup",
     ];
     if let Some(unknown) = fields.keys().find(|key| !KNOWN.contains(&key.as_str())) {
         return Err(invalid(
@@ -68,14 +70,15 @@ pub fn rollout(value: Option<&Value>, bounded: bool) -> Result<RolloutSpec, Plac
         },
         Some(_) => return Err(invalid(format!("{FIELD}.strategy"), "must be a string")),
     };
-    let max_concurrency = amount(fields, "maxConcurrency")?.unwrap_or(Amount::Count(1));
+    let max_concurrency = amount(fields, FIELD, "maxConcurrency")?.unwrap_or(Amount::Count(1));
     if matches!(max_concurrency, Amount::Count(0) | Amount::Percent(0)) {
         return Err(invalid(
             format!("{FIELD}.maxConcurrency"),
             "must be at least 1 (or 1%)",
         ));
     }
-    let max_failures = amount(fields, "maxFailures")?.unwrap_or(Amount::Count(0));
+    let max_failures = amount(fields, FIELD, "maxFailures")?.unwrap_or(Amount::Count(0));
+    let max_unavailable_per_group = per_group(fields.get("maxUnavailablePerGroup"), strategy)?;
     let min_success_time = duration(fields, "minSuccessTime")?.unwrap_or(Duration::ZERO);
     let progress_deadline = duration(fields, "progressDeadline")?;
     let order_by = label(fields.get("orderBy"), &format!("{FIELD}.orderBy"))?;
@@ -150,12 +153,56 @@ pub fn rollout(value: Option<&Value>, bounded: bool) -> Result<RolloutSpec, Plac
         canary_by,
         paused,
         gates,
+        max_unavailable_per_group,
     })
 }
 
-/// A count (`2`) or a percentage (`"25%"`) at `spec.rollout.NAME`.
-fn amount(fields: &Map<String, Value>, name: &str) -> Result<Option<Amount>, PlacementError> {
-    let path = format!("{FIELD}.{name}");
+/// `spec.rollout.maxUnavailablePerGroup`: `{max, groupBy: Relays}`.
+fn per_group(value: Option<&Value>, strategy: Strategy) -> Result<Option<Amount>, PlacementError> {
+    let path = format!("{FIELD}.maxUnavailablePerGroup");
+    let fields = match value {
+        None | Some(Value::Null) => return Ok(None),
+        Some(Value::Object(fields)) => fields,
+        Some(_) => return Err(invalid(path, "must be an object: {max, groupBy}")),
+    };
+    if strategy == Strategy::All {
+        return Err(invalid(path, "only with strategy: Progressive or Canary"));
+    }
+    if let Some(unknown) = fields
+        .keys()
+        .find(|key| !["max", "groupBy"].contains(&key.as_str()))
+    {
+        return Err(invalid(
+            format!("{path}.{unknown}"),
+            "unknown field: maxUnavailablePerGroup has max, groupBy",
+        ));
+    }
+    match fields.get("groupBy") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(text)) if text == "Relays" => {}
+        Some(other) => {
+            return Err(invalid(
+                format!("{path}.groupBy"),
+                format!("Unsupported value: {other}: supported values: \"Relays\" (the subtree of each of the root's children; groups by a cluster label are not built yet)"),
+            ))
+        }
+    }
+    match amount(fields, &path, "max")? {
+        None => Err(invalid(format!("{path}.max"), "Required value")),
+        Some(Amount::Count(0) | Amount::Percent(0)) => {
+            Err(invalid(format!("{path}.max"), "must be at least 1 (or 1%)"))
+        }
+        Some(max) => Ok(Some(max)),
+    }
+}
+
+/// A count (`2`) or a percentage (`"25%"`) at `PREFIX.NAME`.
+fn amount(
+    fields: &Map<String, Value>,
+    prefix: &str,
+    name: &str,
+) -> Result<Option<Amount>, PlacementError> {
+    let path = format!("{prefix}.{name}");
     match fields.get(name) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::Number(number)) => number
@@ -235,6 +282,46 @@ mod tests {
         rollout(Some(&value), bounded)
             .expect_err("refused")
             .to_string()
+    }
+
+    #[test]
+    fn reads_per_group_budgets_and_refuses_what_is_not_built() {
+        let spec = rollout(
+            Some(&json!({"strategy": "Progressive", "maxUnavailablePerGroup": {"max": "50%", "groupBy": "Relays"}})),
+            true,
+        )
+        .expect("valid");
+        assert_eq!(spec.max_unavailable_per_group, Some(Amount::Percent(50)));
+        let cases = [
+            (
+                json!({"strategy": "Progressive", "maxUnavailablePerGroup": {"max": 0}}),
+                "maxUnavailablePerGroup.max",
+            ),
+            (
+                json!({"strategy": "Progressive", "maxUnavailablePerGroup": {}}),
+                "Required value",
+            ),
+            (
+                json!({"strategy": "Progressive", "maxUnavailablePerGroup": {"max": 1, "groupBy": "region"}}),
+                "groups by a cluster label are not built",
+            ),
+            (
+                json!({"strategy": "Progressive", "maxUnavailablePerGroup": {"max": 1, "label": "x"}}),
+                "maxUnavailablePerGroup.label",
+            ),
+            (
+                json!({"maxUnavailablePerGroup": {"max": 1}}),
+                "only with strategy",
+            ),
+            (
+                json!({"strategy": "Progressive", "maxUnavailablePerGroup": 1}),
+                "must be an object",
+            ),
+        ];
+        for (value, expected) in cases {
+            let refused = error(value.clone(), false);
+            assert!(refused.contains(expected), "{value}: {refused}");
+        }
     }
 
     #[test]

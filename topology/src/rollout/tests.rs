@@ -22,6 +22,7 @@ fn wave(key: Option<&str>, total: u32) -> Wave {
         total,
         per_value: BTreeMap::new(),
         per_value_cap: None,
+        per_child: BTreeMap::new(),
     }
 }
 
@@ -116,29 +117,31 @@ fn observed(selected: u64, handed: u64, succeeded: u64, failed: u64) -> Observed
             failed,
         },
         gates_open: true,
+        groups: Vec::new(),
     }
 }
 
 #[test]
 fn waves_grow_as_clusters_succeed_never_past_the_concurrency() {
     let spec = progressive(2, 0);
-    let step = next_wave(&spec, Position::default(), &observed(12, 0, 0, 0));
+    let step = next_wave(&spec, &Position::default(), &observed(12, 0, 0, 0));
     assert_eq!((step.wave.total, &step.state), (2, &State::Progressing));
     // Handed out, nobody reported yet: no more.
-    let step = next_wave(&spec, step.position, &observed(12, 2, 0, 0));
+    let step = next_wave(&spec, &step.position, &observed(12, 2, 0, 0));
     assert_eq!(step.wave.total, 2);
-    let step = next_wave(&spec, step.position, &observed(12, 2, 1, 0));
+    let step = next_wave(&spec, &step.position, &observed(12, 2, 1, 0));
     assert_eq!(step.wave.total, 3);
-    let step = next_wave(&spec, step.position, &observed(12, 12, 12, 0));
+    let step = next_wave(&spec, &step.position, &observed(12, 12, 12, 0));
     assert_eq!((step.wave.total, &step.state), (12, &State::Complete));
 }
 
 #[test]
 fn failures_past_the_limit_halt_and_a_pause_holds() {
     let spec = progressive(2, 1);
-    let at = Position {
+    let at = &Position {
         canary_done: true,
         admitted: 2,
+        per_group: BTreeMap::new(),
     };
     let step = next_wave(&spec, at, &observed(12, 2, 0, 1));
     assert_eq!(step.state, State::Progressing, "one failure is allowed");
@@ -178,15 +181,15 @@ fn a_canary_goes_one_per_group_first_then_progressively() {
         order_by: Some("carbon".into()),
         ..progressive(2, 0)
     };
-    let step = next_wave(&spec, Position::default(), &observed(12, 0, 0, 0));
+    let step = next_wave(&spec, &Position::default(), &observed(12, 0, 0, 0));
     assert_eq!(step.wave.key_label.as_deref(), Some("region"));
     assert_eq!(step.wave.per_value_cap, Some(1));
     // The relays handed it to three clusters; two succeeded.
-    let step = next_wave(&spec, step.position, &observed(12, 3, 0, 0));
+    let step = next_wave(&spec, &step.position, &observed(12, 3, 0, 0));
     assert!(!step.position.canary_done);
-    let step = next_wave(&spec, step.position, &observed(12, 3, 2, 0));
+    let step = next_wave(&spec, &step.position, &observed(12, 3, 2, 0));
     assert_eq!(step.wave.per_value_cap, Some(1));
-    let step = next_wave(&spec, step.position, &observed(12, 3, 3, 0));
+    let step = next_wave(&spec, &step.position, &observed(12, 3, 3, 0));
     assert!(step.position.canary_done);
     assert_eq!(step.wave.key_label.as_deref(), Some("carbon"));
     assert_eq!(step.wave.total, 5);
@@ -248,5 +251,149 @@ proptest! {
         if let (Some(last_in), Some(first_out)) = (admitted.iter().max(), left_out.iter().min()) {
             prop_assert!(last_in <= first_out);
         }
+    }
+}
+
+fn group(name: &str, selected: u64, succeeded: u64, updating: u64, failed: u64) -> GroupObserved {
+    GroupObserved {
+        name: name.into(),
+        selected,
+        counts: Counts {
+            waiting: selected.saturating_sub(succeeded + updating + failed),
+            updating,
+            succeeded,
+            failed,
+        },
+    }
+}
+
+fn grouped(groups: Vec<GroupObserved>) -> Observed {
+    let mut total = observed(0, 0, 0, 0);
+    for group in &groups {
+        total.selected += group.selected;
+        total.counts.succeeded += group.counts.succeeded;
+        total.counts.updating += group.counts.updating;
+        total.counts.failed += group.counts.failed;
+        total.handed += group.counts.succeeded + group.counts.updating + group.counts.failed;
+    }
+    Observed { groups, ..total }
+}
+
+fn per_group_spec(concurrency: u32, per_group: u32) -> RolloutSpec {
+    RolloutSpec {
+        max_unavailable_per_group: Some(Amount::Count(per_group)),
+        ..progressive(concurrency, 5)
+    }
+}
+
+#[test]
+fn each_group_gets_its_own_budget_within_the_overall_concurrency() {
+    let spec = per_group_spec(2, 1);
+    let groups = |eu: (u64, u64), us: (u64, u64), ap: (u64, u64)| {
+        grouped(vec![
+            group("ap", 4, ap.0, ap.1, 0),
+            group("eu", 4, eu.0, eu.1, 0),
+            group("us", 4, us.0, us.1, 0),
+        ])
+    };
+    let step = next_wave(&spec, &Position::default(), &groups((0, 0), (0, 0), (0, 0)));
+    assert_eq!(
+        step.wave.per_child,
+        BTreeMap::from([("ap".to_string(), 1), ("eu".to_string(), 1)]),
+        "one per group, two in all"
+    );
+    assert_eq!(step.wave.total, 2);
+    // ap's cluster succeeded: its place goes to ap's next cluster, or to
+    // us, which has none yet; groups go in name order.
+    let step = next_wave(&spec, &step.position, &groups((0, 1), (0, 0), (1, 0)));
+    assert_eq!(
+        step.wave.per_child,
+        BTreeMap::from([("ap".to_string(), 2), ("eu".to_string(), 1)])
+    );
+    // Never more than one updating in a group, whatever the concurrency.
+    let wide = per_group_spec(12, 1);
+    let step = next_wave(&wide, &Position::default(), &groups((0, 0), (0, 0), (0, 0)));
+    assert!(step.wave.per_child.values().all(|count| *count == 1));
+    assert_eq!(step.wave.total, 3);
+    // A percentage is of each group's selected clusters.
+    let half = RolloutSpec {
+        max_unavailable_per_group: Some(Amount::Percent(50)),
+        ..wide
+    };
+    let step = next_wave(&half, &Position::default(), &groups((0, 0), (0, 0), (0, 0)));
+    assert!(step.wave.per_child.values().all(|count| *count == 2));
+}
+
+#[test]
+fn a_group_whose_failures_fill_its_budget_halts_the_rollout() {
+    let spec = per_group_spec(3, 1);
+    let start = next_wave(
+        &spec,
+        &Position::default(),
+        &grouped(vec![group("eu", 4, 0, 0, 0), group("us", 4, 0, 0, 0)]),
+    );
+    let step = next_wave(
+        &spec,
+        &start.position,
+        &grouped(vec![group("eu", 4, 0, 0, 1), group("us", 4, 1, 0, 0)]),
+    );
+    assert!(
+        matches!(step.state, State::Halted(ref why) if why.contains("below eu") && why.contains("maxUnavailablePerGroup")),
+        "{:?}",
+        step.state
+    );
+    assert_eq!(
+        step.wave.per_child, start.wave.per_child,
+        "nothing more goes anywhere, and nothing goes back"
+    );
+}
+
+proptest! {
+    /// Whatever the counts, no group has more clusters in flight than its
+    /// budget allows beyond what it had, and the wave never shrinks.
+    #[test]
+    fn grouped_waves_respect_every_budget(
+        counts in prop::collection::vec((1u64..8, 0u64..8, 0u64..3), 1..5),
+        concurrency in 1u32..6,
+        per_group in 1u32..3,
+    ) {
+        let spec = per_group_spec(concurrency, per_group);
+        let groups: Vec<GroupObserved> = counts
+            .iter()
+            .enumerate()
+            .map(|(index, (selected, succeeded, updating))| {
+                let succeeded = (*succeeded).min(*selected);
+                let updating = (*updating).min(selected - succeeded);
+                group(&format!("g{index}"), *selected, succeeded, updating, 0)
+            })
+            .collect();
+        let before = Position {
+            canary_done: true,
+            admitted: 0,
+            per_group: groups
+                .iter()
+                .map(|group| (group.name.clone(), to_u32(group.counts.succeeded + group.counts.updating)))
+                .collect(),
+        };
+        let step = next_wave(&spec, &before, &grouped(groups.clone()));
+        if step.state == State::Complete {
+            // Every cluster runs it: the wave is no longer split by group.
+            return Ok(());
+        }
+        for group in &groups {
+            let had = u64::from(before.per_group[&group.name]);
+            let now = u64::from(step.wave.per_child.get(&group.name).copied().unwrap_or(0));
+            prop_assert!(now >= had, "a group never shrinks");
+            prop_assert!(now <= group.selected.max(had));
+            if now > had {
+                prop_assert!(now - group.counts.succeeded <= u64::from(per_group));
+            }
+        }
+        let in_flight_before: u64 = groups.iter().map(|group| group.counts.updating).sum();
+        let grown: u64 = groups
+            .iter()
+            .map(|group| u64::from(step.wave.per_child.get(&group.name).copied().unwrap_or(0)) - u64::from(before.per_group[&group.name]))
+            .sum();
+        prop_assert!(grown == 0 || in_flight_before + grown <= u64::from(concurrency));
     }
 }
