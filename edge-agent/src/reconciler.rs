@@ -148,6 +148,9 @@ pub struct Reconciler {
     labels: BTreeMap<String, String>,
     /// The labels it registered with.
     base_labels: BTreeMap<String, String>,
+    /// Its annotations, as the root set them (`relayctl annotate
+    /// cluster`): templates read them.
+    annotations: BTreeMap<String, String>,
     store: Store,
     applier: Applier,
     inventory: Inventory,
@@ -191,6 +194,7 @@ impl Reconciler {
             cluster: cluster.into(),
             base_labels: labels.clone(),
             labels,
+            annotations: BTreeMap::new(),
             store,
             applier: Applier::new(client.clone()),
             inventory,
@@ -289,16 +293,17 @@ impl Reconciler {
             self.trusted = self.store.load()?.parent_position.is_some();
         }
         let labels_key = relaymesh_protocol::ClusterLabels::key_for(&self.cluster);
-        let labels = slice
+        let change = slice
             .entries
             .iter()
             .find(|entry| entry.key == labels_key)
             .and_then(relaymesh_protocol::ClusterLabels::from_entry)
-            .and_then(Result::ok)
-            .map_or_else(
-                || self.base_labels.clone(),
-                |change| change.apply(&self.base_labels),
-            );
+            .and_then(Result::ok);
+        let labels = change.as_ref().map_or_else(
+            || self.base_labels.clone(),
+            |change| change.apply(&self.base_labels),
+        );
+        let annotations = change.map(|change| change.annotations).unwrap_or_default();
         let relabelled = labels != self.labels;
         if relabelled {
             tracing::info!(
@@ -306,6 +311,14 @@ impl Reconciler {
                 "the cluster's labels changed: customizing and summarizing again"
             );
             self.labels = labels;
+        }
+        let reannotated = annotations != self.annotations;
+        if reannotated {
+            tracing::info!(
+                annotations = annotations.len(),
+                "the cluster's annotations changed: customizing again"
+            );
+            self.annotations = annotations;
         }
         let mut assigned = BTreeSet::new();
         let mut rules_changed = Vec::new();
@@ -327,8 +340,8 @@ impl Reconciler {
                 // Only what is reported changes: no pass is needed.
                 rules_changed.push(entry.key.clone());
             }
-            if relabelled {
-                // Templates and overrides may read the labels.
+            if relabelled || reannotated {
+                // Templates and overrides may read them.
                 placement.applied = false;
             }
             let (mut bundles, wave) = self_bundles(entry, &self.labels);
@@ -425,6 +438,7 @@ impl Reconciler {
         relaymesh_topology::customization::Cluster {
             name: &self.cluster,
             labels: &self.labels,
+            annotations: &self.annotations,
         }
     }
 

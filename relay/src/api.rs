@@ -50,7 +50,7 @@ mod revocations;
 mod tokens;
 mod users;
 
-pub use cluster_labels::merge as merge_cluster_labels;
+pub use cluster_labels::{merge as merge_cluster_labels, LabelChange, MAX_ANNOTATION_BYTES};
 pub use moves::{MoveRequest, DEFAULT_MOVE_TTL};
 pub use policy::{ADMINS, GROUPS, OPERATORS, VIEWERS};
 pub use relaymesh_apiserver::{ApiError, AuditLog, PeerIdentity, User};
@@ -163,6 +163,9 @@ pub struct Inventory {
     /// acknowledged revision, lag), by child. Deeper links are measured by
     /// their parents, which keep it: not reported here.
     pub measured: Arc<BTreeMap<String, LinkStatus>>,
+    /// The annotations the root set on clusters (`relayctl annotate
+    /// cluster`), by cluster.
+    pub annotations: Arc<BTreeMap<String, BTreeMap<String, String>>>,
 }
 
 /// What the API serves from: the daemon's view of the tree and its stores.
@@ -229,12 +232,13 @@ pub trait Backend: Send + Sync + 'static {
         async { Err(ApiError::NotFound("this server has no tree".into())) }
     }
 
-    /// Sets and removes labels of cluster `change.node` at the root,
+    /// Sets and removes labels (and annotations) of cluster
+    /// `change.labels.node` at the root,
     /// adding to what the root changed there before; returns all the root
     /// changed there now.
     fn label_cluster(
         &self,
-        change: relaymesh_protocol::ClusterLabels,
+        change: LabelChange,
     ) -> impl Future<Output = Result<relaymesh_protocol::ClusterLabels, ApiError>> + Send {
         let _ = change;
         async { Err(ApiError::NotFound("this server has no tree".into())) }
@@ -626,7 +630,7 @@ impl<B: Backend> Extension for Relaymesh<B> {
             }
             (endpoint::CORDONS, _) => {
                 let (cluster, state) = cordons::parse_request(&call.body)?;
-                let labels = backend.label_cluster(state.change(&cluster)).await?;
+                let labels = backend.label_cluster(state.change(&cluster).into()).await?;
                 created(&cordons::object(state, &labels))
             }
             (endpoint::MOVES, true) => {

@@ -368,6 +368,27 @@ impl Client {
         self.send_json(request).await
     }
 
+    /// Sets and removes annotations of cluster `cluster` at the root
+    /// (`relayctl annotate cluster`); returns the `ClusterLabels` object.
+    pub async fn annotate_cluster(
+        &self,
+        cluster: &str,
+        set: &std::collections::BTreeMap<String, String>,
+        remove: &[String],
+    ) -> Result<Value, ClientError> {
+        let body = serde_json::json!({
+            "apiVersion": "relaymesh.dev/v1alpha1",
+            "kind": "ClusterLabels",
+            "spec": {"cluster": cluster, "annotations": {"set": set, "remove": remove}},
+        });
+        let request = self
+            .http
+            .post(self.url(&format!("{GROUP_PATH}/clusterlabels")))
+            .timeout(REQUEST_TIMEOUT)
+            .json(&body);
+        self.send_json(request).await
+    }
+
     /// Every `Cluster` object.
     pub async fn clusters(&self) -> Result<Vec<Value>, ClientError> {
         self.list("clusters").await

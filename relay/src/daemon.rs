@@ -164,8 +164,8 @@ pub(crate) enum Event {
     },
     /// The root changes a cluster's labels: merge, sign and send down.
     LabelCluster {
-        change: relaymesh_protocol::ClusterLabels,
-        reply: oneshot::Sender<Result<relaymesh_protocol::ClusterLabels, String>>,
+        change: crate::api::LabelChange,
+        reply: oneshot::Sender<Result<relaymesh_protocol::ClusterLabels, crate::api::ApiError>>,
     },
     /// The root grants a node candidate parents (`Some`, with the parent
     /// its token names first) or takes the grant back (`None`): sign and
@@ -546,7 +546,7 @@ struct Daemon {
     published: Option<(u64, u64)>,
     /// The core's inventory and link measurement versions last published
     /// to the API.
-    inventory_published: Option<(u64, u64)>,
+    inventory_published: Option<(u64, u64, u64)>,
     /// This node's certificate and when to renew it.
     renewal: renewal::Renewal,
     /// The parent the uplink dials (replaced when the node moves).
@@ -615,21 +615,50 @@ impl Daemon {
         let current = (
             self.core.inventory_version(),
             self.core.link_measurements_version(),
+            self.core.head(),
         );
         let last = self.inventory_published.replace(current);
         if last == Some(current) {
             return;
         }
+        let annotations = (last.map(|(_, _, head)| head) != Some(current.2))
+            .then(|| self.cluster_annotations())
+            .filter(|annotations| {
+                self.shared
+                    .inventory
+                    .read()
+                    .map_or(true, |inventory| *inventory.annotations != *annotations)
+            });
+        let records_changed = last.map(|(records, _, _)| records) != Some(current.0);
+        let measured_changed = last.map(|(_, measured, _)| measured) != Some(current.1);
+        if !records_changed && !measured_changed && annotations.is_none() {
+            return;
+        }
         let Ok(mut inventory) = self.shared.inventory.write() else {
             return;
         };
-        if last.map(|(records, _)| records) != Some(current.0) {
+        if records_changed {
             inventory.records = self.core.inventory_records().cloned().collect();
         }
-        if last.map(|(_, measured)| measured) != Some(current.1) {
+        if measured_changed {
             inventory.measured = Arc::new(self.core.link_measurements().clone());
         }
+        if let Some(annotations) = annotations {
+            inventory.annotations = Arc::new(annotations);
+        }
         inventory.version += 1;
+    }
+
+    /// Every cluster's annotations, as the root set them (from its
+    /// `labels/` entries): the API shows them on `Cluster` objects.
+    fn cluster_annotations(&self) -> BTreeMap<String, BTreeMap<String, String>> {
+        self.core
+            .entries()
+            .filter_map(relaymesh_protocol::ClusterLabels::from_entry)
+            .filter_map(Result::ok)
+            .filter(|labels| !labels.annotations.is_empty())
+            .map(|labels| (labels.node, labels.annotations))
+            .collect()
     }
 
     /// Tells an agent's reconciler about a new slice or a newly stored bundle.

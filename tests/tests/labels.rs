@@ -1,14 +1,16 @@
 //! Cluster labels changed at the root without a re-join: `relayctl label
 //! cluster` sets and removes labels, the cluster's record shows them, and
 //! a placement that selects by them follows (the Deployment arrives, then
-//! goes), while the labels the cluster joined with stay.
+//! goes), while the labels the cluster joined with stay; `relayctl annotate
+//! cluster` sets an annotation a template reads.
 
 use std::time::Duration;
 
 use anyhow::{bail, Context as _};
 use relaymesh_testbed::cluster::{SimulatedCluster, SimulatorOptions};
 use relaymesh_tests::{
-    connected_under, kubectl, observe, wait_for, web_deployment, web_workload, Mesh,
+    app_workload, connected_under, kubectl, kubectl_get, observe, wait_for, web_deployment,
+    web_workload, Mesh,
 };
 use serde_json::Value;
 
@@ -142,6 +144,55 @@ fn labels_set_at_the_root_reach_the_cluster_and_placements_follow() -> anyhow::R
         web_deployment(clusters[0].kubeconfig())
     })
     .with_context(|| mesh.logs())?;
+
+    // Annotations set at the root feed templates: without it the cluster
+    // fails naming the annotation; with it, its copy carries the value.
+    mesh.apply(&app_workload(
+        "notes",
+        "api",
+        "api:{{ cluster.annotations.example.com/owner }}",
+        1,
+        "{names: [edge-2]}",
+        "",
+    ))?;
+    wait_for("edge-2 failing for want of the annotation", SETTLE, || {
+        let status = mesh.placement_status("api", "notes")?;
+        observe(&status);
+        let failing = status["failing"][0]["message"].as_str().unwrap_or_default();
+        Ok(failing
+            .contains("has no annotation \"example.com/owner\"")
+            .then_some(()))
+    })
+    .with_context(|| mesh.logs())?;
+    let refused = mesh.relayctl(&["annotate", "cluster", "edge-2", "bad key=x"])?;
+    assert!(!refused.status.success(), "a bad annotation key was taken");
+    mesh.relayctl_ok(&["annotate", "cluster", "edge-2", "example.com/owner=team-a"])?;
+    let image = |kubeconfig: &std::path::Path| -> anyhow::Result<Option<String>> {
+        Ok(
+            kubectl_get(kubeconfig, &["deployment", "api", "-n", "notes"])?.and_then(|api| {
+                api["spec"]["template"]["spec"]["containers"][0]["image"]
+                    .as_str()
+                    .map(str::to_string)
+            }),
+        )
+    };
+    wait_for("api on edge-2 with the owner in its image", SETTLE, || {
+        let now = image(clusters[1].kubeconfig())?;
+        observe(format!("{now:?}"));
+        Ok((now.as_deref() == Some("api:team-a")).then_some(()))
+    })
+    .with_context(|| mesh.logs())?;
+    let cluster = mesh.cluster_object("edge-2")?;
+    assert_eq!(
+        cluster["metadata"]["annotations"]["example.com/owner"], "team-a",
+        "{cluster}"
+    );
+    assert!(
+        cluster["metadata"]["labels"]
+            .get("example.com/owner")
+            .is_none(),
+        "annotations are no labels: {cluster}"
+    );
 
     for mut agent in agents {
         agent.stop()?;

@@ -83,6 +83,8 @@ pub struct Cluster<'a> {
     pub name: &'a str,
     /// Its labels.
     pub labels: &'a BTreeMap<String, String>,
+    /// Its annotations (set at the root with `relayctl annotate cluster`).
+    pub annotations: &'a BTreeMap<String, String>,
 }
 
 /// Why an object could not be customized for a cluster.
@@ -99,8 +101,20 @@ pub enum CustomizationError {
         /// Where in the object (a JSON pointer).
         at: String,
     },
+    /// A template names an annotation the cluster does not carry.
+    #[error(
+        "cluster {cluster:?} has no annotation {annotation:?}, which the template at {at} needs"
+    )]
+    MissingAnnotation {
+        /// The cluster.
+        cluster: String,
+        /// The annotation key.
+        annotation: String,
+        /// Where in the object (a JSON pointer).
+        at: String,
+    },
     /// A template refers to something of the cluster that does not exist.
-    #[error("unknown template {template:?} at {at}: use {{{{ cluster.name }}}} or {{{{ cluster.labels.KEY }}}}")]
+    #[error("unknown template {template:?} at {at}: use {{{{ cluster.name }}}}, {{{{ cluster.labels.KEY }}}} or {{{{ cluster.annotations.KEY }}}}")]
     UnknownReference {
         /// The template's text.
         template: String,
@@ -299,6 +313,19 @@ fn expand_text(
                     out.push_str(value);
                 }
             }
+            Some(Reference::Annotation(key)) => {
+                changed = true;
+                if let Some(cluster) = cluster {
+                    let value = cluster.annotations.get(key).ok_or_else(|| {
+                        CustomizationError::MissingAnnotation {
+                            cluster: cluster.name.to_string(),
+                            annotation: key.to_string(),
+                            at: at.to_string(),
+                        }
+                    })?;
+                    out.push_str(value);
+                }
+            }
             Some(Reference::Unknown) => {
                 return Err(CustomizationError::UnknownReference {
                     template: format!("{{{{ {inner} }}}}"),
@@ -315,6 +342,7 @@ fn expand_text(
 enum Reference<'a> {
     Name,
     Label(&'a str),
+    Annotation(&'a str),
     Unknown,
 }
 
@@ -322,14 +350,18 @@ enum Reference<'a> {
 /// cluster (someone else's template, left alone).
 fn reference(inner: &str) -> Option<Reference<'_>> {
     let path = inner.strip_prefix("cluster.")?;
-    Some(match path {
-        "name" => Reference::Name,
-        _ => match path.strip_prefix("labels.") {
-            Some(key) if !key.is_empty() && !key.contains(char::is_whitespace) => {
-                Reference::Label(key)
-            }
-            _ => Reference::Unknown,
-        },
+    let key = |prefix: &str| {
+        path.strip_prefix(prefix)
+            .filter(|key| !key.is_empty() && !key.contains(char::is_whitespace))
+    };
+    Some(if path == "name" {
+        Reference::Name
+    } else if let Some(key) = key("labels.") {
+        Reference::Label(key)
+    } else if let Some(key) = key("annotations.") {
+        Reference::Annotation(key)
+    } else {
+        Reference::Unknown
     })
 }
 

@@ -13,6 +13,7 @@ fn set_label(net: &mut Net, node: &str, key: &str, value: &str) {
         node: node.into(),
         set: [(key.to_string(), value.to_string())].into(),
         remove: vec![],
+        annotations: Default::default(),
     };
     upsert_at_root(net, change.to_entry().expect("encodes"));
     net.settle();

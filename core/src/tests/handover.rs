@@ -33,6 +33,7 @@ fn tier(net: &mut Net, node: &str, value: Option<&str>) {
         } else {
             vec![]
         },
+        annotations: Default::default(),
     };
     upsert_at_root(net, change.to_entry().expect("encodes"));
 }

@@ -33,6 +33,7 @@ fn labels_set_at_the_root_climb_back_up_and_placements_follow() {
             node: "e1".into(),
             set: [("tier".to_string(), "large".to_string())].into(),
             remove: vec!["zone".into()],
+            annotations: Default::default(),
         },
     );
     let record = net.record("root", "e1").expect("e1 at the root");

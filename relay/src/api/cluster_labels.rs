@@ -3,8 +3,9 @@
 //!
 //! `POST .../clusterlabels` with `{"apiVersion":"relaymesh.dev/v1alpha1",
 //! "kind":"ClusterLabels","spec":{"cluster":"edge-1","set":{"tier":"large"},
-//! "remove":["zone"]}}` adds this change to what the root already changed
-//! on that cluster and sends the result down to it (see
+//! "remove":["zone"],"annotations":{"set":{"example.com/owner":"team-a"},
+//! "remove":[]}}}` adds this change to what the root already changed on
+//! that cluster and sends the result down to it (see
 //! [`relaymesh_protocol::cluster_labels`]). This module checks requests and
 //! shapes replies; it does no IO.
 
@@ -48,8 +49,33 @@ pub(super) fn cluster_request(
     Ok((object, cluster))
 }
 
+/// The most bytes a cluster's annotations may take, keys and values: they
+/// travel to the cluster in one slice entry (Kubernetes allows 256 KiB on
+/// an object; a cluster's annotations are for templates, not payloads).
+pub const MAX_ANNOTATION_BYTES: usize = 64 * 1024;
+
+/// What a `ClusterLabels` request asks to change on one cluster.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LabelChange {
+    /// The cluster, with the labels to set and remove.
+    pub labels: ClusterLabels,
+    /// Annotations to set.
+    pub annotate: BTreeMap<String, String>,
+    /// Annotations to remove.
+    pub unannotate: Vec<String>,
+}
+
+impl From<ClusterLabels> for LabelChange {
+    fn from(labels: ClusterLabels) -> Self {
+        Self {
+            labels,
+            ..Self::default()
+        }
+    }
+}
+
 /// The change a `ClusterLabels` request asks for.
-pub(super) fn parse_request(body: &[u8]) -> Result<ClusterLabels, ApiError> {
+pub(super) fn parse_request(body: &[u8]) -> Result<LabelChange, ApiError> {
     let (object, cluster) = cluster_request(body, KIND)?;
     let cluster = cluster.as_str();
     let spec = object.get("spec");
@@ -96,14 +122,90 @@ pub(super) fn parse_request(body: &[u8]) -> Result<ClusterLabels, ApiError> {
             remove.push(key.to_string());
         }
     }
-    if set.is_empty() && remove.is_empty() {
-        return Err(invalid("spec", "Required value: labels to set or remove"));
+    let (annotate, unannotate) = annotations(spec.and_then(|spec| spec.get("annotations")))?;
+    if set.is_empty() && remove.is_empty() && annotate.is_empty() && unannotate.is_empty() {
+        return Err(invalid(
+            "spec",
+            "Required value: labels or annotations to set or remove",
+        ));
     }
-    Ok(ClusterLabels {
-        node: cluster.to_string(),
-        set,
-        remove,
+    Ok(LabelChange {
+        labels: ClusterLabels {
+            node: cluster.to_string(),
+            set,
+            remove,
+            annotations: BTreeMap::new(),
+        },
+        annotate,
+        unannotate,
     })
+}
+
+/// `spec.annotations`: `{set: {KEY: VALUE}, remove: [KEY]}`.
+fn annotations(value: Option<&Value>) -> Result<(BTreeMap<String, String>, Vec<String>), ApiError> {
+    const FIELD: &str = "spec.annotations";
+    let Some(value) = value.filter(|value| !value.is_null()) else {
+        return Ok((BTreeMap::new(), Vec::new()));
+    };
+    let fields = value
+        .as_object()
+        .ok_or_else(|| invalid(FIELD, "must be an object: {set, remove}"))?;
+    if let Some(unknown) = fields
+        .keys()
+        .find(|key| !["set", "remove"].contains(&key.as_str()))
+    {
+        return Err(invalid(
+            &format!("{FIELD}.{unknown}"),
+            "unknown field: annotations has set, remove",
+        ));
+    }
+    let key_error = |key: &str, path: &str| -> Result<(), ApiError> {
+        match relaymesh_apiserver::label_error(key, "") {
+            Some(error) => Err(invalid(path, error)),
+            None => Ok(()),
+        }
+    };
+    let mut set = BTreeMap::new();
+    if let Some(value) = fields.get("set").filter(|value| !value.is_null()) {
+        let items = value.as_object().ok_or_else(|| {
+            invalid(
+                &format!("{FIELD}.set"),
+                "must be an object of annotation keys and values",
+            )
+        })?;
+        for (key, value) in items {
+            let path = format!("{FIELD}.set[{key:?}]");
+            key_error(key, &path)?;
+            let value = value
+                .as_str()
+                .ok_or_else(|| invalid(&path, "must be a string"))?;
+            set.insert(key.clone(), value.to_string());
+        }
+    }
+    let mut remove = Vec::new();
+    if let Some(value) = fields.get("remove").filter(|value| !value.is_null()) {
+        let items = value.as_array().ok_or_else(|| {
+            invalid(
+                &format!("{FIELD}.remove"),
+                "must be a list of annotation keys",
+            )
+        })?;
+        for (index, item) in items.iter().enumerate() {
+            let path = format!("{FIELD}.remove[{index}]");
+            let key = item
+                .as_str()
+                .ok_or_else(|| invalid(&path, "must be a string"))?;
+            key_error(key, &path)?;
+            if set.contains_key(key) {
+                return Err(invalid(
+                    &path,
+                    format!("Invalid value: {key:?}: both set and removed"),
+                ));
+            }
+            remove.push(key.to_string());
+        }
+    }
+    Ok((set, remove))
 }
 
 fn check_key(key: &str, path: &str) -> Result<(), ApiError> {
@@ -120,8 +222,15 @@ fn check_key(key: &str, path: &str) -> Result<(), ApiError> {
 }
 
 /// `change` added to what the root changed before (`held`): a key set now
-/// is no longer removed, and the other way round.
-pub fn merge(held: Option<ClusterLabels>, change: ClusterLabels) -> ClusterLabels {
+/// is no longer removed, and the other way round; annotations set and
+/// removed. Refused if the annotations would outgrow
+/// [`MAX_ANNOTATION_BYTES`].
+pub fn merge(held: Option<ClusterLabels>, change: LabelChange) -> Result<ClusterLabels, ApiError> {
+    let LabelChange {
+        labels: change,
+        annotate,
+        unannotate,
+    } = change;
     let mut merged = held.unwrap_or_else(|| ClusterLabels {
         node: change.node.clone(),
         ..ClusterLabels::default()
@@ -137,7 +246,22 @@ pub fn merge(held: Option<ClusterLabels>, change: ClusterLabels) -> ClusterLabel
         merged.set.insert(key, value);
     }
     merged.remove.sort();
-    merged
+    for key in &unannotate {
+        merged.annotations.remove(key);
+    }
+    merged.annotations.extend(annotate);
+    let bytes: usize = merged
+        .annotations
+        .iter()
+        .map(|(key, value)| key.len() + value.len())
+        .sum();
+    if bytes > MAX_ANNOTATION_BYTES {
+        return Err(invalid(
+            "spec.annotations",
+            format!("Too long: the cluster's annotations would take {bytes} bytes, more than the {MAX_ANNOTATION_BYTES} allowed"),
+        ));
+    }
+    Ok(merged)
 }
 
 /// What the root changed on a cluster, as a `ClusterLabels` object.
@@ -146,7 +270,12 @@ pub(super) fn object(labels: &ClusterLabels) -> Value {
         "apiVersion": API_VERSION,
         "kind": KIND,
         "metadata": {"name": labels.node},
-        "spec": {"cluster": labels.node, "set": labels.set, "remove": labels.remove},
+        "spec": {
+            "cluster": labels.node,
+            "set": labels.set,
+            "remove": labels.remove,
+            "annotations": {"set": labels.annotations},
+        },
     })
 }
 
@@ -154,7 +283,7 @@ pub(super) fn object(labels: &ClusterLabels) -> Value {
 mod tests {
     use super::*;
 
-    fn request(spec: Value) -> Result<ClusterLabels, ApiError> {
+    fn request(spec: Value) -> Result<LabelChange, ApiError> {
         let body = json!({"apiVersion": API_VERSION, "kind": KIND, "spec": spec});
         parse_request(body.to_string().as_bytes())
     }
@@ -192,8 +321,51 @@ mod tests {
             .expect("valid");
         let second = request(json!({"cluster": "e", "set": {"zone": "a"}, "remove": ["tier"]}))
             .expect("valid");
-        let merged = merge(Some(merge(None, first)), second);
+        let merged = merge(Some(merge(None, first).expect("fits")), second).expect("fits");
         assert_eq!(merged.set, [("zone".to_string(), "a".to_string())].into());
         assert_eq!(merged.remove, ["tier"]);
+    }
+
+    #[test]
+    fn annotations_are_set_removed_checked_and_bounded() {
+        let first = request(json!({"cluster": "e", "annotations": {"set": {"example.com/owner": "team a", "site": "b7"}}}))
+            .expect("valid");
+        let second =
+            request(json!({"cluster": "e", "annotations": {"remove": ["site"]}})).expect("valid");
+        let merged = merge(Some(merge(None, first).expect("fits")), second).expect("fits");
+        assert_eq!(
+            merged.annotations,
+            [("example.com/owner".to_string(), "team a".to_string())].into()
+        );
+        assert!(merged.set.is_empty());
+        for (spec, field) in [
+            (
+                json!({"cluster": "e", "annotations": {"set": {"a b": "c"}}}),
+                "spec.annotations.set[\"a b\"]",
+            ),
+            (
+                json!({"cluster": "e", "annotations": {"set": {"a": 1}}}),
+                "spec.annotations.set[\"a\"]",
+            ),
+            (
+                json!({"cluster": "e", "annotations": {"set": {"a": "b"}, "remove": ["a"]}}),
+                "spec.annotations.remove[0]",
+            ),
+            (
+                json!({"cluster": "e", "annotations": {"add": {}}}),
+                "spec.annotations.add",
+            ),
+            (
+                json!({"cluster": "e", "annotations": []}),
+                "spec.annotations",
+            ),
+        ] {
+            let error = request(spec.clone()).expect_err("refused").to_string();
+            assert!(error.contains(field), "{spec}: {error}");
+        }
+        let huge = request(json!({"cluster": "e", "annotations": {"set": {"big": "x".repeat(MAX_ANNOTATION_BYTES)}}}))
+            .expect("valid on its own");
+        let error = merge(None, huge).expect_err("too large").to_string();
+        assert!(error.contains("spec.annotations"), "{error}");
     }
 }

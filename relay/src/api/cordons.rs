@@ -56,6 +56,7 @@ impl CordonState {
             node: cluster.to_string(),
             set,
             remove,
+            annotations: Default::default(),
         }
     }
 }

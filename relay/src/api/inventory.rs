@@ -53,7 +53,7 @@ pub(super) fn objects(source: View, inventory: &super::Inventory) -> Vec<Value> 
                 .into_iter()
                 .map(|record| {
                     if source == View::Clusters {
-                        cluster(record, &parents)
+                        cluster(record, &parents, inventory.annotations.get(&record.name))
                     } else {
                         cluster_profile(record)
                     }
@@ -79,7 +79,11 @@ fn relay_path(record: &NodeRecord, parents: &HashMap<&str, Option<&str>>) -> Vec
     path
 }
 
-fn cluster(record: &NodeRecord, parents: &HashMap<&str, Option<&str>>) -> Value {
+fn cluster(
+    record: &NodeRecord,
+    parents: &HashMap<&str, Option<&str>>,
+    annotations: Option<&std::collections::BTreeMap<String, String>>,
+) -> Value {
     let link = record.link.clone().unwrap_or_default();
     let last_seen = (link.changed_unix_ms > 0).then(|| rfc3339(link.changed_unix_ms));
     let (cordoned, drain) = super::cordons::status_fields(&record.labels);
@@ -94,10 +98,14 @@ fn cluster(record: &NodeRecord, parents: &HashMap<&str, Option<&str>>) -> Value 
     if let Some(drain) = drain {
         status["drain"] = Value::from(drain);
     }
+    let mut metadata = json!({"name": record.name, "labels": record.labels});
+    if let Some(annotations) = annotations.filter(|annotations| !annotations.is_empty()) {
+        metadata["annotations"] = json!(annotations);
+    }
     json!({
         "apiVersion": "relaymesh.dev/v1alpha1",
         "kind": "Cluster",
-        "metadata": {"name": record.name, "labels": record.labels},
+        "metadata": metadata,
         "status": status,
     })
 }
@@ -176,6 +184,13 @@ mod tests {
             ]
             .into(),
             measured: Default::default(),
+            annotations: std::sync::Arc::new(
+                [(
+                    "edge-1".to_string(),
+                    [("example.com/owner".to_string(), "team-a".to_string())].into(),
+                )]
+                .into(),
+            ),
         }
     }
 
@@ -188,6 +203,10 @@ mod tests {
         assert_eq!(clusters[0]["status"]["relayPath"], json!(["root", "eu"]));
         assert_eq!(clusters[0]["status"]["connected"], true);
         assert_eq!(clusters[0]["status"]["lastSeen"], "2026-11-21T23:50:00Z");
+        assert_eq!(
+            clusters[0]["metadata"]["annotations"]["example.com/owner"],
+            "team-a"
+        );
     }
 
     #[test]

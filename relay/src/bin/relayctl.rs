@@ -163,6 +163,26 @@ enum Command {
         #[arg(short, long, value_enum, default_value_t = Format::Text)]
         output: Format,
     },
+    /// Set or remove a cluster's annotations at the root.
+    ///
+    /// Each change is KEY=VALUE (set) or KEY- (remove), as with kubectl
+    /// annotate. The root keeps them with the labels it changed on the
+    /// cluster and sends them down to it; its templates read them as
+    /// {{ cluster.annotations.KEY }}. They are not reported up and select
+    /// nothing. A cluster's annotations take at most 64 KiB.
+    Annotate {
+        /// What to annotate: cluster.
+        #[arg(value_enum)]
+        kind: LabelKind,
+        /// The cluster's name.
+        name: String,
+        /// KEY=VALUE to set, KEY- to remove.
+        #[arg(required = true, value_name = "KEY=VALUE|KEY-")]
+        changes: Vec<String>,
+        /// Output format.
+        #[arg(short, long, value_enum, default_value_t = Format::Text)]
+        output: Format,
+    },
     /// Cordon a cluster: count-bounded placements (maxClusters) keep what
     /// they have there but add nothing new. Placements to every matching
     /// cluster are not affected (like DaemonSets in `kubectl drain`).
@@ -505,7 +525,7 @@ fn label_changes(
         } else if let Some(key) = change.strip_suffix('-') {
             remove.push(key.to_string());
         } else {
-            bail!("{change:?}: give KEY=VALUE to set a label or KEY- to remove one");
+            bail!("{change:?}: give KEY=VALUE to set one or KEY- to remove one");
         }
     }
     Ok((set, remove))
@@ -950,6 +970,24 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                     print!("{}", structured(output, &labelled)?.unwrap_or_default())
                 }
                 Format::Text => println!("cluster/{name} labeled"),
+            }
+        }
+        Command::Annotate {
+            kind: LabelKind::Cluster,
+            name,
+            changes,
+            output,
+        } => {
+            let (set, remove) = label_changes(&changes)?;
+            let annotated = client
+                .annotate_cluster(&name, &set, &remove)
+                .await
+                .with_context(|| format!("cannot annotate cluster {name:?}"))?;
+            match output {
+                Format::Json | Format::Yaml => {
+                    print!("{}", structured(output, &annotated)?.unwrap_or_default())
+                }
+                Format::Text => println!("cluster/{name} annotated"),
             }
         }
         Command::Move { .. } => {

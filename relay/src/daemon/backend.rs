@@ -506,24 +506,25 @@ impl Backend for RootBackend {
         Ok(moved)
     }
 
-    async fn label_cluster(&self, change: ClusterLabels) -> Result<ClusterLabels, ApiError> {
+    async fn label_cluster(
+        &self,
+        change: crate::api::LabelChange,
+    ) -> Result<ClusterLabels, ApiError> {
+        let node = change.labels.node.clone();
         let nodes = self.inventory().records;
         let record = nodes
             .iter()
-            .find(|record| record.name == change.node)
-            .ok_or_else(|| {
-                ApiError::NotFound(format!("cluster {:?} is not in the tree", change.node))
-            })?;
+            .find(|record| record.name == node)
+            .ok_or_else(|| ApiError::NotFound(format!("cluster {node:?} is not in the tree")))?;
         if record.role != Role::Agent {
             return Err(ApiError::Invalid {
                 field: "spec.cluster".into(),
-                message: format!("{:?} is a {}, not a cluster", change.node, record.role),
+                message: format!("{node:?} is a {}, not a cluster", record.role),
             });
         }
         let (reply, answer) = oneshot::channel();
         self.ask(Event::LabelCluster { change, reply }, answer)
             .await?
-            .map_err(ApiError::Internal)
     }
 
     async fn moves(&self) -> Result<Vec<Move>, ApiError> {

@@ -97,7 +97,7 @@ impl Daemon {
             done.set
                 .insert(DRAINING_LABEL.to_string(), "done".to_string());
             done.remove.clear();
-            if let Err(error) = self.label_cluster(now, done) {
+            if let Err(error) = self.label_cluster(now, done.into()) {
                 tracing::warn!(cluster = %labels.node, %error, "cannot mark the drain done");
             }
             self.drains.by_cluster.remove(&labels.node);

@@ -41,6 +41,7 @@ impl Backend for FakeBackend {
             version: hasher.finish(),
             records: records.into(),
             measured: Default::default(),
+            annotations: Default::default(),
         }
     }
 

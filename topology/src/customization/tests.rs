@@ -39,6 +39,7 @@ fn templates_take_the_clusters_name_and_labels_and_leave_other_templates() {
             Cluster {
                 name: "edge-1",
                 labels: &labels,
+                annotations: &BTreeMap::new(),
             },
         )
         .expect("expands");
@@ -58,6 +59,7 @@ fn a_missing_label_is_an_error_naming_the_cluster_the_label_and_the_place() {
             Cluster {
                 name: "edge-2",
                 labels: &labels,
+                annotations: &BTreeMap::new(),
             },
         )
         .expect_err("no region label");
@@ -78,7 +80,7 @@ fn a_missing_label_is_an_error_naming_the_cluster_the_label_and_the_place() {
 #[test]
 fn unknown_and_unclosed_cluster_templates_are_refused_without_a_cluster() {
     assert!(check(&deployment()).is_ok());
-    let unknown = json!({"data": {"a": "{{ cluster.annotations.owner }}"}});
+    let unknown = json!({"data": {"a": "{{ cluster.uid }}"}});
     assert!(matches!(
         check(&unknown),
         Err(CustomizationError::UnknownReference { ref at, .. }) if at == "/data/a"
@@ -139,6 +141,7 @@ fn overrides_apply_in_order_to_the_clusters_and_objects_they_select() {
             Cluster {
                 name: "a",
                 labels: &large_labels,
+                annotations: &BTreeMap::new(),
             },
         )
         .expect("applies");
@@ -149,6 +152,7 @@ fn overrides_apply_in_order_to_the_clusters_and_objects_they_select() {
             Cluster {
                 name: "b",
                 labels: &small_labels,
+                annotations: &BTreeMap::new(),
             },
         )
         .expect("applies");
@@ -184,6 +188,7 @@ fn a_json_patch_that_does_not_apply_names_its_override() {
             Cluster {
                 name: "a",
                 labels: &labels,
+                annotations: &BTreeMap::new(),
             },
         )
         .expect_err("nothing to remove");
@@ -201,7 +206,7 @@ proptest! {
         prop_assume!(!text.contains("cluster."));
         let mut value = Value::String(text.clone());
         let labels = BTreeMap::new();
-        expand(&mut value, Cluster { name: "x", labels: &labels }).expect("nothing to expand");
+        expand(&mut value, Cluster { name: "x", labels: &labels, annotations: &BTreeMap::new() }).expect("nothing to expand");
         prop_assert_eq!(value, Value::String(text));
     }
 
@@ -214,7 +219,48 @@ proptest! {
     ) {
         let labels: BTreeMap<String, String> = [(key.clone(), value.clone())].into();
         let mut text = Value::String(format!("{prefix}{{{{ cluster.labels.{key} }}}}{prefix}"));
-        expand(&mut text, Cluster { name: "x", labels: &labels }).expect("the label is there");
+        expand(&mut text, Cluster { name: "x", labels: &labels, annotations: &BTreeMap::new() }).expect("the label is there");
         prop_assert_eq!(text, Value::String(format!("{prefix}{value}{prefix}")));
     }
+}
+
+#[test]
+fn annotation_templates_read_the_clusters_annotations_and_a_missing_one_fails() {
+    let labels = labels(&[]);
+    let annotations = BTreeMap::from([(
+        "example.com/owner".to_string(),
+        "team a, on call".to_string(),
+    )]);
+    let mut text = json!({"owner": "{{ cluster.annotations.example.com/owner }}"});
+    expand(
+        &mut text,
+        Cluster {
+            name: "edge-3",
+            labels: &labels,
+            annotations: &annotations,
+        },
+    )
+    .expect("the annotation is there");
+    assert_eq!(text["owner"], "team a, on call");
+
+    let mut missing = json!({"site": "{{ cluster.annotations.site }}"});
+    let error = expand(
+        &mut missing,
+        Cluster {
+            name: "edge-3",
+            labels: &labels,
+            annotations: &annotations,
+        },
+    )
+    .expect_err("no such annotation");
+    assert_eq!(
+        error,
+        CustomizationError::MissingAnnotation {
+            cluster: "edge-3".into(),
+            annotation: "site".into(),
+            at: "/site".into(),
+        }
+    );
+    assert!(check(&json!({"a": "{{ cluster.annotations. }}"})).is_err());
+    assert!(check(&json!({"a": "{{ cluster.annotations.site }}"})).is_ok());
 }
