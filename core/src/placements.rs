@@ -324,6 +324,40 @@ impl Core {
             .collect()
     }
 
+    /// How many clusters below this relay placement `key` selects, per
+    /// value of cluster label `label` (clusters without it under
+    /// [`relaymesh_protocol::UNLABELLED`]): for a rollout grouped by that
+    /// label. Counts every matching cluster, so it is exact for placements
+    /// without a bound (the only ones a label may group).
+    pub fn placement_selected_by_value(&self, key: &str, label: &str) -> BTreeMap<String, u64> {
+        let Some(Target::Placement(target)) = self.slice.entry(key).map(|entry| &entry.target)
+        else {
+            return BTreeMap::new();
+        };
+        let mut supply = Supply::default();
+        if target.selector.is_some() {
+            for aggregate in self.inventory.aggregates().values() {
+                supply.merge(&wave_supply(
+                    aggregate,
+                    target.selector.as_ref(),
+                    Some(label),
+                ));
+            }
+        }
+        for name in &target.names {
+            let Some(record) = self.inventory.record(name) else {
+                continue;
+            };
+            let counted = target.selector.as_ref().is_some_and(|selector| {
+                relaymesh_topology::selector::matches(selector, &record.labels)
+            });
+            if !counted {
+                add_to_supply(&mut supply, &record.labels, Some(label), 1);
+            }
+        }
+        supply.per_value
+    }
+
     /// [`Core::placement_selected`] per child, named clusters with the
     /// child they are reached through.
     fn selected_by_child(&self, key: &str) -> Option<BTreeMap<String, u64>> {

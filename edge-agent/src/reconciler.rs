@@ -112,6 +112,9 @@ struct Placement {
     /// While its newest revision rolls out: which it is, and whether this
     /// cluster's wave lets it run it (else it runs the previous one).
     wave: Option<(BundleId, bool)>,
+    /// The label the rollout's wave is keyed by: its counts are reported
+    /// per value of it too.
+    wave_label: Option<String>,
     /// The rollout's timing, from its spec.
     timing: Timing,
     /// It is count-bounded (`maxClusters`): a drain places it elsewhere.
@@ -358,6 +361,12 @@ impl Reconciler {
                 placement.wave = wave;
                 rules_changed.push(entry.key.clone());
             }
+            placement.wave_label = match &entry.target {
+                relaymesh_protocol::Target::Placement(target) => {
+                    target.wave.as_ref().and_then(|wave| wave.key_label.clone())
+                }
+                _ => None,
+            };
             placement.timing = timing_of(&entry.body);
             placement.bounded = matches!(
                 &entry.target,
@@ -609,6 +618,14 @@ impl Reconciler {
             .filter_map(|(reference, live)| status::object_status(reference, live))
             .take(relaymesh_protocol::status::MAX_REPORTED_OBJECTS)
             .collect();
+        status.revision_groups = match (&placement.wave_label, &revision) {
+            (Some(label), Some(counts)) => vec![relaymesh_protocol::RevisionGroup {
+                label: label.clone(),
+                value: relaymesh_topology::rollout::key_of(&self.labels, label).to_string(),
+                counts: *counts,
+            }],
+            _ => Vec::new(),
+        };
         status.revisions = revision.into_iter().collect();
         self.reporter.report(key, status).await;
     }

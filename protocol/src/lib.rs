@@ -48,7 +48,7 @@ pub use revocation::Revocation;
 pub use slice::{SliceChange, SliceEntry, Target};
 pub use status::{
     FailingCluster, Number, ObjectStatus, PhaseCounts, PlacementStatus, Ranked, RevisionCounts,
-    RuleSummary, StatusUpdate, Summary,
+    RevisionGroup, RuleSummary, StatusUpdate, Summary,
 };
 
 /// The newest protocol version this build speaks. The child offers a range in

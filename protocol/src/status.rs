@@ -53,14 +53,35 @@ pub struct PlacementStatus {
     /// first reaches some clusters before others), at most
     /// [`MAX_REVISIONS`], sorted by revision (protocol version 6).
     pub revisions: Vec<RevisionCounts>,
+    /// The same counts per value of the label the rollout's wave is keyed
+    /// by (the clusters know it from their wave), so the root can give each
+    /// value of a `maxUnavailablePerGroup` label its own budget; at most
+    /// [`MAX_REVISION_GROUPS`], sorted (protocol version 7).
+    pub revision_groups: Vec<RevisionGroup>,
 }
 
 /// How many revisions a status counts clusters of ([`PlacementStatus::revisions`]).
 pub const MAX_REVISIONS: usize = 4;
 
+/// How many (label, value, revision) groups a status counts clusters of
+/// ([`PlacementStatus::revision_groups`]).
+pub const MAX_REVISION_GROUPS: usize = 64;
+
+/// The clusters with one value of a label, and how they are doing with one
+/// revision.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct RevisionGroup {
+    /// The label (the wave's `key_label`).
+    pub label: String,
+    /// Its value ([`crate::UNLABELLED`] for clusters without it).
+    pub value: String,
+    /// Their counts.
+    pub counts: RevisionCounts,
+}
+
 /// How the selected clusters are doing with one revision of a placement
 /// that rolls out (the first bundle of its entry).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct RevisionCounts {
     /// The revision: the bundle the entry names first.
     pub revision: BundleId,

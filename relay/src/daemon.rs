@@ -767,15 +767,23 @@ impl Daemon {
             Event::PlacementStatus { reply } => {
                 self.finish_handovers(now);
                 self.finish_drains(now);
-                let entries: Vec<(String, Vec<BundleId>)> = self
+                let entries: Vec<(String, Vec<BundleId>, Option<String>)> = self
                     .core
                     .entries()
                     .filter(|entry| entry.key.starts_with(crate::placement::KEY_PREFIX))
-                    .map(|entry| (entry.key.clone(), entry.bundles.clone()))
+                    .map(|entry| {
+                        let label = match &entry.target {
+                            relaymesh_protocol::Target::Placement(target) => {
+                                target.wave.as_ref().and_then(|wave| wave.key_label.clone())
+                            }
+                            _ => None,
+                        };
+                        (entry.key.clone(), entry.bundles.clone(), label)
+                    })
                     .collect();
                 let selected = entries
                     .into_iter()
-                    .filter_map(|(key, bundles)| {
+                    .filter_map(|(key, bundles, label)| {
                         let selected = self.core.placement_selected(&key)?;
                         let status = self.core.placement_status(&key).unwrap_or_default();
                         let report = placements::PlacementReport {
@@ -785,6 +793,10 @@ impl Daemon {
                             leaving: self.handovers.leaving(&key),
                             wave: self.core.placement_wave(&key),
                             parts: self.core.placement_parts(&key),
+                            by_value: label.map(|label| {
+                                let selected = self.core.placement_selected_by_value(&key, &label);
+                                (label, selected)
+                            }),
                         };
                         Some((key, report))
                     })

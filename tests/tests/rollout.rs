@@ -14,6 +14,8 @@
 //!   cluster of a region in flight; a failure in eu (a template gives its
 //!   clusters a failing image) halts the rollout, naming eu, while eu's
 //!   other clusters keep the previous revision.
+//! * `maxUnavailablePerGroup` over a label that cuts across the relays:
+//!   never more than one cluster of a value in flight, to completion.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -356,10 +358,64 @@ fn revisions_roll_out_in_waves_in_order_halt_on_failures_and_obey_commands() -> 
         }
     }
     assert!(groups_seen > 0, "the sampler saw the groups: {seen:?}");
+
+    // 7. Per-group budgets over a label that cuts across the relays
+    //    (`flavor`: eu's four clusters are `fail`, the eight of us and ap
+    //    `ok`): never more than one cluster of a value in flight, and the
+    //    revision completes.
+    let kubeconfig = mesh.kubeconfig();
+    let groups_sampler = Sampler::start(move || {
+        let placement = kubectl_get(&kubeconfig, &["placement", "web", "-n", "shop"])?;
+        Ok(placement.map(|placement| placement["status"]["rollout"].clone()))
+    });
+    mesh.apply(&web_workload(
+        "nginx:1.30",
+        1,
+        "{labelSelector: {matchLabels: {}}}",
+        PER_FLAVOR,
+    ))?;
+    wait_phase(&mesh, "Complete", "the rollout grouped by flavor")?;
+    let seen = groups_sampler.finish();
+    let mut values: BTreeSet<String> = BTreeSet::new();
+    for rollout in &seen {
+        for group in rollout["groups"].as_array().into_iter().flatten() {
+            let in_flight =
+                group["updating"].as_u64().unwrap_or(0) + group["failed"].as_u64().unwrap_or(0);
+            if let Some(name) = group["name"].as_str() {
+                values.insert(name.to_string());
+            }
+            if rollout["revision"]
+                == seen
+                    .last()
+                    .map_or(Value::Null, |last| last["revision"].clone())
+            {
+                assert!(
+                    in_flight <= 1,
+                    "more than one {} cluster in flight: {rollout}",
+                    group["name"]
+                );
+            }
+        }
+    }
+    assert!(
+        values.contains("fail") && values.contains("ok"),
+        "the groups are the label's values: {values:?}"
+    );
+    assert!(images(&clusters)
+        .values()
+        .all(|image| image.as_deref() == Some("nginx:1.30")));
     drop(agents);
     drop(relays);
     Ok(())
 }
+
+/// Progressive with one cluster in flight per value of `flavor` at most.
+const PER_FLAVOR: &str = "  rollout:
+    strategy: Progressive
+    maxConcurrency: 12
+    minSuccessTime: 1s
+    maxUnavailablePerGroup: {max: 1, label: flavor}
+";
 
 /// Progressive with one cluster in flight per regional relay at most (the
 /// image's template gives eu's clusters a failing one).

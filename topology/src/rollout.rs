@@ -91,9 +91,12 @@ pub struct RolloutSpec {
     /// `maxUnavailablePerGroup`: at most this many clusters of each group
     /// updating or failed at once (a percentage of the group's selected
     /// clusters, rounded up; at least one), where the groups are the
-    /// subtrees of the root's children. A group whose failures fill its
-    /// places halts the rollout.
+    /// subtrees of the root's children, or the values of `group_label`. A
+    /// group whose failures fill its places halts the rollout.
     pub max_unavailable_per_group: Option<Amount>,
+    /// With `max_unavailable_per_group`: the cluster label whose values are
+    /// the groups; `None`: the root's children are.
+    pub group_label: Option<String>,
 }
 
 impl Default for RolloutSpec {
@@ -109,6 +112,7 @@ impl Default for RolloutSpec {
             paused: false,
             gates: Vec::new(),
             max_unavailable_per_group: None,
+            group_label: None,
         }
     }
 }
@@ -128,15 +132,17 @@ pub struct Position {
     /// How many clusters the last wave let run the newest revision.
     pub admitted: u32,
     /// With `maxUnavailablePerGroup`: how many of them per group (by the
-    /// name of the root's child); `admitted` is their sum.
+    /// name of the root's child, or the value of the group label);
+    /// `admitted` is their sum.
     pub per_group: BTreeMap<String, u32>,
 }
 
 /// One group of a rollout with `maxUnavailablePerGroup`: a child of the
-/// root and its subtree, as the root knows it.
+/// root and its subtree, or the clusters with one value of the group
+/// label, as the root knows it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct GroupObserved {
-    /// The root's child.
+    /// The root's child, or the label's value.
     pub name: String,
     /// How many clusters of its subtree the placement selects.
     pub selected: u64,
@@ -357,6 +363,15 @@ fn grouped_position(
     observed: &Observed,
     concurrency: u64,
 ) -> Position {
+    if observed.groups.is_empty() {
+        // No group has reported yet (a wave keyed by another label, as a
+        // canary's): nothing to plan from; the wave stays as it is.
+        return position;
+    }
+    // Groups of another grouping (the spec changed) are forgotten.
+    position
+        .per_group
+        .retain(|name, _| observed.groups.iter().any(|group| group.name == *name));
     let had = |position: &Position, group: &GroupObserved| {
         u64::from(position.per_group.get(&group.name).copied().unwrap_or(0))
     };
@@ -408,15 +423,27 @@ pub fn wave_at(spec: &RolloutSpec, position: &Position) -> Wave {
 }
 
 fn progressive_wave(spec: &RolloutSpec, position: &Position) -> Wave {
-    Wave {
-        key_label: spec.order_by.clone(),
-        total: position.admitted,
-        per_value: BTreeMap::new(),
-        per_value_cap: None,
-        per_child: if spec.max_unavailable_per_group.is_some() {
-            position.per_group.clone()
-        } else {
-            BTreeMap::new()
+    let grouped = spec.max_unavailable_per_group.is_some() && !position.per_group.is_empty();
+    match &spec.group_label {
+        // Groups by label: the wave is keyed by it, each value's number
+        // given, and every relay splits each over its children.
+        Some(label) if grouped => Wave {
+            key_label: Some(label.clone()),
+            total: position.admitted,
+            per_value: position.per_group.clone(),
+            per_value_cap: None,
+            per_child: BTreeMap::new(),
+        },
+        _ => Wave {
+            key_label: spec.group_label.clone().or_else(|| spec.order_by.clone()),
+            total: position.admitted,
+            per_value: BTreeMap::new(),
+            per_value_cap: None,
+            per_child: if grouped {
+                position.per_group.clone()
+            } else {
+                BTreeMap::new()
+            },
         },
     }
 }

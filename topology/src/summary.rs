@@ -25,11 +25,11 @@ use std::collections::BTreeMap;
 
 use relaymesh_protocol::status::{
     MAX_FAILING_CLUSTERS, MAX_GROUPS, MAX_OBJECT_STATUS_BYTES, MAX_REPORTED_OBJECTS, MAX_REVISIONS,
-    MAX_RULE_SUMMARIES, MAX_TOP,
+    MAX_REVISION_GROUPS, MAX_RULE_SUMMARIES, MAX_TOP,
 };
 use relaymesh_protocol::{
     BundleId, FailingCluster, Number, ObjectStatus, PhaseCounts, PlacementStatus, Ranked,
-    RevisionCounts, RuleSummary, Summary,
+    RevisionCounts, RevisionGroup, RuleSummary, Summary,
 };
 
 /// The sum of two counts (a commutative monoid with the zero counts).
@@ -72,9 +72,17 @@ pub fn merge<'a>(statuses: impl IntoIterator<Item = &'a PlacementStatus>) -> Pla
     let mut rules: Vec<&RuleSummary> = Vec::new();
     let mut objects: Option<&Vec<ObjectStatus>> = None;
     let mut revisions: BTreeMap<BundleId, RevisionCounts> = BTreeMap::new();
+    let mut revision_groups: BTreeMap<(&str, &str), BTreeMap<BundleId, RevisionCounts>> =
+        BTreeMap::new();
     for status in statuses {
         for counts in status.revisions.iter().take(MAX_REVISIONS) {
             add_revision(&mut revisions, counts);
+        }
+        for group in status.revision_groups.iter().take(MAX_REVISION_GROUPS) {
+            let by_revision = revision_groups
+                .entry((group.label.as_str(), group.value.as_str()))
+                .or_default();
+            add_revision(by_revision, &group.counts);
         }
         merged.counts = add(&merged.counts, &status.counts);
         if merged.message.is_none() {
@@ -92,6 +100,7 @@ pub fn merge<'a>(statuses: impl IntoIterator<Item = &'a PlacementStatus>) -> Pla
     merged.failing = bounded(failing);
     merged.rules = merge_rules(rules);
     merged.revisions = bounded_revisions(revisions);
+    merged.revision_groups = bounded_revision_groups(revision_groups);
     if total(&merged.counts) == 1 {
         merged.objects = objects
             .map(|objects| bounded_objects(objects))
@@ -112,6 +121,40 @@ fn add_revision(revisions: &mut BTreeMap<BundleId, RevisionCounts>, counts: &Rev
     merged.updating = merged.updating.saturating_add(counts.updating);
     merged.succeeded = merged.succeeded.saturating_add(counts.succeeded);
     merged.failed = merged.failed.saturating_add(counts.failed);
+}
+
+/// The [`MAX_REVISION_GROUPS`] groups that count the most clusters (the
+/// smaller key first on a tie), sorted. A rollout keys its wave by one
+/// label, whose values a fleet has few of; only a hostile child's
+/// inventions or a label with very many values are ever left out, and the
+/// root then gives the values it does not hear of no budget.
+fn bounded_revision_groups(
+    groups: BTreeMap<(&str, &str), BTreeMap<BundleId, RevisionCounts>>,
+) -> Vec<RevisionGroup> {
+    let mut kept: Vec<RevisionGroup> = groups
+        .into_iter()
+        .flat_map(|((label, value), by_revision)| {
+            by_revision.into_values().map(move |counts| RevisionGroup {
+                label: label.to_string(),
+                value: value.to_string(),
+                counts,
+            })
+        })
+        .collect();
+    if kept.len() > MAX_REVISION_GROUPS {
+        let clusters = |group: &RevisionGroup| {
+            let counts = &group.counts;
+            counts
+                .waiting
+                .saturating_add(counts.updating)
+                .saturating_add(counts.succeeded)
+                .saturating_add(counts.failed)
+        };
+        kept.sort_by(|a, b| clusters(b).cmp(&clusters(a)).then_with(|| a.cmp(b)));
+        kept.truncate(MAX_REVISION_GROUPS);
+        kept.sort();
+    }
+    kept
 }
 
 /// The [`MAX_REVISIONS`] revisions that count the most clusters (the
@@ -374,21 +417,42 @@ mod tests {
         ) {
             let statuses: Vec<PlacementStatus> = parts
                 .iter()
-                .map(|(revision, waiting, updating, succeeded, failed)| PlacementStatus {
-                    revisions: vec![RevisionCounts {
+                .map(|(revision, waiting, updating, succeeded, failed)| {
+                    let counts = RevisionCounts {
                         revision: BundleId([*revision; 32]),
                         waiting: *waiting,
                         updating: *updating,
                         succeeded: *succeeded,
                         failed: *failed,
-                    }],
-                    ..PlacementStatus::default()
+                    };
+                    PlacementStatus {
+                        revisions: vec![counts],
+                        // Each counted under a zone chosen by its counts.
+                        revision_groups: vec![RevisionGroup {
+                            label: "zone".into(),
+                            value: format!("z{}", waiting % 2),
+                            counts,
+                        }],
+                        ..PlacementStatus::default()
+                    }
                 })
                 .collect();
             let cut = cut.min(statuses.len());
             let whole = merge(&statuses);
             let grouped = merge([&merge(&statuses[..cut]), &merge(&statuses[cut..])]);
             prop_assert_eq!(&whole.revisions, &grouped.revisions);
+            prop_assert_eq!(&whole.revision_groups, &grouped.revision_groups);
+            let in_groups: u64 = whole
+                .revision_groups
+                .iter()
+                .map(|group| group.counts.waiting + group.counts.updating + group.counts.succeeded + group.counts.failed)
+                .sum();
+            let in_revisions: u64 = whole
+                .revisions
+                .iter()
+                .map(|c| c.waiting + c.updating + c.succeeded + c.failed)
+                .sum();
+            prop_assert_eq!(in_groups, in_revisions, "the groups split the same clusters");
             for revision in 0u8..2 {
                 let expected: u64 = parts
                     .iter()

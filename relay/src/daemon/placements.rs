@@ -108,6 +108,9 @@ pub(crate) struct PlacementReport {
     pub wave: Option<u64>,
     /// Each of the root's children's part (a rollout's groups).
     pub parts: Vec<relaymesh_core::ChildPart>,
+    /// With a wave keyed by a label: the label, and how many clusters the
+    /// placement selects per value of it.
+    pub by_value: Option<(String, std::collections::BTreeMap<String, u64>)>,
 }
 
 /// Rebuilds every placement's entry and hands the set to the core.

@@ -135,21 +135,7 @@ impl Rollouts {
             .map(Counts::from)
             .unwrap_or_default();
         rollout.reached = report.wave.unwrap_or(0);
-        let revision = rollout.revision;
-        rollout.groups = report
-            .parts
-            .iter()
-            .map(|part| GroupObserved {
-                name: part.child.clone(),
-                selected: part.selected,
-                counts: part
-                    .revisions
-                    .iter()
-                    .find(|counts| counts.revision == revision)
-                    .map(Counts::from)
-                    .unwrap_or_default(),
-            })
-            .collect();
+        rollout.groups = groups_of(spec, rollout.revision, report);
         let observed = Observed {
             selected: report.selected,
             handed: rollout.reached,
@@ -382,6 +368,57 @@ fn load(status: &Value, spec: &RolloutSpec, current: BundleId, now: &str) -> Rol
     }
 }
 
+/// The groups of a rollout with `maxUnavailablePerGroup`, each with its
+/// selected clusters and its counts for `revision`: the root's children
+/// (from what each reported), or the values of the group label (from the
+/// counts the clusters report per value, and the root's inventory).
+fn groups_of(
+    spec: &RolloutSpec,
+    revision: BundleId,
+    report: &PlacementReport,
+) -> Vec<GroupObserved> {
+    let Some(label) = &spec.group_label else {
+        return report
+            .parts
+            .iter()
+            .map(|part| GroupObserved {
+                name: part.child.clone(),
+                selected: part.selected,
+                counts: part
+                    .revisions
+                    .iter()
+                    .find(|counts| counts.revision == revision)
+                    .map(Counts::from)
+                    .unwrap_or_default(),
+            })
+            .collect();
+    };
+    let Some((keyed_by, selected)) = report.by_value.as_ref().filter(|(keyed, _)| keyed == label)
+    else {
+        // The wave is not keyed by the label yet (a canary's, or the
+        // first): no group has started.
+        return Vec::new();
+    };
+    selected
+        .iter()
+        .map(|(value, selected)| GroupObserved {
+            name: value.clone(),
+            selected: *selected,
+            counts: report
+                .status
+                .revision_groups
+                .iter()
+                .find(|group| {
+                    group.label == *keyed_by
+                        && group.value == *value
+                        && group.counts.revision == revision
+                })
+                .map(|group| Counts::from(&group.counts))
+                .unwrap_or_default(),
+        })
+        .collect()
+}
+
 /// Whether every gate of `spec` is a condition with status `True` on the
 /// Placement's `status`.
 pub fn gates_open(spec: &RolloutSpec, status: &Value) -> bool {
@@ -437,6 +474,7 @@ mod tests {
             leaving: Vec::new(),
             wave: Some(reached),
             parts: Vec::new(),
+            by_value: None,
         }
     }
 

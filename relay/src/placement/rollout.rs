@@ -13,6 +13,7 @@
 //!   paused: false               # no new wave while true
 //!   gates: [change-window]      # conditions that must be True on the Placement for a wave
 //!   maxUnavailablePerGroup: {max: 1, groupBy: Relays}   # per subtree of the root's children
+//!   # or {max: 1, label: zone}: per value of a cluster label
 //! ```
 
 use std::time::Duration;
@@ -78,7 +79,8 @@ pub fn rollout(value: Option<&Value>, bounded: bool) -> Result<RolloutSpec, Plac
         ));
     }
     let max_failures = amount(fields, FIELD, "maxFailures")?.unwrap_or(Amount::Count(0));
-    let max_unavailable_per_group = per_group(fields.get("maxUnavailablePerGroup"), strategy)?;
+    let (max_unavailable_per_group, group_label) =
+        per_group(fields.get("maxUnavailablePerGroup"), strategy)?;
     let min_success_time = duration(fields, "minSuccessTime")?.unwrap_or(Duration::ZERO);
     let progress_deadline = duration(fields, "progressDeadline")?;
     let order_by = label(fields.get("orderBy"), &format!("{FIELD}.orderBy"))?;
@@ -101,6 +103,21 @@ pub fn rollout(value: Option<&Value>, bounded: bool) -> Result<RolloutSpec, Plac
         }
         Some(_) => return Err(invalid(format!("{FIELD}.canary"), "must be an object")),
     };
+    let group_path = format!("{FIELD}.maxUnavailablePerGroup.label");
+    if bounded && group_label.is_some() {
+        return Err(invalid(
+            group_path,
+            "cannot be combined with spec.maxClusters: the relays choose a bounded placement's clusters, and a label cannot group them yet (use groupBy: Relays)",
+        ));
+    }
+    if let (Some(group), Some(order)) = (&group_label, &order_by) {
+        if group != order {
+            return Err(invalid(
+                group_path,
+                format!("Invalid value: {group:?}: a rollout grouped by a label is ordered within each group by nothing else; orderBy must be absent or {group:?}"),
+            ));
+        }
+    }
     if bounded && (order_by.is_some() || canary_by.is_some()) {
         let field = if order_by.is_some() {
             "orderBy"
@@ -154,36 +171,53 @@ pub fn rollout(value: Option<&Value>, bounded: bool) -> Result<RolloutSpec, Plac
         paused,
         gates,
         max_unavailable_per_group,
+        group_label,
     })
 }
 
-/// `spec.rollout.maxUnavailablePerGroup`: `{max, groupBy: Relays}`.
-fn per_group(value: Option<&Value>, strategy: Strategy) -> Result<Option<Amount>, PlacementError> {
+/// `spec.rollout.maxUnavailablePerGroup`: `{max, groupBy: Relays}` or
+/// `{max, label: KEY}`; the budget and the group label, if any.
+fn per_group(
+    value: Option<&Value>,
+    strategy: Strategy,
+) -> Result<(Option<Amount>, Option<String>), PlacementError> {
     let path = format!("{FIELD}.maxUnavailablePerGroup");
     let fields = match value {
-        None | Some(Value::Null) => return Ok(None),
+        None | Some(Value::Null) => return Ok((None, None)),
         Some(Value::Object(fields)) => fields,
-        Some(_) => return Err(invalid(path, "must be an object: {max, groupBy}")),
+        Some(_) => {
+            return Err(invalid(
+                path,
+                "must be an object: {max, groupBy} or {max, label}",
+            ))
+        }
     };
     if strategy == Strategy::All {
         return Err(invalid(path, "only with strategy: Progressive or Canary"));
     }
     if let Some(unknown) = fields
         .keys()
-        .find(|key| !["max", "groupBy"].contains(&key.as_str()))
+        .find(|key| !["max", "groupBy", "label"].contains(&key.as_str()))
     {
         return Err(invalid(
             format!("{path}.{unknown}"),
-            "unknown field: maxUnavailablePerGroup has max, groupBy",
+            "unknown field: maxUnavailablePerGroup has max, groupBy, label",
         ));
     }
+    let label = label(fields.get("label"), &format!("{path}.label"))?;
     match fields.get("groupBy") {
         None | Some(Value::Null) => {}
-        Some(Value::String(text)) if text == "Relays" => {}
+        Some(Value::String(text)) if text == "Relays" && label.is_none() => {}
+        Some(Value::String(text)) if text == "Relays" => {
+            return Err(invalid(
+                format!("{path}.groupBy"),
+                "groupBy: Relays and label are exclusive: groups are the root's children's subtrees or the values of a label",
+            ))
+        }
         Some(other) => {
             return Err(invalid(
                 format!("{path}.groupBy"),
-                format!("Unsupported value: {other}: supported values: \"Relays\" (the subtree of each of the root's children; groups by a cluster label are not built yet)"),
+                format!("Unsupported value: {other}: supported values: \"Relays\" (the subtree of each of the root's children; for the values of a cluster label, set label instead)"),
             ))
         }
     }
@@ -192,7 +226,7 @@ fn per_group(value: Option<&Value>, strategy: Strategy) -> Result<Option<Amount>
         Some(Amount::Count(0) | Amount::Percent(0)) => {
             Err(invalid(format!("{path}.max"), "must be at least 1 (or 1%)"))
         }
-        Some(max) => Ok(Some(max)),
+        Some(max) => Ok((Some(max), label)),
     }
 }
 
@@ -292,6 +326,18 @@ mod tests {
         )
         .expect("valid");
         assert_eq!(spec.max_unavailable_per_group, Some(Amount::Percent(50)));
+        assert_eq!(spec.group_label, None);
+        let by_zone = rollout(
+            Some(&json!({"strategy": "Progressive", "maxUnavailablePerGroup": {"max": 1, "label": "zone"}})),
+            false,
+        )
+        .expect("valid");
+        assert_eq!(by_zone.group_label.as_deref(), Some("zone"));
+        let refused = error(
+            json!({"strategy": "Progressive", "maxUnavailablePerGroup": {"max": 1, "label": "zone"}}),
+            true,
+        );
+        assert!(refused.contains("spec.maxClusters"), "{refused}");
         let cases = [
             (
                 json!({"strategy": "Progressive", "maxUnavailablePerGroup": {"max": 0}}),
@@ -303,11 +349,19 @@ mod tests {
             ),
             (
                 json!({"strategy": "Progressive", "maxUnavailablePerGroup": {"max": 1, "groupBy": "region"}}),
-                "groups by a cluster label are not built",
+                "set label instead",
             ),
             (
-                json!({"strategy": "Progressive", "maxUnavailablePerGroup": {"max": 1, "label": "x"}}),
-                "maxUnavailablePerGroup.label",
+                json!({"strategy": "Progressive", "maxUnavailablePerGroup": {"max": 1, "label": "region", "groupBy": "Relays"}}),
+                "exclusive",
+            ),
+            (
+                json!({"strategy": "Progressive", "maxUnavailablePerGroup": {"max": 1, "label": "region"}, "orderBy": "carbon"}),
+                "orderBy must be absent",
+            ),
+            (
+                json!({"strategy": "Progressive", "maxUnavailablePerGroup": {"max": 1, "lable": "x"}}),
+                "maxUnavailablePerGroup.lable",
             ),
             (
                 json!({"maxUnavailablePerGroup": {"max": 1}}),

@@ -397,3 +397,35 @@ proptest! {
         prop_assert!(grown == 0 || in_flight_before + grown <= u64::from(concurrency));
     }
 }
+
+#[test]
+fn groups_by_label_key_the_wave_by_it_with_each_values_number() {
+    let spec = RolloutSpec {
+        group_label: Some("zone".into()),
+        ..per_group_spec(4, 1)
+    };
+    let first = next_wave(&spec, &Position::default(), &grouped(vec![]));
+    assert_eq!(first.wave.key_label.as_deref(), Some("zone"));
+    assert_eq!(first.wave.total, 0, "nothing before the groups report");
+    let step = next_wave(
+        &spec,
+        &first.position,
+        &grouped(vec![group("a", 3, 0, 0, 0), group("b", 2, 0, 0, 0)]),
+    );
+    assert_eq!(step.wave.key_label.as_deref(), Some("zone"));
+    assert_eq!(
+        step.wave.per_value,
+        BTreeMap::from([("a".to_string(), 1), ("b".to_string(), 1)])
+    );
+    assert!(step.wave.per_child.is_empty());
+    assert_eq!(step.wave.total, 2);
+    // A canary before (its wave keyed by another label): the groups have
+    // not reported, so the canary's clusters stay where they are.
+    let canary = Position {
+        canary_done: true,
+        admitted: 3,
+        per_group: BTreeMap::new(),
+    };
+    let step = next_wave(&spec, &canary, &grouped(vec![]));
+    assert_eq!(step.position.admitted, 3);
+}
