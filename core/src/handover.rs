@@ -71,6 +71,14 @@ impl Holds {
             .is_some_and(|hold| hold.dropped.contains(child))
     }
 
+    /// The children kept for placement `key` with nothing of it left.
+    fn dropped_of(&self, key: &str) -> BTreeSet<String> {
+        self.by_key
+            .get(key)
+            .map(|hold| hold.dropped.clone())
+            .unwrap_or_default()
+    }
+
     pub fn forget(&mut self, key: &str) {
         self.by_key.remove(key);
     }
@@ -90,22 +98,9 @@ impl Core {
         old: &BTreeMap<String, SliceEntry>,
         per_child: &mut BTreeMap<String, SliceEntry>,
     ) -> BTreeSet<String> {
-        let dropped_before = self
-            .cuts
-            .holds
-            .by_key
-            .get(key)
-            .map(|hold| hold.dropped.clone())
-            .unwrap_or_default();
+        let dropped_before = self.cuts.holds.dropped_of(key);
         let held = self.decide_hold(now, key, target, decided_total, old, per_child);
-        let dropped_now = self
-            .cuts
-            .holds
-            .by_key
-            .get(key)
-            .map(|hold| hold.dropped.clone())
-            .unwrap_or_default();
-        if dropped_before != dropped_now {
+        if dropped_before != self.cuts.holds.dropped_of(key) {
             self.status_parts_changed();
         }
         held

@@ -346,40 +346,25 @@ impl Client {
         self.send_json(request).await
     }
 
-    /// Sets labels `set` and removes labels `remove` of cluster `cluster` at
-    /// the root; returns the `ClusterLabels` object (everything the root
-    /// changed on it).
-    pub async fn label_cluster(
+    /// Sets and removes labels (`field` "set") or annotations (`field`
+    /// "annotations") of cluster `cluster` at the root, with a
+    /// `ClusterLabels` object; returns the object the root answers.
+    pub async fn change_cluster(
         &self,
         cluster: &str,
+        field: &str,
         set: &std::collections::BTreeMap<String, String>,
         remove: &[String],
     ) -> Result<Value, ClientError> {
+        let spec = if field == "annotations" {
+            serde_json::json!({"cluster": cluster, "annotations": {"set": set, "remove": remove}})
+        } else {
+            serde_json::json!({"cluster": cluster, "set": set, "remove": remove})
+        };
         let body = serde_json::json!({
             "apiVersion": "relaymesh.dev/v1alpha1",
             "kind": "ClusterLabels",
-            "spec": {"cluster": cluster, "set": set, "remove": remove},
-        });
-        let request = self
-            .http
-            .post(self.url(&format!("{GROUP_PATH}/clusterlabels")))
-            .timeout(REQUEST_TIMEOUT)
-            .json(&body);
-        self.send_json(request).await
-    }
-
-    /// Sets and removes annotations of cluster `cluster` at the root
-    /// (`relayctl annotate cluster`); returns the `ClusterLabels` object.
-    pub async fn annotate_cluster(
-        &self,
-        cluster: &str,
-        set: &std::collections::BTreeMap<String, String>,
-        remove: &[String],
-    ) -> Result<Value, ClientError> {
-        let body = serde_json::json!({
-            "apiVersion": "relaymesh.dev/v1alpha1",
-            "kind": "ClusterLabels",
-            "spec": {"cluster": cluster, "annotations": {"set": set, "remove": remove}},
+            "spec": spec,
         });
         let request = self
             .http

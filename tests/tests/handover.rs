@@ -27,7 +27,6 @@ fn deployment(kubeconfig: &Path) -> anyhow::Result<(bool, bool)> {
 /// Simulated clusters `a` and `b` below relay `eu`, with join labels
 /// `labels[0]` and `labels[1]`.
 struct Pair {
-    runtime: tokio::runtime::Runtime,
     mesh: Mesh,
     _root: RelayProcess,
     _relay: RelayProcess,
@@ -35,6 +34,8 @@ struct Pair {
     agents: Vec<RelayProcess>,
     a: PathBuf,
     b: PathBuf,
+    /// Dropped last, as the clusters it serves are.
+    runtime: tokio::runtime::Runtime,
 }
 
 impl Pair {

@@ -57,6 +57,16 @@ fn wait_phase(mesh: &Mesh, phase: &str, what: &str) -> anyhow::Result<Value> {
     .with_context(|| mesh.logs())
 }
 
+/// Reads `shop/web`'s `status.rollout` with kubectl on a thread until
+/// finished.
+fn rollout_sampler(mesh: &Mesh) -> Sampler {
+    let kubeconfig = mesh.kubeconfig();
+    Sampler::start(move || {
+        let placement = kubectl_get(&kubeconfig, &["placement", "web", "-n", "shop"])?;
+        Ok(placement.map(|placement| placement["status"]["rollout"].clone()))
+    })
+}
+
 /// Every cluster's image of `shop/web`, by name, read one cluster after
 /// the other in `clusters`' order.
 fn images(clusters: &[(String, PathBuf)]) -> BTreeMap<String, Option<String>> {
@@ -303,11 +313,7 @@ fn revisions_roll_out_in_waves_in_order_halt_on_failures_and_obey_commands() -> 
     //    cluster of a region in flight (from the root's per-group counts,
     //    sampled throughout); eu's failure halts the rollout, naming eu,
     //    and eu's other clusters keep the previous revision.
-    let kubeconfig = mesh.kubeconfig();
-    let groups_sampler = Sampler::start(move || {
-        let placement = kubectl_get(&kubeconfig, &["placement", "web", "-n", "shop"])?;
-        Ok(placement.map(|placement| placement["status"]["rollout"].clone()))
-    });
+    let groups_sampler = rollout_sampler(&mesh);
     mesh.apply(&web_workload(
         "nginx:1.29-{{ cluster.labels.flavor }}",
         1,
@@ -363,11 +369,7 @@ fn revisions_roll_out_in_waves_in_order_halt_on_failures_and_obey_commands() -> 
     //    (`flavor`: eu's four clusters are `fail`, the eight of us and ap
     //    `ok`): never more than one cluster of a value in flight, and the
     //    revision completes.
-    let kubeconfig = mesh.kubeconfig();
-    let groups_sampler = Sampler::start(move || {
-        let placement = kubectl_get(&kubeconfig, &["placement", "web", "-n", "shop"])?;
-        Ok(placement.map(|placement| placement["status"]["rollout"].clone()))
-    });
+    let groups_sampler = rollout_sampler(&mesh);
     mesh.apply(&web_workload(
         "nginx:1.30",
         1,

@@ -514,6 +514,39 @@ enum LabelKind {
 }
 
 /// `KEY=VALUE` and `KEY-` arguments as labels to set and to remove.
+/// What `relayctl label|annotate cluster` changes.
+#[derive(Debug, Clone, Copy)]
+enum Metadata {
+    Labels,
+    Annotations,
+}
+
+/// `relayctl label|annotate cluster NAME KEY=VALUE… KEY-…`.
+async fn change_cluster(
+    client: &Client,
+    name: &str,
+    changes: &[String],
+    output: Format,
+    what: Metadata,
+) -> anyhow::Result<()> {
+    let (set, remove) = label_changes(changes)?;
+    let (field, verb, done) = match what {
+        Metadata::Labels => ("set", "label", "labeled"),
+        Metadata::Annotations => ("annotations", "annotate", "annotated"),
+    };
+    let changed = client
+        .change_cluster(name, field, &set, &remove)
+        .await
+        .with_context(|| format!("cannot {verb} cluster {name:?}"))?;
+    match output {
+        Format::Json | Format::Yaml => {
+            print!("{}", structured(output, &changed)?.unwrap_or_default())
+        }
+        Format::Text => println!("cluster/{name} {done}"),
+    }
+    Ok(())
+}
+
 fn label_changes(
     changes: &[String],
 ) -> anyhow::Result<(std::collections::BTreeMap<String, String>, Vec<String>)> {
@@ -959,37 +992,13 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             name,
             changes,
             output,
-        } => {
-            let (set, remove) = label_changes(&changes)?;
-            let labelled = client
-                .label_cluster(&name, &set, &remove)
-                .await
-                .with_context(|| format!("cannot label cluster {name:?}"))?;
-            match output {
-                Format::Json | Format::Yaml => {
-                    print!("{}", structured(output, &labelled)?.unwrap_or_default())
-                }
-                Format::Text => println!("cluster/{name} labeled"),
-            }
-        }
+        } => change_cluster(&client, &name, &changes, output, Metadata::Labels).await?,
         Command::Annotate {
             kind: LabelKind::Cluster,
             name,
             changes,
             output,
-        } => {
-            let (set, remove) = label_changes(&changes)?;
-            let annotated = client
-                .annotate_cluster(&name, &set, &remove)
-                .await
-                .with_context(|| format!("cannot annotate cluster {name:?}"))?;
-            match output {
-                Format::Json | Format::Yaml => {
-                    print!("{}", structured(output, &annotated)?.unwrap_or_default())
-                }
-                Format::Text => println!("cluster/{name} annotated"),
-            }
-        }
+        } => change_cluster(&client, &name, &changes, output, Metadata::Annotations).await?,
         Command::Move { .. } => {
             anyhow::bail!("name the agent to move and --to RELAY, or pass --list")
         }
