@@ -126,6 +126,7 @@ fn placement_target() -> PlacementTarget {
             total: 2,
             per_value: BTreeMap::from([("10".into(), 1), ("20".into(), 1)]),
             per_value_cap: None,
+            per_child: BTreeMap::from([("eu".into(), 1), ("us".into(), 1)]),
         })),
     }
 }
@@ -232,6 +233,17 @@ fn messages() -> Vec<(String, Vec<u8>)> {
                     updating: 2,
                     succeeded: 3,
                     failed: 0,
+                }],
+                revision_groups: vec![relaymesh_protocol::RevisionGroup {
+                    label: "zone".into(),
+                    value: "a".into(),
+                    counts: relaymesh_protocol::RevisionCounts {
+                        revision: relaymesh_protocol::BundleId::of(b"web"),
+                        waiting: 0,
+                        updating: 2,
+                        succeeded: 1,
+                        failed: 0,
+                    },
                 }],
             },
         )],
