@@ -313,6 +313,20 @@ impl Core {
         self.slice.entries()
     }
 
+    /// The slice's entries whose key starts with `prefix`.
+    pub fn entries_with_prefix<'a>(
+        &'a self,
+        prefix: &'a str,
+    ) -> impl Iterator<Item = &'a SliceEntry> + 'a {
+        self.slice.entries_with_prefix(prefix)
+    }
+
+    /// A version of the entries under `prefix`: it changes whenever one of
+    /// them does (their count and the newest revision among them).
+    pub fn prefix_version(&self, prefix: &str) -> (usize, u64) {
+        self.slice.prefix_version(prefix)
+    }
+
     /// The slice's entry under `key`, if any.
     pub fn entry(&self, key: &str) -> Option<&SliceEntry> {
         self.slice.entry(key)

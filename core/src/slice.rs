@@ -68,6 +68,22 @@ impl Slice {
             .map(|(_, (_, entry))| &**entry)
     }
 
+    /// How many entries start with `prefix` and the newest revision any of
+    /// them changed at: it differs whenever one of them is added, changed
+    /// or removed, so a reader of those entries alone can tell when to read
+    /// them again without reading them.
+    pub fn prefix_version(&self, prefix: &str) -> (usize, u64) {
+        self.entries
+            .range::<str, _>((
+                std::ops::Bound::Included(prefix),
+                std::ops::Bound::Unbounded,
+            ))
+            .take_while(|(key, _)| key.starts_with(prefix))
+            .fold((0, 0), |(count, newest), (_, (revision, _))| {
+                (count + 1, newest.max(*revision))
+            })
+    }
+
     /// Applies changes, each that alters something at a new revision, and
     /// returns what changed. Re-applying what is already there is a no-op, so
     /// a delta received twice changes nothing.
@@ -198,5 +214,34 @@ mod tests {
         assert_eq!(restored.head(), slice.head());
         assert_eq!(restored.keys_since(1), slice.keys_since(1));
         assert_eq!(restored.entry("a"), slice.entry("a"));
+    }
+
+    #[test]
+    fn a_prefix_version_moves_with_its_entries_alone() {
+        let mut slice = Slice::restore(&Persisted::default(), 16);
+        let mut mutations = Vec::new();
+        assert_eq!(slice.prefix_version("labels/"), (0, 0));
+        slice.apply([SliceChange::Upsert(entry("labels/a", 1))], &mut mutations);
+        let first = slice.prefix_version("labels/");
+        assert_eq!(first.0, 1);
+        // Entries under other keys, before or after the prefix, leave it be.
+        slice.apply(
+            [
+                SliceChange::Upsert(entry("bundle/x", 1)),
+                SliceChange::Upsert(entry("placement/p", 1)),
+            ],
+            &mut mutations,
+        );
+        assert_eq!(slice.prefix_version("labels/"), first);
+        slice.apply([SliceChange::Upsert(entry("labels/a", 2))], &mut mutations);
+        let changed = slice.prefix_version("labels/");
+        assert_ne!(changed, first);
+        slice.apply([SliceChange::Upsert(entry("labels/b", 1))], &mut mutations);
+        let added = slice.prefix_version("labels/");
+        assert_eq!(added.0, 2);
+        // Removing one that is not the newest still shows.
+        slice.apply([SliceChange::Remove("labels/a".into())], &mut mutations);
+        assert_ne!(slice.prefix_version("labels/"), added);
+        assert_eq!(slice.entries_with_prefix("labels/").count(), 1);
     }
 }

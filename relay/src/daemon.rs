@@ -134,6 +134,10 @@ pub(crate) enum Event {
     /// How many clusters each placement selects, and how they are doing,
     /// by slice key.
     PlacementStatus {
+        /// The placements whose rollouts have groups
+        /// (`maxUnavailablePerGroup`): only theirs carry `parts` and
+        /// `by_value`, which cost O(children) and O(aggregates).
+        grouped: std::collections::BTreeSet<String>,
         reply: oneshot::Sender<BTreeMap<String, placements::PlacementReport>>,
     },
     /// The root revoked a node or a token: sign it and send it down.
@@ -544,9 +548,9 @@ struct Daemon {
     hooks: Option<AgentHooks>,
     /// The head and bundle count last published to the reconciler.
     published: Option<(u64, u64)>,
-    /// The core's inventory and link measurement versions last published
-    /// to the API.
-    inventory_published: Option<(u64, u64, u64)>,
+    /// The core's inventory and link measurement versions, and the version
+    /// of its `labels/` entries, last published to the API.
+    inventory_published: Option<(u64, u64, (usize, u64))>,
     /// This node's certificate and when to renew it.
     renewal: renewal::Renewal,
     /// The parent the uplink dials (replaced when the node moves).
@@ -615,13 +619,16 @@ impl Daemon {
         let current = (
             self.core.inventory_version(),
             self.core.link_measurements_version(),
-            self.core.head(),
+            self.core
+                .prefix_version(relaymesh_protocol::cluster_labels::KEY_PREFIX),
         );
         let last = self.inventory_published.replace(current);
         if last == Some(current) {
             return;
         }
-        let annotations = (last.map(|(_, _, head)| head) != Some(current.2))
+        // Annotations are read again only when a `labels/` entry changed,
+        // not on every change of the slice (every placement's).
+        let annotations = (last.map(|(_, _, labels)| labels) != Some(current.2))
             .then(|| self.cluster_annotations())
             .filter(|annotations| {
                 self.shared
@@ -653,7 +660,7 @@ impl Daemon {
     /// `labels/` entries): the API shows them on `Cluster` objects.
     fn cluster_annotations(&self) -> BTreeMap<String, BTreeMap<String, String>> {
         self.core
-            .entries()
+            .entries_with_prefix(relaymesh_protocol::cluster_labels::KEY_PREFIX)
             .filter_map(relaymesh_protocol::ClusterLabels::from_entry)
             .filter_map(Result::ok)
             .filter(|labels| !labels.annotations.is_empty())
@@ -764,7 +771,7 @@ impl Daemon {
             Event::BundleServed { child, id, bytes } => {
                 self.core.handle_bundle_served(now, &child, id, bytes);
             }
-            Event::PlacementStatus { reply } => {
+            Event::PlacementStatus { grouped, reply } => {
                 self.finish_handovers(now);
                 self.finish_drains(now);
                 let entries: Vec<(String, Vec<BundleId>, Option<String>)> = self
@@ -792,8 +799,12 @@ impl Daemon {
                             bundles,
                             leaving: self.handovers.leaving(&key),
                             wave: self.core.placement_wave(&key),
-                            parts: self.core.placement_parts(&key),
-                            by_value: label.map(|label| {
+                            parts: if grouped.contains(&key) {
+                                self.core.placement_parts(&key)
+                            } else {
+                                Vec::new()
+                            },
+                            by_value: label.filter(|_| grouped.contains(&key)).map(|label| {
                                 let selected = self.core.placement_selected_by_value(&key, &label);
                                 (label, selected)
                             }),

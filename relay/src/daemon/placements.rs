@@ -172,31 +172,45 @@ async fn write_status(
     rollouts: &mut Rollouts,
 ) -> Result<bool, ControllerError> {
     let mut waves_changed = false;
+    let (placements, _) = objects.list(placement::RELAYMESH_GROUP, "placements", None)?;
+    let placements: Vec<_> = placements
+        .into_iter()
+        .map(|object| {
+            let namespace = object["metadata"]["namespace"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            let name = object["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            let spec = placement::PlacementSpec::from_object(&object).ok();
+            (object, namespace, name, spec)
+        })
+        .collect();
+    let grouped = placements
+        .iter()
+        .filter(|(_, _, _, spec)| {
+            spec.as_ref()
+                .is_some_and(|spec| spec.rollout.max_unavailable_per_group.is_some())
+        })
+        .map(|(_, namespace, name, _)| placement::entry_key(namespace, name))
+        .collect();
     let (reply, selected) = oneshot::channel();
     shared
         .events
-        .send(Event::PlacementStatus { reply })
+        .send(Event::PlacementStatus { grouped, reply })
         .await
         .map_err(|_| ControllerError::Stopping)?;
     let selected = selected.await.map_err(|_| ControllerError::Stopping)?;
-    let (placements, _) = objects.list(placement::RELAYMESH_GROUP, "placements", None)?;
     let mut singletons = Vec::new();
-    for mut object in placements {
-        let namespace = object["metadata"]["namespace"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string();
-        let name = object["metadata"]["name"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string();
-        let Some(report) = selected.get(&placement::entry_key(&namespace, &name)) else {
+    for (mut object, namespace, name, spec) in placements {
+        let key = placement::entry_key(&namespace, &name);
+        let Some(report) = selected.get(&key) else {
             continue;
         };
         let count = &report.selected;
         let status = &report.status;
-        let spec = placement::PlacementSpec::from_object(&object).ok();
-        let key = placement::entry_key(&namespace, &name);
         let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
         let rollout = spec.as_ref().and_then(|spec| {
             let open = rollout::gates_open(&spec.rollout, &object["status"]);

@@ -135,17 +135,17 @@ impl Rollouts {
             .map(Counts::from)
             .unwrap_or_default();
         rollout.reached = report.wave.unwrap_or(0);
-        rollout.groups = groups_of(spec, rollout.revision, report);
+        rollout.groups = if spec.max_unavailable_per_group.is_some() {
+            groups_of(spec, rollout.revision, report)
+        } else {
+            Vec::new()
+        };
         let observed = Observed {
             selected: report.selected,
             handed: rollout.reached,
             counts: rollout.counts,
             gates_open,
-            groups: if spec.max_unavailable_per_group.is_some() {
-                rollout.groups.clone()
-            } else {
-                Vec::new()
-            },
+            groups: rollout.groups.clone(),
         };
         let step = next_wave(spec, &rollout.position, &observed);
         rollout.position = step.position;
