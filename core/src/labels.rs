@@ -2,7 +2,7 @@
 //! [`relaymesh_protocol::cluster_labels`]): those it was given at join, with
 //! the root's changes, reported up like any change of its record; and
 //! `relaymesh.dev/full` while it runs as many placements as its capacity
-//! allows.
+//! allows, or while its agent says the cluster has no room (its replicas).
 
 use relaymesh_protocol::inventory::PLACEMENTS_CAPACITY;
 use relaymesh_protocol::ClusterLabels;
@@ -36,6 +36,21 @@ impl Core {
         self.schedule_inventory_flush(now);
     }
 
+    /// Takes the agent's word on whether its cluster has room: none left
+    /// (the replicas its placements ask for reached its capacity, or one
+    /// waits for room) labels it full, so count-bounded placements go to
+    /// other clusters. The agent judges this because only it reads the
+    /// workloads, customized for its cluster.
+    pub fn set_out_of_room(&mut self, now: Now, out_of_room: bool) {
+        if self.out_of_room == out_of_room {
+            return;
+        }
+        self.out_of_room = out_of_room;
+        if self.relabel() {
+            self.schedule_inventory_flush(now);
+        }
+    }
+
     /// Sets this node's labels from the slice; whether they changed.
     pub(super) fn relabel(&mut self) -> bool {
         let labels = self.labels();
@@ -59,8 +74,11 @@ impl Core {
     }
 
     /// Whether this node holds as many placements as its capacity's
-    /// `placements` allows.
+    /// `placements` allows, or its agent said it has no room.
     fn is_full(&self) -> bool {
+        if self.out_of_room {
+            return true;
+        }
         let Some(limit) = self
             .inventory
             .own()

@@ -230,6 +230,9 @@ pub struct Core {
     /// The labels this node was given (its cluster's, for an agent); the
     /// root may change them (see `labels`).
     base_labels: BTreeMap<String, String>,
+    /// The agent's reconciler says its cluster has no room left for what
+    /// it is sent (its replica capacity: see `labels`).
+    out_of_room: bool,
 }
 
 impl Core {
@@ -275,6 +278,7 @@ impl Core {
             actions: VecDeque::new(),
             root_key: config.root_key.clone(),
             base_labels: config.labels.clone(),
+            out_of_room: false,
         };
         for (child, total) in core.bundles.served_totals().clone() {
             core.inventory

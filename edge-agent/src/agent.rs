@@ -111,8 +111,10 @@ pub async fn run(
         Inventory::new(store.open_tree(inventory::TREE)?),
     );
     tokio::spawn(answerer.serve(queries_rx, shutdown.clone()));
-    let reconciler =
-        Reconciler::new(client, store.clone(), name, slice_rx, status_tx)?.with_policy(policy);
+    let (room_tx, room_rx) = watch::channel(false);
+    let reconciler = Reconciler::new(client, store.clone(), name, slice_rx, status_tx)?
+        .with_policy(policy)
+        .with_room(room_tx);
     let stop = shutdown.clone();
     let reconciling = tokio::spawn(async move {
         let result = reconciler.run(stop.clone()).await;
@@ -126,6 +128,7 @@ pub async fn run(
         slice: slice_tx,
         status: status_rx,
         queries: Some(queries_tx),
+        out_of_room: Some(room_rx),
     };
     let daemon_result =
         daemon::run_with_store(data_dir, store, shutdown.clone(), Some(hooks), options).await;

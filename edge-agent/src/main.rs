@@ -133,6 +133,15 @@ enum Command {
         /// arrives beyond it anyway fails here, saying so. Default: no limit.
         #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
         max_placements: Option<u32>,
+        /// The most replicas this cluster runs, summed over the
+        /// Deployments, StatefulSets and ReplicaSets of its placements
+        /// (`spec.replicas`, 1 if unset, after customization): a placement
+        /// that would pass it is not applied and fails here, saying so,
+        /// until another leaves; while one waits or the sum is reached,
+        /// placements with maxClusters go to other clusters. Default: no
+        /// limit.
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+        max_replicas: Option<u64>,
         #[command(flatten)]
         cluster: ClusterArgs,
     },
@@ -186,11 +195,13 @@ async fn execute(command: Command) -> anyhow::Result<()> {
             token,
             labels,
             max_placements,
+            max_replicas,
             cluster,
         } => {
             let registration = Registration {
                 labels: &labels,
                 max_placements,
+                max_replicas,
             };
             join(&data_dir, &name, &token, registration, cluster.access()?).await
         }
@@ -227,6 +238,8 @@ struct Registration<'a> {
     labels: &'a str,
     /// `--max-placements`.
     max_placements: Option<u32>,
+    /// `--max-replicas`.
+    max_replicas: Option<u64>,
 }
 
 async fn join(
@@ -239,16 +252,19 @@ async fn join(
     relaymesh_protocol::name::validate(name).context("--name")?;
     let mut labels =
         relaymesh_edge_agent::labels::parse(registration.labels).context("--labels")?;
-    let capacity: std::collections::BTreeMap<String, String> = registration
-        .max_placements
-        .map(|limit| {
-            (
-                relaymesh_protocol::inventory::PLACEMENTS_CAPACITY.to_string(),
-                limit.to_string(),
-            )
-        })
-        .into_iter()
-        .collect();
+    let capacity: std::collections::BTreeMap<String, String> = [
+        (
+            relaymesh_protocol::inventory::PLACEMENTS_CAPACITY,
+            registration.max_placements.map(u64::from),
+        ),
+        (
+            relaymesh_protocol::inventory::REPLICAS_CAPACITY,
+            registration.max_replicas,
+        ),
+    ]
+    .into_iter()
+    .filter_map(|(key, limit)| Some((key.to_string(), limit?.to_string())))
+    .collect();
     let store = Store::create(data_dir).with_context(|| {
         format!(
             "cannot open the store in {} (is a node running on it?)",

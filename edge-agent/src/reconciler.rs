@@ -22,6 +22,7 @@
 //! The apply pass of one placement is in `reconciler/pass.rs`.
 
 mod pass;
+mod room;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -122,6 +123,12 @@ struct Placement {
     /// It arrived when the cluster already ran as many placements as its
     /// capacity allows: it is not applied, and fails saying so.
     over_capacity: bool,
+    /// The replicas its workloads asked for at its last pass (`None`
+    /// before its first since the agent started).
+    replicas: Option<u64>,
+    /// It would pass the cluster's replica capacity: it is not applied,
+    /// and fails saying so (see `reconciler/room.rs`).
+    waiting_for_room: bool,
     /// Since when it runs the newest revision, and since when that is
     /// ready: what `minSuccessTime` and `progressDeadline` are measured by.
     updating_since: Option<Instant>,
@@ -168,6 +175,13 @@ pub struct Reconciler {
     policy: Policy,
     /// The most placements it runs (`edge-agent join --max-placements`).
     max_placements: Option<usize>,
+    /// The most replicas its placements' workloads ask for in all
+    /// (`edge-agent join --max-replicas`).
+    max_replicas: Option<u64>,
+    /// The replicas of what runs, when last counted.
+    replicas_used: u64,
+    /// Where it tells the daemon whether the cluster is out of room.
+    out_of_room: Option<watch::Sender<bool>>,
 }
 
 impl Reconciler {
@@ -191,6 +205,12 @@ impl Reconciler {
                 .get(relaymesh_protocol::inventory::PLACEMENTS_CAPACITY)
                 .and_then(|limit| limit.parse().ok())
         });
+        let max_replicas = config.as_ref().and_then(|config| {
+            config
+                .capacity
+                .get(relaymesh_protocol::inventory::REPLICAS_CAPACITY)
+                .and_then(|limit| limit.parse().ok())
+        });
         let labels = config.map(|config| config.labels).unwrap_or_default();
         let (events_tx, events) = mpsc::channel(1024);
         Ok(Self {
@@ -209,7 +229,17 @@ impl Reconciler {
             trusted: false,
             policy: Policy::default(),
             max_placements,
+            max_replicas,
+            replicas_used: 0,
+            out_of_room: None,
         })
+    }
+
+    /// The reconciler telling `out_of_room` whether its cluster has room
+    /// left for more replicas (for a cluster joined with `--max-replicas`).
+    pub fn with_room(mut self, out_of_room: watch::Sender<bool>) -> Self {
+        self.out_of_room = Some(out_of_room);
+        self
     }
 
     /// The reconciler with apply policy `policy` instead of the default.
@@ -251,12 +281,21 @@ impl Reconciler {
     /// Reconciles the placements that are due, in key order.
     async fn reconcile_due(&mut self) -> Result<(), ReconcileError> {
         let now = Instant::now();
-        let due: Vec<String> = self
+        let mut due: Vec<String> = self
             .placements
             .iter()
             .filter(|(_, placement)| placement.due.is_some_and(|due| due <= now))
             .map(|(key, _)| key.clone())
             .collect();
+        if due.is_empty() {
+            return Ok(());
+        }
+        if self.max_replicas.is_some() {
+            // Those the cluster runs first: what they ask for now is what
+            // the others' room is counted against.
+            let running = self.inventory.placements()?;
+            due.sort_by_key(|key| !running.contains_key(key));
+        }
         for key in due {
             let span = tracing::info_span!("placement", key = %key);
             let action = self.reconcile(&key).instrument(span).await?;
@@ -268,7 +307,7 @@ impl Reconciler {
                 };
             }
         }
-        Ok(())
+        self.update_room()
     }
 
     /// Reports the placements whose rollout times ran out.
@@ -405,7 +444,7 @@ impl Reconciler {
         } else if assigned.is_empty() && !self.inventory.placements()?.is_empty() {
             tracing::warn!("empty slice before the first sync with the parent: pruning nothing");
         }
-        Ok(())
+        self.update_room()
     }
 
     /// Marks the placements this cluster has no room for: beyond its

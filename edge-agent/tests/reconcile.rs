@@ -469,3 +469,100 @@ async fn join_detects_the_cluster_version_and_nodes() -> anyhow::Result<()> {
     cluster.stop().await;
     Ok(())
 }
+
+fn replicated(name: &str, replicas: u64) -> Value {
+    json!({"apiVersion": "apps/v1", "kind": "Deployment",
+           "metadata": {"name": name, "namespace": "shop"},
+           "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
+                    "template": {"metadata": {"labels": {"app": name}},
+                                 "spec": {"containers": [{"name": name, "image": "nginx"}]}}}})
+}
+
+async fn deployed(cluster: &Cluster, name: &str) -> anyhow::Result<bool> {
+    Ok(cluster
+        .get("apps/v1", "Deployment", Some("shop"), name)
+        .await?
+        .is_some())
+}
+
+/// `edge-agent join --max-replicas 4`: of two placements asking for 2 and
+/// 3 replicas, the second by key waits, failing and saying why, and the
+/// cluster is out of room; once the first leaves, the second runs. After a
+/// restart, what runs is counted from its stored bundles before anything
+/// new is admitted.
+#[tokio::test]
+async fn a_placement_beyond_the_replica_capacity_waits_for_room() -> anyhow::Result<()> {
+    const API: &str = "placement/shop/api";
+    const WEB: &str = "placement/shop/web";
+    const EXTRA: &str = "placement/shop/batch";
+    let cluster = Cluster::start().await?;
+    let dir = tempfile::tempdir()?;
+    let (mut agent, mut room) = Agent::start_with_replicas(
+        &cluster,
+        relaymesh_relay::store::Store::open(dir.path())?,
+        4,
+    )?;
+    agent.synced()?;
+    let entries = agent.assign(&[
+        (API, vec![namespace("shop"), replicated("api", 2)]),
+        (WEB, vec![replicated("web", 3)]),
+    ])?;
+    agent
+        .status_of(API, |status| status.counts.applied == 1)
+        .await?;
+    let status = agent
+        .status_of(WEB, |status| status.counts.failed == 1)
+        .await?;
+    let message = status.message.unwrap_or_default();
+    assert!(
+        message.contains("ask for 3 replicas and this cluster runs 2 of at most 4"),
+        "{message}"
+    );
+    assert!(!deployed(&cluster, "web").await?);
+    eventually("out of room", || {
+        let said = *room.borrow_and_update();
+        async move { Ok(said.then_some(())) }
+    })
+    .await?;
+
+    // The first leaves: the second runs, and there is room again (3 of 4).
+    let web: Vec<_> = entries
+        .into_iter()
+        .filter(|entry| entry.key == WEB)
+        .collect();
+    agent.publish(web.clone());
+    agent
+        .status_of(WEB, |status| status.counts.applied == 1)
+        .await?;
+    eventually("api pruned", || async {
+        Ok((!deployed(&cluster, "api").await?).then_some(()))
+    })
+    .await?;
+    assert!(deployed(&cluster, "web").await?);
+    eventually("room again", || {
+        let said = *room.borrow_and_update();
+        async move { Ok((!said).then_some(())) }
+    })
+    .await?;
+
+    // Restarted, the agent counts web's 3 before a placement asking for 2
+    // that sorts first.
+    let store = agent.stop().await?;
+    let (mut agent, _room) = Agent::start_with_replicas(&cluster, store, 4)?;
+    let mut both = agent.assign(&[(EXTRA, vec![replicated("batch", 2)])])?;
+    both.extend(web);
+    agent.publish(both);
+    let status = agent
+        .status_of(EXTRA, |status| status.counts.failed == 1)
+        .await?;
+    let message = status.message.unwrap_or_default();
+    assert!(
+        message.contains("ask for 2 replicas and this cluster runs 3 of at most 4"),
+        "{message}"
+    );
+    assert!(!deployed(&cluster, "batch").await?);
+    assert!(deployed(&cluster, "web").await?);
+    agent.stop().await?;
+    cluster.stop().await;
+    Ok(())
+}

@@ -12,6 +12,11 @@ use serde::{Deserialize, Serialize};
 /// placements it runs (`edge-agent join --max-placements`).
 pub const PLACEMENTS_CAPACITY: &str = "placements";
 
+/// The key of a cluster's [`NodeRecord::capacity`] that bounds the replicas
+/// its placements' workloads ask for, summed (`edge-agent join
+/// --max-replicas`).
+pub const REPLICAS_CAPACITY: &str = "replicas";
+
 /// What a node is in the mesh. It is written into the node's certificate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[non_exhaustive]

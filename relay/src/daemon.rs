@@ -329,6 +329,9 @@ pub struct AgentHooks {
     /// [`ASKED_QUEUE`] waiting; make the channel that long). `None`: the
     /// agent answers that it has nothing to read.
     pub queries: Option<mpsc::Sender<AskedQuery>>,
+    /// Whether the reconciler finds its cluster out of room (its replica
+    /// capacity): the node labels itself full while it is. `None`: never.
+    pub out_of_room: Option<watch::Receiver<bool>>,
 }
 
 /// Runs the relay whose store is already open (so a caller that changed its
@@ -593,9 +596,14 @@ impl Daemon {
                     self.renewal.due(&self.store, parent, &self.shared.events)?;
                 }
                 _ = stats.tick() => self.sample_links(),
-                Some((key, status)) = own_status(&mut self.hooks) => {
-                    self.core.set_own_status(now(), &key, status);
-                }
+                Some(said) = from_reconciler(&mut self.hooks) => match said {
+                    FromReconciler::Status(key, status) => {
+                        self.core.set_own_status(now(), &key, status);
+                    }
+                    FromReconciler::OutOfRoom(out_of_room) => {
+                        self.core.set_out_of_room(now(), out_of_room);
+                    }
+                },
             }
             self.execute().await?;
             self.publish_slice();
@@ -1206,13 +1214,35 @@ async fn wait_for_signal() {
     let _ = tokio::signal::ctrl_c().await;
 }
 
-/// The next status the agent's reconciler reports; never, without one.
-async fn own_status(
-    hooks: &mut Option<AgentHooks>,
-) -> Option<(String, Option<relaymesh_protocol::PlacementStatus>)> {
-    match hooks {
-        Some(hooks) => hooks.status.recv().await,
-        None => std::future::pending().await,
+/// What an agent's reconciler tells its daemon.
+// One at a time, moved out of the channel at once: boxing would only add
+// an allocation per status.
+#[allow(clippy::large_enum_variant)]
+enum FromReconciler {
+    /// The cluster's status of a placement (`None` forgets it).
+    Status(String, Option<relaymesh_protocol::PlacementStatus>),
+    /// Whether the cluster is out of room.
+    OutOfRoom(bool),
+}
+
+/// The reconciler's next word; pending for good on a relay, and for a
+/// channel whose sender is gone.
+async fn from_reconciler(hooks: &mut Option<AgentHooks>) -> Option<FromReconciler> {
+    let Some(hooks) = hooks else {
+        return std::future::pending().await;
+    };
+    let room = async {
+        let Some(receiver) = hooks.out_of_room.as_mut() else {
+            return std::future::pending().await;
+        };
+        match receiver.changed().await {
+            Ok(()) => *receiver.borrow_and_update(),
+            Err(_) => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        status = hooks.status.recv() => status.map(|(key, status)| FromReconciler::Status(key, status)),
+        out_of_room = room => Some(FromReconciler::OutOfRoom(out_of_room)),
     }
 }
 

@@ -237,3 +237,133 @@ fn api_workload() -> String {
 fn api(kubeconfig: &Path) -> anyhow::Result<bool> {
     Ok(kubectl_get(kubeconfig, &["deployment", "api", "-n", "shop"])?.is_some())
 }
+
+/// Whether a cluster has Deployment `shop/NAME`.
+fn deployed(kubeconfig: &Path, name: &str) -> anyhow::Result<bool> {
+    Ok(kubectl_get(kubeconfig, &["deployment", name, "-n", "shop"])?.is_some())
+}
+
+/// `edge-agent join --max-replicas 4`: with a placement of 3 replicas on
+/// it, one of 2 more waits on the cluster, failing and saying why; the
+/// cluster is labelled full, so a `maxClusters: 1` placement goes to the
+/// other cluster; once the first placement is deleted, the waiting one runs
+/// and the cluster is no longer full.
+#[test]
+fn a_cluster_runs_no_more_replicas_than_its_capacity() -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Runtime::new()?;
+    let (mesh, _root) = Mesh::init()?;
+    let _relay = mesh.add_relay_connected("eu", "root", SETTLE)?;
+    let mut clusters = Vec::new();
+    let mut agents = Vec::new();
+    for (name, limit) in [("small", Some("4")), ("big", None)] {
+        let cluster = runtime.block_on(SimulatedCluster::start(
+            name,
+            &mesh.dir.path().join(format!("cluster-{name}")),
+            SimulatorOptions::default(),
+        ))?;
+        let join: Vec<&str> = limit.map_or_else(Vec::new, |limit| vec!["--max-replicas", limit]);
+        agents.push(mesh.add_agent_joined_with(
+            name,
+            "eu",
+            "region=eu",
+            cluster.kubeconfig(),
+            &join,
+            &[],
+        )?);
+        clusters.push(cluster);
+    }
+    wait_for("both agents in the tree", SETTLE, || {
+        let tree = mesh.tree()?;
+        Ok(["small", "big"]
+            .iter()
+            .all(|name| connected_under(&tree, name, "eu"))
+            .then_some(()))
+    })
+    .with_context(|| mesh.logs())?;
+    let (small, big) = (clusters[0].kubeconfig(), clusters[1].kubeconfig());
+    let object = mesh.cluster_object("small")?;
+    assert_eq!(object["status"]["capacity"]["replicas"], "4", "{object}");
+
+    mesh.apply(&app_workload(
+        "shop",
+        "web",
+        "nginx:1.27",
+        3,
+        "{names: [small]}",
+        "",
+    ))?;
+    wait_for("web on small", SETTLE, || {
+        Ok(deployed(small, "web")?.then_some(()))
+    })
+    .with_context(|| mesh.logs())?;
+    mesh.apply(&app_workload(
+        "shop",
+        "api",
+        "api:1",
+        2,
+        "{names: [small]}",
+        "",
+    ))?;
+    let status = wait_for("api failing on small", SETTLE, || {
+        let output = mesh.relayctl(&["status", "api", "-n", "shop", "-o", "json"])?;
+        let status: Value = serde_json::from_slice(&output.stdout).unwrap_or_default();
+        observe(&status);
+        Ok((status["failed"] == 1).then_some(status))
+    })
+    .with_context(|| mesh.logs())?;
+    let message = status["failing"][0]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("ask for 2 replicas and this cluster runs 3 of at most 4"),
+        "{status}"
+    );
+    assert!(!deployed(small, "api")?, "api waits");
+    wait_for("small labelled full", SETTLE, || {
+        let object = mesh.cluster_object("small")?;
+        observe(&object);
+        Ok((object["metadata"]["labels"]["relaymesh.dev/full"] == "true").then_some(()))
+    })
+    .with_context(|| mesh.logs())?;
+
+    mesh.apply(&app_workload(
+        "shop",
+        "batch",
+        "batch:1",
+        1,
+        "{labelSelector: {matchLabels: {region: eu}}}\n  maxClusters: 1",
+        "",
+    ))?;
+    wait_for("batch on big", SETTLE, || {
+        Ok(deployed(big, "batch")?.then_some(()))
+    })
+    .with_context(|| mesh.logs())?;
+    assert!(!deployed(small, "batch")?, "the full cluster gets none");
+
+    let output = relaymesh_tests::kubectl(
+        &mesh.kubeconfig(),
+        &["delete", "placement", "web", "-n", "shop"],
+        None,
+    )?;
+    assert!(output.status.success(), "{output:?}");
+    wait_for("api on small, web gone", SETTLE, || {
+        Ok((deployed(small, "api")? && !deployed(small, "web")?).then_some(()))
+    })
+    .with_context(|| mesh.logs())?;
+    wait_for("small no longer full", SETTLE, || {
+        let object = mesh.cluster_object("small")?;
+        observe(&object);
+        Ok(object["metadata"]["labels"]
+            .get("relaymesh.dev/full")
+            .is_none()
+            .then_some(()))
+    })
+    .with_context(|| mesh.logs())?;
+    assert!(!deployed(small, "batch")?, "batch stays where it went");
+
+    for mut agent in agents {
+        agent.stop()?;
+    }
+    for cluster in clusters {
+        runtime.block_on(cluster.shutdown())?;
+    }
+    Ok(())
+}

@@ -206,3 +206,39 @@ fn a_full_cluster_gets_no_new_bounded_placement() {
     net.settle();
     assert!(agents_with(&net, third).is_empty(), "both are full");
 }
+
+#[test]
+fn an_agent_out_of_room_is_full_until_it_says_otherwise() {
+    let mut net = three_levels();
+    net.add_agent("e1", "eu-west", &[("region", "eu")]);
+    net.add_agent("e2", "eu-west", &[("region", "eu")]);
+    net.settle();
+    let full = |net: &Net| {
+        net.record("root", "e1")
+            .expect("at the root")
+            .labels
+            .get(relaymesh_topology::placement::FULL_LABEL)
+            .cloned()
+    };
+    assert_eq!(full(&net), None);
+    let now = net.0.now();
+    net.0
+        .core_mut("e1")
+        .expect("a node")
+        .set_out_of_room(now, true);
+    net.settle();
+    assert_eq!(full(&net).as_deref(), Some("true"), "climbed to the root");
+    for index in 0..3 {
+        let key = format!("placement/shop/p{index}");
+        upsert_at_root(&mut net, placement(&key, one_in_eu()));
+        net.settle();
+        assert_eq!(agents_with(&net, &key), set(&["e2"]), "{key}");
+    }
+    let now = net.0.now();
+    net.0
+        .core_mut("e1")
+        .expect("a node")
+        .set_out_of_room(now, false);
+    net.settle();
+    assert_eq!(full(&net), None, "room again");
+}

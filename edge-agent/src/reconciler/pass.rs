@@ -10,6 +10,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use super::room::{self, Room};
 use super::{backoff, Action, Placement, ReconcileError, Reconciler};
 use crate::applier::{to_value, Applier, ApplyError};
 use crate::inventory::Inventory;
@@ -53,6 +54,18 @@ async fn apply_placement(
         placement.applied = false;
         return Ok(Action::AwaitChange);
     };
+    let asked = room::replicas_of(manifests.values());
+    placement.replicas = Some(asked);
+    match reconciler.room_for(key, asked)? {
+        Room::Fits => placement.waiting_for_room = false,
+        Room::Waits(why) => {
+            tracing::warn!(asked, "no room for the placement's replicas");
+            placement.waiting_for_room = true;
+            placement.applied = false;
+            placement.problem = Some(why);
+            return Ok(Action::AwaitChange);
+        }
+    }
     let mut ordered: Vec<Manifest> = manifests.values().cloned().collect();
     order::sort(&mut ordered);
 
@@ -241,6 +254,42 @@ fn read_bundles(
     applyset: &ApplySet,
     placement: &mut Placement,
 ) -> Result<Option<Customized>, ReconcileError> {
+    match customized(reconciler, &applyset.id, placement)? {
+        Read::Waiting => Ok(None),
+        Read::Unreadable(problem) => {
+            placement.problem = Some(problem);
+            Ok(None)
+        }
+        Read::Objects(manifests, not_customized, origins) => {
+            placement.problem = None;
+            placement.origins = origins;
+            Ok(Some((manifests, not_customized)))
+        }
+    }
+}
+
+/// What reading a placement's bundles gave.
+pub(super) enum Read {
+    /// A bundle is not stored yet.
+    Waiting,
+    /// A bundle cannot be read: why.
+    Unreadable(String),
+    /// Its objects, customized for this cluster, why some could not be,
+    /// and the bundle each comes from.
+    Objects(
+        BTreeMap<ObjectRef, Manifest>,
+        BTreeMap<ObjectRef, String>,
+        BTreeMap<ObjectRef, relaymesh_protocol::BundleId>,
+    ),
+}
+
+/// Reads the placement's bundles from the store and customizes their
+/// objects for this cluster, changing nothing.
+pub(super) fn customized(
+    reconciler: &Reconciler,
+    applyset_id: &str,
+    placement: &Placement,
+) -> Result<Read, ReconcileError> {
     let mut manifests = BTreeMap::new();
     let mut origins = BTreeMap::new();
     let mut not_customized = BTreeMap::new();
@@ -248,9 +297,9 @@ fn read_bundles(
     for id in &placement.bundles {
         let Some(bytes) = reconciler.store.bundle(id)? else {
             tracing::debug!(bundle = %id, "waiting for a bundle");
-            return Ok(None);
+            return Ok(Read::Waiting);
         };
-        match manifest::parse_bundle(&bytes, &applyset.id) {
+        match manifest::parse_bundle(&bytes, applyset_id) {
             Ok(parsed) => {
                 for mut manifest in parsed {
                     match customization.apply(&mut manifest.body, reconciler.cluster()) {
@@ -271,14 +320,11 @@ fn read_bundles(
             }
             Err(error) => {
                 tracing::warn!(bundle = %id, %error, "unreadable bundle");
-                placement.problem = Some(format!("bundle {id}: {error}"));
-                return Ok(None);
+                return Ok(Read::Unreadable(format!("bundle {id}: {error}")));
             }
         }
     }
-    placement.problem = None;
-    placement.origins = origins;
-    Ok(Some((manifests, not_customized)))
+    Ok(Read::Objects(manifests, not_customized, origins))
 }
 
 /// Creates `namespace` if it is missing, recording that relaymesh did.

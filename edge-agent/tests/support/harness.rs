@@ -264,9 +264,45 @@ impl Agent {
         store: Store,
         policy: Policy,
     ) -> anyhow::Result<Self> {
+        Self::start_with(cluster, store, policy, None)
+    }
+
+    /// Starts a reconciler on an open store for a cluster joined with
+    /// `--max-replicas limit`; its word on room goes to the receiver.
+    #[allow(dead_code)] // Not every test binary of the harness uses it.
+    pub fn start_with_replicas(
+        cluster: &Cluster,
+        store: Store,
+        limit: u64,
+    ) -> anyhow::Result<(Self, watch::Receiver<bool>)> {
+        store.set_config(&relaymesh_relay::config::NodeConfig {
+            listen: None,
+            advertise: Vec::new(),
+            api_listen: None,
+            parent: None,
+            labels: Default::default(),
+            capacity: [(
+                relaymesh_protocol::inventory::REPLICAS_CAPACITY.to_string(),
+                limit.to_string(),
+            )]
+            .into(),
+        })?;
+        let (room, said) = watch::channel(false);
+        Ok((
+            Self::start_with(cluster, store, Policy::default(), Some(room))?,
+            said,
+        ))
+    }
+
+    fn start_with(
+        cluster: &Cluster,
+        store: Store,
+        policy: Policy,
+        room: Option<watch::Sender<bool>>,
+    ) -> anyhow::Result<Self> {
         let (slice, slice_rx) = watch::channel(AgentSlice::default());
         let (status_tx, status) = mpsc::channel(256);
-        let reconciler = Reconciler::new(
+        let mut reconciler = Reconciler::new(
             cluster.client.clone(),
             store.clone(),
             "edge-1",
@@ -274,6 +310,9 @@ impl Agent {
             status_tx,
         )?
         .with_policy(policy);
+        if let Some(room) = room {
+            reconciler = reconciler.with_room(room);
+        }
         let shutdown = CancellationToken::new();
         let task = tokio::spawn(reconciler.run(shutdown.clone()));
         Ok(Self {
