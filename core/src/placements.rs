@@ -219,11 +219,17 @@ impl Core {
         let bounded = target.max_clusters.is_some() || target.quota.is_some();
         let empty = Aggregate::default();
         let mut supplies: BTreeMap<&str, Supply> = BTreeMap::new();
+        let mut reporting = BTreeSet::new();
         for child in receiving.keys() {
             let aggregate = self.inventory.aggregates().get(child).unwrap_or(&empty);
             let mut supply = wave_supply(aggregate, target.selector.as_ref(), key_label);
             if let Some(ChildShare::Quota(quota)) = decided.per_child.get(child) {
                 supply.total = supply.total.min(u64::from(quota.total));
+                if let Some(label) = key_label.filter(|_| bounded) {
+                    if self.selected_by_value_reported(child, key, label, &mut supply) {
+                        reporting.insert(child.as_str());
+                    }
+                }
             } else if bounded || target.selector.is_none() {
                 supply = Supply::default();
             }
@@ -241,7 +247,12 @@ impl Core {
                     relaymesh_topology::selector::matches(selector, &record.labels)
                 });
             if let (false, Some(supply)) = (counted, supplies.get_mut(via)) {
-                add_to_supply(supply, &record.labels, key_label, 1);
+                if reporting.contains(via) {
+                    // Its value is among what the child reported.
+                    supply.total = supply.total.saturating_add(1);
+                } else {
+                    add_to_supply(supply, &record.labels, key_label, 1);
+                }
             }
         }
         if !wave.per_child.is_empty() {
@@ -265,6 +276,44 @@ impl Core {
             .map(|(name, supply)| WaveChild { name, supply })
             .collect();
         split_wave(key, wave, &children, self.cuts.waves.get(key))
+    }
+
+    /// A count-bounded placement's selected clusters below `child` per
+    /// value of the wave's label `label`, into `supply.per_value`: the
+    /// relays below chose them, so only what they report tells their
+    /// values (`PlacementStatus::revision_groups`, one count per cluster,
+    /// whatever its revision), never more per value than match there. An
+    /// agent child is its own one cluster: its labels say, if its share is
+    /// not nothing. True if the values come from the child's report.
+    fn selected_by_value_reported(
+        &self,
+        child: &str,
+        key: &str,
+        label: &str,
+        supply: &mut Supply,
+    ) -> bool {
+        if supply.total == 0 {
+            supply.per_value.clear();
+            return false;
+        }
+        let agent = self
+            .inventory
+            .record(child)
+            .is_some_and(|record| record.role == relaymesh_protocol::Role::Agent);
+        if agent {
+            return false;
+        }
+        let matching = std::mem::take(&mut supply.per_value);
+        if let Some(reported) = self.child_reported(child, key) {
+            for (value, count) in reported_by_value(reported, label) {
+                let most = matching.get(&value).copied().unwrap_or(0);
+                let count = count.min(most);
+                if count > 0 {
+                    supply.per_value.insert(value, count);
+                }
+            }
+        }
+        true
     }
 
     /// How many clusters below this relay the last split of a rollout's
@@ -327,13 +376,28 @@ impl Core {
     /// How many clusters below this relay placement `key` selects, per
     /// value of cluster label `label` (clusters without it under
     /// [`relaymesh_protocol::UNLABELLED`]): for a rollout grouped by that
-    /// label. Counts every matching cluster, so it is exact for placements
-    /// without a bound (the only ones a label may group).
+    /// label. Without a bound, every matching cluster (from the inventory);
+    /// with one, those the children report per value (the relays chose
+    /// them).
     pub fn placement_selected_by_value(&self, key: &str, label: &str) -> BTreeMap<String, u64> {
         let Some(Target::Placement(target)) = self.slice.entry(key).map(|entry| &entry.target)
         else {
             return BTreeMap::new();
         };
+        if target.max_clusters.is_some() || target.quota.is_some() {
+            // The relays chose its clusters: their reports tell the values.
+            let mut selected = BTreeMap::new();
+            for child in self.placement_children(key) {
+                let Some(reported) = self.child_reported(&child, key) else {
+                    continue;
+                };
+                for (value, count) in reported_by_value(reported, label) {
+                    let sum: &mut u64 = selected.entry(value).or_default();
+                    *sum = sum.saturating_add(count);
+                }
+            }
+            return selected;
+        }
         let mut supply = Supply::default();
         if target.selector.is_some() {
             for aggregate in self.inventory.aggregates().values() {
@@ -482,4 +546,28 @@ impl Core {
             .map(|entry| entry.key.clone())
             .collect()
     }
+}
+
+/// How many clusters a report counts per value of `label`, over every
+/// revision (each cluster reports one).
+pub(super) fn reported_by_value(
+    reported: &relaymesh_protocol::PlacementStatus,
+    label: &str,
+) -> BTreeMap<String, u64> {
+    let mut by_value: BTreeMap<String, u64> = BTreeMap::new();
+    for group in reported
+        .revision_groups
+        .iter()
+        .filter(|group| group.label == label)
+    {
+        let counts = &group.counts;
+        let clusters = counts
+            .waiting
+            .saturating_add(counts.updating)
+            .saturating_add(counts.succeeded)
+            .saturating_add(counts.failed);
+        let sum = by_value.entry(group.value.clone()).or_default();
+        *sum = sum.saturating_add(clusters);
+    }
+    by_value
 }

@@ -96,6 +96,28 @@ impl Core {
             .collect()
     }
 
+    /// Whether `update` changes how many of a count-bounded placement's
+    /// clusters below `child` carry each value of its wave's label: the
+    /// wave is split by those counts (see `selected_by_value_reported`).
+    fn values_moved(&self, child: &str, update: &StatusUpdate) -> bool {
+        let keyed_label = |key: &str| match self.slice.entry(key).map(|entry| &entry.target) {
+            Some(relaymesh_protocol::Target::Placement(target))
+                if target.max_clusters.is_some() || target.quota.is_some() =>
+            {
+                target.wave.as_ref().and_then(|wave| wave.key_label.clone())
+            }
+            _ => None,
+        };
+        update.upserts.iter().any(|(key, status)| {
+            let Some(label) = keyed_label(key) else {
+                return false;
+            };
+            let before = self.child_reported(child, key);
+            before.map(|before| super::placements::reported_by_value(before, &label))
+                != Some(super::placements::reported_by_value(status, &label))
+        })
+    }
+
     pub(super) fn child_status(&mut self, now: Now, child: &str, update: StatusUpdate) {
         // A handover waits for the clusters replacing others to be ready.
         let handing_over = update
@@ -104,7 +126,7 @@ impl Core {
             .map(|(key, _)| key)
             .chain(update.removals.iter())
             .any(|key| self.cuts.holds.contains(key));
-        if handing_over {
+        if handing_over || self.values_moved(child, &update) {
             self.schedule_recut(now);
         }
         let reported = self.statuses.children.entry(child.to_string()).or_default();

@@ -766,7 +766,7 @@ fn timing_of(body: &[u8]) -> Timing {
     let rollout = serde_json::from_slice::<Value>(body)
         .ok()
         .and_then(|body| body.pointer("/spec/rollout").cloned());
-    match relaymesh_relay::placement::rollout::rollout(rollout.as_ref(), false) {
+    match relaymesh_relay::placement::rollout::rollout(rollout.as_ref()) {
         Ok(spec) => Timing {
             min_success: spec.min_success_time,
             deadline: spec.progress_deadline,

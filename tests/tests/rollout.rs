@@ -16,6 +16,8 @@
 //!   other clusters keep the previous revision.
 //! * `maxUnavailablePerGroup` over a label that cuts across the relays:
 //!   never more than one cluster of a value in flight, to completion.
+//! * `orderBy` on a `maxClusters: 6` placement: one at a time, in the
+//!   order of the chosen clusters' carbon intensity.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -406,9 +408,69 @@ fn revisions_roll_out_in_waves_in_order_halt_on_failures_and_obey_commands() -> 
     assert!(images(&clusters)
         .values()
         .all(|image| image.as_deref() == Some("nginx:1.30")));
+
+    // 8. `orderBy` on a count-bounded placement: of the six clusters the
+    //    relays choose, one at a time in the order of their carbon
+    //    intensity. Read largest intensity first, the clusters seen running
+    //    are always the holders' smallest (one in flight at most).
+    let mut watched = clusters.clone();
+    watched.sort_by_key(|(name, _)| std::cmp::Reverse(carbon[name]));
+    let sampler = Sampler::start(move || Ok(Some(serde_json::to_value(batch_clusters(&watched))?)));
+    mesh.apply(&app_workload(
+        "bounded",
+        "batch",
+        "batch:1",
+        1,
+        "{labelSelector: {matchLabels: {}}}\n  maxClusters: 6",
+        BOUNDED_IN_ORDER,
+    ))?;
+    let done = wait_for("the bounded rollout complete", SETTLE, || {
+        let status = mesh.placement_status("batch", "bounded")?;
+        observe(&status["rollout"]);
+        Ok((status["rollout"]["phase"] == "Complete").then_some(status))
+    })
+    .with_context(|| mesh.logs())?;
+    assert_eq!(done["rollout"]["clusters"]["succeeded"], 6, "{done}");
+    let samples = sampler.finish();
+    let mut holders: Vec<String> = batch_clusters(&clusters).into_iter().collect();
+    assert_eq!(holders.len(), 6, "{holders:?}");
+    holders.sort_by_key(|name| carbon[name]);
+    let mut most = 0;
+    for sample in &samples {
+        let running: BTreeSet<String> = serde_json::from_value(sample.clone()).unwrap_or_default();
+        let prefix: BTreeSet<String> = holders.iter().take(running.len()).cloned().collect();
+        assert_eq!(
+            running, prefix,
+            "not the smallest of the holders {holders:?} (carbon {carbon:?})"
+        );
+        most = most.max(running.len());
+    }
+    assert_eq!(most, 6, "the sampler saw the last one start");
     drop(agents);
     drop(relays);
     Ok(())
+}
+
+/// Progressive, one cluster at a time, smallest carbon intensity first.
+const BOUNDED_IN_ORDER: &str = "  rollout:
+    strategy: Progressive
+    maxConcurrency: 1
+    minSuccessTime: 1s
+    orderBy: carbon
+";
+
+/// The clusters running `bounded/batch`, read in `clusters`' order.
+fn batch_clusters(clusters: &[(String, PathBuf)]) -> BTreeSet<String> {
+    clusters
+        .iter()
+        .filter(|(_, kubeconfig)| {
+            kubectl_get(kubeconfig, &["deployment", "batch", "-n", "bounded"])
+                .ok()
+                .flatten()
+                .is_some()
+        })
+        .map(|(name, _)| name.clone())
+        .collect()
 }
 
 /// Progressive with one cluster in flight per value of `flavor` at most.

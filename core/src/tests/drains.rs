@@ -242,3 +242,111 @@ fn an_agent_out_of_room_is_full_until_it_says_otherwise() {
     net.settle();
     assert_eq!(full(&net), None, "room again");
 }
+
+/// Each holder of `key` reports what an agent's reconciler would: one
+/// cluster on the newest revision, under its value of `label`.
+fn report_values(net: &mut Net, key: &str, label: &str) {
+    let revision = relaymesh_protocol::BundleId::of(b"newest");
+    for name in agents_with(net, key) {
+        let now = net.0.now();
+        let core = net.0.core_mut(&name).expect("a node");
+        let value = core.labels().get(label).cloned().unwrap_or_default();
+        let counts = relaymesh_protocol::RevisionCounts {
+            revision,
+            waiting: 1,
+            updating: 0,
+            succeeded: 0,
+            failed: 0,
+        };
+        let status = relaymesh_protocol::PlacementStatus {
+            counts: relaymesh_protocol::PhaseCounts {
+                applied: 1,
+                ..Default::default()
+            },
+            revisions: vec![counts],
+            revision_groups: vec![relaymesh_protocol::RevisionGroup {
+                label: label.to_string(),
+                value,
+                counts,
+            }],
+            ..Default::default()
+        };
+        core.set_own_status(now, key, Some(status));
+    }
+    net.settle();
+}
+
+#[test]
+fn a_bounded_placement_s_wave_follows_the_order_among_the_clusters_chosen() {
+    let mut net = three_levels();
+    let clusters = [
+        ("e1", "eu-west", "30"),
+        ("e2", "eu-west", "5"),
+        ("e3", "eu", "20"),
+        ("u0", "us", "1"),
+        ("u1", "us", "40"),
+        ("u2", "us", "10"),
+    ];
+    for (name, parent, carbon) in clusters {
+        net.add_agent(name, parent, &[("carbon", carbon)]);
+    }
+    net.settle();
+    let key = "placement/shop/bounded";
+    let target = |total: u32| relaymesh_protocol::PlacementTarget {
+        selector: any_cluster(),
+        max_clusters: Some(3),
+        wave: Some(Box::new(relaymesh_protocol::Wave {
+            key_label: Some("carbon".into()),
+            total,
+            ..Default::default()
+        })),
+        ..Default::default()
+    };
+    let in_wave = |net: &Net| -> BTreeSet<String> {
+        net.nodes()
+            .filter(|node| node.role() == Role::Agent)
+            .filter_map(|node| {
+                let entry = node.core().entries().find(|entry| entry.key == key)?;
+                let Target::Placement(target) = &entry.target else {
+                    return None;
+                };
+                let labels = node.core().labels();
+                relaymesh_topology::rollout::leaf_in_wave(target.wave.as_ref()?, &labels)
+                    .then(|| node.name().to_string())
+            })
+            .collect()
+    };
+    let carbon = |name: &String| -> u32 {
+        clusters
+            .iter()
+            .find(|(cluster, _, _)| cluster == name)
+            .and_then(|(_, _, carbon)| carbon.parse().ok())
+            .unwrap_or(u32::MAX)
+    };
+    upsert_at_root(&mut net, placement(key, target(0)));
+    net.settle();
+    let mut holders: Vec<String> = agents_with(&net, key).into_iter().collect();
+    assert_eq!(holders.len(), 3);
+    holders.sort_by_key(carbon);
+    // The relays chose the three; their values reach the root in status.
+    report_values(&mut net, key, "carbon");
+    for total in 1..=3u32 {
+        upsert_at_root(&mut net, placement(key, target(total)));
+        net.settle();
+        let smallest: BTreeSet<String> = holders.iter().take(total as usize).cloned().collect();
+        assert_eq!(
+            in_wave(&net),
+            smallest,
+            "a wave of {total} among {holders:?}"
+        );
+        assert_eq!(
+            net.0["root"].core().placement_wave(key),
+            Some(u64::from(total))
+        );
+    }
+    assert_eq!(agents_with(&net, key), holders.iter().cloned().collect());
+    let by_value = net.0["root"]
+        .core()
+        .placement_selected_by_value(key, "carbon");
+    assert_eq!(by_value.values().sum::<u64>(), 3, "{by_value:?}");
+}

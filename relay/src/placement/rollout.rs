@@ -28,10 +28,11 @@ pub const MAX_GATES: usize = 8;
 
 const FIELD: &str = "spec.rollout";
 
-/// Reads `spec.rollout` (absent: every cluster at once). `bounded` says
-/// whether the placement has `maxClusters`, whose clusters the relays
-/// choose: a label cannot order those (yet).
-pub fn rollout(value: Option<&Value>, bounded: bool) -> Result<RolloutSpec, PlacementError> {
+/// Reads `spec.rollout` (absent: every cluster at once). A label orders,
+/// groups or picks the canaries of a `maxClusters` placement too: the
+/// relays split its waves by the values their children report of the
+/// clusters they chose.
+pub fn rollout(value: Option<&Value>) -> Result<RolloutSpec, PlacementError> {
     let Some(value) = value.filter(|value| !value.is_null()) else {
         return Ok(RolloutSpec::default());
     };
@@ -104,12 +105,6 @@ pub fn rollout(value: Option<&Value>, bounded: bool) -> Result<RolloutSpec, Plac
         Some(_) => return Err(invalid(format!("{FIELD}.canary"), "must be an object")),
     };
     let group_path = format!("{FIELD}.maxUnavailablePerGroup.label");
-    if bounded && group_label.is_some() {
-        return Err(invalid(
-            group_path,
-            "cannot be combined with spec.maxClusters: the relays choose a bounded placement's clusters, and a label cannot group them yet (use groupBy: Relays)",
-        ));
-    }
     if let (Some(group), Some(order)) = (&group_label, &order_by) {
         if group != order {
             return Err(invalid(
@@ -117,17 +112,6 @@ pub fn rollout(value: Option<&Value>, bounded: bool) -> Result<RolloutSpec, Plac
                 format!("Invalid value: {group:?}: a rollout grouped by a label is ordered within each group by nothing else; orderBy must be absent or {group:?}"),
             ));
         }
-    }
-    if bounded && (order_by.is_some() || canary_by.is_some()) {
-        let field = if order_by.is_some() {
-            "orderBy"
-        } else {
-            "canary.groupBy"
-        };
-        return Err(invalid(
-            format!("{FIELD}.{field}"),
-            "cannot be combined with spec.maxClusters: the relays choose a bounded placement's clusters, and a label cannot order them yet",
-        ));
     }
     let paused = match fields.get("paused") {
         None | Some(Value::Null) => false,
@@ -312,32 +296,23 @@ mod tests {
 
     use super::*;
 
-    fn error(value: Value, bounded: bool) -> String {
-        rollout(Some(&value), bounded)
-            .expect_err("refused")
-            .to_string()
+    fn error(value: Value) -> String {
+        rollout(Some(&value)).expect_err("refused").to_string()
     }
 
     #[test]
-    fn reads_per_group_budgets_and_refuses_what_is_not_built() {
+    fn reads_per_group_budgets_and_names_what_is_wrong() {
         let spec = rollout(
             Some(&json!({"strategy": "Progressive", "maxUnavailablePerGroup": {"max": "50%", "groupBy": "Relays"}})),
-            true,
         )
         .expect("valid");
         assert_eq!(spec.max_unavailable_per_group, Some(Amount::Percent(50)));
         assert_eq!(spec.group_label, None);
         let by_zone = rollout(
             Some(&json!({"strategy": "Progressive", "maxUnavailablePerGroup": {"max": 1, "label": "zone"}})),
-            false,
         )
         .expect("valid");
         assert_eq!(by_zone.group_label.as_deref(), Some("zone"));
-        let refused = error(
-            json!({"strategy": "Progressive", "maxUnavailablePerGroup": {"max": 1, "label": "zone"}}),
-            true,
-        );
-        assert!(refused.contains("spec.maxClusters"), "{refused}");
         let cases = [
             (
                 json!({"strategy": "Progressive", "maxUnavailablePerGroup": {"max": 0}}),
@@ -373,24 +348,21 @@ mod tests {
             ),
         ];
         for (value, expected) in cases {
-            let refused = error(value.clone(), false);
+            let refused = error(value.clone());
             assert!(refused.contains(expected), "{value}: {refused}");
         }
     }
 
     #[test]
     fn reads_a_progressive_rollout() {
-        let spec = rollout(
-            Some(&json!({
-                "strategy": "Progressive",
-                "maxConcurrency": "25%",
-                "minSuccessTime": "30s",
-                "maxFailures": 1,
-                "orderBy": "carbon-intensity",
-                "gates": ["change-window"],
-            })),
-            false,
-        )
+        let spec = rollout(Some(&json!({
+            "strategy": "Progressive",
+            "maxConcurrency": "25%",
+            "minSuccessTime": "30s",
+            "maxFailures": 1,
+            "orderBy": "carbon-intensity",
+            "gates": ["change-window"],
+        })))
         .expect("a valid rollout");
         assert_eq!(spec.strategy, Strategy::Progressive);
         assert_eq!(spec.max_concurrency, Amount::Percent(25));
@@ -399,24 +371,22 @@ mod tests {
         assert_eq!(spec.order_by.as_deref(), Some("carbon-intensity"));
         assert_eq!(spec.gates, vec!["change-window".to_string()]);
         assert_eq!(
-            rollout(None, false).expect("absent is valid"),
+            rollout(None).expect("absent is valid"),
             RolloutSpec::default()
         );
     }
 
     #[test]
     fn names_the_field_at_fault() {
-        assert!(error(json!({"strategy": "Blue"}), false).contains("spec.rollout.strategy"));
-        assert!(error(json!({"maxConcurrency": 0}), false).contains("spec.rollout.maxConcurrency"));
-        assert!(error(json!({"maxFailures": "120%"}), false).contains("spec.rollout.maxFailures"));
+        assert!(error(json!({"strategy": "Blue"})).contains("spec.rollout.strategy"));
+        assert!(error(json!({"maxConcurrency": 0})).contains("spec.rollout.maxConcurrency"));
+        assert!(error(json!({"maxFailures": "120%"})).contains("spec.rollout.maxFailures"));
+        assert!(error(json!({"minSuccessTime": "soon"})).contains("spec.rollout.minSuccessTime"));
+        assert!(error(json!({"orderBy": "not a label"})).contains("spec.rollout.orderBy"));
         assert!(
-            error(json!({"minSuccessTime": "soon"}), false).contains("spec.rollout.minSuccessTime")
+            error(json!({"canary": {"groupBy": "region"}})).contains("only with strategy: Canary")
         );
-        assert!(error(json!({"orderBy": "not a label"}), false).contains("spec.rollout.orderBy"));
-        assert!(error(json!({"canary": {"groupBy": "region"}}), false)
-            .contains("only with strategy: Canary"));
-        assert!(error(json!({"waves": 3}), false).contains("spec.rollout.waves"));
-        assert!(error(json!({"orderBy": "region"}), true).contains("spec.maxClusters"));
-        assert!(error(json!({"gates": ["-x"]}), false).contains("spec.rollout.gates[0]"));
+        assert!(error(json!({"waves": 3})).contains("spec.rollout.waves"));
+        assert!(error(json!({"gates": ["-x"]})).contains("spec.rollout.gates[0]"));
     }
 }

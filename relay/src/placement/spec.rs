@@ -137,7 +137,7 @@ impl PlacementSpec {
         let status_rules = relaymesh_topology::rules::parse(spec.get("statusRules"))?;
         let status_group_by = group_labels(spec.get("statusGroupBy"))?;
         let customization = customization(spec.get("customization"))?;
-        let rollout = super::rollout::rollout(spec.get("rollout"), target.max_clusters.is_some())?;
+        let rollout = super::rollout::rollout(spec.get("rollout"))?;
         Ok(Self {
             namespace,
             name,
