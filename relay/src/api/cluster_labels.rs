@@ -79,49 +79,19 @@ pub(super) fn parse_request(body: &[u8]) -> Result<LabelChange, ApiError> {
     let (object, cluster) = cluster_request(body, KIND)?;
     let cluster = cluster.as_str();
     let spec = object.get("spec");
-    let mut set = BTreeMap::new();
-    if let Some(value) = spec
-        .and_then(|spec| spec.get("set"))
-        .filter(|v| !v.is_null())
-    {
-        let fields = value
-            .as_object()
-            .ok_or_else(|| invalid("spec.set", "must be an object of label keys and values"))?;
-        for (key, value) in fields {
-            let path = format!("spec.set[{key:?}]");
-            let value = value
-                .as_str()
-                .ok_or_else(|| invalid(&path, "must be a string"))?;
-            check_key(key, &path)?;
-            if let Some(error) = relaymesh_apiserver::label_error(key, value) {
-                return Err(invalid(&path, error));
+    let (set, remove) = set_and_remove(
+        spec.and_then(|spec| spec.get("set")),
+        spec.and_then(|spec| spec.get("remove")),
+        "spec",
+        "label",
+        |key, value, path| {
+            check_key(key, path)?;
+            match value.and_then(|value| relaymesh_apiserver::label_error(key, value)) {
+                Some(error) => Err(invalid(path, error)),
+                None => Ok(()),
             }
-            set.insert(key.clone(), value.to_string());
-        }
-    }
-    let mut remove = Vec::new();
-    if let Some(value) = spec
-        .and_then(|spec| spec.get("remove"))
-        .filter(|v| !v.is_null())
-    {
-        let items = value
-            .as_array()
-            .ok_or_else(|| invalid("spec.remove", "must be a list of label keys"))?;
-        for (index, item) in items.iter().enumerate() {
-            let path = format!("spec.remove[{index}]");
-            let key = item
-                .as_str()
-                .ok_or_else(|| invalid(&path, "must be a string"))?;
-            check_key(key, &path)?;
-            if set.contains_key(key) {
-                return Err(invalid(
-                    &path,
-                    format!("Invalid value: {key:?}: both set and removed"),
-                ));
-            }
-            remove.push(key.to_string());
-        }
-    }
+        },
+    )?;
     let (annotate, unannotate) = annotations(spec.and_then(|spec| spec.get("annotations")))?;
     if set.is_empty() && remove.is_empty() && annotate.is_empty() && unannotate.is_empty() {
         return Err(invalid(
@@ -159,43 +129,59 @@ fn annotations(value: Option<&Value>) -> Result<(BTreeMap<String, String>, Vec<S
             "unknown field: annotations has set, remove",
         ));
     }
-    let key_error = |key: &str, path: &str| -> Result<(), ApiError> {
-        match relaymesh_apiserver::label_error(key, "") {
+    set_and_remove(
+        fields.get("set"),
+        fields.get("remove"),
+        FIELD,
+        "annotation",
+        |key, _, path| match relaymesh_apiserver::label_error(key, "") {
             Some(error) => Err(invalid(path, error)),
             None => Ok(()),
-        }
-    };
+        },
+    )
+}
+
+/// Keys to set (`PARENT.set`, an object of strings) and to remove
+/// (`PARENT.remove`, a list), each checked by `check(key, value to set,
+/// path)`; a key both set and removed is refused.
+fn set_and_remove(
+    set_value: Option<&Value>,
+    remove_value: Option<&Value>,
+    parent: &str,
+    noun: &str,
+    check: impl Fn(&str, Option<&str>, &str) -> Result<(), ApiError>,
+) -> Result<(BTreeMap<String, String>, Vec<String>), ApiError> {
     let mut set = BTreeMap::new();
-    if let Some(value) = fields.get("set").filter(|value| !value.is_null()) {
+    if let Some(value) = set_value.filter(|value| !value.is_null()) {
         let items = value.as_object().ok_or_else(|| {
             invalid(
-                &format!("{FIELD}.set"),
-                "must be an object of annotation keys and values",
+                &format!("{parent}.set"),
+                format!("must be an object of {noun} keys and values"),
             )
         })?;
         for (key, value) in items {
-            let path = format!("{FIELD}.set[{key:?}]");
-            key_error(key, &path)?;
+            let path = format!("{parent}.set[{key:?}]");
             let value = value
                 .as_str()
                 .ok_or_else(|| invalid(&path, "must be a string"))?;
+            check(key, Some(value), &path)?;
             set.insert(key.clone(), value.to_string());
         }
     }
     let mut remove = Vec::new();
-    if let Some(value) = fields.get("remove").filter(|value| !value.is_null()) {
+    if let Some(value) = remove_value.filter(|value| !value.is_null()) {
         let items = value.as_array().ok_or_else(|| {
             invalid(
-                &format!("{FIELD}.remove"),
-                "must be a list of annotation keys",
+                &format!("{parent}.remove"),
+                format!("must be a list of {noun} keys"),
             )
         })?;
         for (index, item) in items.iter().enumerate() {
-            let path = format!("{FIELD}.remove[{index}]");
+            let path = format!("{parent}.remove[{index}]");
             let key = item
                 .as_str()
                 .ok_or_else(|| invalid(&path, "must be a string"))?;
-            key_error(key, &path)?;
+            check(key, None, &path)?;
             if set.contains_key(key) {
                 return Err(invalid(
                     &path,

@@ -150,19 +150,7 @@ enum Command {
     /// up, placements that select by label follow, and its templates and
     /// status rules read them. Labels under relaymesh.dev/ are the agent's
     /// own and cannot be changed.
-    Label {
-        /// What to label: cluster.
-        #[arg(value_enum)]
-        kind: LabelKind,
-        /// The cluster's name.
-        name: String,
-        /// KEY=VALUE to set, KEY- to remove.
-        #[arg(required = true, value_name = "KEY=VALUE|KEY-")]
-        changes: Vec<String>,
-        /// Output format.
-        #[arg(short, long, value_enum, default_value_t = Format::Text)]
-        output: Format,
-    },
+    Label(ClusterChange),
     /// Set or remove a cluster's annotations at the root.
     ///
     /// Each change is KEY=VALUE (set) or KEY- (remove), as with kubectl
@@ -170,19 +158,7 @@ enum Command {
     /// cluster and sends them down to it; its templates read them as
     /// {{ cluster.annotations.KEY }}. They are not reported up and select
     /// nothing. A cluster's annotations take at most 64 KiB.
-    Annotate {
-        /// What to annotate: cluster.
-        #[arg(value_enum)]
-        kind: LabelKind,
-        /// The cluster's name.
-        name: String,
-        /// KEY=VALUE to set, KEY- to remove.
-        #[arg(required = true, value_name = "KEY=VALUE|KEY-")]
-        changes: Vec<String>,
-        /// Output format.
-        #[arg(short, long, value_enum, default_value_t = Format::Text)]
-        output: Format,
-    },
+    Annotate(ClusterChange),
     /// Cordon a cluster: count-bounded placements (maxClusters) keep what
     /// they have there but add nothing new. Placements to every matching
     /// cluster are not affected (like DaemonSets in `kubectl drain`).
@@ -505,15 +481,29 @@ enum Format {
     Yaml,
 }
 
-/// `value` as JSON or YAML when `output` asks for one of them.
-/// What `relayctl label` can label.
+/// What `relayctl label|annotate` can change.
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
 enum LabelKind {
     /// A cluster (its edge agent's node).
     Cluster,
 }
 
-/// `KEY=VALUE` and `KEY-` arguments as labels to set and to remove.
+/// The arguments of `relayctl label` and `relayctl annotate`.
+#[derive(Debug, clap::Args)]
+struct ClusterChange {
+    /// What to change: cluster.
+    #[arg(value_enum)]
+    kind: LabelKind,
+    /// The cluster's name.
+    name: String,
+    /// KEY=VALUE to set, KEY- to remove.
+    #[arg(required = true, value_name = "KEY=VALUE|KEY-")]
+    changes: Vec<String>,
+    /// Output format.
+    #[arg(short, long, value_enum, default_value_t = Format::Text)]
+    output: Format,
+}
+
 /// What `relayctl label|annotate cluster` changes.
 #[derive(Debug, Clone, Copy)]
 enum Metadata {
@@ -524,11 +514,16 @@ enum Metadata {
 /// `relayctl label|annotate cluster NAME KEY=VALUE… KEY-…`.
 async fn change_cluster(
     client: &Client,
-    name: &str,
-    changes: &[String],
-    output: Format,
+    change: &ClusterChange,
     what: Metadata,
 ) -> anyhow::Result<()> {
+    let ClusterChange {
+        kind: LabelKind::Cluster,
+        name,
+        changes,
+        output,
+    } = change;
+    let output = *output;
     let (set, remove) = label_changes(changes)?;
     let (field, verb, done) = match what {
         Metadata::Labels => ("set", "label", "labeled"),
@@ -630,6 +625,7 @@ async fn wait_settled(
     }
 }
 
+/// `value` as JSON or YAML when `output` asks for one of them.
 fn structured(output: Format, value: &impl serde::Serialize) -> anyhow::Result<Option<String>> {
     Ok(match output {
         Format::Text => None,
@@ -987,18 +983,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 println!("cluster/{cluster} draining");
             }
         }
-        Command::Label {
-            kind: LabelKind::Cluster,
-            name,
-            changes,
-            output,
-        } => change_cluster(&client, &name, &changes, output, Metadata::Labels).await?,
-        Command::Annotate {
-            kind: LabelKind::Cluster,
-            name,
-            changes,
-            output,
-        } => change_cluster(&client, &name, &changes, output, Metadata::Annotations).await?,
+        Command::Label(change) => change_cluster(&client, &change, Metadata::Labels).await?,
+        Command::Annotate(change) => {
+            change_cluster(&client, &change, Metadata::Annotations).await?
+        }
         Command::Move { .. } => {
             anyhow::bail!("name the agent to move and --to RELAY, or pass --list")
         }
