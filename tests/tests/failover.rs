@@ -7,6 +7,7 @@
 //! through its new parent, and the Deployment is the same object throughout.
 //! A new revision then reaches the cluster through the new parent, and a
 //! move to a relay that is no candidate gives the agent that one parent.
+//! A relay whose token names three candidates joins the nearest too.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -113,6 +114,39 @@ fn an_agent_joins_the_nearest_candidate_and_re_parents_when_it_dies_without_touc
             .iter()
             .all(|name| connected_under(&tree, name, "root"))
             .then_some(()))
+    })
+    .with_context(|| mesh.logs())?;
+
+    // A relay given candidate parents joins the nearest that admits it (the
+    // direct one, named last) and runs there like any relay.
+    let token = mesh.relayctl_ok(&[
+        "token", "create", "--role", "relay", "--name", "sub", "--parent", "far", "--parent",
+        "mid", "--parent", "other", "--ttl", "10m",
+    ])?;
+    let listen = format!("127.0.0.1:{}", free_udp_port()?);
+    let joined = run_ok(
+        mesh.command("relay", "sub")?
+            .arg("join")
+            .arg("--data-dir")
+            .arg(mesh.data_dir("sub"))
+            .args([
+                "--name",
+                "sub",
+                "--token",
+                token.trim(),
+                "--listen",
+                &listen,
+            ]),
+    )?;
+    let said = String::from_utf8_lossy(&joined.stdout);
+    assert!(
+        said.contains("under \"other\" (the nearest of far, mid, other"),
+        "{said}"
+    );
+    relays.push(mesh.start("sub")?);
+    wait_for("sub under other", SETTLE, || {
+        let tree = mesh.tree()?;
+        Ok(connected_under(&tree, "sub", "other").then_some(()))
     })
     .with_context(|| mesh.logs())?;
 

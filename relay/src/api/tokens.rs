@@ -63,7 +63,7 @@ impl JoinToken {
                 invalid("spec.parent", format!("Invalid value: {parent:?}: {error}"))
             })?;
         }
-        let candidates = candidates(spec, role, parent)?;
+        let candidates = candidates(spec, parent)?;
         let ttl = match optional_string(spec, "ttl")? {
             None => DEFAULT_TTL,
             Some(text) => parse_ttl(text)?,
@@ -102,13 +102,10 @@ impl JoinToken {
     }
 }
 
-/// `spec.candidates`: other relays an agent may join under instead of
-/// `spec.parent`, and fail over to (see [`relaymesh_protocol::parents`]).
-fn candidates(
-    spec: &Map<String, Value>,
-    role: Role,
-    parent: Option<&str>,
-) -> Result<Vec<String>, ApiError> {
+/// `spec.candidates`: other relays the node may join under instead of
+/// `spec.parent` (the nearest that admits it); an agent also fails over to
+/// them later (see [`relaymesh_protocol::parents`]).
+fn candidates(spec: &Map<String, Value>, parent: Option<&str>) -> Result<Vec<String>, ApiError> {
     let field = "spec.candidates";
     let items = match spec.get("candidates") {
         None | Some(Value::Null) => return Ok(Vec::new()),
@@ -117,12 +114,6 @@ fn candidates(
     };
     if items.is_empty() {
         return Ok(Vec::new());
-    }
-    if role != Role::Agent {
-        return Err(invalid(
-            field,
-            "Forbidden: only agents have candidate parents; a relay joins one parent",
-        ));
     }
     let Some(parent) = parent else {
         return Err(invalid(
@@ -239,17 +230,23 @@ mod tests {
     }
 
     #[test]
-    fn an_agent_may_have_candidate_parents() {
+    fn a_node_may_have_candidate_parents() {
         let spec = |spec: Value| json!({"kind": "JoinToken", "spec": spec});
         let token = parse(spec(json!({
             "name": "e", "role": "agent", "parent": "a", "candidates": ["b", "c"],
         })))
         .expect("a valid request");
         assert_eq!(token.request.candidates, ["b", "c"]);
+        // A relay chooses among them when it joins (and keeps that one).
+        let relay = parse(spec(json!({
+            "name": "r", "role": "relay", "parent": "a", "candidates": ["b"],
+        })))
+        .expect("a valid request");
+        assert_eq!(relay.request.candidates, ["b"]);
         for (bad, field) in [
             (
-                json!({"name": "e", "role": "relay", "parent": "a", "candidates": ["b"]}),
-                "spec.candidates",
+                json!({"name": "e", "role": "relay", "candidates": ["b"]}),
+                "spec.parent",
             ),
             (
                 json!({"name": "e", "role": "agent", "candidates": ["b"]}),

@@ -337,8 +337,20 @@ async fn join(
         capacity: Default::default(),
     };
     store.initialize(&joined.identity, &config, rand::random())?;
+    // A relay keeps the parent it joined: its candidates are not stored,
+    // so it never re-parents on its own (docs/operations.md).
+    let chosen = if joined.candidates.is_empty() {
+        String::new()
+    } else {
+        let names: Vec<&str> = joined
+            .candidates
+            .iter()
+            .map(|candidate| candidate.name.as_str())
+            .collect();
+        format!(" (the nearest of {} that admitted it)", names.join(", "))
+    };
     println!(
-        "joined as relay {name:?} under {:?}; data in {}",
+        "joined as relay {name:?} under {:?}{chosen}; data in {}",
         joined.parent.name,
         data_dir.display()
     );

@@ -390,11 +390,12 @@ enum TokenCommand {
         /// The joining node's name (a DNS label, unique in the mesh).
         #[arg(long)]
         name: String,
-        /// The relay the node must join under. Repeat it to give an agent
+        /// The relay the node must join under. Repeat it to give the node
         /// candidate parents (at most 8, relays below the root): it measures
-        /// them all, joins the nearest that admits it, and re-parents to the
-        /// next nearest when its parent is silent for longer than its grace
-        /// period (`edge-agent run --parent-grace`).
+        /// them all and joins the nearest that admits it. An agent also
+        /// re-parents to the next nearest when its parent is silent for
+        /// longer than its grace period (`edge-agent run --parent-grace`); a
+        /// relay keeps the parent it joined.
         #[arg(long, value_name = "RELAY")]
         parent: Vec<String>,
         /// How long the token stays valid (at most 24h).
