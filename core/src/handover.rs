@@ -26,6 +26,7 @@ use std::time::{Duration, Instant};
 
 use relaymesh_protocol::{PlacementTarget, SliceEntry, Target};
 
+use super::placements::Cut;
 use super::Core;
 
 /// How long children whose share shrank keep what they had at most, when
@@ -95,7 +96,7 @@ impl Core {
         key: &str,
         target: &PlacementTarget,
         decided_total: u64,
-        old: &BTreeMap<String, SliceEntry>,
+        old: &Cut,
         per_child: &mut BTreeMap<String, SliceEntry>,
     ) -> BTreeSet<String> {
         let dropped_before = self.cuts.holds.dropped_of(key);
@@ -112,7 +113,7 @@ impl Core {
         key: &str,
         target: &PlacementTarget,
         decided_total: u64,
-        old: &BTreeMap<String, SliceEntry>,
+        old: &Cut,
         per_child: &mut BTreeMap<String, SliceEntry>,
     ) -> BTreeSet<String> {
         let previous = self.cuts.holds.by_key.remove(key);
@@ -129,7 +130,7 @@ impl Core {
         let mut shrunk = BTreeSet::new();
         let mut dropped = BTreeSet::new();
         for child in self.inventory.direct_children() {
-            let before = weight(old.get(&child), &child);
+            let before = weight(old.get(&child).map(|entry| &**entry), &child);
             let after = weight(per_child.get(&child), &child);
             if after > before {
                 growers.insert(child.clone(), after);
@@ -187,7 +188,7 @@ impl Core {
         );
         for child in &shrunk {
             if let Some(had) = old.get(child) {
-                per_child.insert(child.clone(), had.clone());
+                per_child.insert(child.clone(), SliceEntry::clone(had));
             }
         }
         self.cuts.holds.by_key.insert(

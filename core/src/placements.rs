@@ -4,6 +4,7 @@
 //! re-decided when the clusters below change.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use std::time::Instant;
 
 use relaymesh_protocol::query::ChildCut;
@@ -37,7 +38,7 @@ pub struct ChildPart {
 #[derive(Debug, Default)]
 pub(crate) struct Cuts {
     /// For each placement key, the entry each child receives.
-    by_key: BTreeMap<String, BTreeMap<String, SliceEntry>>,
+    by_key: BTreeMap<String, Cut>,
     /// The last split per key, so the next one keeps what it can.
     previous: BTreeMap<String, Split>,
     /// The last split of each rolling-out placement's wave, per child.
@@ -50,11 +51,46 @@ pub(crate) struct Cuts {
     kept: BTreeMap<String, BTreeSet<String>>,
 }
 
+/// One placement's entries per child. Shared: the children a relay cuts
+/// alike (every child of a placement without a bound, most of a bounded
+/// one's) hold one entry between them, not a copy each.
+pub(super) type Cut = BTreeMap<String, Arc<SliceEntry>>;
+
+/// `per_child` as a [`Cut`], each entry equal to one of the last few
+/// distinct ones shared with it (children come in name order, and alike
+/// ones mostly in runs), so a relay keeps few copies whatever its children.
+fn shared(per_child: BTreeMap<String, SliceEntry>) -> Cut {
+    const RECENT: usize = 4;
+    let mut recent: Vec<Arc<SliceEntry>> = Vec::with_capacity(RECENT);
+    per_child
+        .into_iter()
+        .map(|(child, entry)| {
+            let entry = match recent.iter().find(|seen| ***seen == entry) {
+                Some(seen) => Arc::clone(seen),
+                None => {
+                    let entry = Arc::new(entry);
+                    if recent.len() == RECENT {
+                        recent.remove(0);
+                    }
+                    recent.push(Arc::clone(&entry));
+                    entry
+                }
+            };
+            (child, entry)
+        })
+        .collect()
+}
+
 impl Core {
     /// The entry `child` receives for `entry`, if any.
     pub(super) fn entry_for_child(&self, entry: &SliceEntry, child: &str) -> Option<SliceEntry> {
         match &entry.target {
-            Target::Placement(_) => self.cuts.by_key.get(&entry.key)?.get(child).cloned(),
+            Target::Placement(_) => self
+                .cuts
+                .by_key
+                .get(&entry.key)?
+                .get(child)
+                .map(|entry| SliceEntry::clone(entry)),
             Target::Everywhere | Target::Subtrees(_) => {
                 self.concerns(entry, child).then(|| entry.clone())
             }
@@ -62,7 +98,7 @@ impl Core {
     }
 
     /// Re-decides one placement entry; returns the cut it had before.
-    pub(super) fn recut(&mut self, now: Instant, key: &str) -> BTreeMap<String, SliceEntry> {
+    pub(super) fn recut(&mut self, now: Instant, key: &str) -> Cut {
         let old = self.cuts.by_key.remove(key).unwrap_or_default();
         let Some(entry) = self.slice.entry(key).cloned() else {
             self.cuts.previous.remove(key);
@@ -133,7 +169,7 @@ impl Core {
             "placement decided"
         );
         self.cuts.previous.insert(key.to_string(), decided);
-        self.cuts.by_key.insert(key.to_string(), per_child);
+        self.cuts.by_key.insert(key.to_string(), shared(per_child));
         if held.is_empty() {
             self.cuts.kept.remove(key);
         } else {
@@ -185,7 +221,7 @@ impl Core {
     fn hold_for_draining(
         &self,
         entry: &SliceEntry,
-        old: &BTreeMap<String, SliceEntry>,
+        old: &Cut,
         per_child: &mut BTreeMap<String, SliceEntry>,
     ) -> BTreeSet<String> {
         let mut held = BTreeSet::new();
@@ -486,7 +522,7 @@ impl Core {
                     continue;
                 }
                 let change = match new.get(child) {
-                    Some(entry) => SliceChange::Upsert(entry.clone()),
+                    Some(entry) => SliceChange::Upsert(SliceEntry::clone(entry)),
                     None => {
                         if !self.links_by_name.contains_key(child) {
                             // A disconnected child cannot withdraw what it
@@ -520,7 +556,7 @@ impl Core {
             .into_iter()
             .map(
                 |key| match self.cuts.by_key.get(&key).and_then(|cut| cut.get(child)) {
-                    Some(entry) => SliceChange::Upsert(entry.clone()),
+                    Some(entry) => SliceChange::Upsert(SliceEntry::clone(entry)),
                     None => SliceChange::Remove(key),
                 },
             )
@@ -570,4 +606,46 @@ pub(super) fn reported_by_value(
         *sum = sum.saturating_add(clusters);
     }
     by_value
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(byte: u8) -> SliceEntry {
+        SliceEntry {
+            key: "placement/a/b".into(),
+            target: Target::Everywhere,
+            bundles: vec![],
+            body: vec![byte],
+            serial: 1,
+            signature: vec![],
+        }
+    }
+
+    #[test]
+    fn children_cut_alike_share_one_entry() {
+        let per_child: BTreeMap<String, SliceEntry> = (0..100)
+            .map(|index| {
+                // Every tenth child's cut differs.
+                let byte = u8::from(index % 10 == 0);
+                (format!("c{index:03}"), entry(byte))
+            })
+            .collect();
+        let cut = shared(per_child.clone());
+        assert_eq!(cut.len(), 100);
+        for (child, entry) in &cut {
+            assert_eq!(**entry, per_child[child], "{child}");
+        }
+        let distinct: Vec<*const SliceEntry> =
+            cut.values()
+                .map(Arc::as_ptr)
+                .fold(Vec::new(), |mut seen, pointer| {
+                    if !seen.contains(&pointer) {
+                        seen.push(pointer);
+                    }
+                    seen
+                });
+        assert_eq!(distinct.len(), 2, "one copy of each distinct entry");
+    }
 }

@@ -13,14 +13,20 @@ use relaymesh_topology::summary;
 use super::{Action, Core, Now};
 use relaymesh_protocol::limits::Limit;
 
+/// Statuses by placement key. Boxed: a map's node holds eleven values, and
+/// most of these maps (an agent's own, a relay's per child) hold one or
+/// two, so unboxed every agent would carry three mostly empty nodes of
+/// statuses (2 KB each) for its one placement.
+type ByKey = BTreeMap<String, Box<PlacementStatus>>;
+
 #[derive(Debug)]
 pub(crate) struct Statuses {
     /// This node's own cluster, by placement key (agents).
-    own: BTreeMap<String, PlacementStatus>,
+    own: ByKey,
     /// What each child reported, by child then placement key.
-    children: BTreeMap<String, BTreeMap<String, PlacementStatus>>,
+    children: BTreeMap<String, ByKey>,
     /// What was last sent up.
-    reported: BTreeMap<String, PlacementStatus>,
+    reported: ByKey,
     /// Something changed since the last report.
     pub dirty: bool,
     /// Counts changes (see [`Core::status_version`]).
@@ -52,7 +58,11 @@ impl Core {
     pub fn set_own_status(&mut self, now: Now, key: &str, status: Option<PlacementStatus>) {
         let changed = match status {
             Some(status) => {
-                self.statuses.own.insert(key.to_string(), status.clone()) != Some(status)
+                let before = self
+                    .statuses
+                    .own
+                    .insert(key.to_string(), Box::new(status.clone()));
+                before.as_deref() != Some(&status)
             }
             None => self.statuses.own.remove(key).is_some(),
         };
@@ -69,7 +79,7 @@ impl Core {
 
     /// The merged status of one placement below (and at) this node.
     pub fn placement_status(&self, key: &str) -> Option<PlacementStatus> {
-        self.merged().remove(key)
+        self.merged().remove(key).map(|status| *status)
     }
 
     /// What each child reported for placement `key`, by child name: its
@@ -142,7 +152,7 @@ impl Core {
                 refused = refused.saturating_add(1);
                 continue;
             }
-            reported.insert(key, status);
+            reported.insert(key, Box::new(status));
         }
         if refused > 0 {
             tracing::warn!(
@@ -158,7 +168,7 @@ impl Core {
 
     /// What `child` last reported of placement `key`.
     pub(super) fn child_reported(&self, child: &str, key: &str) -> Option<&PlacementStatus> {
-        self.statuses.children.get(child)?.get(key)
+        self.statuses.children.get(child)?.get(key).map(Box::as_ref)
     }
 
     /// Forgets what a child reported: it left the tree (it was revoked).
@@ -218,7 +228,7 @@ impl Core {
         let upserts: Vec<(String, PlacementStatus)> = merged
             .iter()
             .filter(|(key, status)| previous.get(*key) != Some(*status))
-            .map(|(key, status)| (key.clone(), status.clone()))
+            .map(|(key, status)| (key.clone(), PlacementStatus::clone(status)))
             .collect();
         let removals: Vec<String> = previous
             .keys()
@@ -277,7 +287,7 @@ impl Core {
             .count() as u64
     }
 
-    fn merged(&self) -> BTreeMap<String, PlacementStatus> {
+    fn merged(&self) -> ByKey {
         let keys: BTreeSet<&String> = self
             .statuses
             .own
@@ -288,7 +298,7 @@ impl Core {
             .map(|key| {
                 let mut parts: Vec<PlacementStatus> = Vec::new();
                 if let Some(own) = self.statuses.own.get(key) {
-                    parts.push(own.clone());
+                    parts.push(PlacementStatus::clone(own));
                 }
                 for (child, reported) in &self.statuses.children {
                     let Some(status) = reported.get(key) else {
@@ -300,7 +310,7 @@ impl Core {
                         continue;
                     }
                     if self.links_by_name.contains_key(child) {
-                        parts.push(status.clone());
+                        parts.push(PlacementStatus::clone(status));
                     } else {
                         // Its clusters are offline now: counted so, and
                         // neither named as failing nor summed by rules on
@@ -312,7 +322,7 @@ impl Core {
                         });
                     }
                 }
-                (key.clone(), summary::merge(&parts))
+                (key.clone(), Box::new(summary::merge(&parts)))
             })
             .collect()
     }
