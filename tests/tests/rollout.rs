@@ -461,16 +461,7 @@ const BOUNDED_IN_ORDER: &str = "  rollout:
 
 /// The clusters running `bounded/batch`, read in `clusters`' order.
 fn batch_clusters(clusters: &[(String, PathBuf)]) -> BTreeSet<String> {
-    clusters
-        .iter()
-        .filter(|(_, kubeconfig)| {
-            kubectl_get(kubeconfig, &["deployment", "batch", "-n", "bounded"])
-                .ok()
-                .flatten()
-                .is_some()
-        })
-        .map(|(name, _)| name.clone())
-        .collect()
+    running("bounded", "batch", clusters)
 }
 
 /// Progressive with one cluster in flight per value of `flavor` at most.
@@ -511,14 +502,20 @@ fn canary_workload() -> String {
 
 /// The clusters running `canary/api`.
 fn api_clusters(clusters: &[(String, PathBuf)]) -> BTreeSet<String> {
+    running("canary", "api", clusters)
+}
+
+/// The clusters that have Deployment `namespace/name`, read one after the
+/// other in `clusters`' order.
+fn running(namespace: &str, name: &str, clusters: &[(String, PathBuf)]) -> BTreeSet<String> {
     clusters
         .iter()
         .filter(|(_, kubeconfig)| {
-            kubectl_get(kubeconfig, &["deployment", "api", "-n", "canary"])
+            kubectl_get(kubeconfig, &["deployment", name, "-n", namespace])
                 .ok()
                 .flatten()
                 .is_some()
         })
-        .map(|(name, _)| name.clone())
+        .map(|(cluster, _)| cluster.clone())
         .collect()
 }

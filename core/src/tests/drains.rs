@@ -77,6 +77,37 @@ fn a_cordoned_cluster_keeps_what_it_has_and_gets_nothing_new() {
     assert_eq!(net.0["root"].core().placement_selected(new), Some(0));
 }
 
+/// A placement of every cluster (at most `max_clusters`) rolling out to
+/// `total` of them, smallest `carbon` first.
+fn by_carbon(total: u32, max_clusters: Option<u32>) -> relaymesh_protocol::PlacementTarget {
+    relaymesh_protocol::PlacementTarget {
+        selector: any_cluster(),
+        max_clusters,
+        wave: Some(Box::new(relaymesh_protocol::Wave {
+            key_label: Some("carbon".into()),
+            total,
+            ..Default::default()
+        })),
+        ..Default::default()
+    }
+}
+
+/// The agents whose wave of `key` lets them run its newest revision.
+fn in_wave(net: &Net, key: &str) -> BTreeSet<String> {
+    net.nodes()
+        .filter(|node| node.role() == Role::Agent)
+        .filter_map(|node| {
+            let entry = node.core().entries().find(|entry| entry.key == key)?;
+            let Target::Placement(target) = &entry.target else {
+                return None;
+            };
+            let labels = node.core().labels();
+            relaymesh_topology::rollout::leaf_in_wave(target.wave.as_ref()?, &labels)
+                .then(|| node.name().to_string())
+        })
+        .collect()
+}
+
 #[test]
 fn a_wave_reaches_the_clusters_with_the_smallest_values_first() {
     let mut net = three_levels();
@@ -98,29 +129,8 @@ fn a_wave_reaches_the_clusters_with_the_smallest_values_first() {
     }
     net.settle();
     let key = "placement/shop/wave";
-    let target = |total: u32| relaymesh_protocol::PlacementTarget {
-        selector: any_cluster(),
-        wave: Some(Box::new(relaymesh_protocol::Wave {
-            key_label: Some("carbon".into()),
-            total,
-            ..Default::default()
-        })),
-        ..Default::default()
-    };
-    let in_wave = |net: &Net| -> BTreeSet<String> {
-        net.nodes()
-            .filter(|node| node.role() == Role::Agent)
-            .filter_map(|node| {
-                let entry = node.core().entries().find(|entry| entry.key == key)?;
-                let Target::Placement(target) = &entry.target else {
-                    return None;
-                };
-                let labels = node.core().labels();
-                relaymesh_topology::rollout::leaf_in_wave(target.wave.as_ref()?, &labels)
-                    .then(|| node.name().to_string())
-            })
-            .collect()
-    };
+    let target = |total: u32| by_carbon(total, None);
+    let in_wave = |net: &Net| in_wave(net, key);
     upsert_at_root(&mut net, placement(key, target(2)));
     net.settle();
     assert_eq!(in_wave(&net), ["u0".to_string(), "e2".to_string()].into());
@@ -292,30 +302,8 @@ fn a_bounded_placement_s_wave_follows_the_order_among_the_clusters_chosen() {
     }
     net.settle();
     let key = "placement/shop/bounded";
-    let target = |total: u32| relaymesh_protocol::PlacementTarget {
-        selector: any_cluster(),
-        max_clusters: Some(3),
-        wave: Some(Box::new(relaymesh_protocol::Wave {
-            key_label: Some("carbon".into()),
-            total,
-            ..Default::default()
-        })),
-        ..Default::default()
-    };
-    let in_wave = |net: &Net| -> BTreeSet<String> {
-        net.nodes()
-            .filter(|node| node.role() == Role::Agent)
-            .filter_map(|node| {
-                let entry = node.core().entries().find(|entry| entry.key == key)?;
-                let Target::Placement(target) = &entry.target else {
-                    return None;
-                };
-                let labels = node.core().labels();
-                relaymesh_topology::rollout::leaf_in_wave(target.wave.as_ref()?, &labels)
-                    .then(|| node.name().to_string())
-            })
-            .collect()
-    };
+    let target = |total: u32| by_carbon(total, Some(3));
+    let in_wave = |net: &Net| in_wave(net, key);
     let carbon = |name: &String| -> u32 {
         clusters
             .iter()
