@@ -94,8 +94,9 @@ pub struct TokenRequest {
     pub role: Role,
     /// The relay the node must join under; `None` lets the root choose.
     pub parent: Option<String>,
-    /// Other relays the node may join under instead, and fail over to
-    /// (agents only; see [`relaymesh_protocol::parents`]).
+    /// Other relays the node may join under instead (the nearest that
+    /// admits it); an agent also fails over to them (see
+    /// [`relaymesh_protocol::parents`]).
     pub candidates: Vec<String>,
     /// How long the token stays valid (more than zero, at most a day).
     pub ttl: Duration,
