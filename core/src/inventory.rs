@@ -45,9 +45,11 @@ pub(crate) struct Inventory {
     max_records_per_child: usize,
     /// Records a child reported of a node another child still holds, by
     /// node: a node that moved, reported by its new side before its old
-    /// side forgot it. Admitted once the old side lets go (never before:
-    /// until then the old side's status may still count the node). Kept in
-    /// memory only; the children report them again after a restart.
+    /// side forgot it, and, for a relay that moved, every node below it.
+    /// Admitted once the old side lets go (never before: until then the old
+    /// side's status may still count the node), parents before their
+    /// children. Kept in memory only; the children report them again after
+    /// a restart.
     claims: BTreeMap<String, (String, NodeRecord)>,
     /// The moves the root ordered, as node → new parent: only these make a
     /// claim (a record of a node another child holds is otherwise refused,
@@ -67,8 +69,9 @@ pub(crate) struct Inventory {
     admitted_claims: Vec<String>,
 }
 
-/// The most claims a relay keeps (see [`Inventory::claims`]): moves under
-/// way at once, far more than any rollout of moves needs.
+/// The most claims a relay keeps (see [`Inventory::claims`]) unless one
+/// child may have it hold more records: moves under way at once, far more
+/// than any rollout of moves needs, or one relay's whole subtree.
 const MAX_CLAIMS: usize = 1024;
 
 /// What an inventory update from a child changed.
@@ -289,9 +292,7 @@ impl Inventory {
             mutations.push(Mutation::RemoveNode(name.clone()));
             self.pending_up.insert(name.clone(), None);
         }
-        for name in &doomed {
-            self.admit_claim(name, mutations);
-        }
+        self.admit_ready_claims(mutations);
         doomed
     }
 
@@ -384,11 +385,11 @@ impl Inventory {
                         mutations.push(Mutation::RemoveNode(name.clone()));
                         self.pending_up.insert(name.clone(), None);
                         outcome.membership_changed = true;
-                        self.admit_claim(&name, mutations);
                     } else if self.claims.get(&name).is_some_and(|(by, _)| by == child) {
                         self.claims.remove(&name);
                     }
                 }
+                self.admit_ready_claims(mutations);
             }
             InventoryUpdate::Full {
                 mut records,
@@ -488,9 +489,10 @@ impl Inventory {
         }
         let is_new = existing.is_none();
         if let Err(error) = self.index.admit(child, &record) {
+            let room = MAX_CLAIMS.max(self.max_records_per_child);
             if matches!(error, SubtreeError::OtherSubtree { .. })
-                && self.may_claim(child, &record.name)
-                && (self.claims.len() < MAX_CLAIMS || self.claims.contains_key(&record.name))
+                && self.may_claim_record(child, &record)
+                && (self.claims.len() < room || self.claims.contains_key(&record.name))
             {
                 tracing::info!(child, node = %record.name, %error, "holding a claim on a node another child still holds");
                 self.claims
@@ -554,13 +556,38 @@ impl Inventory {
                 mutations.push(Mutation::RemoveNode(name.clone()));
                 self.pending_up.insert(name.clone(), None);
                 outcome.membership_changed = true;
+            }
+        }
+        self.admit_ready_claims(mutations);
+    }
+
+    /// Admits every claim whose node its old side has let go and whose
+    /// parent the claiming side now holds: a moved relay before the nodes
+    /// below it, whatever order the old side's removals came in.
+    fn admit_ready_claims(&mut self, mutations: &mut Vec<Mutation>) {
+        loop {
+            let ready: Vec<String> = self
+                .claims
+                .iter()
+                .filter(|(node, (by, record))| {
+                    !self.index.contains(node)
+                        && record.parent.as_deref().is_some_and(|parent| {
+                            parent == by || self.index.via(parent) == Some(by.as_str())
+                        })
+                })
+                .map(|(node, _)| node.clone())
+                .collect();
+            if ready.is_empty() {
+                return;
+            }
+            for name in ready {
                 self.admit_claim(&name, mutations);
             }
         }
     }
 
     /// Admits the record another child claimed of `name`, which its old
-    /// side has just let go.
+    /// side has let go.
     fn admit_claim(&mut self, name: &str, mutations: &mut Vec<Mutation>) {
         let Some((child, record)) = self.claims.remove(name) else {
             return;
@@ -568,7 +595,8 @@ impl Inventory {
         if !self.nodes.contains_key(&child) {
             return;
         }
-        if !self.moves.contains_key(name) && !is_connected(&record) {
+        let granted = self.parents.contains_key(name) && !self.moves.contains_key(name);
+        if granted && !is_connected(&record) {
             // A candidate's stale record of a node that re-parented away
             // from it (it reports it from before it went down): the node is
             // not there.
@@ -599,11 +627,32 @@ impl Inventory {
     }
 
     fn drop_unfounded_claims(&mut self) {
-        let claims = std::mem::take(&mut self.claims);
-        self.claims = claims
-            .into_iter()
-            .filter(|(node, (child, _))| self.may_claim(child, node))
-            .collect();
+        loop {
+            let unfounded: Vec<String> = self
+                .claims
+                .iter()
+                .filter(|(_, (child, record))| !self.may_claim_record(child, record))
+                .map(|(node, _)| node.clone())
+                .collect();
+            if unfounded.is_empty() {
+                return;
+            }
+            for node in unfounded {
+                self.claims.remove(&node);
+            }
+        }
+    }
+
+    /// Whether `child` may claim `record`'s node: [`Inventory::may_claim`],
+    /// or its parent is a node `child` claims (a relay that moves takes its
+    /// subtree along).
+    fn may_claim_record(&self, child: &str, record: &NodeRecord) -> bool {
+        self.may_claim(child, &record.name)
+            || record
+                .parent
+                .as_ref()
+                .and_then(|parent| self.claims.get(parent))
+                .is_some_and(|(by, _)| by == child)
     }
 
     /// Whether `child` may claim `node`: the root moves it to `child` or to
@@ -910,6 +959,78 @@ mod tests {
         report(&mut inventory, "a", vec![], &["x"]);
         assert_eq!(parent_of(&inventory, "x").as_deref(), Some("b"));
         assert_eq!(inventory.take_admitted_claims(), ["b"]);
+    }
+
+    /// Relay `r` under `a` with `x` and relay `q` below it, and `z` below
+    /// `q`, all reported by `a`.
+    fn with_a_subtree() -> Inventory {
+        let mut inventory = inventory();
+        report(
+            &mut inventory,
+            "a",
+            vec![
+                record("r", "a", Role::Relay),
+                record("q", "r", Role::Relay),
+                record("y", "r", Role::Agent),
+                record("z", "q", Role::Agent),
+            ],
+            &[],
+        );
+        inventory
+    }
+
+    /// What `b` reports once `r` moved under it with its subtree.
+    fn moved_subtree() -> Vec<NodeRecord> {
+        vec![
+            record("r", "b", Role::Relay),
+            record("q", "r", Role::Relay),
+            record("y", "r", Role::Agent),
+            record("z", "q", Role::Agent),
+        ]
+    }
+
+    #[test]
+    fn a_moved_relay_takes_its_subtree_to_its_new_side_once_the_old_side_lets_go() {
+        let mut inventory = with_a_subtree();
+        inventory.set_moves([("r".to_string(), "b".to_string())].into());
+        report(&mut inventory, "b", moved_subtree(), &[]);
+        for node in ["r", "q", "y", "z"] {
+            assert_eq!(
+                inventory.index().via(node),
+                Some("a"),
+                "a still holds {node}"
+            );
+        }
+        // The old side's removals come in name order: q before r.
+        report(&mut inventory, "a", vec![], &["q", "r", "y", "z"]);
+        for node in ["r", "q", "y", "z"] {
+            assert_eq!(inventory.index().via(node), Some("b"), "b holds {node}");
+        }
+        assert_eq!(parent_of(&inventory, "r").as_deref(), Some("b"));
+        assert_eq!(parent_of(&inventory, "z").as_deref(), Some("q"));
+        assert_eq!(
+            inventory.aggregates().get("a").map(Aggregate::clusters),
+            Some(1)
+        );
+        assert_eq!(
+            inventory.aggregates().get("b").map(Aggregate::clusters),
+            Some(2)
+        );
+        assert!(inventory.take_admitted_claims().contains(&"b".to_string()));
+    }
+
+    #[test]
+    fn without_a_move_no_child_lays_claim_to_a_relays_subtree() {
+        let mut inventory = with_a_subtree();
+        report(&mut inventory, "b", moved_subtree(), &[]);
+        report(&mut inventory, "a", vec![], &["q", "r", "y", "z"]);
+        for node in ["r", "q", "y", "z"] {
+            assert_eq!(
+                inventory.index().via(node),
+                None,
+                "b's word is not taken for {node}"
+            );
+        }
     }
 
     #[test]

@@ -51,7 +51,7 @@ mod tokens;
 mod users;
 
 pub use cluster_labels::{merge as merge_cluster_labels, LabelChange, MAX_ANNOTATION_BYTES};
-pub use moves::{MoveRequest, DEFAULT_MOVE_TTL};
+pub use moves::{check_move, MoveRequest, DEFAULT_MOVE_TTL};
 pub use policy::{ADMINS, GROUPS, OPERATORS, VIEWERS};
 pub use relaymesh_apiserver::{ApiError, AuditLog, PeerIdentity, User};
 pub use users::DEFAULT_VALIDITY as DEFAULT_USER_CERT_VALIDITY;

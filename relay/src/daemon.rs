@@ -34,7 +34,7 @@ use tracing::Instrument;
 
 use crate::config::NodeConfig;
 use crate::deny_list::DenyList;
-use crate::identity::Identity;
+use crate::identity::LiveIdentity;
 use crate::limits::{ConnectionGate, JoinRate, Limits, Refusals, StreamGate};
 use crate::pki::{self, Peer, PkiError};
 use crate::store::{Store, StoreError};
@@ -215,7 +215,7 @@ pub(crate) enum BundleAccess {
 /// Everything the link tasks share with the loop.
 #[derive(Clone)]
 pub(crate) struct Shared {
-    pub identity: Arc<Identity>,
+    pub identity: LiveIdentity,
     pub store: Store,
     pub events: mpsc::Sender<Event>,
     /// Counts bundles stored, so a task waiting for one can wake up.
@@ -399,7 +399,7 @@ async fn run_store(
     let (status_tx, status_rx) = watch::channel(0u64);
     let shared = Shared {
         placement_status: status_rx,
-        identity: Arc::new(identity),
+        identity: LiveIdentity::new(identity),
         store: store.clone(),
         events: events_tx.clone(),
         bundles_stored: stored_rx,
@@ -425,7 +425,7 @@ async fn run_store(
     let mut tasks = tokio::task::JoinSet::new();
     let mut server = None;
     if let Some(listen) = &config.listen {
-        let endpoint = listener::open(listen, &shared.identity)?;
+        let endpoint = listener::open(listen, &shared.identity.get())?;
         server = Some(endpoint.clone());
         tracing::info!(address = %listen, "accepting children");
         tasks.spawn(
@@ -436,7 +436,7 @@ async fn run_store(
     let (reconnect_tx, reconnect_rx) = mpsc::channel(1);
     let candidates = store.candidates()?;
     let (client_tx, client) = watch::channel(pki::quic_client_config_among(
-        &shared.identity,
+        &shared.identity.get(),
         &candidates,
     )?);
     let mut parent_config = None;
@@ -474,7 +474,7 @@ async fn run_store(
         tasks.spawn(serve.instrument(tracing::Span::current()));
     }
 
-    let shared_identity = shared.identity.clone();
+    let live_identity = shared.identity.clone();
     let mut daemon = Daemon {
         core,
         store,
@@ -496,7 +496,7 @@ async fn run_store(
         handovers: handover::Handovers::default(),
         drains: drains::Drains::default(),
         renewal: renewal::Renewal::new(
-            (*shared_identity).clone(),
+            live_identity,
             options.node_cert_validity,
             client_tx,
             server,
@@ -955,7 +955,7 @@ impl Daemon {
         let serial = held
             .map_or(0, |held| held.serial.saturating_add(1))
             .max(now.unix_ms);
-        let signed = match self.shared.identity.token_signing_key.as_deref() {
+        let signed = match self.shared.identity.get().token_signing_key.as_deref() {
             Some(signing_key) => relaymesh_core::seal::sign(signing_key, &mut entry, serial),
             None => Err(relaymesh_core::seal::SealError::BadSigningKey),
         };

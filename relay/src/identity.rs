@@ -3,6 +3,8 @@
 //! Written once at `relay init` or `relay join` and kept in the node's store.
 //! Private keys are generated on the node and never leave it.
 
+use std::sync::{Arc, PoisonError, RwLock};
+
 use relaymesh_protocol::Role;
 use serde::{Deserialize, Serialize};
 
@@ -45,6 +47,33 @@ impl Identity {
     /// Whether this node is the mesh's root (it holds the token signing key).
     pub fn is_root(&self) -> bool {
         self.token_signing_key.is_some()
+    }
+}
+
+/// A node's identity as its tasks read it now: the daemon replaces it when
+/// its certificates change (a renewal, a move), and the listener, which
+/// signs children's certificates and tells them the chain above, reads the
+/// current one for every request.
+#[derive(Clone, Debug)]
+pub struct LiveIdentity(Arc<RwLock<Arc<Identity>>>);
+
+impl LiveIdentity {
+    /// Starts with `identity`.
+    pub fn new(identity: Identity) -> Self {
+        Self(Arc::new(RwLock::new(Arc::new(identity))))
+    }
+
+    /// The identity now.
+    pub fn get(&self) -> Arc<Identity> {
+        self.0
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Replaces the identity for every reader.
+    pub fn set(&self, identity: Identity) {
+        *self.0.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(identity);
     }
 }
 

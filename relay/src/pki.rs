@@ -34,15 +34,16 @@ mod tests;
 mod users;
 
 pub use certs::{
-    create_mesh, new_node_keys, sign_issuer_cert, sign_node_cert, ADMIN_GROUP, ADMIN_USER,
-    DEFAULT_NODE_CERT_VALIDITY, MAX_INTERMEDIATES, MAX_NODE_CERT_VALIDITY, MIN_NODE_CERT_VALIDITY,
+    create_mesh, new_node_keys, node_keys_keeping_issuer, sign_issuer_cert, sign_node_cert,
+    ADMIN_GROUP, ADMIN_USER, DEFAULT_NODE_CERT_VALIDITY, MAX_INTERMEDIATES, MAX_NODE_CERT_VALIDITY,
+    MIN_NODE_CERT_VALIDITY,
 };
 pub use grant::{identity_from_grant, is_issued_by, verify_chain};
 pub use holders::{holder_of, Holder};
 pub use quic_tls::{
     chain_issuer_path, connection_chain, connection_leaf, connection_peer, quic_client_config,
     quic_client_config_among, quic_endpoint_config, quic_join_client_config, quic_server_config,
-    IDLE_TIMEOUT,
+    IDLE_TIMEOUT, SERVER_CERT_VALIDITY,
 };
 pub use renewal::{
     expiry, rehomed_identity, renew_at_root, renewal_request, renewed_identity, sign_renewal,

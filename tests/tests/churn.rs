@@ -122,7 +122,7 @@ fn a_mid_relay_killed_and_an_agent_moved_during_a_rollout_count_every_cluster_on
 
     // Moves the root refuses, each saying why.
     for (args, why) in [
-        (["r1", "--to", "r2"], "only agents move"),
+        (["r2", "--to", "edge-3"], "own subtree"),
         (["edge-3", "--to", "r2"], "already under"),
         (["edge-3", "--to", "root"], "above"),
         (["nowhere", "--to", "r1"], "not in the tree"),

@@ -10,7 +10,7 @@
 
 use std::time::Duration;
 
-use relaymesh_protocol::{Move, MoveState};
+use relaymesh_protocol::{Move, MoveState, NodeRecord, Role};
 use serde_json::{json, Map, Value};
 
 use super::nodes::{check_type_meta, invalid, rfc3339, API_VERSION};
@@ -68,6 +68,73 @@ pub(super) fn parse_request(body: &[u8]) -> Result<MoveRequest, ApiError> {
         to: field("to")?,
         ttl,
     })
+}
+
+/// Checks that `node` may move under `to` in the tree `nodes` (the root's
+/// inventory, which lists every node but the root) and returns its parent
+/// and role.
+///
+/// A node may not move up its own branch (the relay there holds it through
+/// a child already: docs/operations.md, "Moving a cluster"). A relay may
+/// not move into its own subtree, nor so deep that the issuers below it
+/// would make chains longer than certificate verification accepts: it
+/// keeps its issuer key, and every certificate it and the relays below it
+/// issued stays valid under its new place.
+pub fn check_move(nodes: &[NodeRecord], node: &str, to: &str) -> Result<(String, Role), ApiError> {
+    let record_of = |name: &str| nodes.iter().find(|record| record.name == name);
+    let parent_of = |name: &str| record_of(name).and_then(|record| record.parent.clone());
+    // The relays from `name` up to the root, `name` first; bounded, so a
+    // cycle in a hostile report cannot loop.
+    let branch = |name: &str| {
+        let mut branch = vec![name.to_string()];
+        while let Some(parent) = branch.last().and_then(|last| parent_of(last)) {
+            if branch.len() > nodes.len() {
+                break;
+            }
+            branch.push(parent);
+        }
+        branch
+    };
+    let record = record_of(node)
+        .ok_or_else(|| ApiError::NotFound(format!("node {node:?} is not in the tree")))?;
+    let to_invalid = |message: String| ApiError::Invalid {
+        field: "spec.to".into(),
+        message,
+    };
+    let from = record.parent.clone().unwrap_or_default();
+    if from == to {
+        return Err(to_invalid(format!("{node:?} is already under {to:?}")));
+    }
+    if branch(&from).iter().any(|relay| relay == to) {
+        return Err(to_invalid(format!(
+            "{to:?} is above {node:?}'s parent {from:?}: moving a node up its own branch is not supported; move it to a relay of another branch"
+        )));
+    }
+    let to_branch = branch(to);
+    if to_branch.iter().any(|relay| relay == node) {
+        return Err(to_invalid(format!(
+            "{to:?} is in {node:?}'s own subtree: a relay cannot move below itself"
+        )));
+    }
+    if record.role == Role::Relay {
+        // A relay's depth counts the relays from the root's child down to
+        // it: its issuer is intermediate number `depth` of the chains below
+        // it. `below` is how many relay levels its subtree holds.
+        let below = nodes
+            .iter()
+            .filter(|record| record.role == Role::Relay)
+            .filter_map(|record| branch(&record.name).iter().position(|name| name == node))
+            .max()
+            .unwrap_or(0);
+        let deepest = to_branch.len() + below;
+        if deepest > crate::pki::MAX_INTERMEDIATES {
+            return Err(to_invalid(format!(
+                "under {to:?}, {node:?} and the relays below it would reach {deepest} issuers deep, more than the {} that certificate verification accepts",
+                crate::pki::MAX_INTERMEDIATES
+            )));
+        }
+    }
+    Ok((from, record.role))
 }
 
 /// A move as a `Move` object (without its token).
@@ -133,6 +200,67 @@ mod tests {
             let error = parse_request(body.as_bytes()).expect_err(body).to_string();
             assert!(error.contains(field), "{error} does not name {field}");
         }
+    }
+
+    fn node(name: &str, parent: &str, role: Role) -> NodeRecord {
+        NodeRecord {
+            name: name.into(),
+            role,
+            parent: Some(parent.into()),
+            labels: Default::default(),
+            addresses: vec![],
+            version: String::new(),
+            link: None,
+            capacity: Default::default(),
+            refused_entries: 0,
+            limit_refusals: Default::default(),
+        }
+    }
+
+    /// root ← eu ← mid ← below ← edge, root ← us ← d2 ← d3 ← d4, root ← ap.
+    fn tree() -> Vec<NodeRecord> {
+        vec![
+            node("eu", "root", Role::Relay),
+            node("mid", "eu", Role::Relay),
+            node("below", "mid", Role::Relay),
+            node("edge", "below", Role::Agent),
+            node("us", "root", Role::Relay),
+            node("d2", "us", Role::Relay),
+            node("d3", "d2", Role::Relay),
+            node("d4", "d3", Role::Relay),
+            node("ap", "root", Role::Relay),
+        ]
+    }
+
+    #[test]
+    fn a_relay_moves_with_its_subtree_where_chains_stay_short_enough() {
+        let nodes = tree();
+        assert_eq!(
+            check_move(&nodes, "mid", "us").expect("allowed"),
+            ("eu".to_string(), Role::Relay)
+        );
+        assert_eq!(
+            check_move(&nodes, "edge", "ap").expect("allowed"),
+            ("below".to_string(), Role::Agent)
+        );
+        // mid at depth 5 under d4, below at 6: the most verification takes.
+        check_move(&nodes, "mid", "d4").expect("six issuers deep");
+        for (node, to, why) in [
+            ("mid", "eu", "already under"),
+            ("below", "eu", "up its own branch"),
+            ("mid", "below", "own subtree"),
+            ("eu", "edge", "own subtree"),
+            ("nowhere", "us", "not in the tree"),
+        ] {
+            let error = check_move(&nodes, node, to).expect_err(why).to_string();
+            assert!(error.contains(why), "{node} to {to}: {error}");
+        }
+        let mut deeper = nodes;
+        deeper.push(node("deepest", "below", Role::Relay));
+        let error = check_move(&deeper, "mid", "d4")
+            .expect_err("too deep")
+            .to_string();
+        assert!(error.contains("7 issuers deep"), "{error}");
     }
 
     #[test]

@@ -133,7 +133,7 @@ impl RootBackend {
         name: &str,
         field: &str,
     ) -> Result<token::TokenParent, ApiError> {
-        let identity = &self.shared.identity;
+        let identity = self.shared.identity.get();
         let (addresses, issuers) = if name == identity.name {
             (self.shared.config.advertise.clone(), Vec::new())
         } else {
@@ -205,7 +205,7 @@ impl Backend for RootBackend {
     }
 
     fn create_token(&self, request: TokenRequest) -> Result<IssuedToken, ApiError> {
-        let identity = &self.shared.identity;
+        let identity = self.shared.identity.get();
         let signing_key = identity
             .token_signing_key
             .as_deref()
@@ -320,7 +320,7 @@ impl Backend for RootBackend {
     }
 
     async fn revoke_node(&self, name: String) -> Result<NodeRevoked, ApiError> {
-        if name == self.shared.identity.name {
+        if name == self.shared.identity.get().name {
             return Err(ApiError::Invalid {
                 field: "spec.node".into(),
                 message: format!("{name:?} is the root, which cannot be revoked"),
@@ -437,49 +437,10 @@ impl Backend for RootBackend {
 
     async fn move_node(&self, request: MoveRequest) -> Result<Move, ApiError> {
         let MoveRequest { node, to, ttl } = request;
-        let nodes = self.inventory().records;
-        let record = nodes
-            .iter()
-            .find(|record| record.name == node)
-            .ok_or_else(|| ApiError::NotFound(format!("node {node:?} is not in the tree")))?;
-        if record.role != Role::Agent {
-            return Err(ApiError::Invalid {
-                field: "spec.node".into(),
-                message: format!(
-                    "{node:?} is a {}: only agents move (a relay moves with its subtree, which is not built)",
-                    record.role
-                ),
-            });
-        }
-        let from = record.parent.clone().unwrap_or_default();
-        if from == to {
-            return Err(ApiError::Invalid {
-                field: "spec.to".into(),
-                message: format!("{node:?} is already under {to:?}"),
-            });
-        }
-        // The node would dial an ancestor that holds it under another
-        // child: that relay must let the old side go before it counts the
-        // node, which claims between children do and a direct link does
-        // not (docs/operations.md, "Moving a cluster").
-        let mut above = Some(from.clone());
-        while let Some(relay) = above {
-            if relay == to {
-                return Err(ApiError::Invalid {
-                    field: "spec.to".into(),
-                    message: format!(
-                        "{to:?} is above {node:?}'s parent {from:?}: moving a node up its own branch is not supported; move it to a relay of another branch"
-                    ),
-                });
-            }
-            above = nodes
-                .iter()
-                .find(|record| record.name == relay)
-                .and_then(|record| record.parent.clone());
-        }
+        let (from, role) = crate::api::check_move(&self.inventory().records, &node, &to)?;
         let issued = self.create_token(TokenRequest {
             name: node.clone(),
-            role: Role::Agent,
+            role,
             parent: Some(to.clone()),
             candidates: Vec::new(),
             ttl,

@@ -102,7 +102,7 @@ async fn serve_connection(
     shutdown: CancellationToken,
 ) {
     let remote = connection.remote_address();
-    let (peer, issued_here) = match authenticate(&connection, &shared.identity) {
+    let (peer, issued_here) = match authenticate(&connection, &shared.identity.get()) {
         Ok(authenticated) => authenticated,
         Err(error) => {
             tracing::warn!(%remote, %error, "unusable peer certificate");
@@ -308,7 +308,8 @@ async fn may_attach(
 
 /// Signs a child's renewal request for the key its connection presented.
 fn renew(connection: &quinn::Connection, shared: &Shared, request: &RenewRequest) -> RenewReply {
-    let Some(issuer) = shared.identity.issuer.as_ref() else {
+    let identity = shared.identity.get();
+    let Some(issuer) = identity.issuer.as_ref() else {
         return RenewReply::Refused(Refusal::new(
             ErrorCode::Forbidden,
             "agents have no children to renew",
@@ -326,7 +327,7 @@ fn renew(connection: &quinn::Connection, shared: &Shared, request: &RenewRequest
     ) {
         Ok(leaf) => RenewReply::Renewed {
             tls_chain_der: std::iter::once(leaf)
-                .chain(admission::chain_above_leaf(&shared.identity, issuer))
+                .chain(admission::chain_above_leaf(&identity, issuer))
                 .collect(),
         },
         Err(error) => RenewReply::Refused(Refusal::new(
@@ -563,7 +564,7 @@ fn admit(shared: &Shared, remote: SocketAddr, request: &JoinRequest) -> JoinRepl
     let ledger = StoreLedger(shared);
     let validity = shared.node_cert_validity;
     match admission::admit(
-        &shared.identity,
+        &shared.identity.get(),
         request,
         unix_ms() / 1000,
         &ledger,

@@ -1,7 +1,9 @@
 //! Moves on the daemon's side (see [`relaymesh_protocol::moves`]).
 //!
 //! On the node that moves: join the new parent with the move's token (new
-//! keys and certificate, as any join), store the new identity and parent,
+//! keys and certificate, as any join; a relay keeps its issuer key and has
+//! the new parent sign it, so its subtree moves with it), store the new
+//! identity and parent,
 //! have the core tell the old parent it leaves, and dial the new parent once
 //! the old one closed the link (or after [`LEAVE_TIMEOUT`], if it does not).
 //! The store keeps everything else: the slice, bundles and what the agent
@@ -11,7 +13,7 @@
 use std::time::Duration;
 
 use relaymesh_core::Now;
-use relaymesh_protocol::{Move, Role};
+use relaymesh_protocol::Move;
 
 use super::{Daemon, DaemonError, Event};
 use crate::transport::join::{self, Joined};
@@ -24,21 +26,16 @@ impl Daemon {
     /// The root ordered this node to move: join the new parent in the
     /// background ([`Event::Moved`] comes back).
     pub(super) fn start_move(&mut self, moved: Move) {
-        let role = self.shared.identity.role;
-        if role != Role::Agent {
-            tracing::error!(to = %moved.to, "only agents move; this relay stays where it is");
-            return;
-        }
         if self.moving {
             return;
         }
         self.moving = true;
-        let name = self.shared.identity.name.clone();
+        let identity = self.shared.identity.get();
         let mut endpoints = self.endpoints.clone();
         let events = self.shared.events.clone();
         tokio::spawn(async move {
-            tracing::info!(to = %moved.to, "joining the new parent for a move");
-            let result = join::join_from(&moved.token, &name, role, &mut endpoints)
+            tracing::info!(to = %moved.to, role = %identity.role, "joining the new parent for a move");
+            let result = join::join_moving(&moved.token, &identity, &mut endpoints)
                 .await
                 .map(Box::new)
                 .map_err(|error| error.to_string());
@@ -73,7 +70,6 @@ impl Daemon {
         self.store.set_config(&config)?;
         self.drop_candidates()?;
         self.renewal.replace(&self.store, identity.clone())?;
-        self.shared.identity = std::sync::Arc::new(identity);
         self.shared.config = std::sync::Arc::new(config);
         if let Some(dial) = &self.parent_config {
             dial.send_replace(parent.clone());

@@ -78,7 +78,7 @@ impl Daemon {
         role: Role,
         chain: &[Vec<u8>],
     ) -> Result<(), String> {
-        let path = pki::chain_issuer_path(chain, &self.shared.identity.ca_cert_der);
+        let path = pki::chain_issuer_path(chain, &self.shared.identity.get().ca_cert_der);
         attach_decision(
             self.core.grant(node).as_ref(),
             self.core.name(),
@@ -98,7 +98,7 @@ impl Daemon {
         let Some(candidate) = self.candidate(&parent.name) else {
             return;
         };
-        let identity = &self.shared.identity;
+        let identity = self.shared.identity.get();
         let issued = pki::chain_issuer_path(&identity.tls_chain_der, &identity.ca_cert_der);
         if issued.as_ref().ok() != Some(&candidate.issuer_path()) {
             tracing::info!(parent = %parent.name, ?issued, "this node's certificate is not its parent's yet: asking it to renew");

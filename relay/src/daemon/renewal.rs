@@ -11,7 +11,7 @@ use relaymesh_protocol::message::{Open, RenewReply, RenewRequest};
 use tokio::sync::{mpsc, watch};
 
 use super::{unix_ms, DaemonError, Event};
-use crate::identity::Identity;
+use crate::identity::{Identity, LiveIdentity};
 use crate::pki;
 use crate::store::Store;
 use crate::transport::{expect_frame, write_frame, LinkError};
@@ -19,9 +19,18 @@ use crate::transport::{expect_frame, write_frame, LinkError};
 /// How soon a failed renewal is tried again, at most.
 const RETRY: Duration = Duration::from_secs(60);
 
+/// How often a relay signs itself a new server certificate (valid for
+/// [`pki::SERVER_CERT_VALIDITY`]) even when it cannot renew its own: its
+/// children keep their parent through a long outage above it.
+const SERVER_CERT_REFRESH: Duration = Duration::from_secs(24 * 60 * 60);
+
 /// The renewal state the loop keeps.
 pub(super) struct Renewal {
     identity: Identity,
+    /// The identity the daemon's tasks read, replaced with `identity`.
+    live: LiveIdentity,
+    /// When the listener's server certificate was signed.
+    server_signed: tokio::time::Instant,
     validity: Duration,
     /// When to renew next.
     due: tokio::time::Instant,
@@ -38,19 +47,22 @@ pub(super) struct Renewal {
 }
 
 impl Renewal {
-    /// Starts with `identity`'s certificate; `client` is the uplink's
+    /// Starts with `live`'s certificate; `client` is the uplink's
     /// configuration and `server` the listener's endpoint, both replaced on
     /// each renewal.
     pub fn new(
-        identity: Identity,
+        live: LiveIdentity,
         validity: Duration,
         client: watch::Sender<quinn::ClientConfig>,
         server: Option<quinn::Endpoint>,
         candidates: Vec<relaymesh_protocol::CandidateParent>,
     ) -> Self {
+        let identity = Identity::clone(&live.get());
         let due = next_due(&identity);
         Self {
             identity,
+            live,
+            server_signed: tokio::time::Instant::now(),
             validity,
             due,
             asking: false,
@@ -88,6 +100,9 @@ impl Renewal {
         parent: Option<quinn::Connection>,
         events: &mpsc::Sender<Event>,
     ) -> Result<(), DaemonError> {
+        if self.server_signed.elapsed() >= SERVER_CERT_REFRESH {
+            self.serve_with(&self.identity.clone())?;
+        }
         match pki::renew_at_root(&self.identity, self.validity) {
             Ok(Some(renewed)) => return self.adopt(store, renewed),
             Ok(None) => {}
@@ -167,15 +182,24 @@ impl Renewal {
     /// Stores `identity` and uses it from the next connection on.
     fn install(&mut self, store: &Store, identity: Identity) -> Result<(), DaemonError> {
         store.set_identity(&identity)?;
-        if let Some(server) = &self.server {
-            server.set_server_config(Some(pki::quic_server_config(&identity)?));
-        }
+        self.serve_with(&identity)?;
         if identity.token_signing_key.is_none() {
             self.client
                 .send_replace(pki::quic_client_config_among(&identity, &self.candidates)?);
         }
+        self.live.set(identity.clone());
         self.identity = identity;
         self.due = next_due(&self.identity);
+        Ok(())
+    }
+
+    /// Has the listener serve new connections with a server certificate
+    /// signed for `identity` now.
+    fn serve_with(&mut self, identity: &Identity) -> Result<(), DaemonError> {
+        if let Some(server) = &self.server {
+            server.set_server_config(Some(pki::quic_server_config(identity)?));
+            self.server_signed = tokio::time::Instant::now();
+        }
         Ok(())
     }
 

@@ -138,20 +138,44 @@ pub fn create_mesh(root_name: &str, api_hosts: &[String]) -> Result<MeshBootstra
 /// the record, but the parent takes name and role from the join token, not
 /// from the requests.
 pub fn new_node_keys(name: &str, role: Role) -> Result<NodeKeys, PkiError> {
+    let issuer_key = if role == Role::Relay {
+        Some(new_key()?)
+    } else {
+        None
+    };
+    node_keys(name, role, issuer_key)
+}
+
+/// [`new_node_keys`] for a relay that joins another parent with its subtree
+/// (a move): a new TLS key, and a request for the issuer key it already
+/// has, so that the certificates it issued stay valid under the new
+/// parent's signature of that key.
+pub fn node_keys_keeping_issuer(name: &str, issuer_key_der: &[u8]) -> Result<NodeKeys, PkiError> {
+    let issuer_key = KeyPair::from_pkcs8_der_and_sign_algo(
+        &PrivatePkcs8KeyDer::from(issuer_key_der),
+        &PKCS_ECDSA_P256_SHA256,
+    )
+    .map_err(|e| PkiError::BadKey {
+        reason: format!("issuer key: {e}"),
+    })?;
+    node_keys(name, Role::Relay, Some(issuer_key))
+}
+
+fn node_keys(name: &str, role: Role, issuer_key: Option<KeyPair>) -> Result<NodeKeys, PkiError> {
     relaymesh_protocol::name::validate(name)?;
     let tls_key = new_key()?;
     // A request's validity is the signer's to choose.
     let tls_csr = for_request(node_params(name, role, DEFAULT_NODE_CERT_VALIDITY)?)
         .serialize_request(&tls_key)
         .map_err(generate("make the TLS certificate request"))?;
-    let (issuer_key_der, issuer_csr_der) = if role == Role::Relay {
-        let issuer_key = new_key()?;
-        let csr = for_request(issuer_params(name, 0)?)
-            .serialize_request(&issuer_key)
-            .map_err(generate("make the issuer certificate request"))?;
-        (Some(issuer_key.serialize_der()), Some(csr.der().to_vec()))
-    } else {
-        (None, None)
+    let (issuer_key_der, issuer_csr_der) = match issuer_key {
+        Some(issuer_key) => {
+            let csr = for_request(issuer_params(name, 0)?)
+                .serialize_request(&issuer_key)
+                .map_err(generate("make the issuer certificate request"))?;
+            (Some(issuer_key.serialize_der()), Some(csr.der().to_vec()))
+        }
+        None => (None, None),
     };
     Ok(NodeKeys {
         tls_key_der: tls_key.serialize_der(),

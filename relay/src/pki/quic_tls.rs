@@ -89,7 +89,7 @@ pub fn quic_server_config(identity: &Identity) -> Result<quinn::ServerConfig, Pk
     )
     .allow_unauthenticated()
     .build()?;
-    let mut chain = certificate_chain(&identity.tls_chain_der);
+    let mut chain = certificate_chain(&server_chain(identity)?);
     chain.push(CertificateDer::from(identity.ca_cert_der.clone()));
     let mut tls = rustls::ServerConfig::builder_with_provider(provider)
         .with_protocol_versions(&[&rustls::version::TLS13])?
@@ -102,6 +102,39 @@ pub fn quic_server_config(identity: &Identity) -> Result<quinn::ServerConfig, Pk
     Ok(config)
 }
 
+/// How long the server certificate a relay signs itself lasts; it signs a
+/// new one whenever it renews its own and at least daily (see the daemon's
+/// renewal).
+pub const SERVER_CERT_VALIDITY: Duration = Duration::from_secs(7 * 24 * 60 * 60);
+
+/// The chain a relay serves its children with, leaf first, mesh CA not
+/// included: a certificate for its TLS key that its own issuer signs, then
+/// that issuer's chain. Its children accept it because the issuer that
+/// signed their own certificates signed it (see [`quic_client_config`]),
+/// wherever in the tree the relay sits now: a relay that moves to another
+/// parent keeps its issuer key, and its children keep their parent. The
+/// root serves its own certificate, which the mesh CA signed.
+fn server_chain(identity: &Identity) -> Result<Vec<Vec<u8>>, PkiError> {
+    let Some(issuer) = identity
+        .issuer
+        .as_ref()
+        .filter(|issuer| issuer.cert_der != identity.ca_cert_der)
+    else {
+        return Ok(identity.tls_chain_der.clone());
+    };
+    let csr = super::renewal_request(identity)?;
+    let leaf = super::sign_node_cert(
+        issuer,
+        &csr,
+        &identity.name,
+        identity.role,
+        SERVER_CERT_VALIDITY,
+    )?;
+    let mut chain = vec![leaf, issuer.cert_der.clone()];
+    chain.extend(issuer.chain_der.iter().cloned());
+    Ok(chain)
+}
+
 /// The QUIC client configuration of a child's link to its parent: mutual TLS
 /// with the node's own chain, the server verified against the mesh CA only.
 ///
@@ -109,11 +142,13 @@ pub fn quic_server_config(identity: &Identity) -> Result<quinn::ServerConfig, Pk
 /// the parent's certificate); only relay certificates are valid for server
 /// authentication.
 ///
-/// The parent must also hold a certificate from the issuer that admitted
-/// the parent, which is the next issuer up this node's own chain (the mesh
-/// CA for the root and its children): a relay that mints itself a
-/// certificate with its own issuer cannot pose as the root or as any other
-/// relay to its children.
+/// The parent must also prove it holds the issuer key that signed this
+/// node's certificate: its certificate must be signed by that issuer (the
+/// mesh CA for the root's children) and the issuer must be the parent's
+/// own. So no other relay can pose as the parent or as the root to its
+/// children, not even the relay that admitted the parent; and a relay that
+/// moved elsewhere in the tree with its issuer key is still its children's
+/// parent.
 pub fn quic_client_config(identity: &Identity) -> Result<quinn::ClientConfig, PkiError> {
     let provider = ring_provider();
     let inner = rustls::client::WebPkiServerVerifier::builder_with_provider(
@@ -123,7 +158,7 @@ pub fn quic_client_config(identity: &Identity) -> Result<quinn::ClientConfig, Pk
     .build()?;
     let expected_issuer = identity
         .tls_chain_der
-        .get(2)
+        .get(1)
         .unwrap_or(&identity.ca_cert_der)
         .clone();
     let tls = rustls::ClientConfig::builder_with_provider(provider.clone())
@@ -131,6 +166,7 @@ pub fn quic_client_config(identity: &Identity) -> Result<quinn::ClientConfig, Pk
         .dangerous()
         .with_custom_certificate_verifier(Arc::new(ParentVerifier {
             inner,
+            expected_relay: relay_of_issuer(&expected_issuer),
             expected_issuer,
             provider,
         }))
@@ -144,7 +180,8 @@ pub fn quic_client_config(identity: &Identity) -> Result<quinn::ClientConfig, Pk
 /// [`quic_client_config`] for a node with candidate parents: the server is
 /// verified against the mesh CA, for the name dialed, and its chain must
 /// pass through exactly the issuers the root listed for that candidate
-/// (its [`relaymesh_protocol::CandidateParent::issuers`]), so the node can
+/// (its [`relaymesh_protocol::CandidateParent::issuer_path`]: the relays
+/// above it, then its own issuer, which signs its server certificate), so the node can
 /// dial any of them with the certificate it holds, wherever in the tree
 /// they sit, and no other relay can pose as one. A server name that is no
 /// candidate is refused.
@@ -169,7 +206,7 @@ pub fn quic_client_config_among(
             ca_der: identity.ca_cert_der.clone(),
             paths: candidates
                 .iter()
-                .map(|candidate| (candidate.name.clone(), candidate.issuers.clone()))
+                .map(|candidate| (candidate.name.clone(), candidate.issuer_path()))
                 .collect(),
             provider,
         }))
@@ -262,7 +299,11 @@ struct PinnedCaVerifier {
 #[derive(Debug)]
 struct ParentVerifier {
     inner: Arc<rustls::client::WebPkiServerVerifier>,
+    /// The certificate that signed this node's own (the mesh CA for the
+    /// root's children).
     expected_issuer: Vec<u8>,
+    /// The relay `expected_issuer` belongs to; `None` for the mesh CA.
+    expected_relay: Option<String>,
     provider: Arc<CryptoProvider>,
 }
 
@@ -271,7 +312,7 @@ struct ParentVerifier {
 struct CandidateVerifier {
     inner: Arc<rustls::client::WebPkiServerVerifier>,
     ca_der: Vec<u8>,
-    /// Each candidate's issuers, by name.
+    /// Each candidate's issuer path, by name.
     paths: std::collections::BTreeMap<String, Vec<String>>,
     provider: Arc<CryptoProvider>,
 }
@@ -340,12 +381,18 @@ impl ServerCertVerifier for ParentVerifier {
             ocsp_response,
             now,
         )?;
-        if is_issued_by(end_entity.as_ref(), &self.expected_issuer).unwrap_or(false) {
+        let issued = is_issued_by(end_entity.as_ref(), &self.expected_issuer).unwrap_or(false);
+        let named = match (&self.expected_relay, server_name) {
+            (None, _) => true,
+            (Some(relay), ServerName::DnsName(name)) => name.as_ref() == relay,
+            (Some(_), _) => false,
+        };
+        if issued && named {
             return Ok(verified);
         }
         let expected = subject_of(&self.expected_issuer);
         Err(wrong_issuer(format!(
-            "the parent's certificate was not issued by {expected}, which admitted the parent: another relay may be posing as it"
+            "the parent's certificate was not signed by {expected}, which admitted this node: another relay may be posing as it"
         )))
     }
 
@@ -442,7 +489,16 @@ impl ServerCertVerifier for PinnedCaVerifier {
         )?;
         let path =
             issuer_path(end_entity.as_ref(), intermediates, ca.as_ref()).map_err(wrong_issuer)?;
-        if path != self.parent_issuers {
+        // A relay serves a certificate its own issuer signed; the root one
+        // the mesh CA signed.
+        let own_issuer = match server_name {
+            ServerName::DnsName(name) => path.split_last().is_some_and(|(last, above)| {
+                last == name.as_ref() && above == self.parent_issuers.as_slice()
+            }),
+            _ => false,
+        };
+        let root = path.is_empty() && self.parent_issuers.is_empty();
+        if !own_issuer && !root {
             return Err(wrong_issuer(format!(
                 "the server's certificate was issued below {path:?}, but the token places the parent below {:?}: another relay may be posing as it",
                 self.parent_issuers

@@ -39,13 +39,15 @@ pub fn renewal_request(identity: &Identity) -> Result<Vec<u8>, PkiError> {
 
 /// `identity` with the renewed chain `chain_der`, after checking that it
 /// carries the node's own key, name and role, comes from the same issuer
-/// as before, and verifies against the mesh CA.
+/// (subject and key) as before, and verifies against the mesh CA. The
+/// chain above that issuer may differ: a parent that moved with its issuer
+/// key to another relay has it signed there.
 pub fn renewed_identity(
     identity: &Identity,
     chain_der: Vec<Vec<u8>>,
 ) -> Result<Identity, PkiError> {
     check_renewed_leaf(identity, &chain_der)?;
-    if chain_der.get(1..) != identity.tls_chain_der.get(1..) {
+    if !same_issuer(chain_der.get(1), identity.tls_chain_der.get(1))? {
         return Err(mismatch(
             "the renewed certificate comes from another issuer than the current one",
         ));
@@ -83,6 +85,16 @@ pub fn rehomed_identity(
         tls_chain_der: chain_der,
         ..identity.clone()
     })
+}
+
+/// Whether two issuer certificates are the same issuer: the same subject and
+/// the same key, whoever signed them (`None` is the mesh CA).
+fn same_issuer(a: Option<&Vec<u8>>, b: Option<&Vec<u8>>) -> Result<bool, PkiError> {
+    let (Some(a), Some(b)) = (a, b) else {
+        return Ok(a.is_none() && b.is_none());
+    };
+    let (a, b) = (parse_cert(a)?, parse_cert(b)?);
+    Ok(a.subject().as_raw() == b.subject().as_raw() && a.public_key().raw == b.public_key().raw)
 }
 
 /// Checks that the first certificate of `chain_der` is for this node's name,

@@ -632,8 +632,13 @@ async fn a_relay_cannot_pose_as_the_root_to_its_children() {
         let error = client_conn.expect_err("the impostor must be refused");
         assert!(error.to_string().contains("posing"), "{error}");
     }
-    // (A certificate mallory mints for below, which it admitted, deeper
-    // cannot tell apart: a relay is trusted with its own subtree.)
+    // Nor for below, which it admitted: below's children take only a
+    // certificate below's own issuer signed.
+    let impostor = serve(&forge_relay(&mallory, "below"));
+    let config = quic_client_config(&deeper).expect("client config");
+    let (client_conn, _) = handshake(&impostor, config, "below").await;
+    let error = client_conn.expect_err("the impostor must be refused");
+    assert!(error.to_string().contains("posing"), "{error}");
     // The real parents pass.
     for (parent, child, name) in [(&mallory, &victim, "mallory"), (&below, &deeper, "below")] {
         let server = serve(parent);
@@ -854,4 +859,85 @@ async fn a_node_accepts_a_candidate_parent_only_where_the_root_placed_it() {
     let (client_conn, _) = handshake(&stranger, config, "mallory").await;
     let error = client_conn.expect_err("no candidate");
     assert!(error.to_string().contains("no candidate"), "{error}");
+}
+
+/// `relay` joined again under `parent` with the issuer key it has, as a
+/// relay that moves with its subtree does.
+fn moved(relay: &Identity, parent: &Identity) -> Identity {
+    let issuer_key = &relay.issuer.as_ref().expect("a relay's issuer").key_der;
+    let keys = node_keys_keeping_issuer(&relay.name, issuer_key).expect("keys");
+    let grant = grant_for(parent, &keys, &relay.name, Role::Relay);
+    identity_from_grant(&relay.name, Role::Relay, keys, &grant).expect("identity from grant")
+}
+
+/// A relay that moved to another parent with its issuer key is still its
+/// children's parent: they dial it with the certificates it issued before
+/// the move, and take its renewals, which now lead through the new parent.
+/// The relay that admitted it before cannot pose as it.
+#[tokio::test]
+async fn a_relay_that_moved_with_its_issuer_key_is_still_its_childrens_parent() {
+    let root = root();
+    let eu = join(&root, "eu", Role::Relay);
+    let us = join(&root, "us", Role::Relay);
+    let mid = join(&eu, "mid", Role::Relay);
+    let edge = join(&mid, "edge-1", Role::Agent);
+    let below = join(&mid, "below", Role::Relay);
+    let deeper = join(&below, "deeper", Role::Agent);
+    let mid = moved(&mid, &us);
+    assert_eq!(
+        chain_issuer_path(&mid.tls_chain_der, &root.ca_cert_der).expect("a path"),
+        ["us"]
+    );
+    let server = serve(&mid);
+    for child in [&edge, &below] {
+        let config = quic_client_config(child).expect("client config");
+        let (client_conn, _) = handshake(&server, config, "mid").await;
+        client_conn.expect("the moved parent");
+    }
+    // Deeper down nothing changed: below's issuer still signs deeper's.
+    let config = quic_client_config(&deeper).expect("client config");
+    let (client_conn, _) = handshake(&serve(&below), config, "below").await;
+    client_conn.expect("below");
+
+    // The renewal through the moved relay leads through us.
+    let issuer = mid.issuer.as_ref().expect("a relay's issuer");
+    let csr = renewal_request(&edge).expect("request");
+    let leaf = sign_renewal(
+        issuer,
+        &csr,
+        &edge.tls_chain_der[0],
+        DEFAULT_NODE_CERT_VALIDITY,
+    )
+    .expect("signed");
+    let mut chain = vec![leaf, issuer.cert_der.clone()];
+    chain.extend(issuer.chain_der.iter().cloned());
+    let renewed = renewed_identity(&edge, chain).expect("the same issuer, moved");
+    assert_eq!(
+        chain_issuer_path(&renewed.tls_chain_der, &root.ca_cert_der).expect("a path"),
+        ["us", "mid"]
+    );
+    let config = quic_client_config(&renewed).expect("client config");
+    let (client_conn, _) = handshake(&server, config, "mid").await;
+    client_conn.expect("the moved parent, after the renewal");
+
+    // Another issuer's renewal is still refused.
+    let other = join(&us, "other", Role::Relay);
+    let other_issuer = other.issuer.as_ref().expect("a relay's issuer");
+    let leaf = sign_renewal(
+        other_issuer,
+        &csr,
+        &edge.tls_chain_der[0],
+        DEFAULT_NODE_CERT_VALIDITY,
+    )
+    .expect("signed");
+    let mut chain = vec![leaf, other_issuer.cert_der.clone()];
+    chain.extend(other_issuer.chain_der.iter().cloned());
+    assert!(renewed_identity(&edge, chain).is_err());
+
+    // The relay that admitted mid mints a certificate for it: refused.
+    let impostor = serve(&forge_relay(&eu, "mid"));
+    let config = quic_client_config(&edge).expect("client config");
+    let (client_conn, _) = handshake(&impostor, config, "mid").await;
+    let error = client_conn.expect_err("the impostor must be refused");
+    assert!(error.to_string().contains("posing"), "{error}");
 }

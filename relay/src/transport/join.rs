@@ -68,8 +68,39 @@ pub async fn join_from(
     role: Role,
     endpoints: &mut Endpoints,
 ) -> Result<Joined, JoinError> {
+    join_with(
+        token,
+        name,
+        role,
+        pki::new_node_keys(name, role)?,
+        endpoints,
+    )
+    .await
+}
+
+/// Joins the parent a move's `token` names as the node `identity` is: a
+/// relay keeps its issuer key, so that it moves with its subtree (the
+/// certificates it issued stay valid; see [`pki::node_keys_keeping_issuer`]).
+pub async fn join_moving(
+    token: &str,
+    identity: &Identity,
+    endpoints: &mut Endpoints,
+) -> Result<Joined, JoinError> {
+    let keys = match &identity.issuer {
+        Some(issuer) => pki::node_keys_keeping_issuer(&identity.name, &issuer.key_der)?,
+        None => pki::new_node_keys(&identity.name, identity.role)?,
+    };
+    join_with(token, &identity.name, identity.role, keys, endpoints).await
+}
+
+async fn join_with(
+    token: &str,
+    name: &str,
+    role: Role,
+    keys: pki::NodeKeys,
+    endpoints: &mut Endpoints,
+) -> Result<Joined, JoinError> {
     let claims = token::read_unverified(token)?;
-    let keys = pki::new_node_keys(name, role)?;
     let request = JoinRequest {
         version: PROTOCOL_VERSION,
         token: token.to_string(),
