@@ -716,22 +716,47 @@ impl Inventory {
         !self.remove_subtree(node, mutations).is_empty()
     }
 
-    /// Remembers that cluster `node` left the child it is held under while
-    /// that child's side lost it (see [`Inventory::departed`]).
+    /// Remembers that cluster `node`, or every cluster below relay `node`,
+    /// left the child it is held under while that child's side lost it (see
+    /// [`Inventory::departed`]).
     fn note_departure(&mut self, node: &str) {
-        if let Some((record, via)) = self.nodes.get(node) {
-            if record.role == Role::Agent
-                && self
-                    .nodes
-                    .get(via)
-                    .is_some_and(|(own, _)| !is_connected(own))
+        let Some(via) = self.index.via(node).map(str::to_string) else {
+            return;
+        };
+        if self
+            .nodes
+            .get(&via)
+            .is_none_or(|(own, _)| is_connected(own))
+        {
+            return;
+        }
+        let leaving: Vec<NodeRecord> = self
+            .index
+            .under(&via)
+            .filter_map(|name| self.nodes.get(name).map(|(record, _)| record))
+            .filter(|record| record.role == Role::Agent && self.lies_below(&record.name, node))
+            .cloned()
+            .collect();
+        self.departed.entry(via).or_default().extend(leaving);
+    }
+
+    /// Whether `name` is `node` or lies below it, following the records'
+    /// parents (bounded, so a cycle in corrupt data cannot loop).
+    fn lies_below(&self, name: &str, node: &str) -> bool {
+        let mut current = name;
+        for _ in 0..=self.nodes.len() {
+            if current == node {
+                return true;
+            }
+            match self
+                .record(current)
+                .and_then(|record| record.parent.as_deref())
             {
-                self.departed
-                    .entry(via.clone())
-                    .or_default()
-                    .push(record.clone());
+                Some(parent) => current = parent,
+                None => return false,
             }
         }
+        false
     }
 
     /// The clusters that re-parented away from direct child `child` while

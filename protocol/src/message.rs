@@ -224,6 +224,11 @@ pub struct RenewRequest {
     /// A PKCS#10 request (DER) signed with the node's current TLS key; the
     /// name and role come from the certificate the connection presented.
     pub tls_csr_der: Vec<u8>,
+    /// For a relay that re-parented to a candidate parent: a request for
+    /// the issuer key it has, which the new parent signs too, so that the
+    /// relay's subtree chains through its new place (the certificates the
+    /// relay issued stay valid: the key is the same).
+    pub issuer_csr_der: Option<Vec<u8>>,
 }
 
 /// The parent's answer to [`RenewRequest`].
@@ -234,6 +239,9 @@ pub enum RenewReply {
     Renewed {
         /// The chain, leaf first.
         tls_chain_der: Vec<Vec<u8>>,
+        /// The relay's issuer certificate followed by the same chain above
+        /// it, when the request asked for it.
+        issuer_chain_der: Option<Vec<Vec<u8>>>,
     },
     /// The request was refused.
     Refused(Refusal),

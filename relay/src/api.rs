@@ -95,7 +95,7 @@ pub struct TokenRequest {
     /// The relay the node must join under; `None` lets the root choose.
     pub parent: Option<String>,
     /// Other relays the node may join under instead (the nearest that
-    /// admits it); an agent also fails over to them (see
+    /// admits it); it also fails over to them (see
     /// [`relaymesh_protocol::parents`]).
     pub candidates: Vec<String>,
     /// How long the token stays valid (more than zero, at most a day).
@@ -180,7 +180,7 @@ pub trait Backend: Send + Sync + 'static {
     /// Issues a single-use join token for `request`.
     fn create_token(&self, request: TokenRequest) -> Result<IssuedToken, ApiError>;
 
-    /// Grants agent `node` candidate parents (`Some`, parent first), or
+    /// Grants node `node` candidate parents (`Some`, parent first), or
     /// takes its grant back (`None`), as the root's signed word to the
     /// relays (see [`relaymesh_protocol::parents`]).
     fn grant_parents(
@@ -596,15 +596,12 @@ impl<B: Backend> Extension for Relaymesh<B> {
             (endpoint::JOIN_TOKENS, false) => {
                 let token = tokens::JoinToken::parse(&call.body)?;
                 let issued = backend.create_token(token.request.clone())?;
-                if token.request.role == Role::Agent {
-                    // Before the token is handed out: the relays it names
-                    // must hold the grant by the time the node fails over.
-                    let candidates =
-                        (!issued.candidates.is_empty()).then(|| issued.candidates.clone());
-                    backend
-                        .grant_parents(token.request.name.clone(), candidates)
-                        .await?;
-                }
+                // Before the token is handed out: the relays it names must
+                // hold the grant by the time the node fails over.
+                let candidates = (!issued.candidates.is_empty()).then(|| issued.candidates.clone());
+                backend
+                    .grant_parents(token.request.name.clone(), candidates)
+                    .await?;
                 created(&token.reply(&issued))
             }
             (endpoint::JOIN_TOKEN, _) => {

@@ -146,7 +146,7 @@ pub(crate) enum Event {
         reply: oneshot::Sender<Result<(), String>>,
     },
     /// The parent answered a renewal request: the new chain, or why not.
-    Renewed(Result<Vec<Vec<u8>>, String>),
+    Renewed(Result<renewal::Renewed, String>),
     /// A query for a node below, routed down the tree by the core; the
     /// answer always comes (a failure at the latest after the core's
     /// query timeout).

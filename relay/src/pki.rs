@@ -5,7 +5,9 @@
 //! signs them ([`sign_node_cert`], [`sign_issuer_cert`]) and the node checks what
 //! it got back ([`identity_from_grant`]). A relay's children are signed by the
 //! relay's own issuer, so a certificate chain follows the tree:
-//! leaf ← relay issuer ← parent relay issuer ← … ← mesh CA.
+//! leaf ← relay issuer ← parent relay issuer ← … ← mesh CA. A relay serves
+//! its children a certificate its own issuer signs, so a relay that moves
+//! with its issuer key (its new parent signs that key again) keeps them.
 //!
 //! A node's identity is encoded in its certificate as a URI SAN
 //! `spiffe://relaymesh/<role>/<name>` plus a DNS SAN `<name>`; [`peer_of`]
@@ -46,7 +48,8 @@ pub use quic_tls::{
     IDLE_TIMEOUT, SERVER_CERT_VALIDITY,
 };
 pub use renewal::{
-    expiry, rehomed_identity, renew_at_root, renewal_request, renewed_identity, sign_renewal,
+    expiry, issuer_renewal_request, rehomed_identity, renew_at_root, renewal_request,
+    renewed_identity, sign_renewal,
 };
 pub use users::{
     authority_pem, create_api_authority, new_user_key, sign_user_cert, ApiAuthority, UserKey,

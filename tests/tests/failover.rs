@@ -249,3 +249,149 @@ fn an_agent_joins_the_nearest_candidate_and_re_parents_when_it_dies_without_touc
     drop(proxies);
     Ok(())
 }
+
+/// A relay with candidate parents re-parents with its subtree: sub joins
+/// near (far answers through a proxy that delays every datagram), runs
+/// cluster edge below it, and when near is killed with SIGKILL it is under
+/// far within its grace period plus 10 s. Nothing below it joins again or
+/// is asked to change anything, far signs sub's issuer again (a node
+/// joining below sub afterwards finds it where the root places it), and a
+/// new revision arrives through far.
+#[test]
+fn a_relay_re_parents_with_its_subtree_when_its_parent_dies() -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Runtime::new()?;
+    let (mesh, _root) = Mesh::init()?;
+    let far_listen = format!("127.0.0.1:{}", free_udp_port()?);
+    let proxy = runtime.block_on(Proxy::start(far_listen.parse()?, 100))?;
+    proxy.handle().set(Faults {
+        delay: Duration::from_millis(100),
+        ..Faults::default()
+    });
+    let far_address = proxy.address().to_string();
+    let _far = add_relay(&mesh, "far", &far_listen, Some(&far_address))?;
+    let near_listen = format!("127.0.0.1:{}", free_udp_port()?);
+    let mut near = add_relay(&mesh, "near", &near_listen, None)?;
+    wait_for("far and near under the root", SETTLE, || {
+        let tree = mesh.tree()?;
+        let both = connected_under(&tree, "far", "root") && connected_under(&tree, "near", "root");
+        Ok(both.then_some(()))
+    })
+    .with_context(|| mesh.logs())?;
+
+    let token = mesh.relayctl_ok(&[
+        "token", "create", "--role", "relay", "--name", "sub", "--parent", "far", "--parent",
+        "near", "--ttl", "10m",
+    ])?;
+    let listen = format!("127.0.0.1:{}", free_udp_port()?);
+    let joined = run_ok(
+        mesh.command("relay", "sub")?
+            .arg("join")
+            .arg("--data-dir")
+            .arg(mesh.data_dir("sub"))
+            .args([
+                "--name",
+                "sub",
+                "--token",
+                token.trim(),
+                "--listen",
+                &listen,
+            ]),
+    )?;
+    let said = String::from_utf8_lossy(&joined.stdout);
+    assert!(said.contains("under \"near\""), "{said}");
+    let grace = format!("{}s", GRACE.as_secs());
+    let sub = mesh.start_with("sub", &["--parent-grace", &grace])?;
+    wait_for("sub under near", SETTLE, || {
+        Ok(connected_under(&mesh.tree()?, "sub", "near").then_some(()))
+    })
+    .with_context(|| mesh.logs())?;
+
+    let cluster = runtime.block_on(SimulatedCluster::start(
+        "edge",
+        &mesh.dir.path().join("cluster-edge"),
+        SimulatorOptions::default(),
+    ))?;
+    let kubeconfig = cluster.kubeconfig().to_path_buf();
+    let _agent = mesh.add_agent_for("edge", "sub", "region=eu", &kubeconfig)?;
+    mesh.apply(&web_workload("nginx:1.27", 2, "{names: [edge]}", ""))?;
+    let path = |mesh: &Mesh| -> anyhow::Result<Value> {
+        Ok(mesh.cluster_object("edge")?["status"]["relayPath"].clone())
+    };
+    let reporting_under = |parent: &str| {
+        wait_for(&format!("edge reporting through {parent}"), SETTLE, || {
+            let status = mesh.placement_status("web", "shop")?;
+            observe(&status);
+            let reporting = status["ready"] == json!(1)
+                && status["offline"] == json!(0)
+                && path(&mesh)? == json!(["root", parent, "sub"]);
+            Ok(reporting.then_some(()))
+        })
+        .with_context(|| mesh.logs())
+    };
+    reporting_under("near")?;
+    let uid = web_deployment(&kubeconfig)?.context("the Deployment")?["metadata"]["uid"].clone();
+    let before = audited(cluster.audit_log())?;
+    assert!(
+        before.iter().any(|line| line["method"] == "PATCH"),
+        "the agent applied through the audited API: {before:?}"
+    );
+
+    let read = kubeconfig.clone();
+    let sampler = Sampler::start(move || {
+        let deployment = web_deployment(&read)?;
+        Ok(Some(json!({"present": deployment.is_some()})))
+    });
+    near.kill()?;
+    wait_for("sub under far", GRACE + Duration::from_secs(10), || {
+        let tree = mesh.tree()?;
+        observe(&tree);
+        Ok(
+            (connected_under(&tree, "sub", "far") && connected_under(&tree, "edge", "sub"))
+                .then_some(()),
+        )
+    })
+    .with_context(|| mesh.logs())?;
+    reporting_under("far")?;
+    let samples = sampler.finish();
+    assert!(!samples.is_empty());
+    assert!(
+        samples
+            .iter()
+            .all(|sample| sample["present"] == json!(true)),
+        "the Deployment went away during the failover: {samples:?}"
+    );
+    let after = audited(cluster.audit_log())?;
+    assert_eq!(
+        after.len(),
+        before.len(),
+        "the agent asked its cluster to change something during the failover: {:?}",
+        &after[before.len().min(after.len())..]
+    );
+    let deployment = web_deployment(&kubeconfig)?.context("the Deployment")?;
+    assert_eq!(deployment["metadata"]["uid"], uid, "the same object");
+
+    // far signed sub's issuer: a node joining below sub now (its token
+    // places sub below far) finds sub there.
+    wait_for("sub's issuer signed by far", SETTLE, || {
+        let log = std::fs::read_to_string(&sub.log)?;
+        Ok(log
+            .contains("uses the certificate its new parent signed")
+            .then_some(()))
+    })
+    .with_context(|| mesh.logs())?;
+    let _late = mesh.add_agent("late", "sub", "region=eu")?;
+    wait_for("late under sub", SETTLE, || {
+        Ok(connected_under(&mesh.tree()?, "late", "sub").then_some(()))
+    })
+    .with_context(|| mesh.logs())?;
+
+    // A new revision arrives through far.
+    mesh.apply(&web_workload("nginx:1.28", 2, "{names: [edge]}", ""))?;
+    wait_for("nginx:1.28 on edge", SETTLE, || {
+        Ok((web_image(&kubeconfig)?.as_deref() == Some("nginx:1.28")).then_some(()))
+    })
+    .with_context(|| mesh.logs())?;
+    drop(proxy);
+    runtime.block_on(cluster.shutdown())?;
+    Ok(())
+}

@@ -121,6 +121,14 @@ enum Command {
         /// is removed). Default: never.
         #[arg(long, env = "RELAYMESH_LOST_AFTER", value_parser = humantime::parse_duration, value_name = "DURATION")]
         lost_after: Option<std::time::Duration>,
+        /// For a relay joined with candidate parents (`relayctl token create
+        /// --role relay --parent A --parent B …`): how long its parent may
+        /// stay silent before it re-parents, with its subtree, to the
+        /// nearest other candidate that answers. A dead link is noticed 10 s
+        /// after the last thing heard, so a grace period under 10 s
+        /// re-parents after 10 s.
+        #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = humantime::parse_duration)]
+        parent_grace: std::time::Duration,
         #[command(flatten)]
         limits: LimitArgs,
     },
@@ -235,16 +243,17 @@ async fn execute(command: Command) -> anyhow::Result<()> {
             parent_address,
             node_cert_validity,
             lost_after,
+            parent_grace,
             limits,
         } => {
-            run(
-                &data_dir,
-                parent_address,
+            let options = daemon::RunOptions {
                 node_cert_validity,
                 lost_after,
-                limits.limits(),
-            )
-            .await
+                parent_grace,
+                limits: limits.limits(),
+                ..Default::default()
+            };
+            run(&data_dir, parent_address, options).await
         }
         Command::Inspect { data_dir } => inspect(&data_dir),
     }
@@ -337,8 +346,9 @@ async fn join(
         capacity: Default::default(),
     };
     store.initialize(&joined.identity, &config, rand::random())?;
-    // A relay keeps the parent it joined: its candidates are not stored,
-    // so it never re-parents on its own (docs/operations.md).
+    // It fails over among them once its parent is silent for longer than
+    // `relay run --parent-grace` (docs/operations.md).
+    store.set_candidates(&joined.candidates)?;
     let chosen = if joined.candidates.is_empty() {
         String::new()
     } else {
@@ -361,15 +371,13 @@ async fn join(
 async fn run(
     data_dir: &Path,
     parent_addresses: Vec<String>,
-    node_cert_validity: std::time::Duration,
-    lost_after: Option<std::time::Duration>,
-    limits: Limits,
+    options: daemon::RunOptions,
 ) -> anyhow::Result<()> {
     let range = pki::MIN_NODE_CERT_VALIDITY..=pki::MAX_NODE_CERT_VALIDITY;
-    if !range.contains(&node_cert_validity) {
+    if !range.contains(&options.node_cert_validity) {
         bail!(
             "--node-cert-validity {} is outside {} to {}",
-            humantime::format_duration(node_cert_validity),
+            humantime::format_duration(options.node_cert_validity),
             humantime::format_duration(*range.start()),
             humantime::format_duration(*range.end())
         );
@@ -378,16 +386,10 @@ async fn run(
     if !parent_addresses.is_empty() && !store.set_parent_addresses(parent_addresses)? {
         bail!("--parent-address: this relay is the root and has no parent");
     }
-    tracing::info!(?limits, "limits");
-    if lost_after.is_some_and(|after| after.is_zero()) {
+    tracing::info!(limits = ?options.limits, "limits");
+    if options.lost_after.is_some_and(|after| after.is_zero()) {
         bail!("--lost-after must be more than zero");
     }
-    let options = daemon::RunOptions {
-        node_cert_validity,
-        lost_after,
-        limits,
-        ..Default::default()
-    };
     daemon::run_with_store(data_dir, store, daemon::cancel_on_signals(), None, options).await?;
     Ok(())
 }

@@ -108,24 +108,27 @@ enum Command {
         #[arg(short, long, value_enum, default_value_t = Format::Text)]
         output: Format,
     },
-    /// Move an agent to another parent relay, keeping what it runs.
+    /// Move an agent, or a relay with its subtree, to another parent relay,
+    /// keeping what its clusters run.
     ///
-    /// The root issues the agent a join token under RELAY and sends it the
-    /// move down the tree. The agent joins RELAY (new keys, a certificate
-    /// from RELAY), tells its parent it leaves and dials RELAY, keeping its
-    /// store: nothing it applied is removed or applied again. Its status
-    /// counts under the old parent until it leaves and under RELAY once the
-    /// root has seen it there (the move is then Settled), never under both.
-    /// The agent's current parent must be reachable; RELAY must not be above
-    /// it on its own branch. With --list, print the moves the root holds.
+    /// The root issues the node a join token under RELAY and sends it the
+    /// move down the tree. The node joins RELAY (new keys, a certificate
+    /// from RELAY; a relay keeps its issuer key, so nothing below it joins
+    /// again), tells its parent it leaves and dials RELAY, keeping its
+    /// store: nothing is removed from or applied again to any cluster. Its
+    /// status counts under the old parent until it leaves and under RELAY
+    /// once the root has seen it there (the move is then Settled), never
+    /// under both. The node's current parent must be reachable; RELAY must
+    /// not be above it on its own branch nor, for a relay, in its own
+    /// subtree. With --list, print the moves the root holds.
     Move {
-        /// The agent to move.
+        /// The agent or relay to move.
         #[arg(required_unless_present = "list", conflicts_with = "list")]
         node: Option<String>,
         /// The relay to move it under.
         #[arg(long, value_name = "RELAY", required_unless_present = "list")]
         to: Option<String>,
-        /// How long the agent's join token stays valid: an agent offline
+        /// How long the node's join token stays valid: a node offline
         /// longer needs the move ordered again.
         #[arg(long, default_value = "1h", value_parser = humantime::parse_duration)]
         ttl: Duration,
@@ -392,10 +395,10 @@ enum TokenCommand {
         name: String,
         /// The relay the node must join under. Repeat it to give the node
         /// candidate parents (at most 8, relays below the root): it measures
-        /// them all and joins the nearest that admits it. An agent also
-        /// re-parents to the next nearest when its parent is silent for
-        /// longer than its grace period (`edge-agent run --parent-grace`); a
-        /// relay keeps the parent it joined.
+        /// them all and joins the nearest that admits it, and re-parents to
+        /// the next nearest when its parent is silent for longer than its
+        /// grace period (`edge-agent run --parent-grace`, `relay run
+        /// --parent-grace`; a relay takes its subtree along).
         #[arg(long, value_name = "RELAY")]
         parent: Vec<String>,
         /// How long the token stays valid (at most 24h).

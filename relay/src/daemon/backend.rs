@@ -226,6 +226,28 @@ impl Backend for RootBackend {
                 }
                 candidates.push(self.token_parent(&nodes, name, &field)?);
             }
+            if request.role == Role::Relay {
+                // A relay that fails over has its issuer signed by the
+                // candidate it reaches: under each, chains must stay short
+                // enough to verify.
+                for (index, candidate) in candidates.iter().enumerate() {
+                    let depth = candidate.issuers.len() + 2;
+                    if depth > pki::MAX_INTERMEDIATES {
+                        return Err(ApiError::Invalid {
+                            field: if index == 0 {
+                                "spec.parent".into()
+                            } else {
+                                format!("spec.candidates[{}]", index - 1)
+                            },
+                            message: format!(
+                                "a relay under {:?} would be {depth} issuers deep, more than the {} that certificate verification accepts",
+                                candidate.name,
+                                pki::MAX_INTERMEDIATES
+                            ),
+                        });
+                    }
+                }
+            }
         }
         let now_unix = unix_ms() / 1000;
         let mut claims = token::new_claims(

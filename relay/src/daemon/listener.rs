@@ -11,7 +11,7 @@ use relaymesh_protocol::limits::{MAX_BUNDLE_STREAMS, MAX_OPENING_FRAME_LEN};
 use relaymesh_protocol::message::{
     DownMessage, JoinReply, JoinRequest, Open, RenewReply, RenewRequest, UpMessage,
 };
-use relaymesh_protocol::{BundleId, ErrorCode, Refusal};
+use relaymesh_protocol::{BundleId, ErrorCode, Refusal, Role};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
@@ -319,16 +319,35 @@ fn renew(connection: &quinn::Connection, shared: &Shared, request: &RenewRequest
         Ok(Some(leaf)) => leaf,
         _ => return RenewReply::Refused(unauthenticated()),
     };
-    match pki::sign_renewal(
+    let above = admission::chain_above_leaf(&identity, issuer);
+    let signed = pki::sign_renewal(
         issuer,
         &request.tls_csr_der,
         &presented,
         shared.node_cert_validity,
-    ) {
-        Ok(leaf) => RenewReply::Renewed {
-            tls_chain_der: std::iter::once(leaf)
-                .chain(admission::chain_above_leaf(&identity, issuer))
-                .collect(),
+    )
+    .and_then(|leaf| {
+        // A relay that re-parented here has its issuer signed here too
+        // (the same key: its subtree's certificates stay valid).
+        let issuer_chain = match &request.issuer_csr_der {
+            None => None,
+            Some(csr) => {
+                let peer = pki::peer_of(&presented)?;
+                if peer.role != Role::Relay {
+                    return Err(pki::PkiError::BadCsr {
+                        reason: format!("{} {} has no issuer", peer.role, peer.name),
+                    });
+                }
+                let cert = pki::sign_issuer_cert(issuer, csr, &peer.name)?;
+                Some(std::iter::once(cert).chain(above.iter().cloned()).collect())
+            }
+        };
+        Ok((leaf, issuer_chain))
+    });
+    match signed {
+        Ok((leaf, issuer_chain_der)) => RenewReply::Renewed {
+            tls_chain_der: std::iter::once(leaf).chain(above).collect(),
+            issuer_chain_der,
         },
         Err(error) => RenewReply::Refused(Refusal::new(
             ErrorCode::Malformed,

@@ -68,7 +68,7 @@ impl Daemon {
         }
     }
 
-    /// Whether `node` (an agent presenting `chain`, leaf first) may have
+    /// Whether `node` (an agent or a relay presenting `chain`, leaf first) may have
     /// this relay as parent without having been admitted here: the root
     /// granted it this relay among its candidates, and its certificate was
     /// issued by another of them, where the root places that one.
@@ -173,17 +173,14 @@ fn attach_decision(
     role: Role,
     path: Result<Vec<String>, String>,
 ) -> Result<(), String> {
-    if role != Role::Agent {
-        return Err(format!("{role} {node:?} was not admitted by this relay"));
-    }
     let Some(grant) = grant else {
         return Err(format!(
-            "agent {node:?} was not admitted by this relay and the root granted it no candidate parents"
+            "{role} {node:?} was not admitted by this relay and the root granted it no candidate parents"
         ));
     };
     if !grant.allows(here) {
         return Err(format!(
-            "the root did not grant agent {node:?} this relay ({here:?}) as a parent"
+            "the root did not grant {role} {node:?} this relay ({here:?}) as a parent"
         ));
     }
     let path = path?;
@@ -193,7 +190,7 @@ fn attach_decision(
         .any(|candidate| candidate.name != here && candidate.issuer_path() == path);
     if !issued_by_candidate {
         return Err(format!(
-            "agent {node:?}'s certificate was issued below {path:?}, by none of its candidate parents"
+            "{role} {node:?}'s certificate was issued below {path:?}, by none of its candidate parents"
         ));
     }
     Ok(())
@@ -228,9 +225,10 @@ mod tests {
         };
         assert_eq!(decide("us", Role::Agent, path(&["eu", "eu-west"])), Ok(()));
         assert_eq!(decide("eu-west", Role::Agent, path(&["us"])), Ok(()));
+        // A relay with candidate parents too.
+        assert_eq!(decide("us", Role::Relay, path(&["eu", "eu-west"])), Ok(()));
         for (here, role, issued, why) in [
             ("ap", Role::Agent, path(&["eu", "eu-west"]), "did not grant"),
-            ("us", Role::Relay, path(&["eu", "eu-west"]), "not admitted"),
             // Minted by a relay that is no candidate, or by one elsewhere
             // than the root placed the candidate.
             (

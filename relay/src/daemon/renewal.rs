@@ -117,8 +117,19 @@ impl Renewal {
             self.retry();
             return Ok(());
         };
-        let request = match pki::renewal_request(&self.identity) {
-            Ok(csr) => RenewRequest { tls_csr_der: csr },
+        // After re-parenting, a relay has its issuer signed by the new
+        // parent too.
+        let issuer_csr = match &self.rehome {
+            Some(_) => pki::issuer_renewal_request(&self.identity),
+            None => Ok(None),
+        };
+        let request = match pki::renewal_request(&self.identity).and_then(|tls_csr| {
+            Ok(RenewRequest {
+                tls_csr_der: tls_csr,
+                issuer_csr_der: issuer_csr?,
+            })
+        }) {
+            Ok(request) => request,
             Err(error) => {
                 tracing::error!(%error, "cannot make a renewal request");
                 self.retry();
@@ -138,12 +149,12 @@ impl Renewal {
     pub fn answered(
         &mut self,
         store: &Store,
-        result: Result<Vec<Vec<u8>>, String>,
+        result: Result<Renewed, String>,
     ) -> Result<(), DaemonError> {
         self.asking = false;
-        let renewed = result.and_then(|chain| {
+        let renewed = result.and_then(|(chain, issuer_chain)| {
             match &self.rehome {
-                Some(path) => pki::rehomed_identity(&self.identity, chain, path),
+                Some(path) => pki::rehomed_identity(&self.identity, chain, issuer_chain, path),
                 None => pki::renewed_identity(&self.identity, chain),
             }
             .map_err(|error| error.to_string())
@@ -222,11 +233,12 @@ fn next_due(identity: &Identity) -> tokio::time::Instant {
     tokio::time::Instant::now() + Duration::from_secs(left / 3 * 2).max(Duration::from_secs(1))
 }
 
+/// What a parent's renewal gave: the TLS chain, and the issuer chain if it
+/// was asked for one.
+pub(super) type Renewed = (Vec<Vec<u8>>, Option<Vec<Vec<u8>>>);
+
 /// Sends a renewal request on the parent connection and reads the answer.
-async fn ask(
-    connection: &quinn::Connection,
-    request: RenewRequest,
-) -> Result<Vec<Vec<u8>>, String> {
+async fn ask(connection: &quinn::Connection, request: RenewRequest) -> Result<Renewed, String> {
     let exchange = async {
         let (mut send, mut recv) = connection.open_bi().await?;
         write_frame(&mut send, &Open::Renew(request)).await?;
@@ -234,7 +246,10 @@ async fn ask(
         expect_frame::<RenewReply>(&mut recv).await
     };
     match tokio::time::timeout(Duration::from_secs(30), exchange).await {
-        Ok(Ok(RenewReply::Renewed { tls_chain_der })) => Ok(tls_chain_der),
+        Ok(Ok(RenewReply::Renewed {
+            tls_chain_der,
+            issuer_chain_der,
+        })) => Ok((tls_chain_der, issuer_chain_der)),
         Ok(Ok(RenewReply::Refused(refusal))) => Err(format!("the parent refused: {refusal}")),
         Ok(Err(error)) => Err(LinkError::to_string(&error)),
         Err(_) => Err("the parent did not answer within 30 s".into()),

@@ -117,6 +117,20 @@ fn relay_issuer(key_der: Option<Vec<u8>>, grant: &JoinGrant) -> Result<Issuer, P
     let Some(chain) = grant.issuer_chain_der.as_ref() else {
         return Err(mismatch("the grant holds no issuer chain for a relay"));
     };
+    issuer_from_chain(key_der, chain, &grant.tls_chain_der, &grant.ca_cert_der)
+}
+
+/// Checks an issuer chain a parent signed for a relay's issuer key
+/// `key_der` (at a join, or at a renewal after the relay re-parented): the
+/// first certificate carries the key and is a CA, each is signed by the
+/// next and the last by the mesh CA `ca_der`, and the chain above the
+/// issuer is the one above the relay's TLS certificate `tls_chain_der`.
+pub(super) fn issuer_from_chain(
+    key_der: Vec<u8>,
+    chain: &[Vec<u8>],
+    tls_chain_der: &[Vec<u8>],
+    ca_der: &[u8],
+) -> Result<Issuer, PkiError> {
     let Some((issuer_cert, above)) = chain.split_first() else {
         return Err(mismatch("the grant's issuer chain is empty"));
     };
@@ -136,10 +150,8 @@ fn relay_issuer(key_der: Option<Vec<u8>>, grant: &JoinGrant) -> Result<Issuer, P
         return Err(mismatch("the issuer certificate is not a CA"));
     }
     // Each certificate must be signed by the next one, the last by the mesh CA.
-    let signers = chain
-        .iter()
-        .skip(1)
-        .chain(std::iter::once(&grant.ca_cert_der));
+    let ca_der = ca_der.to_vec();
+    let signers = chain.iter().skip(1).chain(std::iter::once(&ca_der));
     for (index, (cert, signer)) in chain.iter().zip(signers).enumerate() {
         if !is_issued_by(cert, signer)? {
             return Err(mismatch(format!(
@@ -148,7 +160,7 @@ fn relay_issuer(key_der: Option<Vec<u8>>, grant: &JoinGrant) -> Result<Issuer, P
         }
     }
     // The TLS certificate and the issuer come from the same parent issuer.
-    if grant.tls_chain_der.get(1..) != Some(above) {
+    if tls_chain_der.get(1..) != Some(above) {
         return Err(mismatch(
             "the TLS and issuer certificates were not issued under the same chain",
         ));

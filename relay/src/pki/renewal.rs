@@ -15,7 +15,7 @@ use rcgen::{KeyPair, PKCS_ECDSA_P256_SHA256};
 use relaymesh_protocol::Role;
 use rustls::pki_types::PrivatePkcs8KeyDer;
 
-use super::certs::{csr_public_key, for_request, node_params, sign_node_cert_since};
+use super::certs::{csr_public_key, for_request, issuer_params, node_params, sign_node_cert_since};
 use super::grant::{check_key_matches, mismatch, verify_server_chain};
 use super::{parse_cert, peer_of, verify_chain, PkiError, DEFAULT_NODE_CERT_VALIDITY};
 use crate::identity::Identity;
@@ -35,6 +35,31 @@ pub fn renewal_request(identity: &Identity) -> Result<Vec<u8>, PkiError> {
         .serialize_request(&key)
         .map_err(super::certs::generate("make the renewal request"))?;
     Ok(csr.der().to_vec())
+}
+
+/// A certificate request for the relay's current issuer key, which a new
+/// parent signs after the relay re-parented to it (see
+/// [`rehomed_identity`]); `None` for a node without an issuer, and for the
+/// root, whose issuer is the mesh CA.
+pub fn issuer_renewal_request(identity: &Identity) -> Result<Option<Vec<u8>>, PkiError> {
+    let Some(issuer) = identity
+        .issuer
+        .as_ref()
+        .filter(|issuer| issuer.cert_der != identity.ca_cert_der)
+    else {
+        return Ok(None);
+    };
+    let key = KeyPair::from_pkcs8_der_and_sign_algo(
+        &PrivatePkcs8KeyDer::from(issuer.key_der.as_slice()),
+        &PKCS_ECDSA_P256_SHA256,
+    )
+    .map_err(|e| PkiError::BadKey {
+        reason: format!("issuer key: {e}"),
+    })?;
+    let csr = for_request(issuer_params(&identity.name, 0)?)
+        .serialize_request(&key)
+        .map_err(super::certs::generate("make the issuer renewal request"))?;
+    Ok(Some(csr.der().to_vec()))
 }
 
 /// `identity` with the renewed chain `chain_der`, after checking that it
@@ -67,9 +92,15 @@ pub fn renewed_identity(
 /// parent's issuer, so the chain above it changes; it must lead from the
 /// mesh CA through exactly `issuer_path` (the candidate's issuers, then the
 /// candidate).
+///
+/// A relay also needs its issuer signed by the new parent
+/// (`issuer_chain_der`, see [`issuer_renewal_request`]): the issuer keeps
+/// its key, so every certificate the relay issued stays valid, and its
+/// subtree chains through the new parent from then on.
 pub fn rehomed_identity(
     identity: &Identity,
     chain_der: Vec<Vec<u8>>,
+    issuer_chain_der: Option<Vec<Vec<u8>>>,
     issuer_path: &[String],
 ) -> Result<Identity, PkiError> {
     check_renewed_leaf(identity, &chain_der)?;
@@ -81,8 +112,26 @@ pub fn rehomed_identity(
             "the certificate was issued below {path:?}, not below the new parent {issuer_path:?}"
         )));
     }
+    let issuer = match (&identity.issuer, issuer_chain_der) {
+        (None, _) => None,
+        (Some(_), None) => {
+            return Err(mismatch(
+                "the new parent did not sign this relay's issuer again",
+            ))
+        }
+        (Some(issuer), Some(chain)) => Some(super::grant::issuer_from_chain(
+            issuer.key_der.clone(),
+            &chain,
+            &chain_der,
+            &identity.ca_cert_der,
+        )?),
+    };
+    if issuer.is_some() {
+        verify_server_chain(&identity.ca_cert_der, &chain_der, &identity.name)?;
+    }
     Ok(Identity {
         tls_chain_der: chain_der,
+        issuer,
         ..identity.clone()
     })
 }

@@ -809,10 +809,16 @@ fn a_re_parented_node_takes_its_new_parents_certificate_and_no_other() {
         renewed_identity(&edge, chain.clone()).is_err(),
         "a plain renewal keeps its issuer"
     );
-    let rehomed = rehomed_identity(&edge, chain.clone(), &["us".to_string()]).expect("accepted");
+    let rehomed =
+        rehomed_identity(&edge, chain.clone(), None, &["us".to_string()]).expect("accepted");
     assert_eq!(rehomed.tls_chain_der, chain);
     assert_eq!(rehomed.tls_key_der, edge.tls_key_der);
-    let refused = rehomed_identity(&edge, chain, &["eu".to_string(), "eu-west".to_string()]);
+    let refused = rehomed_identity(
+        &edge,
+        chain,
+        None,
+        &["eu".to_string(), "eu-west".to_string()],
+    );
     assert!(
         refused.is_err(),
         "a certificate from us is no certificate from eu-west"
@@ -940,4 +946,74 @@ async fn a_relay_that_moved_with_its_issuer_key_is_still_its_childrens_parent() 
     let (client_conn, _) = handshake(&impostor, config, "mid").await;
     let error = client_conn.expect_err("the impostor must be refused");
     assert!(error.to_string().contains("posing"), "{error}");
+}
+
+/// A relay that re-parented to a candidate has the new parent sign its
+/// issuer key again in the renewal; without that signature the renewal is
+/// refused, and with it the relay's subtree chains through the new parent.
+#[tokio::test]
+async fn a_re_parented_relay_has_its_issuer_signed_again_by_its_new_parent() {
+    let root = root();
+    let eu = join(&root, "eu", Role::Relay);
+    let us = join(&root, "us", Role::Relay);
+    let mid = join(&eu, "mid", Role::Relay);
+    let edge = join(&mid, "edge-1", Role::Agent);
+
+    let us_issuer = us.issuer.as_ref().expect("a relay issues");
+    let csr = renewal_request(&mid).expect("request");
+    let leaf = sign_renewal(
+        us_issuer,
+        &csr,
+        &mid.tls_chain_der[0],
+        DEFAULT_NODE_CERT_VALIDITY,
+    )
+    .expect("us signs it");
+    let above = vec![us_issuer.cert_der.clone()];
+    let chain: Vec<Vec<u8>> = std::iter::once(leaf).chain(above.iter().cloned()).collect();
+    let path = ["us".to_string()];
+    let refused = rehomed_identity(&mid, chain.clone(), None, &path);
+    assert!(
+        refused
+            .expect_err("no issuer")
+            .to_string()
+            .contains("issuer"),
+        "a relay needs its issuer signed again"
+    );
+    let issuer_csr = issuer_renewal_request(&mid)
+        .expect("request")
+        .expect("a relay has an issuer");
+    let issuer_cert = sign_issuer_cert(us_issuer, &issuer_csr, "mid").expect("signed");
+    let issuer_chain: Vec<Vec<u8>> = std::iter::once(issuer_cert)
+        .chain(above.iter().cloned())
+        .collect();
+    let moved = rehomed_identity(&mid, chain, Some(issuer_chain), &path).expect("accepted");
+    let issuer = moved.issuer.as_ref().expect("an issuer");
+    assert_eq!(
+        issuer.key_der,
+        mid.issuer.as_ref().expect("an issuer").key_der,
+        "the same key"
+    );
+    assert_eq!(
+        chain_issuer_path(
+            &[issuer.cert_der.clone(), us_issuer.cert_der.clone()],
+            &root.ca_cert_der
+        )
+        .expect("a path"),
+        ["us"]
+    );
+    // Its child keeps it as parent; a node joining below it now finds it
+    // where the root places it (below us).
+    let server = serve(&moved);
+    let config = quic_client_config(&edge).expect("client config");
+    let (client_conn, _) = handshake(&server, config, "mid").await;
+    client_conn.expect("the re-parented relay");
+    let pin = sha256(&root.ca_cert_der);
+    let config = quic_join_client_config(pin, &["us".to_string()]).expect("join config");
+    let (client_conn, _) = handshake(&server, config, "mid").await;
+    client_conn.expect("a join below it, through us");
+    let config = quic_join_client_config(pin, &["eu".to_string()]).expect("join config");
+    let (client_conn, _) = handshake(&server, config, "mid").await;
+    assert!(client_conn.is_err(), "no longer below eu");
+    // The root has no issuer to renew this way.
+    assert!(issuer_renewal_request(&root).expect("request").is_none());
 }
