@@ -968,7 +968,7 @@ async fn a_re_parented_relay_has_its_issuer_signed_again_by_its_new_parent() {
         DEFAULT_NODE_CERT_VALIDITY,
     )
     .expect("us signs it");
-    let above = vec![us_issuer.cert_der.clone()];
+    let above = [us_issuer.cert_der.clone()];
     let chain: Vec<Vec<u8>> = std::iter::once(leaf).chain(above.iter().cloned()).collect();
     let path = ["us".to_string()];
     let refused = rehomed_identity(&mid, chain.clone(), None, &path);
