@@ -991,3 +991,26 @@ pub fn web_ready(kubeconfig: &Path, replicas: u64) -> anyhow::Result<(bool, bool
         None => (false, false),
     })
 }
+
+/// Every line of a simulated cluster's audit log (one per request that
+/// asked to change something).
+pub fn audited(log: &Path) -> anyhow::Result<Vec<Value>> {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    text.lines()
+        .map(|line| serde_json::from_str(line).context("an audit line"))
+        .collect()
+}
+
+/// Checks that the root refuses each `relayctl move ARGS…`, saying why.
+pub fn assert_moves_refused<const N: usize>(
+    mesh: &Mesh,
+    refused: &[([&str; N], &str)],
+) -> anyhow::Result<()> {
+    for (args, why) in refused {
+        let output = mesh.relayctl(&[&["move"][..], &args[..]].concat())?;
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success(), "move {args:?} was accepted");
+        assert!(stderr.contains(why), "move {args:?}: {stderr}");
+    }
+    Ok(())
+}

@@ -7,17 +7,17 @@
 //! through its new parent, and the Deployment is the same object throughout.
 //! A new revision then reaches the cluster through the new parent, and a
 //! move to a relay that is no candidate gives the agent that one parent.
-//! A relay whose token names three candidates joins the nearest too.
+//! A relay whose token names three candidates joins the nearest too, and a
+//! relay whose parent dies re-parents with its subtree the same way.
 
 use std::net::SocketAddr;
-use std::path::Path;
 use std::time::Duration;
 
 use anyhow::Context as _;
 use relaymesh_testbed::cluster::{SimulatedCluster, SimulatorOptions};
 use relaymesh_testbed::faults::{Faults, Proxy};
 use relaymesh_tests::{
-    connected_under, free_udp_port, observe, run_ok, wait_for, web_deployment, web_image,
+    audited, connected_under, free_udp_port, observe, run_ok, wait_for, web_deployment, web_image,
     web_ready, web_workload, Mesh, RelayProcess, Sampler,
 };
 use serde_json::{json, Value};
@@ -49,13 +49,24 @@ fn add_relay(
     mesh.start(name)
 }
 
-/// Every line of a simulated cluster's audit log (one per request that
-/// asked to change something).
-fn audited(log: &Path) -> anyhow::Result<Vec<Value>> {
-    let text = std::fs::read_to_string(log).unwrap_or_default();
-    text.lines()
-        .map(|line| serde_json::from_str(line).context("an audit line"))
-        .collect()
+/// Joins relay `name` with a token naming `candidates` as its parents;
+/// returns what `relay join` printed.
+fn join_relay_among(mesh: &Mesh, name: &str, candidates: &[&str]) -> anyhow::Result<String> {
+    let mut args = vec!["token", "create", "--role", "relay", "--name", name];
+    for candidate in candidates {
+        args.extend(["--parent", candidate]);
+    }
+    args.extend(["--ttl", "10m"]);
+    let token = mesh.relayctl_ok(&args)?;
+    let listen = format!("127.0.0.1:{}", free_udp_port()?);
+    let joined = run_ok(
+        mesh.command("relay", name)?
+            .arg("join")
+            .arg("--data-dir")
+            .arg(mesh.data_dir(name))
+            .args(["--name", name, "--token", token.trim(), "--listen", &listen]),
+    )?;
+    Ok(String::from_utf8_lossy(&joined.stdout).into_owned())
 }
 
 fn parent_of(mesh: &Mesh, name: &str) -> anyhow::Result<Option<String>> {
@@ -119,26 +130,7 @@ fn an_agent_joins_the_nearest_candidate_and_re_parents_when_it_dies_without_touc
 
     // A relay given candidate parents joins the nearest that admits it (the
     // direct one, named last) and runs there like any relay.
-    let token = mesh.relayctl_ok(&[
-        "token", "create", "--role", "relay", "--name", "sub", "--parent", "far", "--parent",
-        "mid", "--parent", "other", "--ttl", "10m",
-    ])?;
-    let listen = format!("127.0.0.1:{}", free_udp_port()?);
-    let joined = run_ok(
-        mesh.command("relay", "sub")?
-            .arg("join")
-            .arg("--data-dir")
-            .arg(mesh.data_dir("sub"))
-            .args([
-                "--name",
-                "sub",
-                "--token",
-                token.trim(),
-                "--listen",
-                &listen,
-            ]),
-    )?;
-    let said = String::from_utf8_lossy(&joined.stdout);
+    let said = join_relay_among(&mesh, "sub", &["far", "mid", "other"])?;
     assert!(
         said.contains("under \"other\" (the nearest of far, mid, other"),
         "{said}"
@@ -278,26 +270,7 @@ fn a_relay_re_parents_with_its_subtree_when_its_parent_dies() -> anyhow::Result<
     })
     .with_context(|| mesh.logs())?;
 
-    let token = mesh.relayctl_ok(&[
-        "token", "create", "--role", "relay", "--name", "sub", "--parent", "far", "--parent",
-        "near", "--ttl", "10m",
-    ])?;
-    let listen = format!("127.0.0.1:{}", free_udp_port()?);
-    let joined = run_ok(
-        mesh.command("relay", "sub")?
-            .arg("join")
-            .arg("--data-dir")
-            .arg(mesh.data_dir("sub"))
-            .args([
-                "--name",
-                "sub",
-                "--token",
-                token.trim(),
-                "--listen",
-                &listen,
-            ]),
-    )?;
-    let said = String::from_utf8_lossy(&joined.stdout);
+    let said = join_relay_among(&mesh, "sub", &["far", "near"])?;
     assert!(said.contains("under \"near\""), "{said}");
     let grace = format!("{}s", GRACE.as_secs());
     let sub = mesh.start_with("sub", &["--parent-grace", &grace])?;

@@ -12,8 +12,8 @@ use std::time::Duration;
 use anyhow::{bail, Context as _};
 use relaymesh_testbed::cluster::{SimulatedCluster, SimulatorOptions};
 use relaymesh_tests::{
-    assert_counted_once, connected_under, kubectl_get, observe, wait_for, web_image, web_workload,
-    Mesh, RelayProcess, Sampler,
+    assert_counted_once, assert_moves_refused, audited, connected_under, kubectl_get, observe,
+    wait_for, web_image, web_workload, Mesh, RelayProcess, Sampler,
 };
 use serde_json::{json, Value};
 
@@ -22,15 +22,6 @@ const SETTLE: Duration = Duration::from_secs(90);
 /// What the certificates mid signs for its children last: they renew
 /// through mid a few times while the test runs.
 const SHORT: &[&str] = &["--node-cert-validity", "20s"];
-
-/// Every line of a simulated cluster's audit log (one per request that
-/// asked to change something).
-fn audited(log: &Path) -> anyhow::Result<Vec<Value>> {
-    let text = std::fs::read_to_string(log).unwrap_or_default();
-    text.lines()
-        .map(|line| serde_json::from_str(line).context("an audit line"))
-        .collect()
-}
 
 /// The root's `status.clusters` of Placement shop/web (`None` before the
 /// first).
@@ -110,17 +101,15 @@ fn a_relay_moves_with_its_subtree_and_no_cluster_notices() -> anyhow::Result<()>
     .with_context(|| mesh.logs())?;
 
     // Moves the root refuses, each saying why.
-    for (args, why) in [
-        (["mid", "--to", "below"], "own subtree"),
-        (["mid", "--to", "edge-1"], "own subtree"),
-        (["mid", "--to", "a"], "already under"),
-        (["below", "--to", "a"], "up its own branch"),
-    ] {
-        let output = mesh.relayctl(&[&["move"][..], &args[..]].concat())?;
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        assert!(!output.status.success(), "move {args:?} was accepted");
-        assert!(stderr.contains(why), "move {args:?}: {stderr}");
-    }
+    assert_moves_refused(
+        &mesh,
+        &[
+            (["mid", "--to", "below"], "own subtree"),
+            (["mid", "--to", "edge-1"], "own subtree"),
+            (["mid", "--to", "a"], "already under"),
+            (["below", "--to", "a"], "up its own branch"),
+        ],
+    )?;
 
     mesh.apply(&web_workload(
         "nginx:1.27",
