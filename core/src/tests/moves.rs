@@ -163,3 +163,62 @@ fn a_child_the_root_moves_away_is_forgotten_when_it_disconnects_even_without_lea
         .iter()
         .any(|node| node.name == "e1"));
 }
+
+#[test]
+fn a_moved_relay_takes_its_clusters_along_counted_once_at_every_step() {
+    let mut net = fleet();
+    let key = "placement/shop/all";
+    upsert_at_root(&mut net, placement(key, all_clusters()));
+    let now = net.now();
+    for agent in ["e1", "e2", "e3", "u1", "u2", "u3"] {
+        net.core_mut(agent)
+            .expect("an agent")
+            .set_own_status(now, key, Some(ready()));
+    }
+    net.settle();
+    assert_eq!(total(&net, "root", key), 6);
+
+    net.move_node("eu-west", "us").expect("the move is signed");
+    let mut steps = 0;
+    loop {
+        for (relay, below) in [("root", 6), ("eu", 3), ("us", 5)] {
+            let counted = total(&net, relay, key);
+            assert!(
+                counted <= below,
+                "{relay} counts {counted} clusters of at most {below} at step {steps}"
+            );
+        }
+        for agent in ["e1", "e2"] {
+            assert!(
+                net.keys(agent).contains(key),
+                "{agent} lost its placement at step {steps}"
+            );
+        }
+        let settled = !net["eu-west"].core().status_held()
+            && net["root"]
+                .core()
+                .nodes()
+                .iter()
+                .any(|node| node.name == "eu-west" && node.parent.as_deref() == Some("us"));
+        if settled && total(&net, "root", key) == 6 {
+            break;
+        }
+        steps += 1;
+        assert!(steps < 200, "the move did not settle");
+        net.advance(std::time::Duration::from_millis(20));
+    }
+    net.settle();
+    let status = net["root"].core().placement_status(key).expect("status");
+    assert_eq!((status.counts.ready, status.counts.offline), (6, 0));
+    assert_eq!(total(&net, "us", key), 5);
+    assert_eq!(total(&net, "eu", key), 1);
+    // The root sees the whole subtree under us, eu none of it.
+    for node in ["e1", "e2"] {
+        assert_eq!(
+            net.record("root", node).and_then(|record| record.parent),
+            Some("eu-west".to_string())
+        );
+        assert!(net.record("us", node).is_some(), "us holds {node}");
+        assert!(net.record("eu", node).is_none(), "eu forgot {node}");
+    }
+}

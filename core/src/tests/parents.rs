@@ -159,3 +159,64 @@ fn a_claim_waits_while_the_old_side_still_has_the_node() {
         "eu-west forgot e1 on the root's grant"
     );
 }
+
+#[test]
+fn a_relay_whose_parent_died_re_parents_with_its_clusters_counted_once() {
+    let mut net = fleet();
+    upsert_at_root(&mut net, placement(KEY, all_clusters()));
+    let now = net.now();
+    for agent in ["e1", "e2", "e3", "u1", "u2", "u3"] {
+        net.core_mut(agent)
+            .expect("an agent")
+            .set_own_status(now, KEY, Some(ready()));
+    }
+    net.grant_parents("eu-west", &["eu", "us"])
+        .expect("the grant is signed");
+    net.settle();
+    // eu dies: its links to the root, to eu-west and to e3 go down.
+    for node in ["eu", "eu-west", "e3"] {
+        net.disconnect(node);
+    }
+    net.fail_over("eu-west", "us").expect("eu-west dials us");
+    let mut steps = 0;
+    loop {
+        let at_root = counts(&net, "root", KEY);
+        let counted =
+            at_root.pending + at_root.applied + at_root.ready + at_root.failed + at_root.offline;
+        assert!(counted <= 6, "the root counts {counted} at step {steps}");
+        for agent in ["e1", "e2"] {
+            assert!(
+                net.keys(agent).contains(KEY),
+                "{agent} lost its placement at step {steps}"
+            );
+        }
+        let settled = parent_at(&net, "root", "eu-west").as_deref() == Some("us")
+            && !net["eu-west"].core().status_held();
+        if settled {
+            break;
+        }
+        steps += 1;
+        assert!(steps < 200, "the re-parenting did not settle");
+        net.advance(std::time::Duration::from_millis(20));
+    }
+    net.settle();
+    // The dead eu's last report still counts e1 and e2; the root leaves
+    // them out, as they count under us now: every cluster once.
+    let at_root = counts(&net, "root", KEY);
+    assert_eq!(
+        (at_root.ready, at_root.offline),
+        (5, 1),
+        "e3 offline, the rest ready: {at_root:?}"
+    );
+    assert_eq!(
+        counts(&net, "us", KEY).ready,
+        5,
+        "e1 and e2 report through us"
+    );
+    for node in ["e1", "e2"] {
+        assert_eq!(parent_at(&net, "root", node).as_deref(), Some("eu-west"));
+        assert!(net.record("us", node).is_some(), "us holds {node}");
+    }
+    let grant = net["root"].core().grant("eu-west").expect("the grant");
+    assert_eq!(grant.current.as_deref(), Some("us"));
+}
