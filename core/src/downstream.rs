@@ -397,7 +397,7 @@ impl Core {
         }
     }
 
-    fn send_down(&mut self, link: LinkId, message: DownMessage) {
+    pub(super) fn send_down(&mut self, link: LinkId, message: DownMessage) {
         self.actions.push_back(Action::SendDown { link, message });
     }
 }

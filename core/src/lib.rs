@@ -165,6 +165,10 @@ pub enum Action {
     /// the revocation to the deny list its listener and admission check,
     /// and closes any other connection whose certificates it covers.
     Revoked(relaymesh_protocol::Revocation),
+    /// The relays above this node changed while it kept its parent (one of
+    /// them moved with its subtree): renew this node's certificate now, so
+    /// that its chain, and a relay's issuer chain, lead through them.
+    Renew,
     /// The root moves this node to another parent: join `to` with the
     /// move's token, store the new identity and parent, then call
     /// [`Core::re_parent`] and dial the new parent.
@@ -305,6 +309,12 @@ impl Core {
     /// This relay's name.
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// The relays from the root down to this node's parent, root first, as
+    /// the parent last said.
+    pub fn ancestors(&self) -> &[String] {
+        &self.ancestors
     }
 
     /// The newest local revision of the slice.

@@ -93,6 +93,32 @@ impl Core {
                 tracing::error!(%refusal, "parent refused this relay");
             }
             DownMessage::Query { id, node, query } => self.parent_query(now, id, node, query),
+            DownMessage::Ancestors(ancestors) => self.set_ancestors(ancestors),
+        }
+    }
+
+    /// The relays above this node are now `ancestors` (root first, parent
+    /// last): after a relay above moved with its subtree, or after this
+    /// node did. Stored, passed on to the children, whose links stay up,
+    /// and, unless this is the first time, the certificate is renewed at
+    /// once ([`Action::Renew`]), so that its chain (and a relay's issuer
+    /// chain, which the nodes joining below it check) leads through them.
+    fn set_ancestors(&mut self, ancestors: Vec<String>) {
+        if ancestors == self.ancestors {
+            return;
+        }
+        let first = self.ancestors.is_empty();
+        tracing::info!(?ancestors, "the relays above this node changed");
+        self.ancestors = ancestors.clone();
+        self.persist(vec![Mutation::SetAncestors(ancestors)]);
+        let mut below = self.ancestors.clone();
+        below.push(self.name.clone());
+        let links: Vec<_> = self.children.keys().copied().collect();
+        for link in links {
+            self.send_down(link, DownMessage::Ancestors(below.clone()));
+        }
+        if !first {
+            self.actions.push_back(Action::Renew);
         }
     }
 
@@ -109,10 +135,7 @@ impl Core {
     fn welcomed(&mut self, now: Now, welcome: Welcome) {
         tracing::info!(parent = %welcome.parent, version = welcome.version, "parent welcomed this relay");
         self.upstream.welcomed = Some(welcome.epoch);
-        if welcome.ancestors != self.ancestors {
-            self.ancestors = welcome.ancestors.clone();
-            self.persist(vec![Mutation::SetAncestors(welcome.ancestors)]);
-        }
+        self.set_ancestors(welcome.ancestors);
         let records = self.inventory.full();
         let pieces = split(records, |record| 128 + record.labels.len() * 64);
         let count = pieces.len();

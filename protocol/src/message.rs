@@ -144,6 +144,11 @@ pub enum DownMessage {
         /// What is asked.
         query: Query,
     },
+    /// The names from the root down to the parent changed while the link
+    /// stayed up (a relay above moved with its subtree): the same list as
+    /// [`Welcome::ancestors`], which the child passes on to its own
+    /// children.
+    Ancestors(Vec<String>),
 }
 
 /// Asks the parent for one bundle by id.

@@ -1044,6 +1044,7 @@ impl Daemon {
                     self.store.remove_bundle(&id)?;
                 }
                 Action::Revoked(revocation) => self.revoked(&revocation),
+                Action::Renew => self.renewal.renew_now(),
                 Action::Answered { query, answer } => {
                     if let Some(reply) = self.queries.remove(&query) {
                         let _ = reply.send(answer);

@@ -4,7 +4,9 @@
 //! certificates it and `below` issued stay valid: no node below it joins
 //! again, no cluster is asked to change anything, every Placement status
 //! the root shows on the way counts each cluster once, its children take
-//! renewals that now lead through b, and a new revision arrives through b.
+//! renewals that now lead through b (so a node joining below `below`
+//! afterwards finds it under b and mid), and a new revision arrives
+//! through b.
 
 use std::path::Path;
 use std::time::Duration;
@@ -72,7 +74,7 @@ fn a_relay_moves_with_its_subtree_and_no_cluster_notices() -> anyhow::Result<()>
         Ok(connected_under(&mesh.tree()?, "mid", "a").then_some(()))
     })
     .with_context(|| mesh.logs())?;
-    let _below = mesh.add_relay_connected("below", "mid", SETTLE)?;
+    let below = mesh.add_relay_connected("below", "mid", SETTLE)?;
     let mut clusters = Vec::new();
     let mut agents = Vec::new();
     for (name, parent) in [("edge-1", "mid"), ("edge-2", "below")] {
@@ -178,11 +180,22 @@ fn a_relay_moves_with_its_subtree_and_no_cluster_notices() -> anyhow::Result<()>
     // mid's children take its renewals, which now come through b's
     // signature of mid's issuer (mid switched before the tree showed it
     // under b).
-    let renewed = renewals(&agents[0])?;
-    wait_for("edge-1 renewed through the moved mid", SETTLE, || {
-        Ok((renewals(&agents[0])? > renewed).then_some(()))
-    })
+    let renewed = (renewals(&agents[0])?, renewals(&below)?);
+    wait_for(
+        "edge-1 and below renewed through the moved mid",
+        SETTLE,
+        || {
+            let now = (renewals(&agents[0])?, renewals(&below)?);
+            Ok((now.0 > renewed.0 && now.1 > renewed.1).then_some(()))
+        },
+    )
     .with_context(|| mesh.logs())?;
+    // below heard that the relays above it changed, and renewed at once.
+    let log = std::fs::read_to_string(&below.log)?;
+    assert!(
+        log.contains("the relays above this node changed"),
+        "below was told of its new ancestors"
+    );
 
     // Nothing was asked of the clusters while their relays moved.
     for (cluster, before) in clusters.iter().zip(&before) {
@@ -195,6 +208,15 @@ fn a_relay_moves_with_its_subtree_and_no_cluster_notices() -> anyhow::Result<()>
             &after[(*before).min(after.len())..]
         );
     }
+
+    // below renewed through the moved mid, so its issuer's chain leads
+    // through b: a node joining below it now (its token places below
+    // under b and mid) finds it there.
+    let _late = mesh.add_agent("late", "below", "region=us")?;
+    wait_for("late under below", SETTLE, || {
+        Ok(connected_under(&mesh.tree()?, "late", "below").then_some(()))
+    })
+    .with_context(|| mesh.logs())?;
 
     // A new revision arrives through b.
     mesh.apply(&web_workload(

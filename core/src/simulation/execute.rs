@@ -44,6 +44,8 @@ impl Simulation {
                 self.nodes[id].bundles.retain(|(held, _)| *held != bundle);
             }
             Action::Revoked(revocation) => self.nodes[id].revocations.push(revocation),
+            // The simulation has no certificates.
+            Action::Renew => {}
             Action::Answered { query, answer } => {
                 self.nodes[id].answers.insert(query, answer);
             }

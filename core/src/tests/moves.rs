@@ -220,5 +220,8 @@ fn a_moved_relay_takes_its_clusters_along_counted_once_at_every_step() {
         );
         assert!(net.record("us", node).is_some(), "us holds {node}");
         assert!(net.record("eu", node).is_none(), "eu forgot {node}");
+        // Its link to eu-west stayed up, and it knows the relays above
+        // it now (the entries that name one of them concern it).
+        assert_eq!(net[node].core().ancestors(), ["root", "us", "eu-west"]);
     }
 }

@@ -87,6 +87,14 @@ impl Renewal {
         self.due = tokio::time::Instant::now();
     }
 
+    /// The relays above this node changed (one moved with its subtree):
+    /// renew now, so that the chain above this node's certificate, and
+    /// above a relay's issuer, leads through them.
+    pub fn renew_now(&mut self) {
+        tracing::info!("the relays above this node changed: renewing its certificate now");
+        self.due = tokio::time::Instant::now();
+    }
+
     /// When the loop should call [`Renewal::due`].
     pub fn deadline(&self) -> Option<tokio::time::Instant> {
         (!self.asking).then_some(self.due)

@@ -81,8 +81,25 @@ pub fn renewed_identity(
     if identity.role == Role::Relay {
         verify_server_chain(&identity.ca_cert_der, &chain_der, &identity.name)?;
     }
+    // A relay's issuer was signed by the same issuer: the chain above it is
+    // the new one too, which the nodes joining below it check.
+    let issuer = match &identity.issuer {
+        Some(issuer) if issuer.cert_der != identity.ca_cert_der => {
+            let chain: Vec<Vec<u8>> = std::iter::once(issuer.cert_der.clone())
+                .chain(chain_der.iter().skip(1).cloned())
+                .collect();
+            Some(super::grant::issuer_from_chain(
+                issuer.key_der.clone(),
+                &chain,
+                &chain_der,
+                &identity.ca_cert_der,
+            )?)
+        }
+        other => other.clone(),
+    };
     Ok(Identity {
         tls_chain_der: chain_der,
+        issuer,
         ..identity.clone()
     })
 }

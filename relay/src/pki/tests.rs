@@ -926,6 +926,25 @@ async fn a_relay_that_moved_with_its_issuer_key_is_still_its_childrens_parent() 
     let (client_conn, _) = handshake(&server, config, "mid").await;
     client_conn.expect("the moved parent, after the renewal");
 
+    // A relay below renews too, and its issuer's chain follows: a node
+    // joining below it now finds it below us and mid.
+    let csr_below = renewal_request(&below).expect("request");
+    let leaf = sign_renewal(
+        issuer,
+        &csr_below,
+        &below.tls_chain_der[0],
+        DEFAULT_NODE_CERT_VALIDITY,
+    )
+    .expect("signed");
+    let mut chain = vec![leaf, issuer.cert_der.clone()];
+    chain.extend(issuer.chain_der.iter().cloned());
+    let below = renewed_identity(&below, chain).expect("the same issuer, moved");
+    let pin = sha256(&root.ca_cert_der);
+    let config =
+        quic_join_client_config(pin, &["us".to_string(), "mid".to_string()]).expect("join config");
+    let (client_conn, _) = handshake(&serve(&below), config, "below").await;
+    client_conn.expect("a join below below, through us and mid");
+
     // Another issuer's renewal is still refused.
     let other = join(&us, "other", Role::Relay);
     let other_issuer = other.issuer.as_ref().expect("a relay's issuer");
