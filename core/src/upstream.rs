@@ -93,16 +93,24 @@ impl Core {
                 tracing::error!(%refusal, "parent refused this relay");
             }
             DownMessage::Query { id, node, query } => self.parent_query(now, id, node, query),
-            DownMessage::Ancestors(ancestors) => self.set_ancestors(ancestors),
+            DownMessage::Ancestors(ancestors) => {
+                // Sent when the chain above changed: renew through it
+                // (a changed list asks for that itself).
+                if ancestors == self.ancestors {
+                    self.actions.push_back(Action::Renew);
+                }
+                self.set_ancestors(ancestors);
+            }
         }
     }
 
     /// The relays above this node are now `ancestors` (root first, parent
     /// last): after a relay above moved with its subtree, or after this
-    /// node did. Stored, passed on to the children, whose links stay up,
-    /// and, unless this is the first time, the certificate is renewed at
-    /// once ([`Action::Renew`]), so that its chain (and a relay's issuer
-    /// chain, which the nodes joining below it check) leads through them.
+    /// node did. Stored and passed on to the children, whose links stay up
+    /// (the entries that name one of them concern the whole subtree); the
+    /// certificate is renewed at once unless this is the first list
+    /// ([`Action::Renew`]), so that its chain, and a relay's issuer chain
+    /// (which the nodes joining below it check), lead through them.
     fn set_ancestors(&mut self, ancestors: Vec<String>) {
         if ancestors == self.ancestors {
             return;
@@ -111,14 +119,23 @@ impl Core {
         tracing::info!(?ancestors, "the relays above this node changed");
         self.ancestors = ancestors.clone();
         self.persist(vec![Mutation::SetAncestors(ancestors)]);
+        self.chain_changed();
+        if !first {
+            self.actions.push_back(Action::Renew);
+        }
+    }
+
+    /// This relay's issuer was signed again or the chain above it changed
+    /// (the daemon says so once it holds the new certificates), or the
+    /// relays above it did: tells every child, which renews its
+    /// certificate through the new chain and stores the list of relays
+    /// above it.
+    pub fn chain_changed(&mut self) {
         let mut below = self.ancestors.clone();
         below.push(self.name.clone());
         let links: Vec<_> = self.children.keys().copied().collect();
         for link in links {
             self.send_down(link, DownMessage::Ancestors(below.clone()));
-        }
-        if !first {
-            self.actions.push_back(Action::Renew);
         }
     }
 

@@ -868,7 +868,10 @@ impl Daemon {
                     }
                 }
             }
-            Event::Renewed(result) => self.renewal.answered(&self.store, result)?,
+            Event::Renewed(result) => {
+                self.renewal.answered(&self.store, result)?;
+                self.tell_children_if_issuer_changed();
+            }
             Event::Query { node, query, reply } => {
                 let id = self.core.query(now, &node, query);
                 self.queries.insert(id, reply);

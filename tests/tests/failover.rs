@@ -244,11 +244,12 @@ fn an_agent_joins_the_nearest_candidate_and_re_parents_when_it_dies_without_touc
 
 /// A relay with candidate parents re-parents with its subtree: sub joins
 /// near (far answers through a proxy that delays every datagram), runs
-/// cluster edge below it, and when near is killed with SIGKILL it is under
-/// far within its grace period plus 10 s. Nothing below it joins again or
-/// is asked to change anything, far signs sub's issuer again (a node
-/// joining below sub afterwards finds it where the root places it), and a
-/// new revision arrives through far.
+/// cluster edge and relay leaf below it, and when near is killed with
+/// SIGKILL it is under far within its grace period plus 10 s. Nothing below
+/// it joins again or is asked to change anything, far signs sub's issuer
+/// again and leaf renews through it (a node joining below leaf afterwards
+/// finds both where the root places them), and a new revision arrives
+/// through far.
 #[test]
 fn a_relay_re_parents_with_its_subtree_when_its_parent_dies() -> anyhow::Result<()> {
     let runtime = tokio::runtime::Runtime::new()?;
@@ -279,6 +280,7 @@ fn a_relay_re_parents_with_its_subtree_when_its_parent_dies() -> anyhow::Result<
     })
     .with_context(|| mesh.logs())?;
 
+    let leaf = mesh.add_relay_connected("leaf", "sub", SETTLE)?;
     let cluster = runtime.block_on(SimulatedCluster::start(
         "edge",
         &mesh.dir.path().join("cluster-edge"),
@@ -343,18 +345,25 @@ fn a_relay_re_parents_with_its_subtree_when_its_parent_dies() -> anyhow::Result<
     let deployment = web_deployment(&kubeconfig)?.context("the Deployment")?;
     assert_eq!(deployment["metadata"]["uid"], uid, "the same object");
 
-    // far signed sub's issuer: a node joining below sub now (its token
-    // places sub below far) finds sub there.
-    wait_for("sub's issuer signed by far", SETTLE, || {
-        let log = std::fs::read_to_string(&sub.log)?;
-        Ok(log
-            .contains("uses the certificate its new parent signed")
-            .then_some(()))
-    })
+    // far signed sub's issuer, and leaf renewed through it (told twice:
+    // when sub's parent changed, and once sub held its new issuer): a node
+    // joining below leaf now (its token places leaf below far and sub)
+    // finds leaf there, and sub too, on the way.
+    wait_for(
+        "sub's issuer signed by far, and leaf renewed after it",
+        SETTLE,
+        || {
+            let log = std::fs::read_to_string(&sub.log)?;
+            let rehomed = log.contains("uses the certificate its new parent signed");
+            let log = std::fs::read_to_string(&leaf.log)?;
+            let renewed = log.matches("renewed this node's certificate").count() >= 2;
+            Ok((rehomed && renewed).then_some(()))
+        },
+    )
     .with_context(|| mesh.logs())?;
-    let _late = mesh.add_agent("late", "sub", "region=eu")?;
-    wait_for("late under sub", SETTLE, || {
-        Ok(connected_under(&mesh.tree()?, "late", "sub").then_some(()))
+    let _late = mesh.add_agent("late", "leaf", "region=us")?;
+    wait_for("late under leaf", SETTLE, || {
+        Ok(connected_under(&mesh.tree()?, "late", "leaf").then_some(()))
     })
     .with_context(|| mesh.logs())?;
 

@@ -70,6 +70,7 @@ impl Daemon {
         self.store.set_config(&config)?;
         self.drop_candidates()?;
         self.renewal.replace(&self.store, identity.clone())?;
+        self.tell_children_if_issuer_changed();
         self.shared.config = std::sync::Arc::new(config);
         if let Some(dial) = &self.parent_config {
             dial.send_replace(parent.clone());
@@ -85,6 +86,16 @@ impl Daemon {
             });
         }
         Ok(())
+    }
+
+    /// This relay's issuer was signed again, or the chain above it
+    /// changed (it moved, or a relay above it did): its children renew
+    /// their certificates now, so that their chains, and a relay child's
+    /// issuer chain, lead through the new one.
+    pub(super) fn tell_children_if_issuer_changed(&mut self) {
+        if self.renewal.take_issuer_changed() {
+            self.core.chain_changed();
+        }
     }
 
     /// The old parent did not close the link in time: drop it, so the

@@ -44,6 +44,12 @@ pub(super) struct Renewal {
     /// The issuers the next renewal must come through: set after the node
     /// re-parented, whose new parent signs with another issuer.
     rehome: Option<Vec<String>>,
+    /// A relay's issuer certificate or the chain above it changed since
+    /// the last [`Renewal::take_issuer_changed`].
+    issuer_changed: bool,
+    /// [`Renewal::renew_now`] was asked while a request was on its way:
+    /// its answer may come from before the change, so ask again after it.
+    again: bool,
 }
 
 impl Renewal {
@@ -70,6 +76,8 @@ impl Renewal {
             server,
             candidates,
             rehome: None,
+            issuer_changed: false,
+            again: false,
         }
     }
 
@@ -92,7 +100,18 @@ impl Renewal {
     /// above a relay's issuer, leads through them.
     pub fn renew_now(&mut self) {
         tracing::info!("the relays above this node changed: renewing its certificate now");
-        self.due = tokio::time::Instant::now();
+        if self.asking {
+            self.again = true;
+        } else {
+            self.due = tokio::time::Instant::now();
+        }
+    }
+
+    /// Whether this relay's issuer was signed again or the chain above it
+    /// changed since the last call (and resets it): its children renew
+    /// then, so that their chains lead through the new one.
+    pub fn take_issuer_changed(&mut self) -> bool {
+        std::mem::take(&mut self.issuer_changed)
     }
 
     /// When the loop should call [`Renewal::due`].
@@ -206,9 +225,19 @@ impl Renewal {
             self.client
                 .send_replace(pki::quic_client_config_among(&identity, &self.candidates)?);
         }
+        let chain = |identity: &Identity| {
+            identity
+                .issuer
+                .as_ref()
+                .map(|issuer| (issuer.cert_der.clone(), issuer.chain_der.clone()))
+        };
+        self.issuer_changed |= chain(&identity) != chain(&self.identity);
         self.live.set(identity.clone());
         self.identity = identity;
         self.due = next_due(&self.identity);
+        if std::mem::take(&mut self.again) {
+            self.due = tokio::time::Instant::now();
+        }
         Ok(())
     }
 
@@ -228,6 +257,8 @@ impl Renewal {
             .saturating_sub(unix_ms() / 1000);
         let wait = RETRY.min(Duration::from_secs(left / 10).max(Duration::from_secs(1)));
         self.due = tokio::time::Instant::now() + wait;
+        // The retry asks through the chain as it is by then.
+        self.again = false;
     }
 }
 
