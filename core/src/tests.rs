@@ -448,6 +448,38 @@ fn upsert_at_root(net: &mut Net, entry: SliceEntry) {
     net.0.upsert_at_root(entry, &[]).expect("signed and added");
 }
 
+/// The fleet with placement `key` on every cluster, each reporting it
+/// ready.
+fn ready_fleet(key: &str) -> Net {
+    let mut net = fleet();
+    upsert_at_root(&mut net, placement(key, all_clusters()));
+    let now = net.now();
+    for agent in ["e1", "e2", "e3", "u1", "u2", "u3"] {
+        net.core_mut(agent)
+            .expect("an agent")
+            .set_own_status(now, key, Some(ready()));
+    }
+    net
+}
+
+/// Runs the net 20 ms at a time, checking `each` at every step, until
+/// `done` (at most 200 steps, or the test fails naming `what`).
+fn step_until(
+    net: &mut Net,
+    what: &str,
+    mut each: impl FnMut(&Net, usize),
+    done: impl Fn(&Net) -> bool,
+) {
+    for step in 0..200 {
+        each(net, step);
+        if done(net) {
+            return;
+        }
+        net.advance(std::time::Duration::from_millis(20));
+    }
+    panic!("{what} did not happen in 200 steps");
+}
+
 #[test]
 fn placements_resolve_level_by_level_to_exactly_the_right_clusters() {
     let mut net = fleet();

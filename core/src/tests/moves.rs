@@ -14,15 +14,8 @@ fn total(net: &Net, node: &str, key: &str) -> u64 {
 
 #[test]
 fn a_moved_agent_is_never_counted_twice_and_settles_under_its_new_parent() {
-    let mut net = fleet();
     let key = "placement/shop/all";
-    upsert_at_root(&mut net, placement(key, all_clusters()));
-    let now = net.now();
-    for agent in ["e1", "e2", "e3", "u1", "u2", "u3"] {
-        net.core_mut(agent)
-            .expect("an agent")
-            .set_own_status(now, key, Some(ready()));
-    }
+    let mut net = ready_fleet(key);
     net.settle();
     assert_eq!(total(&net, "root", key), 6);
     assert!(net.keys("e1").contains(key) && net.keys("u1").contains(key));
@@ -166,47 +159,39 @@ fn a_child_the_root_moves_away_is_forgotten_when_it_disconnects_even_without_lea
 
 #[test]
 fn a_moved_relay_takes_its_clusters_along_counted_once_at_every_step() {
-    let mut net = fleet();
     let key = "placement/shop/all";
-    upsert_at_root(&mut net, placement(key, all_clusters()));
-    let now = net.now();
-    for agent in ["e1", "e2", "e3", "u1", "u2", "u3"] {
-        net.core_mut(agent)
-            .expect("an agent")
-            .set_own_status(now, key, Some(ready()));
-    }
+    let mut net = ready_fleet(key);
     net.settle();
     assert_eq!(total(&net, "root", key), 6);
 
     net.move_node("eu-west", "us").expect("the move is signed");
-    let mut steps = 0;
-    loop {
-        for (relay, below) in [("root", 6), ("eu", 3), ("us", 5)] {
-            let counted = total(&net, relay, key);
-            assert!(
-                counted <= below,
-                "{relay} counts {counted} clusters of at most {below} at step {steps}"
-            );
-        }
-        for agent in ["e1", "e2"] {
-            assert!(
-                net.keys(agent).contains(key),
-                "{agent} lost its placement at step {steps}"
-            );
-        }
-        let settled = !net["eu-west"].core().status_held()
-            && net["root"]
-                .core()
-                .nodes()
-                .iter()
-                .any(|node| node.name == "eu-west" && node.parent.as_deref() == Some("us"));
-        if settled && total(&net, "root", key) == 6 {
-            break;
-        }
-        steps += 1;
-        assert!(steps < 200, "the move did not settle");
-        net.advance(std::time::Duration::from_millis(20));
-    }
+    step_until(
+        &mut net,
+        "the move's settling",
+        |net, step| {
+            for (relay, below) in [("root", 6), ("eu", 3), ("us", 5)] {
+                let counted = total(net, relay, key);
+                assert!(
+                    counted <= below,
+                    "{relay} counts {counted} clusters of at most {below} at step {step}"
+                );
+            }
+            for agent in ["e1", "e2"] {
+                assert!(
+                    net.keys(agent).contains(key),
+                    "{agent} lost its placement at step {step}"
+                );
+            }
+        },
+        |net| {
+            !net["eu-west"].core().status_held()
+                && net
+                    .record("root", "eu-west")
+                    .and_then(|record| record.parent)
+                    == Some("us".to_string())
+                && total(net, "root", key) == 6
+        },
+    );
     net.settle();
     let status = net["root"].core().placement_status(key).expect("status");
     assert_eq!((status.counts.ready, status.counts.offline), (6, 0));

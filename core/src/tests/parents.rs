@@ -23,14 +23,7 @@ const KEY: &str = "placement/shop/all";
 /// The fleet with every cluster ready for one placement, and e1 granted
 /// eu-west and us as candidate parents.
 fn granted_fleet() -> Net {
-    let mut net = fleet();
-    upsert_at_root(&mut net, placement(KEY, all_clusters()));
-    let now = net.now();
-    for agent in ["e1", "e2", "e3", "u1", "u2", "u3"] {
-        net.core_mut(agent)
-            .expect("an agent")
-            .set_own_status(now, KEY, Some(ready()));
-    }
+    let mut net = ready_fleet(KEY);
     net.grant_parents("e1", &["eu-west", "us"])
         .expect("the grant is signed");
     net.settle();
@@ -162,14 +155,7 @@ fn a_claim_waits_while_the_old_side_still_has_the_node() {
 
 #[test]
 fn a_relay_whose_parent_died_re_parents_with_its_clusters_counted_once() {
-    let mut net = fleet();
-    upsert_at_root(&mut net, placement(KEY, all_clusters()));
-    let now = net.now();
-    for agent in ["e1", "e2", "e3", "u1", "u2", "u3"] {
-        net.core_mut(agent)
-            .expect("an agent")
-            .set_own_status(now, KEY, Some(ready()));
-    }
+    let mut net = ready_fleet(KEY);
     net.grant_parents("eu-west", &["eu", "us"])
         .expect("the grant is signed");
     net.settle();
@@ -178,27 +164,29 @@ fn a_relay_whose_parent_died_re_parents_with_its_clusters_counted_once() {
         net.disconnect(node);
     }
     net.fail_over("eu-west", "us").expect("eu-west dials us");
-    let mut steps = 0;
-    loop {
-        let at_root = counts(&net, "root", KEY);
-        let counted =
-            at_root.pending + at_root.applied + at_root.ready + at_root.failed + at_root.offline;
-        assert!(counted <= 6, "the root counts {counted} at step {steps}");
-        for agent in ["e1", "e2"] {
-            assert!(
-                net.keys(agent).contains(KEY),
-                "{agent} lost its placement at step {steps}"
-            );
-        }
-        let settled = parent_at(&net, "root", "eu-west").as_deref() == Some("us")
-            && !net["eu-west"].core().status_held();
-        if settled {
-            break;
-        }
-        steps += 1;
-        assert!(steps < 200, "the re-parenting did not settle");
-        net.advance(std::time::Duration::from_millis(20));
-    }
+    step_until(
+        &mut net,
+        "the re-parenting's settling",
+        |net, step| {
+            let at_root = counts(net, "root", KEY);
+            let counted = at_root.pending
+                + at_root.applied
+                + at_root.ready
+                + at_root.failed
+                + at_root.offline;
+            assert!(counted <= 6, "the root counts {counted} at step {step}");
+            for agent in ["e1", "e2"] {
+                assert!(
+                    net.keys(agent).contains(KEY),
+                    "{agent} lost its placement at step {step}"
+                );
+            }
+        },
+        |net| {
+            parent_at(net, "root", "eu-west").as_deref() == Some("us")
+                && !net["eu-west"].core().status_held()
+        },
+    );
     net.settle();
     // The dead eu's last report still counts e1 and e2; the root leaves
     // them out, as they count under us now: every cluster once.
