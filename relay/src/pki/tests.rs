@@ -867,6 +867,22 @@ async fn a_node_accepts_a_candidate_parent_only_where_the_root_placed_it() {
     assert!(error.to_string().contains("no candidate"), "{error}");
 }
 
+/// What `issuer` answers to `node`'s renewal: a certificate for its key,
+/// then the chain above it.
+fn renewal_by(issuer: &crate::identity::Issuer, node: &Identity) -> Vec<Vec<u8>> {
+    let csr = renewal_request(node).expect("request");
+    let leaf = sign_renewal(
+        issuer,
+        &csr,
+        &node.tls_chain_der[0],
+        DEFAULT_NODE_CERT_VALIDITY,
+    )
+    .expect("signed");
+    let mut chain = vec![leaf, issuer.cert_der.clone()];
+    chain.extend(issuer.chain_der.iter().cloned());
+    chain
+}
+
 /// `relay` joined again under `parent` with the issuer key it has, as a
 /// relay that moves with its subtree does.
 fn moved(relay: &Identity, parent: &Identity) -> Identity {
@@ -907,17 +923,8 @@ async fn a_relay_that_moved_with_its_issuer_key_is_still_its_childrens_parent() 
 
     // The renewal through the moved relay leads through us.
     let issuer = mid.issuer.as_ref().expect("a relay's issuer");
-    let csr = renewal_request(&edge).expect("request");
-    let leaf = sign_renewal(
-        issuer,
-        &csr,
-        &edge.tls_chain_der[0],
-        DEFAULT_NODE_CERT_VALIDITY,
-    )
-    .expect("signed");
-    let mut chain = vec![leaf, issuer.cert_der.clone()];
-    chain.extend(issuer.chain_der.iter().cloned());
-    let renewed = renewed_identity(&edge, chain).expect("the same issuer, moved");
+    let renewed =
+        renewed_identity(&edge, renewal_by(issuer, &edge)).expect("the same issuer, moved");
     assert_eq!(
         chain_issuer_path(&renewed.tls_chain_der, &root.ca_cert_der).expect("a path"),
         ["us", "mid"]
@@ -928,17 +935,8 @@ async fn a_relay_that_moved_with_its_issuer_key_is_still_its_childrens_parent() 
 
     // A relay below renews too, and its issuer's chain follows: a node
     // joining below it now finds it below us and mid.
-    let csr_below = renewal_request(&below).expect("request");
-    let leaf = sign_renewal(
-        issuer,
-        &csr_below,
-        &below.tls_chain_der[0],
-        DEFAULT_NODE_CERT_VALIDITY,
-    )
-    .expect("signed");
-    let mut chain = vec![leaf, issuer.cert_der.clone()];
-    chain.extend(issuer.chain_der.iter().cloned());
-    let below = renewed_identity(&below, chain).expect("the same issuer, moved");
+    let below =
+        renewed_identity(&below, renewal_by(issuer, &below)).expect("the same issuer, moved");
     let pin = sha256(&root.ca_cert_der);
     let config =
         quic_join_client_config(pin, &["us".to_string(), "mid".to_string()]).expect("join config");
@@ -948,16 +946,7 @@ async fn a_relay_that_moved_with_its_issuer_key_is_still_its_childrens_parent() 
     // Another issuer's renewal is still refused.
     let other = join(&us, "other", Role::Relay);
     let other_issuer = other.issuer.as_ref().expect("a relay's issuer");
-    let leaf = sign_renewal(
-        other_issuer,
-        &csr,
-        &edge.tls_chain_der[0],
-        DEFAULT_NODE_CERT_VALIDITY,
-    )
-    .expect("signed");
-    let mut chain = vec![leaf, other_issuer.cert_der.clone()];
-    chain.extend(other_issuer.chain_der.iter().cloned());
-    assert!(renewed_identity(&edge, chain).is_err());
+    assert!(renewed_identity(&edge, renewal_by(other_issuer, &edge)).is_err());
 
     // The relay that admitted mid mints a certificate for it: refused.
     let impostor = serve(&forge_relay(&eu, "mid"));
@@ -979,16 +968,8 @@ async fn a_re_parented_relay_has_its_issuer_signed_again_by_its_new_parent() {
     let edge = join(&mid, "edge-1", Role::Agent);
 
     let us_issuer = us.issuer.as_ref().expect("a relay issues");
-    let csr = renewal_request(&mid).expect("request");
-    let leaf = sign_renewal(
-        us_issuer,
-        &csr,
-        &mid.tls_chain_der[0],
-        DEFAULT_NODE_CERT_VALIDITY,
-    )
-    .expect("us signs it");
+    let chain = renewal_by(us_issuer, &mid);
     let above = [us_issuer.cert_der.clone()];
-    let chain: Vec<Vec<u8>> = std::iter::once(leaf).chain(above.iter().cloned()).collect();
     let path = ["us".to_string()];
     let refused = rehomed_identity(&mid, chain.clone(), None, &path);
     assert!(
