@@ -36,8 +36,8 @@ mod tests;
 mod users;
 
 pub use certs::{
-    create_mesh, new_node_keys, node_keys_keeping_issuer, sign_issuer_cert, sign_node_cert,
-    ADMIN_GROUP, ADMIN_USER, DEFAULT_NODE_CERT_VALIDITY, MAX_INTERMEDIATES, MAX_NODE_CERT_VALIDITY,
+    create_mesh, new_node_keys, relay_keys_kept, sign_issuer_cert, sign_node_cert, ADMIN_GROUP,
+    ADMIN_USER, DEFAULT_NODE_CERT_VALIDITY, MAX_INTERMEDIATES, MAX_NODE_CERT_VALIDITY,
     MIN_NODE_CERT_VALIDITY,
 };
 pub use grant::{identity_from_grant, is_issued_by, verify_chain};

@@ -1,8 +1,8 @@
 //! Moves on the daemon's side (see [`relaymesh_protocol::moves`]).
 //!
 //! On the node that moves: join the new parent with the move's token (new
-//! keys and certificate, as any join; a relay keeps its issuer key and has
-//! the new parent sign it, so its subtree moves with it), store the new
+//! keys and certificate, as any join; a relay keeps its keys and has the
+//! new parent sign its issuer key, so its subtree moves with it), store the new
 //! identity and parent,
 //! have the core tell the old parent it leaves, and dial the new parent once
 //! the old one closed the link (or after [`LEAVE_TIMEOUT`], if it does not).

@@ -143,27 +143,44 @@ pub fn new_node_keys(name: &str, role: Role) -> Result<NodeKeys, PkiError> {
     } else {
         None
     };
-    node_keys(name, role, issuer_key)
+    node_keys(name, role, new_key()?, issuer_key)
 }
 
 /// [`new_node_keys`] for a relay that joins another parent with its subtree
-/// (a move): a new TLS key, and a request for the issuer key it already
-/// has, so that the certificates it issued stay valid under the new
-/// parent's signature of that key.
-pub fn node_keys_keeping_issuer(name: &str, issuer_key_der: &[u8]) -> Result<NodeKeys, PkiError> {
-    let issuer_key = KeyPair::from_pkcs8_der_and_sign_algo(
-        &PrivatePkcs8KeyDer::from(issuer_key_der),
-        &PKCS_ECDSA_P256_SHA256,
+/// (a move): requests for the keys it has, so that the certificates its
+/// issuer signed stay valid under the new parent's signature of that key
+/// (and its listener, whose stateless-reset key comes from the TLS key,
+/// still resets its old connections after a restart).
+pub fn relay_keys_kept(identity: &Identity) -> Result<NodeKeys, PkiError> {
+    let parse = |der: &[u8], what: &str| {
+        KeyPair::from_pkcs8_der_and_sign_algo(
+            &PrivatePkcs8KeyDer::from(der),
+            &PKCS_ECDSA_P256_SHA256,
+        )
+        .map_err(|e| PkiError::BadKey {
+            reason: format!("{what} key: {e}"),
+        })
+    };
+    let Some(issuer) = &identity.issuer else {
+        return Err(PkiError::BadKey {
+            reason: "a relay's identity without an issuer".into(),
+        });
+    };
+    node_keys(
+        &identity.name,
+        Role::Relay,
+        parse(&identity.tls_key_der, "TLS")?,
+        Some(parse(&issuer.key_der, "issuer")?),
     )
-    .map_err(|e| PkiError::BadKey {
-        reason: format!("issuer key: {e}"),
-    })?;
-    node_keys(name, Role::Relay, Some(issuer_key))
 }
 
-fn node_keys(name: &str, role: Role, issuer_key: Option<KeyPair>) -> Result<NodeKeys, PkiError> {
+fn node_keys(
+    name: &str,
+    role: Role,
+    tls_key: KeyPair,
+    issuer_key: Option<KeyPair>,
+) -> Result<NodeKeys, PkiError> {
     relaymesh_protocol::name::validate(name)?;
-    let tls_key = new_key()?;
     // A request's validity is the signer's to choose.
     let tls_csr = for_request(node_params(name, role, DEFAULT_NODE_CERT_VALIDITY)?)
         .serialize_request(&tls_key)

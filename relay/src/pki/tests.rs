@@ -883,11 +883,10 @@ fn renewal_by(issuer: &crate::identity::Issuer, node: &Identity) -> Vec<Vec<u8>>
     chain
 }
 
-/// `relay` joined again under `parent` with the issuer key it has, as a
-/// relay that moves with its subtree does.
+/// `relay` joined again under `parent` with the keys it has, as a relay
+/// that moves with its subtree does.
 fn moved(relay: &Identity, parent: &Identity) -> Identity {
-    let issuer_key = &relay.issuer.as_ref().expect("a relay's issuer").key_der;
-    let keys = node_keys_keeping_issuer(&relay.name, issuer_key).expect("keys");
+    let keys = relay_keys_kept(relay).expect("keys");
     let grant = grant_for(parent, &keys, &relay.name, Role::Relay);
     identity_from_grant(&relay.name, Role::Relay, keys, &grant).expect("identity from grant")
 }

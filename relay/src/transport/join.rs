@@ -79,16 +79,17 @@ pub async fn join_from(
 }
 
 /// Joins the parent a move's `token` names as the node `identity` is: a
-/// relay keeps its issuer key, so that it moves with its subtree (the
-/// certificates it issued stay valid; see [`pki::node_keys_keeping_issuer`]).
+/// relay keeps its keys, so that it moves with its subtree (the
+/// certificates it issued stay valid; see [`pki::relay_keys_kept`]); an
+/// agent makes new ones.
 pub async fn join_moving(
     token: &str,
     identity: &Identity,
     endpoints: &mut Endpoints,
 ) -> Result<Joined, JoinError> {
-    let keys = match &identity.issuer {
-        Some(issuer) => pki::node_keys_keeping_issuer(&identity.name, &issuer.key_der)?,
-        None => pki::new_node_keys(&identity.name, identity.role)?,
+    let keys = match identity.role {
+        Role::Relay => pki::relay_keys_kept(identity)?,
+        _ => pki::new_node_keys(&identity.name, identity.role)?,
     };
     join_with(token, &identity.name, identity.role, keys, endpoints).await
 }
