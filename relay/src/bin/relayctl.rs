@@ -112,9 +112,9 @@ enum Command {
     /// keeping what its clusters run.
     ///
     /// The root issues the node a join token under RELAY and sends it the
-    /// move down the tree. The node joins RELAY (new keys, a certificate
-    /// from RELAY; a relay keeps its issuer key, so nothing below it joins
-    /// again), tells its parent it leaves and dials RELAY, keeping its
+    /// move down the tree. The node joins RELAY (certificates from RELAY;
+    /// an agent makes new keys, a relay keeps its own, so nothing below it
+    /// joins again), tells its parent it leaves and dials RELAY, keeping its
     /// store: nothing is removed from or applied again to any cluster. Its
     /// status counts under the old parent until it leaves and under RELAY
     /// once the root has seen it there (the move is then Settled), never
