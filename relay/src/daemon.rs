@@ -489,6 +489,7 @@ async fn run_store(
         hooks,
         published: None,
         inventory_published: None,
+        labels_counted: None,
         queries: BTreeMap::new(),
         parent_config,
         endpoints: options.endpoints.clone(),
@@ -554,6 +555,10 @@ struct Daemon {
     /// The core's inventory and link measurement versions, and the version
     /// of its `labels/` entries, last published to the API.
     inventory_published: Option<(u64, u64, (usize, u64))>,
+    /// The slice's head when the `labels/` entries were last counted, and
+    /// what they counted: the count walks those entries, so it is taken
+    /// again only when the slice changed.
+    labels_counted: Option<(u64, (usize, u64))>,
     /// This node's certificate and when to renew it.
     renewal: renewal::Renewal,
     /// The parent the uplink dials (replaced when the node moves).
@@ -624,11 +629,21 @@ impl Daemon {
         if self.shared.config.api_listen.is_none() {
             return;
         }
+        let head = self.core.head();
+        let labels = match self.labels_counted {
+            Some((counted_at, labels)) if counted_at == head => labels,
+            _ => {
+                let labels = self
+                    .core
+                    .prefix_version(relaymesh_protocol::cluster_labels::KEY_PREFIX);
+                self.labels_counted = Some((head, labels));
+                labels
+            }
+        };
         let current = (
             self.core.inventory_version(),
             self.core.link_measurements_version(),
-            self.core
-                .prefix_version(relaymesh_protocol::cluster_labels::KEY_PREFIX),
+            labels,
         );
         let last = self.inventory_published.replace(current);
         if last == Some(current) {
