@@ -280,7 +280,7 @@ fn a_relay_re_parents_with_its_subtree_when_its_parent_dies() -> anyhow::Result<
     })
     .with_context(|| mesh.logs())?;
 
-    let leaf = mesh.add_relay_connected("leaf", "sub", SETTLE)?;
+    let _leaf = mesh.add_relay_connected("leaf", "sub", SETTLE)?;
     let cluster = runtime.block_on(SimulatedCluster::start(
         "edge",
         &mesh.dir.path().join("cluster-edge"),
@@ -345,23 +345,42 @@ fn a_relay_re_parents_with_its_subtree_when_its_parent_dies() -> anyhow::Result<
     let deployment = web_deployment(&kubeconfig)?.context("the Deployment")?;
     assert_eq!(deployment["metadata"]["uid"], uid, "the same object");
 
-    // far signed sub's issuer, and leaf renewed through it (told twice:
-    // when sub's parent changed, and once sub held its new issuer): a node
-    // joining below leaf now (its token places leaf below far and sub)
-    // finds leaf there, and sub too, on the way.
-    wait_for(
-        "sub's issuer signed by far, and leaf renewed after it",
-        SETTLE,
-        || {
-            let log = std::fs::read_to_string(&sub.log)?;
-            let rehomed = log.contains("uses the certificate its new parent signed");
-            let log = std::fs::read_to_string(&leaf.log)?;
-            let renewed = log.matches("renewed this node's certificate").count() >= 2;
-            Ok((rehomed && renewed).then_some(()))
-        },
-    )
+    // far signed sub's issuer, and leaf renews through it (told when sub's
+    // parent changed and again once sub held its new issuer): a node
+    // joining below leaf (its token places leaf below far and sub) finds
+    // leaf there. A join tried before leaf renewed is refused as posing
+    // and leaves nothing behind; it is tried again with a new token.
+    wait_for("sub's issuer signed by far", SETTLE, || {
+        let log = std::fs::read_to_string(&sub.log)?;
+        Ok(log
+            .contains("uses the certificate its new parent signed")
+            .then_some(()))
+    })
     .with_context(|| mesh.logs())?;
-    let _late = mesh.add_agent("late", "leaf", "region=us")?;
+    let mut refused = Vec::new();
+    wait_for("an agent joined below leaf", SETTLE, || {
+        let token = mesh.token("agent", "late", Some("leaf"), "10m")?;
+        let data_dir = mesh.data_dir("late");
+        let _ = std::fs::remove_dir_all(&data_dir);
+        let output = mesh
+            .command("edge-agent", "late")?
+            .arg("join")
+            .arg("--data-dir")
+            .arg(&data_dir)
+            .args(["--name", "late", "--token", token.trim()])
+            .args(["--labels", "region=us"])
+            .output()?;
+        if !output.status.success() {
+            refused.push(String::from_utf8_lossy(&output.stderr).into_owned());
+        }
+        Ok(output.status.success().then_some(()))
+    })
+    .with_context(|| format!("refused: {refused:?}\n{}", mesh.logs()))?;
+    assert!(
+        refused.iter().all(|why| why.contains("posing")),
+        "a join below leaf failed for another reason than leaf's old place: {refused:?}"
+    );
+    let _late = mesh.start_agent("late")?;
     wait_for("late under leaf", SETTLE, || {
         Ok(connected_under(&mesh.tree()?, "late", "leaf").then_some(()))
     })
