@@ -344,7 +344,7 @@ impl ServerCertVerifier for CandidateVerifier {
             issuer_path(end_entity.as_ref(), intermediates, &self.ca_der).map_err(wrong_issuer)?;
         if path != *expected {
             return Err(wrong_issuer(format!(
-                "{name:?}'s certificate was issued below {path:?}, but the root places it below {expected:?}: another relay may be posing as it"
+                "{name:?}'s certificate was signed through the issuers {path:?}, where the root expects {expected:?}: another relay may be posing as it"
             )));
         }
         Ok(verified)
@@ -500,7 +500,7 @@ impl ServerCertVerifier for PinnedCaVerifier {
         let root = path.is_empty() && self.parent_issuers.is_empty();
         if !own_issuer && !root {
             return Err(wrong_issuer(format!(
-                "the server's certificate was issued below {path:?}, but the token places the parent below {:?}: another relay may be posing as it",
+                "the server's certificate was signed through the issuers {path:?}, but the token places the parent below {:?}: another relay may be posing as it",
                 self.parent_issuers
             )));
         }
