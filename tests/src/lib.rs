@@ -1014,3 +1014,37 @@ pub fn assert_moves_refused<const N: usize>(
     }
     Ok(())
 }
+
+/// Moves `node` under `to` with `relayctl move --wait` (at most
+/// `timeout`, e.g. `2m`) and checks the root settled the move from
+/// `from`.
+pub fn move_settled(
+    mesh: &Mesh,
+    node: &str,
+    to: &str,
+    from: &str,
+    timeout: &str,
+) -> anyhow::Result<()> {
+    let output = mesh.relayctl(&[
+        "move",
+        node,
+        "--to",
+        to,
+        "--wait",
+        "--timeout",
+        timeout,
+        "-o",
+        "json",
+    ])?;
+    if !output.status.success() {
+        bail!(
+            "relayctl move: {}\n{}",
+            String::from_utf8_lossy(&output.stderr),
+            mesh.logs()
+        );
+    }
+    let moved: Value = serde_json::from_slice(&output.stdout)?;
+    assert_eq!(moved["status"]["state"], "Settled", "{moved}");
+    assert_eq!(moved["status"]["from"], from, "{moved}");
+    Ok(())
+}

@@ -8,11 +8,11 @@
 use std::path::Path;
 use std::time::Duration;
 
-use anyhow::{bail, Context as _};
+use anyhow::Context as _;
 use relaymesh_testbed::cluster::{SimulatedCluster, SimulatorOptions};
 use relaymesh_tests::{
-    assert_counted_once, assert_moves_refused, connected_under, kubectl_get, wait_for,
-    web_deployment, web_workload, Mesh, RelayProcess, Sampler,
+    assert_counted_once, assert_moves_refused, connected_under, kubectl_get, move_settled,
+    wait_for, web_deployment, web_workload, Mesh, RelayProcess, Sampler,
 };
 use serde_json::Value;
 
@@ -147,27 +147,7 @@ fn a_mid_relay_killed_and_an_agent_moved_during_a_rollout_count_every_cluster_on
         Ok(connected_under(&mesh.tree()?, "r1", "root").then_some(()))
     })
     .with_context(|| mesh.logs())?;
-    let output = mesh.relayctl(&[
-        "move",
-        "edge-3",
-        "--to",
-        "r1",
-        "--wait",
-        "--timeout",
-        "90s",
-        "-o",
-        "json",
-    ])?;
-    if !output.status.success() {
-        bail!(
-            "relayctl move: {}\n{}",
-            String::from_utf8_lossy(&output.stderr),
-            mesh.logs()
-        );
-    }
-    let moved: Value = serde_json::from_slice(&output.stdout)?;
-    assert_eq!(moved["status"]["state"], "Settled", "{moved}");
-    assert_eq!(moved["status"]["from"], "r2", "{moved}");
+    move_settled(&mesh, "edge-3", "r1", "r2", "90s")?;
 
     wait_revision(&mesh, &clusters, "1.27")?;
     let settled = wait_all_ready(&mesh)?;

@@ -69,6 +69,35 @@ fn join_relay_among(mesh: &Mesh, name: &str, candidates: &[&str]) -> anyhow::Res
     Ok(String::from_utf8_lossy(&joined.stdout).into_owned())
 }
 
+/// Checks a failover left the cluster alone: its Deployment present at
+/// every sample, no request in its audit log since `audited_before`
+/// lines, and the same object (`uid`) now.
+fn untouched(
+    sampler: Sampler,
+    cluster: &SimulatedCluster,
+    audited_before: usize,
+    uid: &Value,
+) -> anyhow::Result<()> {
+    let samples = sampler.finish();
+    assert!(!samples.is_empty());
+    assert!(
+        samples
+            .iter()
+            .all(|sample| sample["present"] == json!(true)),
+        "the Deployment went away during the failover: {samples:?}"
+    );
+    let after = audited(cluster.audit_log())?;
+    assert_eq!(
+        after.len(),
+        audited_before,
+        "the agent asked its cluster to change something during the failover: {:?}",
+        &after[audited_before.min(after.len())..]
+    );
+    let deployment = web_deployment(cluster.kubeconfig())?.context("the Deployment")?;
+    assert_eq!(deployment["metadata"]["uid"], *uid, "the same object");
+    Ok(())
+}
+
 fn parent_of(mesh: &Mesh, name: &str) -> anyhow::Result<Option<String>> {
     let cluster = mesh.cluster_object(name)?;
     Ok(cluster["status"]["relayPath"]
@@ -209,23 +238,7 @@ fn an_agent_joins_the_nearest_candidate_and_re_parents_when_it_dies_without_touc
     })
     .with_context(|| mesh.logs())?;
     reporting_through(&mesh, "mid")?;
-    let samples = sampler.finish();
-    assert!(!samples.is_empty());
-    assert!(
-        samples
-            .iter()
-            .all(|sample| sample["present"] == json!(true)),
-        "the Deployment went away during the failover: {samples:?}"
-    );
-    let after = audited(cluster.audit_log())?;
-    assert_eq!(
-        after.len(),
-        before.len(),
-        "the agent asked its cluster to change something during the failover: {:?}",
-        &after[before.len().min(after.len())..]
-    );
-    let deployment = web_deployment(&kubeconfig)?.context("the Deployment")?;
-    assert_eq!(deployment["metadata"]["uid"], uid, "the same object");
+    untouched(sampler, &cluster, before.len(), &uid)?;
 
     // The new parent serves it: a new revision arrives through mid.
     mesh.apply(&web_workload("nginx:1.28", 2, "{names: [edge]}", ""))?;
@@ -327,23 +340,7 @@ fn a_relay_re_parents_with_its_subtree_when_its_parent_dies() -> anyhow::Result<
     })
     .with_context(|| mesh.logs())?;
     reporting_under("far")?;
-    let samples = sampler.finish();
-    assert!(!samples.is_empty());
-    assert!(
-        samples
-            .iter()
-            .all(|sample| sample["present"] == json!(true)),
-        "the Deployment went away during the failover: {samples:?}"
-    );
-    let after = audited(cluster.audit_log())?;
-    assert_eq!(
-        after.len(),
-        before.len(),
-        "the agent asked its cluster to change something during the failover: {:?}",
-        &after[before.len().min(after.len())..]
-    );
-    let deployment = web_deployment(&kubeconfig)?.context("the Deployment")?;
-    assert_eq!(deployment["metadata"]["uid"], uid, "the same object");
+    untouched(sampler, &cluster, before.len(), &uid)?;
 
     // far signed sub's issuer, and leaf renews through it (told when sub's
     // parent changed and again once sub held its new issuer): a node

@@ -11,11 +11,11 @@
 use std::path::Path;
 use std::time::Duration;
 
-use anyhow::{bail, Context as _};
+use anyhow::Context as _;
 use relaymesh_testbed::cluster::{SimulatedCluster, SimulatorOptions};
 use relaymesh_tests::{
-    assert_counted_once, assert_moves_refused, audited, connected_under, kubectl_get, observe,
-    wait_for, web_image, web_workload, Mesh, RelayProcess, Sampler,
+    assert_counted_once, assert_moves_refused, audited, connected_under, kubectl_get, move_settled,
+    observe, wait_for, web_image, web_workload, Mesh, RelayProcess, Sampler,
 };
 use serde_json::{json, Value};
 
@@ -132,27 +132,7 @@ fn a_relay_moves_with_its_subtree_and_no_cluster_notices() -> anyhow::Result<()>
 
     let root = mesh.kubeconfig();
     let sampler = Sampler::start(move || placement_status(&root));
-    let output = mesh.relayctl(&[
-        "move",
-        "mid",
-        "--to",
-        "b",
-        "--wait",
-        "--timeout",
-        "2m",
-        "-o",
-        "json",
-    ])?;
-    if !output.status.success() {
-        bail!(
-            "relayctl move: {}\n{}",
-            String::from_utf8_lossy(&output.stderr),
-            mesh.logs()
-        );
-    }
-    let moved: Value = serde_json::from_slice(&output.stdout)?;
-    assert_eq!(moved["status"]["state"], "Settled", "{moved}");
-    assert_eq!(moved["status"]["from"], "a", "{moved}");
+    move_settled(&mesh, "mid", "b", "a", "2m")?;
 
     wait_for("the subtree under b", SETTLE, || {
         let tree = mesh.tree()?;
