@@ -69,33 +69,57 @@ fn join_relay_among(mesh: &Mesh, name: &str, candidates: &[&str]) -> anyhow::Res
     Ok(String::from_utf8_lossy(&joined.stdout).into_owned())
 }
 
-/// Checks a failover left the cluster alone: its Deployment present at
-/// every sample, no request in its audit log since `audited_before`
-/// lines, and the same object (`uid`) now.
-fn untouched(
+/// What a failover must leave alone in a cluster: its Deployment (the
+/// same object, present at every sample) and its API server (no request).
+struct Untouched {
     sampler: Sampler,
-    cluster: &SimulatedCluster,
     audited_before: usize,
-    uid: &Value,
-) -> anyhow::Result<()> {
-    let samples = sampler.finish();
-    assert!(!samples.is_empty());
-    assert!(
-        samples
-            .iter()
-            .all(|sample| sample["present"] == json!(true)),
-        "the Deployment went away during the failover: {samples:?}"
-    );
-    let after = audited(cluster.audit_log())?;
-    assert_eq!(
-        after.len(),
-        audited_before,
-        "the agent asked its cluster to change something during the failover: {:?}",
-        &after[audited_before.min(after.len())..]
-    );
-    let deployment = web_deployment(cluster.kubeconfig())?.context("the Deployment")?;
-    assert_eq!(deployment["metadata"]["uid"], *uid, "the same object");
-    Ok(())
+    uid: Value,
+}
+
+impl Untouched {
+    /// Starts watching `cluster`, whose agent has applied the Deployment.
+    fn start(cluster: &SimulatedCluster) -> anyhow::Result<Self> {
+        let kubeconfig = cluster.kubeconfig().to_path_buf();
+        let uid =
+            web_deployment(&kubeconfig)?.context("the Deployment")?["metadata"]["uid"].clone();
+        let before = audited(cluster.audit_log())?;
+        assert!(
+            before.iter().any(|line| line["method"] == "PATCH"),
+            "the agent applied through the audited API: {before:?}"
+        );
+        let sampler = Sampler::start(move || {
+            let deployment = web_deployment(&kubeconfig)?;
+            Ok(Some(json!({"present": deployment.is_some()})))
+        });
+        Ok(Self {
+            sampler,
+            audited_before: before.len(),
+            uid,
+        })
+    }
+
+    /// Checks nothing changed in `cluster` since [`Untouched::start`].
+    fn check(self, cluster: &SimulatedCluster) -> anyhow::Result<()> {
+        let samples = self.sampler.finish();
+        assert!(!samples.is_empty());
+        assert!(
+            samples
+                .iter()
+                .all(|sample| sample["present"] == json!(true)),
+            "the Deployment went away during the failover: {samples:?}"
+        );
+        let after = audited(cluster.audit_log())?;
+        assert_eq!(
+            after.len(),
+            self.audited_before,
+            "the agent asked its cluster to change something during the failover: {:?}",
+            &after[self.audited_before.min(after.len())..]
+        );
+        let deployment = web_deployment(cluster.kubeconfig())?.context("the Deployment")?;
+        assert_eq!(deployment["metadata"]["uid"], self.uid, "the same object");
+        Ok(())
+    }
 }
 
 fn parent_of(mesh: &Mesh, name: &str) -> anyhow::Result<Option<String>> {
@@ -216,18 +240,7 @@ fn an_agent_joins_the_nearest_candidate_and_re_parents_when_it_dies_without_touc
         Ok(ready.then_some(()))
     })
     .with_context(|| mesh.logs())?;
-    let uid = web_deployment(&kubeconfig)?.context("the Deployment")?["metadata"]["uid"].clone();
-    let before = audited(cluster.audit_log())?;
-    assert!(
-        before.iter().any(|line| line["method"] == "PATCH"),
-        "the agent applied through the audited API: {before:?}"
-    );
-
-    let read = kubeconfig.clone();
-    let sampler = Sampler::start(move || {
-        let deployment = web_deployment(&read)?;
-        Ok(Some(json!({"present": deployment.is_some()})))
-    });
+    let watch = Untouched::start(&cluster)?;
     let mut near = relays.remove(2);
     near.kill()?;
     // The grace period counts from the last thing heard from near.
@@ -238,7 +251,7 @@ fn an_agent_joins_the_nearest_candidate_and_re_parents_when_it_dies_without_touc
     })
     .with_context(|| mesh.logs())?;
     reporting_through(&mesh, "mid")?;
-    untouched(sampler, &cluster, before.len(), &uid)?;
+    watch.check(&cluster)?;
 
     // The new parent serves it: a new revision arrives through mid.
     mesh.apply(&web_workload("nginx:1.28", 2, "{names: [edge]}", ""))?;
@@ -317,18 +330,7 @@ fn a_relay_re_parents_with_its_subtree_when_its_parent_dies() -> anyhow::Result<
         .with_context(|| mesh.logs())
     };
     reporting_under("near")?;
-    let uid = web_deployment(&kubeconfig)?.context("the Deployment")?["metadata"]["uid"].clone();
-    let before = audited(cluster.audit_log())?;
-    assert!(
-        before.iter().any(|line| line["method"] == "PATCH"),
-        "the agent applied through the audited API: {before:?}"
-    );
-
-    let read = kubeconfig.clone();
-    let sampler = Sampler::start(move || {
-        let deployment = web_deployment(&read)?;
-        Ok(Some(json!({"present": deployment.is_some()})))
-    });
+    let watch = Untouched::start(&cluster)?;
     near.kill()?;
     wait_for("sub under far", GRACE + Duration::from_secs(10), || {
         let tree = mesh.tree()?;
@@ -340,7 +342,7 @@ fn a_relay_re_parents_with_its_subtree_when_its_parent_dies() -> anyhow::Result<
     })
     .with_context(|| mesh.logs())?;
     reporting_under("far")?;
-    untouched(sampler, &cluster, before.len(), &uid)?;
+    watch.check(&cluster)?;
 
     // far signed sub's issuer, and leaf renews through it (told when sub's
     // parent changed and again once sub held its new issuer): a node
