@@ -95,7 +95,17 @@ pub(super) fn store_error(resource: &Resource, name: &str, error: ObjectError) -
         )),
         ObjectError::Gone { .. } => ApiError::Gone(error.to_string()),
         ObjectError::NotAnObject => ApiError::BadRequest(error.to_string()),
+        ObjectError::TooDeep(too_deep) => too_deep_error(too_deep),
         other => ApiError::Internal(other.to_string()),
+    }
+}
+
+/// The 422 of a body, patch result or object nested too deep, naming the
+/// path where the limit was hit.
+pub(super) fn too_deep_error(error: crate::depth::TooDeep) -> ApiError {
+    ApiError::Invalid {
+        field: error.path.clone(),
+        message: error.to_string(),
     }
 }
 

@@ -16,7 +16,8 @@ use hyper::{Method, Request, Response, StatusCode};
 use serde_json::{json, Value};
 use tracing::info;
 
-use super::collection::{object_name, select, store_error, with_type_meta, Filter};
+use super::body::{self, BodyError};
+use super::collection::{object_name, select, store_error, too_deep_error, with_type_meta, Filter};
 use super::context::Context;
 use super::deletion::{self, Outcome, Propagation};
 use super::field_validation::{self, FieldValidation};
@@ -484,6 +485,25 @@ fn delete<E: Extension>(
 ) -> Result<Response<ApiBody>, ApiError> {
     crd::check_delete(resource, name)?;
     let key = resource.key(namespace, name);
+    // A stored object that cannot be decoded has no finalizers or
+    // dependents to honour: it is removed as it is.
+    if !dry_run
+        && resource.source == Source::Stored
+        && context
+            .objects
+            .remove_quarantined(&key)
+            .map_err(|error| store_error(resource, name, error))?
+    {
+        info!(resource = %resource.qualified(), namespace, name, "deleted a quarantined object");
+        let status = json!({
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Success",
+            "details": {"name": name, "group": resource.group, "kind": resource.plural},
+        });
+        return json_reply(StatusCode::OK, &status);
+    }
     let outcome = deletion::delete(&context.objects, &key, propagation, dry_run)
         .map_err(|error| store_error(resource, name, error))?;
     match outcome {
@@ -818,11 +838,26 @@ pub(super) fn decode(body: &[u8], content_type: &str) -> Result<Value, ApiError>
     if content_type.contains("cbor") {
         return Err(ApiError::UnsupportedMediaType(
             "CBOR bodies are not supported; send JSON".into(),
+        crate::depth::check_value(&object).map_err(too_deep_error)?;
         ));
     }
-    serde_json::from_slice(body)
-        .or_else(|_| serde_yaml::from_slice(body))
-        .map_err(|error| ApiError::BadRequest(format!("cannot decode the object: {error}")))
+    // YAML only when the content type says so: a JSON body that fails is
+    // not tried again as YAML (whose parse of deep nesting is slow).
+    let decoded = if body::is_yaml(content_type) {
+        body::yaml(body)
+    } else {
+        body::json(body)
+    };
+    decoded.map_err(body_error)
+}
+
+/// The answer to a body that cannot be decoded: 422 naming the path when
+/// it is too deep, else 400.
+pub(super) fn body_error(error: BodyError) -> ApiError {
+    match error {
+        BodyError::TooDeep(too_deep) => too_deep_error(too_deep),
+        other => ApiError::BadRequest(format!("cannot decode the object: {other}")),
+    }
 }
 
 fn header(request: &Request<Incoming>, name: hyper::header::HeaderName) -> String {
@@ -861,9 +896,11 @@ fn patch_precondition(kind: &PatchKind, body: &[u8]) -> Option<String> {
     if matches!(kind, PatchKind::Json) {
         return None;
     }
-    let patch: Value = serde_json::from_slice(body)
-        .ok()
-        .or_else(|| serde_yaml::from_slice(body).ok())?;
+    let patch = match kind {
+        PatchKind::Apply { .. } => body::yaml(body),
+        _ => body::json(body),
+    }
+    .ok()?;
     patch
         .pointer("/metadata/resourceVersion")
         .and_then(Value::as_str)
@@ -924,4 +961,5 @@ fn patch_error(error: PatchError) -> ApiError {
             error: Box::new(ApiError::PayloadTooLarge(message)),
         },
     }
+        PatchError::TooDeep(too_deep) => too_deep_error(too_deep),
 }

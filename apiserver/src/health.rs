@@ -2,15 +2,30 @@
 //! them: `ok` when every check passes; with `?verbose` one line per check
 //! and a verdict; `/livez/NAME` runs one check; `?exclude=NAME` leaves one
 //! out. A failed check makes the answer `500`, with the list, so a probe
-//! fails and a human sees which check. The checks themselves are run by the
-//! caller; this module only words the answer (no IO).
+//! fails and a human sees which check. A *degraded* check is listed with
+//! its reason as failed but does not fail the answer: `/readyz` stays 200
+//! while the root serves, and says what needs a human (the
+//! `stored-objects` check names quarantined objects). The checks themselves
+//! are run by the caller; this module only words the answer (no IO).
 
 use hyper::StatusCode;
 
 /// The outcome of each check, by name, in the order they are listed. The
-/// root runs `ping` (the server answers) and `store` (the object store can
-/// be read).
-pub(super) type Outcomes<'a> = [(&'a str, Result<(), String>)];
+/// root runs `ping` (the server answers), `store` (the object store can
+/// be read) and, for `/readyz`, `stored-objects` (none is quarantined).
+pub(super) type Outcomes<'a> = [(&'a str, Outcome)];
+
+/// How one check went.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Outcome {
+    /// It passed.
+    Passed,
+    /// It failed; the reason is logged, not shown.
+    Failed(String),
+    /// Something needs a human, but the server serves: shown with its
+    /// reason, and the answer stays 200.
+    Degraded(String),
+}
 
 /// The status and text of `endpoint` (`healthz`, `livez`, `readyz`),
 /// narrowed to `only` (the path's check) or widened by `verbose`, without
@@ -25,8 +40,9 @@ pub(super) fn answer(
     if let Some(name) = only {
         let (_, outcome) = outcomes.iter().find(|(check, _)| *check == name)?;
         return Some(match outcome {
-            Ok(()) => (StatusCode::OK, "ok".into()),
-            Err(_) => (
+            Outcome::Passed => (StatusCode::OK, "ok".into()),
+            Outcome::Degraded(reason) => (StatusCode::OK, format!("{reason}\n")),
+            Outcome::Failed(_) => (
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "internal server error: reason withheld\n".into(),
             ),
@@ -40,8 +56,11 @@ pub(super) fn answer(
             continue;
         }
         match outcome {
-            Ok(()) => lines.push_str(&format!("[+]{name} ok\n")),
-            Err(_) => {
+            Outcome::Passed => lines.push_str(&format!("[+]{name} ok\n")),
+            Outcome::Degraded(reason) => {
+                lines.push_str(&format!("[-]{name} failed: {reason}\n"));
+            }
+            Outcome::Failed(_) => {
                 failed = true;
                 lines.push_str(&format!("[-]{name} failed: reason withheld\n"));
             }
@@ -62,8 +81,8 @@ pub(super) fn answer(
 mod tests {
     use super::*;
 
-    fn healthy() -> Vec<(&'static str, Result<(), String>)> {
-        vec![("ping", Ok(())), ("store", Ok(()))]
+    fn healthy() -> Vec<(&'static str, Outcome)> {
+        vec![("ping", Outcome::Passed), ("store", Outcome::Passed)]
     }
 
     #[test]
@@ -88,7 +107,10 @@ mod tests {
 
     #[test]
     fn a_failed_check_is_a_500_with_the_list() {
-        let sick = [("ping", Ok(())), ("store", Err("sled".to_string()))];
+        let sick = [
+            ("ping", Outcome::Passed),
+            ("store", Outcome::Failed("sled".to_string())),
+        ];
         let (code, text) = answer("healthz", None, false, &[], &sick).expect("known");
         assert_eq!(code, StatusCode::INTERNAL_SERVER_ERROR);
         assert_eq!(
@@ -100,5 +122,29 @@ mod tests {
         assert_eq!(code, StatusCode::OK);
         let (code, _) = answer("healthz", Some("store"), false, &[], &sick).expect("known");
         assert_eq!(code, StatusCode::INTERNAL_SERVER_ERROR);
+    }
+
+    #[test]
+    fn a_degraded_check_is_named_and_the_answer_stays_ok() {
+        let degraded = [
+            ("ping", Outcome::Passed),
+            (
+                "stored-objects",
+                Outcome::Degraded(
+                    "1 corrupt object quarantined: configmaps default/\"deep\"".into(),
+                ),
+            ),
+        ];
+        let (code, text) = answer("readyz", None, true, &[], &degraded).expect("known");
+        assert_eq!(code, StatusCode::OK);
+        assert_eq!(
+            text,
+            "[+]ping ok\n[-]stored-objects failed: 1 corrupt object quarantined: \
+             configmaps default/\"deep\"\nreadyz check passed\n"
+        );
+        assert_eq!(
+            answer("readyz", None, false, &[], &degraded),
+            Some((StatusCode::OK, "ok".into()))
+        );
     }
 }

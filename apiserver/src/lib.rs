@@ -48,12 +48,14 @@ use crate::objects::ObjectStore;
 
 mod audit;
 mod authz;
+pub mod body;
 mod builtins;
 mod collection;
 mod context;
 mod crd;
 mod crud;
 mod deletion;
+pub mod depth;
 mod discovery;
 mod extension;
 mod field_validation;

@@ -11,15 +11,26 @@
 //! What it does not do: validation, kinds and scopes (the API's resource
 //! registry knows those), selectors, or patching. Writes are serialized by one
 //! mutex; a write is one atomic sled batch (object and counter together).
+//!
+//! Every object it writes is within the API's depth limit
+//! ([`crate::depth`]), so it can always be read back. One that cannot be
+//! read all the same (written by an older version, or damaged) is
+//! *quarantined*: logged once by key, left out of lists, watches and the
+//! owner index, named by [`ObjectStore::quarantined`] (and so at
+//! `/readyz?verbose`), an error naming it on a get, and removable with
+//! [`ObjectStore::remove_quarantined`]. One bad object never stops the
+//! store from opening.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::SystemTime;
 
 use serde_json::{json, Value};
 use tokio::sync::broadcast;
-use tracing::{debug, info};
+use tracing::{debug, info, warn};
+
+use crate::depth::{self, TooDeep};
 
 use owners::OwnerIndex;
 
@@ -127,6 +138,17 @@ pub enum ObjectError {
     /// The object is not a JSON object.
     #[error("an object must be a JSON object")]
     NotAnObject,
+    /// The object nests deeper than the API's limit.
+    #[error(transparent)]
+    TooDeep(#[from] TooDeep),
+    /// The stored object cannot be decoded: it is quarantined.
+    #[error("stored object {key} is corrupt and quarantined ({reason}); delete it to clear it")]
+    Quarantined {
+        /// Which object.
+        key: ObjectKey,
+        /// Why it cannot be decoded.
+        reason: String,
+    },
 }
 
 /// The object store. Cheap to clone; clones share everything.
@@ -139,6 +161,8 @@ struct Inner {
     tree: sled::Tree,
     state: Mutex<State>,
     events: broadcast::Sender<ObjectEvent>,
+    /// Stored objects that cannot be decoded, by sled key, with why.
+    quarantine: Mutex<BTreeMap<String, String>>,
 }
 
 struct State {
@@ -237,6 +261,7 @@ impl ObjectStore {
                     owners: OwnerIndex::default(),
                 }),
                 events,
+                quarantine: Mutex::new(BTreeMap::new()),
             }),
         };
         {
@@ -247,7 +272,14 @@ impl ObjectStore {
         }
         for name in INITIAL_NAMESPACES {
             let key = ObjectKey::new("", "namespaces", None, name);
-            if store.get(&key)?.is_none() {
+            let missing = match store.get(&key) {
+                Ok(found) => found.is_none(),
+                // Quarantined: named at readyz; deleting it lets the next
+                // start create it again.
+                Err(ObjectError::Quarantined { .. }) => false,
+                Err(error) => return Err(error),
+            };
+            if missing {
                 let namespace = json!({
                     "apiVersion": "v1",
                     "kind": "Namespace",
@@ -262,13 +294,56 @@ impl ObjectStore {
         Ok(store)
     }
 
-    /// The object at `key`, if any.
+    /// The object at `key`, if any; [`ObjectError::Quarantined`] if it
+    /// cannot be decoded.
     pub fn get(&self, key: &ObjectKey) -> Result<Option<Value>, ObjectError> {
         let encoded = key.encode();
         match self.inner.tree.get(encoded.as_bytes())? {
-            Some(bytes) => Ok(Some(decode_object(&encoded, &bytes)?)),
+            Some(bytes) => Ok(Some(self.decode_stored(key, &encoded, &bytes)?)),
             None => Ok(None),
         }
+    }
+
+    /// The quarantined objects (stored, but not decodable), with why.
+    pub fn quarantined(&self) -> Vec<(ObjectKey, String)> {
+        self.quarantine()
+            .iter()
+            .filter_map(|(encoded, reason)| {
+                ObjectKey::decode(encoded.as_bytes()).map(|key| (key, reason.clone()))
+            })
+            .collect()
+    }
+
+    /// Removes the object at `key` if it is quarantined, without decoding
+    /// it; watches see it deleted (as an object holding only its name).
+    /// False if it is not quarantined.
+    pub fn remove_quarantined(&self, key: &ObjectKey) -> Result<bool, ObjectError> {
+        let mut state = self.lock();
+        let encoded = key.encode();
+        let Some(bytes) = self.inner.tree.get(encoded.as_bytes())? else {
+            self.quarantine().remove(&encoded);
+            return Ok(false);
+        };
+        if decode_object(&encoded, &bytes).is_ok() {
+            return Ok(false);
+        }
+        let resource_version = state.resource_version + 1;
+        let mut batch = sled::Batch::default();
+        batch.remove(encoded.as_bytes());
+        batch.insert(
+            RESOURCE_VERSION_KEY,
+            resource_version.to_string().as_bytes(),
+        );
+        self.inner.tree.apply_batch(batch)?;
+        self.quarantine().remove(&encoded);
+        let mut object = json!({"metadata": {"name": key.name}});
+        if let Some(namespace) = &key.namespace {
+            object["metadata"]["namespace"] = json!(namespace);
+        }
+        stamp::set_resource_version(&mut object, resource_version);
+        warn!(%key, "quarantined object deleted");
+        self.publish(&mut state, WatchEventType::Deleted, key, object, None);
+        Ok(true)
     }
 
     /// The objects of a resource, in one namespace or all, sorted by
@@ -288,7 +363,9 @@ impl ObjectStore {
             .scan_prefix(prefix(group, resource, namespace).as_bytes())
         {
             let (key, bytes) = item?;
-            objects.push(decode_object(&String::from_utf8_lossy(&key), &bytes)?);
+            if let Some(object) = self.decode_listed(&key, &bytes) {
+                objects.push(object);
+            }
         }
         Ok((objects, state.resource_version))
     }
@@ -317,8 +394,9 @@ impl ObjectStore {
         for item in self.inner.tree.scan_prefix(wanted.as_bytes()) {
             let (key, bytes) = item?;
             let text = String::from_utf8_lossy(&key).into_owned();
-            let object = decode_object(&text, &bytes)?;
-            objects.insert(text, object);
+            if let Some(object) = self.decode_listed(&key, &bytes) {
+                objects.insert(text, object);
+            }
         }
         // The first change after the version tells what the object was then.
         let mut undone = HashSet::new();
@@ -339,17 +417,19 @@ impl ObjectStore {
         Ok(objects.into_values().collect())
     }
 
-    /// Every object of every kind, with its key.
+    /// Every object of every kind, with its key; quarantined ones left out.
     pub fn list_all(&self) -> Result<Vec<(ObjectKey, Value)>, ObjectError> {
         let mut objects = Vec::new();
         for item in self.inner.tree.scan_prefix(OBJECT_PREFIX.as_bytes()) {
             let (key, bytes) = item?;
             let text = String::from_utf8_lossy(&key).into_owned();
-            let object_key = ObjectKey::decode(&key).ok_or_else(|| ObjectError::Corrupt {
-                key: text.clone(),
-                source: serde::de::Error::custom("malformed key"),
-            })?;
-            objects.push((object_key, decode_object(&text, &bytes)?));
+            let Some(object_key) = ObjectKey::decode(&key) else {
+                warn!(key = %text, "stored object skipped: its key is malformed");
+                continue;
+            };
+            if let Some(object) = self.decode_listed(&key, &bytes) {
+                objects.push((object_key, object));
+            }
         }
         Ok(objects)
     }
@@ -454,7 +534,7 @@ impl ObjectStore {
         let Some(bytes) = self.inner.tree.get(encoded.as_bytes())? else {
             return Err(ObjectError::NotFound(key.clone()));
         };
-        let old = decode_object(&encoded, &bytes)?;
+        let old = self.decode_stored(key, &encoded, &bytes)?;
         let mut object = old.clone();
         stamp::mark_for_deletion(&mut object, finalizers, SystemTime::now());
         if object == old {
@@ -470,7 +550,7 @@ impl ObjectStore {
         let Some(bytes) = self.inner.tree.get(encoded.as_bytes())? else {
             return Err(ObjectError::NotFound(key.clone()));
         };
-        let old = decode_object(&encoded, &bytes)?;
+        let old = self.decode_stored(key, &encoded, &bytes)?;
         let mut object = old.clone();
         let resource_version = state.resource_version + 1;
         stamp::set_resource_version(&mut object, resource_version);
@@ -500,6 +580,7 @@ impl ObjectStore {
         if !object.is_object() {
             return Err(ObjectError::NotAnObject);
         }
+        depth::check_value(&object)?;
         let mut state = self.lock();
         let encoded = key.encode();
         if self.inner.tree.contains_key(encoded.as_bytes())? {
@@ -525,12 +606,13 @@ impl ObjectStore {
         if !object.is_object() {
             return Err(ObjectError::NotAnObject);
         }
+        depth::check_value(&object)?;
         let mut state = self.lock();
         let encoded = key.encode();
         let Some(bytes) = self.inner.tree.get(encoded.as_bytes())? else {
             return Err(ObjectError::NotFound(key.clone()));
         };
-        let old = decode_object(&encoded, &bytes)?;
+        let old = self.decode_stored(key, &encoded, &bytes)?;
         let stored = stamp::resource_version(&old);
         let given = object
             .pointer("/metadata/resourceVersion")
@@ -629,6 +711,57 @@ impl ObjectStore {
         state.history.push_back(event.clone());
         // No subscribers is fine.
         let _ = self.inner.events.send(event);
+    }
+
+    /// A stored object, or [`ObjectError::Quarantined`] (quarantining it).
+    fn decode_stored(
+        &self,
+        key: &ObjectKey,
+        encoded: &str,
+        bytes: &[u8],
+    ) -> Result<Value, ObjectError> {
+        decode_object(encoded, bytes).map_err(|error| ObjectError::Quarantined {
+            key: key.clone(),
+            reason: self.quarantine_reason(encoded, &error),
+        })
+    }
+
+    /// A listed object, or `None` (quarantining it) if it cannot be
+    /// decoded.
+    fn decode_listed(&self, key: &[u8], bytes: &[u8]) -> Option<Value> {
+        let encoded = String::from_utf8_lossy(key);
+        match decode_object(&encoded, bytes) {
+            Ok(object) => Some(object),
+            Err(error) => {
+                self.quarantine_reason(&encoded, &error);
+                None
+            }
+        }
+    }
+
+    /// Records `encoded` as quarantined, logging it the first time; returns
+    /// the reason.
+    fn quarantine_reason(&self, encoded: &str, error: &ObjectError) -> String {
+        let reason = match error {
+            ObjectError::Corrupt { source, .. } => source.to_string(),
+            other => other.to_string(),
+        };
+        let mut quarantine = self.quarantine();
+        if !quarantine.contains_key(encoded) {
+            let key = ObjectKey::decode(encoded.as_bytes())
+                .map_or_else(|| encoded.to_string(), |key| key.to_string());
+            warn!(%key, %reason, "stored object quarantined: it cannot be decoded; delete it to clear it");
+            quarantine.insert(encoded.to_string(), reason.clone());
+        }
+        reason
+    }
+
+    fn quarantine(&self) -> MutexGuard<'_, BTreeMap<String, String>> {
+        // A map of keys, consistent after every statement.
+        self.inner
+            .quarantine
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {

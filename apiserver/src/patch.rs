@@ -90,6 +90,10 @@ pub enum PatchError {
     /// object past the request body limit (413).
     #[error("{0}")]
     TooLarge(String),
+    /// The patch, or the object it makes, nests deeper than the API's
+    /// limit (422, naming the path).
+    #[error(transparent)]
+    TooDeep(#[from] crate::depth::TooDeep),
 }
 
 /// Applies a patch body (JSON; for Apply, YAML or JSON) to `live` (None when
@@ -125,8 +129,10 @@ pub fn apply_patch(
         PatchKind::Json | PatchKind::Merge | PatchKind::StrategicMerge => {}
     }
     let live = live.ok_or(PatchError::NotFound)?;
-    let patch: Value = serde_json::from_slice(body)
-        .map_err(|err| PatchError::BadPatch(format!("the patch is not valid JSON: {err}")))?;
+    let patch: Value = crate::body::json(body).map_err(|error| match error {
+        crate::body::BodyError::TooDeep(too_deep) => PatchError::TooDeep(too_deep),
+        error => PatchError::BadPatch(format!("the patch is not valid JSON: {error}")),
+    })?;
     let mut patched = match kind {
         PatchKind::Json => json_patch::apply(live, patch)?,
         PatchKind::Merge => merge::apply(live, &patch)?,
@@ -135,6 +141,7 @@ pub fn apply_patch(
             strategic::apply(live, &patch, schema)?
         }
     };
+    crate::depth::check_value(&patched)?;
     check_identity(live, &patched)?;
     keep_server_fields(Some(live), &mut patched);
     if patched.pointer("/metadata/managedFields").is_none() {

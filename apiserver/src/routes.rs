@@ -15,6 +15,7 @@ use super::authz::{self, Attributes};
 use super::context::Context;
 use super::crud::{self, ResourcePath};
 use super::extension::{Call, ExtensionRoute};
+use super::health::Outcome;
 use super::http::{error_reply, json_reply, negotiate, read_body, reply, ApiBody, MAX_JSON_BODY};
 use super::query::Query;
 use super::tls::{PeerIdentity, User};
@@ -230,11 +231,18 @@ async fn dispatch<E: Extension>(
             let query = Query::parse(request.uri().query())?;
             let excluded: Vec<&str> = query.all("exclude").collect();
             let default = crate::objects::ObjectKey::new("", "namespaces", None, "default");
-            let store = context.objects.get(&default).map(|_| ()).map_err(|error| {
-                tracing::warn!(%error, "health check: the object store cannot be read");
-                error.to_string()
-            });
-            let outcomes = [("ping", Ok(())), ("store", store)];
+            let store = match context.objects.get(&default) {
+                Ok(_) | Err(crate::objects::ObjectError::Quarantined { .. }) => Outcome::Passed,
+                Err(error) => {
+                    tracing::warn!(%error, "health check: the object store cannot be read");
+                    Outcome::Failed(error.to_string())
+                }
+            };
+            let mut outcomes = vec![("ping", Outcome::Passed), ("store", store)];
+            if endpoint == "readyz" {
+                let named = matches!(context.peer, PeerIdentity::Verified(_));
+                outcomes.push(("stored-objects", stored_objects(&context.objects, named)));
+            }
             let verbose = query.get("verbose").is_some();
             let (code, text) =
                 health::answer(&endpoint, only.as_deref(), verbose, &excluded, &outcomes)
@@ -316,11 +324,7 @@ async fn dispatch<E: Extension>(
                 super::protobuf::decode(&body)
                     .map_err(|error| ApiError::BadRequest(error.to_string()))?
             } else {
-                serde_json::from_slice(&body).map_err(|error| {
-                    ApiError::BadRequest(format!(
-                        "cannot decode the SelfSubjectAccessReview: {error}"
-                    ))
-                })?
+                super::body::json(&body).map_err(super::crud::body_error)?
             };
             let user = authenticated(&context.peer)?;
             json_reply(
@@ -395,6 +399,26 @@ fn not_found() -> ApiError {
 }
 
 /// The verified user of a connection: 401 for no or a bad certificate.
+/// The `stored-objects` readiness check: degraded while any stored object
+/// is quarantined, naming them (to an authenticated caller; others get the
+/// count).
+fn stored_objects(objects: &crate::objects::ObjectStore, named: bool) -> Outcome {
+    let quarantined = objects.quarantined();
+    if quarantined.is_empty() {
+        return Outcome::Passed;
+    }
+    let count = quarantined.len();
+    let noun = if count == 1 { "object" } else { "objects" };
+    if !named {
+        return Outcome::Degraded(format!("{count} corrupt {noun} quarantined"));
+    }
+    let keys: Vec<String> = quarantined.iter().map(|(key, _)| key.to_string()).collect();
+    Outcome::Degraded(format!(
+        "{count} corrupt {noun} quarantined: {}",
+        keys.join(", ")
+    ))
+}
+
 fn authenticated(peer: &PeerIdentity) -> Result<&User, ApiError> {
     match peer {
         PeerIdentity::Verified(user) => Ok(user),

@@ -277,3 +277,85 @@ fn resource_version_of(object: &Value) -> u64 {
         .and_then(|text| text.parse().ok())
         .unwrap_or_default()
 }
+
+#[test]
+fn a_corrupt_object_is_quarantined_not_fatal() {
+    let (_dir, db, store) = open();
+    let (good, object) = config_map("good");
+    store.create(&good, object).expect("creates");
+    drop(store);
+    // Written behind the store's back: JSON nested past serde_json's limit,
+    // and bytes that are not JSON at all.
+    let tree = db.open_tree("objects").expect("a tree");
+    let deep = format!(
+        "{{\"x\":{}{}}}",
+        "{\"a\":".repeat(200),
+        "{}".to_string() + &"}".repeat(200)
+    );
+    let (deep_key, _) = config_map("deep");
+    tree.insert(deep_key.encode().as_bytes(), deep.as_bytes())
+        .expect("plants");
+    let (garbage_key, _) = deployment("garbage");
+    tree.insert(garbage_key.encode().as_bytes(), &b"\xff not json"[..])
+        .expect("plants");
+
+    let store = ObjectStore::open(tree).expect("opens all the same");
+    let (listed, _) = store.list("", "configmaps", None).expect("lists");
+    let names: Vec<_> = listed
+        .iter()
+        .map(|o| o["metadata"]["name"].clone())
+        .collect();
+    assert_eq!(names, vec![json!("good")]);
+    assert_eq!(
+        store.list_all().expect("lists").len(),
+        4,
+        "3 namespaces and good"
+    );
+    let quarantined: Vec<ObjectKey> = store
+        .quarantined()
+        .into_iter()
+        .map(|(key, _)| key)
+        .collect();
+    assert_eq!(quarantined, vec![deep_key.clone(), garbage_key.clone()]);
+    let error = store.get(&deep_key).expect_err("cannot be read");
+    assert!(
+        error.to_string().contains("configmaps default/\"deep\""),
+        "{error}"
+    );
+    assert!(matches!(
+        store.update(&deep_key, json!({"metadata": {"name": "deep"}})),
+        Err(ObjectError::Quarantined { .. })
+    ));
+
+    let mut receiver = store.subscribe();
+    assert!(store.remove_quarantined(&deep_key).expect("removes"));
+    let event = receiver.try_recv().expect("a deletion event");
+    assert_eq!(
+        (event.event_type, event.key),
+        (WatchEventType::Deleted, deep_key.clone())
+    );
+    assert!(!store.remove_quarantined(&good).expect("not quarantined"));
+    assert_eq!(store.get(&deep_key).expect("reads"), None);
+    assert_eq!(store.quarantined().len(), 1);
+}
+
+#[test]
+fn the_store_refuses_what_it_could_not_read_back() {
+    let (_dir, _db, store) = open();
+    let (key, mut object) = config_map("deep");
+    let mut value = json!({});
+    for _ in 0..200 {
+        value = json!({ "a": value });
+    }
+    object["x"] = value;
+    assert!(matches!(
+        store.create(&key, object.clone()),
+        Err(ObjectError::TooDeep(_))
+    ));
+    let (key, shallow) = config_map("deep");
+    store.create(&key, shallow).expect("creates");
+    assert!(matches!(
+        store.update(&key, object),
+        Err(ObjectError::TooDeep(_))
+    ));
+}

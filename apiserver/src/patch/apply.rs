@@ -38,8 +38,9 @@ pub(crate) fn server_side_apply(
             "fieldManager is required for apply requests".into(),
         ));
     }
-    let config: Value = serde_yaml::from_slice(body).map_err(|err| {
-        PatchError::BadPatch(format!("the apply body is not valid YAML or JSON: {err}"))
+    let config: Value = crate::body::yaml(body).map_err(|error| match error {
+        crate::body::BodyError::TooDeep(too_deep) => PatchError::TooDeep(too_deep),
+        error => PatchError::BadPatch(format!("the apply body is not valid YAML or JSON: {error}")),
     })?;
     if !config.is_object() {
         return Err(PatchError::BadPatch(
@@ -139,6 +140,7 @@ pub(crate) fn server_side_apply(
     }
     keep_server_fields(live, &mut object);
     write_entries(&mut object, entries);
+    crate::depth::check_value(&object)?;
     Ok(object)
 }
 
