@@ -451,6 +451,7 @@ impl Simulation {
                     name: relay.to_string(),
                     addresses: Vec::new(),
                     issuers: Vec::new(),
+                    issuer_key: [0; 32],
                 })
                 .collect(),
             current: None,

@@ -156,7 +156,10 @@ fn claims() -> TokenClaims {
             name: "eu-east".into(),
             addresses: vec!["192.0.2.2:4433".into()],
             issuers: vec!["eu".into()],
+            issuer_key: [3; 32],
         }],
+        token_key: [4; 32],
+        parent_issuer_key: [5; 32],
     }
 }
 
@@ -609,7 +612,7 @@ fn tokens() -> Vec<Seed> {
         seed("join_token", "agent", token.clone().into_bytes()),
         seed("join_token", "relay", relay.into_bytes()),
         seed("join_token", "padded", format!("  {token}\n").into_bytes()),
-        seed("join_token", "no-signature", b"rmt3.AAAA".to_vec()),
+        seed("join_token", "no-signature", b"rmt4.AAAA".to_vec()),
     ]
 }
 

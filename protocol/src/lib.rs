@@ -53,7 +53,7 @@ pub use status::{
 
 /// The newest protocol version this build speaks. The child offers a range in
 /// its `Hello`; the parent answers with the version both will use.
-pub const PROTOCOL_VERSION: u16 = 8;
+pub const PROTOCOL_VERSION: u16 = 9;
 
 /// The oldest protocol version this build still speaks. Version 2 appended
 /// the bundle-serve counters to `LinkStatus`; version 3 added the root's
@@ -67,10 +67,13 @@ pub const PROTOCOL_VERSION: u16 = 8;
 /// version 7 added [`query::Query::Split`] (how a relay split a placement,
 /// for `relayctl explain`); version 8 added the issuer request and answer
 /// of a renewal ([`message::RenewRequest::issuer_csr_der`]), with which a
-/// relay that re-parented has its new parent sign its issuer. Older
-/// versions cannot decode the longer records and the new messages, so
-/// nothing older is spoken (there are no deployments to keep).
-pub const MIN_PROTOCOL_VERSION: u16 = 8;
+/// relay that re-parented has its new parent sign its issuer; version 9
+/// added the issuer key of a candidate parent
+/// ([`parents::CandidateParent::issuer_key`]) and `rmt4.` join tokens,
+/// which name keys where older ones named issuers. Older versions cannot
+/// decode the longer records and the new messages, so nothing older is
+/// spoken (there are no deployments to keep).
+pub const MIN_PROTOCOL_VERSION: u16 = 9;
 
 /// The QUIC ALPN identifier of version 1 of the relaymesh protocol.
 pub const ALPN: &[u8] = b"relaymesh/1";

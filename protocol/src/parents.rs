@@ -26,8 +26,10 @@ pub const MAX_CANDIDATES: usize = 8;
 /// Why a slice entry under [`KEY_PREFIX`] is not usable.
 pub type ParentsError = crate::slice::KeyedEntryError;
 
-/// One relay a node may have as its parent: its name, where to dial it and
-/// the relays whose issuers lead from the mesh CA to its certificate.
+/// One relay a node may have as its parent: its name, where to dial it, the
+/// relays whose issuers lead from the mesh CA to its certificate, and the
+/// key of its own issuer, by which the node and the other candidates
+/// recognise it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CandidateParent {
     /// The relay's name.
@@ -37,6 +39,11 @@ pub struct CandidateParent {
     /// The relays between the root and it, top-down, neither included
     /// (as [`crate::token::TokenClaims::parent_issuers`]).
     pub issuers: Vec<String>,
+    /// SHA-256 of the SubjectPublicKeyInfo of the relay's own issuer, as
+    /// the root recorded it (as
+    /// [`crate::token::TokenClaims::parent_issuer_key`]): the certificates
+    /// it serves and issues are signed with that key.
+    pub issuer_key: [u8; 32],
 }
 
 impl CandidateParent {
@@ -112,11 +119,13 @@ mod tests {
             "[a-z][a-z0-9-]{0,12}",
             proptest::collection::vec("[a-z0-9.:]{1,20}", 0..3),
             proptest::collection::vec("[a-z][a-z0-9-]{0,12}", 0..3),
+            any::<[u8; 32]>(),
         )
-            .prop_map(|(name, addresses, issuers)| CandidateParent {
+            .prop_map(|(name, addresses, issuers, issuer_key)| CandidateParent {
                 name,
                 addresses,
                 issuers,
+                issuer_key,
             })
     }
 
@@ -159,6 +168,7 @@ mod tests {
             name: "eu-west".into(),
             addresses: Vec::new(),
             issuers: vec!["eu".into()],
+            issuer_key: [1; 32],
         };
         assert_eq!(candidate.issuer_path(), ["eu", "eu-west"]);
     }

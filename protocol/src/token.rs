@@ -1,6 +1,6 @@
 //! The claims a join token carries.
 //!
-//! A token is `rmt3.<claims>.<signature>` in unpadded base64url: the
+//! A token is `rmt4.<claims>.<signature>` in unpadded base64url: the
 //! bincode-encoded [`TokenClaims`] and an Ed25519 signature over them by the
 //! mesh's token key. Any relay that holds the token key can check a token
 //! without asking the root, so a site cut off from the root can still admit
@@ -12,14 +12,13 @@ use serde::{Deserialize, Serialize};
 use crate::parents::CandidateParent;
 use crate::Role;
 
-/// The prefix of every version-3 token (version 2 added
-/// [`TokenClaims::parent_issuers`], version 3
-/// [`TokenClaims::candidates`]).
-pub const TOKEN_PREFIX: &str = "rmt3.";
-
-/// The prefix of a version-2 token, still read: its claims are
-/// [`TokenClaimsV2`], which are version 3's without candidates.
-pub const TOKEN_PREFIX_V2: &str = "rmt2.";
+/// The prefix of every version-4 token (version 2 added
+/// [`TokenClaims::parent_issuers`], version 3 [`TokenClaims::candidates`],
+/// version 4 [`TokenClaims::token_key`] and
+/// [`TokenClaims::parent_issuer_key`]). Older tokens are refused: they do
+/// not say which keys the joining node must find, so it cannot tell the
+/// parent from a relay above it posing as it.
+pub const TOKEN_PREFIX: &str = "rmt4.";
 
 /// What a join token says.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -36,10 +35,9 @@ pub struct TokenClaims {
     pub parent_addresses: Vec<String>,
     /// The relays whose issuers stand between the mesh CA and the parent's
     /// own certificate, from the root's child down to the parent's parent:
-    /// empty when the parent is the root or a child of the root. The
-    /// joining node refuses a server whose chain takes any other path, so
-    /// another relay cannot pose as the parent with a certificate its own
-    /// issuer made.
+    /// empty when the parent is the root or a child of the root. The root
+    /// uses them to bound a chain's depth; the joining node checks keys
+    /// ([`TokenClaims::parent_issuer_key`]), never these names.
     pub parent_issuers: Vec<String>,
     /// SHA-256 of the mesh CA certificate (DER), which the joining node
     /// pins before it trusts anything the parent says.
@@ -50,36 +48,18 @@ pub struct TokenClaims {
     /// [`crate::parents`]): the node measures them all and joins the
     /// nearest. Empty for a token with one parent.
     pub candidates: Vec<CandidateParent>,
-}
-
-/// What a version-2 token says: [`TokenClaims`] without candidates.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[allow(missing_docs)]
-pub struct TokenClaimsV2 {
-    pub id: [u8; 16],
-    pub name: String,
-    pub role: Role,
-    pub parent: String,
-    pub parent_addresses: Vec<String>,
-    pub parent_issuers: Vec<String>,
-    pub ca_sha256: [u8; 32],
-    pub not_after_unix: u64,
-}
-
-impl From<TokenClaimsV2> for TokenClaims {
-    fn from(v2: TokenClaimsV2) -> Self {
-        Self {
-            id: v2.id,
-            name: v2.name,
-            role: v2.role,
-            parent: v2.parent,
-            parent_addresses: v2.parent_addresses,
-            parent_issuers: v2.parent_issuers,
-            ca_sha256: v2.ca_sha256,
-            not_after_unix: v2.not_after_unix,
-            candidates: Vec::new(),
-        }
-    }
+    /// The mesh's token key (Ed25519 public key) that signed this token.
+    /// The joining node checks the signature with it before it dials
+    /// anything, so a token altered on its way is refused there, and
+    /// requires the grant to carry the same key.
+    pub token_key: [u8; 32],
+    /// SHA-256 of the SubjectPublicKeyInfo of the issuer that signs the
+    /// parent's server certificate, as the root recorded it: the parent's
+    /// own issuer (the mesh CA for the root). The joining node refuses a
+    /// server whose certificate another key signed, so no other relay can
+    /// pose as the parent, not even one above it that mints an issuer
+    /// certificate in the parent's name.
+    pub parent_issuer_key: [u8; 32],
 }
 
 impl TokenClaims {
@@ -90,6 +70,7 @@ impl TokenClaims {
             name: self.parent.clone(),
             addresses: self.parent_addresses.clone(),
             issuers: self.parent_issuers.clone(),
+            issuer_key: self.parent_issuer_key,
         }];
         parents.extend(
             self.candidates

@@ -379,7 +379,16 @@ async fn run_store(
             name: identity.name.clone(),
             role: identity.role,
             parent: config.parent.as_ref().map(|parent| parent.name.clone()),
-            labels: config.labels.clone(),
+            // A relay reports its issuer key, which the root records and
+            // names in tokens (see `store::issuer_keys`).
+            labels: crate::store::with_issuer_key_label(
+                config.labels.clone(),
+                identity
+                    .issuer
+                    .as_ref()
+                    .filter(|issuer| issuer.cert_der != identity.ca_cert_der)
+                    .and_then(|issuer| pki::public_key_sha256(&issuer.cert_der).ok()),
+            ),
             capacity: config.capacity.clone(),
             addresses: config.advertise.clone(),
             version: env!("CARGO_PKG_VERSION").to_string(),
@@ -697,6 +706,15 @@ impl Daemon {
         let current = (self.core.head(), *self.stored.borrow());
         if self.published == Some(current) {
             return;
+            if self.shared.identity.get().token_signing_key.is_some() {
+                if let Err(error) = self
+                    .shared
+                    .store
+                    .record_issuer_keys(&inventory.records, unix_ms() / 1000)
+                {
+                    tracing::error!(%error, "cannot record the relays' issuer keys");
+                }
+            }
         }
         self.published = Some(current);
         let entries: Vec<SliceEntry> = self.core.entries().cloned().collect();

@@ -43,9 +43,9 @@ pub use certs::{
 pub use grant::{identity_from_grant, is_issued_by, verify_chain};
 pub use holders::{holder_of, Holder};
 pub use quic_tls::{
-    chain_issuer_path, connection_chain, connection_leaf, connection_peer, quic_client_config,
-    quic_client_config_among, quic_endpoint_config, quic_join_client_config, quic_server_config,
-    IDLE_TIMEOUT, SERVER_CERT_VALIDITY,
+    chain_issuer_path, chain_signer_key, connection_chain, connection_leaf, connection_peer,
+    public_key_sha256, quic_client_config, quic_client_config_among, quic_endpoint_config,
+    quic_join_client_config, quic_server_config, IDLE_TIMEOUT, SERVER_CERT_VALIDITY,
 };
 pub use renewal::{
     expiry, issuer_renewal_request, rehomed_identity, renew_at_root, renewal_request,

@@ -13,6 +13,7 @@
 
 mod bundles;
 mod issued_tokens;
+mod issuer_keys;
 pub mod permissions;
 
 use std::collections::BTreeSet;
@@ -24,6 +25,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 pub use bundles::{BundleChunks, BundleWriter, BUNDLE_CHUNK_LEN};
+pub use issuer_keys::{reported_issuer_key, with_issuer_key_label, ISSUER_KEY_LABEL};
 pub use relaymesh_core::state::{Mutation, Persisted, Served};
 
 use crate::config::NodeConfig;

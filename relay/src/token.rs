@@ -1,10 +1,13 @@
 //! Join tokens: issuing them at the root and checking them at any relay.
 //!
-//! A token is `rmt3.<claims>.<signature>`: the bincode encoding of
+//! A token is `rmt4.<claims>.<signature>`: the bincode encoding of
 //! [`TokenClaims`] (through [`relaymesh_protocol::codec`]) and an Ed25519
 //! signature over exactly those bytes, both in unpadded base64url. The root
 //! signs with the mesh's token key; every relay holds the public key, so any
-//! of them can check a token without asking the root.
+//! of them can check a token without asking the root. The claims carry that
+//! public key too ([`TokenClaims::token_key`]): a joining node, which holds
+//! nothing else yet, checks the signature with it before it dials anything
+//! ([`verify_as_joining_node`]).
 //!
 //! This module only reads and writes tokens. Whether a token admits a node
 //! (its parent, mesh, single use) is [`crate::admission`]'s decision.
@@ -15,9 +18,9 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
 use relaymesh_protocol::limits::{MAX_ADDRESSES, MAX_TOKEN_LEN};
 use relaymesh_protocol::parents::MAX_CANDIDATES;
-use relaymesh_protocol::token::{TokenClaims, TokenClaimsV2, TOKEN_PREFIX, TOKEN_PREFIX_V2};
+use relaymesh_protocol::token::{TokenClaims, TOKEN_PREFIX};
 use relaymesh_protocol::Role;
-use ring::signature::{Ed25519KeyPair, UnparsedPublicKey, ED25519};
+use ring::signature::{Ed25519KeyPair, KeyPair as _, UnparsedPublicKey, ED25519};
 
 /// The length of an Ed25519 signature.
 const SIGNATURE_LEN: usize = 64;
@@ -26,7 +29,7 @@ const SIGNATURE_LEN: usize = 64;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum TokenError {
-    /// The token is not a well-formed version-1 token (prefix, parts,
+    /// The token is not a well-formed version-4 token (prefix, parts,
     /// base64, length or claims encoding).
     #[error("malformed join token: {0}")]
     Malformed(String),
@@ -34,6 +37,11 @@ pub enum TokenError {
     /// altered or signed by another mesh.
     #[error("join token signature does not verify with this mesh's token key")]
     BadSignature,
+    /// The signature does not verify with the token key the claims name:
+    /// the token was altered after the root signed it (checked by the
+    /// joining node before it dials).
+    #[error("join token signature does not verify with the token key it names: the token was altered (its parent, address or keys changed); ask for a new one")]
+    Altered,
     /// The token's lifetime has passed.
     #[error("join token expired at {expired_unix} (Unix seconds)")]
     Expired {
@@ -54,9 +62,10 @@ pub enum TokenError {
     },
 }
 
-/// The relay a token names as parent: its name, where to dial it, and the
+/// The relay a token names as parent: its name, where to dial it, the
 /// relays whose issuers lead to its certificate (see
-/// [`TokenClaims::parent_issuers`]).
+/// [`TokenClaims::parent_issuers`]) and the key of its own issuer (see
+/// [`TokenClaims::parent_issuer_key`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TokenParent {
     /// The parent's name.
@@ -65,6 +74,9 @@ pub struct TokenParent {
     pub addresses: Vec<String>,
     /// The relays between the root and it, top-down, neither included.
     pub issuers: Vec<String>,
+    /// SHA-256 of the SubjectPublicKeyInfo of its issuer (the mesh CA's for
+    /// the root), as the root recorded it.
+    pub issuer_key: [u8; 32],
 }
 
 /// New claims for `name` in `role` under `parent`, pinning the mesh CA
@@ -87,15 +99,24 @@ pub fn new_claims(
         ca_sha256,
         not_after_unix: now_unix.saturating_add(ttl.as_secs()),
         candidates: Vec::new(),
+        token_key: [0; 32],
+        parent_issuer_key: parent.issuer_key,
     }
 }
 
 /// Signs `claims` with the mesh's token key (Ed25519, PKCS#8 DER) and
-/// returns the token text.
+/// returns the token text. The signed claims name that key's public half
+/// as [`TokenClaims::token_key`], whatever `claims` held there.
 pub fn issue(signing_key_pkcs8: &[u8], claims: &TokenClaims) -> Result<String, TokenError> {
     let key =
         Ed25519KeyPair::from_pkcs8(signing_key_pkcs8).map_err(|_| TokenError::BadSigningKey)?;
-    let claims_bytes = relaymesh_protocol::codec::encode(claims).map_err(TokenError::Encode)?;
+    let mut claims = claims.clone();
+    claims.token_key = key
+        .public_key()
+        .as_ref()
+        .try_into()
+        .map_err(|_| TokenError::BadSigningKey)?;
+    let claims_bytes = relaymesh_protocol::codec::encode(&claims).map_err(TokenError::Encode)?;
     let signature = key.sign(&claims_bytes);
     let token = format!(
         "{TOKEN_PREFIX}{}.{}",
@@ -110,12 +131,29 @@ pub fn issue(signing_key_pkcs8: &[u8], claims: &TokenClaims) -> Result<String, T
 
 /// Reads a token's claims without checking its signature or lifetime.
 ///
-/// For the joining node, which does not hold the token key: it learns where
-/// to dial and which CA to pin. Nothing read here is trusted until the
-/// parent's certificate chain matches the pinned CA.
+/// For tools that only show what a token says; a joining node uses
+/// [`verify_as_joining_node`].
 pub fn read_unverified(token: &str) -> Result<TokenClaims, TokenError> {
     let parts = split(token)?;
     decode_claims(&parts)
+}
+
+/// Checks a token's signature with the token key its own claims name
+/// ([`TokenClaims::token_key`]) and returns its claims: what a joining node,
+/// which holds no key of the mesh yet, can check before it dials anything.
+///
+/// It refuses a token altered after signing (another address, parent or
+/// key) unless whoever altered it signed it again with a key of their own,
+/// which the real parent refuses and the grant's token key exposes (see
+/// docs/security.md, "Joining"). The lifetime is the admitting relay's to
+/// check, by its clock.
+pub fn verify_as_joining_node(token: &str) -> Result<TokenClaims, TokenError> {
+    let parts = split(token)?;
+    let claims = decode_claims(&parts)?;
+    UnparsedPublicKey::new(&ED25519, &claims.token_key)
+        .verify(&parts.claims, &parts.signature)
+        .map_err(|_| TokenError::Altered)?;
+    Ok(claims)
 }
 
 /// Checks a token's signature with the mesh's token key (Ed25519 public key)
@@ -139,8 +177,6 @@ pub fn verify(token: &str, public_key: &[u8], now_unix: u64) -> Result<TokenClai
 struct Parts {
     claims: Vec<u8>,
     signature: Vec<u8>,
-    /// A version-2 token (its claims have no candidates).
-    v2: bool,
 }
 
 /// Checks the length and shape of a token and decodes its base64 parts.
@@ -152,22 +188,21 @@ fn split(token: &str) -> Result<Parts, TokenError> {
         )));
     }
     let token = token.trim();
-    let (body, v2) = match token.strip_prefix(TOKEN_PREFIX) {
-        Some(body) => (body, false),
-        None => match token.strip_prefix(TOKEN_PREFIX_V2) {
-            Some(body) => (body, true),
-            None => {
-                return Err(malformed(format!(
-                    "it does not start with {TOKEN_PREFIX:?}"
-                )))
-            }
-        },
+    let Some(body) = token.strip_prefix(TOKEN_PREFIX) else {
+        if token.starts_with("rmt2.") || token.starts_with("rmt3.") {
+            return Err(malformed(format!(
+                "it is an older token that names no keys for its parent; ask for a new one (they start with {TOKEN_PREFIX:?})"
+            )));
+        }
+        return Err(malformed(format!(
+            "it does not start with {TOKEN_PREFIX:?}"
+        )));
     };
     let Some((claims, signature)) = body.split_once('.') else {
-        return Err(malformed("expected rmt3.<claims>.<signature>"));
+        return Err(malformed("expected rmt4.<claims>.<signature>"));
     };
     if signature.contains('.') {
-        return Err(malformed("expected rmt3.<claims>.<signature>"));
+        return Err(malformed("expected rmt4.<claims>.<signature>"));
     }
     let claims = URL_SAFE_NO_PAD
         .decode(claims)
@@ -181,23 +216,14 @@ fn split(token: &str) -> Result<Parts, TokenError> {
             signature.len()
         )));
     }
-    Ok(Parts {
-        claims,
-        signature,
-        v2,
-    })
+    Ok(Parts { claims, signature })
 }
 
 fn decode_claims(parts: &Parts) -> Result<TokenClaims, TokenError> {
     let undecodable =
         |e: relaymesh_protocol::codec::CodecError| malformed(format!("claims do not decode: {e}"));
-    let claims: TokenClaims = if parts.v2 {
-        relaymesh_protocol::codec::decode::<TokenClaimsV2>(&parts.claims)
-            .map_err(undecodable)?
-            .into()
-    } else {
-        relaymesh_protocol::codec::decode(&parts.claims).map_err(undecodable)?
-    };
+    let claims: TokenClaims =
+        relaymesh_protocol::codec::decode(&parts.claims).map_err(undecodable)?;
     if claims.candidates.len() > MAX_CANDIDATES {
         return Err(malformed(format!(
             "{} candidate parents, more than the limit of {MAX_CANDIDATES}",
@@ -223,7 +249,6 @@ fn malformed(reason: impl Into<String>) -> TokenError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ring::signature::KeyPair as _;
 
     const NOW: u64 = 1_700_000_000;
 
@@ -246,6 +271,7 @@ mod tests {
                 name: "eu".into(),
                 addresses: vec!["10.0.0.1:7443".into(), "eu.example:7443".into()],
                 issuers: Vec::new(),
+                issuer_key: [5; 32],
             },
             [7; 32],
             Duration::from_secs(3600),
@@ -258,8 +284,14 @@ mod tests {
         let (signing, public) = key_pair();
         let claims = claims();
         let token = issue(&signing, &claims).expect("issue");
-        assert!(token.starts_with("rmt3."));
-        assert_eq!(verify(&token, &public, NOW).expect("verify"), claims);
+        assert!(token.starts_with("rmt4."));
+        let read = verify(&token, &public, NOW).expect("verify");
+        assert_eq!(read.token_key.as_slice(), public.as_slice());
+        let claims = TokenClaims {
+            token_key: read.token_key,
+            ..claims
+        };
+        assert_eq!(read, claims);
         assert_eq!(read_unverified(&token).expect("read"), claims);
         assert_eq!(claims.not_after_unix, NOW + 3600);
         // Valid through its last second.
@@ -274,9 +306,11 @@ mod tests {
             name: "us".into(),
             addresses: vec!["10.0.0.2:7443".into()],
             issuers: Vec::new(),
+            issuer_key: [2; 32],
         }];
         let token = issue(&signing, &claims).expect("issue");
         let read = verify(&token, &public, NOW).expect("verify");
+        claims.token_key = read.token_key;
         assert_eq!(read, claims);
         assert!(read.admits_under("eu") && read.admits_under("us") && !read.admits_under("ap"));
         let names: Vec<String> = read.parents().into_iter().map(|p| p.name).collect();
@@ -290,29 +324,46 @@ mod tests {
         }
     }
 
-    /// Tokens issued before candidates existed are still admitted.
+    /// Tokens that name issuers instead of keys are refused, with why.
     #[test]
-    fn a_version_2_token_is_read_without_candidates() {
+    fn a_token_of_an_older_version_is_refused() {
         let (signing, public) = key_pair();
-        let claims = claims();
-        let v2 = TokenClaimsV2 {
-            id: claims.id,
-            name: claims.name.clone(),
-            role: claims.role,
-            parent: claims.parent.clone(),
-            parent_addresses: claims.parent_addresses.clone(),
-            parent_issuers: claims.parent_issuers.clone(),
-            ca_sha256: claims.ca_sha256,
-            not_after_unix: claims.not_after_unix,
-        };
-        let key = Ed25519KeyPair::from_pkcs8(&signing).expect("key");
-        let bytes = relaymesh_protocol::codec::encode(&v2).expect("encode");
-        let token = format!(
-            "{TOKEN_PREFIX_V2}{}.{}",
-            URL_SAFE_NO_PAD.encode(&bytes),
-            URL_SAFE_NO_PAD.encode(key.sign(&bytes).as_ref())
+        let token = issue(&signing, &claims()).expect("issue");
+        let older = token.replacen("rmt4.", "rmt3.", 1);
+        match verify(&older, &public, NOW) {
+            Err(TokenError::Malformed(reason)) => {
+                assert!(reason.contains("older token"), "{reason}")
+            }
+            other => panic!("expected Malformed, got {other:?}"),
+        }
+    }
+
+    /// The joining node checks the signature with the key the token names:
+    /// an address changed on the way is refused before anything is dialed.
+    #[test]
+    fn a_joining_node_refuses_a_token_altered_after_signing() {
+        let (signing, public) = key_pair();
+        let token = issue(&signing, &claims()).expect("issue");
+        let read = verify_as_joining_node(&token).expect("an intact token");
+        assert_eq!(read.token_key.as_slice(), public.as_slice());
+        assert_eq!(read, verify(&token, &public, NOW).expect("verify"));
+
+        let mut altered = read.clone();
+        altered.parent_addresses = vec!["203.0.113.9:7443".into()];
+        let (_, signature) = token.rsplit_once('.').expect("a signature");
+        let bytes = relaymesh_protocol::codec::encode(&altered).expect("encode");
+        let altered = format!(
+            "{TOKEN_PREFIX}{}.{signature}",
+            URL_SAFE_NO_PAD.encode(bytes)
         );
-        assert_eq!(verify(&token, &public, NOW).expect("verify"), claims);
+        assert!(matches!(
+            verify_as_joining_node(&altered),
+            Err(TokenError::Altered)
+        ));
+        assert!(matches!(
+            verify(&altered, &public, NOW),
+            Err(TokenError::BadSignature)
+        ));
     }
 
     #[test]
@@ -414,13 +465,13 @@ mod tests {
         let (_, public) = key_pair();
         for garbage in [
             "",
-            "rmt2.",
-            "rmt2..",
+            "rmt4.",
+            "rmt4..",
             "hello",
-            "rmt2.AAAA.AAAA",
-            "rmt2.!!!.AAAA",
-            "rmt2.AAAA",
-            "rmt2.AAAA.AAAA.AAAA",
+            "rmt4.AAAA.AAAA",
+            "rmt4.!!!.AAAA",
+            "rmt4.AAAA",
+            "rmt4.AAAA.AAAA.AAAA",
         ] {
             assert!(
                 matches!(verify(garbage, &public, NOW), Err(TokenError::Malformed(_))),
@@ -439,7 +490,7 @@ mod tests {
         let key = Ed25519KeyPair::from_pkcs8(&signing).expect("key");
         let bytes = b"not bincode claims";
         let token = format!(
-            "rmt2.{}.{}",
+            "rmt4.{}.{}",
             URL_SAFE_NO_PAD.encode(bytes),
             URL_SAFE_NO_PAD.encode(key.sign(bytes).as_ref())
         );
@@ -452,7 +503,7 @@ mod tests {
     #[test]
     fn oversized_is_malformed_before_decoding() {
         let (_, public) = key_pair();
-        let token = format!("rmt2.{}.AAAA", "A".repeat(MAX_TOKEN_LEN));
+        let token = format!("rmt4.{}.AAAA", "A".repeat(MAX_TOKEN_LEN));
         match verify(&token, &public, NOW) {
             Err(TokenError::Malformed(reason)) => assert!(reason.contains("limit"), "{reason}"),
             other => panic!("expected Malformed, got {other:?}"),

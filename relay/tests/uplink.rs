@@ -33,7 +33,10 @@ async fn the_uplink_keeps_the_address_that_answers() -> anyhow::Result<()> {
         addresses: vec![dead.to_string(), live.to_string()],
     };
     // A joining node's client: no certificate, the CA pinned.
-    let client = pki::quic_join_client_config(pki::sha256(&mesh.identity.ca_cert_der), &[])?;
+    let client = pki::quic_join_client_config(
+        pki::sha256(&mesh.identity.ca_cert_der),
+        pki::public_key_sha256(&mesh.identity.ca_cert_der)?,
+    )?;
     // The live address's connection comes back while the dead address's
     // attempt is still under way: a dial does not wait for the slowest
     // address (it once waited for every attempt, so the dead one's timeout).

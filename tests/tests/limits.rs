@@ -43,7 +43,7 @@ fn a_thousand_connections_from_one_address_are_refused_past_the_limit() -> anyho
 
     let runtime = tokio::runtime::Runtime::new()?;
     let held = runtime.block_on(async {
-        let client = pki::quic_join_client_config(claims.ca_sha256, &claims.parent_issuers)?;
+        let client = pki::quic_join_client_config(claims.ca_sha256, claims.parent_issuer_key)?;
         let address = claims.parent_addresses.first().context("eu's address")?;
         let target: SocketAddr = *resolve(address).await?.first().context("resolved")?;
         let endpoint = quinn::Endpoint::client(ATTACKER.parse()?)?;
@@ -179,7 +179,7 @@ fn a_thousand_connections_from_one_address_are_refused_past_the_limit() -> anyho
     }
     drop(held);
     runtime.block_on(async {
-        let client = pki::quic_join_client_config(claims.ca_sha256, &claims.parent_issuers)?;
+        let client = pki::quic_join_client_config(claims.ca_sha256, claims.parent_issuer_key)?;
         let address = claims.parent_addresses.first().context("eu's address")?;
         let target: SocketAddr = *resolve(address).await?.first().context("resolved")?;
         let deadline = tokio::time::Instant::now() + Duration::from_secs(30);

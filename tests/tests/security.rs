@@ -96,7 +96,7 @@ fn refused_joins_and_links_change_nothing_at_the_root() -> anyhow::Result<()> {
         };
         // No certificate: the handshake succeeds (joining needs that), but a
         // control stream is refused.
-        let anonymous = pki::quic_join_client_config(claims.ca_sha256, &claims.parent_issuers)?;
+        let anonymous = pki::quic_join_client_config(claims.ca_sha256, claims.parent_issuer_key)?;
         let (connection, _) =
             connect_nearest(&parent, &anonymous, &mut Endpoints::default()).await?;
         match open_control(&connection, hello.clone()).await {

@@ -485,7 +485,7 @@ proptest! {
     }
 
     #[test]
-    fn token_claims_round_trip(name in name(), parent in name(), issuers in prop::collection::vec(name(), 0..6), id in any::<[u8; 16]>(), not_after_unix in any::<u64>()) {
+    fn token_claims_round_trip(name in name(), parent in name(), issuers in prop::collection::vec(name(), 0..6), id in any::<[u8; 16]>(), not_after_unix in any::<u64>(), keys in any::<([u8; 32], [u8; 32], [u8; 32])>()) {
         round_trip(&TokenClaims {
             id,
             name,
@@ -499,7 +499,10 @@ proptest! {
                 name: "us".into(),
                 addresses: vec!["127.0.0.2:7443".into()],
                 issuers: Vec::new(),
+                issuer_key: keys.0,
             }],
+            token_key: keys.1,
+            parent_issuer_key: keys.2,
         })?;
     }
 

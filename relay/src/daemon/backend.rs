@@ -134,8 +134,10 @@ impl RootBackend {
         field: &str,
     ) -> Result<token::TokenParent, ApiError> {
         let identity = self.shared.identity.get();
-        let (addresses, issuers) = if name == identity.name {
-            (self.shared.config.advertise.clone(), Vec::new())
+        let (addresses, issuers, issuer_key) = if name == identity.name {
+            let ca_key = pki::public_key_sha256(&identity.ca_cert_der)
+                .map_err(|error| ApiError::Internal(error.to_string()))?;
+            (self.shared.config.advertise.clone(), Vec::new(), ca_key)
         } else {
             let record = nodes
                 .iter()
@@ -150,9 +152,23 @@ impl RootBackend {
             (
                 record.addresses.clone(),
                 ancestors(nodes, record, &identity.name)?,
+            // Its key as the root recorded it, never a name: see
+            // `store::issuer_keys`.
+            let issuer_key = self
+                .shared
+                .store
+                .issuer_key(name)
+                .map_err(|error| ApiError::Internal(error.to_string()))?
+                .ok_or_else(|| ApiError::Invalid {
+                    field: field.into(),
+                    message: format!(
+                        "relay {name:?} has not reported its issuer key to the root yet; retry once it is connected"
+                    ),
+                })?;
             )
         };
         if addresses.is_empty() {
+                issuer_key,
             return Err(ApiError::Invalid {
                 field: field.into(),
                 message: format!("relay {name:?} advertises no address to dial"),
@@ -165,6 +181,7 @@ impl RootBackend {
         })
     }
 }
+            issuer_key,
 
 fn root_is_no_candidate(field: &str) -> ApiError {
     ApiError::Invalid {
@@ -271,11 +288,19 @@ impl Backend for RootBackend {
             .map_err(|error| ApiError::Internal(error.to_string()))?;
         // Remembered before it is handed out, so every token an admin holds
         // can be listed and revoked.
+                issuer_key: candidate.issuer_key,
         self.shared
             .store
             .record_issued_token(
                 &TokenRecord {
                     id: claims.id,
+        if request.role == Role::Relay {
+            // A relay that joins again makes a new issuer key.
+            self.shared
+                .store
+                .expect_new_issuer_key(&request.name, claims.not_after_unix)
+                .map_err(|error| ApiError::Internal(error.to_string()))?;
+        }
                     name: request.name.clone(),
                     role: request.role,
                     parent: parent.clone(),

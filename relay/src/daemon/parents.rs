@@ -71,21 +71,24 @@ impl Daemon {
     /// Whether `node` (an agent or a relay presenting `chain`, leaf first) may have
     /// this relay as parent without having been admitted here: the root
     /// granted it this relay among its candidates, and its certificate was
-    /// issued by another of them, where the root places that one.
+    /// signed by another one's issuer key, as the root recorded it.
     pub(super) fn may_attach(
         &self,
         node: &str,
         role: Role,
         chain: &[Vec<u8>],
     ) -> Result<(), String> {
-        let path = pki::chain_issuer_path(chain, &self.shared.identity.get().ca_cert_der);
+        let identity = self.shared.identity.get();
+        let signer = pki::chain_signer_key(chain, &identity.ca_cert_der);
+        let path = pki::chain_issuer_path(chain, &identity.ca_cert_der);
         attach_decision(
             self.core.grant(node).as_ref(),
             self.core.name(),
             node,
             role,
-            path,
+            signer,
         )
+        .map_err(|why| format!("{why} (issued through the issuers named {path:?})"))
     }
 
     /// At start: a node that re-parented and stopped before its new parent
@@ -99,8 +102,9 @@ impl Daemon {
             return;
         };
         let identity = self.shared.identity.get();
-        let issued = pki::chain_issuer_path(&identity.tls_chain_der, &identity.ca_cert_der);
-        if issued.as_ref().ok() != Some(&candidate.issuer_path()) {
+        let signer = pki::chain_signer_key(&identity.tls_chain_der, &identity.ca_cert_der);
+        if signer.as_ref().ok() != Some(&candidate.issuer_key) {
+            let issued = pki::chain_issuer_path(&identity.tls_chain_der, &identity.ca_cert_der);
             tracing::info!(parent = %parent.name, ?issued, "this node's certificate is not its parent's yet: asking it to renew");
             self.renewal.rehome(&candidate);
         }
@@ -163,15 +167,17 @@ impl Daemon {
     }
 }
 
-/// Whether `node` in `role`, whose certificate was issued through `path`
-/// (top-down, see [`pki::chain_issuer_path`]), may have relay `here` as
-/// parent under `grant`; why not, if not.
+/// Whether `node` in `role`, whose certificate was signed by the issuer key
+/// `signer` (the hash of its SubjectPublicKeyInfo, see
+/// [`pki::chain_signer_key`]), may have relay `here` as parent under
+/// `grant`; why not, if not. Keys, never names: a relay above a candidate
+/// can make an issuer certificate in the candidate's name, not with its key.
 fn attach_decision(
     grant: Option<&Parents>,
     here: &str,
     node: &str,
     role: Role,
-    path: Result<Vec<String>, String>,
+    signer: Result<[u8; 32], String>,
 ) -> Result<(), String> {
     let Some(grant) = grant else {
         return Err(format!(
@@ -183,14 +189,14 @@ fn attach_decision(
             "the root did not grant {role} {node:?} this relay ({here:?}) as a parent"
         ));
     }
-    let path = path?;
+    let signer = signer?;
     let issued_by_candidate = grant
         .candidates
         .iter()
-        .any(|candidate| candidate.name != here && candidate.issuer_path() == path);
+        .any(|candidate| candidate.name != here && candidate.issuer_key == signer);
     if !issued_by_candidate {
         return Err(format!(
-            "{role} {node:?}'s certificate was issued below {path:?}, by none of its candidate parents"
+            "issuer key mismatch: {role} {node:?}'s certificate was signed by none of its candidate parents' issuer keys as the root recorded them"
         ));
     }
     Ok(())
@@ -205,6 +211,7 @@ mod tests {
             name: name.into(),
             addresses: Vec::new(),
             issuers: issuers.iter().map(|issuer| issuer.to_string()).collect(),
+            issuer_key: key(name),
         };
         Parents {
             node: "edge".into(),
@@ -213,37 +220,37 @@ mod tests {
         }
     }
 
-    fn path(relays: &[&str]) -> Result<Vec<String>, String> {
-        Ok(relays.iter().map(|relay| relay.to_string()).collect())
+    /// A stand-in for the issuer key of relay `name`.
+    fn key(name: &str) -> [u8; 32] {
+        pki::sha256(name.as_bytes())
+    }
+
+    fn signed_by(relay: &str) -> Result<[u8; 32], String> {
+        Ok(key(relay))
     }
 
     #[test]
     fn a_candidate_serves_a_node_another_candidate_admitted() {
         let grant = grant();
-        let decide = |here: &str, role: Role, issued: Result<Vec<String>, String>| {
+        let decide = |here: &str, role: Role, issued: Result<[u8; 32], String>| {
             attach_decision(Some(&grant), here, "edge", role, issued)
         };
-        assert_eq!(decide("us", Role::Agent, path(&["eu", "eu-west"])), Ok(()));
-        assert_eq!(decide("eu-west", Role::Agent, path(&["us"])), Ok(()));
+        assert_eq!(decide("us", Role::Agent, signed_by("eu-west")), Ok(()));
+        assert_eq!(decide("eu-west", Role::Agent, signed_by("us")), Ok(()));
         // A relay with candidate parents too.
-        assert_eq!(decide("us", Role::Relay, path(&["eu", "eu-west"])), Ok(()));
+        assert_eq!(decide("us", Role::Relay, signed_by("eu-west")), Ok(()));
         for (here, role, issued, why) in [
-            ("ap", Role::Agent, path(&["eu", "eu-west"]), "did not grant"),
-            // Minted by a relay that is no candidate, or by one elsewhere
-            // than the root placed the candidate.
+            ("ap", Role::Agent, signed_by("eu-west"), "did not grant"),
+            // Minted by a relay that is no candidate, or by one above a
+            // candidate with an issuer it made in the candidate's name.
             (
                 "us",
                 Role::Agent,
-                path(&["mallory"]),
-                "none of its candidate",
+                signed_by("mallory"),
+                "issuer key mismatch",
             ),
-            (
-                "us",
-                Role::Agent,
-                path(&["mallory", "eu-west"]),
-                "none of its candidate",
-            ),
-            ("us", Role::Agent, path(&["us"]), "none of its candidate"),
+            ("us", Role::Agent, signed_by("eu"), "issuer key mismatch"),
+            ("us", Role::Agent, signed_by("us"), "issuer key mismatch"),
             (
                 "us",
                 Role::Agent,
@@ -254,7 +261,7 @@ mod tests {
             let refused = decide(here, role, issued).expect_err("refused");
             assert!(refused.contains(why), "{here} {role}: {refused}");
         }
-        let none = attach_decision(None, "us", "edge", Role::Agent, path(&["eu", "eu-west"]));
+        let none = attach_decision(None, "us", "edge", Role::Agent, signed_by("eu-west"));
         assert!(none.expect_err("refused").contains("no candidate parents"));
     }
 }

@@ -41,9 +41,10 @@ pub(super) struct Renewal {
     /// The node's candidate parents, which its client configuration
     /// accepts as servers (see [`pki::quic_client_config_among`]).
     candidates: Vec<relaymesh_protocol::CandidateParent>,
-    /// The issuers the next renewal must come through: set after the node
+    /// The issuer key (its SubjectPublicKeyInfo's hash, as the root
+    /// recorded it) that must sign the next renewal: set after the node
     /// re-parented, whose new parent signs with another issuer.
-    rehome: Option<Vec<String>>,
+    rehome: Option<[u8; 32]>,
     /// A relay's issuer certificate or the chain above it changed since
     /// the last [`Renewal::take_issuer_changed`].
     issuer_changed: bool,
@@ -91,7 +92,7 @@ impl Renewal {
     /// now, through `parent`'s issuer, so that it no longer rests on the
     /// old parent's.
     pub fn rehome(&mut self, parent: &relaymesh_protocol::CandidateParent) {
-        self.rehome = Some(parent.issuer_path());
+        self.rehome = Some(parent.issuer_key);
         self.due = tokio::time::Instant::now();
     }
 
@@ -181,7 +182,7 @@ impl Renewal {
         self.asking = false;
         let renewed = result.and_then(|(chain, issuer_chain)| {
             match &self.rehome {
-                Some(path) => pki::rehomed_identity(&self.identity, chain, issuer_chain, path),
+                Some(key) => pki::rehomed_identity(&self.identity, chain, issuer_chain, key),
                 None => pki::renewed_identity(&self.identity, chain),
             }
             .map_err(|error| error.to_string())

@@ -178,13 +178,13 @@ pub fn quic_client_config(identity: &Identity) -> Result<quinn::ClientConfig, Pk
 }
 
 /// [`quic_client_config`] for a node with candidate parents: the server is
-/// verified against the mesh CA, for the name dialed, and its chain must
-/// pass through exactly the issuers the root listed for that candidate
-/// (its [`relaymesh_protocol::CandidateParent::issuer_path`]: the relays
-/// above it, then its own issuer, which signs its server certificate), so the node can
+/// verified against the mesh CA, for the name dialed, and its certificate
+/// must be signed by the issuer key the root recorded for that candidate
+/// ([`relaymesh_protocol::CandidateParent::issuer_key`]), so the node can
 /// dial any of them with the certificate it holds, wherever in the tree
-/// they sit, and no other relay can pose as one. A server name that is no
-/// candidate is refused.
+/// they sit, and no other relay can pose as one (not even one above it,
+/// with an issuer certificate it made in the candidate's name). A server
+/// name that is no candidate is refused.
 pub fn quic_client_config_among(
     identity: &Identity,
     candidates: &[relaymesh_protocol::CandidateParent],
@@ -204,9 +204,9 @@ pub fn quic_client_config_among(
         .with_custom_certificate_verifier(Arc::new(CandidateVerifier {
             inner,
             ca_der: identity.ca_cert_der.clone(),
-            paths: candidates
+            keys: candidates
                 .iter()
-                .map(|candidate| (candidate.name.clone(), candidate.issuer_path()))
+                .map(|candidate| (candidate.name.clone(), candidate.issuer_key))
                 .collect(),
             provider,
         }))
@@ -231,17 +231,82 @@ pub fn chain_issuer_path(chain_der: &[Vec<u8>], ca_der: &[u8]) -> Result<Vec<Str
     issuer_path(leaf, &intermediates, ca_der)
 }
 
+/// The SHA-256 of a certificate's SubjectPublicKeyInfo (DER): how the
+/// root records a relay's issuer key and a token names it.
+pub fn public_key_sha256(der: &[u8]) -> Result<[u8; 32], PkiError> {
+    Ok(sha256(super::parse_cert(der)?.public_key().raw))
+}
+
+/// The key hash ([`public_key_sha256`]) of the certificate that signed the
+/// first certificate of `chain_der` (leaf first, then the intermediates the
+/// peer sent), found by signature among the rest of the chain and the mesh
+/// CA `ca_der`.
+pub fn chain_signer_key(chain_der: &[Vec<u8>], ca_der: &[u8]) -> Result<[u8; 32], String> {
+    let Some((leaf, rest)) = chain_der.split_first() else {
+        return Err("the chain holds no certificate".into());
+    };
+    rest.iter()
+        .map(Vec::as_slice)
+        .chain(std::iter::once(ca_der))
+        .find(|candidate| {
+            *candidate != leaf.as_slice() && is_issued_by(leaf, candidate).unwrap_or(false)
+        })
+        .ok_or_else(|| "the chain does not say who signed its first certificate".to_string())
+        .and_then(|signer| public_key_sha256(signer).map_err(|e| e.to_string()))
+}
+
+/// Whether `leaf` was signed by a key whose hash is `key`, among
+/// `intermediates` and the CA `ca`.
+fn signed_with_key(
+    leaf: &[u8],
+    intermediates: &[CertificateDer<'_>],
+    ca: &[u8],
+    key: &[u8; 32],
+) -> bool {
+    intermediates
+        .iter()
+        .map(|cert| cert.as_ref())
+        .chain(std::iter::once(ca))
+        .any(|signer| {
+            public_key_sha256(signer).is_ok_and(|hash| hash == *key)
+                && is_issued_by(leaf, signer).unwrap_or(false)
+        })
+}
+
+/// Why a server's certificate is not the one the root placed: names the
+/// key expected and the issuers it was signed through instead.
+fn posing(name: &str, key: &[u8; 32], path: Result<Vec<String>, String>) -> TlsError {
+    let through = match path {
+        Ok(path) => format!("issuers named {path:?}"),
+        Err(reason) => reason,
+    };
+    wrong_issuer(format!(
+        "issuer key mismatch: {name:?}'s certificate was not signed by the issuer key the root recorded for it (sha256 {}), but through {through}: another relay may be posing as it",
+        short_hex(key)
+    ))
+}
+
+/// The first bytes of a key hash in hex, for messages.
+fn short_hex(key: &[u8; 32]) -> String {
+    key.iter()
+        .take(8)
+        .map(|byte| format!("{byte:02x}"))
+        .collect()
+}
+
 /// The QUIC client configuration for joining: no client certificate, and the
 /// server accepted only if its chain contains a certificate whose SHA-256 is
 /// `ca_sha256` and verifies against that certificate as the sole trust anchor
 /// for the server name given at connect time (the parent's name).
 ///
-/// The chain must also pass through the issuers of `parent_issuers` (the
-/// token's [`relaymesh_protocol::token::TokenClaims::parent_issuers`]) and
-/// no others, so a relay elsewhere in the tree cannot pose as the parent.
+/// The server's certificate must also be signed by the key whose
+/// SubjectPublicKeyInfo hashes to `parent_issuer_key` (the token's
+/// [`relaymesh_protocol::token::TokenClaims::parent_issuer_key`]: the
+/// parent's own issuer, the mesh CA for the root), so no other relay can
+/// pose as the parent, whatever names its certificates carry.
 pub fn quic_join_client_config(
     ca_sha256: [u8; 32],
-    parent_issuers: &[String],
+    parent_issuer_key: [u8; 32],
 ) -> Result<quinn::ClientConfig, PkiError> {
     let provider = ring_provider();
     let tls = rustls::ClientConfig::builder_with_provider(provider.clone())
@@ -249,7 +314,7 @@ pub fn quic_join_client_config(
         .dangerous()
         .with_custom_certificate_verifier(Arc::new(PinnedCaVerifier {
             ca_sha256,
-            parent_issuers: parent_issuers.to_vec(),
+            parent_issuer_key,
             provider,
         }))
         .with_no_client_auth();
@@ -291,7 +356,7 @@ pub fn connection_leaf(conn: &quinn::Connection) -> Result<Option<Vec<u8>>, PkiE
 #[derive(Debug)]
 struct PinnedCaVerifier {
     ca_sha256: [u8; 32],
-    parent_issuers: Vec<String>,
+    parent_issuer_key: [u8; 32],
     provider: Arc<CryptoProvider>,
 }
 
@@ -312,8 +377,8 @@ struct ParentVerifier {
 struct CandidateVerifier {
     inner: Arc<rustls::client::WebPkiServerVerifier>,
     ca_der: Vec<u8>,
-    /// Each candidate's issuer path, by name.
-    paths: std::collections::BTreeMap<String, Vec<String>>,
+    /// Each candidate's issuer key hash, by name.
+    keys: std::collections::BTreeMap<String, [u8; 32]>,
     provider: Arc<CryptoProvider>,
 }
 
@@ -337,15 +402,12 @@ impl ServerCertVerifier for CandidateVerifier {
             ServerName::DnsName(name) => name.as_ref().to_string(),
             other => return Err(wrong_issuer(format!("{other:?} is no candidate parent"))),
         };
-        let Some(expected) = self.paths.get(&name) else {
+        let Some(expected) = self.keys.get(&name) else {
             return Err(wrong_issuer(format!("{name:?} is no candidate parent")));
         };
-        let path =
-            issuer_path(end_entity.as_ref(), intermediates, &self.ca_der).map_err(wrong_issuer)?;
-        if path != *expected {
-            return Err(wrong_issuer(format!(
-                "{name:?}'s certificate was signed through the issuers {path:?}, where the root expects {expected:?}: another relay may be posing as it"
-            )));
+        if !signed_with_key(end_entity.as_ref(), intermediates, &self.ca_der, expected) {
+            let path = issuer_path(end_entity.as_ref(), intermediates, &self.ca_der);
+            return Err(posing(&name, expected, path));
         }
         Ok(verified)
     }
@@ -487,22 +549,20 @@ impl ServerCertVerifier for PinnedCaVerifier {
             ocsp_response,
             now,
         )?;
-        let path =
-            issuer_path(end_entity.as_ref(), intermediates, ca.as_ref()).map_err(wrong_issuer)?;
         // A relay serves a certificate its own issuer signed; the root one
-        // the mesh CA signed.
-        let own_issuer = match server_name {
-            ServerName::DnsName(name) => path.split_last().is_some_and(|(last, above)| {
-                last == name.as_ref() && above == self.parent_issuers.as_slice()
-            }),
-            _ => false,
-        };
-        let root = path.is_empty() && self.parent_issuers.is_empty();
-        if !own_issuer && !root {
-            return Err(wrong_issuer(format!(
-                "the server's certificate was signed through the issuers {path:?}, but the token places the parent below {:?}: another relay may be posing as it",
-                self.parent_issuers
-            )));
+        // the mesh CA signed. Either way the token names that key.
+        if !signed_with_key(
+            end_entity.as_ref(),
+            intermediates,
+            ca.as_ref(),
+            &self.parent_issuer_key,
+        ) {
+            let name = match server_name {
+                ServerName::DnsName(name) => name.as_ref().to_string(),
+                other => format!("{other:?}"),
+            };
+            let path = issuer_path(end_entity.as_ref(), intermediates, ca.as_ref());
+            return Err(posing(&name, &self.parent_issuer_key, path));
         }
         Ok(verified)
     }

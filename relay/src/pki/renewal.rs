@@ -107,8 +107,10 @@ pub fn renewed_identity(
 /// [`renewed_identity`] for a node that re-parented to a candidate parent
 /// (see [`relaymesh_protocol::parents`]): the certificate comes from the new
 /// parent's issuer, so the chain above it changes; it must lead from the
-/// mesh CA through exactly `issuer_path` (the candidate's issuers, then the
-/// candidate).
+/// mesh CA to a certificate signed by `issuer_key` (the hash of the
+/// SubjectPublicKeyInfo the root recorded for the new parent's issuer; see
+/// [`relaymesh_protocol::CandidateParent::issuer_key`]), whatever names the
+/// issuers on the way carry.
 ///
 /// A relay also needs its issuer signed by the new parent
 /// (`issuer_chain_der`, see [`issuer_renewal_request`]): the issuer keeps
@@ -118,15 +120,16 @@ pub fn rehomed_identity(
     identity: &Identity,
     chain_der: Vec<Vec<u8>>,
     issuer_chain_der: Option<Vec<Vec<u8>>>,
-    issuer_path: &[String],
+    issuer_key: &[u8; 32],
 ) -> Result<Identity, PkiError> {
     check_renewed_leaf(identity, &chain_der)?;
     verify_chain(&identity.ca_cert_der, &chain_der)?;
-    let path =
-        super::quic_tls::chain_issuer_path(&chain_der, &identity.ca_cert_der).map_err(mismatch)?;
-    if path != issuer_path {
+    let signer =
+        super::quic_tls::chain_signer_key(&chain_der, &identity.ca_cert_der).map_err(mismatch)?;
+    if signer != *issuer_key {
+        let path = super::quic_tls::chain_issuer_path(&chain_der, &identity.ca_cert_der);
         return Err(mismatch(format!(
-            "the certificate was issued below {path:?}, not below the new parent {issuer_path:?}"
+            "issuer key mismatch: the certificate was not signed by the issuer key the root recorded for the new parent (it was issued through {path:?})"
         )));
     }
     let issuer = match (&identity.issuer, issuer_chain_der) {

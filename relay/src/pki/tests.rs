@@ -51,6 +51,13 @@ fn root() -> Identity {
     create_mesh("root", &[]).expect("mesh").identity
 }
 
+/// The key hash of `relay`'s issuer (the mesh CA's for the root), as the
+/// root records it and tokens and grants name it.
+fn issuer_key(relay: &Identity) -> [u8; 32] {
+    let issuer = relay.issuer.as_ref().expect("a relay's issuer");
+    public_key_sha256(&issuer.cert_der).expect("a key")
+}
+
 #[test]
 fn create_mesh_makes_root_admin_and_api() {
     let hosts = vec!["10.1.2.3".to_string(), "api.example.com".to_string()];
@@ -443,19 +450,19 @@ async fn join_pins_the_mesh_ca() {
     let root = root();
     let server = serve(&root);
     let pin = sha256(&root.ca_cert_der);
-    let config = quic_join_client_config(pin, &[]).expect("join config");
+    let config = quic_join_client_config(pin, issuer_key(&root)).expect("join config");
     let (client_conn, server_conn) = handshake(&server, config, "root").await;
     client_conn.expect("join handshake");
     let server_conn = server_conn.expect("server handshake");
     assert_eq!(connection_peer(&server_conn).expect("peer"), None);
 
-    let config = quic_join_client_config([0; 32], &[]).expect("join config");
+    let config = quic_join_client_config([0; 32], issuer_key(&root)).expect("join config");
     let (client_conn, _) = handshake(&server, config, "root").await;
     assert!(client_conn.is_err());
 
     // The right pin does not make another mesh's relay acceptable.
     let impostor = serve(&create_mesh("root", &[]).expect("mesh").identity);
-    let config = quic_join_client_config(pin, &[]).expect("join config");
+    let config = quic_join_client_config(pin, issuer_key(&root)).expect("join config");
     let (client_conn, _) = handshake(&impostor, config, "root").await;
     assert!(client_conn.is_err());
 }
@@ -494,7 +501,7 @@ async fn three_levels_connect() {
     );
 
     // A joining node pins the CA even three levels down.
-    let config = quic_join_client_config(sha256(&root.ca_cert_der), &["eu".to_string()])
+    let config = quic_join_client_config(sha256(&root.ca_cert_der), issuer_key(&second))
         .expect("join config");
     let (client_conn, _) = handshake(&server, config, "eu-west").await;
     client_conn.expect("join handshake");
@@ -656,16 +663,16 @@ async fn a_relay_cannot_pose_as_a_sibling_to_a_joining_node() {
     let pin = sha256(&root.ca_cert_der);
     // A token for a node joining under eu, a child of the root.
     let impostor = serve(&forge_relay(&mallory, "eu"));
-    let config = quic_join_client_config(pin, &[]).expect("join config");
+    let config = quic_join_client_config(pin, issuer_key(&eu)).expect("join config");
     let (client_conn, _) = handshake(&impostor, config, "eu").await;
     let error = client_conn.expect_err("the impostor must be refused");
     assert!(error.to_string().contains("posing"), "{error}");
     let real = serve(&eu);
-    let config = quic_join_client_config(pin, &[]).expect("join config");
+    let config = quic_join_client_config(pin, issuer_key(&eu)).expect("join config");
     let (client_conn, _) = handshake(&real, config, "eu").await;
     client_conn.expect("the real parent");
-    // A token that places the parent elsewhere refuses the real one too.
-    let config = quic_join_client_config(pin, &["us".to_string()]).expect("join config");
+    // A token that names another relay's key refuses the real one too.
+    let config = quic_join_client_config(pin, issuer_key(&mallory)).expect("join config");
     let (client_conn, _) = handshake(&real, config, "eu").await;
     assert!(client_conn.is_err());
 }
@@ -809,16 +816,10 @@ fn a_re_parented_node_takes_its_new_parents_certificate_and_no_other() {
         renewed_identity(&edge, chain.clone()).is_err(),
         "a plain renewal keeps its issuer"
     );
-    let rehomed =
-        rehomed_identity(&edge, chain.clone(), None, &["us".to_string()]).expect("accepted");
+    let rehomed = rehomed_identity(&edge, chain.clone(), None, &issuer_key(&us)).expect("accepted");
     assert_eq!(rehomed.tls_chain_der, chain);
     assert_eq!(rehomed.tls_key_der, edge.tls_key_der);
-    let refused = rehomed_identity(
-        &edge,
-        chain,
-        None,
-        &["eu".to_string(), "eu-west".to_string()],
-    );
+    let refused = rehomed_identity(&edge, chain, None, &issuer_key(&eu_west));
     assert!(
         refused.is_err(),
         "a certificate from us is no certificate from eu-west"
@@ -842,11 +843,13 @@ async fn a_node_accepts_a_candidate_parent_only_where_the_root_placed_it() {
             name: "eu-west".into(),
             addresses: Vec::new(),
             issuers: vec!["eu".into()],
+            issuer_key: issuer_key(&eu_west),
         },
         relaymesh_protocol::CandidateParent {
             name: "us".into(),
             addresses: Vec::new(),
             issuers: Vec::new(),
+            issuer_key: issuer_key(&us),
         },
     ];
     for (parent, name) in [(&eu_west, "eu-west"), (&us, "us")] {
@@ -937,8 +940,7 @@ async fn a_relay_that_moved_with_its_issuer_key_is_still_its_childrens_parent() 
     let below =
         renewed_identity(&below, renewal_by(issuer, &below)).expect("the same issuer, moved");
     let pin = sha256(&root.ca_cert_der);
-    let config =
-        quic_join_client_config(pin, &["us".to_string(), "mid".to_string()]).expect("join config");
+    let config = quic_join_client_config(pin, issuer_key(&below)).expect("join config");
     let (client_conn, _) = handshake(&serve(&below), config, "below").await;
     client_conn.expect("a join below below, through us and mid");
 
@@ -969,7 +971,7 @@ async fn a_re_parented_relay_has_its_issuer_signed_again_by_its_new_parent() {
     let us_issuer = us.issuer.as_ref().expect("a relay issues");
     let chain = renewal_by(us_issuer, &mid);
     let above = [us_issuer.cert_der.clone()];
-    let path = ["us".to_string()];
+    let path = issuer_key(&us);
     let refused = rehomed_identity(&mid, chain.clone(), None, &path);
     assert!(
         refused
@@ -1000,19 +1002,130 @@ async fn a_re_parented_relay_has_its_issuer_signed_again_by_its_new_parent() {
         .expect("a path"),
         ["us"]
     );
-    // Its child keeps it as parent; a node joining below it now finds it
-    // where the root places it (below us).
+    // Its child keeps it as parent; a node joining below it finds it by the
+    // key it kept, wherever it sits now.
     let server = serve(&moved);
     let config = quic_client_config(&edge).expect("client config");
     let (client_conn, _) = handshake(&server, config, "mid").await;
     client_conn.expect("the re-parented relay");
     let pin = sha256(&root.ca_cert_der);
-    let config = quic_join_client_config(pin, &["us".to_string()]).expect("join config");
+    assert_eq!(issuer_key(&moved), issuer_key(&mid), "a move keeps the key");
+    let config = quic_join_client_config(pin, issuer_key(&mid)).expect("join config");
     let (client_conn, _) = handshake(&server, config, "mid").await;
-    client_conn.expect("a join below it, through us");
-    let config = quic_join_client_config(pin, &["eu".to_string()]).expect("join config");
+    client_conn.expect("a join below it, by its key");
+    let config = quic_join_client_config(pin, issuer_key(&eu)).expect("join config");
     let (client_conn, _) = handshake(&server, config, "mid").await;
-    assert!(client_conn.is_err(), "no longer below eu");
+    assert!(client_conn.is_err(), "eu's key is not mid's");
     // The root has no issuer to renew this way.
     assert!(issuer_renewal_request(&root).expect("request").is_none());
+}
+
+/// Issue 29, finding 3: a relay above another (`eu` above `eu-west`)
+/// admits a new "eu-west" with its own issuer: a CA certificate named
+/// `relaymesh issuer eu-west` and a leaf for `eu-west`, both valid against
+/// the mesh CA and signed through the same issuer names as the real ones.
+/// Only the key tells them apart, and every check goes by key: a node
+/// joining under eu-west (agent or relay), a node failing over to eu-west
+/// as a candidate, eu-west's own child, and a renewal through eu-west after
+/// it moved all refuse the impostor.
+#[tokio::test]
+async fn an_ancestor_cannot_pose_as_a_relay_below_it_with_an_issuer_in_its_name() {
+    let root = root();
+    let eu = join(&root, "eu", Role::Relay);
+    let us = join(&root, "us", Role::Relay);
+    let eu_west = join(&eu, "eu-west", Role::Relay);
+    let edge = join(&eu_west, "edge-1", Role::Agent);
+    let impostor = join(&eu, "eu-west", Role::Relay);
+    let names = |identity: &Identity| {
+        let issuer = identity.issuer.as_ref().expect("an issuer");
+        let leaf = sign_node_cert(
+            issuer,
+            &renewal_request(identity).expect("request"),
+            "eu-west",
+            Role::Relay,
+            DEFAULT_NODE_CERT_VALIDITY,
+        )
+        .expect("signed");
+        let mut chain = vec![leaf, issuer.cert_der.clone()];
+        chain.extend(issuer.chain_der.iter().cloned());
+        chain_issuer_path(&chain, &root.ca_cert_der).expect("a path")
+    };
+    assert_eq!(names(&impostor), ["eu", "eu-west"]);
+    assert_eq!(
+        names(&impostor),
+        names(&eu_west),
+        "by issuer names the impostor is eu-west"
+    );
+    assert_ne!(issuer_key(&impostor), issuer_key(&eu_west));
+    let refused = |error: quinn::ConnectionError| {
+        let text = error.to_string();
+        assert!(text.contains("issuer key mismatch"), "{text}");
+        assert!(text.contains("posing"), "{text}");
+    };
+
+    // (a, b) A node joining under eu-west, with a token naming eu-west's
+    // key (the join's client does not depend on the role).
+    let pin = sha256(&root.ca_cert_der);
+    let fake = serve(&impostor);
+    let real = serve(&eu_west);
+    for _role in [Role::Agent, Role::Relay] {
+        let config = quic_join_client_config(pin, issuer_key(&eu_west)).expect("join config");
+        let (client_conn, server_conn) = handshake(&fake, config, "eu-west").await;
+        refused(client_conn.expect_err("the impostor must be refused"));
+        assert!(server_conn.is_err(), "the impostor never sees a join");
+        let config = quic_join_client_config(pin, issuer_key(&eu_west)).expect("join config");
+        let (client_conn, _) = handshake(&real, config, "eu-west").await;
+        client_conn.expect("the real eu-west");
+    }
+
+    // (c) A node failing over to eu-west as a candidate parent.
+    let candidates = [
+        relaymesh_protocol::CandidateParent {
+            name: "eu-west".into(),
+            addresses: Vec::new(),
+            issuers: vec!["eu".into()],
+            issuer_key: issuer_key(&eu_west),
+        },
+        relaymesh_protocol::CandidateParent {
+            name: "us".into(),
+            addresses: Vec::new(),
+            issuers: Vec::new(),
+            issuer_key: issuer_key(&us),
+        },
+    ];
+    let stranded = join(&us, "edge-2", Role::Agent);
+    let config = quic_client_config_among(&stranded, &candidates).expect("client config");
+    let (client_conn, _) = handshake(&fake, config, "eu-west").await;
+    refused(client_conn.expect_err("the impostor must be refused"));
+    let config = quic_client_config_among(&stranded, &candidates).expect("client config");
+    let (client_conn, _) = handshake(&real, config, "eu-west").await;
+    client_conn.expect("the real candidate");
+    // And eu-west's own child, dialing its parent.
+    let config = quic_client_config(&edge).expect("client config");
+    let (client_conn, _) = handshake(&fake, config, "eu-west").await;
+    assert!(client_conn.is_err(), "a child knows its parent's issuer");
+
+    // (d) Renewals: eu-west moved to us; the node re-parented to it takes a
+    // renewal only from eu-west's key, and a child of eu-west only from the
+    // issuer that signed it before.
+    let eu_west = moved(&eu_west, &us);
+    let fake_issuer = impostor.issuer.as_ref().expect("an issuer");
+    let real_issuer = eu_west.issuer.as_ref().expect("an issuer");
+    let error = rehomed_identity(
+        &stranded,
+        renewal_by(fake_issuer, &stranded),
+        None,
+        &issuer_key(&eu_west),
+    )
+    .expect_err("the impostor's renewal must be refused");
+    assert!(error.to_string().contains("issuer key mismatch"), "{error}");
+    rehomed_identity(
+        &stranded,
+        renewal_by(real_issuer, &stranded),
+        None,
+        &issuer_key(&eu_west),
+    )
+    .expect("the real eu-west's renewal, through its new place");
+    assert!(renewed_identity(&edge, renewal_by(fake_issuer, &edge)).is_err());
+    renewed_identity(&edge, renewal_by(real_issuer, &edge)).expect("the moved eu-west");
 }

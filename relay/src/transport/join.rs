@@ -1,6 +1,8 @@
-//! The joining side of `relay join` / `edge-agent join`: read the token, make
-//! keys, dial the parent it names with the CA pinned, and turn the grant into
-//! an identity. The private keys never leave this function's node.
+//! The joining side of `relay join` / `edge-agent join`: check the token's
+//! signature with the token key it names (an altered token is refused
+//! before anything is dialed), make keys, dial the parent it names with the
+//! CA and the parent's issuer key pinned, and turn the grant into an
+//! identity. The private keys never leave this function's node.
 
 use relaymesh_protocol::message::{JoinReply, JoinRequest, Open};
 use relaymesh_protocol::{Role, PROTOCOL_VERSION};
@@ -101,7 +103,9 @@ async fn join_with(
     keys: pki::NodeKeys,
     endpoints: &mut Endpoints,
 ) -> Result<Joined, JoinError> {
-    let claims = token::read_unverified(token)?;
+    // Before any packet leaves: a token altered on its way (another
+    // address, parent or key) no longer verifies with the key it names.
+    let claims = token::verify_as_joining_node(token)?;
     let request = JoinRequest {
         version: PROTOCOL_VERSION,
         token: token.to_string(),
@@ -122,7 +126,7 @@ async fn join_with(
     loop {
         let mut dials = Vec::new();
         for candidate in &left {
-            let client = pki::quic_join_client_config(claims.ca_sha256, &candidate.issuers)?;
+            let client = pki::quic_join_client_config(claims.ca_sha256, candidate.issuer_key)?;
             dials.push((parent_config(candidate), client));
         }
         let unreachable = |source| JoinError::Unreachable {
@@ -157,6 +161,13 @@ async fn join_with(
                 if pki::sha256(&grant.ca_cert_der) != claims.ca_sha256 {
                     return Err(JoinError::Pki(PkiError::GrantMismatch {
                         reason: "the granted CA is not the one the token pins".into(),
+                    }));
+                }
+                // And the mesh's token key must be the one that signed the
+                // token: a token signed again by someone else is exposed.
+                if grant.token_key.as_slice() != claims.token_key.as_slice() {
+                    return Err(JoinError::Pki(PkiError::GrantMismatch {
+                        reason: "the granted token key is not the one that signed the token".into(),
                     }));
                 }
                 let identity = pki::identity_from_grant(name, role, keys, &grant)?;
@@ -196,4 +207,72 @@ async fn exchange(
     write_frame(&mut send, &Open::Join(request)).await?;
     let _ = send.finish();
     expect_frame(&mut recv).await
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    /// A token for an agent under the root, to be dialed at `address`.
+    fn token_to(address: std::net::SocketAddr) -> String {
+        let root = pki::create_mesh("root", &[]).expect("mesh").identity;
+        let claims = token::new_claims(
+            "edge-1",
+            Role::Agent,
+            token::TokenParent {
+                name: "root".into(),
+                addresses: vec!["192.0.2.1:7443".into()],
+                issuers: Vec::new(),
+                issuer_key: pki::public_key_sha256(&root.ca_cert_der).expect("a key"),
+            },
+            pki::sha256(&root.ca_cert_der),
+            Duration::from_secs(600),
+            crate::daemon::unix_ms() / 1000,
+        );
+        let signed = token::issue(
+            root.token_signing_key.as_deref().expect("the root signs"),
+            &claims,
+        )
+        .expect("issue");
+        // The claims as signed, with the address changed, and the
+        // signature over the original ones.
+        let mut altered = token::read_unverified(&signed).expect("read");
+        altered.parent_addresses = vec![address.to_string()];
+        let (_, signature) = signed.rsplit_once('.').expect("a signature");
+        let bytes = relaymesh_protocol::codec::encode(&altered).expect("encode");
+        use base64::Engine as _;
+        format!(
+            "{}{}.{signature}",
+            relaymesh_protocol::token::TOKEN_PREFIX,
+            base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+        )
+    }
+
+    /// Issue 29, finding 3: a token whose parent address was changed on
+    /// its way is refused before a single packet is sent there.
+    #[tokio::test]
+    async fn an_altered_token_is_refused_before_anything_is_dialed() {
+        let socket = tokio::net::UdpSocket::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let address = socket.local_addr().expect("address");
+        let error = join(&token_to(address), "edge-1", Role::Agent)
+            .await
+            .expect_err("an altered token");
+        assert!(
+            matches!(error, JoinError::Token(TokenError::Altered)),
+            "{error}"
+        );
+        assert!(error.to_string().contains("altered"), "{error}");
+        let mut buffer = [0u8; 1500];
+        assert!(
+            matches!(
+                socket.try_recv_from(&mut buffer),
+                Err(error) if error.kind() == std::io::ErrorKind::WouldBlock
+            ),
+            "the altered address heard nothing"
+        );
+    }
 }

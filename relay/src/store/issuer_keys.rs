@@ -1,0 +1,229 @@
+//! At the root: the issuer key of every relay, as the root first recorded
+//! it. Join tokens and candidate grants name these keys (never issuer
+//! names), so a joining or failing-over node recognises its parent by key.
+//!
+//! A relay reports the hash of its issuer's SubjectPublicKeyInfo in its own
+//! inventory record, as the label [`ISSUER_KEY_LABEL`]. The report climbs
+//! through the relays above it, which could alter it; so the root keeps the
+//! first key it hears for a name and refuses a later change (logged as an
+//! integrity alarm), unless it issued a relay token for that name since
+//! (a relay that joins again makes a new key): then the first different key
+//! reported before that token expires replaces it. A relay that moves keeps
+//! its issuer key ([`crate::pki::relay_keys_kept`]), so its record does not
+//! change. What this cannot stop: a relay that was already compromised when
+//! a relay below it joined can report a false key for it from the start
+//! (it admitted that relay; docs/security.md, "Who may serve a child").
+
+use std::collections::BTreeMap;
+
+use relaymesh_protocol::{NodeRecord, Role};
+use serde::{Deserialize, Serialize};
+
+use super::{encode, Store, StoreError};
+
+/// The label a relay's own inventory record carries: the SHA-256 of its
+/// issuer's SubjectPublicKeyInfo, in hex.
+pub const ISSUER_KEY_LABEL: &str = "relaymesh.dev/issuer-key";
+
+/// The sled tree of recorded keys, keyed by relay name.
+const TREE: &str = "issuer_keys";
+
+/// `labels` with [`ISSUER_KEY_LABEL`] set to `key` (a relay's own record;
+/// the root has none: its children's certificates come from the mesh CA).
+pub fn with_issuer_key_label(
+    mut labels: BTreeMap<String, String>,
+    key: Option<[u8; 32]>,
+) -> BTreeMap<String, String> {
+    if let Some(key) = key {
+        labels.insert(ISSUER_KEY_LABEL.to_string(), hex(&key));
+    }
+    labels
+}
+
+/// The issuer key a record's label reports, if it carries a well-formed one.
+pub fn reported_issuer_key(record: &NodeRecord) -> Option<[u8; 32]> {
+    let text = record.labels.get(ISSUER_KEY_LABEL)?;
+    if text.len() != 64 {
+        return None;
+    }
+    let mut key = [0u8; 32];
+    for (index, byte) in key.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(text.get(index * 2..index * 2 + 2)?, 16).ok()?;
+    }
+    Some(key)
+}
+
+/// What the root recorded for one relay.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct Recorded {
+    /// The key tokens and grants name.
+    key: [u8; 32],
+    /// Until when (Unix seconds) a different reported key replaces it: the
+    /// expiry of the last relay token issued for the name; 0 if never.
+    replaceable_until_unix: u64,
+    /// The last different key refused, so the alarm is logged once.
+    refused: Option<[u8; 32]>,
+}
+
+impl Store {
+    /// The issuer key the root recorded for `relay`, if any.
+    pub fn issuer_key(&self, relay: &str) -> Result<Option<[u8; 32]>, StoreError> {
+        Ok(self
+            .recorded_issuer_key(relay)?
+            .map(|recorded| recorded.key))
+    }
+
+    /// Records the issuer keys the relays among `records` report: a relay
+    /// heard of for the first time, or one a relay token was issued for
+    /// since, gets the key it reports; any other change is refused and
+    /// logged once.
+    pub fn record_issuer_keys(
+        &self,
+        records: &[NodeRecord],
+        now_unix: u64,
+    ) -> Result<(), StoreError> {
+        let tree = self.open_tree(TREE)?;
+        let mut changed = false;
+        for record in records.iter().filter(|record| record.role == Role::Relay) {
+            let Some(reported) = reported_issuer_key(record) else {
+                continue;
+            };
+            let held = self.recorded_issuer_key(&record.name)?;
+            let next = match held {
+                None => Recorded {
+                    key: reported,
+                    replaceable_until_unix: 0,
+                    refused: None,
+                },
+                Some(held) if held.key == reported => continue,
+                Some(held) if now_unix <= held.replaceable_until_unix => {
+                    tracing::info!(relay = %record.name, key = %hex(&reported), "a relay that joined again reports a new issuer key");
+                    Recorded {
+                        key: reported,
+                        replaceable_until_unix: 0,
+                        refused: None,
+                    }
+                }
+                Some(held) if held.refused == Some(reported) => continue,
+                Some(held) => {
+                    tracing::error!(relay = %record.name, recorded = %hex(&held.key), reported = %hex(&reported), "integrity alarm: a relay's issuer key was reported changed without a new token; tokens and grants keep naming the recorded key");
+                    Recorded {
+                        refused: Some(reported),
+                        ..held
+                    }
+                }
+            };
+            tree.insert(record.name.as_bytes(), encode(&next)?)
+                .map_err(|e| self.sled(e))?;
+            changed = true;
+        }
+        if changed {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    /// The root issued a relay token for `relay`, valid until
+    /// `not_after_unix`: the relay may join again with a new issuer key.
+    pub fn expect_new_issuer_key(
+        &self,
+        relay: &str,
+        not_after_unix: u64,
+    ) -> Result<(), StoreError> {
+        let Some(mut recorded) = self.recorded_issuer_key(relay)? else {
+            return Ok(());
+        };
+        recorded.replaceable_until_unix = recorded.replaceable_until_unix.max(not_after_unix);
+        self.open_tree(TREE)?
+            .insert(relay.as_bytes(), encode(&recorded)?)
+            .map_err(|e| self.sled(e))?;
+        self.flush()
+    }
+
+    fn recorded_issuer_key(&self, relay: &str) -> Result<Option<Recorded>, StoreError> {
+        let tree = self.open_tree(TREE)?;
+        let Some(value) = tree.get(relay.as_bytes()).map_err(|e| self.sled(e))? else {
+            return Ok(None);
+        };
+        self.decode(relay.as_bytes(), &value).map(Some)
+    }
+}
+
+fn hex(key: &[u8; 32]) -> String {
+    key.iter().map(|byte| format!("{byte:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn relay(name: &str, key: Option<[u8; 32]>) -> NodeRecord {
+        NodeRecord {
+            name: name.into(),
+            role: Role::Relay,
+            parent: Some("root".into()),
+            labels: with_issuer_key_label(BTreeMap::new(), key),
+            addresses: Vec::new(),
+            version: String::new(),
+            link: None,
+            capacity: BTreeMap::new(),
+            refused_entries: 0,
+            limit_refusals: BTreeMap::new(),
+        }
+    }
+
+    /// The first report is kept; a relay above cannot change it later, only
+    /// a join the root issued a token for.
+    #[test]
+    fn the_first_key_stays_until_a_relay_token_is_issued() {
+        let store = Store::temporary("issuer-keys").expect("store");
+        assert_eq!(store.issuer_key("eu-west").expect("read"), None);
+        store
+            .record_issuer_keys(&[relay("eu-west", Some([1; 32])), relay("us", None)], 100)
+            .expect("record");
+        assert_eq!(store.issuer_key("eu-west").expect("read"), Some([1; 32]));
+        assert_eq!(store.issuer_key("us").expect("read"), None);
+
+        store
+            .record_issuer_keys(&[relay("eu-west", Some([2; 32]))], 200)
+            .expect("record");
+        assert_eq!(store.issuer_key("eu-west").expect("read"), Some([1; 32]));
+
+        store.expect_new_issuer_key("eu-west", 300).expect("token");
+        store
+            .record_issuer_keys(&[relay("eu-west", Some([1; 32]))], 250)
+            .expect("record");
+        store
+            .record_issuer_keys(&[relay("eu-west", Some([3; 32]))], 400)
+            .expect("record");
+        assert_eq!(
+            store.issuer_key("eu-west").expect("read"),
+            Some([1; 32]),
+            "after the token expired"
+        );
+        store.expect_new_issuer_key("eu-west", 500).expect("token");
+        store
+            .record_issuer_keys(&[relay("eu-west", Some([3; 32]))], 450)
+            .expect("record");
+        assert_eq!(store.issuer_key("eu-west").expect("read"), Some([3; 32]));
+        store
+            .record_issuer_keys(&[relay("eu-west", Some([4; 32]))], 460)
+            .expect("record");
+        assert_eq!(
+            store.issuer_key("eu-west").expect("read"),
+            Some([3; 32]),
+            "one new key per token"
+        );
+    }
+
+    #[test]
+    fn a_label_reads_back_and_garbage_is_ignored() {
+        let record = relay("eu", Some([0xab; 32]));
+        assert_eq!(reported_issuer_key(&record), Some([0xab; 32]));
+        let mut garbage = record.clone();
+        garbage
+            .labels
+            .insert(ISSUER_KEY_LABEL.into(), "zz".repeat(32));
+        assert_eq!(reported_issuer_key(&garbage), None);
+    }
+}
