@@ -7,7 +7,7 @@ use anyhow::{bail, Context as _};
 use clap::{Parser, Subcommand};
 use relaymesh_edge_agent::agent;
 use relaymesh_edge_agent::cluster::{self, ClusterAccess, ClusterError};
-use relaymesh_edge_agent::policy::{Category, Policy};
+use relaymesh_edge_agent::policy::{AdoptionScope, Category, Policy, ADOPTION_IS_NOT_A_CATEGORY};
 use relaymesh_relay::daemon::{self, RunOptions};
 use relaymesh_relay::logging::{self, LogFormat};
 use relaymesh_relay::store::Store;
@@ -22,11 +22,14 @@ relay assigns it in a local sled store, so it keeps working when its uplink is d
 It applies what is assigned to its cluster with server-side apply, prunes what is \
 removed, restores drift and reports each placement's status up the tree.
 
-What it applies is its own decision, not its parent's: by default it refuses \
-cluster-scoped RBAC, admission control, aggregated APIs and anything in the \
-kube-system namespaces (`edge-agent run --allow` opens them; see `edge-agent run \
---help`), and it never takes over an object it did not create unless the Placement \
-says `spec.adopt: true`.";
+What it applies is its own decision, not its parent's: by default it refuses what \
+changes how the whole cluster behaves (cluster-scoped RBAC, admission control, \
+aggregated APIs, the API server's flow control, cluster-wide defaults, Pod Security \
+labels, RuntimeClasses, node objects, PersistentVolumes, certificates, Service \
+ranges, the kube-system namespaces; `edge-agent run --allow` opens them, see \
+`edge-agent run --help`), and it never takes over an object it did not create \
+unless the Placement says `spec.adopt: true` and the agent runs with \
+`--allow-adopt` for that namespace.";
 
 const EXAMPLES: &str = "\
 Examples:
@@ -34,7 +37,7 @@ Examples:
   edge-agent join --data-dir ./edge-1 --name edge-1 --token \"$TOKEN\" --labels region=eu,zone=eu-west-1a,tier=edge \\
       --kubeconfig ~/.kube/edge-1.yaml
   edge-agent run --data-dir ./edge-1
-  edge-agent run --data-dir ./edge-1 --allow cluster-rbac";
+  edge-agent run --data-dir ./edge-1 --allow cluster-rbac --allow-adopt legacy,billing";
 
 /// The relaymesh edge agent.
 #[derive(Debug, Parser)]
@@ -75,7 +78,8 @@ impl ClusterArgs {
     }
 }
 
-/// The apply policy: which categories of object the agent writes.
+/// The apply policy: which categories of object the agent writes, and
+/// where it may adopt.
 #[derive(Debug, clap::Args)]
 struct PolicyArgs {
     /// Apply objects of CATEGORY, which the agent refuses by default
@@ -84,23 +88,70 @@ struct PolicyArgs {
     #[arg(
         long,
         value_name = "CATEGORY",
-        value_enum,
+        value_parser = CategoryParser,
         value_delimiter = ',',
         env = "RELAYMESH_ALLOW"
     )]
     allow: Vec<Category>,
-    /// Refuse CATEGORY, which the agent allows by default (crds and
-    /// adoption are); the categories are those of --allow. Repeatable, or
-    /// comma-separated.
+    /// Refuse CATEGORY, which the agent allows by default (only crds is);
+    /// the categories are those of --allow. Repeatable, or comma-separated.
     #[arg(
         long,
         value_name = "CATEGORY",
-        value_enum,
+        value_parser = CategoryParser,
         value_delimiter = ',',
         hide_possible_values = true,
         env = "RELAYMESH_DENY"
     )]
     deny: Vec<Category>,
+    /// Let a Placement that says `spec.adopt: true` take over existing
+    /// objects relaymesh did not create in NAMESPACE (and the Namespace
+    /// itself). Nowhere by default. `*` allows every namespace; `:cluster`
+    /// allows cluster-scoped objects (CRDs, classes, …) that the categories
+    /// let through. Repeatable, or comma-separated.
+    #[arg(
+        long,
+        value_name = "NAMESPACE",
+        value_delimiter = ',',
+        env = "RELAYMESH_ALLOW_ADOPT"
+    )]
+    allow_adopt: Vec<AdoptionScope>,
+}
+
+/// Parses a category of `--allow` and `--deny` as its [`clap::ValueEnum`]
+/// does, and says where the former `adoption` category went.
+#[derive(Debug, Clone, Copy)]
+struct CategoryParser;
+
+impl clap::builder::TypedValueParser for CategoryParser {
+    type Value = Category;
+
+    fn parse_ref(
+        &self,
+        command: &clap::Command,
+        argument: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<Category, clap::Error> {
+        if value == "adoption" {
+            let flag = argument
+                .and_then(clap::Arg::get_long)
+                .map_or_else(|| "--allow/--deny".to_string(), |long| format!("--{long}"));
+            return Err(clap::Error::raw(
+                clap::error::ErrorKind::ValueValidation,
+                format!("{flag} adoption: {ADOPTION_IS_NOT_A_CATEGORY}\n"),
+            )
+            .with_cmd(command));
+        }
+        clap::builder::EnumValueParser::<Category>::new().parse_ref(command, argument, value)
+    }
+
+    fn possible_values(
+        &self,
+    ) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
+        Some(Box::new(Category::ALL.into_iter().filter_map(|category| {
+            clap::ValueEnum::to_possible_value(&category)
+        })))
+    }
 }
 
 const POLICY_HELP: &str = "\
@@ -108,9 +159,11 @@ Apply policy:
   A refused object is not applied; the placement counts as failed on this cluster, \
 its status says which object was refused and why, and the rest of the bundle is \
 applied. Independently of --allow, the agent never writes over an object that \
-exists without relaymesh's labels unless the Placement says spec.adopt: true; an \
-adopted object (a Namespace included) is released, never deleted, when it leaves \
-the placement. See docs/security.md for the RBAC the agent itself needs.";
+exists without relaymesh's labels unless the Placement says spec.adopt: true and \
+--allow-adopt covers the object's namespace; an adopted object (a Namespace \
+included) is released, never deleted, when it leaves the placement. See \
+docs/security.md for the default policy as a table, and the RBAC the agent itself \
+needs.";
 
 #[derive(Debug, Subcommand)]
 enum Command {
@@ -212,7 +265,9 @@ async fn execute(command: Command) -> anyhow::Result<()> {
             labels,
             policy,
         } => {
-            let policy = Policy::new(&policy.allow, &policy.deny).context("--allow/--deny")?;
+            let policy = Policy::new(&policy.allow, &policy.deny)
+                .context("--allow/--deny")?
+                .allowing_adoption(policy.allow_adopt);
             if let Some(labels) = labels {
                 relabel(&data_dir, &labels)?;
             }
@@ -374,7 +429,11 @@ async fn run(
         Err(error) => return Err(error.into()),
     };
     if client.is_some() {
-        tracing::info!(allowed = %policy.allowed_names(), "apply policy");
+        tracing::info!(
+            allowed = %policy.allowed_names(),
+            adopt = %policy.adoptable_names(),
+            "apply policy"
+        );
     }
     agent::run(data_dir, store, client, policy, shutdown, options).await?;
     Ok(())
@@ -382,4 +441,64 @@ async fn run(
 
 fn open_store(data_dir: &Path) -> anyhow::Result<Store> {
     Ok(Store::open_existing(data_dir)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The policy `edge-agent run ARGS` starts with.
+    fn run_policy(args: &[&str]) -> Result<Policy, String> {
+        let mut all = vec!["edge-agent", "run", "--data-dir", "d"];
+        all.extend_from_slice(args);
+        match Cli::try_parse_from(all)
+            .map_err(|error| error.to_string())?
+            .command
+        {
+            Command::Run { policy, .. } => Ok(Policy::new(&policy.allow, &policy.deny)
+                .map_err(|error| error.to_string())?
+                .allowing_adoption(policy.allow_adopt)),
+            other => Err(format!("not run: {other:?}")),
+        }
+    }
+
+    #[test]
+    fn allow_adopt_takes_namespaces_every_namespace_and_the_cluster() -> Result<(), String> {
+        assert_eq!(run_policy(&[])?.adoptable_names(), "");
+        let policy = run_policy(&[
+            "--allow-adopt",
+            "legacy,billing",
+            "--allow-adopt",
+            ":cluster",
+        ])?;
+        assert_eq!(policy.adoptable_names(), "billing,legacy,:cluster");
+        assert_eq!(run_policy(&["--allow-adopt", "*"])?.adoptable_names(), "*");
+        let error = run_policy(&["--allow-adopt", "Legacy"])
+            .err()
+            .unwrap_or_default();
+        assert!(
+            error.contains("\"Legacy\" is neither a namespace name"),
+            "{error}"
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn the_former_adoption_category_points_to_allow_adopt() -> Result<(), String> {
+        for flag in ["--deny", "--allow"] {
+            let error = run_policy(&[flag, "crds,adoption"])
+                .err()
+                .unwrap_or_default();
+            assert!(
+                error.contains(&format!(
+                    "{flag} adoption: adoption is no longer a category"
+                )) && error.contains("--allow-adopt NAMESPACE"),
+                "{error}"
+            );
+        }
+        // The other categories parse as before, aliases included.
+        let policy = run_policy(&["--allow", "webhooks,flow-control", "--deny", "crds"])?;
+        assert_eq!(policy.allowed_names(), "admission,api-server");
+        Ok(())
+    }
 }

@@ -1,154 +1,52 @@
 //! The agent's apply policy: what it agrees to write to its cluster, decided
-//! by the cluster's operator on the agent's own command line, never by the
+//! by the cluster's owner on the agent's own command line, never by the
 //! tree above it.
 //!
 //! Placements come down through relays the agent does not control, so a
-//! compromised relay (or a careless Placement) must not be able to turn the
-//! agent's credentials against the cluster itself. By default the agent
-//! refuses the kinds of object that reach beyond a workload's own namespace
-//! into the cluster's control plane — see [`Category`]: cluster-scoped RBAC,
-//! admission control, aggregated APIs, and anything in the `kube-system`,
-//! `kube-public` and `kube-node-lease` namespaces.
-//! `edge-agent run --allow CATEGORY` opens a category;
-//! CustomResourceDefinitions and adoption are allowed unless `--deny crds`
-//! or `--deny adoption` closes them.
+//! compromised relay (or a careless Placement, or any operator at the root)
+//! must not be able to turn the agent's credentials against the cluster
+//! itself. By default the agent refuses what reaches beyond a workload's
+//! own namespace into how the whole cluster behaves — see [`Category`]:
+//! cluster-scoped RBAC, admission control, aggregated APIs, the API
+//! server's flow control, cluster-wide defaults, Pod Security labels,
+//! RuntimeClasses, node and driver objects, PersistentVolumes,
+//! certificates, Service address ranges, and anything in the `kube-system`,
+//! `kube-public` and `kube-node-lease` namespaces. `edge-agent run --allow
+//! CATEGORY` opens a category; CustomResourceDefinitions are allowed unless
+//! `--deny crds` closes them.
 //!
 //! Independently of the categories, the agent never takes over an object it
 //! did not create: an object that exists without relaymesh's marks is
-//! refused unless its Placement says `spec.adopt: true`
-//! ([`takeover`]). An adopted object is remembered as such, and when it
-//! leaves its placement it is released (the agent's label removed), never
-//! deleted ([`prune_action`]); so a Namespace that existed before the agent
-//! is never deleted by it.
+//! refused unless its Placement says `spec.adopt: true` ([`takeover`]) *and*
+//! the cluster's owner allowed adoption where the object is (`--allow-adopt
+//! NAMESPACE`, [`AdoptionScope`]; nowhere by default). An adopted object is
+//! remembered as such, and when it leaves its placement it is released (the
+//! agent's label removed), never deleted ([`prune_action`]); so a Namespace
+//! that existed before the agent is never deleted by it.
 //!
 //! A refused object is not applied; it counts as a failure of its placement
 //! on this cluster, with the [`Refusal`] as the message that travels up to
 //! the root's Placement status, and the rest of the bundle is still applied.
 //! Everything here is pure: decisions in, decisions out.
 
+mod adoption;
+mod category;
+
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt;
 
 use serde_json::Value;
 
+pub use self::adoption::{AdoptionScope, AdoptionScopeError, ALL_NAMESPACES, CLUSTER_SCOPED};
+pub use self::category::{Category, POD_SECURITY_LABEL_PREFIX, SYSTEM_NAMESPACES};
 use crate::applier::{CREATED_BY_LABEL, FIELD_MANAGER};
 use crate::manifest::{ObjectRef, PART_OF_LABEL};
 
-/// The namespaces the `kube-system` category covers: those Kubernetes
-/// itself creates and runs the cluster from.
-pub const SYSTEM_NAMESPACES: [&str; 3] = ["kube-system", "kube-public", "kube-node-lease"];
-
-/// A category of objects the policy allows or refuses as a whole.
-///
-/// The doc comment of each variant is what `edge-agent run --help` shows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, clap::ValueEnum)]
-pub enum Category {
-    /// ClusterRoles and ClusterRoleBindings (rbac.authorization.k8s.io):
-    /// permissions across the whole cluster. Refused unless allowed.
-    /// Namespaced Roles and RoleBindings are always allowed.
-    ClusterRbac,
-    /// Everything in admissionregistration.k8s.io: mutating and validating
-    /// webhook configurations and admission policies with their bindings,
-    /// which see or change every request to the cluster. Refused unless
-    /// allowed. Also accepted as `webhooks`.
-    #[value(alias = "webhooks")]
-    Admission,
-    /// APIServices (apiregistration.k8s.io), which route a whole API group
-    /// to a service of their choosing. Refused unless allowed.
-    AggregatedApis,
-    /// Any object in the kube-system, kube-public or kube-node-lease
-    /// namespaces, and those Namespaces themselves. Refused unless allowed.
-    KubeSystem,
-    /// CustomResourceDefinitions (apiextensions.k8s.io). Allowed unless
-    /// `--deny crds`.
-    Crds,
-    /// Not a kind but an act: taking over an existing object that
-    /// relaymesh did not create, when its Placement says `adopt: true`.
-    /// Allowed unless `--deny adoption`, which keeps every Placement (and
-    /// every relay on the way) from taking over anything.
-    Adoption,
-}
-
-impl Category {
-    /// Every category, in the order `--help` lists them.
-    pub const ALL: [Self; 6] = [
-        Self::ClusterRbac,
-        Self::Admission,
-        Self::AggregatedApis,
-        Self::KubeSystem,
-        Self::Crds,
-        Self::Adoption,
-    ];
-
-    /// The categories a policy allows when the command line says nothing.
-    pub const ALLOWED_BY_DEFAULT: [Self; 2] = [Self::Crds, Self::Adoption];
-
-    /// The name `--allow` and `--deny` take.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::ClusterRbac => "cluster-rbac",
-            Self::Admission => "admission",
-            Self::AggregatedApis => "aggregated-apis",
-            Self::KubeSystem => "kube-system",
-            Self::Crds => "crds",
-            Self::Adoption => "adoption",
-        }
-    }
-
-    /// What the category holds, for refusal messages.
-    pub fn description(self) -> &'static str {
-        match self {
-            Self::ClusterRbac => "cluster-scoped RBAC",
-            Self::Admission => "admission control (webhooks and admission policies)",
-            Self::AggregatedApis => "aggregated API registration",
-            Self::KubeSystem => {
-                "writing in the kube-system, kube-public and kube-node-lease namespaces"
-            }
-            Self::Crds => "CustomResourceDefinitions",
-            Self::Adoption => "adopting existing objects",
-        }
-    }
-
-    /// What the cluster's operator would change to allow the category.
-    pub fn remedy(self) -> String {
-        if Self::ALLOWED_BY_DEFAULT.contains(&self) {
-            format!("the agent runs with --deny {self}")
-        } else {
-            format!("edge-agent run --allow {self}")
-        }
-    }
-
-    /// The categories an object falls into, given the namespace it will
-    /// land in (`None` for a cluster-scoped object). Most objects fall into
-    /// none; an object must be allowed in every category it falls into.
-    /// ([`Category::Adoption`] is never one: [`Policy::check_takeover`]
-    /// decides it.)
-    pub fn of(reference: &ObjectRef, namespace: Option<&str>) -> Vec<Self> {
-        let mut categories = Vec::new();
-        match (reference.group.as_str(), reference.kind.as_str()) {
-            ("rbac.authorization.k8s.io", "ClusterRole" | "ClusterRoleBinding") => {
-                categories.push(Self::ClusterRbac);
-            }
-            ("admissionregistration.k8s.io", _) => categories.push(Self::Admission),
-            ("apiregistration.k8s.io", _) => categories.push(Self::AggregatedApis),
-            ("apiextensions.k8s.io", "CustomResourceDefinition") => categories.push(Self::Crds),
-            _ => {}
-        }
-        let system_namespace = reference.group.is_empty()
-            && reference.kind == "Namespace"
-            && SYSTEM_NAMESPACES.contains(&reference.name.as_str());
-        if system_namespace || namespace.is_some_and(|name| SYSTEM_NAMESPACES.contains(&name)) {
-            categories.push(Self::KubeSystem);
-        }
-        categories
-    }
-}
-
-impl fmt::Display for Category {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
+/// What `--allow adoption` and `--deny adoption` now answer: adoption was a
+/// category, allowed by default, until each cluster's owner had to allow it
+/// per namespace.
+pub const ADOPTION_IS_NOT_A_CATEGORY: &str = "adoption is no longer a category: the agent \
+adopts nothing unless --allow-adopt NAMESPACE allows it (so --deny adoption is the default; \
+drop it), and --allow-adopt '*' allows it in every namespace";
 
 /// Why the command line's policy is not valid.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -177,19 +75,36 @@ pub enum Refusal {
     /// The object exists and the agent did not create it.
     #[error("exists and is not managed by relaymesh; set spec.adopt: true to take it over")]
     NotManaged,
+    /// The object exists, the agent did not create it, and its Placement
+    /// asks to adopt it, but the cluster's owner did not allow adoption
+    /// there.
+    #[error(
+        "exists and is not managed by relaymesh, and this agent does not allow {} (edge-agent run --allow-adopt {scope})",
+        match scope {
+            AdoptionScope::Namespace(name) => format!("adoption in namespace {name}"),
+            _ => "adopting cluster-scoped objects".to_string(),
+        }
+    )]
+    AdoptionNotAllowed {
+        /// The scope `--allow-adopt` would have to name.
+        scope: AdoptionScope,
+    },
 }
 
-/// Which categories the agent allows. [`Policy::default`] is the policy of
-/// an agent started without `--allow` or `--deny`.
+/// Which categories the agent allows, and where it may adopt.
+/// [`Policy::default`] is the policy of an agent started without `--allow`,
+/// `--deny` or `--allow-adopt`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Policy {
     allowed: BTreeSet<Category>,
+    adoptable: BTreeSet<AdoptionScope>,
 }
 
 impl Default for Policy {
     fn default() -> Self {
         Self {
             allowed: Category::ALLOWED_BY_DEFAULT.into_iter().collect(),
+            adoptable: BTreeSet::new(),
         }
     }
 }
@@ -209,9 +124,20 @@ impl Policy {
         Ok(policy)
     }
 
+    /// This policy, also allowing adoption in `scopes` (`--allow-adopt`).
+    pub fn allowing_adoption(mut self, scopes: impl IntoIterator<Item = AdoptionScope>) -> Self {
+        self.adoptable.extend(scopes);
+        self
+    }
+
     /// Whether `category` is allowed.
     pub fn allows(&self, category: Category) -> bool {
         self.allowed.contains(&category)
+    }
+
+    /// Whether adoption is allowed in `scope` (from [`AdoptionScope::of`]).
+    pub fn allows_adoption(&self, scope: &AdoptionScope) -> bool {
+        self.adoptable.iter().any(|allowed| allowed.covers(scope))
     }
 
     /// The allowed categories, by name, for the startup log line.
@@ -224,10 +150,23 @@ impl Policy {
         names.join(",")
     }
 
-    /// Whether the agent may write `reference`, which lands in `namespace`
-    /// (`None` for a cluster-scoped object).
-    pub fn check(&self, reference: &ObjectRef, namespace: Option<&str>) -> Result<(), Refusal> {
-        match Category::of(reference, namespace)
+    /// Where adoption is allowed, as `--allow-adopt` names it, for the
+    /// startup log line; empty if nowhere.
+    pub fn adoptable_names(&self) -> String {
+        let names: Vec<String> = self.adoptable.iter().map(ToString::to_string).collect();
+        names.join(",")
+    }
+
+    /// Whether the agent may write `reference` with `body` (as it would
+    /// apply it), which lands in `namespace` (`None` for a cluster-scoped
+    /// object).
+    pub fn check(
+        &self,
+        reference: &ObjectRef,
+        body: &Value,
+        namespace: Option<&str>,
+    ) -> Result<(), Refusal> {
+        match Category::of(reference, body, namespace)
             .into_iter()
             .find(|category| !self.allows(*category))
         {
@@ -235,21 +174,27 @@ impl Policy {
             None => Ok(()),
         }
     }
-}
 
-impl Policy {
-    /// Whether the agent may apply over the live object (`None`: there is
-    /// none) of a placement that does or does not ask to `adopt`:
-    /// [`takeover`], refused if this policy denies adoption.
+    /// Whether the agent may apply `reference`, landing in `namespace`,
+    /// over its live object (`None`: there is none) for a placement that
+    /// does or does not ask to `adopt`: [`takeover`], and an adoption only
+    /// where this policy allows it.
     pub fn check_takeover(
         &self,
+        reference: &ObjectRef,
+        namespace: Option<&str>,
         live: Option<Ownership>,
         adopt: bool,
     ) -> Result<Takeover, Refusal> {
         match takeover(live, adopt)? {
-            Takeover::Adopt if !self.allows(Category::Adoption) => Err(Refusal::Category {
-                category: Category::Adoption,
-            }),
+            Takeover::Adopt => {
+                let scope = AdoptionScope::of(reference, namespace);
+                if self.allows_adoption(&scope) {
+                    Ok(Takeover::Adopt)
+                } else {
+                    Err(Refusal::AdoptionNotAllowed { scope })
+                }
+            }
             decided => Ok(decided),
         }
     }

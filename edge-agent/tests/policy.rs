@@ -1,8 +1,10 @@
 //! The agent's apply policy against a real Kubernetes-compatible API server
-//! through a real kube client: refused categories are reported and the rest
-//! of the bundle applies; an existing object is taken over only when the
-//! placement asks to adopt it, and an adopted object (a Namespace included)
-//! is released, never deleted, when it leaves.
+//! through a real kube client: refused categories (judged on the objects'
+//! bodies where the kind alone does not tell) are reported and the rest of
+//! the bundle applies; an existing object is taken over only when the
+//! placement asks to adopt it and the agent allows adoption in its
+//! namespace, and an adopted object (a Namespace included) is released,
+//! never deleted, when it leaves.
 
 #[path = "support/harness.rs"]
 mod harness;
@@ -10,7 +12,7 @@ mod harness;
 use harness::{eventually, Agent, Cluster};
 use kube::api::PostParams;
 use relaymesh_edge_agent::manifest::PART_OF_LABEL;
-use relaymesh_edge_agent::policy::{Category, Policy};
+use relaymesh_edge_agent::policy::{AdoptionScope, Category, Policy};
 use relaymesh_relay::store::Store;
 use serde_json::{json, Value};
 
@@ -23,6 +25,16 @@ fn namespace(name: &str) -> Value {
 fn config_map(namespace: &str, name: &str, value: &str) -> Value {
     json!({"apiVersion": "v1", "kind": "ConfigMap",
            "metadata": {"name": name, "namespace": namespace}, "data": {"key": value}})
+}
+
+fn default_priority_class(name: &str) -> Value {
+    json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+           "metadata": {"name": name}, "value": 1_000_000_000, "globalDefault": true})
+}
+
+fn lax_namespace(name: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Namespace",
+           "metadata": {"name": name, "labels": {"pod-security.kubernetes.io/enforce": "privileged"}}})
 }
 
 fn cluster_role_binding(name: &str) -> Value {
@@ -82,6 +94,8 @@ async fn refused_categories_are_reported_and_the_rest_applies() -> anyhow::Resul
         config_map("shop", "conf", "1"),
         cluster_role_binding("grant"),
         config_map("kube-system", "sneaky", "1"),
+        default_priority_class("above-everyone"),
+        lax_namespace("lax"),
     ];
     agent.assign(&[(KEY, bundle.clone())])?;
     let status = agent
@@ -109,10 +123,25 @@ async fn refused_categories_are_reported_and_the_rest_applies() -> anyhow::Resul
         .await?;
     assert!(binding.is_none(), "{binding:?}");
     assert_eq!(config_value(&cluster, "kube-system", "sneaky").await?, None);
+    let priority = ("scheduling.k8s.io/v1", "PriorityClass", "above-everyone");
+    let class = cluster
+        .get(priority.0, priority.1, None, priority.2)
+        .await?;
+    assert!(class.is_none(), "{class:?}");
+    let lax = cluster.get("v1", "Namespace", None, "lax").await?;
+    assert!(lax.is_none(), "{lax:?}");
 
-    // The cluster's operator opens both categories: everything applies.
+    // The cluster's owner opens the categories: everything applies.
     let store: Store = agent.stop().await?;
-    let policy = Policy::new(&[Category::ClusterRbac, Category::KubeSystem], &[])?;
+    let policy = Policy::new(
+        &[
+            Category::ClusterRbac,
+            Category::KubeSystem,
+            Category::ClusterDefaults,
+            Category::PodSecurity,
+        ],
+        &[],
+    )?;
     let mut agent = Agent::start_with_policy(&cluster, store, policy)?;
     agent.assign(&[(KEY, bundle)])?;
     let status = agent
@@ -133,6 +162,15 @@ async fn refused_categories_are_reported_and_the_rest_applies() -> anyhow::Resul
             .await?
             .as_deref(),
         Some("1")
+    );
+    let class = cluster
+        .get(priority.0, priority.1, None, priority.2)
+        .await?;
+    assert_eq!(class.unwrap_or_default()["globalDefault"], true);
+    let lax = cluster.get("v1", "Namespace", None, "lax").await?;
+    assert_eq!(
+        lax.unwrap_or_default()["metadata"]["labels"]["pod-security.kubernetes.io/enforce"],
+        "privileged"
     );
     agent.stop().await?;
     cluster.stop().await;
@@ -184,7 +222,43 @@ async fn existing_objects_are_taken_over_only_when_the_placement_adopts_them() -
         Some("ours")
     );
 
-    // The placement asks to adopt: both are taken over.
+    // The placement asks to adopt, but the cluster's owner did not allow
+    // adoption in `legacy`: still nothing is taken over, and the status
+    // names the flag.
+    agent.assign_with_spec(&[(KEY, bundle.clone())], &json!({"adopt": true}))?;
+    let status = agent
+        .status_of(KEY, |status| {
+            status.counts.failed == 1
+                && status
+                    .message
+                    .as_deref()
+                    .is_some_and(|message| message.contains("--allow-adopt"))
+        })
+        .await?;
+    assert_eq!(
+        status.message.as_deref(),
+        Some(
+            "edge-1: ConfigMap legacy/settings: exists and is not managed by relaymesh, \
+             and this agent does not allow adoption in namespace legacy \
+             (edge-agent run --allow-adopt legacy)"
+        )
+    );
+    assert_eq!(
+        config_value(&cluster, "legacy", "settings")
+            .await?
+            .as_deref(),
+        Some("theirs")
+    );
+    let legacy = cluster
+        .get("v1", "Namespace", None, "legacy")
+        .await?
+        .unwrap_or_default();
+    assert_eq!(part_of(&legacy), None, "{legacy}");
+
+    // The owner allows it (`--allow-adopt legacy`): both are taken over.
+    let store = agent.stop().await?;
+    let policy = Policy::default().allowing_adoption([AdoptionScope::Namespace("legacy".into())]);
+    let mut agent = Agent::start_with_policy(&cluster, store, policy)?;
     agent.assign_with_spec(&[(KEY, bundle)], &json!({"adopt": true}))?;
     agent
         .status_of(KEY, |status| status.counts.ready == 1)

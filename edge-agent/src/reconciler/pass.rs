@@ -4,9 +4,10 @@
 //! carry), prune what left it, and remember what happened for status.
 //!
 //! Before an object is written, the agent's policy must allow its category
-//! and, if it exists already, it must be the agent's own or the placement
-//! must ask to adopt it (see [`crate::policy`]); a refused object is left
-//! alone and reported, and the pass goes on with the rest.
+//! and, if it exists already, it must be the agent's own, or the placement
+//! must ask to adopt it and the policy allow adoption where it lands (see
+//! [`crate::policy`]); a refused object is left alone and reported, and the
+//! pass goes on with the rest.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -115,8 +116,8 @@ async fn apply_placement(
             errors.insert(reference.clone(), format!("customization: {error}"));
             continue;
         }
-        match check_policy(reconciler, reference).await {
-            Ok(Ok(())) => {}
+        let namespace = match check_policy(reconciler, manifest).await {
+            Ok(Ok(namespace)) => namespace,
             Ok(Err(refusal)) => {
                 refused.insert(reference.clone());
                 errors.insert(reference.clone(), refusal.to_string());
@@ -127,7 +128,7 @@ async fn apply_placement(
                 errors.insert(reference.clone(), error.to_string());
                 continue;
             }
-        }
+        };
         if let Some(namespace) = &reference.namespace {
             if !bundled_namespaces.contains(namespace.as_str())
                 && checked_namespaces.insert(namespace.clone())
@@ -140,7 +141,11 @@ async fn apply_placement(
         }
         if !manifest.create_only {
             // A create-only object that exists is left as it is anyway.
-            match check_takeover(reconciler, manifest, &applysets, placement.adopt).await? {
+            let landing = Landing {
+                namespace: namespace.as_deref(),
+                applysets: &applysets,
+            };
+            match check_takeover(reconciler, manifest, landing, placement.adopt).await? {
                 Ok(()) => {}
                 Err(Blocked::Refused(refusal)) => {
                     // The object may go away (retried); the policy stays.
@@ -347,20 +352,25 @@ async fn ensure_namespace(
     }
 }
 
-/// Whether the agent's policy lets it write `reference`, judged on the
-/// namespace the object lands in (for a namespaced kind written without
-/// one, the client's default namespace). The category alone decides first,
-/// so a refused kind costs no discovery.
+/// Whether the agent's policy lets it write `manifest`, judged on its body
+/// and on the namespace it lands in (for a namespaced kind written without
+/// one, the client's default namespace), which it returns (`None` for a
+/// cluster-scoped object). The category alone decides first, so a refused
+/// kind costs no discovery.
 async fn check_policy(
     reconciler: &mut Reconciler,
-    reference: &ObjectRef,
-) -> Result<Result<(), Refusal>, ApplyError> {
+    manifest: &Manifest,
+) -> Result<Result<Option<String>, Refusal>, ApplyError> {
+    let reference = &manifest.reference;
+    let mut namespace = reference.namespace.clone();
     let mut verdict = reconciler
         .policy
-        .check(reference, reference.namespace.as_deref());
-    if verdict.is_ok() && reference.namespace.is_none() {
-        let namespace = reconciler.applier.namespace_of(reference).await?;
-        verdict = reconciler.policy.check(reference, namespace.as_deref());
+        .check(reference, &manifest.body, namespace.as_deref());
+    if verdict.is_ok() && namespace.is_none() {
+        namespace = reconciler.applier.namespace_of(reference).await?;
+        verdict = reconciler
+            .policy
+            .check(reference, &manifest.body, namespace.as_deref());
     }
     if let Err(refusal) = &verdict {
         let category = match refusal {
@@ -369,7 +379,7 @@ async fn check_policy(
         };
         tracing::warn!(object = %reference, category, reason = %refusal, "refused by the apply policy");
     }
-    Ok(verdict)
+    Ok(verdict.map(|()| namespace))
 }
 
 /// Why an object was not written.
@@ -380,14 +390,24 @@ enum Blocked {
     Failed(ApplyError),
 }
 
+/// Where an object lands, for the takeover check.
+#[derive(Clone, Copy)]
+struct Landing<'a> {
+    /// Its namespace (`None` for a cluster-scoped object).
+    namespace: Option<&'a str>,
+    /// The ApplySets of this agent's placements: a live object labelled
+    /// with one of them is the agent's own.
+    applysets: &'a BTreeSet<String>,
+}
+
 /// Whether the agent may write over the live object of `manifest`: it does
 /// not exist, it is the agent's own, or the placement asks to `adopt` it
-/// and the policy allows adoption (then it is recorded as adopted before it
-/// is touched).
+/// and the policy allows adoption where it lands (then it is recorded as
+/// adopted before it is touched).
 async fn check_takeover(
     reconciler: &mut Reconciler,
     manifest: &Manifest,
-    applysets: &BTreeSet<String>,
+    landing: Landing<'_>,
     adopt: bool,
 ) -> Result<Result<(), Blocked>, ReconcileError> {
     let reference = &manifest.reference;
@@ -400,8 +420,11 @@ async fn check_takeover(
     };
     let ownership = live
         .as_ref()
-        .map(|live| policy::ownership(live.metadata.labels.as_ref(), applysets));
-    match reconciler.policy.check_takeover(ownership, adopt) {
+        .map(|live| policy::ownership(live.metadata.labels.as_ref(), landing.applysets));
+    match reconciler
+        .policy
+        .check_takeover(reference, landing.namespace, ownership, adopt)
+    {
         Ok(Takeover::Update) => Ok(Ok(())),
         Ok(Takeover::Create) => {
             // Adopted once, gone since: what the agent creates now is its own.
