@@ -26,9 +26,12 @@
 //! never removes a whole placement from a slice it cannot trust yet (before
 //! its node first synchronized with its parent). What it writes at all is
 //! its own [`policy`]'s decision, not its parent's: by default it refuses
-//! cluster-scoped RBAC, admission control, aggregated APIs and the
-//! `kube-system` namespaces, and it takes over an object someone else made
-//! only when the Placement asks to adopt it.
+//! what changes how the whole cluster behaves (cluster-scoped RBAC,
+//! admission control, the API server's flow control, cluster-wide defaults,
+//! Pod Security labels, the `kube-system` namespaces and more: see
+//! [`policy::Category`]), and it takes over an object someone else made
+//! only when the Placement asks to adopt it and the cluster's owner allowed
+//! adoption in its namespace.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
