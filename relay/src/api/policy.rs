@@ -6,8 +6,8 @@
 //!
 //! | group       | may                                                        |
 //! |-------------|------------------------------------------------------------|
-//! | `viewers`   | get, list and watch everything                             |
-//! | `operators` | also create, change and delete workloads and placements    |
+//! | `viewers`   | get, list and watch everything but Secrets                 |
+//! | `operators` | also read Secrets; create, change and delete workloads and placements |
 //! | `admins`    | also issue and revoke join tokens, users and nodes         |
 //!
 //! Every authenticated user may read discovery and ask about their own
@@ -29,6 +29,13 @@ pub const GROUPS: [&str; 3] = [VIEWERS, OPERATORS, ADMINS];
 /// The relaymesh resources only admins may write: they hand out or take
 /// away access (a move hands its node a join token).
 const ADMIN_RESOURCES: [&str; 4] = ["jointokens", "usercertificates", "revocations", "moves"];
+
+/// The resources (group, plural) whose objects are secrets: reading them
+/// takes an operator, as kube-apiserver's `view` role leaves Secrets out.
+/// Nothing else at the root holds secret data: join tokens and user
+/// certificates are handed out once and never stored readable, and a
+/// cluster's live Secret comes up without its data (`observed`).
+const SECRET_RESOURCES: [(&str, &str); 1] = [("", "secrets")];
 
 /// How wide a user's rights are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -65,8 +72,12 @@ pub fn decide(user: &User, attributes: &Attributes) -> Result<(), String> {
             namespace,
         } => (verb, group, resource, subresource, namespace),
     };
-    let needed = if matches!(verb.as_str(), "get" | "list" | "watch") {
+    let read = matches!(verb.as_str(), "get" | "list" | "watch");
+    let secret = SECRET_RESOURCES.contains(&(group.as_str(), resource.as_str()));
+    let needed = if read && !secret {
         Rank::Viewer
+    } else if read {
+        Rank::Operator
     } else if group == crate::placement::RELAYMESH_GROUP
         && ADMIN_RESOURCES.contains(&resource.as_str())
     {
@@ -131,6 +142,12 @@ mod tests {
             ("create", "apps", "deployments", false, true, true),
             ("patch", "relaymesh.dev", "placements", false, true, true),
             ("delete", "", "namespaces", false, true, true),
+            // Secrets, as kube-apiserver's `view` role: not for viewers.
+            ("get", "", "secrets", false, true, true),
+            ("list", "", "secrets", false, true, true),
+            ("watch", "", "secrets", false, true, true),
+            ("get", "", "configmaps", true, true, true),
+            ("list", "", "serviceaccounts", true, true, true),
             ("create", "relaymesh.dev", "jointokens", false, false, true),
             (
                 "create",
