@@ -6,6 +6,7 @@ use std::sync::Arc;
 use super::audit::AuditLog;
 use super::resources::{Registry, Resource};
 use super::tls::PeerIdentity;
+use super::watch::WatchGate;
 use super::ApiError;
 use crate::objects::ObjectStore;
 
@@ -15,6 +16,10 @@ pub(super) struct Context<E> {
     pub(super) extension: Arc<E>,
     /// The extension's kinds, asked for once when the server started.
     pub(super) extension_resources: Arc<Vec<Resource>>,
+    /// The API groups no CRD may use ([`crate::Extension::reserved_groups`]).
+    pub(super) reserved_groups: Arc<Vec<String>>,
+    /// The watches open on the whole server, per user and in all.
+    pub(super) watches: Arc<WatchGate>,
     /// Who the client is, decided once per connection.
     pub(super) peer: PeerIdentity,
     /// The client's address, for logs.
@@ -29,8 +34,13 @@ pub(super) struct Context<E> {
 
 impl<E> Context<E> {
     /// Every resource served now: the built-ins, the extension's, and the
-    /// served versions of every stored CRD.
+    /// served versions of every stored CRD outside the reserved groups.
     pub(super) fn registry(&self) -> Result<Registry, ApiError> {
-        Registry::load(&self.objects, &self.extension_resources)
+        let registry = Registry::load(&self.objects, &self.extension_resources)?;
+        Ok(super::crd::without_reserved(
+            registry,
+            &self.extension_resources,
+            &self.reserved_groups,
+        ))
     }
 }

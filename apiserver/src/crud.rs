@@ -329,7 +329,7 @@ fn create<E: Extension>(
     let warnings = field_validation::check(field_validation(query)?, resource, &object)?;
     require_namespace(&context.objects, resource, namespace)?;
     strategy::prepare(resource, &mut object, true);
-    crd::prepare(resource, &mut object)?;
+    crd::prepare(resource, &mut object, &context.reserved_groups)?;
     if !manager.is_empty() {
         patch::track_update(None, &mut object, manager);
     }
@@ -366,7 +366,7 @@ fn update<E: Extension>(
         .ok_or_else(|| resource.not_found(name))?;
     keep_other_half(&live, &mut object, path.subresource.is_some());
     strategy::prepare(resource, &mut object, false);
-    crd::prepare(resource, &mut object)?;
+    crd::prepare(resource, &mut object, &context.reserved_groups)?;
     patch::track_update(Some(&live), &mut object, manager);
     let stored = store_update(context, &key, object, query)
         .map_err(|error| store_error(resource, name, error))?;
@@ -441,7 +441,7 @@ fn patch_object<E: Extension>(
         let warnings = field_validation::check(field_validation(query)?, resource, &object)?;
         keep_other_half(&live, &mut object, path.subresource.is_some());
         strategy::prepare(resource, &mut object, false);
-        crd::prepare(resource, &mut object)?;
+        crd::prepare(resource, &mut object, &context.reserved_groups)?;
         // A resourceVersion the patch sets is a precondition, as in
         // kube-apiserver (`kubectl annotate --resource-version`).
         if let Some(asked) = patch_precondition(&kind, body) {
@@ -509,7 +509,12 @@ fn delete<E: Extension>(
     match outcome {
         Outcome::Gone(deleted) => {
             if !dry_run {
-                crd::delete_contents(&context.objects, resource, &deleted)?;
+                crd::delete_contents(
+                    &context.objects,
+                    resource,
+                    &deleted,
+                    &context.reserved_groups,
+                )?;
                 info!(resource = %resource.qualified(), namespace, name, ?propagation, "deleted");
             }
             let status = json!({
@@ -671,7 +676,7 @@ fn delete_collection<E: Extension>(
             false,
         ) {
             Ok(Outcome::Gone(gone)) => {
-                crd::delete_contents(&context.objects, resource, &gone)?;
+                crd::delete_contents(&context.objects, resource, &gone, &context.reserved_groups)?;
                 deleted.push(gone);
             }
             Ok(Outcome::Pending(marked)) => deleted.push(marked),

@@ -13,6 +13,7 @@ use crate::http::ApiBody;
 use crate::objects::ObjectStore;
 use crate::resources::Resource;
 use crate::tls::User;
+use crate::watch::WatchLimits;
 use crate::ApiError;
 
 /// The limits the API itself enforces, each counted when it refuses a
@@ -26,6 +27,13 @@ pub enum ApiLimit {
     JsonPatch,
     /// The objects a list without `limit` returns.
     UnpagedList,
+    /// The watches open at once, from everyone ([`WatchLimits::total`]).
+    Watches,
+    /// The watches one user has open at once ([`WatchLimits::per_user`]).
+    WatchesPerUser,
+    /// What one watch queues for a client that does not read: counted when
+    /// such a watch is ended.
+    WatchBuffer,
 }
 
 /// A path an [`Extension`] serves, as its [`Extension::route`] parsed it.
@@ -115,6 +123,21 @@ pub trait Extension: Send + Sync + 'static {
                 call.route.endpoint
             )))
         }
+    }
+
+    /// How many watches may be open at once, per user and in all; one more
+    /// gets `429 TooManyRequests`. Called once, when the server starts. The
+    /// default is no limit, as in kube-apiserver.
+    fn watch_limits(&self) -> WatchLimits {
+        WatchLimits::UNLIMITED
+    }
+
+    /// API groups that belong to the extension's kinds alone: a
+    /// CustomResourceDefinition in one is refused, and one stored before
+    /// is not served (and deleting it deletes nothing else). Called once,
+    /// when the server starts. The default reserves none.
+    fn reserved_groups(&self) -> Vec<String> {
+        Vec::new()
     }
 
     /// Counts a request the API refused for breaking `limit`. Must not

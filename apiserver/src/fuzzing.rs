@@ -50,7 +50,7 @@ pub fn prepare_write(
         FieldValidation::Warn
     };
     field_validation::check(mode, resource, &object)?;
-    crd::prepare(resource, &mut object)?;
+    crd::prepare(resource, &mut object, &[])?;
     Ok(object)
 }
 

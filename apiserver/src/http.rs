@@ -8,7 +8,7 @@ use bytes::Bytes;
 use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Body, Incoming};
-use hyper::header::{HeaderValue, CONTENT_TYPE};
+use hyper::header::{HeaderValue, CONTENT_TYPE, RETRY_AFTER};
 use hyper::{Response, StatusCode};
 use serde::Serialize;
 
@@ -73,7 +73,16 @@ pub(super) fn error_reply(error: &ApiError) -> Response<ApiBody> {
     // A Status of strings and numbers always serializes; fall back to an
     // empty body rather than panic if that ever changes.
     let bytes = serde_json::to_vec(&status).unwrap_or_default();
-    reply(code, "application/json", bytes)
+    let mut response = reply(code, "application/json", bytes);
+    if let Some(seconds) = status
+        .details
+        .and_then(|details| details.retry_after_seconds)
+    {
+        response
+            .headers_mut()
+            .insert(RETRY_AFTER, HeaderValue::from(seconds));
+    }
+    response
 }
 
 pub(super) fn reply(

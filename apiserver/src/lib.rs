@@ -87,6 +87,7 @@ pub use extension::{ApiLimit, Call, Extension, ExtensionRoute, Plain};
 pub use resources::{api_version, Resource, Validator};
 pub use tls::{user_of, PeerIdentity, User};
 pub use validation::label_error;
+pub use watch::WatchLimits;
 
 /// How long a client may take to finish the TLS handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -177,6 +178,15 @@ pub enum ApiError {
         /// What is wrong with it.
         message: String,
     },
+    /// The client has too much open at once; retrying later may help (429,
+    /// `TooManyRequests`, with `Retry-After`).
+    #[error("{message}")]
+    TooManyRequests {
+        /// A sentence for humans.
+        message: String,
+        /// When to try again, in seconds.
+        retry_after_seconds: u32,
+    },
     /// The backend cannot serve this now; retrying may help (503,
     /// `ServiceUnavailable`).
     #[error("{0}")]
@@ -217,9 +227,13 @@ pub async fn serve<E: Extension>(
 ) -> Result<(), ApiError> {
     let acceptor = TlsAcceptor::from(Arc::new(tls::server_config(&tls)?));
     let authenticator = tls::Authenticator::new(&tls.client_ca_der)?;
+    let reserved_groups = Arc::new(extension.reserved_groups());
+    crd::warn_reserved(&objects, &reserved_groups);
     let shared = Arc::new(ConnectionShared {
         authenticator,
         extension_resources: Arc::new(extension.resources()),
+        reserved_groups,
+        watches: watch::WatchGate::new(extension.watch_limits()),
         audit: audit.map(Arc::new),
     });
     let (stop_sender, stop) = signal::channel(());
@@ -274,6 +288,8 @@ pub async fn serve<E: Extension>(
 struct ConnectionShared {
     authenticator: tls::Authenticator,
     extension_resources: Arc<Vec<resources::Resource>>,
+    reserved_groups: Arc<Vec<String>>,
+    watches: Arc<watch::WatchGate>,
     audit: Option<Arc<AuditLog>>,
 }
 
@@ -305,6 +321,8 @@ async fn serve_connection<E: Extension>(
     let context = Arc::new(context::Context {
         extension,
         extension_resources: shared.extension_resources.clone(),
+        reserved_groups: shared.reserved_groups.clone(),
+        watches: shared.watches.clone(),
         peer,
         remote,
         objects,

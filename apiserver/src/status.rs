@@ -39,6 +39,9 @@ pub struct StatusDetails {
     /// The causes; one per invalid field.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub causes: Vec<StatusCause>,
+    /// When to try again, in seconds, for `TooManyRequests`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_after_seconds: Option<u32>,
 }
 
 /// `metav1.StatusCause`: one invalid field.
@@ -66,6 +69,7 @@ impl Status {
                     message: message.clone(),
                     field: field.clone(),
                 }],
+                retry_after_seconds: None,
             }),
             ApiError::FieldConflicts { causes, .. } => Some(StatusDetails {
                 causes: causes
@@ -76,6 +80,14 @@ impl Status {
                         field: field.clone(),
                     })
                     .collect(),
+                retry_after_seconds: None,
+            }),
+            ApiError::TooManyRequests {
+                retry_after_seconds,
+                ..
+            } => Some(StatusDetails {
+                causes: Vec::new(),
+                retry_after_seconds: Some(*retry_after_seconds),
             }),
             _ => None,
         };
@@ -108,6 +120,7 @@ pub fn code_and_reason(error: &ApiError) -> (u16, &'static str) {
         ApiError::UnsupportedMediaType(_) => (415, "UnsupportedMediaType"),
         ApiError::PayloadTooLarge(_) => (413, "RequestEntityTooLarge"),
         ApiError::Invalid { .. } => (422, "Invalid"),
+        ApiError::TooManyRequests { .. } => (429, "TooManyRequests"),
         ApiError::Unavailable(_) => (503, "ServiceUnavailable"),
         ApiError::Timeout(_) => (504, "Timeout"),
         ApiError::Internal(_) | ApiError::TlsConfig(_) => (500, "InternalError"),
@@ -165,5 +178,19 @@ mod tests {
         for (error, code) in cases {
             assert_eq!(code_and_reason(&error).0, code, "{error:?}");
         }
+    }
+
+    #[test]
+    fn too_many_requests_says_when_to_retry() {
+        let status = Status::from_error(&ApiError::TooManyRequests {
+            message: "too many watches".into(),
+            retry_after_seconds: 1,
+        });
+        assert_eq!(
+            (status.code, status.reason.as_str()),
+            (429, "TooManyRequests")
+        );
+        let json = serde_json::to_value(&status).expect("serializes");
+        assert_eq!(json["details"], serde_json::json!({"retryAfterSeconds": 1}));
     }
 }

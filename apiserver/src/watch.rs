@@ -13,8 +13,22 @@
 //! and Relays, from the tree's inventory) send their current objects, then
 //! every change the watch sees when it looks again, once a second
 //! ([`view_changes`]).
+//!
+//! What watches may cost:
+//! * each takes a slot of the server's [`WatchLimits`] (per user and in
+//!   all, as the extension sets them) before it sends anything; one over
+//!   gets `429 TooManyRequests` with `Retry-After`, and the slot comes
+//!   back when the watch ends, however it ends ([`gate`]);
+//! * each queues at most [`BUFFER`] for its client; a client that leaves
+//!   it full for [`SLOW_CLIENT_GRACE`] loses the watch, its queue freed at
+//!   once, and the refusal is counted ([`ApiLimit::WatchBuffer`]; [`outbox`]).
 
+mod gate;
+mod outbox;
 mod view_changes;
+
+pub(crate) use gate::WatchGate;
+pub use gate::WatchLimits;
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -25,8 +39,8 @@ use hyper::body::Frame;
 use hyper::header::{HeaderValue, CONTENT_TYPE};
 use hyper::{Response, StatusCode};
 use serde_json::{json, Value};
-use tokio::sync::{broadcast, mpsc};
-use tracing::debug;
+use tokio::sync::broadcast;
+use tracing::{debug, info};
 
 use super::collection::{select, store_error, Filter};
 use super::context::Context;
@@ -37,7 +51,9 @@ use super::status::Status;
 use super::table::{self, IncludeObject};
 use super::{field_validation, list_options, protobuf};
 use super::{ApiError, Extension};
+use crate::extension::ApiLimit;
 use crate::objects::{ObjectError, ObjectEvent, WatchEventType};
+use outbox::{Capacity, Outbox, PushError};
 
 /// How long a watch lasts when the client does not say (kube-apiserver picks
 /// 30 to 60 minutes).
@@ -51,6 +67,24 @@ const BOOKMARK_INTERVAL: Duration = Duration::from_secs(10);
 /// sent: relaymesh's inventory changes reach the root coalesced, about
 /// once a second, so looking more often would find nothing more.
 const VIEW_POLL: Duration = Duration::from_secs(1);
+
+/// What one watch queues for its client at most: 256 events or 4 MiB,
+/// whichever comes first (one larger event is still sent alone). Beyond
+/// that the events wait in the object store's broadcast, shared by every
+/// watch, not copied per watch.
+const BUFFER: Capacity = Capacity {
+    events: 256,
+    bytes: 4 * 1024 * 1024,
+};
+
+/// How long a watch waits for its client to make room in a full queue
+/// before it ends the watch (kube-apiserver closes a watcher that cannot
+/// keep up, and the client watches again from its last resourceVersion).
+const SLOW_CLIENT_GRACE: Duration = Duration::from_secs(5);
+
+/// What a refused watch's `Retry-After` says, in seconds (kube-apiserver's
+/// max-in-flight filter says 1).
+const RETRY_AFTER_SECONDS: u32 = 1;
 
 /// Where a watch's events come from after its first ones.
 enum Live<E> {
@@ -156,6 +190,7 @@ pub(super) fn serve<E: Extension>(
     as_table: bool,
     accept: &str,
 ) -> Result<Response<ApiBody>, ApiError> {
+    let slot = admit(context, resource)?;
     let timeout = query
         .get("timeoutSeconds")
         .and_then(|seconds| seconds.parse().ok())
@@ -167,7 +202,7 @@ pub(super) fn serve<E: Extension>(
         include: IncludeObject::parse(query.get("includeObject")),
         protobuf: !as_table && resource.builtin && protobuf::wants_protobuf(accept),
     };
-    let (sender, receiver) = mpsc::channel::<Bytes>(256);
+    let (sender, receiver) = outbox::outbox(BUFFER);
     let mut initial = Vec::new();
     let mut live = None;
     let since = query.get("resourceVersion").unwrap_or_default();
@@ -244,13 +279,14 @@ pub(super) fn serve<E: Extension>(
     let protobuf_stream = encoder.protobuf;
     let stop = context.stop.clone();
     let objects = context.objects.clone();
+    let extension = context.extension.clone();
     debug!(resource = %resource.qualified(), namespace = ?filter.namespace, since, ?timeout, "watch started");
     tokio::spawn(async move {
-        stream(
-            sender,
+        let ended = stream(
+            &sender,
             initial,
             live,
-            encoder,
+            &encoder,
             filter,
             StreamOptions {
                 timeout,
@@ -261,6 +297,17 @@ pub(super) fn serve<E: Extension>(
             objects,
         )
         .await;
+        if ended == Some(PushError::TooSlow) {
+            info!(
+                resource = %encoder.resource.qualified(),
+                user = %slot.user(),
+                limit = "watch-buffer",
+                "ended a watch whose client left its queue full"
+            );
+            extension.count_limit_refusal(ApiLimit::WatchBuffer);
+        }
+        // The slot is given back only now, when the watch has ended.
+        drop(slot);
     });
     let body = StreamBody::new(futures::stream::unfold(
         receiver,
@@ -296,20 +343,22 @@ enum Next {
     Changes(Vec<Bytes>),
 }
 
+/// Sends a watch's events until it ends; `Some` when it ended because an
+/// event could not be queued.
 #[allow(clippy::too_many_arguments)]
 async fn stream<E: Extension>(
-    sender: mpsc::Sender<Bytes>,
+    sender: &Outbox,
     initial: Vec<Bytes>,
     live: Option<Live<E>>,
-    encoder: Encoder,
+    encoder: &Encoder,
     filter: Filter,
     options: StreamOptions,
     mut stop: tokio::sync::watch::Receiver<()>,
     objects: crate::objects::ObjectStore,
-) {
+) -> Option<PushError> {
     for bytes in initial {
-        if sender.send(bytes).await.is_err() {
-            return;
+        if let Err(error) = sender.push(bytes, SLOW_CLIENT_GRACE).await {
+            return Some(error);
         }
     }
     let deadline = tokio::time::sleep(options.timeout);
@@ -318,7 +367,7 @@ async fn stream<E: Extension>(
     ticker.tick().await;
     let mut last_version = options.resource_version;
     let mut live = live;
-    loop {
+    let ended = 'watch: loop {
         let next = async {
             match live.as_mut() {
                 Some(Live::Store(receiver)) => Next::Event(receiver.recv().await),
@@ -349,44 +398,73 @@ async fn stream<E: Extension>(
                 None => std::future::pending().await,
             }
         };
-        tokio::select! {
-            () = &mut deadline => break,
-            _ = stop.changed() => break,
-            () = sender.closed() => break,
+        let lines = tokio::select! {
+            () = &mut deadline => break None,
+            _ = stop.changed() => break None,
+            () = sender.closed() => break None,
             _ = ticker.tick(), if options.bookmarks => {
                 last_version = last_version.max(objects.resource_version());
-                if sender.send(encoder.bookmark(last_version)).await.is_err() {
-                    break;
-                }
+                vec![encoder.bookmark(last_version)]
             }
             next = next => match next {
-                Next::Changes(lines) => {
-                    for bytes in lines {
-                        if sender.send(bytes).await.is_err() {
-                            return;
-                        }
-                    }
-                }
+                Next::Changes(lines) => lines,
                 Next::Event(Ok(event)) => {
                     last_version = event.resource_version;
-                    if let Some(bytes) = encode(&encoder, &filter, &event) {
-                        if sender.send(bytes).await.is_err() {
-                            break;
-                        }
-                    }
+                    encode(encoder, &filter, &event).into_iter().collect()
                 }
                 Next::Event(Err(broadcast::error::RecvError::Lagged(missed))) => {
                     // The client must start over from a list.
                     debug!(missed, "watch fell behind; ending it");
                     let status = Status::from_error(&ApiError::Gone(format!("the watch fell {missed} events behind")));
-                    let _ = sender.send(encoder.error(&status)).await;
-                    break;
+                    let _ = sender.push(encoder.error(&status), Duration::ZERO).await;
+                    break None;
                 }
-                Next::Event(Err(broadcast::error::RecvError::Closed)) => break,
+                Next::Event(Err(broadcast::error::RecvError::Closed)) => break None,
             },
+        };
+        for bytes in lines {
+            if let Err(error) = sender.push(bytes, SLOW_CLIENT_GRACE).await {
+                break 'watch Some(error);
+            }
         }
-    }
+    };
     debug!(resource = %encoder.resource.qualified(), "watch ended");
+    ended
+}
+
+/// A slot for one more watch of the caller, or `429 TooManyRequests`
+/// (counted as the limit it would break).
+fn admit<E: Extension>(
+    context: &Context<E>,
+    resource: &Resource,
+) -> Result<gate::WatchSlot, ApiError> {
+    let user = match &context.peer {
+        crate::tls::PeerIdentity::Verified(user) => user.name.as_str(),
+        // Routes let no one else this far.
+        _ => "system:anonymous",
+    };
+    context.watches.admit(user).map_err(|refused| {
+        let (whose, name) = match refused.limit {
+            ApiLimit::WatchesPerUser => (
+                format!("user {user:?} has {} open, the most one user may", refused.max),
+                "watches-per-user",
+            ),
+            _ => (
+                format!("the server has {} open, the most it keeps", refused.max),
+                "watches",
+            ),
+        };
+        info!(resource = %resource.qualified(), user, limit = ?refused.limit, "refused a watch over the limit");
+        ApiError::OverLimit {
+            limit: refused.limit,
+            error: Box::new(ApiError::TooManyRequests {
+                message: format!(
+                    "too many watches: {whose} (limit {name}); end one, or retry later"
+                ),
+                retry_after_seconds: RETRY_AFTER_SECONDS,
+            }),
+        }
+    })
 }
 
 /// The line of `event`, if the watch wants it.

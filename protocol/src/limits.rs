@@ -70,11 +70,18 @@ pub enum Limit {
     ApiJsonPatch,
     /// The objects a list without `limit` returns.
     ApiUnpagedList,
+    /// API watches open at once, from everyone.
+    ApiWatches,
+    /// API watches one user has open at once.
+    ApiWatchesPerUser,
+    /// What one API watch queues for a client that does not read (counted
+    /// when such a watch is ended).
+    ApiWatchBuffer,
 }
 
 impl Limit {
     /// Every limit.
-    pub const ALL: [Limit; 10] = [
+    pub const ALL: [Limit; 13] = [
         Limit::Connections,
         Limit::ConnectionsPerAddress,
         Limit::Joins,
@@ -85,6 +92,9 @@ impl Limit {
         Limit::ApiRequestBody,
         Limit::ApiJsonPatch,
         Limit::ApiUnpagedList,
+        Limit::ApiWatches,
+        Limit::ApiWatchesPerUser,
+        Limit::ApiWatchBuffer,
     ];
 
     /// The counter's name.
@@ -100,6 +110,9 @@ impl Limit {
             Self::ApiRequestBody => "api-request-body",
             Self::ApiJsonPatch => "api-json-patch",
             Self::ApiUnpagedList => "api-unpaged-list",
+            Self::ApiWatches => "api-watches",
+            Self::ApiWatchesPerUser => "api-watches-per-user",
+            Self::ApiWatchBuffer => "api-watch-buffer",
         }
     }
 }

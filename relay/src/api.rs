@@ -314,6 +314,12 @@ pub trait Backend: Send + Sync + 'static {
         bytes: Vec<u8>,
     ) -> impl Future<Output = Result<BundleId, ApiError>> + Send;
 
+    /// How many API watches may be open at once, per user and in all
+    /// (`relay run --max-api-watches-per-user`, `--max-api-watches`).
+    fn watch_limits(&self) -> relaymesh_apiserver::WatchLimits {
+        crate::limits::Limits::default().api_watches()
+    }
+
     /// Counts a request the API refused for breaking `limit`, in the root's
     /// own record (`limitRefusals`). Must not block. A backend without
     /// counters ignores it.
@@ -446,6 +452,17 @@ impl<B: Backend> Extension for Relaymesh<B> {
 
     fn authorize(&self, user: &User, attributes: &Attributes) -> Result<(), String> {
         policy::decide(user, attributes)
+    }
+
+    fn watch_limits(&self) -> relaymesh_apiserver::WatchLimits {
+        self.backend.watch_limits()
+    }
+
+    /// relaymesh.dev is relaymesh's alone: a CRD there would sit beside
+    /// (or be hidden by) the built-in handlers, and clients would see two
+    /// definitions.
+    fn reserved_groups(&self) -> Vec<String> {
+        vec![RELAYMESH_GROUP.to_string()]
     }
 
     fn route(&self, method: &Method, path: &str) -> Option<ExtensionRoute> {
@@ -754,6 +771,9 @@ impl<B: Backend> Extension for Relaymesh<B> {
         let limit = match limit {
             ApiLimit::RequestBody => Limit::ApiRequestBody,
             ApiLimit::JsonPatch => Limit::ApiJsonPatch,
+            ApiLimit::Watches => Limit::ApiWatches,
+            ApiLimit::WatchesPerUser => Limit::ApiWatchesPerUser,
+            ApiLimit::WatchBuffer => Limit::ApiWatchBuffer,
             _ => Limit::ApiUnpagedList,
         };
         self.backend.count_limit_refusal(limit);

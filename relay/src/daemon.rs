@@ -479,7 +479,9 @@ async fn run_store(
         });
     }
     if let Some(api_listen) = &config.api_listen {
-        let serve = backend::serve_api(api_listen, shared.clone(), shutdown.clone()).await?;
+        let watches = options.limits.api_watches();
+        let serve =
+            backend::serve_api(api_listen, shared.clone(), watches, shutdown.clone()).await?;
         tasks.spawn(serve.instrument(tracing::Span::current()));
     }
 

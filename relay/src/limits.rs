@@ -18,7 +18,10 @@
 //!   (`daemon/serving.rs`); serves over it wait rather than being refused;
 //! * inventory records and status keys per child: the sans-IO core, which
 //!   counts them itself;
-//! * request bodies, JSON patches and unpaged lists: the root's API.
+//! * request bodies, JSON patches and unpaged lists: the root's API;
+//! * API watches (per user and in all) and what one watch may queue for a
+//!   client that does not read: the root's API, with the limits set here
+//!   ([`Limits::api_watches`]).
 //!
 //! Refusals on the IO side are counted in [`Refusals`], plain atomic
 //! counters, and the daemon's loop hands them to the core once a second.
@@ -53,14 +56,21 @@ pub const DEFAULT_MAX_CONCURRENT_JOINS: usize = 16;
 /// one to end (they are queued, not refused).
 pub const DEFAULT_MAX_CONCURRENT_BUNDLE_SERVES: usize = 64;
 
+/// The API watches one user (a certificate's common name) may have open at
+/// once at the root.
+pub const DEFAULT_MAX_API_WATCHES_PER_USER: usize = 16;
+
+/// The API watches the root keeps open at once, from everyone.
+pub const DEFAULT_MAX_API_WATCHES: usize = 1024;
+
 /// How many idle join buckets are kept before the full ones are forgotten.
 const JOIN_BUCKETS_KEPT: usize = 4096;
 
 pub use relaymesh_protocol::limits::Limit;
 
 /// The limits a relay runs with, as `relay run` sets them. The daemon
-/// enforces the first four on its links and hands the others to the core
-/// (`CoreConfig`).
+/// enforces the first four on its links, hands the records and status keys
+/// to the core (`CoreConfig`), and the watches to the root's API.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
     /// Connections open at once, from everyone.
@@ -78,6 +88,10 @@ pub struct Limits {
     pub max_status_keys_per_child: usize,
     /// Bundle serves run at once, from everyone; more wait their turn.
     pub max_concurrent_bundle_serves: usize,
+    /// API watches one user may have open at once (the root only).
+    pub max_api_watches_per_user: usize,
+    /// API watches open at once, from everyone (the root only).
+    pub max_api_watches: usize,
 }
 
 impl Default for Limits {
@@ -90,6 +104,18 @@ impl Default for Limits {
             max_records_per_child: relaymesh_core::DEFAULT_MAX_RECORDS_PER_CHILD,
             max_status_keys_per_child: relaymesh_core::DEFAULT_MAX_STATUS_KEYS_PER_CHILD,
             max_concurrent_bundle_serves: DEFAULT_MAX_CONCURRENT_BUNDLE_SERVES,
+            max_api_watches_per_user: DEFAULT_MAX_API_WATCHES_PER_USER,
+            max_api_watches: DEFAULT_MAX_API_WATCHES,
+        }
+    }
+}
+
+impl Limits {
+    /// The watch limits of the root's API.
+    pub fn api_watches(&self) -> relaymesh_apiserver::WatchLimits {
+        relaymesh_apiserver::WatchLimits {
+            per_user: self.max_api_watches_per_user,
+            total: self.max_api_watches,
         }
     }
 }

@@ -1279,3 +1279,370 @@ async fn patch_preconditions_and_dry_runs() {
     assert_eq!(code, 200, "a dry-run delete keeps the object: {kept}");
     server.stop().await;
 }
+
+/// Polls `probe` every 50 ms until it answers `Some`, or panics naming
+/// `what` after 60 s.
+async fn eventually<T, F, Fut>(what: &str, mut probe: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(value) = probe().await {
+            return value;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "gave up waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Viewers read no Secret, as kube-apiserver's `view` role; admins do, and
+/// `kubectl auth can-i` answers the same.
+#[tokio::test]
+async fn viewers_read_no_secrets() {
+    let server = Server::start().await;
+    let admin = server.raw(Some(&server.pki.admin));
+    let viewer = server.raw(Some(&server.pki.viewer));
+    let secret = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "db"}, "stringData": {"password": "hunter2"}});
+    let (code, body) = json_reply(
+        admin
+            .post(server.url("/api/v1/namespaces/default/secrets"))
+            .json(&secret)
+            .send()
+            .await
+            .expect("a reply"),
+    )
+    .await;
+    assert_eq!(code, 201, "{body}");
+
+    for path in [
+        "/api/v1/namespaces/default/secrets/db",
+        "/api/v1/namespaces/default/secrets",
+        "/api/v1/secrets",
+        "/api/v1/secrets?watch=1",
+        "/api/v1/namespaces/default/secrets?watch=true&fieldSelector=metadata.name%3Ddb",
+    ] {
+        let reply = viewer.get(server.url(path)).send().await.expect("a reply");
+        let (code, body) = json_reply(reply).await;
+        assert_eq!(
+            (code, body["reason"].as_str()),
+            (403, Some("Forbidden")),
+            "{path}: {body}"
+        );
+        assert!(
+            body["message"].as_str().is_some_and(
+                |message| message.starts_with("secrets is forbidden: User \"vera\" cannot")
+            ),
+            "{body}"
+        );
+        assert!(!body.to_string().contains("aHVudGVyMg"), "{body}");
+        let reply = admin.get(server.url(path)).send().await.expect("a reply");
+        assert_eq!(reply.status().as_u16(), 200, "{path}");
+    }
+    // Other kinds stay readable.
+    let reply = viewer
+        .get(server.url("/api/v1/namespaces/default/configmaps"))
+        .send()
+        .await
+        .expect("a reply");
+    assert_eq!(reply.status().as_u16(), 200);
+
+    let review = |verb: &str, resource: &str| {
+        json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+               "spec": {"resourceAttributes": {"namespace": "default", "verb": verb, "resource": resource}}})
+    };
+    let url = server.url("/apis/authorization.k8s.io/v1/selfsubjectaccessreviews");
+    for (client, verb, resource, allowed) in [
+        (&viewer, "get", "secrets", false),
+        (&viewer, "list", "secrets", false),
+        (&viewer, "watch", "secrets", false),
+        (&viewer, "get", "configmaps", true),
+        (&admin, "get", "secrets", true),
+    ] {
+        let reply = client
+            .post(&url)
+            .json(&review(verb, resource))
+            .send()
+            .await
+            .expect("a reply");
+        let (code, body) = json_reply(reply).await;
+        assert_eq!(code, 201, "{body}");
+        assert_eq!(
+            body["status"]["allowed"], allowed,
+            "{verb} {resource}: {body}"
+        );
+    }
+    server.stop().await;
+}
+
+/// One more watch than a user may have gets 429 with `Retry-After`, and
+/// is counted; others still watch; closing the connections gives the
+/// slots back.
+#[tokio::test]
+async fn watches_are_capped_per_user_and_come_back_when_closed() {
+    let server = Server::start().await;
+    let cap = relaymesh_relay::limits::DEFAULT_MAX_API_WATCHES_PER_USER;
+    let url = server.url("/api/v1/namespaces/default/configmaps?watch=1");
+    let mut open = Vec::new();
+    for _ in 0..cap {
+        // A connection of its own for each, closed when dropped.
+        let client = server.raw(Some(&server.pki.viewer));
+        let reply = client.get(&url).send().await.expect("a reply");
+        assert_eq!(reply.status().as_u16(), 200);
+        open.push((client, reply));
+    }
+    let viewer = server.raw(Some(&server.pki.viewer));
+    let reply = viewer.get(&url).send().await.expect("a reply");
+    assert_eq!(
+        reply
+            .headers()
+            .get("retry-after")
+            .and_then(|value| value.to_str().ok()),
+        Some("1")
+    );
+    let (code, body) = json_reply(reply).await;
+    assert_eq!(
+        (code, body["reason"].as_str()),
+        (429, Some("TooManyRequests")),
+        "{body}"
+    );
+    assert_eq!(body["details"]["retryAfterSeconds"], 1, "{body}");
+    assert!(
+        body["message"]
+            .as_str()
+            .is_some_and(|message| message.contains("user \"vera\" has 16 open")),
+        "{body}"
+    );
+    assert_eq!(
+        lock(&server.backend.limit_refusals).as_slice(),
+        [relaymesh_relay::limits::Limit::ApiWatchesPerUser]
+    );
+    // Lists are not watches, and another user still watches.
+    let list = server.url("/api/v1/namespaces/default/configmaps");
+    assert_eq!(
+        viewer
+            .get(&list)
+            .send()
+            .await
+            .expect("a reply")
+            .status()
+            .as_u16(),
+        200
+    );
+    let admin = server.raw(Some(&server.pki.admin));
+    let reply = admin.get(&url).send().await.expect("a reply");
+    assert_eq!(reply.status().as_u16(), 200);
+    drop(reply);
+
+    drop(open);
+    let mut again = eventually(
+        "a slot to come back once the watches' connections closed",
+        || {
+            let request = viewer.get(&url).send();
+            async move {
+                let reply = request.await.expect("a reply");
+                (reply.status().as_u16() == 200).then_some(reply)
+            }
+        },
+    )
+    .await;
+    // And the watch that got in works.
+    let object = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "after"}});
+    let (code, _) = json_reply(
+        admin
+            .post(server.url("/api/v1/namespaces/default/configmaps"))
+            .json(&object)
+            .send()
+            .await
+            .expect("a reply"),
+    )
+    .await;
+    assert_eq!(code, 201);
+    let mut buffer = Vec::new();
+    let seen = tokio::time::timeout(Duration::from_secs(30), async {
+        while let Some(chunk) = again.chunk().await.expect("the watch goes on") {
+            buffer.extend_from_slice(&chunk);
+            if String::from_utf8_lossy(&buffer).contains("\"after\"") {
+                return true;
+            }
+        }
+        false
+    })
+    .await;
+    assert_eq!(seen.ok(), Some(true));
+    server.stop().await;
+}
+
+/// Ten watches whose clients never read, while a ConfigMap of 1 MiB
+/// changes 40 times: each queues a bounded amount, then the server ends it
+/// and counts it (`api-watch-buffer`), while a watch that reads gets every
+/// change.
+#[tokio::test]
+async fn watches_that_are_not_read_are_ended_not_buffered_without_bound() {
+    const UPDATES: usize = 40;
+    let server = Server::start().await;
+    let url = server.url("/api/v1/namespaces/default/configmaps?watch=1");
+    let mut unread = Vec::new();
+    for _ in 0..10 {
+        let client = server.raw(Some(&server.pki.viewer));
+        let reply = client.get(&url).send().await.expect("a reply");
+        assert_eq!(reply.status().as_u16(), 200);
+        unread.push((client, reply));
+    }
+    let reader = server.raw(Some(&server.pki.admin));
+    let mut reading = reader.get(&url).send().await.expect("a reply");
+    assert_eq!(reading.status().as_u16(), 200);
+    let read_all = tokio::spawn(async move {
+        let mut modified = 0;
+        let mut buffer = Vec::new();
+        while modified < UPDATES {
+            let Some(chunk) = reading.chunk().await.expect("the watch goes on") else {
+                break;
+            };
+            buffer.extend_from_slice(&chunk);
+            while let Some(end) = buffer.iter().position(|byte| *byte == b'\n') {
+                let line: Vec<u8> = buffer.drain(..=end).collect();
+                let event: Value = serde_json::from_slice(&line).expect("a JSON event");
+                if event["type"] == "MODIFIED" {
+                    modified += 1;
+                }
+            }
+        }
+        modified
+    });
+
+    let key =
+        relaymesh_apiserver::objects::ObjectKey::new("", "configmaps", Some("default"), "big");
+    let megabyte = "x".repeat(1024 * 1024);
+    server
+        .objects
+        .create(
+            &key,
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "big", "namespace": "default"}, "data": {"n": "0", "blob": megabyte}}),
+        )
+        .expect("created");
+    for n in 1..=UPDATES {
+        let mut object = server.objects.get(&key).expect("reads").expect("there");
+        object["data"]["n"] = json!(n.to_string());
+        server.objects.update(&key, object).expect("updated");
+    }
+    assert_eq!(
+        tokio::time::timeout(Duration::from_secs(60), read_all)
+            .await
+            .expect("the reader gets every change in time")
+            .expect("the reader ends"),
+        UPDATES,
+        "a client that reads keeps its watch"
+    );
+
+    eventually("the ten unread watches to be ended and counted", || {
+        let count = lock(&server.backend.limit_refusals)
+            .iter()
+            .filter(|limit| **limit == relaymesh_relay::limits::Limit::ApiWatchBuffer)
+            .count();
+        async move { (count == 10).then_some(()) }
+    })
+    .await;
+    // Each ended stream holds what was sent before the end, and ends: far
+    // fewer than the 41 events the store made.
+    for (_client, reply) in unread {
+        let body = tokio::time::timeout(Duration::from_secs(30), reply.bytes())
+            .await
+            .expect("the stream has ended")
+            .expect("a body");
+        let events = body
+            .split(|byte| *byte == b'\n')
+            .filter(|line| !line.is_empty())
+            .count();
+        assert!(
+            events < UPDATES,
+            "{events} events were kept for a client that did not read"
+        );
+    }
+    server.stop().await;
+}
+
+/// No CRD in relaymesh.dev, whoever asks: discovery keeps one definition
+/// of each of relaymesh's kinds.
+#[tokio::test]
+async fn definitions_in_the_relaymesh_group_are_refused() {
+    let server = Server::start().await;
+    let admin = server.raw(Some(&server.pki.admin));
+    let url = server.url("/apis/apiextensions.k8s.io/v1/customresourcedefinitions");
+    for (plural, kind, version) in [
+        ("placements", "Placement", "v1alpha1"),
+        ("placements", "Placement", "v1"),
+        ("clusters", "Cluster", "v1alpha1"),
+        ("jointokens", "JoinToken", "v1alpha1"),
+    ] {
+        let crd = json!({
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": format!("{plural}.relaymesh.dev")},
+            "spec": {"group": "relaymesh.dev", "scope": "Namespaced",
+                     "names": {"plural": plural, "kind": kind},
+                     "versions": [{"name": version, "served": true, "storage": true,
+                                   "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]},
+        });
+        let (code, body) =
+            json_reply(admin.post(&url).json(&crd).send().await.expect("a reply")).await;
+        assert_eq!(
+            (code, body["reason"].as_str()),
+            (422, Some("Invalid")),
+            "{plural}: {body}"
+        );
+        assert_eq!(
+            body["details"]["causes"][0]["field"], "spec.group",
+            "{body}"
+        );
+        assert!(
+            body["message"]
+                .as_str()
+                .is_some_and(|message| message.contains("the relaymesh.dev group is reserved")),
+            "{body}"
+        );
+    }
+    let (code, list) = json_reply(admin.get(&url).send().await.expect("a reply")).await;
+    assert_eq!(
+        (code, list["items"].as_array().map(Vec::len)),
+        (200, Some(0))
+    );
+    let (code, group) = json_reply(
+        admin
+            .get(server.url("/apis/relaymesh.dev"))
+            .send()
+            .await
+            .expect("a reply"),
+    )
+    .await;
+    assert_eq!(code, 200);
+    assert_eq!(
+        group["versions"].as_array().map(Vec::len),
+        Some(1),
+        "{group}"
+    );
+    let (_, resources) = json_reply(
+        admin
+            .get(server.url("/apis/relaymesh.dev/v1alpha1"))
+            .send()
+            .await
+            .expect("a reply"),
+    )
+    .await;
+    let names: Vec<&str> = resources["resources"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|resource| resource["name"].as_str())
+        .filter(|name| !name.contains('/'))
+        .collect();
+    let mut unique = names.clone();
+    unique.sort_unstable();
+    unique.dedup();
+    assert_eq!(names.len(), unique.len(), "{names:?}");
+    assert!(!names.contains(&"jointokens"), "{names:?}");
+    server.stop().await;
+}

@@ -129,6 +129,14 @@ enum Command {
         /// re-parents after 10 s.
         #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = humantime::parse_duration)]
         parent_grace: std::time::Duration,
+        /// How long this relay stays quiet about a node it refused (revoked,
+        /// not admitted here, a certificate TLS refuses) after logging it:
+        /// the first refusal is logged at once, then at most one line per
+        /// node and reason per interval, with `times=N` refusals since the
+        /// previous line.
+        #[arg(long, env = "RELAYMESH_REFUSAL_LOG_INTERVAL", value_name = "DURATION",
+              default_value = "1m", value_parser = humantime::parse_duration)]
+        refusal_log_interval: std::time::Duration,
         #[command(flatten)]
         limits: LimitArgs,
     },
@@ -197,6 +205,19 @@ struct LimitArgs {
           default_value_t = limits::DEFAULT_MAX_CONCURRENT_BUNDLE_SERVES as u64,
           value_parser = clap::value_parser!(u64).range(1..))]
     max_concurrent_bundle_serves: u64,
+    /// The root's API watches one user (a certificate's common name) may
+    /// have open at once; one more gets `429 TooManyRequests` (counted as
+    /// `api-watches-per-user`).
+    #[arg(long, env = "RELAYMESH_MAX_API_WATCHES_PER_USER", value_name = "N",
+          default_value_t = limits::DEFAULT_MAX_API_WATCHES_PER_USER as u64,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    max_api_watches_per_user: u64,
+    /// The root's API watches open at once, from everyone; one more gets
+    /// `429 TooManyRequests` (counted as `api-watches`).
+    #[arg(long, env = "RELAYMESH_MAX_API_WATCHES", value_name = "N",
+          default_value_t = limits::DEFAULT_MAX_API_WATCHES as u64,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    max_api_watches: u64,
 }
 
 impl LimitArgs {
@@ -210,6 +231,8 @@ impl LimitArgs {
             max_records_per_child: size(self.max_inventory_records_per_child),
             max_status_keys_per_child: size(self.max_status_keys_per_child),
             max_concurrent_bundle_serves: size(self.max_concurrent_bundle_serves),
+            max_api_watches_per_user: size(self.max_api_watches_per_user),
+            max_api_watches: size(self.max_api_watches),
         }
     }
 }
@@ -244,12 +267,14 @@ async fn execute(command: Command) -> anyhow::Result<()> {
             node_cert_validity,
             lost_after,
             parent_grace,
+            refusal_log_interval,
             limits,
         } => {
             let options = daemon::RunOptions {
                 node_cert_validity,
                 lost_after,
                 parent_grace,
+                refusal_log_interval,
                 limits: limits.limits(),
                 ..Default::default()
             };

@@ -23,10 +23,12 @@ use tracing::Instrument;
 /// The audit log's file name in the data directory.
 pub const AUDIT_LOG: &str = "audit.log";
 
-/// Binds the API listener and returns the server task.
+/// Binds the API listener and returns the server task; `watches` bounds
+/// the API's watches.
 pub(super) async fn serve_api(
     address: &str,
     shared: Shared,
+    watches: relaymesh_apiserver::WatchLimits,
     shutdown: CancellationToken,
 ) -> Result<impl std::future::Future<Output = ()>, DaemonError> {
     let listen_error = |source| DaemonError::Listen {
@@ -60,7 +62,7 @@ pub(super) async fn serve_api(
         super::placements::run(objects.clone(), shared.clone(), shutdown.clone())
             .instrument(tracing::Span::current()),
     );
-    let backend = Arc::new(RootBackend { shared });
+    let backend = Arc::new(RootBackend { shared, watches });
     Ok(async move {
         let stopped = async move { shutdown.cancelled().await };
         if let Err(error) = api::serve(listener, tls, backend, objects, Some(audit), stopped).await
@@ -101,6 +103,7 @@ fn ancestors(nodes: &[NodeRecord], node: &NodeRecord, root: &str) -> Result<Vec<
 
 struct RootBackend {
     shared: Shared,
+    watches: relaymesh_apiserver::WatchLimits,
 }
 
 impl RootBackend {
@@ -219,6 +222,10 @@ impl Backend for RootBackend {
 
     fn count_limit_refusal(&self, limit: Limit) {
         self.shared.refusals.count(limit);
+    }
+
+    fn watch_limits(&self) -> relaymesh_apiserver::WatchLimits {
+        self.watches
     }
 
     fn create_token(&self, request: TokenRequest) -> Result<IssuedToken, ApiError> {

@@ -1,0 +1,177 @@
+//! How many watches are open at once, per user and in all ([`WatchLimits`]):
+//! a watch takes a [`WatchSlot`] before it sends anything and gives it back
+//! when it ends, however it ends (timeout, shutdown, a client that went
+//! away, a client too slow to keep). No IO here.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::extension::ApiLimit;
+
+/// How many watches may be open at once ([`crate::Extension::watch_limits`]);
+/// one more gets `429 TooManyRequests`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WatchLimits {
+    /// Watches one user (a certificate's common name) may have open.
+    pub per_user: usize,
+    /// Watches open at once, from everyone.
+    pub total: usize,
+}
+
+impl WatchLimits {
+    /// No limit: what kube-apiserver does, and the default of
+    /// [`crate::Extension::watch_limits`].
+    pub const UNLIMITED: Self = Self {
+        per_user: usize::MAX,
+        total: usize::MAX,
+    };
+}
+
+/// Counts the watches open, in all and per user.
+#[derive(Debug)]
+pub(crate) struct WatchGate {
+    limits: WatchLimits,
+    open: Mutex<Open>,
+}
+
+#[derive(Debug, Default)]
+struct Open {
+    total: usize,
+    per_user: HashMap<String, usize>,
+}
+
+/// A watch's place in the [`WatchGate`], given back when dropped.
+#[derive(Debug)]
+pub(crate) struct WatchSlot {
+    gate: Arc<WatchGate>,
+    user: String,
+}
+
+/// Why a watch was refused: the limit it would break, and how many were
+/// open against it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Refused {
+    /// [`ApiLimit::WatchesPerUser`] or [`ApiLimit::Watches`].
+    pub(crate) limit: ApiLimit,
+    /// The limit's value.
+    pub(crate) max: usize,
+}
+
+impl WatchGate {
+    /// A gate with these limits.
+    pub(crate) fn new(limits: WatchLimits) -> Arc<Self> {
+        Arc::new(Self {
+            limits,
+            open: Mutex::new(Open::default()),
+        })
+    }
+
+    /// A slot for one more watch of `user`, or the limit it would break.
+    pub(crate) fn admit(self: &Arc<Self>, user: &str) -> Result<WatchSlot, Refused> {
+        let mut open = lock(&self.open);
+        let of_user = open.per_user.get(user).copied().unwrap_or(0);
+        if of_user >= self.limits.per_user {
+            return Err(Refused {
+                limit: ApiLimit::WatchesPerUser,
+                max: self.limits.per_user,
+            });
+        }
+        if open.total >= self.limits.total {
+            return Err(Refused {
+                limit: ApiLimit::Watches,
+                max: self.limits.total,
+            });
+        }
+        open.total += 1;
+        open.per_user.insert(user.to_string(), of_user + 1);
+        Ok(WatchSlot {
+            gate: self.clone(),
+            user: user.to_string(),
+        })
+    }
+
+    /// Watches open now, in all and of `user`.
+    #[cfg(test)]
+    pub(crate) fn open(&self, user: &str) -> (usize, usize) {
+        let open = lock(&self.open);
+        (open.total, open.per_user.get(user).copied().unwrap_or(0))
+    }
+}
+
+impl WatchSlot {
+    /// Whose watch this is.
+    pub(crate) fn user(&self) -> &str {
+        &self.user
+    }
+}
+
+impl Drop for WatchSlot {
+    fn drop(&mut self) {
+        let mut open = lock(&self.gate.open);
+        open.total = open.total.saturating_sub(1);
+        if let Some(count) = open.per_user.get_mut(&self.user) {
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                open.per_user.remove(&self.user);
+            }
+        }
+    }
+}
+
+/// A poisoned lock still holds consistent counts (every update is done
+/// under it, without panicking code in between).
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_user_gets_their_share_and_others_still_watch() {
+        let gate = WatchGate::new(WatchLimits {
+            per_user: 2,
+            total: 100,
+        });
+        let held: Vec<_> = (0..2).map(|_| gate.admit("vera")).collect();
+        assert!(held.iter().all(Result::is_ok));
+        assert_eq!(
+            gate.admit("vera").err(),
+            Some(Refused {
+                limit: ApiLimit::WatchesPerUser,
+                max: 2
+            })
+        );
+        assert!(gate.admit("otto").is_ok(), "another user is not affected");
+        assert_eq!(gate.open("vera"), (2, 2));
+        drop(held);
+        assert_eq!(gate.open("vera"), (0, 0), "slots come back when dropped");
+        assert!(gate.admit("vera").is_ok());
+    }
+
+    #[test]
+    fn the_total_holds_across_users() {
+        let gate = WatchGate::new(WatchLimits {
+            per_user: 10,
+            total: 2,
+        });
+        let _a = gate.admit("a");
+        let _b = gate.admit("b");
+        assert_eq!(
+            gate.admit("c").err().map(|refused| refused.limit),
+            Some(ApiLimit::Watches)
+        );
+        drop(_a);
+        assert!(gate.admit("c").is_ok());
+    }
+
+    #[test]
+    fn unlimited_never_refuses() {
+        let gate = WatchGate::new(WatchLimits::UNLIMITED);
+        let held: Vec<_> = (0..1000).map(|_| gate.admit("agent")).collect();
+        assert!(held.iter().all(Result::is_ok));
+    }
+}
