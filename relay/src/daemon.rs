@@ -16,13 +16,14 @@ mod listener;
 mod moving;
 mod parents;
 mod placements;
+mod refusal_log;
 mod renewal;
 mod rollout;
 mod serving;
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use relaymesh_core::{Action, Core, CoreConfig, LinkId, LinkStats, Now, DEFAULT_LOG_KEEP};
@@ -47,6 +48,10 @@ pub const STATS_INTERVAL: Duration = Duration::from_secs(1);
 /// How many messages may wait for a slow child before its link is reset (it
 /// resumes from its last acknowledged revision when it reconnects).
 pub const CHILD_QUEUE: usize = 4096;
+
+/// Verdicts on the parent's connections waiting for the uplink: one or two
+/// per connection, taken as they come.
+const VERDICT_QUEUE: usize = 8;
 
 /// Why the daemon could not start or had to stop.
 #[derive(Debug, thiserror::Error)]
@@ -110,6 +115,8 @@ pub(crate) enum Event {
     ParentStreamEnded {
         generation: u64,
         reason: String,
+        /// The parent's refusal, if that is how the stream ended.
+        refusal: Option<Refusal>,
     },
     BundleFetched {
         id: BundleId,
@@ -239,6 +246,9 @@ pub(crate) struct Shared {
     pub joins_in_progress: StreamGate,
     /// Refusals by the links and the API, until the loop counts them.
     pub refusals: Arc<Refusals>,
+    /// The listener's refusals of peers logged lately (one line per peer
+    /// and reason per interval).
+    pub refusal_log: Arc<Mutex<refusal_log::RefusalLog>>,
     /// Bundles being served, shared in memory, and the bound on serves.
     pub serving: Arc<serving::Serving>,
 }
@@ -261,11 +271,18 @@ pub struct RunOptions {
     /// placements treat its cluster as lost and place it elsewhere;
     /// `None`: never.
     pub lost_after: Option<Duration>,
+    /// How long the listener stays quiet about a peer it refused (for one
+    /// reason) after logging it; the next line counts the refusals since.
+    pub refusal_log_interval: Duration,
 }
 
 /// How long a parent may stay silent before a node with candidate parents
 /// re-parents, unless `--parent-grace` says otherwise.
 pub const DEFAULT_PARENT_GRACE: Duration = Duration::from_secs(30);
+
+/// How long the listener stays quiet about a refused peer after a line,
+/// unless `--refusal-log-interval` says otherwise.
+pub const DEFAULT_REFUSAL_LOG_INTERVAL: Duration = refusal_log::DEFAULT_INTERVAL;
 
 impl Default for RunOptions {
     fn default() -> Self {
@@ -275,6 +292,7 @@ impl Default for RunOptions {
             endpoints: uplink::Endpoints::default(),
             parent_grace: DEFAULT_PARENT_GRACE,
             lost_after: None,
+            refusal_log_interval: DEFAULT_REFUSAL_LOG_INTERVAL,
         }
     }
 }
@@ -420,6 +438,10 @@ async fn run_store(
         joins: Arc::new(JoinRate::new(options.limits.joins_per_minute_per_address)),
         joins_in_progress: StreamGate::new(options.limits.max_concurrent_joins),
         refusals: Arc::new(Refusals::default()),
+        refusal_log: Arc::new(Mutex::new(refusal_log::RefusalLog::new(
+            options.refusal_log_interval,
+            refusal_log::DEFAULT_CAPACITY,
+        ))),
         serving: serving::Serving::new(
             options.limits.max_concurrent_bundle_serves,
             serving::BUNDLE_CACHE_BUDGET,
@@ -443,6 +465,7 @@ async fn run_store(
         );
     }
     let (reconnect_tx, reconnect_rx) = mpsc::channel(1);
+    let (verdicts_tx, verdicts_rx) = mpsc::channel(VERDICT_QUEUE);
     let candidates = store.candidates()?;
     let (client_tx, client) = watch::channel(pki::quic_client_config_among(
         &shared.identity.get(),
@@ -465,6 +488,7 @@ async fn run_store(
                 options.endpoints.clone(),
                 uplink_tx,
                 reconnect_rx,
+                verdicts_rx,
                 shutdown.clone(),
             )
             .instrument(tracing::Span::current()),
@@ -494,6 +518,7 @@ async fn run_store(
         parent: None,
         generation: 0,
         reconnect: reconnect_tx,
+        verdicts: verdicts_tx,
         stored: stored_tx,
         status: status_tx,
         dirty: false,
@@ -554,6 +579,8 @@ struct Daemon {
     parent: Option<ParentHandle>,
     generation: u64,
     reconnect: mpsc::Sender<()>,
+    /// Tells the uplink whether the parent welcomed or refused this node.
+    verdicts: mpsc::Sender<uplink::Verdict>,
     stored: watch::Sender<u64>,
     /// Publishes [`Core::status_version`].
     status: watch::Sender<u64>,
@@ -774,14 +801,29 @@ impl Daemon {
                 message,
             } => {
                 if self.is_current(generation) {
+                    match &message {
+                        DownMessage::Welcome(_) => self.tell_uplink(None),
+                        DownMessage::Refused(refusal) => self.tell_uplink(Some(refusal.clone())),
+                        _ => {}
+                    }
                     self.core.handle_parent_message(now, message);
                 }
             }
             Event::Moved(result) => self.finish_move(now, result)?,
             Event::LeaveTimeout { generation } => self.leave_timeout(generation),
-            Event::ParentStreamEnded { generation, reason } => {
+            Event::ParentStreamEnded {
+                generation,
+                reason,
+                refusal,
+            } => {
                 if self.is_current(generation) {
-                    tracing::warn!(%reason, "control stream to parent ended");
+                    if refusal.is_some() {
+                        // The uplink logs it, with when it dials again.
+                        tracing::debug!(%reason, "the parent refused the control stream");
+                        self.tell_uplink(refusal);
+                    } else {
+                        tracing::warn!(%reason, "control stream to parent ended");
+                    }
                     if let Some(parent) = self.parent.take() {
                         parent
                             .connection
@@ -1026,15 +1068,32 @@ impl Daemon {
         });
         let events = self.shared.events.clone();
         tokio::spawn(async move {
-            let reason =
+            let (reason, refusal) =
                 match parent_session(&connection, hello, generation, &events, outgoing_rx).await {
-                    Ok(()) => "stream closed".to_string(),
-                    Err(error) => error.to_string(),
+                    Ok(()) => ("stream closed".to_string(), None),
+                    Err(LinkError::Refused(refusal)) => (refusal.to_string(), Some(refusal)),
+                    Err(error) => (error.to_string(), None),
                 };
             let _ = events
-                .send(Event::ParentStreamEnded { generation, reason })
+                .send(Event::ParentStreamEnded {
+                    generation,
+                    reason,
+                    refusal,
+                })
                 .await;
         });
+    }
+
+    /// Tells the uplink that the parent welcomed (`None`) or refused this
+    /// node on the current connection, which sets when it dials next.
+    fn tell_uplink(&self, refusal: Option<Refusal>) {
+        let Some(parent) = &self.parent else { return };
+        let verdict = uplink::Verdict {
+            connection: parent.connection.stable_id(),
+            refusal,
+        };
+        // Never blocks the loop; the uplink takes them as they come.
+        let _ = self.verdicts.try_send(verdict);
     }
 
     async fn execute(&mut self) -> Result<(), DaemonError> {

@@ -190,3 +190,92 @@ fn a_revoked_token_joins_no_one() -> anyhow::Result<()> {
     assert!(find_node(&tree, "edge-1").is_none(), "{tree}");
     Ok(())
 }
+
+/// The number after `field=` in a log line, if it has one.
+fn field(line: &str, field: &str) -> Option<u64> {
+    let (_, rest) = line.split_once(&format!(" {field}="))?;
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().ok()
+}
+
+/// The lines of `process`'s log that hold `needle`.
+fn lines_with(process: &RelayProcess, needle: &str) -> anyhow::Result<Vec<String>> {
+    let log = std::fs::read_to_string(&process.log)?;
+    Ok(log
+        .lines()
+        .filter(|line| line.contains(needle))
+        .map(str::to_string)
+        .collect())
+}
+
+/// root ── eu, then eu revoked: eu keeps dialing, but each refusal makes
+/// it wait longer (it says how long), and the root logs its refusals once
+/// per interval (5 s here, by flag) with a count, not once per attempt.
+#[test]
+fn a_revoked_relay_backs_off_and_its_parent_logs_it_once_per_interval() -> anyhow::Result<()> {
+    let (mesh, root) = Mesh::init_with(&["--refusal-log-interval", "5s"])?;
+    let eu = mesh.add_relay("eu", "root")?;
+    wait_for("eu under the root", SETTLE, || {
+        Ok(connected_under(&mesh.tree()?, "eu", "root").then_some(()))
+    })
+    .with_context(|| mesh.logs())?;
+    let revoked = mesh.relayctl(&["revoke", "eu"])?;
+    assert!(revoked.status.success(), "{}", text(&revoked));
+
+    // The delays eu announces after each refusal, in order.
+    let announced = || -> anyhow::Result<Vec<u64>> {
+        let lines = lines_with(&eu, "refused by the parent (revoked)")?;
+        observe(format_args!("eu's refusals: {lines:?}"));
+        lines
+            .iter()
+            .map(|line| field(line, "next_attempt_ms").context("a refusal names its next attempt"))
+            .collect()
+    };
+    // Refusal ceilings 1 s, 2 s, 4 s, 8 s, 16 s: the fifth waits 8 s at
+    // least, after about 15 s of attempts.
+    let delays = wait_for(
+        "eu to announce a wait of 8 s or more",
+        Duration::from_secs(90),
+        || {
+            let delays = announced()?;
+            Ok(delays.iter().any(|delay| *delay >= 8_000).then_some(delays))
+        },
+    )
+    .with_context(|| mesh.logs())?;
+    eprintln!("eu's announced waits after each refusal, in ms: {delays:?}");
+    assert!(delays.len() >= 4, "{delays:?}");
+    // Each delay is drawn from [ceiling/2, ceiling] and the ceiling
+    // doubles, so they never shrink.
+    assert!(
+        delays.windows(2).all(|pair| pair[0] <= pair[1]),
+        "refusal delays shrank: {delays:?}"
+    );
+    assert!(
+        delays[0] <= 1_000,
+        "the first refusal waits at most 1 s: {delays:?}"
+    );
+
+    // The root refused eu at every attempt but wrote a line per interval:
+    // the first at once, a later one counting the attempts since.
+    let lines: Vec<String> = lines_with(&root, "refused a revoked node")?
+        .into_iter()
+        .filter(|line| line.contains("node=eu"))
+        .collect();
+    let times: Vec<u64> = lines
+        .iter()
+        .map(|line| field(line, "times").context("a refusal line counts"))
+        .collect::<anyhow::Result<_>>()?;
+    let refusals = announced()?.len();
+    eprintln!("the root's lines about eu's {refusals} refusals: times={times:?}");
+    assert_eq!(times.first(), Some(&1), "{lines:#?}");
+    assert!(
+        times.iter().any(|times| *times >= 2),
+        "a line stands for several refusals: {lines:#?}"
+    );
+    assert!(
+        lines.len() <= refusals,
+        "{} lines at the root for {refusals} refusals: {lines:#?}",
+        lines.len()
+    );
+    Ok(())
+}

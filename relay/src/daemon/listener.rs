@@ -16,6 +16,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+use super::refusal_log::Line;
 use super::{unix_ms, BundleAccess, DaemonError, Event, Shared, CHILD_QUEUE};
 use crate::admission::{self, TokenLedger};
 use crate::identity::Identity;
@@ -85,8 +86,14 @@ pub(super) async fn accept_loop(
                 match incoming.await {
                     Ok(connection) => serve_connection(connection, shared, shutdown).await,
                     // A refused handshake (no shared ALPN, a certificate from
-                    // another CA) ends here; the client sees the TLS alert.
-                    Err(error) => tracing::info!(%error, "refused a connection"),
+                    // another CA, an expired one) ends here; the client sees
+                    // the TLS alert.
+                    Err(error) => {
+                        let peer = remote.ip().to_string();
+                        if let Some(line) = refusal_line(&shared, &peer, &error.to_string()) {
+                            tracing::info!(%error, times = line.times, over = %line.over, "refused a connection");
+                        }
+                    }
                 }
             }
             .instrument(span),
@@ -105,7 +112,10 @@ async fn serve_connection(
     let (peer, issued_here) = match authenticate(&connection, &shared.identity.get()) {
         Ok(authenticated) => authenticated,
         Err(error) => {
-            tracing::warn!(%remote, %error, "unusable peer certificate");
+            let address = remote.ip().to_string();
+            if let Some(line) = refusal_line(&shared, &address, "unusable certificate") {
+                tracing::warn!(%remote, %error, times = line.times, over = %line.over, "unusable peer certificate");
+            }
             connection.close(1u32.into(), b"unusable certificate");
             return;
         }
@@ -167,7 +177,10 @@ async fn serve_connection(
             _ => None,
         };
         if let Some(reason) = denied {
-            tracing::warn!(%reason, "refused a revoked node");
+            let node = peer.as_ref().map_or("", |peer| peer.name.as_str());
+            if let Some(line) = refusal_line(&shared, node, "revoked") {
+                tracing::warn!(%node, %reason, times = line.times, over = %line.over, "refused a revoked node");
+            }
             let refusal = Refusal::new(ErrorCode::Revoked, reason);
             if matches!(open, Open::Bundle(_)) {
                 let _ = bundle_transfer::refuse(&mut send, refusal.clone()).await;
@@ -201,7 +214,10 @@ async fn serve_connection(
                     RenewReply::Refused(not_admitted_here(peer))
                 };
                 if let RenewReply::Refused(refusal) = &reply {
-                    tracing::warn!(%refusal, "refused a renewal");
+                    let reason = format!("renewal: {}", refusal.code);
+                    if let Some(line) = refusal_line(&shared, &peer.name, &reason) {
+                        tracing::warn!(node = %peer.name, %refusal, times = line.times, over = %line.over, "refused a renewal");
+                    }
                 } else {
                     tracing::info!(node = %peer.name, "renewed a child's certificate");
                 }
@@ -213,8 +229,10 @@ async fn serve_connection(
                 let _ = send.finish();
             }
             (Open::Control(_), Some(peer)) if !issued_here => {
-                tracing::warn!(node = %peer.name, "refused a node this relay did not admit");
                 let refusal = not_admitted_here(peer);
+                if let Some(line) = refusal_line(&shared, &peer.name, "not admitted here") {
+                    tracing::warn!(node = %peer.name, %refusal, times = line.times, over = %line.over, "refused a node this relay did not admit");
+                }
                 let _ = write_frame(&mut send, &DownMessage::Refused(refusal)).await;
                 let _ = send.finish();
             }
@@ -414,7 +432,10 @@ async fn control_stream(
     match reply_rx.await {
         Ok(Ok(())) => {}
         Ok(Err(refusal)) => {
-            tracing::warn!(child = %peer.name, %refusal, "refused child");
+            let reason = refusal.code.to_string();
+            if let Some(line) = refusal_line(&shared, &peer.name, &reason) {
+                tracing::warn!(child = %peer.name, %refusal, times = line.times, over = %line.over, "refused child");
+            }
             let _ = write_frame(&mut send, &DownMessage::Refused(refusal.clone())).await;
             let _ = send.finish();
             // Give the refusal a moment to arrive before the connection goes.
@@ -594,8 +615,38 @@ fn admit(shared: &Shared, remote: SocketAddr, request: &JoinRequest) -> JoinRepl
             JoinReply::Accepted(grant)
         }
         Err(refusal) => {
-            tracing::warn!(node = %request.name, role = %request.role, %refusal, "refused a join");
+            let reason = format!("join: {}", refusal.code);
+            if let Some(line) = refusal_line(shared, &request.name, &reason) {
+                tracing::warn!(node = %request.name, role = %request.role, %refusal, times = line.times, over = %line.over, "refused a join");
+            }
             JoinReply::Refused(refusal)
         }
     }
+}
+
+/// A refusal's log line: how many refusals it stands for, and over how
+/// long since the previous line about the same peer and reason.
+struct RefusalLine {
+    times: u64,
+    over: humantime::FormattedDuration,
+}
+
+/// Whether to log that `peer` (the name its certificate or join request
+/// claims, or its address) was refused for `reason`: the first time, then
+/// once per interval at most, with a count (see [`super::refusal_log`]).
+fn refusal_line(shared: &Shared, peer: &str, reason: &str) -> Option<RefusalLine> {
+    let line = match shared.refusal_log.lock() {
+        Ok(mut log) => log.refused(peer, reason, Instant::now()),
+        // A panic elsewhere: log rather than lose the refusal.
+        Err(_) => Line::First,
+    };
+    let (times, over) = match line {
+        Line::First => (1, Duration::ZERO),
+        Line::Again { times, over } => (times, over),
+        Line::Quiet => return None,
+    };
+    Some(RefusalLine {
+        times,
+        over: humantime::format_duration(Duration::from_secs(over.as_secs())),
+    })
 }

@@ -5,10 +5,11 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use relaymesh_protocol::message::{DownMessage, Hello, Open, UpMessage};
+use relaymesh_protocol::Refusal;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::backoff::Backoff;
+use super::backoff::{Failure, Schedule};
 use super::{client_endpoint, expect_frame, resolve, write_frame, LinkError};
 use crate::config::ParentConfig;
 
@@ -35,6 +36,18 @@ pub enum UplinkEvent {
     },
 }
 
+/// What the node learned on the control stream of the uplink's connection
+/// `connection` (quinn's `stable_id`): whether the parent let it in. The
+/// uplink's reconnect schedule resets on a welcome only, and backs off to
+/// minutes after a refusal (see [`super::backoff`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verdict {
+    /// The connection it concerns; verdicts on an older one are ignored.
+    pub connection: usize,
+    /// `None`: welcomed; a refusal: the uplink drops the connection.
+    pub refusal: Option<Refusal>,
+}
+
 /// A node's candidate parents (see [`relaymesh_protocol::parents`]): once
 /// its parent has been silent for `grace`, the uplink dials them all (the
 /// parent too) and keeps the first that answers.
@@ -51,6 +64,10 @@ pub struct Failover {
 /// Every `()` received on `reconnect` drops the current connection and
 /// dials again. With the latest `failover`, a parent silent for longer than
 /// its grace period is replaced by the nearest candidate that answers.
+/// The owner tells, on `verdicts`, whether the parent welcomed or refused
+/// it on each connection; the delay before the next dial follows from that
+/// and from how dials fail ([`Schedule`]).
+#[allow(clippy::too_many_arguments)]
 pub async fn run(
     parent: tokio::sync::watch::Receiver<ParentConfig>,
     client: tokio::sync::watch::Receiver<quinn::ClientConfig>,
@@ -58,9 +75,10 @@ pub async fn run(
     mut endpoints: Endpoints,
     events: mpsc::Sender<UplinkEvent>,
     mut reconnect: mpsc::Receiver<()>,
+    mut verdicts: mpsc::Receiver<Verdict>,
     shutdown: CancellationToken,
 ) {
-    let mut backoff = Backoff::default();
+    let mut schedule = Schedule::default();
     // Since when nothing was heard from the parent, while there is no link.
     let mut silent_since: Option<tokio::time::Instant> = None;
     loop {
@@ -104,9 +122,9 @@ pub async fn run(
             attempt = dial => attempt,
             () = shutdown.cancelled() => return,
         };
-        match attempt {
+        // Why this round ends: decides the next delay.
+        let (failure, reason) = match attempt {
             Ok((connection, address, reached)) => {
-                backoff.reset();
                 if reached.name != parent.name {
                     tracing::warn!(from = %parent.name, to = %reached.name, "the parent was silent for longer than the grace period; re-parenting to the nearest candidate");
                 }
@@ -119,35 +137,76 @@ pub async fn run(
                 if events.send(event).await.is_err() {
                     return;
                 }
-                let (reason, heard) = tokio::select! {
-                    (error, heard) = watch_connection(&connection, failover.is_some()) => {
-                        (error.to_string(), heard)
-                    }
-                    Some(()) = reconnect.recv() => {
-                        connection.close(0u32.into(), b"reconnect");
-                        ("reconnect requested".to_string(), tokio::time::Instant::now())
-                    }
-                    () = shutdown.cancelled() => {
-                        connection.close(0u32.into(), b"shutdown");
-                        return;
+                let id = connection.stable_id();
+                let watch = watch_connection(&connection, failover.is_some());
+                tokio::pin!(watch);
+                let (reason, heard, mut refusal) = loop {
+                    tokio::select! {
+                        // First: a refusal the owner reported just before
+                        // it closed the connection is what ended it.
+                        biased;
+                        Some(verdict) = verdicts.recv() => {
+                            if verdict.connection != id {
+                                continue;
+                            }
+                            let Some(refusal) = verdict.refusal else {
+                                schedule.admitted();
+                                continue;
+                            };
+                            connection.close(0u32.into(), b"refused");
+                            let reason = refusal.to_string();
+                            break (reason, tokio::time::Instant::now(), Some(refusal));
+                        }
+                        (error, heard) = &mut watch => break (error.to_string(), heard, None),
+                        Some(()) = reconnect.recv() => {
+                            connection.close(0u32.into(), b"reconnect");
+                            let now = tokio::time::Instant::now();
+                            break ("reconnect requested".to_string(), now, None);
+                        }
+                        () = shutdown.cancelled() => {
+                            connection.close(0u32.into(), b"shutdown");
+                            return;
+                        }
                     }
                 };
+                // A verdict sent as the link went down.
+                while let Ok(verdict) = verdicts.try_recv() {
+                    match verdict {
+                        Verdict { connection, .. } if connection != id => {}
+                        Verdict { refusal: None, .. } => schedule.admitted(),
+                        Verdict {
+                            refusal: Some(late),
+                            ..
+                        } => refusal = refusal.or(Some(late)),
+                    }
+                }
                 silent_since = Some(heard);
-                tracing::warn!(parent = %reached.name, %reason, "parent link lost");
                 if events
-                    .send(UplinkEvent::Disconnected { reason })
+                    .send(UplinkEvent::Disconnected {
+                        reason: reason.clone(),
+                    })
                     .await
                     .is_err()
                 {
                     return;
                 }
+                let failure = refusal
+                    .as_ref()
+                    .map_or(Failure::Transient, Failure::of_refusal);
+                match refusal {
+                    Some(refusal) => (failure, Lost::Refused(reached.name, refusal.to_string())),
+                    None => (failure, Lost::Link(reached.name, reason)),
+                }
             }
             Err(error) => {
                 silent_since.get_or_insert_with(tokio::time::Instant::now);
-                tracing::warn!(parent = %parent.name, %error, "cannot reach parent");
+                (
+                    Failure::of_link_error(&error),
+                    Lost::Unreachable(parent.name.clone(), error.to_string()),
+                )
             }
-        }
-        let mut delay = backoff.next_delay();
+        };
+        let mut delay = schedule.next_delay(failure);
         if let (Some(failover), Some(since)) = (&failover, silent_since) {
             // Never sleep past the end of the grace period.
             let left =
@@ -156,9 +215,47 @@ pub async fn run(
                 delay = delay.min(left);
             }
         }
+        reason.log(failure, delay);
         tokio::select! {
             () = tokio::time::sleep(delay) => {}
             () = shutdown.cancelled() => return,
+        }
+    }
+}
+
+/// How a round of the uplink ended, for its log line: the parent's name and
+/// what was said.
+enum Lost {
+    /// The parent refused this node on its control stream.
+    Refused(String, String),
+    /// An established link went down.
+    Link(String, String),
+    /// No address of the parent (or any candidate) could be dialed.
+    Unreachable(String, String),
+}
+
+impl Lost {
+    /// One line per round, saying when the next dial is; a refusal as
+    /// revoked, unknown or expired says so.
+    fn log(&self, failure: Failure, delay: Duration) {
+        let next_attempt_ms = delay.as_millis() as u64;
+        let next_attempt_in = humantime::format_duration(Duration::from_millis(next_attempt_ms));
+        match (self, failure) {
+            (
+                Self::Refused(parent, reason) | Self::Unreachable(parent, reason),
+                Failure::Refused(refused),
+            ) => {
+                tracing::warn!(%parent, %refused, %reason, next_attempt_ms, "refused by the parent ({refused}); next attempt in {next_attempt_in}")
+            }
+            (Self::Refused(parent, reason), Failure::Transient) => {
+                tracing::warn!(%parent, %reason, next_attempt_ms, "refused by the parent; next attempt in {next_attempt_in}")
+            }
+            (Self::Link(parent, reason), _) => {
+                tracing::warn!(%parent, %reason, next_attempt_ms, "parent link lost")
+            }
+            (Self::Unreachable(parent, error), Failure::Transient) => {
+                tracing::warn!(%parent, %error, next_attempt_ms, "cannot reach parent")
+            }
         }
     }
 }
