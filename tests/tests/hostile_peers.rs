@@ -8,7 +8,10 @@
 //! * a compromised middle relay (its own keys, at its own address) alters a
 //!   slice entry's body, then swaps its bundle id for a bundle of its own:
 //!   the edge agent below refuses both, fetches nothing, applies nothing,
-//!   and reports the integrity alarm up.
+//!   and reports the integrity alarm up;
+//! * a relay poses as a relay below it to joining nodes, with an issuer it
+//!   made in that relay's name, at that relay's address: `edge-agent join`
+//!   and `relay join` refuse it by key and hand it nothing.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -17,10 +20,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::Context as _;
-use relaymesh_protocol::message::{BundleReply, DownMessage, Hello, Open, UpMessage, Welcome};
+use relaymesh_protocol::message::{
+    BundleReply, DownMessage, Hello, JoinGrant, Open, UpMessage, Welcome,
+};
 use relaymesh_protocol::{
     BundleId, InventoryUpdate, NodeRecord, Role, SliceChange, SliceEntry, PROTOCOL_VERSION,
 };
+use relaymesh_relay::identity::Identity;
 use relaymesh_relay::store::Store;
 use relaymesh_relay::transport::uplink::{connect_nearest, open_control, Endpoints};
 use relaymesh_relay::transport::{expect_frame, join, read_frame, write_frame, LinkError};
@@ -412,5 +418,121 @@ fn an_agent_refuses_what_a_compromised_relay_altered() -> anyhow::Result<()> {
             >= 2,
         "{log}"
     );
+    Ok(())
+}
+
+/// What relay `parent` makes with its own issuer when it admits a relay
+/// `name` on its own: a new issuer certificate named after `name` and a
+/// certificate for `name`, both valid against the mesh CA.
+fn admitted_by(parent: &Identity, name: &str) -> anyhow::Result<Identity> {
+    let issuer = parent.issuer.as_ref().context("a relay has an issuer")?;
+    let keys = pki::new_node_keys(name, Role::Relay)?;
+    let leaf = pki::sign_node_cert(
+        issuer,
+        &keys.tls_csr_der,
+        name,
+        Role::Relay,
+        pki::DEFAULT_NODE_CERT_VALIDITY,
+    )?;
+    let issuer_csr = keys
+        .issuer_csr_der
+        .clone()
+        .context("a relay's issuer request")?;
+    let own_issuer = pki::sign_issuer_cert(issuer, &issuer_csr, name)?;
+    let mut above = vec![issuer.cert_der.clone()];
+    above.extend(issuer.chain_der.iter().cloned());
+    let grant = JoinGrant {
+        ca_cert_der: parent.ca_cert_der.clone(),
+        tls_chain_der: std::iter::once(leaf).chain(above.clone()).collect(),
+        issuer_chain_der: Some(std::iter::once(own_issuer).chain(above).collect()),
+        token_key: parent.token_key.clone(),
+        parent: parent.name.clone(),
+    };
+    Ok(pki::identity_from_grant(name, Role::Relay, keys, &grant)?)
+}
+
+/// Issue 29, finding 3, over real processes: root -> eu -> eu-west. eu
+/// makes itself an "eu-west" (an issuer certificate named `relaymesh issuer
+/// eu-west` and a leaf for eu-west, chained through eu exactly as the real
+/// ones are) and serves it at eu-west's address once eu-west is down. The
+/// tokens for nodes under eu-west name eu-west's issuer key, as the root
+/// recorded it: `edge-agent join` and `relay join` refuse the impostor,
+/// saying the key does not match, and it never hears a join.
+#[test]
+fn a_relay_cannot_pose_as_a_relay_below_it_with_an_issuer_in_its_name() -> anyhow::Result<()> {
+    let (mesh, _root) = Mesh::init()?;
+    let mut eu = mesh.add_relay_connected("eu", "root", SETTLE)?;
+    let mut eu_west = mesh.add_relay_connected("eu-west", "eu", SETTLE)?;
+    let agent_token = mesh.token("agent", "edge-x", Some("eu-west"), "10m")?;
+    let relay_token = mesh.token("relay", "newcomer", Some("eu-west"), "10m")?;
+    let address = mesh.advertised_address("eu-west")?;
+    // eu's keys, as a compromised eu holds them (read once it stopped: its
+    // store is locked while it runs). eu-west is down.
+    eu.stop()?;
+    eu_west.stop()?;
+    let identity_of = |name: &str| -> anyhow::Result<Identity> {
+        Store::open(&mesh.data_dir(name))?
+            .identity()?
+            .with_context(|| format!("{name} has an identity"))
+    };
+    let eu_identity = identity_of("eu")?;
+    let real = identity_of("eu-west")?;
+
+    let impostor = admitted_by(&eu_identity, "eu-west")?;
+    let issuer_names = |identity: &Identity| -> anyhow::Result<Vec<String>> {
+        let issuer = identity.issuer.as_ref().context("an issuer")?;
+        let chain: Vec<Vec<u8>> = std::iter::once(issuer.cert_der.clone())
+            .chain(issuer.chain_der.iter().cloned())
+            .collect();
+        pki::chain_issuer_path(&chain, &identity.ca_cert_der).map_err(anyhow::Error::msg)
+    };
+    assert_eq!(
+        issuer_names(&impostor)?,
+        issuer_names(&real)?,
+        "by issuer names the impostor is eu-west"
+    );
+    let store = Store::create(&mesh.data_dir("fake-eu-west"))?;
+    store.initialize(
+        &impostor,
+        &relaymesh_relay::config::NodeConfig {
+            advertise: vec![address.clone()],
+            listen: Some(address.clone()),
+            api_listen: None,
+            parent: None,
+            labels: Default::default(),
+            capacity: Default::default(),
+        },
+        1,
+    )?;
+    drop(store);
+    let mut fake = mesh.start("fake-eu-west")?;
+
+    let agent = mesh
+        .command("edge-agent", "edge-x")?
+        .arg("join")
+        .arg("--data-dir")
+        .arg(mesh.data_dir("edge-x"))
+        .args(["--name", "edge-x", "--token", &agent_token])
+        .output()?;
+    let relay = mesh.join("newcomer", &relay_token)?;
+    for (who, output) in [("edge-agent join", agent), ("relay join", relay)] {
+        let stderr = format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        observe(format!("{who}: {stderr}"));
+        assert!(
+            !output.status.success(),
+            "{who} joined the impostor: {stderr}"
+        );
+        assert!(stderr.contains("issuer key mismatch"), "{who}: {stderr}");
+        assert!(stderr.contains("eu-west"), "{who}: {stderr}");
+    }
+    fake.stop()?;
+    let heard = std::fs::read_to_string(&fake.log)?;
+    for line in ["admitted a node", "refused a join", "edge-x", "newcomer"] {
+        assert!(!heard.contains(line), "the impostor heard a join: {heard}");
+    }
     Ok(())
 }
