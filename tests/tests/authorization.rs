@@ -320,3 +320,238 @@ fn a_relay_cannot_pose_as_the_root_or_a_sibling() -> anyhow::Result<()> {
     root.stop()?;
     Ok(())
 }
+
+/// A user from `relayctl user create NAME --group GROUP`, as a kubeconfig.
+fn user_kubeconfig(mesh: &Mesh, name: &str, group: &str) -> anyhow::Result<PathBuf> {
+    let path = mesh.dir.path().join(format!("{name}.kubeconfig"));
+    let output = mesh.relayctl(&[
+        "user",
+        "create",
+        name,
+        "--group",
+        group,
+        "-o",
+        path.to_str().context("a UTF-8 path")?,
+    ])?;
+    anyhow::ensure!(output.status.success(), "{}", text(&output));
+    Ok(path)
+}
+
+/// A `kubectl get --raw` of a watch, running until stopped; what it
+/// receives goes to a file.
+struct RawWatch {
+    child: std::process::Child,
+    out: PathBuf,
+}
+
+impl RawWatch {
+    fn start(kubeconfig: &Path, path: &str, out: PathBuf) -> anyhow::Result<Self> {
+        let child = std::process::Command::new("kubectl")
+            .env(
+                "KUBECACHEDIR",
+                relaymesh_tests::kubectl_cache_dir(kubeconfig)?,
+            )
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .args(["get", "--raw", path])
+            .stdout(std::fs::File::create(&out)?)
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .context("cannot run kubectl")?;
+        Ok(Self { child, out })
+    }
+
+    fn received(&self) -> String {
+        std::fs::read_to_string(&self.out).unwrap_or_default()
+    }
+}
+
+impl Drop for RawWatch {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn viewers_read_no_secrets_watches_are_capped_and_crds_keep_out_of_relaymesh_dev(
+) -> anyhow::Result<()> {
+    let (mesh, _root) = Mesh::init_with(&["--max-api-watches-per-user", "3"])?;
+    let admin = mesh.kubeconfig();
+    let vera = user_kubeconfig(&mesh, "vera", "viewers")?;
+    let otto = user_kubeconfig(&mesh, "otto", "operators")?;
+
+    // Row: a viewer reads Secrets.
+    let output = kubectl(
+        &admin,
+        &[
+            "create",
+            "secret",
+            "generic",
+            "db",
+            "-n",
+            "default",
+            "--from-literal=password=hunter2",
+        ],
+        None,
+    )?;
+    assert!(output.status.success(), "{}", text(&output));
+    for args in [
+        &["get", "secret", "-n", "default"][..],
+        &["get", "secrets", "-A"],
+        &["get", "secret", "db", "-n", "default", "-o", "yaml"],
+        &[
+            "get",
+            "secrets",
+            "-n",
+            "default",
+            "-w",
+            "--request-timeout=5s",
+        ],
+    ] {
+        let output = kubectl(&vera, args, None)?;
+        assert!(!output.status.success(), "{args:?}: {}", text(&output));
+        assert!(
+            text(&output).contains("secrets is forbidden: User \"vera\" cannot"),
+            "{args:?}: {}",
+            text(&output)
+        );
+        // "hunter2", base64-encoded.
+        assert!(!text(&output).contains("aHVudGVyMg"), "{}", text(&output));
+    }
+    for (who, verb, resource, expected) in [
+        (&vera, "get", "secrets", "no"),
+        (&vera, "list", "secrets", "no"),
+        (&vera, "watch", "secrets", "no"),
+        (&vera, "get", "configmaps", "yes"),
+        (&otto, "get", "secrets", "yes"),
+        (&admin, "list", "secrets", "yes"),
+    ] {
+        let output = kubectl(
+            who,
+            &["auth", "can-i", verb, resource, "-n", "default"],
+            None,
+        )?;
+        let stdout = String::from_utf8_lossy(&output.stdout).to_string();
+        assert_eq!(
+            stdout.split_whitespace().next().unwrap_or_default(),
+            expected,
+            "{verb} {resource}: {}",
+            text(&output)
+        );
+    }
+    let output = kubectl(
+        &otto,
+        &["get", "secret", "db", "-n", "default", "-o", "yaml"],
+        None,
+    )?;
+    assert!(output.status.success(), "{}", text(&output));
+    assert!(text(&output).contains("aHVudGVyMg"), "{}", text(&output));
+
+    // Row: a viewer opens one watch more than the cap (3 here).
+    let output = kubectl(
+        &admin,
+        &[
+            "create",
+            "configmap",
+            "seen",
+            "-n",
+            "default",
+            "--from-literal=a=b",
+        ],
+        None,
+    )?;
+    assert!(output.status.success(), "{}", text(&output));
+    let watch_path = "/api/v1/namespaces/default/configmaps?watch=1";
+    let mut watches = Vec::new();
+    for n in 0..3 {
+        let out = mesh.dir.path().join(format!("watch-{n}.json"));
+        let watch = RawWatch::start(&vera, watch_path, out)?;
+        // Its first event says the server took the watch.
+        wait_for("a viewer's watch to start", Duration::from_secs(30), || {
+            Ok(watch.received().contains("\"seen\"").then_some(()))
+        })?;
+        watches.push(watch);
+    }
+    // kubectl retries a 429 as Retry-After says, then gives up with it.
+    let output = kubectl(&vera, &["get", "--raw", watch_path], None)?;
+    assert!(!output.status.success(), "{}", text(&output));
+    assert!(
+        text(&output).contains("too many watches: user \"vera\" has 3 open"),
+        "{}",
+        text(&output)
+    );
+    // Another user still watches (a watch that ends after a second).
+    let output = kubectl(
+        &admin,
+        &["get", "--raw", &format!("{watch_path}&timeoutSeconds=1")],
+        None,
+    )?;
+    assert!(output.status.success(), "{}", text(&output));
+    assert!(text(&output).contains("\"seen\""), "{}", text(&output));
+    let counted = wait_for("the refusal at the root", Duration::from_secs(30), || {
+        let tree = mesh.tree()?;
+        Ok((tree["limitRefusals"]["api-watches-per-user"].as_u64() >= Some(1)).then_some(()))
+    });
+    if let Err(error) = counted {
+        anyhow::bail!("{error:#}\n{}", mesh.logs());
+    }
+    // Once the watching processes are gone, their slots come back.
+    drop(watches);
+    wait_for("a viewer's watch again", Duration::from_secs(30), || {
+        let output = kubectl(
+            &vera,
+            &["get", "--raw", &format!("{watch_path}&timeoutSeconds=1")],
+            None,
+        )?;
+        Ok((output.status.success() && text(&output).contains("\"seen\"")).then_some(()))
+    })?;
+
+    // Row: an admin makes CRDs named like relaymesh's own kinds.
+    for (plural, kind) in [
+        ("placements", "Placement"),
+        ("clusters", "Cluster"),
+        ("jointokens", "JoinToken"),
+    ] {
+        let crd = format!(
+            "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {{name: {plural}.relaymesh.dev}}\nspec:\n  group: relaymesh.dev\n  scope: Namespaced\n  names: {{plural: {plural}, kind: {kind}}}\n  versions:\n  - name: v1\n    served: true\n    storage: true\n    schema: {{openAPIV3Schema: {{type: object, x-kubernetes-preserve-unknown-fields: true}}}}\n"
+        );
+        let output = kubectl(&admin, &["apply", "-f", "-"], Some(&crd))?;
+        assert!(!output.status.success(), "{plural}: {}", text(&output));
+        assert!(
+            text(&output).contains("the relaymesh.dev group is reserved"),
+            "{}",
+            text(&output)
+        );
+    }
+    let output = kubectl(&admin, &["get", "crds", "-o", "name"], None)?;
+    assert!(output.status.success(), "{}", text(&output));
+    assert!(
+        !text(&output).contains("relaymesh.dev"),
+        "{}",
+        text(&output)
+    );
+    let output = kubectl(
+        &admin,
+        &["api-resources", "--api-group=relaymesh.dev", "-o", "name"],
+        None,
+    )?;
+    assert!(output.status.success(), "{}", text(&output));
+    let names: Vec<&str> = std::str::from_utf8(&output.stdout)?.lines().collect();
+    assert_eq!(
+        names
+            .iter()
+            .filter(|name| name.starts_with("placements."))
+            .count(),
+        1,
+        "{names:?}"
+    );
+    assert!(
+        !names.iter().any(|name| name.starts_with("jointokens.")),
+        "{names:?}"
+    );
+    // The root still serves Placements.
+    let output = kubectl(&admin, &["get", "placements", "-A"], None)?;
+    assert!(output.status.success(), "{}", text(&output));
+    Ok(())
+}
