@@ -40,6 +40,11 @@ fuzz_target!(|data: &[u8]| {
         if let Some(name) = name {
             assert_eq!(stored_name, Some(name));
         }
+        // Within the depth limit, so the store takes it and reads it back.
+        assert!(
+            relaymesh_apiserver::depth::check_value(&object).is_ok(),
+            "an object deeper than the limit validated"
+        );
         // What is stored is JSON, and reads back as itself.
         let bytes = serde_json::to_vec(&object).expect("a Value serializes");
         let read: Value = serde_json::from_slice(&bytes).expect("stored JSON reads");

@@ -6,7 +6,8 @@
 //! live object (JSON), the body and the field manager, separated by 0xff.
 //! Properties: a patch never changes `apiVersion`, `kind` or the name and
 //! never touches the fields the server owns; a merge patch and an apply are
-//! idempotent (applying the same body to the result changes nothing).
+//! idempotent (applying the same body to the result changes nothing); a
+//! result is never deeper than the API's depth limit.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -41,6 +42,11 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     assert!(patched.is_object(), "a patch produced {patched}");
+    // A patch never makes an object deeper than the store takes.
+    assert!(
+        relaymesh_apiserver::depth::check_value(&patched).is_ok(),
+        "a patch result deeper than the limit"
+    );
     if let Some(live) = &live {
         for pointer in [
             "/apiVersion",

@@ -742,7 +742,23 @@ fn api_bodies() -> Vec<Seed> {
                         "properties": {"size": {"type": "integer", "default": 1, "maximum": 10}}}}}]}}))].concat()),
         seed("api_body", "join-token", json_body(0, 0, json!({"apiVersion": "relaymesh.dev/v1alpha1", "kind": "JoinToken",
             "spec": {"name": "edge-1", "role": "agent", "parent": "eu-west", "ttl": "2h"}}))),
+        // Nesting around the depth limit (issue 29): 64 levels pass, 65 and
+        // far deeper are refused, as JSON and as flow and block YAML.
+        seed("api_body", "deep-json-64", json_body(4, config_map, deep_config_map(64))),
+        seed("api_body", "deep-json-65", json_body(4, config_map, deep_config_map(65))),
+        seed("api_body", "deep-json-brackets", [vec![4, config_map], "[".repeat(10_000).into_bytes()].concat()),
+        seed("api_body", "deep-yaml-flow", [vec![1 | 4, config_map], format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: deep}}\nx: {}", "[".repeat(10_000)).into_bytes()].concat()),
+        seed("api_body", "deep-yaml-block", [vec![1 | 4, config_map], format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: deep}}\nx:\n{}", (0..70).map(|level| format!("{}a:\n", "  ".repeat(level + 1))).collect::<String>()).into_bytes()].concat()),
     ]
+}
+
+/// A ConfigMap whose `x` makes it `levels` maps and lists deep.
+fn deep_config_map(levels: usize) -> Value {
+    let mut value = json!({});
+    for _ in 2..levels {
+        value = json!({ "a": value });
+    }
+    json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "deep"}, "x": value})
 }
 
 fn api_patches() -> Vec<Seed> {
@@ -780,7 +796,22 @@ fn api_patches() -> Vec<Seed> {
         seed("api_patch", "apply-forced", patch(4, &deployment, br#"{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"web"},"spec":{"replicas":null}}"#, "helm")),
         seed("api_patch", "apply-create", [vec![5 | 0x30], b"null".to_vec(), vec![0xff], b"apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w\nspec:\n  list: [1, 2, 3]\n".to_vec()].concat()),
         seed("api_patch", "merge-custom", patch(1 | 0x30, &widget, br#"{"spec":{"list":[3]}}"#, "")),
+        // The issue 29 patch: 200 operations that each add a level.
+        seed("api_patch", "json-patch-deep", patch(0x20, &config_map, &deep_json_patch(200), "kubectl")),
+        seed("api_patch", "merge-deep", patch(1 | 0x20, &config_map, &serde_json::to_vec(&deep_config_map(70)).expect("JSON"), "kubectl")),
+        seed("api_patch", "apply-deep", patch(3 | 0x20, &config_map, &serde_json::to_vec(&deep_config_map(70)).expect("JSON"), "kubectl")),
     ]
+}
+
+/// A JSON patch that adds `/x` and then `levels` maps below it.
+fn deep_json_patch(levels: usize) -> Vec<u8> {
+    let mut operations = vec![json!({"op": "add", "path": "/x", "value": {}})];
+    let mut path = "/x".to_string();
+    for _ in 0..levels {
+        path.push_str("/a");
+        operations.push(json!({"op": "add", "path": path, "value": {}}));
+    }
+    serde_json::to_vec(&operations).expect("JSON")
 }
 
 fn api_selectors() -> Vec<Seed> {

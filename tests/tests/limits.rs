@@ -6,6 +6,7 @@
 //! the root's own record.
 
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -14,6 +15,7 @@ use relaymesh_protocol::{ErrorCode, Role, PROTOCOL_VERSION};
 use relaymesh_relay::limits::{
     DEFAULT_JOINS_PER_MINUTE_PER_ADDRESS, DEFAULT_MAX_CONNECTIONS_PER_ADDRESS,
 };
+use relaymesh_relay::store::Store;
 use relaymesh_relay::transport::{expect_frame, resolve, write_frame};
 use relaymesh_relay::{pki, token};
 use relaymesh_tests::{connected_under, find_node, kubectl, wait_for, Mesh};
@@ -274,5 +276,224 @@ fn the_root_api_refuses_oversized_requests_from_kubectl_and_counts_them() -> any
     if let Err(error) = counted {
         anyhow::bail!("{error:#}\n{}", mesh.logs());
     }
+    Ok(())
+}
+
+/// A user from `relayctl user create NAME --group GROUP`, as a kubeconfig.
+fn user_kubeconfig(mesh: &Mesh, name: &str, group: &str) -> anyhow::Result<PathBuf> {
+    let path = mesh.dir.path().join(format!("{name}.kubeconfig"));
+    mesh.relayctl_ok(&[
+        "user",
+        "create",
+        name,
+        "--group",
+        group,
+        "-o",
+        path.to_str().context("a UTF-8 path")?,
+    ])?;
+    Ok(path)
+}
+
+/// kubectl's stdout, or an error with its stderr.
+fn kubectl_ok(kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> anyhow::Result<String> {
+    let output = kubectl(kubeconfig, args, stdin)?;
+    anyhow::ensure!(
+        output.status.success(),
+        "kubectl {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+/// The issue's JSON patch: `/x`, then 200 operations that each add a level.
+fn deep_json_patch() -> Vec<Value> {
+    let mut operations = vec![serde_json::json!({"op": "add", "path": "/x", "value": {}})];
+    let mut path = "/x".to_string();
+    for _ in 0..200 {
+        path.push_str("/a");
+        operations.push(serde_json::json!({"op": "add", "path": path, "value": {}}));
+    }
+    operations
+}
+
+#[test]
+fn an_operator_cannot_store_an_object_nested_too_deep() -> anyhow::Result<()> {
+    let (mesh, mut root) = Mesh::init()?;
+    let admin = mesh.kubeconfig();
+    let opal = user_kubeconfig(&mesh, "opal", "operators")?;
+    kubectl_ok(
+        &opal,
+        &[
+            "create",
+            "cm",
+            "deep",
+            "-n",
+            "default",
+            "--from-literal=a=b",
+        ],
+        None,
+    )?;
+    kubectl_ok(
+        &opal,
+        &["apply", "-f", "-"],
+        Some(
+            "apiVersion: relaymesh.dev/v1alpha1\nkind: Placement\n\
+             metadata: {name: deep, namespace: default}\n\
+             spec:\n  workloads: [{labelSelector: {matchLabels: {app: deep}}}]\n  clusters: {labelSelector: {matchLabels: {tier: none}}}\n",
+        ),
+    )?;
+    let patch_file = mesh.dir.path().join("deep.json");
+    std::fs::write(&patch_file, serde_json::to_vec(&deep_json_patch())?)?;
+    for (kind, name) in [("configmap", "deep"), ("placement", "deep")] {
+        let patched = kubectl(
+            &opal,
+            &[
+                "patch",
+                kind,
+                name,
+                "-n",
+                "default",
+                "--type=json",
+                "--patch-file",
+                &patch_file.to_string_lossy(),
+            ],
+            None,
+        )?;
+        let stderr = String::from_utf8_lossy(&patched.stderr);
+        assert!(!patched.status.success(), "{kind} patched: {stderr}");
+        assert!(stderr.contains("is invalid"), "{kind}: {stderr}");
+        assert!(stderr.contains(".x.a.a.a.a"), "{kind}: {stderr}");
+        assert!(
+            stderr.contains("nested more than 64 levels deep"),
+            "{kind}: {stderr}"
+        );
+    }
+    for kind in ["cm", "placements"] {
+        let listed = kubectl_ok(&admin, &["get", kind, "-A", "-o", "name"], None)?;
+        assert!(listed.contains("/deep"), "{kind}: {listed}");
+    }
+
+    // The root starts again and serves both.
+    root.stop()?;
+    let _root = mesh.start("root")?;
+    mesh.wait_for_api()?;
+    for kind in ["cm", "placements"] {
+        let got = kubectl_ok(
+            &admin,
+            &["get", kind, "deep", "-n", "default", "-o", "json"],
+            None,
+        )?;
+        let object: Value = serde_json::from_str(&got)?;
+        assert!(object.get("x").is_none(), "{object}");
+    }
+    Ok(())
+}
+
+/// `kubectl get --raw /readyz?verbose` as the admin.
+fn readyz(kubeconfig: &Path) -> anyhow::Result<String> {
+    kubectl_ok(kubeconfig, &["get", "--raw", "/readyz?verbose"], None)
+}
+
+#[test]
+fn a_corrupt_stored_object_is_quarantined_and_deletable() -> anyhow::Result<()> {
+    let (mesh, mut root) = Mesh::init()?;
+    let admin = mesh.kubeconfig();
+    kubectl_ok(
+        &admin,
+        &[
+            "create",
+            "cm",
+            "fine",
+            "-n",
+            "default",
+            "--from-literal=a=b",
+        ],
+        None,
+    )?;
+    root.stop()?;
+
+    // Planted behind the API's back in the stopped root's store: a
+    // ConfigMap nested past what serde_json reads, and a Placement that is
+    // not JSON at all.
+    {
+        let store = Store::open_existing(&mesh.data_dir("root"))?;
+        let objects = store.open_tree("objects")?;
+        let deep = format!(
+            "{{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{{\"name\":\"deep\",\"namespace\":\"default\"}},\"x\":{}{{}}{}}}",
+            "{\"a\":".repeat(200),
+            "}".repeat(200)
+        );
+        objects.insert("o//configmaps/default/deep", deep.into_bytes())?;
+        objects.insert(
+            "o/relaymesh.dev/placements/default/garbled",
+            b"\xff not JSON".to_vec(),
+        )?;
+        store.flush()?;
+    }
+
+    let _root = mesh.start("root")?;
+    if let Err(error) = mesh.wait_for_api() {
+        anyhow::bail!("{error:#}\n{}", mesh.logs());
+    }
+    let ready = readyz(&admin)?;
+    assert!(
+        ready.contains(
+            "[-]stored-objects failed: 2 corrupt objects quarantined: \
+             configmaps default/\"deep\", placements.relaymesh.dev default/\"garbled\""
+        ),
+        "{ready}"
+    );
+    assert!(ready.contains("readyz check passed"), "{ready}");
+    let logs = mesh.logs();
+    assert!(
+        logs.contains("stored object quarantined") && logs.contains("configmaps default/\"deep\""),
+        "{logs}"
+    );
+
+    // Everything else is served: lists, and the placement controller.
+    let listed = kubectl_ok(&admin, &["get", "cm", "-A", "-o", "name"], None)?;
+    assert!(listed.contains("configmap/fine"), "{listed}");
+    assert!(!listed.contains("configmap/deep"), "{listed}");
+    kubectl_ok(&admin, &["get", "placements", "-A"], None)?;
+    mesh.apply(
+        "apiVersion: relaymesh.dev/v1alpha1\nkind: Placement\n\
+         metadata: {name: fine, namespace: default}\n\
+         spec:\n  workloads: [{labelSelector: {matchLabels: {app: fine}}}]\n  clusters: {labelSelector: {matchLabels: {tier: none}}}\n",
+    )?;
+    wait_for(
+        "the placement controller builds a placement",
+        Duration::from_secs(30),
+        || {
+            let placement: Value = serde_json::from_str(&kubectl_ok(
+                &admin,
+                &["get", "placement", "fine", "-n", "default", "-o", "json"],
+                None,
+            )?)?;
+            Ok(placement
+                .get("status")
+                .filter(|status| !status.is_null())
+                .map(|_| ()))
+        },
+    )?;
+
+    // A get names it; kubectl delete removes it, and readyz is clean again.
+    let got = kubectl(&admin, &["get", "cm", "deep", "-n", "default"], None)?;
+    let stderr = String::from_utf8_lossy(&got.stderr);
+    assert!(!got.status.success(), "{stderr}");
+    assert!(stderr.contains("quarantined"), "{stderr}");
+    kubectl_ok(&admin, &["delete", "cm", "deep", "-n", "default"], None)?;
+    kubectl_ok(
+        &admin,
+        &["delete", "placement", "garbled", "-n", "default"],
+        None,
+    )?;
+    let ready = readyz(&admin)?;
+    assert!(ready.contains("[+]stored-objects ok"), "{ready}");
+    let missing = kubectl(&admin, &["get", "cm", "deep", "-n", "default"], None)?;
+    assert!(
+        String::from_utf8_lossy(&missing.stderr).contains("NotFound"),
+        "{}",
+        String::from_utf8_lossy(&missing.stderr)
+    );
     Ok(())
 }
