@@ -416,7 +416,9 @@ fn a_corrupt_stored_object_is_quarantined_and_deletable() -> anyhow::Result<()> 
     // ConfigMap nested past what serde_json reads, and a Placement that is
     // not JSON at all.
     {
-        let store = Store::open_existing(&mesh.data_dir("root"))?;
+        // `create` opens the existing store and keeps every file private,
+        // as the root checks at start.
+        let store = Store::create(&mesh.data_dir("root"))?;
         let objects = store.open_tree("objects")?;
         let deep = format!(
             "{{\"apiVersion\":\"v1\",\"kind\":\"ConfigMap\",\"metadata\":{{\"name\":\"deep\",\"namespace\":\"default\"}},\"x\":{}{{}}{}}}",
