@@ -1,11 +1,43 @@
-//! Helpers shared by the fuzz targets in `fuzz_targets/`, and the seed
-//! corpus generator ([`seeds`]). See docs/testing.md, "Fuzzing".
+//! The fuzz targets, as plain functions: each module's `run(data)` is one
+//! target's body (what it feeds and which properties it checks), with the
+//! helpers they share and the seed corpus generator ([`seeds`]).
+//!
+//! Two callers run the same functions: the libFuzzer binaries in `fuzz/`
+//! (`scripts/fuzz`, nightly, a workspace of its own) and this crate's
+//! `tests/corpus.rs`, which replays every committed input of
+//! `fuzz/corpus/<target>/` with the other tests, so CI needs no libFuzzer
+//! build to catch a fixed crash coming back. See docs/testing.md, "Fuzzing".
+//! It holds no fuzzing engine and generates no inputs of its own.
 
 use relaymesh_protocol::codec;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
+pub mod api_body;
+pub mod api_patch;
+pub mod api_selector;
+pub mod bundle;
+pub mod frame_decoder;
+pub mod join_token;
+pub mod messages;
 pub mod seeds;
+pub mod slice_entry;
+
+/// A target's body: runs it on one input, panicking if a property fails.
+pub type Body = fn(&[u8]);
+
+/// Every target, by the name of its module, its binary in `fuzz/` and its
+/// corpus directory, with its body.
+pub const TARGETS: [(&str, Body); 8] = [
+    ("frame_decoder", frame_decoder::run),
+    ("messages", messages::run),
+    ("join_token", join_token::run),
+    ("bundle", bundle::run),
+    ("api_body", api_body::run),
+    ("api_patch", api_patch::run),
+    ("api_selector", api_selector::run),
+    ("slice_entry", slice_entry::run),
+];
 
 /// An Ed25519 key pair for a whole fuzzing run, (PKCS#8, public key): one
 /// the fuzzer cannot know, so nothing it writes may verify under it.
@@ -22,27 +54,21 @@ pub fn run_key() -> &'static (Vec<u8>, Vec<u8>) {
     })
 }
 
-/// The variable that makes a target binary write the seed corpus instead of
-/// fuzzing: `scripts/fuzz --seeds` sets it to `fuzz/corpus`.
+/// The variable that makes the seed test (`tests/corpus.rs`,
+/// `every_seed_passes_its_target`) also write the seed corpus:
+/// `scripts/fuzz --seeds` sets it to `fuzz/corpus`.
 pub const WRITE_SEEDS_VARIABLE: &str = "RELAYMESH_FUZZ_WRITE_SEEDS";
 
-/// When [`WRITE_SEEDS_VARIABLE`] names a directory, writes every seed to
-/// `<directory>/<target>/` (replacing seeds of the same name, leaving the
-/// fuzzer's finds alone) and exits. Called from a target's `init`, so the
-/// generator needs no build of its own beside the instrumented one.
-pub fn write_seeds_if_asked() {
-    let Some(root) = std::env::var_os(WRITE_SEEDS_VARIABLE) else {
-        return;
-    };
-    let root = std::path::PathBuf::from(root);
+/// Writes every seed to `<root>/<target>/<name>`, replacing seeds of the same
+/// name and leaving the fuzzer's finds alone; returns how many it wrote.
+pub fn write_seeds(root: &std::path::Path) -> std::io::Result<usize> {
     let seeds = seeds::all();
     for seed in &seeds {
         let directory = root.join(seed.target);
-        std::fs::create_dir_all(&directory).expect("the corpus directory can be created");
-        std::fs::write(directory.join(&seed.name), &seed.bytes).expect("a seed can be written");
+        std::fs::create_dir_all(&directory)?;
+        std::fs::write(directory.join(&seed.name), &seed.bytes)?;
     }
-    println!("wrote {} seeds under {}", seeds.len(), root.display());
-    std::process::exit(0);
+    Ok(seeds.len())
 }
 
 /// Decodes `payload` as a `T`; if that works, checks the wire contract's

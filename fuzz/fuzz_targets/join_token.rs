@@ -1,32 +1,7 @@
-//! Join tokens as text (`relaymesh_relay::token`): what a joining node reads
-//! from its command line and a parent checks before anything else. A token
-//! that reads must verify (with the key that signed it) to the same claims,
-//! and the claims of any token that reads must sign and verify again.
+//! The `join_token` target: libFuzzer's entry to
+//! `relaymesh_fuzz_harness::join_token` (what it feeds and checks is documented
+//! there; `cargo test -p relaymesh-fuzz-harness` replays the corpus through
+//! the same function).
 #![no_main]
 
-use libfuzzer_sys::fuzz_target;
-use relaymesh_relay::token::{self, TokenError};
-
-fuzz_target!(|data: &[u8]| {
-    let Ok(text) = std::str::from_utf8(data) else {
-        return;
-    };
-    let (pkcs8, public) = relaymesh_fuzz::run_key();
-    let unverified = token::read_unverified(text);
-    // The fuzzer does not know this run's key: nothing it writes may verify.
-    if let Ok(claims) = token::verify(text, public, 0) {
-        panic!("a token nobody signed verified: {claims:?}");
-    }
-    let Ok(claims) = unverified else {
-        return;
-    };
-    match token::issue(pkcs8, &claims) {
-        Ok(issued) => {
-            let verified = token::verify(&issued, public, 0).expect("a token just issued verifies");
-            assert_eq!(verified, claims);
-            assert_eq!(token::read_unverified(&issued).expect("it reads"), claims);
-        }
-        Err(TokenError::TooLong { .. }) => {}
-        Err(other) => panic!("claims that were read cannot be issued: {other}"),
-    }
-});
+libfuzzer_sys::fuzz_target!(|data: &[u8]| { relaymesh_fuzz_harness::join_token::run(data) });

@@ -1,45 +1,7 @@
-//! The root's signature on slice entries (`relaymesh_core::seal`): what
-//! every relay and agent checks before it stores, forwards or applies an
-//! entry from its parent. Nothing the fuzzer writes may verify under this
-//! run's key; an entry that decodes must, once signed, verify, and any
-//! change to what the signature covers must make it fail again.
+//! The `slice_entry` target: libFuzzer's entry to
+//! `relaymesh_fuzz_harness::slice_entry` (what it feeds and checks is documented
+//! there; `cargo test -p relaymesh-fuzz-harness` replays the corpus through
+//! the same function).
 #![no_main]
 
-use libfuzzer_sys::fuzz_target;
-use relaymesh_core::seal;
-use relaymesh_protocol::codec::decode;
-use relaymesh_protocol::{SliceEntry, Target};
-
-fuzz_target!(|data: &[u8]| {
-    let Ok(mut entry) = decode::<SliceEntry>(data) else {
-        return;
-    };
-    let (pkcs8, public) = relaymesh_fuzz::run_key();
-    // The fuzzer does not know this run's key.
-    assert!(
-        seal::verify(public, &entry).is_err(),
-        "an entry nobody signed verified: {entry:?}"
-    );
-    let serial = entry.serial;
-    if seal::sign(pkcs8, &mut entry, serial).is_err() {
-        return; // too large to encode
-    }
-    seal::verify(public, &entry).expect("an entry just signed verifies");
-    // A relay may fill in a placement's quota; nothing else.
-    if let Target::Placement(target) = &mut entry.target {
-        target.quota = None;
-        seal::verify(public, &entry).expect("the quota is not signed");
-    }
-    let mut altered = entry.clone();
-    altered.body.push(0);
-    assert!(seal::verify(public, &altered).is_err());
-    let mut altered = entry.clone();
-    altered.serial = altered.serial.wrapping_add(1);
-    assert!(seal::verify(public, &altered).is_err());
-    let mut altered = entry.clone();
-    altered.key.push('x');
-    assert!(seal::verify(public, &altered).is_err());
-    let mut altered = entry;
-    altered.bundles.push(relaymesh_protocol::BundleId::of(b"x"));
-    assert!(seal::verify(public, &altered).is_err());
-});
+libfuzzer_sys::fuzz_target!(|data: &[u8]| { relaymesh_fuzz_harness::slice_entry::run(data) });
