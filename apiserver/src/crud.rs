@@ -838,12 +838,12 @@ pub(super) fn decode(body: &[u8], content_type: &str) -> Result<Value, ApiError>
                 fields.remove("status");
             }
         }
+        crate::depth::check_value(&object).map_err(too_deep_error)?;
         return Ok(object);
     }
     if content_type.contains("cbor") {
         return Err(ApiError::UnsupportedMediaType(
             "CBOR bodies are not supported; send JSON".into(),
-        crate::depth::check_value(&object).map_err(too_deep_error)?;
         ));
     }
     // YAML only when the content type says so: a JSON body that fails is
@@ -961,10 +961,10 @@ fn patch_error(error: PatchError) -> ApiError {
         PatchError::Conflict { message, causes } => ApiError::FieldConflicts { message, causes },
         PatchError::NotFound => ApiError::NotFound("the object to patch does not exist".into()),
         PatchError::UnsupportedMediaType(message) => ApiError::UnsupportedMediaType(message),
+        PatchError::TooDeep(too_deep) => too_deep_error(too_deep),
         PatchError::TooLarge(message) => ApiError::OverLimit {
             limit: crate::extension::ApiLimit::JsonPatch,
             error: Box::new(ApiError::PayloadTooLarge(message)),
         },
     }
-        PatchError::TooDeep(too_deep) => too_deep_error(too_deep),
 }

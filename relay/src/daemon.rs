@@ -707,6 +707,15 @@ impl Daemon {
         };
         if records_changed {
             inventory.records = self.core.inventory_records().cloned().collect();
+            if self.shared.identity.get().token_signing_key.is_some() {
+                if let Err(error) = self
+                    .shared
+                    .store
+                    .record_issuer_keys(&inventory.records, unix_ms() / 1000)
+                {
+                    tracing::error!(%error, "cannot record the relays' issuer keys");
+                }
+            }
         }
         if measured_changed {
             inventory.measured = Arc::new(self.core.link_measurements().clone());
@@ -735,15 +744,6 @@ impl Daemon {
         let current = (self.core.head(), *self.stored.borrow());
         if self.published == Some(current) {
             return;
-            if self.shared.identity.get().token_signing_key.is_some() {
-                if let Err(error) = self
-                    .shared
-                    .store
-                    .record_issuer_keys(&inventory.records, unix_ms() / 1000)
-                {
-                    tracing::error!(%error, "cannot record the relays' issuer keys");
-                }
-            }
         }
         self.published = Some(current);
         let entries: Vec<SliceEntry> = self.core.entries().cloned().collect();

@@ -152,9 +152,6 @@ impl RootBackend {
                     message: format!("{name:?} is an {}, not a relay", record.role),
                 });
             }
-            (
-                record.addresses.clone(),
-                ancestors(nodes, record, &identity.name)?,
             // Its key as the root recorded it, never a name: see
             // `store::issuer_keys`.
             let issuer_key = self
@@ -168,10 +165,13 @@ impl RootBackend {
                         "relay {name:?} has not reported its issuer key to the root yet; retry once it is connected"
                     ),
                 })?;
+            (
+                record.addresses.clone(),
+                ancestors(nodes, record, &identity.name)?,
+                issuer_key,
             )
         };
         if addresses.is_empty() {
-                issuer_key,
             return Err(ApiError::Invalid {
                 field: field.into(),
                 message: format!("relay {name:?} advertises no address to dial"),
@@ -181,10 +181,10 @@ impl RootBackend {
             name: name.to_string(),
             addresses,
             issuers,
+            issuer_key,
         })
     }
 }
-            issuer_key,
 
 fn root_is_no_candidate(field: &str) -> ApiError {
     ApiError::Invalid {
@@ -288,19 +288,12 @@ impl Backend for RootBackend {
                 name: candidate.name,
                 addresses: candidate.addresses,
                 issuers: candidate.issuers,
+                issuer_key: candidate.issuer_key,
             })
             .collect();
         claims.candidates = candidates.iter().skip(1).cloned().collect();
         let issued = token::issue(signing_key, &claims)
             .map_err(|error| ApiError::Internal(error.to_string()))?;
-        // Remembered before it is handed out, so every token an admin holds
-        // can be listed and revoked.
-                issuer_key: candidate.issuer_key,
-        self.shared
-            .store
-            .record_issued_token(
-                &TokenRecord {
-                    id: claims.id,
         if request.role == Role::Relay {
             // A relay that joins again makes a new issuer key.
             self.shared
@@ -308,6 +301,13 @@ impl Backend for RootBackend {
                 .expect_new_issuer_key(&request.name, claims.not_after_unix)
                 .map_err(|error| ApiError::Internal(error.to_string()))?;
         }
+        // Remembered before it is handed out, so every token an admin holds
+        // can be listed and revoked.
+        self.shared
+            .store
+            .record_issued_token(
+                &TokenRecord {
+                    id: claims.id,
                     name: request.name.clone(),
                     role: request.role,
                     parent: parent.clone(),
