@@ -71,7 +71,10 @@ async fn version_and_health() {
     };
     assert_eq!(
         get("/readyz?verbose").await,
-        (200, "[+]ping ok\n[+]store ok\nreadyz check passed\n".into())
+        (
+            200,
+            "[+]ping ok\n[+]store ok\n[+]stored-objects ok\nreadyz check passed\n".into()
+        )
     );
     assert_eq!(get("/livez/ping").await, (200, "ok".into()));
     assert_eq!(
