@@ -550,7 +550,11 @@ impl Mesh {
             // environment.
             .env_remove("RELAYMESH_ALLOW")
             .env_remove("RELAYMESH_DENY")
+            .env_remove("RELAYMESH_ALLOW_ADOPT")
             // Limits too: a relay's are the defaults unless the test says.
+            .env_remove("RELAYMESH_MAX_API_WATCHES")
+            .env_remove("RELAYMESH_MAX_API_WATCHES_PER_USER")
+            .env_remove("RELAYMESH_REFUSAL_LOG_INTERVAL")
             .env_remove("RELAYMESH_MAX_CONNECTIONS")
             .env_remove("RELAYMESH_MAX_CONNECTIONS_PER_ADDRESS")
             .env_remove("RELAYMESH_MAX_JOINS_PER_MINUTE_PER_ADDRESS")
