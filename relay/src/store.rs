@@ -236,14 +236,11 @@ impl Store {
         let mut attempts = 0;
         let db = loop {
             match config.open() {
-                Err(sled::Error::Io(error))
-                    if error.kind() == std::io::ErrorKind::WouldBlock
-                        && attempts < LOCK_RETRIES =>
-                {
+                Err(error) if is_lock_held(&error) && attempts < LOCK_RETRIES => {
                     attempts += 1;
                     std::thread::sleep(std::time::Duration::from_millis(20));
                 }
-                Err(sled::Error::Io(error)) if error.kind() == std::io::ErrorKind::WouldBlock => {
+                Err(error) if is_lock_held(&error) => {
                     return Err(StoreError::Locked { path: path.clone() });
                 }
                 other => break other.map_err(sled_error)?,
@@ -712,6 +709,19 @@ fn log_revision(key: &[u8]) -> u64 {
     let len = digits.len().min(8);
     bytes[8 - len..].copy_from_slice(&digits[..len]);
     u64::from_be_bytes(bytes)
+}
+
+/// Whether opening failed because the directory's lock is held. sled 0.34
+/// reports it as an `Other` I/O error whose message says so (its
+/// `try_lock` wraps the `WouldBlock`), so the kind alone never matches.
+fn is_lock_held(error: &sled::Error) -> bool {
+    match error {
+        sled::Error::Io(io) => {
+            io.kind() == std::io::ErrorKind::WouldBlock
+                || io.to_string().contains("could not acquire lock")
+        }
+        _ => false,
+    }
 }
 
 #[cfg(test)]

@@ -304,3 +304,18 @@ async fn flush_rounds() -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// A store whose lock another open handle holds for good is refused with
+/// [`StoreError::Locked`] (sled reports the lock as an `Other` I/O error
+/// naming it, never as `WouldBlock`).
+#[test]
+fn a_store_held_open_is_refused_as_locked() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let _held = Store::open(dir.path())?;
+    match Store::open(dir.path()) {
+        Err(StoreError::Locked { path }) => assert_eq!(path, dir.path().display().to_string()),
+        Err(other) => panic!("expected Locked, got {other}"),
+        Ok(_) => panic!("a second open of a held store succeeded"),
+    }
+    Ok(())
+}
