@@ -2,10 +2,12 @@
 //! simulated network ([`simulation`], [`placement`]). With real
 //! connections: relay processes and hollow agents ([`fanout`]), and the
 //! same fanout against peers: a kubectl loop ([`peers`]) and NATS with leaf
-//! nodes ([`nats`]). Each writes `target/bench/NAME.json` ([`report`]) and
-//! one line per figure to stdout; `testbed bench docs` turns the reports
-//! into docs/benchmarks.md.
+//! nodes ([`nats`]). The API's decoders against deep nesting, in process
+//! and at a root under load ([`decode`]). Each writes
+//! `target/bench/NAME.json` ([`report`]) and one line per figure to stdout;
+//! `testbed bench docs` turns the reports into docs/benchmarks.md.
 
+pub mod decode;
 pub mod docs;
 pub mod fanin;
 pub mod fanout;

@@ -201,6 +201,36 @@ enum Bench {
         #[arg(long, default_value = "target/bench")]
         out_dir: PathBuf,
     },
+    /// The API's body decoders against nesting depth (JSON, YAML,
+    /// protobuf; in process, each depth timed as the median of --runs), the
+    /// worst body of the API's largest size per format, and a root's
+    /// `/healthz` while --clients threads post worst-case bodies for
+    /// --duration. Every body deeper than 64 levels must be refused (with a
+    /// 4xx at the root). Writes OUT; exits non-zero when a goal is not met.
+    Decode {
+        /// Nesting depths of the in-process bodies, comma-separated.
+        #[arg(
+            long,
+            value_delimiter = ',',
+            default_value = "16,64,1000,10000,100000,1000000"
+        )]
+        depths: Vec<usize>,
+        /// Timed decodes of each in-process body (the median is reported).
+        #[arg(long, default_value_t = 9)]
+        runs: usize,
+        /// Client threads posting worst-case bodies to the root at once.
+        #[arg(long, default_value_t = 3)]
+        clients: usize,
+        /// How long they post.
+        #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+        duration: Duration,
+        /// Where the root lives while it runs.
+        #[arg(long, default_value = "target/bench/fleets")]
+        dir: PathBuf,
+        /// Where to write the JSON report.
+        #[arg(long, default_value = "target/bench/decode.json")]
+        out: PathBuf,
+    },
     /// docs/benchmarks.md from the reports in REPORTS, with an SVG plot per
     /// series in docs/bench/ (what `scripts/bench` ends with).
     Docs {
@@ -429,6 +459,30 @@ fn main() -> anyhow::Result<()> {
             let runs = runtime.block_on(bench::nats::run(&options))?;
             let report = bench::nats::report(&options, &runs);
             println!("report: {}", report.write(&out_dir)?.display());
+            Ok(())
+        }
+        Command::Bench(Bench::Decode {
+            depths,
+            runs,
+            clients,
+            duration,
+            dir,
+            out,
+        }) => {
+            let options = bench::decode::DecodeOptions {
+                depths,
+                runs,
+                clients,
+                duration,
+                dir,
+                bin_dir: bin_dir()?,
+            };
+            bench_logging(&options.dir)?;
+            let report = bench::decode::run(&options)?;
+            write_report(&out, &report)?;
+            println!("report: {}", out.display());
+            let unmet = bench::decode::unmet_goals(&report);
+            anyhow::ensure!(unmet.is_empty(), "goals not met: {}", unmet.join("; "));
             Ok(())
         }
         Command::Bench(Bench::Docs {

@@ -11,7 +11,7 @@ use plotters::prelude::*;
 use super::report::{format_value, Report, Series};
 
 /// The order benchmarks appear in; others follow by name.
-const ORDER: [&str; 15] = [
+const ORDER: [&str; 16] = [
     "fanout",
     "fanout-root-egress",
     "fanout-relay-memory",
@@ -26,6 +26,7 @@ const ORDER: [&str; 15] = [
     "sled-churn",
     "simulation",
     "placement",
+    "decode",
     "chaos",
 ];
 
