@@ -791,9 +791,14 @@ fn bench_logging(dir: &Path) -> anyhow::Result<()> {
     init_logging(&dir.join("testbed.log"))
 }
 
-/// Under `cargo run` (which sets `CARGO`), builds the workspace's binaries
-/// the way the end-to-end tests do, so the daemons are never stale.
+/// Under `cargo run` (which sets `CARGO`), builds the workspace's binaries,
+/// so the daemons are never stale. Not under `scripts/test`, which built
+/// them already and says so with `RELAYMESH_BINARIES_BUILT` (a `cargo
+/// build` there would undo the test build's units of some dependencies).
 fn build_daemons(bin_dir: &Path) -> anyhow::Result<()> {
+    if std::env::var_os("RELAYMESH_BINARIES_BUILT").is_some() {
+        return Ok(());
+    }
     let Some(cargo) = std::env::var_os("CARGO") else {
         return Ok(());
     };

@@ -16,8 +16,13 @@ use serde_json::Value;
 
 /// The directory holding the workspace's built binaries, built on first use.
 ///
-/// It builds with `--workspace` so that dependency features are unified as in
-/// `scripts/test`'s own build, which makes this a no-op there.
+/// `scripts/test` builds everything before any test runs and says so with
+/// `RELAYMESH_BINARIES_BUILT=1`; then this builds nothing. Otherwise it
+/// runs `cargo test --no-run --workspace`, the build the test runners do
+/// (every binary is in a package with integration tests, so it is among
+/// them). Never `cargo build`: its units differ from `cargo test`'s, so
+/// each undid the other's dependencies and the first test of every run
+/// spent a minute or two rebuilding them (issue 30, docs/testing.md).
 pub fn bin_dir() -> anyhow::Result<PathBuf> {
     static DIR: Mutex<Option<PathBuf>> = Mutex::new(None);
     let mut dir = DIR
@@ -33,13 +38,15 @@ pub fn bin_dir() -> anyhow::Result<PathBuf> {
         .and_then(Path::parent)
         .context("cannot find the target directory")?
         .to_path_buf();
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let status = Command::new(cargo)
-        .args(["build", "--quiet", "--workspace", "--bins"])
-        .status()
-        .context("cannot run cargo build for the binaries")?;
-    if !status.success() {
-        bail!("building the binaries failed");
+    if std::env::var_os("RELAYMESH_BINARIES_BUILT").is_none() {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let status = Command::new(cargo)
+            .args(["test", "--no-run", "--quiet", "--workspace"])
+            .status()
+            .context("cannot run cargo test --no-run for the binaries")?;
+        if !status.success() {
+            bail!("building the binaries failed");
+        }
     }
     *dir = Some(target.clone());
     Ok(target)
