@@ -143,7 +143,7 @@ pub(super) async fn handle<E: Extension>(
         (Method::POST, None) => {
             let manager = field_manager(&query, &header(&request, USER_AGENT));
             let body = read_body(request.into_body(), MAX_JSON_BODY).await?;
-            let mut object = decode(&body, &content_type)?;
+            let mut object = decode_aside(body, &content_type).await?;
             generate_name(&mut object);
             create(
                 context,
@@ -157,7 +157,7 @@ pub(super) async fn handle<E: Extension>(
         (Method::PUT, Some(name)) => {
             let manager = field_manager(&query, &header(&request, USER_AGENT));
             let body = read_body(request.into_body(), MAX_JSON_BODY).await?;
-            let object = decode(&body, &content_type)?;
+            let object = decode_aside(body, &content_type).await?;
             update(context, &resource, &path, &name, object, &query, &manager)
         }
         (Method::PATCH, Some(name)) => {
@@ -821,6 +821,17 @@ fn snapshot_at<E: Extension>(
         .filter(|object| filter.matches(object))
         .collect();
     Ok(with_type_meta(resource, objects))
+}
+
+/// [`decode`] on tokio's blocking pool. A body of the largest size nested
+/// to the depth limit takes seconds to decode as YAML; on the API's async
+/// workers three such bodies held `/healthz` for 6 s on 2 cores (`testbed
+/// bench decode`, issue 29). Aside, they only share the CPU.
+async fn decode_aside(body: Vec<u8>, content_type: &str) -> Result<Value, ApiError> {
+    let content_type = content_type.to_string();
+    tokio::task::spawn_blocking(move || decode(&body, &content_type))
+        .await
+        .map_err(|error| ApiError::Internal(format!("decoding the body failed: {error}")))?
 }
 
 /// The object in a create or update body: JSON, YAML, or the protobuf of
