@@ -6,6 +6,7 @@
 //! Watches are handed to the `watch` module; objects of read-only sources
 //! come from the extension ([`crate::Extension::objects`]).
 
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -53,7 +54,7 @@ pub(super) struct ResourcePath {
 
 /// Answers a request on a resource path.
 pub(super) async fn handle<E: Extension>(
-    context: &Context<E>,
+    context: &Arc<Context<E>>,
     path: ResourcePath,
     request: Request<Incoming>,
 ) -> Result<Response<ApiBody>, ApiError> {
@@ -163,16 +164,23 @@ pub(super) async fn handle<E: Extension>(
         (Method::PATCH, Some(name)) => {
             let agent = header(&request, USER_AGENT);
             let body = read_body(request.into_body(), MAX_JSON_BODY).await?;
-            patch_object(
-                context,
-                &resource,
-                &path,
-                &name,
-                &content_type,
-                &agent,
-                &body,
-                &query,
-            )
+            // Decoding and applying a patch costs what decoding a body does
+            // (see `decode_aside`): it runs on the blocking pool too.
+            let context = Arc::clone(context);
+            tokio::task::spawn_blocking(move || {
+                patch_object(
+                    &context,
+                    &resource,
+                    &path,
+                    &name,
+                    &content_type,
+                    &agent,
+                    &body,
+                    &query,
+                )
+            })
+            .await
+            .map_err(|error| ApiError::Internal(format!("applying the patch failed: {error}")))?
         }
         (Method::DELETE, Some(name)) => {
             let options = delete_options(request, &content_type).await?;

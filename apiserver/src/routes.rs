@@ -6,6 +6,8 @@
 //! caller is checked, then the method. Failures of any step become a
 //! `metav1.Status` reply.
 
+use std::sync::Arc;
+
 use hyper::body::Incoming;
 use hyper::header::{HeaderValue, ALLOW, CONTENT_TYPE};
 use hyper::{Method, Request, Response, StatusCode};
@@ -154,7 +156,7 @@ impl Route {
 
 /// Answers one request, logging it.
 pub(super) async fn handle<E: Extension>(
-    context: &Context<E>,
+    context: &Arc<Context<E>>,
     request: Request<Incoming>,
 ) -> Response<ApiBody> {
     let method = request.method().clone();
@@ -196,7 +198,7 @@ pub(super) async fn handle<E: Extension>(
 }
 
 async fn dispatch<E: Extension>(
-    context: &Context<E>,
+    context: &Arc<Context<E>>,
     request: Request<Incoming>,
 ) -> Result<Response<ApiBody>, ApiError> {
     let route = match context
