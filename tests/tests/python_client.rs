@@ -13,13 +13,18 @@ use anyhow::Context as _;
 use relaymesh_tests::{bin_dir, kubectl, run_ok, Mesh};
 use serde_json::{json, Value};
 
-/// The client release the test pins, so that a new release on PyPI cannot
-/// change what the test sees.
-const CLIENT: &str = "kubernetes==37.0.2";
+/// The client release the test pins (a pip requirements file), so that a
+/// new release on PyPI cannot change what the test sees.
+const REQUIREMENTS: &str = "requirements.txt";
 
-/// A virtualenv with the client, made on first use and kept.
+/// A virtualenv with the client: `RELAYMESH_PYTHON_CLIENT` (a virtualenv
+/// directory scripts/test fills while the build runs) or one in the target
+/// directory, made on first use and kept.
 fn virtualenv() -> anyhow::Result<PathBuf> {
-    let dir = bin_dir()?.join(format!("python-{}", CLIENT.replace("==", "-")));
+    let dir = match std::env::var_os("RELAYMESH_PYTHON_CLIENT") {
+        Some(dir) => PathBuf::from(dir),
+        None => bin_dir()?.join("python-client"),
+    };
     let python = dir.join("bin").join("python");
     let ready = python.exists()
         && Command::new(&python)
@@ -27,23 +32,27 @@ fn virtualenv() -> anyhow::Result<PathBuf> {
             .output()
             .is_ok_and(|output| output.status.success());
     if !ready {
-        run_ok(Command::new("python3").arg("-m").arg("venv").arg(&dir))
-            .context("cannot make a virtualenv: install python3 and python3-venv (.ci/run does)")?;
-        run_ok(Command::new(dir.join("bin").join("pip")).args([
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-            CLIENT,
-        ]))
-        .with_context(|| format!("cannot install {CLIENT} from PyPI"))?;
+        let requirements = python_dir().join(REQUIREMENTS);
+        run_ok(Command::new("python3").arg("-m").arg("venv").arg(&dir)).context(
+            "cannot make a virtualenv: install python3 and python3-venv (scripts/test-deps does)",
+        )?;
+        run_ok(
+            Command::new(dir.join("bin").join("pip"))
+                .args(["install", "--quiet", "--disable-pip-version-check", "-r"])
+                .arg(&requirements),
+        )
+        .with_context(|| format!("cannot install {} from PyPI", requirements.display()))?;
     }
     Ok(python)
 }
 
+/// `tests/python`: the script and the client's requirements.
+fn python_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("python")
+}
+
 fn script() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("python")
-        .join("client_compat.py")
+    python_dir().join("client_compat.py")
 }
 
 #[test]
