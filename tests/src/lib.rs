@@ -14,6 +14,10 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context as _};
 use serde_json::Value;
 
+mod reader;
+
+pub use reader::ApiReader;
+
 /// The directory holding the workspace's built binaries, built on first use.
 ///
 /// `scripts/test` builds everything before any test runs and says so with
@@ -134,6 +138,9 @@ pub struct Sampler {
 }
 
 impl Sampler {
+    /// The least time from one read's start to the next.
+    pub const PERIOD: Duration = Duration::from_millis(50);
+
     /// Starts reading with `read`; `Ok(None)` and errors are not kept.
     pub fn start(read: impl Fn() -> anyhow::Result<Option<Value>> + Send + 'static) -> Self {
         use std::sync::atomic::{AtomicBool, Ordering};
@@ -142,10 +149,17 @@ impl Sampler {
         let (stopping, sink) = (stop.clone(), seen.clone());
         let thread = std::thread::spawn(move || {
             while !stopping.load(Ordering::SeqCst) {
+                let started = Instant::now();
                 if let Ok(Some(value)) = read() {
                     if let Ok(mut seen) = sink.lock() {
                         seen.push(value);
                     }
+                }
+                // A pace, not a wait: reads in process take milliseconds,
+                // and back to back they would keep a core busy for
+                // nothing (the states sampled last hundreds of ms).
+                if let Some(rest) = Self::PERIOD.checked_sub(started.elapsed()) {
+                    std::thread::sleep(rest);
                 }
             }
         });

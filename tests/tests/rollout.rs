@@ -20,13 +20,12 @@
 //!   order of the chosen clusters' carbon intensity.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context as _;
 use relaymesh_testbed::cluster::{SimulatedCluster, SimulatorOptions};
 use relaymesh_tests::{
-    app_workload, connected_under, kubectl_get, observe, wait_for, web_image, web_workload, Mesh,
+    app_workload, connected_under, kubectl_get, observe, wait_for, web_workload, ApiReader, Mesh,
     Sampler,
 };
 use serde_json::Value;
@@ -59,22 +58,26 @@ fn wait_phase(mesh: &Mesh, phase: &str, what: &str) -> anyhow::Result<Value> {
     .with_context(|| mesh.logs())
 }
 
-/// Reads `shop/web`'s `status.rollout` with kubectl on a thread until
-/// finished.
-fn rollout_sampler(mesh: &Mesh) -> Sampler {
-    let kubeconfig = mesh.kubeconfig();
-    Sampler::start(move || {
-        let placement = kubectl_get(&kubeconfig, &["placement", "web", "-n", "shop"])?;
+/// Reads `shop/web`'s `status.rollout` on a thread until finished.
+fn rollout_sampler(mesh: &Mesh) -> anyhow::Result<Sampler> {
+    let root = ApiReader::new(&mesh.kubeconfig())?;
+    Ok(Sampler::start(move || {
+        let placement = root.get("/apis/relaymesh.dev/v1alpha1/namespaces/shop/placements/web")?;
         Ok(placement.map(|placement| placement["status"]["rollout"].clone()))
-    })
+    }))
 }
 
 /// Every cluster's image of `shop/web`, by name, read one cluster after
 /// the other in `clusters`' order.
-fn images(clusters: &[(String, PathBuf)]) -> BTreeMap<String, Option<String>> {
+fn images(clusters: &[(String, ApiReader)]) -> BTreeMap<String, Option<String>> {
     clusters
         .iter()
-        .map(|(name, kubeconfig)| (name.clone(), web_image(kubeconfig).ok().flatten()))
+        .map(|(name, cluster)| {
+            (
+                name.clone(),
+                cluster.deployment_image("shop", "web").ok().flatten(),
+            )
+        })
         .collect()
 }
 
@@ -96,7 +99,7 @@ fn revisions_roll_out_in_waves_in_order_halt_on_failures_and_obey_commands() -> 
     .with_context(|| mesh.logs())?;
     let mut simulated = Vec::new();
     let mut agents = Vec::new();
-    let mut clusters: Vec<(String, PathBuf)> = Vec::new();
+    let mut clusters: Vec<(String, ApiReader)> = Vec::new();
     let mut carbon: BTreeMap<String, u32> = BTreeMap::new();
     let mut region_of: BTreeMap<String, &str> = BTreeMap::new();
     for i in 0..12 {
@@ -110,7 +113,7 @@ fn revisions_roll_out_in_waves_in_order_halt_on_failures_and_obey_commands() -> 
         let flavor = if region == "eu" { "fail" } else { "ok" };
         let labels = format!("region={region},carbon={intensity},flavor={flavor}");
         agents.push(mesh.add_agent_for(&name, region, &labels, sim.kubeconfig())?);
-        clusters.push((name.clone(), sim.kubeconfig().to_path_buf()));
+        clusters.push((name.clone(), ApiReader::new(sim.kubeconfig())?));
         carbon.insert(name.clone(), intensity);
         region_of.insert(name, region);
         simulated.push(sim);
@@ -157,7 +160,7 @@ fn revisions_roll_out_in_waves_in_order_halt_on_failures_and_obey_commands() -> 
     let done = wait_phase(&mesh, "Complete", "the first revision everywhere")?;
     assert_eq!(done["rollout"]["clusters"]["succeeded"], 12, "{done}");
     let mut samples = sampler.finish();
-    // One read after completion: a sample (twelve kubectl reads) can take
+    // One read after completion: a sample (twelve reads) can take
     // longer than the last cluster's minimum success time on a loaded
     // machine, so the sampler alone may miss the last one starting.
     samples.push(serde_json::to_value(images(&watched))?);
@@ -320,7 +323,7 @@ fn revisions_roll_out_in_waves_in_order_halt_on_failures_and_obey_commands() -> 
     //    cluster of a region in flight (from the root's per-group counts,
     //    sampled throughout); eu's failure halts the rollout, naming eu,
     //    and eu's other clusters keep the previous revision.
-    let groups_sampler = rollout_sampler(&mesh);
+    let groups_sampler = rollout_sampler(&mesh)?;
     mesh.apply(&web_workload(
         "nginx:1.29-{{ cluster.labels.flavor }}",
         1,
@@ -376,7 +379,7 @@ fn revisions_roll_out_in_waves_in_order_halt_on_failures_and_obey_commands() -> 
     //    (`flavor`: eu's four clusters are `fail`, the eight of us and ap
     //    `ok`): never more than one cluster of a value in flight, and the
     //    revision completes.
-    let groups_sampler = rollout_sampler(&mesh);
+    let groups_sampler = rollout_sampler(&mesh)?;
     mesh.apply(&web_workload(
         "nginx:1.30",
         1,
@@ -439,7 +442,7 @@ fn revisions_roll_out_in_waves_in_order_halt_on_failures_and_obey_commands() -> 
     assert_eq!(done["rollout"]["clusters"]["succeeded"], 6, "{done}");
     let mut samples = sampler.finish();
     // One read after completion: on a loaded machine a sample (twelve
-    // kubectl reads) can take longer than the last cluster's minimum
+    // reads) can take longer than the last cluster's minimum
     // success time, so the sampler alone may miss the last one starting.
     samples.push(serde_json::to_value(batch_clusters(&watched))?);
     let mut holders: Vec<String> = batch_clusters(&clusters).into_iter().collect();
@@ -470,7 +473,7 @@ const BOUNDED_IN_ORDER: &str = "  rollout:
 ";
 
 /// The clusters running `bounded/batch`, read in `clusters`' order.
-fn batch_clusters(clusters: &[(String, PathBuf)]) -> BTreeSet<String> {
+fn batch_clusters(clusters: &[(String, ApiReader)]) -> BTreeSet<String> {
     running("bounded", "batch", clusters)
 }
 
@@ -511,21 +514,24 @@ fn canary_workload() -> String {
 }
 
 /// The clusters running `canary/api`.
-fn api_clusters(clusters: &[(String, PathBuf)]) -> BTreeSet<String> {
+fn api_clusters(clusters: &[(String, ApiReader)]) -> BTreeSet<String> {
     running("canary", "api", clusters)
 }
 
 /// The clusters that have Deployment `namespace/name`, read one after the
 /// other in `clusters`' order.
-fn running(namespace: &str, name: &str, clusters: &[(String, PathBuf)]) -> BTreeSet<String> {
+fn running(namespace: &str, name: &str, clusters: &[(String, ApiReader)]) -> BTreeSet<String> {
     clusters
         .iter()
-        .filter(|(_, kubeconfig)| {
-            kubectl_get(kubeconfig, &["deployment", name, "-n", namespace])
+        .filter(|(_, cluster)| {
+            cluster
+                .get(&format!(
+                    "/apis/apps/v1/namespaces/{namespace}/deployments/{name}"
+                ))
                 .ok()
                 .flatten()
                 .is_some()
         })
-        .map(|(cluster, _)| cluster.clone())
+        .map(|(name, _)| name.clone())
         .collect()
 }
