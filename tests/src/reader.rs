@@ -64,14 +64,42 @@ impl ApiReader {
         })
     }
 
+    /// Deployment `namespace/name`, if it exists.
+    pub fn deployment(&self, namespace: &str, name: &str) -> anyhow::Result<Option<Value>> {
+        self.get(&format!(
+            "/apis/apps/v1/namespaces/{namespace}/deployments/{name}"
+        ))
+    }
+
     /// The image of Deployment `namespace/name`'s first container, if the
     /// Deployment exists.
     pub fn deployment_image(&self, namespace: &str, name: &str) -> anyhow::Result<Option<String>> {
-        let path = format!("/apis/apps/v1/namespaces/{namespace}/deployments/{name}");
-        Ok(self.get(&path)?.and_then(|deployment| {
+        Ok(self.deployment(namespace, name)?.and_then(|deployment| {
             deployment["spec"]["template"]["spec"]["containers"][0]["image"]
                 .as_str()
                 .map(str::to_string)
         }))
+    }
+
+    /// Whether Deployment `shop/web` exists, and whether all its `replicas`
+    /// are ready ([`crate::web_ready`], read in process).
+    pub fn web_ready(&self, replicas: u64) -> anyhow::Result<(bool, bool)> {
+        Ok(match self.deployment("shop", "web")? {
+            Some(deployment) => (
+                true,
+                deployment["status"]["readyReplicas"].as_u64() == Some(replicas),
+            ),
+            None => (false, false),
+        })
+    }
+
+    /// Placement `namespace/name`'s `status.clusters` at the root, or `None`
+    /// before the Placement or its first status.
+    pub fn placement_clusters(&self, namespace: &str, name: &str) -> anyhow::Result<Option<Value>> {
+        let path = format!("/apis/relaymesh.dev/v1alpha1/namespaces/{namespace}/placements/{name}");
+        Ok(self
+            .get(&path)?
+            .map(|placement| placement["status"]["clusters"].clone())
+            .filter(|clusters| !clusters.is_null()))
     }
 }

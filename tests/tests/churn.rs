@@ -12,7 +12,7 @@ use anyhow::Context as _;
 use relaymesh_testbed::cluster::{SimulatedCluster, SimulatorOptions};
 use relaymesh_tests::{
     assert_counted_once, assert_moves_refused, connected_under, kubectl_get, move_settled,
-    wait_for, web_deployment, web_workload, Mesh, RelayProcess, Sampler,
+    wait_for, web_deployment, web_workload, ApiReader, Mesh, RelayProcess, Sampler,
 };
 use serde_json::Value;
 
@@ -138,8 +138,8 @@ fn a_mid_relay_killed_and_an_agent_moved_during_a_rollout_count_every_cluster_on
     let moved_cluster = clusters[2].kubeconfig().to_path_buf();
     let (uid, _) = deployment(&moved_cluster)?.context("edge-3 runs the workload")?;
 
-    let root = mesh.kubeconfig();
-    let sampler = Sampler::start(move || placement_status(&root));
+    let root = ApiReader::new(&mesh.kubeconfig())?;
+    let sampler = Sampler::start(move || root.placement_clusters("shop", "web"));
     mesh.apply(&workload("1.27"))?;
     r1.kill()?;
     r1 = mesh.start("r1")?;

@@ -13,8 +13,8 @@ use std::time::Duration;
 use anyhow::Context as _;
 use relaymesh_testbed::cluster::{SimulatedCluster, SimulatorOptions};
 use relaymesh_tests::{
-    app_workload, connected_under, kubectl_get, observe, wait_for, web_ready, web_workload, Mesh,
-    Sampler,
+    app_workload, connected_under, kubectl_get, observe, wait_for, web_ready, web_workload,
+    ApiReader, Mesh, Sampler,
 };
 use serde_json::{json, Value};
 
@@ -92,10 +92,13 @@ fn a_drained_cluster_keeps_its_copy_until_its_replacement_is_ready() -> anyhow::
 
     // Drain the first holder, reading it and the spare throughout (the
     // drained one first: its copy gone means the spare's was ready before).
-    let (read_drained, read_spare) = (kubeconfigs[drained].clone(), kubeconfigs[spare].clone());
+    let (read_drained, read_spare) = (
+        ApiReader::new(&kubeconfigs[drained])?,
+        ApiReader::new(&kubeconfigs[spare])?,
+    );
     let sampler = Sampler::start(move || {
-        let (on_drained, _) = web(&read_drained)?;
-        let (on_spare, ready_on_spare) = web(&read_spare)?;
+        let (on_drained, _) = read_drained.web_ready(1)?;
+        let (on_spare, ready_on_spare) = read_spare.web_ready(1)?;
         Ok(Some(json!({
             "drained": on_drained, "spare": on_spare, "spareReady": ready_on_spare,
         })))

@@ -18,7 +18,7 @@ use relaymesh_testbed::cluster::{SimulatedCluster, SimulatorOptions};
 use relaymesh_testbed::faults::{Faults, Proxy};
 use relaymesh_tests::{
     audited, connected_under, free_udp_port, observe, run_ok, wait_for, web_deployment, web_image,
-    web_ready, web_workload, Mesh, RelayProcess, Sampler,
+    web_ready, web_workload, ApiReader, Mesh, RelayProcess, Sampler,
 };
 use serde_json::{json, Value};
 
@@ -88,8 +88,9 @@ impl Untouched {
             before.iter().any(|line| line["method"] == "PATCH"),
             "the agent applied through the audited API: {before:?}"
         );
+        let reader = ApiReader::new(&kubeconfig)?;
         let sampler = Sampler::start(move || {
-            let deployment = web_deployment(&kubeconfig)?;
+            let deployment = reader.deployment("shop", "web")?;
             Ok(Some(json!({"present": deployment.is_some()})))
         });
         Ok(Self {

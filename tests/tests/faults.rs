@@ -19,8 +19,8 @@ use anyhow::{bail, Context as _};
 use relaymesh_testbed::cluster::{SimulatedCluster, SimulatorOptions};
 use relaymesh_testbed::faults::{FaultHandle, Faults, Proxy};
 use relaymesh_tests::{
-    assert_counted_once, connected_under, find_node, kubectl, kubectl_get, observe, wait_for, Mesh,
-    RelayProcess, Sampler,
+    assert_counted_once, connected_under, find_node, kubectl, kubectl_get, observe, wait_for,
+    ApiReader, Mesh, RelayProcess, Sampler,
 };
 use serde_json::Value;
 
@@ -370,10 +370,8 @@ fn a_mid_relay_killed_during_a_revision_loses_nothing_and_counts_no_cluster_twic
 ) -> anyhow::Result<()> {
     let mut subtree = Subtree::start(14)?;
     let root = subtree.mesh.kubeconfig();
-    let watch = Sampler::start(move || {
-        let clusters = placement_status(&root)?;
-        Ok((!clusters.is_null()).then_some(clusters))
-    });
+    let root_reader = ApiReader::new(&root)?;
+    let watch = Sampler::start(move || root_reader.placement_clusters("shop", "web"));
     subtree.apply(&workload("1.26", 0))?;
     subtree.wait_for_revision("1.26")?;
     subtree.wait_for_status()?;

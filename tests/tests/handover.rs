@@ -12,8 +12,8 @@ use std::time::Duration;
 use anyhow::Context as _;
 use relaymesh_testbed::cluster::{SimulatedCluster, SimulatorOptions};
 use relaymesh_tests::{
-    connected_under, kubectl_get, observe, wait_for, web_ready, web_workload, Mesh, RelayProcess,
-    Sampler,
+    connected_under, kubectl_get, observe, wait_for, web_ready, web_workload, ApiReader, Mesh,
+    RelayProcess, Sampler,
 };
 use serde_json::{json, Value};
 
@@ -95,13 +95,13 @@ impl Pair {
     }
 
     /// Reads both clusters on a thread until finished.
-    fn sample(&self) -> Sampler {
-        let (read_a, read_b) = (self.a.clone(), self.b.clone());
-        Sampler::start(move || {
-            let (on_a, _) = deployment(&read_a)?;
-            let (on_b, ready_on_b) = deployment(&read_b)?;
+    fn sample(&self) -> anyhow::Result<Sampler> {
+        let (read_a, read_b) = (ApiReader::new(&self.a)?, ApiReader::new(&self.b)?);
+        Ok(Sampler::start(move || {
+            let (on_a, _) = read_a.web_ready(2)?;
+            let (on_b, ready_on_b) = read_b.web_ready(2)?;
             Ok(Some(json!({"a": on_a, "b": on_b, "bReady": ready_on_b})))
-        })
+        }))
     }
 
     fn stop(self) -> anyhow::Result<()> {
@@ -140,7 +140,7 @@ fn a_placement_moved_from_one_cluster_to_another_keeps_the_old_copy_until_the_ne
     pair.mesh.apply(&manifests("a"))?;
     pair.wait_for_web_on(true)?;
 
-    let sampler = pair.sample();
+    let sampler = pair.sample()?;
     let root = pair.mesh.kubeconfig();
     let handover = Sampler::start(move || {
         let placement = kubectl_get(&root, &["placement", "web", "-n", "shop"])?;
@@ -185,7 +185,7 @@ fn a_bounded_placement_follows_a_label_change_make_before_break() -> anyhow::Res
         "a bound keeps its cluster"
     );
 
-    let sampler = pair.sample();
+    let sampler = pair.sample()?;
     pair.mesh.relayctl_ok(&["label", "cluster", "a", "tier-"])?;
     pair.wait_for_web_on(false)?;
     let seen = sampler.finish();

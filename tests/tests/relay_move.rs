@@ -15,7 +15,7 @@ use anyhow::Context as _;
 use relaymesh_testbed::cluster::{SimulatedCluster, SimulatorOptions};
 use relaymesh_tests::{
     assert_counted_once, assert_moves_refused, audited, connected_under, kubectl_get, move_settled,
-    observe, wait_for, web_image, web_workload, Mesh, RelayProcess, Sampler,
+    observe, wait_for, web_image, web_workload, ApiReader, Mesh, RelayProcess, Sampler,
 };
 use serde_json::{json, Value};
 
@@ -130,8 +130,8 @@ fn a_relay_moves_with_its_subtree_and_no_cluster_notices() -> anyhow::Result<()>
         before.push(audit.len());
     }
 
-    let root = mesh.kubeconfig();
-    let sampler = Sampler::start(move || placement_status(&root));
+    let root = ApiReader::new(&mesh.kubeconfig())?;
+    let sampler = Sampler::start(move || root.placement_clusters("shop", "web"));
     move_settled(&mesh, "mid", "b", "a", "2m")?;
 
     wait_for("the subtree under b", SETTLE, || {
