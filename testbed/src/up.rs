@@ -147,13 +147,7 @@ impl Fleet {
 
     /// A `kube` client with admin access to the root's API.
     pub async fn root_client(&self) -> anyhow::Result<kube::Client> {
-        let path = self.root_kubeconfig();
-        let kubeconfig = kube::config::Kubeconfig::read_from(&path)
-            .with_context(|| format!("cannot read {}", path.display()))?;
-        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
-            .await
-            .with_context(|| format!("cannot use {}", path.display()))?;
-        Ok(kube::Client::try_from(config)?)
+        kube_client(&self.root_kubeconfig()).await
     }
 
     /// relaymesh's own client with admin access to the root.
@@ -702,4 +696,15 @@ pub async fn shutdown_signal() {
         }
     }
     let _ = tokio::signal::ctrl_c().await;
+}
+
+/// A `kube` client for the API server and credentials in the kubeconfig at
+/// `path` (the root's, or a simulated cluster's).
+pub async fn kube_client(path: &Path) -> anyhow::Result<kube::Client> {
+    let kubeconfig = kube::config::Kubeconfig::read_from(path)
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .with_context(|| format!("cannot use {}", path.display()))?;
+    Ok(kube::Client::try_from(config)?)
 }

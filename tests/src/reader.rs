@@ -7,7 +7,6 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use anyhow::Context as _;
 use serde_json::Value;
 
 /// A client for one kubeconfig, on a runtime of its own so that the
@@ -27,14 +26,7 @@ impl ApiReader {
             .worker_threads(1)
             .enable_all()
             .build()?;
-        let client = runtime.block_on(async {
-            let file = kube::config::Kubeconfig::read_from(kubeconfig)
-                .with_context(|| format!("cannot read {}", kubeconfig.display()))?;
-            let config = kube::Config::from_custom_kubeconfig(file, &Default::default())
-                .await
-                .with_context(|| format!("cannot use {}", kubeconfig.display()))?;
-            anyhow::Ok(kube::Client::try_from(config)?)
-        })?;
+        let client = runtime.block_on(relaymesh_testbed::up::kube_client(kubeconfig))?;
         Ok(Self {
             runtime: Arc::new(runtime),
             client,

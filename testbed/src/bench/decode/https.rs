@@ -14,7 +14,7 @@ use serde_json::json;
 use super::super::report::{cpu_seconds, quantile, Figure, Line, Report, Series};
 use super::bodies::{worst_bodies, Body};
 use super::{DecodeOptions, CONFIGMAPS};
-use crate::up::{plan::ROOT, Fleet, UpOptions};
+use crate::up::{kube_client, plan::ROOT, Fleet, UpOptions};
 
 /// How often `/healthz` is asked.
 const HEALTHZ_EVERY: Duration = Duration::from_millis(100);
@@ -295,19 +295,9 @@ where
         .enable_all()
         .build()?;
     runtime.block_on(async {
-        let client = root_client(kubeconfig).await?;
+        let client = kube_client(kubeconfig).await?;
         work(client).await
     })
-}
-
-/// A client of the root with the admin kubeconfig at `path`.
-async fn root_client(path: &Path) -> anyhow::Result<kube::Client> {
-    let kubeconfig = kube::config::Kubeconfig::read_from(path)
-        .with_context(|| format!("cannot read {}", path.display()))?;
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
-        .await
-        .with_context(|| format!("cannot use {}", path.display()))?;
-    Ok(kube::Client::try_from(config)?)
 }
 
 /// One request; its status code and body.
