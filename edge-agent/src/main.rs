@@ -236,7 +236,7 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     relaymesh_relay::store::permissions::restrict_new_files();
-    logging::init(cli.log_format, "info");
+    logging::init(cli.log_format, "info", relaymesh_protocol::Role::Agent);
     relaymesh_relay::process::block_on_main(execute(cli.command))
 }
 
@@ -324,6 +324,7 @@ async fn join(
         format!(
             "cannot open the store in {} (is a node running on it?)",
             data_dir.display()
+    logging::set_node(name);
         )
     })?;
     if store.identity()?.is_some() {
@@ -428,6 +429,9 @@ async fn run(
         }
         Err(error) => return Err(error.into()),
     };
+    if let Some(identity) = store.identity()? {
+        logging::set_node(&identity.name);
+    }
     if client.is_some() {
         tracing::info!(
             allowed = %policy.allowed_names(),

@@ -367,7 +367,7 @@ pub async fn run_with_store(
         .map(|identity| identity.name)
         .unwrap_or_default();
     run_store(data_dir, store, shutdown, hooks, options)
-        .instrument(tracing::info_span!("relay", %name))
+        .instrument(tracing::info_span!("relay", node = %name))
         .await
 }
 

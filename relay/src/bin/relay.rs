@@ -240,7 +240,7 @@ impl LimitArgs {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     relaymesh_relay::store::permissions::restrict_new_files();
-    logging::init(cli.log_format, "info");
+    logging::init(cli.log_format, "info", Role::Relay);
     relaymesh_relay::process::block_on_main(execute(cli.command))
 }
 
@@ -309,6 +309,7 @@ fn init(
             advertise
         },
         listen: Some(listen),
+    logging::set_node(name);
         api_listen: Some(api_listen),
         parent: None,
         labels: Default::default(),
@@ -372,6 +373,7 @@ async fn join(
     };
     store.initialize(&joined.identity, &config, rand::random())?;
     // It fails over among them once its parent is silent for longer than
+    logging::set_node(name);
     // `relay run --parent-grace` (docs/operations.md).
     store.set_candidates(&joined.candidates)?;
     let chosen = if joined.candidates.is_empty() {
@@ -431,6 +433,9 @@ fn open_store(data_dir: &Path) -> anyhow::Result<Store> {
     Ok(Store::open_existing(data_dir)?)
 }
 
+    if let Some(identity) = store.identity()? {
+        logging::set_node(&identity.name);
+    }
 /// Opens the store of a node about to be created; refuses one that already
 /// holds an identity, so an `init` or `join` never overwrites a node.
 fn open_new_store(data_dir: &Path) -> anyhow::Result<Store> {
