@@ -38,6 +38,9 @@ pub enum ErrorCode {
     /// The peer moved to another parent on the root's order (see
     /// [`crate::moves`]).
     Moved,
+    /// The peer's certificate has expired: a connection made with it may
+    /// only renew it, within the parent's grace period.
+    CertificateExpired,
 }
 
 impl fmt::Display for ErrorCode {
@@ -57,6 +60,7 @@ impl fmt::Display for ErrorCode {
             Self::Internal => "internal error",
             Self::Revoked => "revoked",
             Self::Moved => "moved",
+            Self::CertificateExpired => "certificate expired",
         };
         f.write_str(text)
     }

@@ -153,7 +153,7 @@ pub(crate) enum Event {
         reply: oneshot::Sender<Result<(), String>>,
     },
     /// The parent answered a renewal request: the new chain, or why not.
-    Renewed(Result<renewal::Renewed, String>),
+    Renewed(renewal::Answer),
     /// A query for a node below, routed down the tree by the core; the
     /// answer always comes (a failure at the latest after the core's
     /// query timeout).
@@ -238,6 +238,9 @@ pub(crate) struct Shared {
     pub deny: Arc<RwLock<DenyList>>,
     /// How long the TLS certificates this relay signs for its children last.
     pub node_cert_validity: Duration,
+    /// How long after a child's certificate expired this relay still
+    /// renews it (see [`pki::standing`]).
+    pub expired_cert_grace: Duration,
     /// Connections open now, in all and per source address.
     pub connections: Arc<ConnectionGate>,
     /// Joins each source address may still start.
@@ -259,6 +262,9 @@ pub struct RunOptions {
     /// How long the TLS certificates this relay signs for its children
     /// (at join and renewal) last, and, at the root, its own.
     pub node_cert_validity: Duration,
+    /// How long after a child's certificate expired this relay still
+    /// renews it over the link, unless the child is revoked.
+    pub expired_cert_grace: Duration,
     /// The limits on what peers may cost this relay.
     pub limits: Limits,
     /// The QUIC endpoints to dial the parent from; empty (the default), the
@@ -288,6 +294,7 @@ impl Default for RunOptions {
     fn default() -> Self {
         Self {
             node_cert_validity: pki::DEFAULT_NODE_CERT_VALIDITY,
+            expired_cert_grace: pki::DEFAULT_EXPIRED_CERT_GRACE,
             limits: Limits::default(),
             endpoints: uplink::Endpoints::default(),
             parent_grace: DEFAULT_PARENT_GRACE,
@@ -434,6 +441,7 @@ async fn run_store(
         config: Arc::new(config.clone()),
         deny: Arc::new(RwLock::new(DenyList::from_entries(core.entries()))),
         node_cert_validity: options.node_cert_validity,
+        expired_cert_grace: options.expired_cert_grace,
         connections: ConnectionGate::new(&options.limits),
         joins: Arc::new(JoinRate::new(options.limits.joins_per_minute_per_address)),
         joins_in_progress: StreamGate::new(options.limits.max_concurrent_joins),
@@ -790,7 +798,14 @@ impl Daemon {
                 connection, parent, ..
             }) => {
                 self.fail_over_if_elsewhere(now, &parent)?;
-                self.parent_connected(connection);
+                if self.renewal.expired() {
+                    // Nothing but a renewal is accepted on this connection.
+                    let events = self.shared.events.clone();
+                    self.renewal
+                        .renew_expired(&self.store, connection, &events)?;
+                } else {
+                    self.parent_connected(connection);
+                }
             }
             Event::Uplink(UplinkEvent::Disconnected { .. }) => {
                 self.parent = None;
@@ -945,8 +960,23 @@ impl Daemon {
                     }
                 }
             }
-            Event::Renewed(result) => {
-                self.renewal.answered(&self.store, result)?;
+            Event::Renewed(answer) => {
+                match self.renewal.answered(&self.store, answer)? {
+                    None => {}
+                    Some(renewal::AfterExpired::Redial) => {
+                        let _ = self.reconnect.try_send(());
+                    }
+                    Some(renewal::AfterExpired::Refused {
+                        connection,
+                        refusal,
+                    }) => {
+                        let verdict = uplink::Verdict {
+                            connection,
+                            refusal: Some(refusal),
+                        };
+                        let _ = self.verdicts.try_send(verdict);
+                    }
+                }
                 self.tell_children_if_issuer_changed();
             }
             Event::Query { node, query, reply } => {

@@ -42,6 +42,9 @@ pub fn summary(store: &Store) -> Result<Option<Value>, StoreError> {
         "name": identity.name,
         "role": identity.role.as_str(),
         "root": identity.is_root(),
+        // When its TLS certificate expires (Unix seconds): a node stopped
+        // past it renews within its parent's grace period when it is back.
+        "certificateNotAfter": crate::pki::expiry(&identity).ok(),
         "parent": parent.map(|p| &p.name),
         "listen": config.as_ref().and_then(|c| c.listen.clone()),
         "labels": config.as_ref().map(|c| c.labels.clone()).unwrap_or_default(),

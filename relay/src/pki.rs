@@ -26,6 +26,7 @@ use relaymesh_protocol::Role;
 use x509_parser::extensions::GeneralName;
 
 mod certs;
+mod grace;
 mod grant;
 pub(crate) mod handshake;
 mod holders;
@@ -39,6 +40,10 @@ pub use certs::{
     create_mesh, new_node_keys, relay_keys_kept, sign_issuer_cert, sign_node_cert, ADMIN_GROUP,
     ADMIN_USER, DEFAULT_NODE_CERT_VALIDITY, MAX_INTERMEDIATES, MAX_NODE_CERT_VALIDITY,
     MIN_NODE_CERT_VALIDITY,
+};
+pub use grace::{
+    leaf_not_after, past_grace_message, renew_only_message, standing, Denial, Standing,
+    DEFAULT_EXPIRED_CERT_GRACE, MAX_EXPIRED_CERT_GRACE,
 };
 pub use grant::{identity_from_grant, is_issued_by, verify_chain};
 pub use holders::{holder_of, Holder};

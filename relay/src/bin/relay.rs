@@ -105,7 +105,8 @@ enum Command {
         /// How long the TLS certificates this relay signs for its children last
         /// (at join and at renewal, between 10s and 366d); at the root, its own
         /// too. Nodes renew theirs over the link when two thirds of the time
-        /// left have passed; a node offline for longer needs a new join token.
+        /// left have passed; a node offline for longer renews it when it is
+        /// back, within --expired-cert-grace.
         #[arg(
             long,
             env = "RELAYMESH_NODE_CERT_VALIDITY",
@@ -114,6 +115,19 @@ enum Command {
             value_name = "DURATION"
         )]
         node_cert_validity: std::time::Duration,
+        /// How long after a child's certificate expired this relay still
+        /// renews it over the link (0s to 366d; 0s: never). A connection made
+        /// with an expired certificate may renew it and do nothing else, and
+        /// a revoked node is refused; past this, the node needs a new join
+        /// token and is told so.
+        #[arg(
+            long,
+            env = "RELAYMESH_EXPIRED_CERT_GRACE",
+            default_value = "30d",
+            value_parser = humantime::parse_duration,
+            value_name = "DURATION"
+        )]
+        expired_cert_grace: std::time::Duration,
         /// How long a cluster below this relay may be disconnected before
         /// placements with maxClusters treat it as lost and place it on
         /// another cluster (its agent keeps running what it had; back, it
@@ -265,6 +279,7 @@ async fn execute(command: Command) -> anyhow::Result<()> {
             data_dir,
             parent_address,
             node_cert_validity,
+            expired_cert_grace,
             lost_after,
             parent_grace,
             refusal_log_interval,
@@ -272,6 +287,7 @@ async fn execute(command: Command) -> anyhow::Result<()> {
         } => {
             let options = daemon::RunOptions {
                 node_cert_validity,
+                expired_cert_grace,
                 lost_after,
                 parent_grace,
                 refusal_log_interval,
@@ -407,6 +423,13 @@ async fn run(
             humantime::format_duration(options.node_cert_validity),
             humantime::format_duration(*range.start()),
             humantime::format_duration(*range.end())
+        );
+    }
+    if options.expired_cert_grace > pki::MAX_EXPIRED_CERT_GRACE {
+        bail!(
+            "--expired-cert-grace {} is longer than {}",
+            humantime::format_duration(options.expired_cert_grace),
+            humantime::format_duration(pki::MAX_EXPIRED_CERT_GRACE)
         );
     }
     let store = open_store(data_dir)?;

@@ -139,6 +139,18 @@ async fn serve_connection(
         },
         (_, issued_here) => issued_here,
     };
+    // A certificate that had expired when the connection was made lets it
+    // renew and nothing else (see `pki::standing`). One that expires while
+    // its connection is open changes nothing: TLS authenticates at the
+    // handshake, and renewed certificates are used from the next one on.
+    let expired_leaf = match &peer {
+        Some(_) => pki::connection_leaf(&connection)
+            .ok()
+            .flatten()
+            .and_then(|leaf| pki::leaf_not_after(&leaf).ok())
+            .filter(|not_after| unix_ms() / 1000 > *not_after),
+        None => None,
+    };
     let not_admitted_here = |peer: &Peer| match &refused_here {
         Some(reason) => Refusal::new(ErrorCode::Forbidden, reason.clone()),
         None => not_admitted_here(peer),
@@ -195,6 +207,23 @@ async fn serve_connection(
             tokio::time::sleep(Duration::from_millis(200)).await;
             connection.close(1u32.into(), refusal.message.as_bytes());
             return;
+        }
+        if let (Some(not_after), Some(peer)) = (expired_leaf, &peer) {
+            if let Some(refusal) = refuse_expired(&shared, peer, &open, not_after) {
+                if matches!(open, Open::Bundle(_)) {
+                    let _ = bundle_transfer::refuse(&mut send, refusal.clone()).await;
+                } else if matches!(open, Open::Renew(_)) {
+                    let _ = write_frame(&mut send, &RenewReply::Refused(refusal.clone())).await;
+                    let _ = send.finish();
+                } else {
+                    let _ = write_frame(&mut send, &DownMessage::Refused(refusal.clone())).await;
+                    let _ = send.finish();
+                }
+                // Give the refusal a moment to arrive before the connection goes.
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                connection.close(1u32.into(), refusal.message.as_bytes());
+                return;
+            }
         }
         match (open, &peer) {
             (Open::Join(request), _) => {
@@ -372,6 +401,37 @@ fn renew(connection: &quinn::Connection, shared: &Shared, request: &RenewRequest
             format!("cannot renew: {error}"),
         )),
     }
+}
+
+/// Why a stream opened on a connection made with a certificate that had
+/// expired (at `not_after`) is refused, if it is: anything but a renewal,
+/// and a renewal past this relay's grace period. Revoked nodes were refused
+/// before. Joining needs no certificate and goes on.
+fn refuse_expired(shared: &Shared, peer: &Peer, open: &Open, not_after: u64) -> Option<Refusal> {
+    if matches!(open, Open::Join(_)) {
+        return None;
+    }
+    let grace = shared.expired_cert_grace;
+    let (reason, message) = match pki::standing(unix_ms() / 1000, not_after, grace, false) {
+        pki::Standing::Valid => return None,
+        pki::Standing::RenewOnly { expired_for } => {
+            if matches!(open, Open::Renew(_)) {
+                tracing::info!(node = %peer.name, expired_for = %humantime::format_duration(Duration::from_secs(expired_for.as_secs())), "renewing a certificate that expired, within the grace period");
+                return None;
+            }
+            ("expired: not renewed", pki::renew_only_message(expired_for))
+        }
+        pki::Standing::Denied(pki::Denial::PastGrace { expired_for, grace }) => (
+            "expired: past the grace period",
+            pki::past_grace_message(expired_for, grace),
+        ),
+        // Not asked here: the deny list was checked before.
+        pki::Standing::Denied(pki::Denial::Revoked) => ("revoked", "revoked".to_string()),
+    };
+    if let Some(line) = refusal_line(shared, &peer.name, reason) {
+        tracing::warn!(node = %peer.name, role = %peer.role, reason = %message, times = line.times, over = %line.over, "refused a node whose certificate expired");
+    }
+    Some(Refusal::new(ErrorCode::CertificateExpired, message))
 }
 
 /// Why the connection's certificates are on the deny list, if they are.

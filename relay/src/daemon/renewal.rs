@@ -4,10 +4,17 @@
 //! the current link. The new certificate is stored, used for every later
 //! connection to the parent and, at a relay, served to its children; links
 //! already open stay as they are.
+//!
+//! A node whose certificate expired while it was offline asks on the first
+//! connection it makes, before anything else: its parent renews it within
+//! its grace period (see [`pki::standing`]) and the node dials again with
+//! the new one; past the grace period, or revoked, it is refused, and says
+//! so.
 
 use std::time::Duration;
 
 use relaymesh_protocol::message::{Open, RenewReply, RenewRequest};
+use relaymesh_protocol::Refusal;
 use tokio::sync::{mpsc, watch};
 
 use super::{unix_ms, DaemonError, Event};
@@ -51,6 +58,45 @@ pub(super) struct Renewal {
     /// [`Renewal::renew_now`] was asked while a request was on its way:
     /// its answer may come from before the change, so ask again after it.
     again: bool,
+    /// The connection (quinn's `stable_id`) made with an expired
+    /// certificate, on which a renewal is asked before anything else.
+    expired_on: Option<usize>,
+}
+
+/// What a parent answered to a renewal asked on the connection
+/// `connection` (quinn's `stable_id`).
+#[derive(Debug)]
+pub(crate) struct Answer {
+    connection: usize,
+    result: Result<Renewed, Failure>,
+}
+
+/// Why a renewal did not happen.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum Failure {
+    /// The parent refused it, saying why.
+    #[error("the parent refused: {0}")]
+    Refused(Refusal),
+    /// The exchange failed (link down, no answer, a bad answer).
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// What the loop does after the answer to a renewal asked on a connection
+/// made with an expired certificate: that connection serves nothing else.
+#[derive(Debug)]
+pub(super) enum AfterExpired {
+    /// Renewed (or the exchange failed): drop the connection and dial
+    /// again, with the renewed certificate if there is one.
+    Redial,
+    /// The parent refused: tell the uplink, which drops the connection
+    /// and waits as after any refusal.
+    Refused {
+        /// The connection it concerns.
+        connection: usize,
+        /// What the parent said.
+        refusal: Refusal,
+    },
 }
 
 impl Renewal {
@@ -79,6 +125,7 @@ impl Renewal {
             rehome: None,
             issuer_changed: false,
             again: false,
+            expired_on: None,
         }
     }
 
@@ -113,6 +160,32 @@ impl Renewal {
     /// then, so that their chains lead through the new one.
     pub fn take_issuer_changed(&mut self) -> bool {
         std::mem::take(&mut self.issuer_changed)
+    }
+
+    /// Whether this node's certificate has expired (the root renews its own
+    /// without a link, so never needs to ask).
+    pub fn expired(&self) -> bool {
+        self.identity.token_signing_key.is_none()
+            && pki::expiry(&self.identity).is_ok_and(|not_after| unix_ms() / 1000 > not_after)
+    }
+
+    /// The uplink connected with an expired certificate: asks the parent to
+    /// renew it on `connection` now, and nothing else is done on it (the
+    /// parent would refuse it).
+    pub fn renew_expired(
+        &mut self,
+        store: &Store,
+        connection: quinn::Connection,
+        events: &mpsc::Sender<Event>,
+    ) -> Result<(), DaemonError> {
+        let expired_for = pki::expiry(&self.identity)
+            .map_or(0, |not_after| (unix_ms() / 1000).saturating_sub(not_after));
+        tracing::warn!(
+            expired_for = %humantime::format_duration(Duration::from_secs(expired_for)),
+            "this node's certificate has expired; asking the parent to renew it (it does within its grace period, unless this node was revoked)"
+        );
+        self.expired_on = Some(connection.stable_id());
+        self.due(store, Some(connection), events)
     }
 
     /// When the loop should call [`Renewal::due`].
@@ -167,37 +240,54 @@ impl Renewal {
         self.asking = true;
         let events = events.clone();
         tokio::spawn(async move {
-            let result = ask(&connection, request).await;
-            let _ = events.send(Event::Renewed(result)).await;
+            let answer = Answer {
+                connection: connection.stable_id(),
+                result: ask(&connection, request).await,
+            };
+            let _ = events.send(Event::Renewed(answer)).await;
         });
         Ok(())
     }
 
-    /// The parent answered.
+    /// The parent answered; what to do with the connection it was asked
+    /// on, if that was made with an expired certificate.
     pub fn answered(
         &mut self,
         store: &Store,
-        result: Result<Renewed, String>,
-    ) -> Result<(), DaemonError> {
+        answer: Answer,
+    ) -> Result<Option<AfterExpired>, DaemonError> {
         self.asking = false;
-        let renewed = result.and_then(|(chain, issuer_chain)| {
+        let on_expired = self
+            .expired_on
+            .take_if(|connection| *connection == answer.connection)
+            .is_some();
+        let renewed = answer.result.and_then(|(chain, issuer_chain)| {
             match &self.rehome {
                 Some(key) => pki::rehomed_identity(&self.identity, chain, issuer_chain, key),
                 None => pki::renewed_identity(&self.identity, chain),
             }
-            .map_err(|error| error.to_string())
+            .map_err(|error| Failure::Failed(error.to_string()))
         });
         match renewed {
             Ok(identity) => {
                 if self.rehome.take().is_some() {
                     tracing::info!("uses the certificate its new parent signed");
                 }
-                self.adopt(store, identity)
+                self.adopt(store, identity)?;
+                Ok(on_expired.then_some(AfterExpired::Redial))
+            }
+            Err(Failure::Refused(refusal)) if on_expired => {
+                tracing::error!(%refusal, "the parent refused to renew this node's expired certificate");
+                self.retry();
+                Ok(Some(AfterExpired::Refused {
+                    connection: answer.connection,
+                    refusal,
+                }))
             }
             Err(error) => {
                 tracing::warn!(%error, "certificate renewal failed; retrying");
                 self.retry();
-                Ok(())
+                Ok(on_expired.then_some(AfterExpired::Redial))
             }
         }
     }
@@ -278,7 +368,7 @@ fn next_due(identity: &Identity) -> tokio::time::Instant {
 pub(super) type Renewed = (Vec<Vec<u8>>, Option<Vec<Vec<u8>>>);
 
 /// Sends a renewal request on the parent connection and reads the answer.
-async fn ask(connection: &quinn::Connection, request: RenewRequest) -> Result<Renewed, String> {
+async fn ask(connection: &quinn::Connection, request: RenewRequest) -> Result<Renewed, Failure> {
     let exchange = async {
         let (mut send, mut recv) = connection.open_bi().await?;
         write_frame(&mut send, &Open::Renew(request)).await?;
@@ -290,8 +380,11 @@ async fn ask(connection: &quinn::Connection, request: RenewRequest) -> Result<Re
             tls_chain_der,
             issuer_chain_der,
         })) => Ok((tls_chain_der, issuer_chain_der)),
-        Ok(Ok(RenewReply::Refused(refusal))) => Err(format!("the parent refused: {refusal}")),
-        Ok(Err(error)) => Err(LinkError::to_string(&error)),
-        Err(_) => Err("the parent did not answer within 30 s".into()),
+        Ok(Ok(RenewReply::Refused(refusal))) => Err(Failure::Refused(refusal)),
+        Ok(Err(LinkError::Refused(refusal))) => Err(Failure::Refused(refusal)),
+        Ok(Err(error)) => Err(Failure::Failed(error.to_string())),
+        Err(_) => Err(Failure::Failed(
+            "the parent did not answer within 30 s".into(),
+        )),
     }
 }

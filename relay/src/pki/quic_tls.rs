@@ -80,7 +80,8 @@ impl ring::hkdf::KeyType for CidKeyLen {
 /// followed by the mesh CA certificate, so a joining node finds the CA it
 /// pinned. Client certificates are optional (a connection without one may
 /// only join); a client certificate that is given must chain to the mesh CA,
-/// the only trust anchor.
+/// the only trust anchor. One whose leaf alone has expired is let through
+/// for renewal (see [`super::grace`]).
 pub fn quic_server_config(identity: &Identity) -> Result<quinn::ServerConfig, PkiError> {
     let provider = ring_provider();
     let client_verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
@@ -89,6 +90,12 @@ pub fn quic_server_config(identity: &Identity) -> Result<quinn::ServerConfig, Pk
     )
     .allow_unauthenticated()
     .build()?;
+    // An expired leaf passes the handshake so that its node can renew (and
+    // be told why not); the listener lets it do nothing else.
+    let client_verifier = Arc::new(super::grace::GraceClientVerifier {
+        inner: client_verifier,
+        provider: provider.clone(),
+    });
     let mut chain = certificate_chain(&server_chain(identity)?);
     chain.push(CertificateDer::from(identity.ca_cert_der.clone()));
     let mut tls = rustls::ServerConfig::builder_with_provider(provider)

@@ -130,7 +130,8 @@ pub enum Refused {
     /// `unsupported_certificate`, `access_denied`, `certificate_required`).
     Unknown,
     /// The node's certificate is past (or before) its validity at the
-    /// parent: TLS `certificate_expired`. Only a new join token helps.
+    /// parent: TLS `certificate_expired`, or a `CertificateExpired`
+    /// refusal past the parent's grace period. Only a new join token helps.
     Expired,
 }
 
@@ -150,6 +151,7 @@ impl Failure {
         match refusal.code {
             ErrorCode::Revoked => Self::Refused(Refused::Revoked),
             ErrorCode::Forbidden | ErrorCode::Unauthenticated => Self::Refused(Refused::Unknown),
+            ErrorCode::CertificateExpired => Self::Refused(Refused::Expired),
             _ => Self::Transient,
         }
     }
