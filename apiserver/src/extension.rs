@@ -97,6 +97,15 @@ pub trait Extension: Send + Sync + 'static {
         None
     }
 
+    /// Why the API no longer accepts `user`, whose certificate the client
+    /// CA signed (an admin revoked it), or `None`. Asked on every request
+    /// that needs a user, so a revocation holds on connections already
+    /// open; the reason goes out with the `401`. The default refuses no one.
+    fn refuses_user(&self, user: &User) -> Option<String> {
+        let _ = user;
+        None
+    }
+
     /// Whether `user` may do what `attributes` says; `Err` carries the
     /// reason for the `403`, worded as kube-apiserver words it. The default
     /// lets every authenticated user do everything (kube-apiserver's

@@ -210,7 +210,13 @@ async fn dispatch<E: Extension>(
     };
     let user = match &route {
         Some(route) if route.is_public() => None,
-        _ => Some(authenticated(&context.peer)?),
+        _ => {
+            let user = authenticated(&context.peer)?;
+            if let Some(reason) = context.extension.refuses_user(user) {
+                return Err(ApiError::Unauthorized(reason));
+            }
+            Some(user)
+        }
     };
     let route = route.ok_or_else(not_found)?;
     if let Some(user) = user {

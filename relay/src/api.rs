@@ -35,7 +35,7 @@ use tokio::net::TcpListener;
 
 use crate::limits::Limit;
 use crate::placement::{PlacementError, RELAYMESH_GROUP};
-use crate::store::TokenRecord;
+use crate::store::{TokenRecord, UserRecord};
 
 mod cluster_labels;
 pub mod cordons;
@@ -223,6 +223,32 @@ pub trait Backend: Send + Sync + 'static {
         async { Err(ApiError::NotFound("this server has no tree".into())) }
     }
 
+    /// The users the root issued certificates to or revoked, by name.
+    fn users(&self) -> Result<Vec<UserRecord>, ApiError> {
+        Ok(Vec::new())
+    }
+
+    /// Records a certificate issued to `record.name`.
+    fn record_user(&self, record: UserRecord) -> Result<(), ApiError> {
+        let _ = record;
+        Ok(())
+    }
+
+    /// Revokes user `name`: the API refuses every certificate naming it
+    /// from now on, after a restart too, and never issues the name again.
+    fn revoke_user(&self, name: &str) -> Result<UserRecord, ApiError> {
+        Err(ApiError::NotFound(format!(
+            "this server cannot revoke user {name:?}"
+        )))
+    }
+
+    /// When user `name` was revoked (Unix seconds), if it was. Asked on
+    /// every request, so it answers from memory.
+    fn user_revoked(&self, name: &str) -> Option<u64> {
+        let _ = name;
+        None
+    }
+
     /// Moves an agent to another parent relay (see [`relaymesh_protocol::moves`]): the root
     /// issues it a join token under the new parent and sends it the move.
     fn move_node(
@@ -408,6 +434,7 @@ mod endpoint {
     pub(super) const CLUSTER_LABELS: &str = "clusterlabels";
     pub(super) const CORDONS: &str = "cordons";
     pub(super) const USER_CERTIFICATES: &str = "usercertificates";
+    pub(super) const USER_CERTIFICATE: &str = "usercertificate";
     pub(super) const BUNDLES: &str = "bundles";
     pub(super) const EXPLAIN: &str = "explain";
     pub(super) const LINK: &str = "link";
@@ -448,6 +475,11 @@ impl<B: Backend> Extension for Relaymesh<B> {
         views
             .contains(&resource.group())
             .then(|| self.backend.inventory().version)
+    }
+
+    fn refuses_user(&self, user: &User) -> Option<String> {
+        let revoked_unix = self.backend.user_revoked(&user.name)?;
+        Some(users::revoked_message(&user.name, revoked_unix))
     }
 
     fn authorize(&self, user: &User, attributes: &Attributes) -> Result<(), String> {
@@ -526,8 +558,19 @@ impl<B: Backend> Extension for Relaymesh<B> {
             ["apis", RELAYMESH_GROUP, VERSION, "usercertificates"] => route(
                 endpoint::USER_CERTIFICATES,
                 vec![],
-                POST,
-                own("create", "usercertificates", None),
+                GET_POST,
+                own(
+                    if read { "list" } else { "create" },
+                    "usercertificates",
+                    None,
+                ),
+                JSON,
+            ),
+            ["apis", RELAYMESH_GROUP, VERSION, "usercertificates", name] => route(
+                endpoint::USER_CERTIFICATE,
+                vec![name],
+                &[Method::DELETE],
+                own("delete", "usercertificates", None),
                 JSON,
             ),
             ["relaymesh", VERSION, "bundles"] => route(
@@ -655,8 +698,30 @@ impl<B: Backend> Extension for Relaymesh<B> {
                 let request = moves::parse_request(&call.body)?;
                 created(&moves::move_object(&backend.move_node(request).await?))
             }
-            (endpoint::USER_CERTIFICATES, _) => {
-                created(&users::issue(&self.authority, &call.body)?)
+            (endpoint::USER_CERTIFICATES, true) => {
+                json_reply(StatusCode::OK, &users::user_list(&backend.users()?))
+            }
+            (endpoint::USER_CERTIFICATES, false) => {
+                let revoked = |name: &str| backend.user_revoked(name);
+                let (object, record) = users::issue(&self.authority, &call.body, revoked)?;
+                backend.record_user(record)?;
+                created(&object)
+            }
+            (endpoint::USER_CERTIFICATE, _) => {
+                let name = argument(0);
+                relaymesh_protocol::name::validate(&name).map_err(|error| {
+                    ApiError::NotFound(format!("user {name:?} not found: {error}"))
+                })?;
+                if name == call.user.name {
+                    return Err(ApiError::Invalid {
+                        field: "metadata.name".into(),
+                        message: format!(
+                            "{name:?} is the user asking: an admin cannot revoke itself"
+                        ),
+                    });
+                }
+                let record = backend.revoke_user(&name)?;
+                json_reply(StatusCode::OK, &users::user_object(&record))
             }
             (endpoint::BUNDLES, _) => {
                 let query = Query::parse(call.query.as_deref())?;

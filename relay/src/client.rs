@@ -268,6 +268,22 @@ impl Client {
         Ok((field("certificate")?, field("ca")?))
     }
 
+    /// Every user the root issued a certificate to or revoked
+    /// (`UserCertificate` objects, without certificates).
+    pub async fn users(&self) -> Result<Vec<Value>, ClientError> {
+        self.list("usercertificates").await
+    }
+
+    /// Revokes user `name`: the API refuses its certificates from now on.
+    /// Returns the user's `UserCertificate` object.
+    pub async fn revoke_user(&self, name: &str) -> Result<Value, ClientError> {
+        let request = self
+            .http
+            .delete(self.url(&format!("{GROUP_PATH}/usercertificates/{name}")))
+            .timeout(REQUEST_TIMEOUT);
+        self.send_json(request).await
+    }
+
     /// Uploads `bytes` as the bundle `name`; returns its id and size.
     pub async fn push_bundle(
         &self,

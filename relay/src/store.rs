@@ -15,6 +15,7 @@ mod bundles;
 mod issued_tokens;
 mod issuer_keys;
 pub mod permissions;
+mod users;
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -31,6 +32,7 @@ pub use relaymesh_core::state::{Mutation, Persisted, Served};
 use crate::config::NodeConfig;
 use crate::identity::Identity;
 pub use issued_tokens::TokenRecord;
+pub use users::UserRecord;
 
 /// The sled page cache a relay uses. Sled's default (1 GiB) is far more than a
 /// relay's slice needs, and edge machines are small.

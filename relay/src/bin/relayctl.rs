@@ -444,6 +444,20 @@ enum UserCommand {
         #[arg(long, default_value = "30d", value_parser = humantime::parse_duration)]
         valid_for: Duration,
     },
+    /// List the users the root issued certificates to or revoked, with
+    /// their groups and state (Valid, Expired, Revoked).
+    List {
+        /// Output format.
+        #[arg(short, long, value_enum, default_value_t = Format::Text)]
+        output: Format,
+    },
+    /// Revoke a user: the root's API refuses every certificate naming it
+    /// from now on (401), also after a restart, and never issues the name
+    /// again. Only admins may; an admin cannot revoke itself.
+    Revoke {
+        /// The user's name.
+        name: String,
+    },
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -1032,6 +1046,26 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 eprintln!("kubeconfig for {name} ({group}) written to {output}");
             }
         }
+        Command::User {
+            command: UserCommand::List { output },
+        } => {
+            let users = client.users().await.context("cannot list users")?;
+            match output {
+                Format::Json | Format::Yaml => {
+                    print!("{}", structured(output, &users)?.unwrap_or_default())
+                }
+                Format::Text => print!("{}", user_table(&users)),
+            }
+        }
+        Command::User {
+            command: UserCommand::Revoke { name },
+        } => {
+            client
+                .revoke_user(&name)
+                .await
+                .with_context(|| format!("cannot revoke user {name:?}"))?;
+            println!("user {name} revoked: the API refuses its certificates");
+        }
         Command::Tree {
             placement,
             namespace,
@@ -1322,6 +1356,31 @@ fn token_table(tokens: &[serde_json::Value]) -> String {
         ],
         rows,
     )
+}
+
+/// `relayctl user list` as a table.
+fn user_table(users: &[serde_json::Value]) -> String {
+    let rows = users.iter().map(|user| {
+        let text = |value: &serde_json::Value| value.as_str().unwrap_or("-").to_string();
+        let groups: Vec<&str> = user["spec"]["groups"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(serde_json::Value::as_str)
+            .collect();
+        vec![
+            text(&user["metadata"]["name"]),
+            if groups.is_empty() {
+                "-".to_string()
+            } else {
+                groups.join(",")
+            },
+            text(&user["status"]["state"]),
+            text(&user["status"]["expirationTimestamp"]),
+            text(&user["status"]["revokedAt"]),
+        ]
+    });
+    columns(&["NAME", "GROUPS", "STATE", "EXPIRES", "REVOKED"], rows)
 }
 
 /// `relayctl revoke --list` as a table.

@@ -62,7 +62,19 @@ pub(super) async fn serve_api(
         super::placements::run(objects.clone(), shared.clone(), shutdown.clone())
             .instrument(tracing::Span::current()),
     );
-    let backend = Arc::new(RootBackend { shared, watches });
+    // Revoked users, by name, with when: asked on every API request, so
+    // kept in memory, loaded from the store (they survive a restart).
+    let revoked_users = shared
+        .store
+        .users()?
+        .into_iter()
+        .filter_map(|user| Some((user.name, user.revoked_unix?)))
+        .collect();
+    let backend = Arc::new(RootBackend {
+        shared,
+        watches,
+        revoked_users: std::sync::RwLock::new(revoked_users),
+    });
     Ok(async move {
         let stopped = async move { shutdown.cancelled().await };
         if let Err(error) = api::serve(listener, tls, backend, objects, Some(audit), stopped).await
@@ -104,6 +116,9 @@ fn ancestors(nodes: &[NodeRecord], node: &NodeRecord, root: &str) -> Result<Vec<
 struct RootBackend {
     shared: Shared,
     watches: relaymesh_apiserver::WatchLimits,
+    /// The users an admin revoked, with when (Unix seconds); the store
+    /// holds the same.
+    revoked_users: std::sync::RwLock<std::collections::BTreeMap<String, u64>>,
 }
 
 impl RootBackend {
@@ -342,6 +357,45 @@ impl Backend for RootBackend {
         )
         .await?
         .map_err(ApiError::Internal)
+    }
+
+    fn users(&self) -> Result<Vec<crate::store::UserRecord>, ApiError> {
+        self.shared
+            .store
+            .users()
+            .map_err(|error| ApiError::Internal(error.to_string()))
+    }
+
+    fn record_user(&self, record: crate::store::UserRecord) -> Result<(), ApiError> {
+        self.shared
+            .store
+            .record_user(&record)
+            .map_err(|error| ApiError::Internal(error.to_string()))
+    }
+
+    fn revoke_user(&self, name: &str) -> Result<crate::store::UserRecord, ApiError> {
+        let record = self
+            .shared
+            .store
+            .revoke_user(name, unix_ms() / 1000)
+            .map_err(|error| ApiError::Internal(error.to_string()))?;
+        if let Some(at) = record.revoked_unix {
+            // Stored first: a refusal never outlives a crash unrecorded.
+            self.revoked_users
+                .write()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .insert(record.name.clone(), at);
+        }
+        tracing::warn!(user = %name, "revoked a user");
+        Ok(record)
+    }
+
+    fn user_revoked(&self, name: &str) -> Option<u64> {
+        self.revoked_users
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(name)
+            .copied()
     }
 
     fn tokens(&self) -> Result<Vec<TokenRecord>, ApiError> {
