@@ -309,6 +309,7 @@ fn init(
     api_hosts: Vec<String>,
 ) -> anyhow::Result<()> {
     relaymesh_protocol::name::validate(name).context("--name")?;
+    logging::set_node(name);
     let store = open_new_store(data_dir)?;
     let api_address: std::net::SocketAddr = api_listen
         .parse()
@@ -325,7 +326,6 @@ fn init(
             advertise
         },
         listen: Some(listen),
-    logging::set_node(name);
         api_listen: Some(api_listen),
         parent: None,
         labels: Default::default(),
@@ -373,6 +373,7 @@ async fn join(
     advertise: Vec<String>,
 ) -> anyhow::Result<()> {
     relaymesh_protocol::name::validate(name).context("--name")?;
+    logging::set_node(name);
     let store = open_new_store(data_dir)?;
     let joined = transport::join::join(token.trim(), name, Role::Relay).await?;
     let config = NodeConfig {
@@ -389,7 +390,6 @@ async fn join(
     };
     store.initialize(&joined.identity, &config, rand::random())?;
     // It fails over among them once its parent is silent for longer than
-    logging::set_node(name);
     // `relay run --parent-grace` (docs/operations.md).
     store.set_candidates(&joined.candidates)?;
     let chosen = if joined.candidates.is_empty() {
@@ -433,6 +433,9 @@ async fn run(
         );
     }
     let store = open_store(data_dir)?;
+    if let Some(identity) = store.identity()? {
+        logging::set_node(&identity.name);
+    }
     if !parent_addresses.is_empty() && !store.set_parent_addresses(parent_addresses)? {
         bail!("--parent-address: this relay is the root and has no parent");
     }
@@ -456,9 +459,6 @@ fn open_store(data_dir: &Path) -> anyhow::Result<Store> {
     Ok(Store::open_existing(data_dir)?)
 }
 
-    if let Some(identity) = store.identity()? {
-        logging::set_node(&identity.name);
-    }
 /// Opens the store of a node about to be created; refuses one that already
 /// holds an identity, so an `init` or `join` never overwrites a node.
 fn open_new_store(data_dir: &Path) -> anyhow::Result<Store> {
