@@ -73,7 +73,8 @@ pub async fn join(
         advertise: Vec::new(),
         api_listen: None,
         parent: Some(joined.parent.clone()),
-        labels,
+        // The root shows the token as used by this node (`relayctl token list`).
+        labels: relaymesh_relay::store::with_join_token_label(labels, &joined.token_id),
         capacity,
     };
     store.initialize(&joined.identity, &config, rand::random())?;

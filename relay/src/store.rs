@@ -31,7 +31,7 @@ pub use relaymesh_core::state::{Mutation, Persisted, Served};
 
 use crate::config::NodeConfig;
 use crate::identity::Identity;
-pub use issued_tokens::TokenRecord;
+pub use issued_tokens::{used_by, with_join_token_label, TokenRecord, JOIN_TOKEN_LABEL};
 pub use users::UserRecord;
 
 /// The sled page cache a relay uses. Sled's default (1 GiB) is far more than a

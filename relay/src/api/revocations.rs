@@ -47,10 +47,13 @@ pub(super) fn parse_token_id(text: &str) -> Result<[u8; 16], ApiError> {
     Ok(id)
 }
 
-/// What a token's state is now: revoked, expired, or still valid.
-fn state(record: &TokenRecord, now_unix: u64) -> &'static str {
+/// What a token's state is now: revoked, used (a node reports it joined
+/// with it), expired, or still valid.
+fn state(record: &TokenRecord, used: bool, now_unix: u64) -> &'static str {
     if record.revoked {
         "Revoked"
+    } else if used {
+        "Used"
     } else if record.not_after_unix <= now_unix {
         "Expired"
     } else {
@@ -59,15 +62,17 @@ fn state(record: &TokenRecord, now_unix: u64) -> &'static str {
 }
 
 /// One issued token as a `JoinToken` object. `status.nodeInTree` says
-/// whether a node of its name and role is in the tree under its parent (the
-/// root cannot know whether that node joined with this very token).
+/// whether a node of its name and role is in the tree under its parent;
+/// `status.usedBy` names that node when it reports it joined with this very
+/// token (see [`crate::store::used_by`]).
 pub(super) fn token_object(record: &TokenRecord, nodes: &[NodeRecord], now_unix: u64) -> Value {
+    let used_by = crate::store::used_by(record, nodes).map(|node| node.name.clone());
     let in_tree = nodes.iter().any(|node| {
         node.name == record.name
             && node.role == record.role
             && node.parent.as_deref() == Some(record.parent.as_str())
     });
-    json!({
+    let mut object = json!({
         "apiVersion": API_VERSION,
         "kind": "JoinToken",
         "metadata": {
@@ -81,10 +86,14 @@ pub(super) fn token_object(record: &TokenRecord, nodes: &[NodeRecord], now_unix:
         },
         "status": {
             "expirationTimestamp": rfc3339(record.not_after_unix.saturating_mul(1000)),
-            "state": state(record, now_unix),
+            "state": state(record, used_by.is_some(), now_unix),
             "nodeInTree": in_tree,
         },
-    })
+    });
+    if let Some(node) = used_by {
+        object["status"]["usedBy"] = json!(node);
+    }
+    object
 }
 
 /// Every issued token as a `JoinTokenList`.
@@ -223,9 +232,29 @@ mod tests {
             refused_entries: 0,
             limit_refusals: Default::default(),
         };
-        let object = token_object(&record, &[node], 1_500);
+        let object = token_object(&record, std::slice::from_ref(&node), 1_500);
         assert_eq!(object["status"]["state"], "Valid");
         assert_eq!(object["status"]["nodeInTree"], true);
+        assert!(object["status"].get("usedBy").is_none());
+        // The node reports it joined with this token: used, expired or not.
+        let mut joined = node.clone();
+        joined.labels = crate::store::with_join_token_label(Default::default(), &record.id);
+        for now in [1_500, 2_500] {
+            let object = token_object(&record, std::slice::from_ref(&joined), now);
+            assert_eq!(object["status"]["state"], "Used");
+            assert_eq!(object["status"]["usedBy"], "edge-1");
+        }
+        // Another node's word, or another token's id, is not enough.
+        let mut elsewhere = joined.clone();
+        elsewhere.parent = Some("eu".into());
+        let mut other = node.clone();
+        other.labels = crate::store::with_join_token_label(Default::default(), &[2; 16]);
+        for nodes in [[elsewhere], [other]] {
+            assert_eq!(
+                token_object(&record, &nodes, 1_500)["status"]["state"],
+                "Valid"
+            );
+        }
         assert_eq!(object["metadata"]["name"], "01".repeat(16));
         assert_eq!(
             token_object(&record, &[], 2_000)["status"]["state"],

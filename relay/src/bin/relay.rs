@@ -385,7 +385,7 @@ async fn join(
         listen: Some(listen),
         api_listen: None,
         parent: Some(joined.parent.clone()),
-        labels: Default::default(),
+        labels: relaymesh_relay::store::with_join_token_label(Default::default(), &joined.token_id),
         capacity: Default::default(),
     };
     store.initialize(&joined.identity, &config, rand::random())?;

@@ -407,9 +407,10 @@ enum TokenCommand {
     },
     /// List the join tokens the root issued (never their text): id, node, parent, expiry, state.
     ///
-    /// STATE is Valid, Expired or Revoked. IN TREE says whether a node of the
-    /// token's name and role is in the tree under the token's parent; the
-    /// root cannot tell whether it joined with this very token.
+    /// STATE is Valid, Used, Expired or Revoked: Used when the node of the
+    /// token's name, role and parent reports it joined with this very token
+    /// (USED BY names it). IN TREE says whether a node of the token's name
+    /// and role is in the tree under the token's parent.
     List {
         /// Output format.
         #[arg(short, long, value_enum, default_value_t = Format::Text)]
@@ -1347,12 +1348,13 @@ fn token_table(tokens: &[serde_json::Value]) -> String {
             field(&["spec", "parent"]),
             field(&["status", "expirationTimestamp"]),
             field(&["status", "state"]),
+            field(&["status", "usedBy"]),
             in_tree.to_string(),
         ]
     });
     columns(
         &[
-            "ID", "NAME", "ROLE", "PARENT", "EXPIRES", "STATE", "IN TREE",
+            "ID", "NAME", "ROLE", "PARENT", "EXPIRES", "STATE", "USED BY", "IN TREE",
         ],
         rows,
     )

@@ -1,11 +1,15 @@
 //! The join tokens the root issued, so an admin can list and revoke them.
 //!
 //! Only the root keeps these (a token's text is never stored: it is a
-//! credential, shown once). Which tokens were used is known only to the
-//! relay that admitted the node, so the list cannot say it; it says whether
-//! a node of the token's name is in the tree under the token's parent.
+//! credential, shown once). Which tokens were used is recorded by the relay
+//! that admitted the node; the root learns it from the node: every node
+//! reports the id of the token it joined with in its own inventory record
+//! ([`JOIN_TOKEN_LABEL`]), and the list shows a token as used by the node
+//! of its name, role and parent that reports it.
 
-use relaymesh_protocol::Role;
+use std::collections::BTreeMap;
+
+use relaymesh_protocol::{NodeRecord, Role};
 use serde::{Deserialize, Serialize};
 
 use super::{encode, Store, StoreError};
@@ -16,6 +20,37 @@ const TREE: &str = "issued_tokens";
 /// How long a record is kept after its token expired, so `relayctl token
 /// list` still shows recent ones as expired.
 const KEEP_EXPIRED_SECS: u64 = 7 * 24 * 60 * 60;
+
+/// The label of a node's own inventory record that names the token it
+/// joined with (its id in hex).
+pub const JOIN_TOKEN_LABEL: &str = "relaymesh.dev/join-token";
+
+/// `labels` with [`JOIN_TOKEN_LABEL`] set to `id` (set at join, in the
+/// node's configuration).
+pub fn with_join_token_label(
+    mut labels: BTreeMap<String, String>,
+    id: &[u8; 16],
+) -> BTreeMap<String, String> {
+    labels.insert(
+        JOIN_TOKEN_LABEL.to_string(),
+        relaymesh_protocol::revocation::hex(id),
+    );
+    labels
+}
+
+/// The node that reports it joined with token `record`: of the token's
+/// name, role and parent, carrying its id in [`JOIN_TOKEN_LABEL`]. A node
+/// can only say this of itself, and only of a token issued for its own
+/// name under its own parent.
+pub fn used_by<'a>(record: &TokenRecord, nodes: &'a [NodeRecord]) -> Option<&'a NodeRecord> {
+    let id = relaymesh_protocol::revocation::hex(&record.id);
+    nodes.iter().find(|node| {
+        node.name == record.name
+            && node.role == record.role
+            && node.parent.as_deref() == Some(record.parent.as_str())
+            && node.labels.get(JOIN_TOKEN_LABEL) == Some(&id)
+    })
+}
 
 /// A token the root issued.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

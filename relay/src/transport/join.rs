@@ -56,6 +56,9 @@ pub struct Joined {
     /// named more than one: the node fails over among them (see
     /// [`relaymesh_protocol::parents`]).
     pub candidates: Vec<relaymesh_protocol::CandidateParent>,
+    /// The id of the token it joined with, which it reports in its own
+    /// inventory record (see [`crate::store::with_join_token_label`]).
+    pub token_id: [u8; 16],
 }
 
 /// Joins the mesh as `name` with `role`, using `token`.
@@ -175,6 +178,7 @@ async fn join_with(
                     identity,
                     parent,
                     candidates,
+                    token_id: claims.id,
                 });
             }
             JoinReply::Refused(refusal) => {
