@@ -48,8 +48,12 @@ pub enum ClusterError {
     /// The stored settings could not be decoded.
     #[error("agent settings: {0}")]
     Codec(#[from] serde_json::Error),
-    /// The agent was joined without cluster access.
-    #[error("no cluster access configured: join with --kubeconfig FILE or --in-cluster")]
+    /// The agent has no cluster access, and was not told to run without.
+    #[error(
+        "no cluster access configured: give the agent its cluster with --kubeconfig FILE \
+         (that cluster's kubeconfig; KUBECONFIG is not read) or --in-cluster (the pod's \
+         service account), or pass --no-cluster to keep the slice and apply nothing"
+    )]
     NotConfigured,
 }
 
@@ -76,6 +80,15 @@ impl ClusterAccess {
         tree.insert(CLUSTER_KEY, serde_json::to_vec(self)?)?;
         tree.flush()?;
         Ok(())
+    }
+
+    /// The access as the flag that gives it (`--kubeconfig FILE`,
+    /// `--in-cluster`).
+    pub fn describe(&self) -> String {
+        match self {
+            Self::Kubeconfig(path) => format!("--kubeconfig {}", path.display()),
+            Self::InCluster => "--in-cluster".to_string(),
+        }
     }
 
     /// A client for the cluster.

@@ -51,20 +51,32 @@ struct Cli {
     command: Command,
 }
 
-/// How the agent reaches its cluster (neither: it keeps its slice but
-/// applies nothing).
+/// How the agent reaches its cluster. One is needed: an agent without a
+/// cluster keeps its slice and applies nothing, so it runs only when told
+/// so (`--no-cluster`).
 #[derive(Debug, clap::Args)]
 #[group(multiple = false)]
 struct ClusterArgs {
-    /// The kubeconfig file of the cluster (its current context).
+    /// The kubeconfig file of the cluster the agent applies to (its current
+    /// context), saved for later runs. Not read from KUBECONFIG, which
+    /// usually names the root.
     #[arg(long, value_name = "FILE")]
     kubeconfig: Option<PathBuf>,
-    /// Use the pod's service account (the agent runs in the cluster).
+    /// Use the pod's service account (the agent runs in the cluster), saved
+    /// for later runs.
     #[arg(long)]
     in_cluster: bool,
+    /// Run without a cluster: the agent keeps its slice, applies nothing,
+    /// and its placements stay pending. Needed on join and on every run of
+    /// such an agent; without it, an agent with no cluster access refuses
+    /// to start.
+    #[arg(long)]
+    no_cluster: bool,
 }
 
 impl ClusterArgs {
+    /// The access given on the command line; `None` for none or
+    /// `--no-cluster`.
     fn access(&self) -> anyhow::Result<Option<ClusterAccess>> {
         if self.in_cluster {
             return Ok(Some(ClusterAccess::InCluster));
@@ -222,6 +234,10 @@ enum Command {
         /// runs; placements that select by label follow.
         #[arg(long, value_name = "LABELS")]
         labels: Option<String>,
+        // `--kubeconfig` and `--in-cluster` replace the access the agent
+        // joined with.
+        #[command(flatten)]
+        cluster: ClusterArgs,
         #[command(flatten)]
         policy: PolicyArgs,
     },
@@ -256,13 +272,18 @@ async fn execute(command: Command) -> anyhow::Result<()> {
                 max_placements,
                 max_replicas,
             };
-            join(&data_dir, &name, &token, registration, cluster.access()?).await
+            let access = cluster.access()?;
+            if access.is_none() && !cluster.no_cluster {
+                return Err(ClusterError::NotConfigured.into());
+            }
+            join(&data_dir, &name, &token, registration, access).await
         }
         Command::Run {
             data_dir,
             parent_address,
             parent_grace,
             labels,
+            cluster,
             policy,
         } => {
             let policy = Policy::new(&policy.allow, &policy.deny)
@@ -275,7 +296,7 @@ async fn execute(command: Command) -> anyhow::Result<()> {
                 parent_grace,
                 ..RunOptions::default()
             };
-            run(&data_dir, parent_address, policy, options).await
+            run(&data_dir, parent_address, &cluster, policy, options).await
         }
         Command::Inspect { data_dir } => {
             let store = open_store(&data_dir)?;
@@ -305,6 +326,7 @@ async fn join(
     cluster: Option<ClusterAccess>,
 ) -> anyhow::Result<()> {
     relaymesh_protocol::name::validate(name).context("--name")?;
+    logging::set_node(name);
     let mut labels =
         relaymesh_edge_agent::labels::parse(registration.labels).context("--labels")?;
     let capacity: std::collections::BTreeMap<String, String> = [
@@ -324,7 +346,6 @@ async fn join(
         format!(
             "cannot open the store in {} (is a node running on it?)",
             data_dir.display()
-    logging::set_node(name);
         )
     })?;
     if store.identity()?.is_some() {
@@ -405,10 +426,14 @@ const RESERVED_PREFIX: &str = "relaymesh.dev/";
 async fn run(
     data_dir: &Path,
     parent_addresses: Vec<String>,
+    cluster: &ClusterArgs,
     policy: Policy,
     options: RunOptions,
 ) -> anyhow::Result<()> {
     let store = open_store(data_dir)?;
+    if let Some(identity) = store.identity()? {
+        logging::set_node(&identity.name);
+    }
     if !parent_addresses.is_empty() && !store.set_parent_addresses(parent_addresses)? {
         bail!(
             "--parent-address: {} holds no joined agent",
@@ -416,22 +441,18 @@ async fn run(
         );
     }
     let shutdown = daemon::cancel_on_signals();
-    let client = match ClusterAccess::load(&store.open_tree(cluster::AGENT_TREE)?) {
-        Ok(access) => Some(
+    let client = match cluster_access(&store, cluster)? {
+        Some(access) => Some(
             access
                 .client()
                 .await
                 .context("cannot build a client for the cluster")?,
         ),
-        Err(ClusterError::NotConfigured) => {
-            tracing::warn!("no cluster access configured: keeping the slice, applying nothing");
+        None => {
+            tracing::warn!("--no-cluster: keeping the slice, applying nothing");
             None
         }
-        Err(error) => return Err(error.into()),
     };
-    if let Some(identity) = store.identity()? {
-        logging::set_node(&identity.name);
-    }
     if client.is_some() {
         tracing::info!(
             allowed = %policy.allowed_names(),
@@ -441,6 +462,26 @@ async fn run(
     }
     agent::run(data_dir, store, client, policy, shutdown, options).await?;
     Ok(())
+}
+
+/// The access `edge-agent run` uses: the one given (saved for later runs),
+/// else the stored one; `None` only with `--no-cluster`, which an agent
+/// with access refuses (it would silently stop applying).
+fn cluster_access(store: &Store, given: &ClusterArgs) -> anyhow::Result<Option<ClusterAccess>> {
+    let tree = store.open_tree(cluster::AGENT_TREE)?;
+    if let Some(access) = given.access()? {
+        access.save(&tree)?;
+        return Ok(Some(access));
+    }
+    match ClusterAccess::load(&tree) {
+        Ok(access) if given.no_cluster => bail!(
+            "--no-cluster: this agent applies to its cluster ({}); run it without --no-cluster",
+            access.describe()
+        ),
+        Ok(access) => Ok(Some(access)),
+        Err(ClusterError::NotConfigured) if given.no_cluster => Ok(None),
+        Err(error) => Err(error.into()),
+    }
 }
 
 fn open_store(data_dir: &Path) -> anyhow::Result<Store> {

@@ -22,6 +22,7 @@
 //! The apply pass of one placement is in `reconciler/pass.rs`.
 
 mod pass;
+mod reachability;
 mod room;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -186,6 +187,9 @@ pub struct Reconciler {
 
 impl Reconciler {
     /// A reconciler for cluster `cluster` (its name, for status messages)
+    /// Why the cluster's API cannot be reached (`ClusterUnreachable`), or
+    /// `None` while it answers: see `reconciler/reachability.rs`.
+    unreachable: Option<String>,
     /// reached by `client`, on the node's `store` (bundles, its position in
     /// the parent's history, and the `applied` inventory tree), fed by the
     /// daemon's `slice` and reporting on `status` (the two ends of
@@ -236,6 +240,7 @@ impl Reconciler {
     }
 
     /// The reconciler telling `out_of_room` whether its cluster has room
+            unreachable: None,
     /// left for more replicas (for a cluster joined with `--max-replicas`).
     pub fn with_room(mut self, out_of_room: watch::Sender<bool>) -> Self {
         self.out_of_room = Some(out_of_room);
@@ -261,6 +266,7 @@ impl Reconciler {
             self.reconcile_due().await?;
             self.report_due().await;
             let next = self
+        let mut reachability = reachability::probe(self.applier.client().clone(), shutdown.clone());
                 .placements
                 .values()
                 .flat_map(|p| [p.due, p.report_at])
@@ -277,6 +283,10 @@ impl Reconciler {
             }
         }
     }
+                Ok(()) = reachability.changed() => {
+                    let unreachable = reachability.borrow_and_update().clone();
+                    self.set_unreachable(unreachable).await;
+                }
 
     /// Reconciles the placements that are due, in key order.
     async fn reconcile_due(&mut self) -> Result<(), ReconcileError> {
@@ -284,6 +294,10 @@ impl Reconciler {
         let mut due: Vec<String> = self
             .placements
             .iter()
+        if self.unreachable.is_some() {
+            self.hold_due().await;
+            return Ok(());
+        }
             .filter(|(_, placement)| placement.due.is_some_and(|due| due <= now))
             .map(|(key, _)| key.clone())
             .collect();

@@ -425,7 +425,8 @@ impl Mesh {
     }
 
     /// Issues an agent token under `parent`, joins cluster `name` with
-    /// `labels` (`k=v,…`) and starts its edge agent.
+    /// `labels` (`k=v,…`) and starts its edge agent, without a cluster
+    /// (`--no-cluster`: it keeps its slice and applies nothing).
     pub fn add_agent(
         &self,
         name: &str,
@@ -438,9 +439,10 @@ impl Mesh {
                 .arg("join")
                 .arg("--data-dir")
                 .arg(self.data_dir(name))
-                .args(["--name", name, "--token", &token, "--labels", labels]),
+                .args(["--name", name, "--token", &token, "--labels", labels])
+                .arg("--no-cluster"),
         )?;
-        self.spawn("edge-agent", name)
+        self.spawn_with("edge-agent", name, &["--no-cluster"])
     }
 
     /// Joins cluster `name` with `labels` under `parent`, applying to the

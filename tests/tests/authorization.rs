@@ -309,7 +309,7 @@ fn a_relay_cannot_pose_as_the_root_or_a_sibling() -> anyhow::Result<()> {
         .arg("join")
         .arg("--data-dir")
         .arg(mesh.data_dir("edge-b"))
-        .args(["--name", "edge-b", "--token", &token])
+        .args(["--name", "edge-b", "--token", &token, "--no-cluster"])
         .output()?;
     assert!(!output.status.success(), "{}", text(&output));
     assert!(

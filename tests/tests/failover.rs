@@ -368,7 +368,7 @@ fn a_relay_re_parents_with_its_subtree_when_its_parent_dies() -> anyhow::Result<
             .arg("--data-dir")
             .arg(&data_dir)
             .args(["--name", "late", "--token", token.trim()])
-            .args(["--labels", "region=us"])
+            .args(["--labels", "region=us", "--no-cluster"])
             .output()?;
         if !output.status.success() {
             refused.push(String::from_utf8_lossy(&output.stderr).into_owned());
@@ -380,7 +380,7 @@ fn a_relay_re_parents_with_its_subtree_when_its_parent_dies() -> anyhow::Result<
         refused.iter().all(|why| why.contains("posing")),
         "a join below leaf failed for another reason than leaf's old place: {refused:?}"
     );
-    let _late = mesh.start_agent("late")?;
+    let _late = mesh.start_agent_with("late", &["--no-cluster"])?;
     wait_for("late under leaf", SETTLE, || {
         Ok(connected_under(&mesh.tree()?, "late", "leaf").then_some(()))
     })

@@ -512,7 +512,7 @@ fn a_relay_cannot_pose_as_a_relay_below_it_with_an_issuer_in_its_name() -> anyho
         .arg("join")
         .arg("--data-dir")
         .arg(mesh.data_dir("edge-x"))
-        .args(["--name", "edge-x", "--token", &agent_token])
+        .args(["--name", "edge-x", "--token", &agent_token, "--no-cluster"])
         .output()?;
     let relay = mesh.join("newcomer", &relay_token)?;
     for (who, output) in [("edge-agent join", agent), ("relay join", relay)] {

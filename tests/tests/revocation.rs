@@ -182,7 +182,7 @@ fn a_revoked_token_joins_no_one() -> anyhow::Result<()> {
         .arg("join")
         .arg("--data-dir")
         .arg(mesh.data_dir("edge-1"))
-        .args(["--name", "edge-1", "--token", &token])
+        .args(["--name", "edge-1", "--token", &token, "--no-cluster"])
         .output()?;
     assert!(!output.status.success());
     assert!(text(&output).contains("was revoked"), "{}", text(&output));

@@ -39,8 +39,12 @@ pub struct Cluster {
     pub client: Client,
     /// The admin kubeconfig file.
     pub kubeconfig: PathBuf,
+    /// What it serves again after [`Cluster::stop_api`].
+    tls: ApiTls,
+    address: std::net::SocketAddr,
+    objects: ObjectStore,
     stop: Option<oneshot::Sender<()>>,
-    task: JoinHandle<Result<(), ApiError>>,
+    task: Option<JoinHandle<Result<(), ApiError>>>,
     _dir: tempfile::TempDir,
 }
 
@@ -57,17 +61,7 @@ impl Cluster {
         let dir = tempfile::tempdir()?;
         let db = sled::open(dir.path().join("objects"))?;
         let objects = ObjectStore::open(db.open_tree("objects")?)?;
-        let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(relaymesh_apiserver::serve(
-            listener,
-            tls,
-            Arc::new(Plain),
-            objects,
-            None,
-            async move {
-                let _ = stopped.await;
-            },
-        ));
+        let (stop, task) = serve(listener, &tls, &objects);
         let kubeconfig = dir.path().join("kubeconfig");
         let text = relaymesh_relay::kubeconfig::admin_kubeconfig(
             "test",
@@ -83,10 +77,33 @@ impl Cluster {
         Ok(Self {
             client,
             kubeconfig,
+            tls,
+            address,
+            objects,
             stop: Some(stop),
-            task,
+            task: Some(task),
             _dir: dir,
         })
+    }
+
+    /// Stops the API server, as a cluster whose API goes down; its objects
+    /// stay for [`Cluster::restart_api`].
+    pub async fn stop_api(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(task) = self.task.take() {
+            let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
+        }
+    }
+
+    /// Serves the same objects at the same address again.
+    pub async fn restart_api(&mut self) -> anyhow::Result<()> {
+        let listener = TcpListener::bind(self.address).await?;
+        let (stop, task) = serve(listener, &self.tls, &self.objects);
+        self.stop = Some(stop);
+        self.task = Some(task);
+        Ok(())
     }
 
     /// An `Api` for objects of `api_version`/`kind` (namespaced if
@@ -123,11 +140,28 @@ impl Cluster {
     }
 
     pub async fn stop(mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        let _ = tokio::time::timeout(Duration::from_secs(10), self.task).await;
+        self.stop_api().await;
     }
+}
+
+/// Serves `objects` on `listener` until the returned sender fires.
+fn serve(
+    listener: TcpListener,
+    tls: &ApiTls,
+    objects: &ObjectStore,
+) -> (oneshot::Sender<()>, JoinHandle<Result<(), ApiError>>) {
+    let (stop, stopped) = oneshot::channel::<()>();
+    let task = tokio::spawn(relaymesh_apiserver::serve(
+        listener,
+        tls.clone(),
+        Arc::new(Plain),
+        objects.clone(),
+        None,
+        async move {
+            let _ = stopped.await;
+        },
+    ));
+    (stop, task)
 }
 
 /// One agent's node: its sled store and a running reconciler on it.
