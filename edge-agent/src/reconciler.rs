@@ -183,13 +183,13 @@ pub struct Reconciler {
     replicas_used: u64,
     /// Where it tells the daemon whether the cluster is out of room.
     out_of_room: Option<watch::Sender<bool>>,
+    /// Why the cluster's API cannot be reached (`ClusterUnreachable`), or
+    /// `None` while it answers: see `reconciler/reachability.rs`.
+    unreachable: Option<String>,
 }
 
 impl Reconciler {
     /// A reconciler for cluster `cluster` (its name, for status messages)
-    /// Why the cluster's API cannot be reached (`ClusterUnreachable`), or
-    /// `None` while it answers: see `reconciler/reachability.rs`.
-    unreachable: Option<String>,
     /// reached by `client`, on the node's `store` (bundles, its position in
     /// the parent's history, and the `applied` inventory tree), fed by the
     /// daemon's `slice` and reporting on `status` (the two ends of
@@ -236,11 +236,11 @@ impl Reconciler {
             max_replicas,
             replicas_used: 0,
             out_of_room: None,
+            unreachable: None,
         })
     }
 
     /// The reconciler telling `out_of_room` whether its cluster has room
-            unreachable: None,
     /// left for more replicas (for a cluster joined with `--max-replicas`).
     pub fn with_room(mut self, out_of_room: watch::Sender<bool>) -> Self {
         self.out_of_room = Some(out_of_room);
@@ -262,11 +262,11 @@ impl Reconciler {
             changed = self.slice.changed() => if changed.is_err() { return Ok(()) },
         }
         self.sync_slice().await?;
+        let mut reachability = reachability::probe(self.applier.client().clone(), shutdown.clone());
         loop {
             self.reconcile_due().await?;
             self.report_due().await;
             let next = self
-        let mut reachability = reachability::probe(self.applier.client().clone(), shutdown.clone());
                 .placements
                 .values()
                 .flat_map(|p| [p.due, p.report_at])
@@ -279,25 +279,25 @@ impl Reconciler {
                     Err(_) => return Ok(()),
                 },
                 Some(event) = self.events.recv() => self.handle_event(event).await,
-                () = sleep_until(next) => {}
-            }
-        }
-    }
                 Ok(()) = reachability.changed() => {
                     let unreachable = reachability.borrow_and_update().clone();
                     self.set_unreachable(unreachable).await;
                 }
+                () = sleep_until(next) => {}
+            }
+        }
+    }
 
     /// Reconciles the placements that are due, in key order.
     async fn reconcile_due(&mut self) -> Result<(), ReconcileError> {
-        let now = Instant::now();
-        let mut due: Vec<String> = self
-            .placements
-            .iter()
         if self.unreachable.is_some() {
             self.hold_due().await;
             return Ok(());
         }
+        let now = Instant::now();
+        let mut due: Vec<String> = self
+            .placements
+            .iter()
             .filter(|(_, placement)| placement.due.is_some_and(|due| due <= now))
             .map(|(key, _)| key.clone())
             .collect();
