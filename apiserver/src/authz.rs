@@ -26,11 +26,48 @@ pub enum Attributes {
         subresource: Option<String>,
         /// The namespace, for namespaced requests.
         namespace: Option<String>,
+        /// The object's name, for requests on one object (not a list or
+        /// a create), as RBAC's `resourceNames` match it.
+        name: Option<String>,
+    },
+    /// A verb on a path outside the resources (only asked in a
+    /// `SelfSubjectAccessReview`: the paths served are [`Self::Discovery`]).
+    NonResource {
+        /// The lowercase HTTP method: `get`, `post`, ...
+        verb: String,
+        /// The path, as `/healthz`.
+        path: String,
     },
     /// Discovery, version and OpenAPI documents.
     Discovery,
     /// A review of the caller's own identity or rights.
     SelfReview,
+}
+
+/// The paths every authenticated user may `get`, as kube-apiserver's
+/// `system:discovery` and `system:public-info-viewer` ClusterRoles grant
+/// them (a trailing `*` is a prefix).
+const DISCOVERY_PATHS: [&str; 11] = [
+    "/api",
+    "/api/*",
+    "/apis",
+    "/apis/*",
+    "/openapi",
+    "/openapi/*",
+    "/version",
+    "/version/",
+    "/healthz",
+    "/livez",
+    "/readyz",
+];
+
+fn is_discovery_path(path: &str) -> bool {
+    DISCOVERY_PATHS
+        .iter()
+        .any(|allowed| match allowed.strip_suffix('*') {
+            Some(prefix) => path.starts_with(prefix),
+            None => path == *allowed,
+        })
 }
 
 /// Whether `user` may do what `attributes` says. Every authenticated user
@@ -44,7 +81,60 @@ pub(super) fn decide<E: Extension>(
 ) -> Result<(), String> {
     match attributes {
         Attributes::Discovery | Attributes::SelfReview => Ok(()),
-        Attributes::Resource { .. } => extension.authorize(user, attributes),
+        Attributes::NonResource { verb, path } if verb == "get" && is_discovery_path(path) => {
+            Ok(())
+        }
+        Attributes::Resource { .. } | Attributes::NonResource { .. } => {
+            extension.authorize(user, attributes)
+        }
+    }
+}
+
+/// Why `user` may not do what `attributes` say, as kube-apiserver words a
+/// refusal: `deployments.apps "web" is forbidden: User "alice" cannot
+/// delete resource "deployments" in API group "apps" in the namespace
+/// "shop"`.
+pub(crate) fn forbidden(user: &User, attributes: &Attributes) -> String {
+    match attributes {
+        Attributes::Resource {
+            verb,
+            group,
+            resource,
+            subresource,
+            namespace,
+            name,
+        } => {
+            let qualified = if group.is_empty() {
+                resource.clone()
+            } else {
+                format!("{resource}.{group}")
+            };
+            let named = match name {
+                Some(name) => format!("{qualified} {name:?}"),
+                None => qualified,
+            };
+            let full = match subresource {
+                Some(subresource) => format!("{resource}/{subresource}"),
+                None => resource.clone(),
+            };
+            let scope = match namespace {
+                Some(namespace) => format!("in the namespace {namespace:?}"),
+                None => "at the cluster scope".to_string(),
+            };
+            format!(
+                "{named} is forbidden: User {:?} cannot {verb} resource {full:?} in API group {group:?} {scope}",
+                user.name
+            )
+        }
+        Attributes::NonResource { verb, path } => {
+            format!(
+                "forbidden: User {:?} cannot {verb} path {path:?}",
+                user.name
+            )
+        }
+        Attributes::Discovery | Attributes::SelfReview => {
+            format!("forbidden: User {:?} cannot do this", user.name)
+        }
     }
 }
 
@@ -81,9 +171,20 @@ pub(super) fn access_review<E: Extension>(
             resource: field("resource").unwrap_or_default(),
             subresource: field("subresource"),
             namespace: field("namespace"),
+            name: field("name"),
         }
-    } else if spec.get("nonResourceAttributes").is_some() {
-        Attributes::Discovery
+    } else if let Some(asked) = spec.get("nonResourceAttributes") {
+        let field = |name: &str| {
+            asked
+                .get(name)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string()
+        };
+        Attributes::NonResource {
+            verb: field("verb"),
+            path: field("path"),
+        }
     } else {
         return Err(ApiError::Invalid {
             field: "spec.resourceAttributes".into(),
@@ -152,10 +253,54 @@ mod tests {
             resource: "deployments".into(),
             subresource: None,
             namespace: None,
+            name: None,
         };
         assert_eq!(
             decide(&Policy, &nobody, &create),
             Err("someone may not create".into())
+        );
+    }
+
+    #[test]
+    fn discovery_paths_are_everyones_and_other_paths_the_policys() {
+        let nobody = user(&[]);
+        let path = |verb: &str, path: &str| Attributes::NonResource {
+            verb: verb.into(),
+            path: path.into(),
+        };
+        for allowed in [
+            "/api",
+            "/apis/apps/v1",
+            "/version",
+            "/openapi/v3",
+            "/healthz",
+        ] {
+            assert!(
+                decide(&Policy, &nobody, &path("get", allowed)).is_ok(),
+                "{allowed}"
+            );
+        }
+        for asked in [
+            path("get", "/metrics"),
+            path("post", "/apis"),
+            path("get", "/apiss"),
+        ] {
+            assert_eq!(
+                decide(&Policy, &nobody, &asked),
+                Err("not a resource request".into())
+            );
+        }
+        let review =
+            json!({"spec": {"nonResourceAttributes": {"verb": "get", "path": "/metrics"}}});
+        let answered = access_review(&Policy, &nobody, review).expect("a review");
+        assert_eq!(answered["status"]["allowed"], json!(false));
+        let review =
+            json!({"spec": {"nonResourceAttributes": {"verb": "get", "path": "/version"}}});
+        let answered = access_review(&Policy, &nobody, review).expect("a review");
+        assert_eq!(answered["status"]["allowed"], json!(true));
+        assert_eq!(
+            forbidden(&nobody, &path("get", "/metrics")),
+            "forbidden: User \"someone\" cannot get path \"/metrics\""
         );
     }
 

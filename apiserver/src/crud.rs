@@ -338,6 +338,7 @@ fn create<E: Extension>(
     require_namespace(&context.objects, resource, namespace)?;
     strategy::prepare(resource, &mut object, true);
     crd::prepare(resource, &mut object, &context.reserved_groups)?;
+    admit_write(context, resource, namespace, &object)?;
     if !manager.is_empty() {
         patch::track_update(None, &mut object, manager);
     }
@@ -375,6 +376,7 @@ fn update<E: Extension>(
     keep_other_half(&live, &mut object, path.subresource.is_some());
     strategy::prepare(resource, &mut object, false);
     crd::prepare(resource, &mut object, &context.reserved_groups)?;
+    admit_write(context, resource, namespace, &object)?;
     patch::track_update(Some(&live), &mut object, manager);
     let stored = store_update(context, &key, object, query)
         .map_err(|error| store_error(resource, name, error))?;
@@ -450,6 +452,7 @@ fn patch_object<E: Extension>(
         keep_other_half(&live, &mut object, path.subresource.is_some());
         strategy::prepare(resource, &mut object, false);
         crd::prepare(resource, &mut object, &context.reserved_groups)?;
+        admit_write(context, resource, namespace, &object)?;
         // A resourceVersion the patch sets is a precondition, as in
         // kube-apiserver (`kubectl annotate --resource-version`).
         if let Some(asked) = patch_precondition(&kind, body) {
@@ -721,6 +724,38 @@ fn keep_other_half(live: &Value, object: &mut Value, status_subresource: bool) {
     } else if let Some(status) = live.get("status") {
         object["status"] = status.clone();
     }
+}
+
+/// What a write must pass beyond its verb, with `object` as it will be
+/// stored: a role or binding may grant only what its writer holds
+/// ([`crate::rbac::Rbac::check_escalation`], when the extension authorizes
+/// with RBAC), and the extension's own check
+/// ([`Extension::admit_write`]).
+fn admit_write<E: Extension>(
+    context: &Context<E>,
+    resource: &Resource,
+    namespace: Option<&str>,
+    object: &Value,
+) -> Result<(), ApiError> {
+    let crate::tls::PeerIdentity::Verified(user) = &context.peer else {
+        return Ok(());
+    };
+    if let Some(rbac) = context.extension.rbac() {
+        if resource.group == crate::rbac::GROUP {
+            rbac.check_escalation(
+                &*context.extension,
+                user,
+                &resource.plural,
+                namespace,
+                object,
+            )
+            .map_err(ApiError::Forbidden)?;
+        }
+    }
+    context
+        .extension
+        .admit_write(user, resource, namespace, object)
+        .map_err(ApiError::Forbidden)
 }
 
 fn require_namespace(

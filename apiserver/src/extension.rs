@@ -11,6 +11,7 @@ use serde_json::Value;
 use crate::authz::Attributes;
 use crate::http::ApiBody;
 use crate::objects::ObjectStore;
+use crate::rbac::Rbac;
 use crate::resources::Resource;
 use crate::tls::User;
 use crate::watch::WatchLimits;
@@ -113,6 +114,29 @@ pub trait Extension: Send + Sync + 'static {
     /// nothing but its operators' certificates.
     fn authorize(&self, user: &User, attributes: &Attributes) -> Result<(), String> {
         let _ = (user, attributes);
+        Ok(())
+    }
+
+    /// The RBAC authorizer, if [`Extension::authorize`] decides with one:
+    /// writes of roles and bindings then pass its escalation check
+    /// ([`Rbac::check_escalation`]). The default is none.
+    fn rbac(&self) -> Option<&Rbac> {
+        None
+    }
+
+    /// Whether `user` may store `object` of `resource` in `namespace`, as
+    /// it will be stored (after any patch), beyond the verb they were
+    /// allowed: for what an object's content reaches. Called on create,
+    /// update and patch, dry runs included; `Err` carries the reason for
+    /// the `403`. The default admits everything.
+    fn admit_write(
+        &self,
+        user: &User,
+        resource: &Resource,
+        namespace: Option<&str>,
+        object: &Value,
+    ) -> Result<(), String> {
+        let _ = (user, resource, namespace, object);
         Ok(())
     }
 

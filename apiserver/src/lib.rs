@@ -69,6 +69,7 @@ mod openapi;
 pub mod patch;
 pub mod protobuf;
 pub mod query;
+pub mod rbac;
 mod resources;
 mod routes;
 mod scale;

@@ -140,6 +140,7 @@ impl Route {
                     resource: path.plural.clone(),
                     subresource: path.subresource.clone(),
                     namespace: path.namespace.clone(),
+                    name: path.name.clone(),
                 }
             }
             Self::Health(..)

@@ -7,7 +7,9 @@
 //!   `Relay` and `Agent` objects and SIG-Multicluster `ClusterProfile`s
 //!   (the `inventory` and `nodes` modules);
 //! * join tokens, revocations and user certificates (`tokens`,
-//!   `revocations`, `users`), which only admins may write (`policy`);
+//!   `revocations`, `users`), written with relaymesh's own verbs that only
+//!   admins hold by default (`policy`, which authorizes every request with
+//!   the RBAC objects the root stores);
 //! * a raw bundle push for smoke tests and the placement explainer;
 //! * what the tree knows only below, asked on demand: a node's link
 //!   (`agents/NAME/link`) and one cluster's live object and events
@@ -25,6 +27,7 @@ use hyper::{Method, Response, StatusCode};
 use relaymesh_apiserver::http::{json_reply, ApiBody, MAX_JSON_BODY};
 use relaymesh_apiserver::objects::{ObjectKey, ObjectStore};
 use relaymesh_apiserver::query::Query;
+use relaymesh_apiserver::rbac::Rbac;
 use relaymesh_apiserver::{
     ApiLimit, Attributes, Call, Extension, ExtensionRoute, Resource, Validator,
 };
@@ -52,7 +55,7 @@ mod users;
 
 pub use cluster_labels::{merge as merge_cluster_labels, LabelChange, MAX_ANNOTATION_BYTES};
 pub use moves::{check_move, MoveRequest, DEFAULT_MOVE_TTL};
-pub use policy::{ADMINS, GROUPS, OPERATORS, VIEWERS};
+pub use policy::{check_group, ADMINS, GROUPS, ISSUE, MOVE, OPERATORS, REVOKE, VIEWERS};
 pub use relaymesh_apiserver::{ApiError, AuditLog, PeerIdentity, User};
 pub use users::DEFAULT_VALIDITY as DEFAULT_USER_CERT_VALIDITY;
 
@@ -360,13 +363,21 @@ pub trait Backend: Send + Sync + 'static {
 pub struct Relaymesh<B> {
     backend: Arc<B>,
     authority: crate::pki::ApiAuthority,
+    rbac: Rbac,
+    objects: ObjectStore,
 }
 
 impl<B: Backend> Relaymesh<B> {
     /// The extension serving `backend`'s tree; `authority` signs user
-    /// certificates.
-    pub fn new(backend: Arc<B>, authority: crate::pki::ApiAuthority) -> Self {
-        Self { backend, authority }
+    /// certificates; requests are authorized with the RBAC objects stored
+    /// in `objects`.
+    pub fn new(backend: Arc<B>, authority: crate::pki::ApiAuthority, objects: ObjectStore) -> Self {
+        Self {
+            backend,
+            authority,
+            rbac: Rbac::new(objects.clone()),
+            objects,
+        }
     }
 }
 
@@ -451,6 +462,25 @@ fn own(verb: &str, resource: &str, namespace: Option<&str>) -> Attributes {
         resource: resource.to_string(),
         subresource: None,
         namespace: namespace.map(str::to_string),
+        name: None,
+    }
+}
+
+/// What a request on one named object of relaymesh's asks.
+fn own_named(
+    verb: &str,
+    resource: &str,
+    subresource: Option<&str>,
+    namespace: Option<&str>,
+    name: &str,
+) -> Attributes {
+    Attributes::Resource {
+        verb: verb.to_string(),
+        group: RELAYMESH_GROUP.to_string(),
+        resource: resource.to_string(),
+        subresource: subresource.map(str::to_string),
+        namespace: namespace.map(str::to_string),
+        name: Some(name.to_string()),
     }
 }
 
@@ -483,7 +513,24 @@ impl<B: Backend> Extension for Relaymesh<B> {
     }
 
     fn authorize(&self, user: &User, attributes: &Attributes) -> Result<(), String> {
-        policy::decide(user, attributes)
+        self.rbac.authorize(user, attributes)
+    }
+
+    fn rbac(&self) -> Option<&Rbac> {
+        Some(&self.rbac)
+    }
+
+    fn admit_write(
+        &self,
+        user: &User,
+        resource: &Resource,
+        namespace: Option<&str>,
+        object: &Value,
+    ) -> Result<(), String> {
+        if (resource.group(), resource.plural()) == (RELAYMESH_GROUP, "placements") {
+            return policy::admit_placement(&self.rbac, &self.objects, user, namespace, object);
+        }
+        Ok(())
     }
 
     fn watch_limits(&self) -> relaymesh_apiserver::WatchLimits {
@@ -517,21 +564,21 @@ impl<B: Backend> Extension for Relaymesh<B> {
                 endpoint::JOIN_TOKENS,
                 vec![],
                 GET_POST,
-                own(if read { "list" } else { "create" }, "jointokens", None),
+                own(if read { "list" } else { policy::ISSUE }, "jointokens", None),
                 JSON,
             ),
             ["apis", RELAYMESH_GROUP, VERSION, "jointokens", id] => route(
                 endpoint::JOIN_TOKEN,
                 vec![id],
                 &[Method::DELETE],
-                own("delete", "jointokens", None),
+                own_named(policy::REVOKE, "jointokens", None, None, id),
                 JSON,
             ),
             ["apis", RELAYMESH_GROUP, VERSION, "revocations"] => route(
                 endpoint::REVOCATIONS,
                 vec![],
                 GET_POST,
-                own(if read { "list" } else { "create" }, "revocations", None),
+                own(if read { "list" } else { policy::REVOKE }, "revocations", None),
                 JSON,
             ),
             ["apis", RELAYMESH_GROUP, VERSION, "clusterlabels"] => route(
@@ -552,7 +599,7 @@ impl<B: Backend> Extension for Relaymesh<B> {
                 endpoint::MOVES,
                 vec![],
                 GET_POST,
-                own(if read { "list" } else { "create" }, "moves", None),
+                own(if read { "list" } else { policy::MOVE }, "moves", None),
                 JSON,
             ),
             ["apis", RELAYMESH_GROUP, VERSION, "usercertificates"] => route(
@@ -560,7 +607,7 @@ impl<B: Backend> Extension for Relaymesh<B> {
                 vec![],
                 GET_POST,
                 own(
-                    if read { "list" } else { "create" },
+                    if read { "list" } else { policy::ISSUE },
                     "usercertificates",
                     None,
                 ),
@@ -570,7 +617,7 @@ impl<B: Backend> Extension for Relaymesh<B> {
                 endpoint::USER_CERTIFICATE,
                 vec![name],
                 &[Method::DELETE],
-                own("delete", "usercertificates", None),
+                own_named(policy::REVOKE, "usercertificates", None, None, name),
                 JSON,
             ),
             ["relaymesh", VERSION, "bundles"] => route(
@@ -585,13 +632,7 @@ impl<B: Backend> Extension for Relaymesh<B> {
                     endpoint::LINK,
                     vec![plural, name],
                     &[Method::GET],
-                    Attributes::Resource {
-                        verb: "get".into(),
-                        group: RELAYMESH_GROUP.into(),
-                        resource: plural.to_string(),
-                        subresource: Some("link".into()),
-                        namespace: None,
-                    },
+                    own_named("get", plural, Some("link"), None, name),
                     JSON,
                 )
             }
@@ -604,13 +645,7 @@ impl<B: Backend> Extension for Relaymesh<B> {
                     },
                     vec![name],
                     &[Method::GET],
-                    Attributes::Resource {
-                        verb: "get".into(),
-                        group: RELAYMESH_GROUP.into(),
-                        resource: "clusters".into(),
-                        subresource: Some(subresource.to_string()),
-                        namespace: None,
-                    },
+                    own_named("get", "clusters", Some(subresource), None, name),
                     JSON,
                 )
             }
@@ -619,13 +654,7 @@ impl<B: Backend> Extension for Relaymesh<B> {
                     endpoint::SUBTREE,
                     vec![name, namespace, placement],
                     &[Method::GET],
-                    Attributes::Resource {
-                        verb: "get".into(),
-                        group: RELAYMESH_GROUP.into(),
-                        resource: "relays".into(),
-                        subresource: Some("placements".into()),
-                        namespace: None,
-                    },
+                    own_named("get", "relays", Some("placements"), None, name),
                     JSON,
                 )
             }
@@ -633,7 +662,7 @@ impl<B: Backend> Extension for Relaymesh<B> {
                 endpoint::EXPLAIN,
                 vec![namespace, name],
                 &[Method::GET],
-                own("get", "placements", Some(namespace)),
+                own_named("get", "placements", None, Some(namespace), name),
                 JSON,
             ),
             _ => None,
@@ -862,7 +891,13 @@ pub async fn serve<B: Backend>(
         chain_der: tls.chain_der,
         key_der: tls.key_der,
     };
-    let extension = Arc::new(Relaymesh::new(backend, tls.authority));
+    let written = policy::bootstrap(&objects).map_err(|error| {
+        ApiError::Internal(format!("cannot write the default RBAC policy: {error}"))
+    })?;
+    if !written.is_empty() {
+        tracing::info!(objects = ?written, "default RBAC policy written where missing");
+    }
+    let extension = Arc::new(Relaymesh::new(backend, tls.authority, objects.clone()));
     relaymesh_apiserver::serve(listener, server_tls, extension, objects, audit, shutdown).await
 }
 
@@ -894,24 +929,32 @@ mod tests {
         }
     }
 
-    fn extension() -> Relaymesh<NoTree> {
+    fn extension() -> (tempfile::TempDir, Relaymesh<NoTree>) {
         let mesh = crate::pki::create_mesh("root", &["127.0.0.1".into()]).expect("a mesh");
-        Relaymesh::new(Arc::new(NoTree), mesh.api_authority)
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let db = sled::open(dir.path()).expect("sled opens");
+        let objects = ObjectStore::open(db.open_tree("objects").expect("a tree")).expect("opens");
+        let extension = Relaymesh::new(Arc::new(NoTree), mesh.api_authority, objects);
+        (dir, extension)
     }
 
     #[test]
     fn own_paths_route_with_their_verbs_and_limits() {
-        let extension = extension();
+        let (_dir, extension) = extension();
         let route = |method: Method, path: &str| extension.route(&method, path);
         let tokens = "/apis/relaymesh.dev/v1alpha1/jointokens";
         let listed = route(Method::GET, tokens).expect("a route");
         assert_eq!(listed.attributes, own("list", "jointokens", None));
         let created = route(Method::POST, tokens).expect("a route");
-        assert_eq!(created.attributes, own("create", "jointokens", None));
+        assert_eq!(created.attributes, own(ISSUE, "jointokens", None));
         assert_eq!(created.methods, [Method::GET, Method::POST]);
 
         let revoked = route(Method::DELETE, &format!("{tokens}/00ff")).expect("a route");
         assert_eq!(revoked.arguments, ["00ff"]);
+        assert_eq!(
+            revoked.attributes,
+            own_named(REVOKE, "jointokens", None, None, "00ff")
+        );
         // kubectl and client-go send DeleteOptions with a delete.
         assert_eq!(revoked.body_limit, MAX_JSON_BODY as usize);
 
@@ -919,7 +962,10 @@ mod tests {
         assert_eq!(bundles.body_limit, MAX_BUNDLE_LEN as usize);
         let explain = route(Method::GET, "/relaymesh/v1alpha1/explain/shop/web").expect("a route");
         assert_eq!(explain.arguments, ["shop", "web"]);
-        assert_eq!(explain.attributes, own("get", "placements", Some("shop")));
+        assert_eq!(
+            explain.attributes,
+            own_named("get", "placements", None, Some("shop"), "web")
+        );
 
         let link = route(
             Method::GET,
@@ -963,7 +1009,7 @@ mod tests {
 
     #[test]
     fn views_come_from_the_inventory_and_placements_are_checked() {
-        let extension = extension();
+        let (_dir, extension) = extension();
         let resources = extension.resources();
         let clusters = resources
             .iter()

@@ -18,7 +18,6 @@ use std::time::Duration;
 use serde_json::{json, Map, Value};
 
 use super::nodes::{check_type_meta, invalid, rfc3339, API_VERSION};
-use super::policy::GROUPS;
 use super::ApiError;
 use crate::pki::{self, ApiAuthority};
 use crate::store::UserRecord;
@@ -66,12 +65,7 @@ pub(super) fn issue(
         .get("group")
         .and_then(Value::as_str)
         .ok_or_else(|| invalid("spec.group", "Required value"))?;
-    if !GROUPS.contains(&group) {
-        return Err(invalid(
-            "spec.group",
-            format!("Unsupported value: {group:?}: supported values: \"viewers\", \"operators\", \"admins\""),
-        ));
-    }
+    super::policy::check_group(group).map_err(|message| invalid("spec.group", message))?;
     let request = spec
         .get("request")
         .and_then(Value::as_str)

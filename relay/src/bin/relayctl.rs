@@ -435,9 +435,11 @@ enum UserCommand {
     Create {
         /// The user's name (a DNS label), as audit log lines show it.
         name: String,
-        /// What the user may do.
-        #[arg(long, value_enum)]
-        group: UserGroup,
+        /// The user's group: viewers, operators or admins (the default
+        /// ClusterRoleBindings), or any other DNS-1123 label that a
+        /// RoleBinding or ClusterRoleBinding names (docs/security.md).
+        #[arg(long)]
+        group: String,
         /// Where to write the kubeconfig (mode 0600); - for standard output.
         #[arg(short, long, value_name = "FILE|-")]
         output: String,
@@ -459,13 +461,6 @@ enum UserCommand {
         /// The user's name.
         name: String,
     },
-}
-
-#[derive(Debug, Clone, Copy, ValueEnum)]
-enum UserGroup {
-    Viewers,
-    Operators,
-    Admins,
 }
 
 #[derive(Debug, Subcommand)]
@@ -1021,11 +1016,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                     valid_for,
                 },
         } => {
-            let group = match group {
-                UserGroup::Viewers => relaymesh_relay::api::VIEWERS,
-                UserGroup::Operators => relaymesh_relay::api::OPERATORS,
-                UserGroup::Admins => relaymesh_relay::api::ADMINS,
-            };
+            relaymesh_relay::api::check_group(&group).map_err(anyhow::Error::msg)?;
+            let group = group.as_str();
             let key = pki::new_user_key(&name).context("cannot make the user's key")?;
             let csr_pem = pki::der_to_pem(&key.csr_der, "CERTIFICATE REQUEST");
             let (cert_pem, ca_pem) = client
