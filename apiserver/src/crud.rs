@@ -333,8 +333,7 @@ fn create<E: Extension>(
     manager: &str,
 ) -> Result<Response<ApiBody>, ApiError> {
     validation::default_type_meta(resource, &mut object)?;
-    validation::validate(resource, namespace, None, &object)?;
-    let warnings = field_validation::check(field_validation(query)?, resource, &object)?;
+    let warnings = admit(resource, namespace, None, &object, query, false)?;
     require_namespace(&context.objects, resource, namespace)?;
     strategy::prepare(resource, &mut object, true);
     crd::prepare(resource, &mut object, &context.reserved_groups)?;
@@ -365,8 +364,8 @@ fn update<E: Extension>(
 ) -> Result<Response<ApiBody>, ApiError> {
     let namespace = path.namespace.as_deref();
     validation::default_type_meta(resource, &mut object)?;
-    validation::validate(resource, namespace, Some(name), &object)?;
-    let warnings = field_validation::check(field_validation(query)?, resource, &object)?;
+    let subresource = path.subresource.is_some();
+    let warnings = admit(resource, namespace, Some(name), &object, query, subresource)?;
     let key = resource.key(namespace, name);
     let live = context
         .objects
@@ -444,11 +443,13 @@ fn patch_object<E: Extension>(
             {
                 object["metadata"]["name"] = json!(name);
             }
+            // The name on the URL is the object's: checked here, as
+            // `create` has no URL name to check it against.
             validation::validate(resource, namespace, Some(name), &object)?;
             return create(context, resource, namespace, object, query, "");
         };
-        validation::validate(resource, namespace, Some(name), &object)?;
-        let warnings = field_validation::check(field_validation(query)?, resource, &object)?;
+        let subresource = path.subresource.is_some();
+        let warnings = admit(resource, namespace, Some(name), &object, query, subresource)?;
         keep_other_half(&live, &mut object, path.subresource.is_some());
         strategy::prepare(resource, &mut object, false);
         crd::prepare(resource, &mut object, &context.reserved_groups)?;
@@ -991,6 +992,40 @@ fn asks_dry_run(options: Option<&Value>) -> bool {
 
 fn field_validation(query: &Query) -> Result<FieldValidation, ApiError> {
     FieldValidation::parse(query.get("fieldValidation"))
+}
+
+/// The checks of an object about to be written, in kube-apiserver's order
+/// (decoding, where `Strict` refuses unknown fields, before validation):
+/// the generic checks, unknown fields and JSON types, then the
+/// extension's validator. Returns the `Warning`s to send: unknown fields
+/// under `Warn`, and the extension's advice on a write to the main
+/// resource (`status` is the server's to write).
+fn admit(
+    resource: &Resource,
+    namespace: Option<&str>,
+    name: Option<&str>,
+    object: &Value,
+    query: &Query,
+    subresource: bool,
+) -> Result<Vec<String>, ApiError> {
+    validation::validate(resource, namespace, name, object)?;
+    let mut warnings = field_validation::check(field_validation(query)?, resource, object)?;
+    validation::validate_for_extension(resource, namespace, object).map_err(|error| {
+        // Under `Warn` a misspelt field is stored, so the refusal it
+        // causes (a required field missing) says which field it was: the
+        // `Warning` headers do not travel with an error.
+        match error {
+            ApiError::Invalid { field, message } if !warnings.is_empty() => ApiError::Invalid {
+                field,
+                message: format!("{message} ({})", warnings.join(", ")),
+            },
+            error => error,
+        }
+    })?;
+    if let (Some(warner), false) = (&resource.warner, subresource) {
+        warnings.extend(warner.warnings(namespace, object));
+    }
+    Ok(warnings)
 }
 
 /// `reply` with one `Warning` header per message, as kube-apiserver sends

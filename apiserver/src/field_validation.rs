@@ -3,7 +3,8 @@
 //! error"), `Warn` (the default) stores it and says so in `Warning` headers,
 //! `Ignore` says nothing. Fields are unknown when the kind's schema does not
 //! name them: built-ins' schemas come from their types (via `openapi`),
-//! custom kinds' from their CRD. Open parts of a schema (preserved unknown
+//! custom kinds' from their CRD, an extension's kinds from the schema it
+//! gives them ([`crate::Resource::schema`]). Open parts of a schema (preserved unknown
 //! fields, free-form objects, int-or-string) accept anything. No IO.
 
 use serde_json::Value;
@@ -108,26 +109,60 @@ fn inspect(resource: &Resource, object: &Value) -> Findings {
         }
         .visit(root, object, "");
     } else if let Some(schema) = &resource.schema {
-        let Some(fields) = object.as_object() else {
-            return findings;
-        };
-        let mut walk = Walk {
-            definitions: None,
-            findings: &mut findings,
-        };
-        // A CRD's schema need not name the fields every object has.
-        for (field, value) in fields {
-            if matches!(field.as_str(), "apiVersion" | "kind" | "metadata") {
-                continue;
-            }
-            match schema.pointer(&format!("/properties/{}", escape(field))) {
-                Some(property) => walk.visit(property, value, field),
-                None if is_open(schema) => {}
-                None => walk.findings.unknown.push(field.clone()),
-            }
-        }
+        inspect_custom(schema, object, &mut findings);
     }
     findings
+}
+
+/// Walks `object` along a custom kind's `schema` (a CRD's or an
+/// extension's), which need not name the fields every object has.
+fn inspect_custom(schema: &Value, object: &Value, findings: &mut Findings) {
+    let Some(fields) = object.as_object() else {
+        return;
+    };
+    let mut walk = Walk {
+        definitions: None,
+        findings,
+    };
+    for (field, value) in fields {
+        if matches!(field.as_str(), "apiVersion" | "kind" | "metadata") {
+            continue;
+        }
+        match schema.pointer(&format!("/properties/{}", escape(field))) {
+            Some(property) => walk.visit(property, value, field),
+            None if is_open(schema) => {}
+            None => walk.findings.unknown.push(field.clone()),
+        }
+    }
+}
+
+/// What checking an object against a custom kind's schema found
+/// ([`check_schema`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SchemaFindings {
+    /// The paths (`spec.rollout.maxConcurency`) of the fields the schema
+    /// does not name.
+    pub unknown: Vec<String>,
+    /// The paths of the values whose JSON type is not the schema's.
+    pub mistyped: Vec<String>,
+}
+
+/// Checks `object` against `schema`, a structural schema as
+/// [`crate::Resource::schema`] takes it, the way writes of such a kind are
+/// checked: for tests of an extension's schemas, and for objects an
+/// extension reads on paths of its own.
+pub fn check_schema(schema: &Value, object: &Value) -> SchemaFindings {
+    let mut findings = Findings::default();
+    inspect_custom(schema, object, &mut findings);
+    SchemaFindings {
+        unknown: findings.unknown,
+        mistyped: findings
+            .mistyped
+            .into_iter()
+            .map(|mistyped| mistyped.path)
+            .collect(),
+    }
 }
 
 /// `object` without the fields the schema of the built-in `resource` does

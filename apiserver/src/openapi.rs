@@ -12,7 +12,9 @@
 //! strategic merge patch table written in as `x-kubernetes-patch-*` and
 //! `x-kubernetes-list-*` extensions, so that what kubectl computes on the
 //! client merges the way the server applies it. Custom kinds' come from their
-//! CRD; relaymesh's own kinds are open objects. No IO.
+//! CRD, an extension's kinds' from the schema it gives them
+//! ([`crate::Resource::schema`]); a kind with neither is an open object.
+//! No IO.
 
 use std::collections::hash_map::DefaultHasher;
 use std::collections::BTreeMap;
@@ -356,8 +358,8 @@ fn schema_name(resource: &Resource) -> String {
     format!("{group}.{}.{}", resource.version, resource.kind)
 }
 
-/// A custom kind's schema: its CRD's, or an open object, with the common
-/// fields and its group-version-kind.
+/// A custom kind's schema: its CRD's or its extension's, or an open
+/// object, with the common fields and its group-version-kind.
 fn custom_schema(resource: &Resource, style: Style) -> Value {
     let mut schema = resource
         .schema

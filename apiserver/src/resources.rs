@@ -52,6 +52,43 @@ impl Validator {
     }
 }
 
+/// An extension's advice on an object of one of its kinds that it
+/// accepts: given the request's namespace and the object, the messages
+/// sent back as `Warning` headers (kubectl prints each as `Warning: …`),
+/// such as a name that refers to nothing known yet.
+#[derive(Clone)]
+pub struct Warner(Arc<Advise>);
+
+/// What a [`Warner`] calls.
+type Advise = dyn Fn(Option<&str>, &Value) -> Vec<String> + Send + Sync;
+
+impl Warner {
+    /// A warner calling `advise`.
+    pub fn new(
+        advise: impl Fn(Option<&str>, &Value) -> Vec<String> + Send + Sync + 'static,
+    ) -> Self {
+        Self(Arc::new(advise))
+    }
+
+    /// The warnings for `object`.
+    pub(super) fn warnings(&self, namespace: Option<&str>, object: &Value) -> Vec<String> {
+        (self.0)(namespace, object)
+    }
+}
+
+impl fmt::Debug for Warner {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Warner")
+    }
+}
+
+impl PartialEq for Warner {
+    // The same advice, not an equal one: closures cannot be compared.
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
 impl fmt::Debug for Validator {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("Validator")
@@ -90,7 +127,9 @@ pub struct Resource {
     /// Whether the kind has a `status` subresource: built-ins whose type
     /// has a status, CRD versions that declare one, Placements.
     pub(super) status: bool,
-    /// The OpenAPI v3 schema of custom kinds, from their CRD.
+    /// The OpenAPI v3 schema of custom kinds, from their CRD or their
+    /// extension ([`Resource::schema`]): what `/openapi` serves and what
+    /// unknown fields are checked against.
     pub(super) schema: Option<Value>,
     /// Extra printer columns of custom kinds, from their CRD or their
     /// extension, as `additionalPrinterColumns` entries.
@@ -100,12 +139,14 @@ pub struct Resource {
     pub(super) extra_categories: Vec<String>,
     /// The extension's check of objects of its kind.
     pub(super) validator: Option<Validator>,
+    /// The extension's warnings on objects of its kind it accepts.
+    pub(super) warner: Option<Warner>,
 }
 
 impl Resource {
     /// An extension's stored kind `kind` (plural `plural`) in
     /// `group/version`, with full CRUD, a `status` subresource and no
-    /// schema (any object is accepted); the builder methods below change
+    /// schema (any fields are accepted); the builder methods below change
     /// that.
     pub fn new(group: &str, version: &str, plural: &str, kind: &str, namespaced: bool) -> Self {
         Self {
@@ -123,6 +164,7 @@ impl Resource {
             printer_columns: Vec::new(),
             extra_categories: Vec::new(),
             validator: None,
+            warner: None,
         }
     }
 
@@ -161,6 +203,25 @@ impl Resource {
     #[must_use]
     pub fn validator(mut self, validator: Validator) -> Self {
         self.validator = Some(validator);
+        self
+    }
+
+    /// With `warner` advising on every object written to the main
+    /// resource (not its `status`) and accepted.
+    #[must_use]
+    pub fn warner(mut self, warner: Warner) -> Self {
+        self.warner = Some(warner);
+        self
+    }
+
+    /// With `schema`, a structural OpenAPI v3 schema of the whole object
+    /// as a CRD's `openAPIV3Schema` gives it (`apiVersion`, `kind` and
+    /// `metadata` may be left out): `/openapi/v2` and `/openapi/v3` serve
+    /// it, so `kubectl explain` explains the kind, and `fieldValidation`
+    /// checks unknown fields and JSON types against it.
+    #[must_use]
+    pub fn schema(mut self, schema: Value) -> Self {
+        self.schema = Some(schema);
         self
     }
 
@@ -363,6 +424,7 @@ static BUILTIN_RESOURCES: LazyLock<Vec<Resource>> = LazyLock::new(|| {
             printer_columns: Vec::new(),
             extra_categories: Vec::new(),
             validator: None,
+            warner: None,
         })
         .collect()
 });
@@ -500,6 +562,7 @@ pub(super) fn from_definition(definition: &Value) -> Vec<Resource> {
                     .unwrap_or_default(),
                 extra_categories: categories.clone(),
                 validator: None,
+                warner: None,
             })
         })
         .collect()

@@ -808,6 +808,7 @@ mod tests {
             printer_columns: vec![],
             extra_categories: Vec::new(),
             validator: None,
+            warner: None,
         }
     }
 

@@ -1,7 +1,8 @@
 //! Validation of objects written through the API, as kube-apiserver's
 //! generic checks do it: type meta against the URL, names and namespaces
 //! (unknown fields are `field_validation`'s). Failures are `422 Invalid`
-//! with the field path; no IO.
+//! with the field path; then the extension's validator
+//! ([`validate_for_extension`]); no IO.
 
 use serde_json::Value;
 
@@ -138,10 +139,22 @@ pub(super) fn validate(
             }
         }
     }
-    if let Some(validator) = &resource.validator {
-        validator.check(namespace, object)?;
-    }
     Ok(())
+}
+
+/// The extension's own check of an object of its kind, after [`validate`]
+/// and the unknown-field check: kube-apiserver decodes (and refuses
+/// unknown fields under `Strict`) before it validates, so a misspelled
+/// field is named as unknown rather than reported as a missing one.
+pub(super) fn validate_for_extension(
+    resource: &Resource,
+    namespace: Option<&str>,
+    object: &Value,
+) -> Result<(), ApiError> {
+    match &resource.validator {
+        Some(validator) => validator.check(namespace, object),
+        None => Ok(()),
+    }
 }
 
 /// Whether `name` is a DNS-1123 label: at most 63 characters of `[a-z0-9-]`,

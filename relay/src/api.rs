@@ -29,7 +29,7 @@ use relaymesh_apiserver::objects::{ObjectKey, ObjectStore};
 use relaymesh_apiserver::query::Query;
 use relaymesh_apiserver::rbac::Rbac;
 use relaymesh_apiserver::{
-    ApiLimit, Attributes, Call, Extension, ExtensionRoute, Resource, Validator,
+    ApiLimit, Attributes, Call, Extension, ExtensionRoute, Resource, Validator, Warner,
 };
 use relaymesh_protocol::limits::MAX_BUNDLE_LEN;
 use relaymesh_protocol::{BundleId, LinkStatus, NodeRecord, Role};
@@ -50,6 +50,7 @@ mod nodes;
 mod observed;
 mod policy;
 mod revocations;
+mod schemas;
 mod tokens;
 mod users;
 
@@ -381,8 +382,12 @@ impl<B: Backend> Relaymesh<B> {
     }
 }
 
-/// relaymesh's own kinds.
-fn own_resources() -> Vec<Resource> {
+/// relaymesh's own kinds, each with its schema; `unknown_clusters` says
+/// which of the names it is given no cluster of the tree has now, for the
+/// Placement's warnings.
+fn own_resources(
+    unknown_clusters: impl Fn(&[&str]) -> Vec<String> + Send + Sync + 'static,
+) -> Vec<Resource> {
     let column =
         |name: &str, kind: &str, path: &str| json!({"name": name, "type": kind, "jsonPath": path});
     let connected = column("Connected", "boolean", ".status.connected");
@@ -396,21 +401,28 @@ fn own_resources() -> Vec<Resource> {
                 column("Selected", "integer", ".status.clusters.selected"),
                 column("Ready", "integer", ".status.clusters.ready"),
             ])
-            .validator(Validator::new(validate_placement)),
+            .schema(schemas::placement())
+            .validator(Validator::new(validate_placement))
+            .warner(Warner::new(move |_, placement| {
+                unknown_cluster_warning(placement, &unknown_clusters)
+            })),
         Resource::new(RELAYMESH_GROUP, VERSION, "clusters", "Cluster", false)
             .read_only()
+            .schema(schemas::cluster())
             .printer_columns(vec![
                 connected.clone(),
                 column("Relay-Path", "string", ".status.relayPath"),
             ]),
         Resource::new(RELAYMESH_GROUP, VERSION, "relays", "Relay", false)
             .read_only()
+            .schema(schemas::node("Relay"))
             .printer_columns(vec![
                 connected.clone(),
                 column("Parent", "string", ".spec.parent"),
             ]),
         Resource::new(RELAYMESH_GROUP, VERSION, "agents", "Agent", false)
             .read_only()
+            .schema(schemas::node("Agent"))
             .printer_columns(vec![connected, column("Parent", "string", ".spec.parent")]),
         Resource::new(
             MULTICLUSTER_GROUP,
@@ -420,8 +432,58 @@ fn own_resources() -> Vec<Resource> {
             false,
         )
         .short_names(&["cp"])
-        .read_only(),
+        .read_only()
+        .schema(schemas::cluster_profile()),
     ]
+}
+
+/// The warning for a Placement whose `spec.clusters.names` name clusters
+/// that `unknown_clusters` does not know: it is accepted (the cluster may
+/// join later, and is selected then), but a misspelt name would otherwise
+/// place nothing without a word.
+fn unknown_cluster_warning(
+    placement: &Value,
+    unknown_clusters: impl Fn(&[&str]) -> Vec<String>,
+) -> Vec<String> {
+    let names: Vec<&str> = placement
+        .pointer("/spec/clusters/names")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    if names.is_empty() {
+        return Vec::new();
+    }
+    let unknown = unknown_clusters(&names);
+    if unknown.is_empty() {
+        return Vec::new();
+    }
+    let quoted: Vec<String> = unknown.iter().map(|name| format!("{name:?}")).collect();
+    vec![format!(
+        "spec.clusters.names: no known cluster is named {}; the placement selects it once it joins",
+        quoted.join(", ")
+    )]
+}
+
+/// Which of `names` no agent in `records` has, in the order given: one
+/// pass over the inventory, however many names.
+fn unknown_names(records: &[NodeRecord], names: &[&str]) -> Vec<String> {
+    let mut found = vec![false; names.len()];
+    for record in records.iter().filter(|record| record.role == Role::Agent) {
+        for (index, name) in names.iter().enumerate() {
+            if record.name == *name {
+                found[index] = true;
+            }
+        }
+    }
+    let mut unknown: Vec<String> = Vec::new();
+    for (name, found) in names.iter().zip(found) {
+        if !found && !unknown.iter().any(|seen| seen == name) {
+            unknown.push(name.to_string());
+        }
+    }
+    unknown
 }
 
 /// A Placement is checked by the code that will place it.
@@ -486,7 +548,8 @@ fn own_named(
 
 impl<B: Backend> Extension for Relaymesh<B> {
     fn resources(&self) -> Vec<Resource> {
-        own_resources()
+        let backend = Arc::clone(&self.backend);
+        own_resources(move |names| unknown_names(&backend.inventory().records, names))
     }
 
     fn objects(&self, resource: &Resource) -> Vec<Value> {
@@ -1005,6 +1068,34 @@ mod tests {
         ] {
             assert!(route(Method::GET, kubernetes).is_none(), "{kubernetes}");
         }
+    }
+
+    #[test]
+    fn placements_naming_unknown_clusters_are_warned_of() {
+        let record = |name: &str, role: Role| NodeRecord {
+            capacity: Default::default(),
+            refused_entries: 0,
+            limit_refusals: Default::default(),
+            name: name.into(),
+            role,
+            parent: Some("root".into()),
+            labels: Default::default(),
+            addresses: vec![],
+            version: "0.1.0".into(),
+            link: None,
+        };
+        let records = [record("edge-1", Role::Agent), record("eu", Role::Relay)];
+        let unknown = |names: &[&str]| unknown_names(&records, names);
+        let placement = |names: Value| json!({"spec": {"clusters": {"names": names}}});
+        assert!(unknown_cluster_warning(&placement(json!(["edge-1"])), unknown).is_empty());
+        assert!(unknown_cluster_warning(&json!({"spec": {}}), unknown).is_empty());
+        // A relay is not a cluster; a name given twice is named once.
+        let warned =
+            unknown_cluster_warning(&placement(json!(["edge-1", "eu", "edge-9", "eu"])), unknown);
+        assert_eq!(
+            warned,
+            ["spec.clusters.names: no known cluster is named \"eu\", \"edge-9\"; the placement selects it once it joins"]
+        );
     }
 
     #[test]

@@ -77,6 +77,11 @@ impl From<ClusterLabels> for LabelChange {
 /// The change a `ClusterLabels` request asks for.
 pub(super) fn parse_request(body: &[u8]) -> Result<LabelChange, ApiError> {
     let (object, cluster) = cluster_request(body, KIND)?;
+    super::schemas::refuse_unknown_fields(
+        KIND,
+        &super::schemas::cluster_labels_request(),
+        &object,
+    )?;
     let cluster = cluster.as_str();
     let spec = object.get("spec");
     let (set, remove) = set_and_remove(

@@ -64,6 +64,7 @@ impl CordonState {
 /// The cluster and state a `Cordon` request asks for.
 pub(super) fn parse_request(body: &[u8]) -> Result<(String, CordonState), ApiError> {
     let (object, cluster) = super::cluster_labels::cluster_request(body, KIND)?;
+    super::schemas::refuse_unknown_fields(KIND, &super::schemas::cordon_request(), &object)?;
     let state = match object
         .get("spec")
         .and_then(|spec| spec.get("state"))

@@ -40,6 +40,7 @@ pub(super) fn parse_request(body: &[u8]) -> Result<MoveRequest, ApiError> {
         ApiError::BadRequest(format!("cannot decode the {KIND} object: {error}"))
     })?;
     check_type_meta(&object, KIND)?;
+    super::schemas::refuse_unknown_fields(KIND, &super::schemas::move_request(), &object)?;
     let spec = object.get("spec");
     let field = |name: &str| -> Result<String, ApiError> {
         let path = format!("spec.{name}");
