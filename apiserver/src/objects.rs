@@ -23,7 +23,7 @@
 
 use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::fmt;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::SystemTime;
 
 use serde_json::{json, Value};
@@ -151,6 +151,57 @@ pub enum ObjectError {
     },
 }
 
+/// Which other objects a write changes the desired state of: their
+/// `metadata.generation` moves on in the same write, before the writer hears
+/// back. The root's Placements use it: a Placement's desired state includes
+/// the objects it selects, so editing one makes every status that describes
+/// the old objects stale at once (`observedGeneration` behind `generation`),
+/// which `kubectl wait` and kstatus already understand.
+pub trait GenerationDependents: Send + Sync {
+    /// The objects whose generation moves on because the object at `key`
+    /// went from `old` to `new` (`None`: created, or deleted). `objects`
+    /// reads the store as the write left it. Called with the store's write
+    /// lock held: it must be quick, and must not write.
+    fn dependents(
+        &self,
+        key: &ObjectKey,
+        old: Option<&Value>,
+        new: Option<&Value>,
+        objects: &StoreReader<'_>,
+    ) -> Vec<ObjectKey>;
+}
+
+/// Reads for a [`GenerationDependents`] while the store's write lock is
+/// held.
+pub struct StoreReader<'a> {
+    store: &'a ObjectStore,
+}
+
+impl StoreReader<'_> {
+    /// The objects of a resource in every namespace, with their keys;
+    /// quarantined ones left out.
+    pub fn list(&self, group: &str, resource: &str) -> Vec<(ObjectKey, Value)> {
+        let mut objects = Vec::new();
+        for item in self
+            .store
+            .inner
+            .tree
+            .scan_prefix(prefix(group, resource, None).as_bytes())
+        {
+            let Ok((key, bytes)) = item else {
+                continue;
+            };
+            let Some(object_key) = ObjectKey::decode(&key) else {
+                continue;
+            };
+            if let Some(object) = self.store.decode_listed(&key, &bytes) {
+                objects.push((object_key, object));
+            }
+        }
+        objects
+    }
+}
+
 /// The object store. Cheap to clone; clones share everything.
 #[derive(Clone)]
 pub struct ObjectStore {
@@ -163,6 +214,8 @@ struct Inner {
     events: broadcast::Sender<ObjectEvent>,
     /// Stored objects that cannot be decoded, by sled key, with why.
     quarantine: Mutex<BTreeMap<String, String>>,
+    /// Whose generation a write moves on besides the written object's.
+    dependents: OnceLock<Arc<dyn GenerationDependents>>,
 }
 
 struct State {
@@ -262,6 +315,7 @@ impl ObjectStore {
                 }),
                 events,
                 quarantine: Mutex::new(BTreeMap::new()),
+                dependents: OnceLock::new(),
             }),
         };
         {
@@ -292,6 +346,12 @@ impl ObjectStore {
         }
         info!(resource_version, "object store open");
         Ok(store)
+    }
+
+    /// Sets whose generation a write moves on besides the written object's
+    /// (once; later calls are ignored and return false).
+    pub fn set_generation_dependents(&self, dependents: Arc<dyn GenerationDependents>) -> bool {
+        self.inner.dependents.set(dependents).is_ok()
     }
 
     /// The object at `key`, if any; [`ObjectError::Quarantined`] if it
@@ -566,8 +626,9 @@ impl ObjectStore {
             WatchEventType::Deleted,
             key,
             object.clone(),
-            Some(old),
+            Some(old.clone()),
         );
+        self.move_dependents_on(&mut state, key, Some(&old), None)?;
         Ok(object)
     }
 
@@ -594,6 +655,7 @@ impl ObjectStore {
         }
         self.write(&encoded, &object, resource_version)?;
         self.publish(&mut state, WatchEventType::Added, key, object.clone(), None);
+        self.move_dependents_on(&mut state, key, None, Some(&object))?;
         Ok(object)
     }
 
@@ -633,7 +695,49 @@ impl ObjectStore {
             // resourceVersion, which nothing has moved.
             return Ok(object);
         }
-        self.replace(&mut state, key, &encoded, object, old)
+        let written = self.replace(&mut state, key, &encoded, object, old.clone())?;
+        self.move_dependents_on(&mut state, key, Some(&old), Some(&written))?;
+        Ok(written)
+    }
+
+    /// Moves on the generation of the objects whose desired state the
+    /// write of `key` changed ([`GenerationDependents`]), each one write of
+    /// its own under the same lock, so no reader sees the written object
+    /// with its dependents' generations still behind.
+    fn move_dependents_on(
+        &self,
+        state: &mut State,
+        key: &ObjectKey,
+        old: Option<&Value>,
+        new: Option<&Value>,
+    ) -> Result<(), ObjectError> {
+        let Some(dependents) = self.inner.dependents.get() else {
+            return Ok(());
+        };
+        let reader = StoreReader { store: self };
+        for dependent in dependents.dependents(key, old, new, &reader) {
+            if &dependent == key {
+                continue;
+            }
+            let encoded = dependent.encode();
+            let Some(bytes) = self.inner.tree.get(encoded.as_bytes())? else {
+                continue;
+            };
+            let Ok(stored) = self.decode_stored(&dependent, &encoded, &bytes) else {
+                continue;
+            };
+            let Some(generation) = stored
+                .pointer("/metadata/generation")
+                .and_then(Value::as_i64)
+            else {
+                continue;
+            };
+            let mut object = stored.clone();
+            object["metadata"]["generation"] = Value::from(generation.saturating_add(1));
+            debug!(%key, %dependent, generation = generation + 1, "dependent's generation moved on");
+            self.replace(state, &dependent, &encoded, object, stored)?;
+        }
+        Ok(())
     }
 
     /// Writes `object` over `old` at the next resourceVersion and publishes

@@ -111,6 +111,10 @@ struct Placement {
     /// The resourceVersion our last apply returned, per object: watch
     /// events carrying it are our own writes.
     written: BTreeMap<ObjectRef, String>,
+    /// The revision its last pass applied (the first of the bundles it
+    /// applied then): what its status says it runs, so the root counts it
+    /// as running the newest revision only once it does.
+    applied_revision: Option<BundleId>,
     /// While its newest revision rolls out: which it is, and whether this
     /// cluster's wave lets it run it (else it runs the previous one).
     wave: Option<(BundleId, bool)>,
@@ -680,6 +684,14 @@ impl Reconciler {
             _ => Vec::new(),
         };
         status.revisions = revision.into_iter().collect();
+        status.applied_revisions = placement
+            .applied_revision
+            .map(|revision| relaymesh_protocol::AppliedRevision {
+                revision,
+                counts: status.counts,
+            })
+            .into_iter()
+            .collect();
         self.reporter.report(key, status).await;
     }
 }

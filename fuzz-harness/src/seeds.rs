@@ -248,6 +248,16 @@ fn messages() -> Vec<(String, Vec<u8>)> {
                         failed: 0,
                     },
                 }],
+                applied_revisions: vec![relaymesh_protocol::AppliedRevision {
+                    revision: relaymesh_protocol::BundleId::of(b"web"),
+                    counts: PhaseCounts {
+                        pending: 0,
+                        applied: 1,
+                        ready: 2,
+                        failed: 0,
+                        offline: 0,
+                    },
+                }],
             },
         )],
         removals: vec!["default/old".into()],

@@ -47,13 +47,13 @@ pub use placement::{
 pub use revocation::Revocation;
 pub use slice::{SliceChange, SliceEntry, Target};
 pub use status::{
-    FailingCluster, Number, ObjectStatus, PhaseCounts, PlacementStatus, Ranked, RevisionCounts,
+    AppliedRevision, FailingCluster, Number, ObjectStatus, PhaseCounts, PlacementStatus, Ranked, RevisionCounts,
     RevisionGroup, RuleSummary, StatusUpdate, Summary,
 };
 
 /// The newest protocol version this build speaks. The child offers a range in
 /// its `Hello`; the parent answers with the version both will use.
-pub const PROTOCOL_VERSION: u16 = 9;
+pub const PROTOCOL_VERSION: u16 = 10;
 
 /// The oldest protocol version this build still speaks. Version 2 appended
 /// the bundle-serve counters to `LinkStatus`; version 3 added the root's
@@ -70,10 +70,12 @@ pub const PROTOCOL_VERSION: u16 = 9;
 /// relay that re-parented has its new parent sign its issuer; version 9
 /// added the issuer key of a candidate parent
 /// ([`parents::CandidateParent::issuer_key`]) and `rmt4.` join tokens,
-/// which name keys where older ones named issuers. Older versions cannot
+/// which name keys where older ones named issuers; version 10 added the
+/// clusters per applied revision of every placement
+/// ([`status::PlacementStatus::applied_revisions`]). Older versions cannot
 /// decode the longer records and the new messages, so nothing older is
 /// spoken (there are no deployments to keep).
-pub const MIN_PROTOCOL_VERSION: u16 = 9;
+pub const MIN_PROTOCOL_VERSION: u16 = 10;
 
 /// The QUIC ALPN identifier of version 1 of the relaymesh protocol.
 pub const ALPN: &[u8] = b"relaymesh/1";

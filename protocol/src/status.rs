@@ -58,6 +58,23 @@ pub struct PlacementStatus {
     /// value of a `maxUnavailablePerGroup` label its own budget; at most
     /// [`MAX_REVISION_GROUPS`], sorted (protocol version 7).
     pub revision_groups: Vec<RevisionGroup>,
+    /// The clusters by phase per revision they last applied (the first
+    /// bundle of what they run), at most [`MAX_REVISIONS`], sorted by
+    /// revision (protocol version 10). Every placement has them, rolling out
+    /// or not: the root tells from them how many clusters run its newest
+    /// revision, and how many of those are ready, so that `Ready` follows
+    /// the workloads and not only the spec. Clusters that applied nothing
+    /// yet are in no revision.
+    pub applied_revisions: Vec<AppliedRevision>,
+}
+
+/// The clusters that last applied one revision of a placement, by phase.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct AppliedRevision {
+    /// The revision: the first bundle the clusters applied.
+    pub revision: BundleId,
+    /// Those clusters by phase.
+    pub counts: PhaseCounts,
 }
 
 /// How many revisions a status counts clusters of ([`PlacementStatus::revisions`]).

@@ -25,6 +25,7 @@ pub mod cluster;
 pub mod manifests;
 pub mod resources;
 pub mod rollout;
+pub mod settle;
 pub mod status;
 pub mod tree;
 pub mod watch;

@@ -14,6 +14,7 @@
 //!   that bound over a label's values. Named clusters are always included.
 
 mod bundle;
+mod dependents;
 mod explain;
 pub mod rollout;
 pub mod singleton;
@@ -21,6 +22,7 @@ mod spec;
 pub mod status;
 
 pub use bundle::{canonical_json, pack, strip_server_fields};
+pub use dependents::PlacementsOfWorkloads;
 pub use explain::{ask_splits, explain, RelaySplit, Splits, MAX_RELAYS_ASKED};
 pub use spec::{
     customization, label_selector, selects, PlacementError, PlacementSpec, WorkloadTerm,

@@ -105,6 +105,18 @@ fn a_drained_cluster_keeps_its_copy_until_its_replacement_is_ready() -> anyhow::
     });
     mesh.relayctl_ok(&["drain", NAMES[drained], "--wait", "--timeout", "3m"])
         .with_context(|| mesh.logs())?;
+    // Read at once: the status no longer counts the drained cluster beside
+    // its replacement (issue 31: READY 3/2 right after --wait).
+    let right_after = mesh.placement_status("web", "shop")?;
+    assert_eq!(
+        (
+            &right_after["selected"],
+            &right_after["ready"],
+            &right_after["pending"]
+        ),
+        (&Value::from(2), &Value::from(2), &Value::from(0)),
+        "right after drain --wait: {right_after}"
+    );
     wait_for("the drained copy gone", SETTLE, || {
         Ok((web(&kubeconfigs[drained])? == (false, false)).then_some(()))
     })

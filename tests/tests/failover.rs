@@ -264,6 +264,18 @@ fn an_agent_joins_the_nearest_candidate_and_re_parents_when_it_dies_without_touc
     // A move on purpose to a relay that is no candidate: the agent dials
     // it (its candidates no longer decide whom it trusts) and reports there.
     mesh.relayctl_ok(&["move", "edge", "--to", "other", "--wait", "--timeout", "2m"])?;
+    // Read at once: the moved cluster is counted under its new parent, not
+    // pending (issue 31: 3/4 with 1 pending right after --wait).
+    let right_after = mesh.placement_status("web", "shop")?;
+    assert_eq!(
+        (
+            &right_after["selected"],
+            &right_after["pending"],
+            &right_after["offline"]
+        ),
+        (&Value::from(1), &Value::from(0), &Value::from(0)),
+        "right after move --wait: {right_after}"
+    );
     reporting_through(&mesh, "other")?;
     drop(proxies);
     Ok(())

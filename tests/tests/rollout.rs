@@ -248,18 +248,33 @@ fn revisions_roll_out_in_waves_in_order_halt_on_failures_and_obey_commands() -> 
     let text = mesh.relayctl_ok(&["rollout", "status", "web", "-n", "shop"])?;
     assert!(text.contains("Halted"), "{text}");
 
-    // 3. Abort: the two go back to 1.27.
-    mesh.relayctl_ok(&["rollout", "abort", "web", "-n", "shop"])?;
-    wait_phase(&mesh, "Aborted", "the abort")?;
-    wait_for("every cluster back on 1.27", SETTLE, || {
-        let now = images(&clusters);
-        observe(format!("{now:?}"));
-        Ok(now
-            .values()
-            .all(|image| image.as_deref() == Some("nginx:1.27"))
-            .then_some(()))
-    })
+    // 3. Abort: the two go back to 1.27. `--wait` returns once they run it,
+    //    ready, and every reading says so at once (issue 31: `rollout
+    //    status` said "every cluster runs the previous revision" beside
+    //    "1 failed, 3 waiting").
+    mesh.relayctl_ok(&[
+        "rollout", "abort", "web", "-n", "shop", "--wait", "--timeout", "2m",
+    ])
     .with_context(|| mesh.logs())?;
+    let now = images(&clusters);
+    assert!(
+        now.values()
+            .all(|image| image.as_deref() == Some("nginx:1.27")),
+        "right after abort --wait, every cluster runs 1.27: {now:?}"
+    );
+    let aborted = mesh.placement_status("web", "shop")?;
+    assert_eq!(aborted["rollout"]["phase"], "Aborted", "{aborted}");
+    assert_eq!(
+        aborted["rollout"]["message"], "aborted: every cluster runs the previous revision",
+        "{aborted}"
+    );
+    assert_eq!(aborted["revision"], aborted["rollout"]["previousRevision"]);
+    assert_eq!(
+        (&aborted["ready"], &aborted["updated"], &aborted["failed"]),
+        (&Value::from(12), &Value::from(12), &Value::from(0)),
+        "{aborted}"
+    );
+    assert_eq!(aborted["conditions"]["Ready"], "True", "{aborted}");
 
     // 4. Paused, a new revision reaches nobody; resumed, everyone.
     mesh.relayctl_ok(&["rollout", "pause", "web", "-n", "shop"])?;
@@ -282,8 +297,13 @@ fn revisions_roll_out_in_waves_in_order_halt_on_failures_and_obey_commands() -> 
             .all(|image| image.as_deref() == Some("nginx:1.27")),
         "nobody got the paused revision"
     );
-    mesh.relayctl_ok(&["rollout", "resume", "web", "-n", "shop"])?;
-    wait_phase(&mesh, "Complete", "the resumed rollout")?;
+    mesh.relayctl_ok(&[
+        "rollout", "resume", "web", "-n", "shop", "--wait", "--timeout", "3m",
+    ])
+    .with_context(|| mesh.logs())?;
+    let resumed = mesh.placement_status("web", "shop")?;
+    assert_eq!(resumed["rollout"]["phase"], "Complete", "{resumed}");
+    assert_eq!(resumed["conditions"]["Ready"], "True", "{resumed}");
     assert!(images(&clusters)
         .values()
         .all(|image| image.as_deref() == Some("nginx:1.28")));
@@ -311,11 +331,18 @@ fn revisions_roll_out_in_waves_in_order_halt_on_failures_and_obey_commands() -> 
     })?;
     assert_eq!(api["rollout"]["canaryDone"], false, "{api}");
     assert_eq!(api_clusters(&clusters), canary, "still only the canaries");
-    mesh.relayctl_ok(&["rollout", "promote", "api", "-n", "canary"])?;
-    wait_for("the promoted revision everywhere", SETTLE, || {
-        Ok((api_clusters(&clusters).len() == 12).then_some(()))
-    })
+    mesh.relayctl_ok(&[
+        "rollout", "promote", "api", "-n", "canary", "--wait", "--timeout", "3m",
+    ])
     .with_context(|| mesh.logs())?;
+    assert_eq!(
+        api_clusters(&clusters).len(),
+        12,
+        "right after promote --wait, everywhere"
+    );
+    let promoted = mesh.placement_status("api", "canary")?;
+    assert_eq!(promoted["ready"], 12, "{promoted}");
+    assert_eq!(promoted["conditions"]["Ready"], "True", "{promoted}");
 
     // 6. Per-group budgets over the three regional relays, with eu's
     //    clusters given a failing image by their `flavor` label (a template

@@ -28,7 +28,7 @@ use relaymesh_protocol::status::{
     MAX_REVISION_GROUPS, MAX_RULE_SUMMARIES, MAX_TOP,
 };
 use relaymesh_protocol::{
-    BundleId, FailingCluster, Number, ObjectStatus, PhaseCounts, PlacementStatus, Ranked,
+    AppliedRevision, BundleId, FailingCluster, Number, ObjectStatus, PhaseCounts, PlacementStatus, Ranked,
     RevisionCounts, RevisionGroup, RuleSummary, Summary,
 };
 
@@ -74,7 +74,12 @@ pub fn merge<'a>(statuses: impl IntoIterator<Item = &'a PlacementStatus>) -> Pla
     let mut revisions: BTreeMap<BundleId, RevisionCounts> = BTreeMap::new();
     let mut revision_groups: BTreeMap<(&str, &str), BTreeMap<BundleId, RevisionCounts>> =
         BTreeMap::new();
+    let mut applied: BTreeMap<BundleId, PhaseCounts> = BTreeMap::new();
     for status in statuses {
+        for counts in status.applied_revisions.iter().take(MAX_REVISIONS) {
+            let merged = applied.entry(counts.revision).or_default();
+            *merged = add(merged, &counts.counts);
+        }
         for counts in status.revisions.iter().take(MAX_REVISIONS) {
             add_revision(&mut revisions, counts);
         }
@@ -101,6 +106,7 @@ pub fn merge<'a>(statuses: impl IntoIterator<Item = &'a PlacementStatus>) -> Pla
     merged.rules = merge_rules(rules);
     merged.revisions = bounded_revisions(revisions);
     merged.revision_groups = bounded_revision_groups(revision_groups);
+    merged.applied_revisions = bounded_applied(applied);
     if total(&merged.counts) == 1 {
         merged.objects = objects
             .map(|objects| bounded_objects(objects))
@@ -179,6 +185,27 @@ fn bounded_revisions(revisions: BTreeMap<BundleId, RevisionCounts>) -> Vec<Revis
         });
         kept.truncate(MAX_REVISIONS);
         kept.sort_by_key(|counts| counts.revision);
+    }
+    kept
+}
+
+/// The [`MAX_REVISIONS`] applied revisions that count the most clusters
+/// (the smaller revision first on a tie), sorted by revision, as
+/// [`bounded_revisions`] keeps them. Left out, a revision only counts no
+/// cluster as updated: the root's `Ready` errs towards not ready.
+fn bounded_applied(applied: BTreeMap<BundleId, PhaseCounts>) -> Vec<AppliedRevision> {
+    let mut kept: Vec<AppliedRevision> = applied
+        .into_iter()
+        .map(|(revision, counts)| AppliedRevision { revision, counts })
+        .collect();
+    if kept.len() > MAX_REVISIONS {
+        kept.sort_by(|a, b| {
+            total(&b.counts)
+                .cmp(&total(&a.counts))
+                .then(a.revision.cmp(&b.revision))
+        });
+        kept.truncate(MAX_REVISIONS);
+        kept.sort_by_key(|applied| applied.revision);
     }
     kept
 }
@@ -465,6 +492,71 @@ mod tests {
                     .find(|counts| counts.revision == BundleId([revision; 32]))
                     .map_or(0, |c| c.waiting + c.updating + c.succeeded + c.failed);
                 prop_assert_eq!(got, expected);
+            }
+        }
+
+        /// Clusters per applied revision add up exactly whatever the
+        /// grouping and order, and every cluster counted in a revision is
+        /// counted once, in the phase it reported.
+        #[test]
+        fn applied_revisions_add_up_whatever_the_grouping(
+            parts in prop::collection::vec((0u8..3, counts()), 0..10),
+            cut in 0usize..10,
+        ) {
+            let statuses: Vec<PlacementStatus> = parts
+                .iter()
+                .map(|(revision, counts)| PlacementStatus {
+                    counts: *counts,
+                    applied_revisions: vec![AppliedRevision {
+                        revision: BundleId([*revision; 32]),
+                        counts: *counts,
+                    }],
+                    ..PlacementStatus::default()
+                })
+                .collect();
+            let cut = cut.min(statuses.len());
+            let whole = merge(&statuses);
+            let grouped = merge([&merge(&statuses[..cut]), &merge(&statuses[cut..])]);
+            let reversed: Vec<&PlacementStatus> = statuses.iter().rev().collect();
+            prop_assert_eq!(&whole.applied_revisions, &grouped.applied_revisions);
+            prop_assert_eq!(&whole.applied_revisions, &merge(reversed).applied_revisions);
+            for revision in 0u8..3 {
+                let expected = parts
+                    .iter()
+                    .filter(|part| part.0 == revision)
+                    .fold(PhaseCounts::default(), |sum, part| add(&sum, &part.1));
+                let got = whole
+                    .applied_revisions
+                    .iter()
+                    .find(|applied| applied.revision == BundleId([revision; 32]))
+                    .map_or(PhaseCounts::default(), |applied| applied.counts);
+                prop_assert_eq!(got, expected);
+            }
+            let in_revisions = whole
+                .applied_revisions
+                .iter()
+                .fold(PhaseCounts::default(), |sum, applied| add(&sum, &applied.counts));
+            prop_assert_eq!(in_revisions, whole.counts);
+        }
+
+        #[test]
+        fn applied_revisions_past_the_bound_keep_the_most_clusters(count in 0u8..20) {
+            // One child each: a child's own list past the bound is cut on
+            // merge, so many revisions come from many children.
+            let statuses: Vec<PlacementStatus> = (0..count)
+                .map(|revision| PlacementStatus {
+                    applied_revisions: vec![AppliedRevision {
+                        revision: BundleId([revision; 32]),
+                        counts: PhaseCounts { ready: u64::from(revision), ..PhaseCounts::default() },
+                    }],
+                    ..PlacementStatus::default()
+                })
+                .collect();
+            let merged = merge(&statuses);
+            prop_assert_eq!(merged.applied_revisions.len(), usize::from(count).min(MAX_REVISIONS));
+            if usize::from(count) > MAX_REVISIONS {
+                let smallest = merged.applied_revisions.iter().map(|a| a.counts.ready).min();
+                prop_assert_eq!(smallest, Some(u64::from(count) - MAX_REVISIONS as u64));
             }
         }
 

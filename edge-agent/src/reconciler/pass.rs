@@ -227,6 +227,7 @@ async fn apply_placement(
     manifests.retain(|object, _| !refused.contains(object));
     placement.desired = manifests;
     placement.applied = true;
+    placement.applied_revision = placement.bundles.first().copied();
     placement.problem = None;
     placement.errors = errors;
     placement.health = health;

@@ -13,7 +13,9 @@ use anyhow::{bail, Context as _};
 use clap::{Parser, Subcommand, ValueEnum};
 use relaymesh_protocol::Role;
 use relaymesh_relay::client::watch::{self, Verdict};
-use relaymesh_relay::client::{cluster, manifests, resources, status, tree, Client, ClientError};
+use relaymesh_relay::client::{
+    cluster, manifests, resources, settle, status, tree, Client, ClientError,
+};
 use relaymesh_relay::{kubeconfig, pki};
 use tracing_subscriber::EnvFilter;
 
@@ -132,7 +134,9 @@ enum Command {
         /// longer needs the move ordered again.
         #[arg(long, default_value = "1h", value_parser = humantime::parse_duration)]
         ttl: Duration,
-        /// Wait until the move is settled; exit non-zero after --timeout.
+        /// Wait until the move is settled and every placement's status
+        /// shows it (the node counted once, under its new parent); exit
+        /// non-zero after --timeout.
         #[arg(long)]
         wait: bool,
         /// How long --wait waits.
@@ -180,7 +184,9 @@ enum Command {
     Drain {
         /// The cluster.
         cluster: String,
-        /// Wait until the cluster is drained; exit non-zero after --timeout.
+        /// Wait until the cluster is drained and every placement's status
+        /// shows it (no longer counting the cluster); exit non-zero after
+        /// --timeout.
         #[arg(long)]
         wait: bool,
         /// How long --wait waits.
@@ -381,6 +387,16 @@ struct RolloutArgs {
     /// Output format.
     #[arg(short, long, value_enum, default_value_t = Format::Text)]
     output: Format,
+    /// With pause: wait until no new wave starts. With resume and promote:
+    /// until every selected cluster runs the revision, ready (the Ready
+    /// condition, for that revision). With abort: until every cluster runs
+    /// the previous revision again, ready. Exit non-zero after --timeout,
+    /// or at once if every cluster runs the revision and some failed.
+    #[arg(long)]
+    wait: bool,
+    /// How long --wait waits.
+    #[arg(long, default_value = "10m", value_parser = humantime::parse_duration)]
+    timeout: Duration,
 }
 
 #[derive(Debug, Subcommand)]
@@ -639,6 +655,43 @@ async fn wait_settled(
     }
 }
 
+/// How many clusters every placement's status hears from now
+/// ([`relaymesh_relay::client::settle`]).
+async fn heard_now(client: &Client) -> anyhow::Result<settle::Heard> {
+    let placements = client
+        .placements(None, None)
+        .await
+        .context("cannot list placements")?;
+    Ok(settle::heard(&placements))
+}
+
+/// Polls the placements until their statuses agree with what `what` waited
+/// for ([`settle::unsettled`]), or `deadline`.
+async fn wait_statuses(
+    client: &Client,
+    before: &settle::Heard,
+    deadline: tokio::time::Instant,
+    what: &str,
+) -> anyhow::Result<()> {
+    loop {
+        let placements = client
+            .placements(None, None)
+            .await
+            .context("cannot list placements")?;
+        let reasons = settle::unsettled(before, &placements);
+        if reasons.is_empty() {
+            return Ok(());
+        }
+        if tokio::time::Instant::now() >= deadline {
+            bail!(
+                "{what} is done, but the placements' statuses do not show it yet: {}",
+                reasons.join("; ")
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
 /// `value` as JSON or YAML when `output` asks for one of them.
 fn structured(output: Format, value: &impl serde::Serialize) -> anyhow::Result<Option<String>> {
     Ok(match output {
@@ -754,6 +807,58 @@ async fn watch(
     }
 }
 
+/// `relayctl rollout VERB --wait`: polls the placement until what `verb`
+/// promised shows in its status ([`rollout_done`]).
+async fn wait_rollout(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    verb: &str,
+    revision: &str,
+    timeout: Duration,
+) -> anyhow::Result<()> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let placement = client
+            .placements(Some(namespace), Some(name))
+            .await
+            .with_context(|| format!("cannot read placement {namespace}/{name}"))?
+            .pop()
+            .unwrap_or_default();
+        let summary = status::summary(&placement);
+        if rollout_done(&summary, verb, revision) {
+            return Ok(());
+        }
+        if let Verdict::Failed(why) = watch::verdict(&summary) {
+            if summary["revision"] == revision {
+                bail!("rollout {verb} of {namespace}/{name}: {why}");
+            }
+        }
+        if tokio::time::Instant::now() >= deadline {
+            bail!(
+                "rollout {verb} of {namespace}/{name} not done after {}: {}",
+                humantime::format_duration(timeout),
+                summary["rollout"]["message"].as_str().unwrap_or_default()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// Whether the rollout command `verb` is done, judged from the placement's
+/// status `summary`: pause once no wave starts; the others once the status
+/// describes `revision` (the one rolling out; the previous after abort)
+/// and the current spec, and Ready is True.
+fn rollout_done(summary: &serde_json::Value, verb: &str, revision: &str) -> bool {
+    if verb == "pause" {
+        return matches!(
+            summary["rollout"]["phase"].as_str(),
+            Some("Paused" | "Complete" | "Promoted" | "Aborted")
+        );
+    }
+    summary["revision"] == revision && watch::verdict(summary) == Verdict::Ready
+}
+
 /// `relayctl rollout ...`.
 async fn rollout(client: &Client, command: RolloutCommand) -> anyhow::Result<()> {
     use relaymesh_relay::client::rollout::{render_history, render_status};
@@ -772,7 +877,17 @@ async fn rollout(client: &Client, command: RolloutCommand) -> anyhow::Result<()>
         _ => None,
     };
     if let Some(result) = steered {
-        result.with_context(|| format!("cannot {verb} the rollout of {namespace}/{name}"))?;
+        let steered =
+            result.with_context(|| format!("cannot {verb} the rollout of {namespace}/{name}"))?;
+        if args.wait {
+            let rollout = &steered["status"]["rollout"];
+            let revision = match verb {
+                "abort" => &rollout["previousRevision"],
+                _ => &rollout["revision"],
+            };
+            let revision = revision.as_str().unwrap_or_default().to_string();
+            wait_rollout(client, namespace, name, verb, &revision, args.timeout).await?;
+        }
         match args.output {
             Format::Text => println!("placement/{name}: rollout {verb} requested"),
             _ => {
@@ -946,12 +1061,20 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             output,
             ..
         } => {
+            let deadline = tokio::time::Instant::now() + timeout;
+            let before = if wait {
+                Some(heard_now(&client).await?)
+            } else {
+                None
+            };
             let moved = client
                 .move_node(&node, &to, ttl)
                 .await
                 .with_context(|| format!("cannot move {node:?} to {to:?}"))?;
-            let moved = if wait {
-                wait_settled(&client, &node, timeout).await?
+            let moved = if let Some(before) = before {
+                let moved = wait_settled(&client, &node, timeout).await?;
+                wait_statuses(&client, &before, deadline, &format!("the move of {node:?}")).await?;
+                moved
             } else {
                 moved
             };
@@ -986,12 +1109,25 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             wait,
             timeout,
         } => {
+            let deadline = tokio::time::Instant::now() + timeout;
+            let before = if wait {
+                Some(heard_now(&client).await?)
+            } else {
+                None
+            };
             client
                 .cordon(&cluster, "Draining")
                 .await
                 .with_context(|| format!("cannot drain {cluster:?}"))?;
-            if wait {
+            if let Some(before) = before {
                 wait_drained(&client, &cluster, timeout).await?;
+                wait_statuses(
+                    &client,
+                    &before,
+                    deadline,
+                    &format!("the drain of {cluster:?}"),
+                )
+                .await?;
                 println!("cluster/{cluster} drained");
             } else {
                 println!("cluster/{cluster} draining");
@@ -1071,10 +1207,12 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 bail!("the root listed no relay without a parent");
             };
             if let Some(placement) = &placement {
-                client
+                let object = client
                     .placements(Some(&namespace), Some(placement))
                     .await
-                    .with_context(|| format!("cannot read placement {namespace}/{placement}"))?;
+                    .with_context(|| format!("cannot read placement {namespace}/{placement}"))?
+                    .pop()
+                    .unwrap_or_default();
                 let mut answers = BTreeMap::new();
                 for relay in tree::relays(&root) {
                     match client.subtree(&relay, &namespace, placement).await {
@@ -1087,6 +1225,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                     }
                 }
                 tree::annotate(&mut root, &answers);
+                tree::annotate_top(&mut root, &object);
             }
             let mut stdout = std::io::stdout().lock();
             if let Some(text) = structured(output, &root)? {

@@ -60,6 +60,7 @@ pub fn summary(placement: &Value) -> Value {
         "ready": count("ready"),
         "failed": count("failed"),
         "offline": count("offline"),
+        "updated": count("updated"),
         "failing": status.get("failing").cloned().unwrap_or_else(|| json!([])),
         "conditions": {
             "Applied": condition("Applied"),
@@ -67,7 +68,7 @@ pub fn summary(placement: &Value) -> Value {
             "Degraded": condition("Degraded"),
         },
     });
-    for field in ["rules", "groups", "rollout"] {
+    for field in ["revision", "rules", "groups", "rollout"] {
         if let Some(value) = status.get(field) {
             summary[field] = value.clone();
         }

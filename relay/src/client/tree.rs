@@ -336,6 +336,25 @@ pub fn annotate(tree: &mut Value, answers: &BTreeMap<String, Value>) {
     }
 }
 
+/// Puts on the top of `tree` (annotated by [`annotate`]) the counts of
+/// `placement`'s own status, the root's, as `relayctl status` shows them:
+/// `total` is the clusters it selects, and the clusters none of its
+/// children reports yet are `pending`. The top then says what the status
+/// says, not the sum of what the children said a moment apart.
+pub fn annotate_top(tree: &mut Value, placement: &Value) {
+    let clusters = &placement["status"]["clusters"];
+    if !clusters.is_object() {
+        return;
+    }
+    let count = |field: &str| clusters[field].as_u64().unwrap_or(0);
+    let mut top = Map::new();
+    for field in ["pending", "applied", "ready", "failed", "offline"] {
+        top.insert(field.into(), Value::from(count(field)));
+    }
+    top.insert("total".into(), Value::from(count("selected")));
+    tree["placement"] = Value::Object(top);
+}
+
 fn annotate_node(
     node: &mut Value,
     counts: Option<&Value>,

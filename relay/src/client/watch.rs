@@ -10,9 +10,9 @@ pub enum Verdict {
     /// Every selected cluster is ready (the `Ready` condition is `True`)
     /// for the spec the root placed last.
     Ready,
-    /// No cluster is still on its way (none pending, applying or offline),
-    /// and some failed: waiting longer will not make it ready. The text
-    /// names them.
+    /// Every selected cluster runs the newest revision, none is still on
+    /// its way (none pending, applying or offline), and some failed:
+    /// waiting longer will not make it ready. The text names them.
     Failed(String),
     /// Still under way.
     Waiting,
@@ -31,7 +31,10 @@ pub fn verdict(summary: &Value) -> Verdict {
         return Verdict::Ready;
     }
     let under_way = count("pending") + count("applied") + count("offline");
-    if count("failed") > 0 && under_way == 0 && count("selected") > 0 {
+    // Failures on an older revision say nothing of the newest, which may
+    // be the fix on its way.
+    let all_updated = count("updated") >= count("selected");
+    if count("failed") > 0 && under_way == 0 && all_updated && count("selected") > 0 {
         let names: Vec<String> = summary["failing"]
             .as_array()
             .into_iter()
@@ -60,9 +63,10 @@ pub fn verdict(summary: &Value) -> Verdict {
 pub fn progress_line(summary: &Value) -> String {
     let count = |field: &str| summary[field].as_u64().unwrap_or(0);
     format!(
-        "{}/{} ready, {} applying, {} pending, {} failed, {} offline",
+        "{}/{} ready, {} on the newest revision, {} applying, {} pending, {} failed, {} offline",
         count("ready"),
         count("selected"),
+        count("updated"),
         count("applied"),
         count("pending"),
         count("failed"),
@@ -140,6 +144,7 @@ mod tests {
         json!({
             "generation": 3, "observedGeneration": 3, "selected": 20, "pending": 0,
             "ready": ready, "applied": applied, "failed": failed, "offline": offline,
+            "updated": 20,
             "failing": [{"cluster": "e03", "message": "Deployment shop/web: no image"}],
             "conditions": {"Ready": condition},
         })
@@ -162,9 +167,13 @@ mod tests {
         let mut stale = summary(20, 0, 0, 0, "True");
         stale["generation"] = json!(4);
         assert_eq!(verdict(&stale), Verdict::Waiting);
+        // Failed on an older revision while the newest is on its way.
+        let mut fixing = summary(19, 0, 1, 0, "False");
+        fixing["updated"] = json!(12);
+        assert_eq!(verdict(&fixing), Verdict::Waiting);
         assert_eq!(
             progress_line(&summary(15, 4, 1, 0, "False")),
-            "15/20 ready, 4 applying, 0 pending, 1 failed, 0 offline"
+            "15/20 ready, 20 on the newest revision, 4 applying, 0 pending, 1 failed, 0 offline"
         );
     }
 }

@@ -58,6 +58,7 @@ pub(super) async fn serve_api(
     })?;
     let objects = ObjectStore::open(shared.store.open_tree("objects")?)
         .map_err(|error| listen_error(std::io::Error::other(error)))?;
+    objects.set_generation_dependents(Arc::new(crate::placement::PlacementsOfWorkloads));
     let controller = tokio::spawn(
         super::placements::run(objects.clone(), shared.clone(), shutdown.clone())
             .instrument(tracing::Span::current()),

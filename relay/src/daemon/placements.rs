@@ -28,14 +28,16 @@ pub(super) async fn run(objects: ObjectStore, shared: Shared, shutdown: Cancella
     let mut status = shared.placement_status.clone();
     let mut status_tick = tokio::time::interval(STATUS_INTERVAL);
     let mut rollouts = Rollouts::default();
+    let mut built = Built::new();
     let mut rebuild = true;
     loop {
         if rebuild {
-            if let Err(error) = reconcile(&objects, &shared, &mut rollouts).await {
-                tracing::warn!(%error, "cannot rebuild placements");
+            match reconcile(&objects, &shared, &mut rollouts).await {
+                Ok(generations) => built = generations,
+                Err(error) => tracing::warn!(%error, "cannot rebuild placements"),
             }
         }
-        match write_status(&objects, &shared, &mut rollouts).await {
+        match write_status(&objects, &shared, &mut rollouts, &built).await {
             // A rollout's wave changed: publish it now.
             Ok(true) => {
                 rebuild = true;
@@ -113,12 +115,32 @@ pub(crate) struct PlacementReport {
     pub by_value: Option<(String, std::collections::BTreeMap<String, u64>)>,
 }
 
-/// Rebuilds every placement's entry and hands the set to the core.
+/// The generation of each Placement (by entry key) that its entry in the
+/// core was built from: what its status's `observedGeneration` says it
+/// describes. A workload's write moves its Placements' generation on
+/// ([`placement::PlacementsOfWorkloads`]) until the next build.
+type Built = std::collections::BTreeMap<String, i64>;
+
+/// Rebuilds every placement's entry and hands the set to the core; returns
+/// the generation each entry was built from.
 async fn reconcile(
     objects: &ObjectStore,
     shared: &Shared,
     rollouts: &mut Rollouts,
-) -> Result<(), ControllerError> {
+) -> Result<Built, ControllerError> {
+    // Generations first: a write after this read moves them on, so an
+    // entry is never said to describe a later generation than it does.
+    let (read_first, _) = objects.list(placement::RELAYMESH_GROUP, "placements", None)?;
+    let built: Built = read_first
+        .iter()
+        .filter_map(|object| {
+            let metadata = &object["metadata"];
+            Some((
+                placement::entry_key(metadata["namespace"].as_str()?, metadata["name"].as_str()?),
+                metadata["generation"].as_i64()?,
+            ))
+        })
+        .collect();
     let all = objects.list_all()?;
     let (placements, workloads): (Vec<_>, Vec<_>) = all.into_iter().partition(|(key, _)| {
         key.group == placement::RELAYMESH_GROUP && key.resource == "placements"
@@ -157,7 +179,7 @@ async fn reconcile(
         .await
         .map_err(|_| ControllerError::Stopping)?;
     let _ = done.await;
-    Ok(())
+    Ok(built)
 }
 
 /// Writes the status of every Placement whose status changed
@@ -170,6 +192,7 @@ async fn write_status(
     objects: &ObjectStore,
     shared: &Shared,
     rollouts: &mut Rollouts,
+    built: &Built,
 ) -> Result<bool, ControllerError> {
     let mut waves_changed = false;
     let (placements, _) = objects.list(placement::RELAYMESH_GROUP, "placements", None)?;
@@ -222,9 +245,24 @@ async fn write_status(
                 singletons.push((spec, report));
             }
         }
-        let generation = object["metadata"]["generation"].as_i64();
-        let mut written =
-            placement::status::render(&object["status"], generation, *count, status, &now);
+        // What the core's entry was built from; the object's own while
+        // the store has not been read since (a new placement).
+        let generation = built
+            .get(&key)
+            .copied()
+            .or_else(|| object["metadata"]["generation"].as_i64());
+        let revision = report
+            .bundles
+            .first()
+            .map(|&newest| rollouts.target(&key, newest));
+        let mut written = placement::status::render(
+            &object["status"],
+            generation,
+            *count,
+            status,
+            revision,
+            &now,
+        );
         placement::status::add_summaries(&mut written, &object["spec"], status);
         placement::status::add_handover(&mut written, &report.leaving);
         placement::status::add_shortfall(
@@ -235,8 +273,17 @@ async fn write_status(
             generation,
             &now,
         );
-        if let (Some(rollout), Some(fields)) = (rollout, written.as_object_mut()) {
-            fields.insert("rollout".into(), rollout);
+        if let Some(rollout) = rollout {
+            placement::status::hold_ready_for_rollout(
+                &mut written,
+                &object["status"],
+                &rollout,
+                generation,
+                &now,
+            );
+            if let Some(fields) = written.as_object_mut() {
+                fields.insert("rollout".into(), rollout);
+            }
         }
         if placement::status::same(&object["status"], &written) {
             continue;

@@ -90,7 +90,8 @@ impl Rollouts {
                 && rollout.phase != "Aborted"
             {
                 rollout.phase = "Aborted";
-                rollout.message = "aborted: every cluster runs the previous revision".to_string();
+                rollout.message =
+                    "aborting: the clusters go back to the previous revision".to_string();
                 rollout.position = Position::default();
                 rollout.wave = Some(wave_at(spec, &Position::default()));
                 rollout.remember("Aborted", now);
@@ -122,7 +123,7 @@ impl Rollouts {
         let Some(rollout) = self.by_key.get_mut(key) else {
             return false;
         };
-        if rollout.wave.is_none() || rollout.phase == "Aborted" {
+        if rollout.wave.is_none() {
             // The counts stay as they were when it ended: agents report
             // none once there is no wave.
             return false;
@@ -134,6 +135,29 @@ impl Rollouts {
             .find(|counts| counts.revision == rollout.revision)
             .map(Counts::from)
             .unwrap_or_default();
+        if rollout.phase == "Aborted" {
+            // Said only once the clusters say it: each back on the previous
+            // revision, and ready on it.
+            let back = rollout
+                .stable
+                .and_then(|stable| {
+                    report
+                        .status
+                        .applied_revisions
+                        .iter()
+                        .find(|applied| applied.revision == stable)
+                })
+                .map_or(0, |applied| applied.counts.ready);
+            rollout.message = if back >= report.selected {
+                "aborted: every cluster runs the previous revision".to_string()
+            } else {
+                format!(
+                    "aborting: {back} of {} clusters back on the previous revision and ready",
+                    report.selected
+                )
+            };
+            return false;
+        }
         rollout.reached = report.wave.unwrap_or(0);
         rollout.groups = if spec.max_unavailable_per_group.is_some() {
             groups_of(spec, rollout.revision, report)
@@ -230,6 +254,18 @@ impl Rollouts {
                 .collect();
         }
         Some(status)
+    }
+
+    /// The revision placement `key`'s clusters are to run once its rollout
+    /// is done: `newest`, the first bundle of its entry, unless its rollout
+    /// was aborted, when every cluster goes back to the previous one.
+    pub fn target(&self, key: &str, newest: BundleId) -> BundleId {
+        match self.by_key.get(key) {
+            Some(rollout) if rollout.phase == "Aborted" && rollout.revision == newest => {
+                rollout.stable.unwrap_or(newest)
+            }
+            _ => newest,
+        }
     }
 
     /// Forgets the placements not in `keys` (deleted).
@@ -556,6 +592,62 @@ mod tests {
             .filter_map(|row| row["outcome"].as_str())
             .collect();
         assert_eq!(outcomes, vec!["Promoted", "Aborted", "Complete"]);
+    }
+
+    /// An abort says it is done, and the status's revision turns back to
+    /// the previous one, only once the clusters run it again, ready.
+    #[test]
+    fn an_abort_is_done_when_the_clusters_are_back() {
+        use relaymesh_protocol::{AppliedRevision, PhaseCounts};
+        let mut rollouts = Rollouts::default();
+        let plain = json!({"metadata": {}});
+        rollouts.shape(&plain, &spec(), entry(1), |_| true, "t0");
+        rollouts.advance(KEY, &spec(), &report(1, 4, 4, 4), true, "t1");
+        rollouts.shape(&plain, &spec(), entry(2), |_| true, "t2");
+        rollouts.advance(KEY, &spec(), &report(2, 4, 1, 0), true, "t3");
+        assert_eq!(rollouts.target(KEY, BundleId([2; 32])), BundleId([2; 32]));
+        let abort =
+            json!({"metadata": {"annotations": {ABORT_ANNOTATION: BundleId([2; 32]).to_string()}}});
+        rollouts.shape(&abort, &spec(), entry(2), |_| true, "t4");
+        assert_eq!(
+            rollouts.target(KEY, BundleId([2; 32])),
+            BundleId([1; 32]),
+            "the clusters are to run the previous revision"
+        );
+        let back = |ready: u64| {
+            let mut report = report(2, 4, 0, 0);
+            report.status.applied_revisions = vec![
+                AppliedRevision {
+                    revision: BundleId([1; 32]),
+                    counts: PhaseCounts {
+                        ready,
+                        ..PhaseCounts::default()
+                    },
+                },
+                AppliedRevision {
+                    revision: BundleId([2; 32]),
+                    counts: PhaseCounts {
+                        failed: 4 - ready,
+                        ..PhaseCounts::default()
+                    },
+                },
+            ];
+            report
+        };
+        rollouts.advance(KEY, &spec(), &back(3), true, "t5");
+        let status = rollouts.render(KEY, &spec()).expect("a staged rollout");
+        assert_eq!(status["phase"], "Aborted");
+        assert_eq!(
+            status["message"],
+            "aborting: 3 of 4 clusters back on the previous revision and ready"
+        );
+        rollouts.advance(KEY, &spec(), &back(4), true, "t6");
+        let status = rollouts.render(KEY, &spec()).expect("a staged rollout");
+        assert_eq!(
+            status["message"],
+            "aborted: every cluster runs the previous revision"
+        );
+        assert_eq!(status["clusters"]["waiting"], 4);
     }
 
     #[test]

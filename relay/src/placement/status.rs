@@ -6,9 +6,52 @@
 //! Pure: the daemon's status writer hands in what the tree reported and the
 //! status written last, and stores what comes out if it differs.
 
-use relaymesh_protocol::PlacementStatus;
-use relaymesh_topology::{groups, rules};
+use relaymesh_protocol::{BundleId, PlacementStatus};
+use relaymesh_topology::{groups, rules, summary};
 use serde_json::{json, Map, Value};
+
+/// Holds `Ready` at `False` while the placement's rollout (`rollout`, as
+/// `status.rollout` says it) has not ended, even if every cluster already
+/// runs the newest revision, ready: until `minSuccessTime` has passed, or
+/// while it is paused, gated or halted, `relayctl rollout status` does not
+/// say it is done, and `Ready` must not say otherwise.
+pub fn hold_ready_for_rollout(
+    status: &mut Value,
+    previous: &Value,
+    rollout: &Value,
+    generation: Option<i64>,
+    now: &str,
+) {
+    let phase = rollout["phase"].as_str().unwrap_or_default();
+    if !matches!(phase, "Progressing" | "Paused" | "Gated" | "Halted") {
+        return;
+    }
+    let Some(conditions) = status["conditions"].as_array_mut() else {
+        return;
+    };
+    let Some(ready) = conditions
+        .iter_mut()
+        .find(|condition| condition["type"] == "Ready")
+    else {
+        return;
+    };
+    if ready["status"] != "True" {
+        return;
+    }
+    let message = format!(
+        "every cluster runs the newest revision, ready, but its rollout is {phase}: {}",
+        rollout["message"].as_str().unwrap_or_default()
+    );
+    *ready = condition(
+        previous,
+        "Ready",
+        false,
+        "RolloutInProgress",
+        &message,
+        generation,
+        now,
+    );
+}
 
 /// `status.handover` while a placement's clusters change: the clusters it
 /// leaves, which keep their copies until every cluster it selects is ready
@@ -75,7 +118,11 @@ pub fn add_shortfall(
 }
 
 /// The status of a Placement of `generation` that selects `selected`
-/// clusters, which report `reported` through the tree. `previous` is the
+/// clusters, which report `reported` through the tree, for `revision`, the
+/// workloads' revision its clusters are to run (the first bundle of its
+/// entry; `None` before it has one). `Applied` and `Ready` count only the
+/// clusters that run that revision (`clusters.updated`): a cluster still on
+/// an older one is neither, whatever it reports of it. `previous` is the
 /// status written last: a condition that keeps its status keeps its
 /// `lastTransitionTime`; `now` (RFC 3339) stamps the others.
 pub fn render(
@@ -83,11 +130,23 @@ pub fn render(
     generation: Option<i64>,
     selected: u64,
     reported: &PlacementStatus,
+    revision: Option<BundleId>,
     now: &str,
 ) -> Value {
     let counts = &reported.counts;
     let heard = counts.applied + counts.ready + counts.failed + counts.offline;
     let pending = selected.saturating_sub(heard);
+    // The clusters on the revision described, by phase.
+    let current = revision
+        .and_then(|revision| {
+            reported
+                .applied_revisions
+                .iter()
+                .find(|applied| applied.revision == revision)
+        })
+        .map(|applied| applied.counts)
+        .unwrap_or_default();
+    let updated = summary::total(&current);
     let mut clusters = json!({
         "selected": selected,
         "pending": pending,
@@ -95,6 +154,7 @@ pub fn render(
         "ready": counts.ready,
         "failed": counts.failed,
         "offline": counts.offline,
+        "updated": updated,
     });
     if let Some(message) = &reported.message {
         clusters["message"] = Value::from(message.as_str());
@@ -119,24 +179,29 @@ pub fn render(
         }
         text
     };
+    let offline = |mut message: String| {
+        if counts.offline > 0 {
+            message.push_str(&format!("; {} offline", counts.offline));
+        }
+        message
+    };
+    let applied_current = current.applied + current.ready + current.failed;
     let applied = if selected == 0 {
         (
             false,
             "NoClusters",
             "no cluster matches the placement".to_string(),
         )
-    } else if pending == 0 && counts.offline == 0 {
+    } else if applied_current >= selected && counts.offline == 0 {
         (
             true,
             "AllApplied",
-            format!("all {selected} clusters applied the workloads"),
+            format!("all {selected} clusters applied the newest revision"),
         )
     } else {
-        let mut message = format!("{} of {selected} clusters applied", heard - counts.offline);
-        if counts.offline > 0 {
-            message.push_str(&format!("; {} offline", counts.offline));
-        }
-        (false, "Applying", message)
+        let message =
+            format!("{applied_current} of {selected} clusters applied the newest revision");
+        (false, "Applying", offline(message))
     };
     let ready = if selected == 0 {
         (
@@ -144,14 +209,17 @@ pub fn render(
             "NoClusters",
             "no cluster matches the placement".to_string(),
         )
-    } else if counts.ready >= selected {
+    } else if current.ready >= selected {
         (
             true,
             "AllReady",
-            format!("all {selected} clusters are ready"),
+            format!("all {selected} clusters run the newest revision and are ready"),
         )
     } else {
-        let mut message = format!("{} of {selected} clusters ready", counts.ready);
+        let mut message = format!(
+            "{} of {selected} clusters ready on the newest revision, {updated} run it",
+            current.ready
+        );
         if counts.failed > 0 {
             message.push_str(&format!("; {} failed: {}", counts.failed, names(3)));
         }
@@ -160,7 +228,7 @@ pub fn render(
         } else {
             "Progressing"
         };
-        (false, reason, message)
+        (false, reason, offline(message))
     };
     let degraded = if counts.failed > 0 {
         let message = format!("{} clusters failed: {}", counts.failed, names(10));
@@ -176,6 +244,9 @@ pub fn render(
     let mut status = Map::new();
     if let Some(generation) = generation {
         status.insert("observedGeneration".into(), Value::from(generation));
+    }
+    if let Some(revision) = revision {
+        status.insert("revision".into(), Value::from(revision.to_string()));
     }
     status.insert("clusters".into(), clusters);
     status.insert("failing".into(), Value::Array(failing));

@@ -234,3 +234,39 @@ fn every_subtree_shows_its_counts_from_what_its_parent_said() {
         "{text}"
     );
 }
+
+/// The top says what the placement's status says: a selected cluster no
+/// child reports yet is pending there, not left out (issue 31: the tree
+/// showed 1/1 ready while the status said 1/2).
+#[test]
+fn the_top_counts_what_the_status_counts() {
+    let mut tree = json!({
+        "name": "root", "role": "relay", "connected": true, "children": [
+            {"name": "edge-1", "role": "agent", "connected": true, "subtreeSize": 0, "children": []},
+        ]
+    });
+    let answers = BTreeMap::from([(
+        "root".to_string(),
+        json!({"children": [{"name": "edge-1", "ready": 1}]}),
+    )]);
+    annotate(&mut tree, &answers);
+    assert_eq!(tree["placement"]["total"], 1, "the children's sum");
+    let placement = json!({"status": {"clusters": {
+        "selected": 2, "pending": 1, "applied": 0, "ready": 1, "failed": 0, "offline": 0,
+    }}});
+    annotate_top(&mut tree, &placement);
+    assert_eq!(tree["placement"]["total"], 2);
+    assert_eq!(tree["placement"]["pending"], 1);
+    let text = render_text(&tree);
+    assert!(text.starts_with("root"), "{text}");
+    assert!(
+        text.lines()
+            .next()
+            .is_some_and(|line| line.contains("ready 1/2")),
+        "{text}"
+    );
+    // No status yet: the children's sum stays.
+    let mut bare = tree.clone();
+    annotate_top(&mut bare, &json!({}));
+    assert_eq!(bare["placement"], tree["placement"]);
+}
