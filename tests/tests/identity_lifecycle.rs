@@ -9,6 +9,11 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{bail, Context as _};
+use relaymesh_protocol::message::Hello;
+use relaymesh_protocol::{ErrorCode, PROTOCOL_VERSION};
+use relaymesh_relay::store::Store;
+use relaymesh_relay::transport::uplink::{connect_nearest, open_control, Endpoints};
+use relaymesh_relay::transport::LinkError;
 use relaymesh_tests::{connected_under, find_node, kubectl, observe, wait_for, Mesh, RelayProcess};
 
 const SETTLE: Duration = Duration::from_secs(60);
@@ -64,6 +69,35 @@ fn logged(process: &RelayProcess, text: &str) -> anyhow::Result<()> {
     )
 }
 
+/// What the parent says when node `name`, stopped, dials it with the
+/// certificate in its store and opens a control stream (not a renewal).
+fn control_with_stored_certificate(mesh: &Mesh, name: &str) -> anyhow::Result<String> {
+    let store = Store::open(&mesh.data_dir(name))?;
+    let identity = store.identity()?.context("a joined node")?;
+    let parent = store
+        .config()?
+        .and_then(|config| config.parent)
+        .context("a parent")?;
+    drop(store);
+    let runtime = tokio::runtime::Runtime::new()?;
+    runtime.block_on(async {
+        let config = relaymesh_relay::pki::quic_client_config(&identity)?;
+        let (connection, _) = connect_nearest(&parent, &config, &mut Endpoints::default()).await?;
+        let hello = Hello {
+            min_version: PROTOCOL_VERSION,
+            max_version: PROTOCOL_VERSION,
+            resume: None,
+        };
+        match open_control(&connection, hello).await {
+            Ok(_) => bail!("the parent opened a control stream to {name}'s expired certificate"),
+            Err(LinkError::Refused(refusal)) if refusal.code == ErrorCode::CertificateExpired => {
+                Ok(refusal.message)
+            }
+            Err(other) => bail!("expected a refusal as expired, got: {other}"),
+        }
+    })
+}
+
 /// root ── eu ── edge-2; root ── edge-1, edge-3. Every certificate lasts
 /// 20 s. eu, edge-1, edge-2 and edge-3 are stopped until theirs expired;
 /// edge-3 is revoked meanwhile. eu and edge-1 come back without tokens;
@@ -105,6 +139,11 @@ fn nodes_offline_past_their_certificates_come_back_unless_revoked_or_past_grace(
     wait_expired(&mesh, "edge-agent", "edge-3", Duration::ZERO)?;
     // Past eu's grace period (5 s), well within the root's (30 d).
     wait_expired(&mesh, "edge-agent", "edge-2", Duration::from_secs(6))?;
+
+    // An expired certificate opens nothing but a renewal.
+    let refused = control_with_stored_certificate(&mesh, "edge-1")?;
+    assert!(refused.contains("may only renew it"), "{refused}");
+    logged(&root, "refused a node whose certificate expired")?;
 
     // Back, without new tokens.
     let eu = mesh.start_with("eu", EU)?;
