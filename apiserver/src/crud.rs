@@ -999,7 +999,8 @@ fn field_validation(query: &Query) -> Result<FieldValidation, ApiError> {
 /// the generic checks, unknown fields and JSON types, then the
 /// extension's validator. Returns the `Warning`s to send: unknown fields
 /// under `Warn`, and the extension's advice on a write to the main
-/// resource (`status` is the server's to write).
+/// resource (`status` is the server's to write, and a write to the main
+/// resource keeps the stored one, so its status is not checked).
 fn admit(
     resource: &Resource,
     namespace: Option<&str>,
@@ -1009,7 +1010,11 @@ fn admit(
     subresource: bool,
 ) -> Result<Vec<String>, ApiError> {
     validation::validate(resource, namespace, name, object)?;
-    let mut warnings = field_validation::check(field_validation(query)?, resource, object)?;
+    let mode = field_validation(query)?;
+    let mut warnings = match subresource {
+        true => field_validation::check(mode, resource, object)?,
+        false => field_validation::check_main(mode, resource, object)?,
+    };
     validation::validate_for_extension(resource, namespace, object).map_err(|error| {
         // Under `Warn` a misspelt field is stored, so the refusal it
         // causes (a required field missing) says which field it was: the

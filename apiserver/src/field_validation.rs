@@ -46,7 +46,36 @@ pub(super) fn check(
     resource: &Resource,
     object: &Value,
 ) -> Result<Vec<String>, ApiError> {
-    let Findings { unknown, mistyped } = inspect(resource, object);
+    decide(mode, resource, inspect(resource, object))
+}
+
+/// [`check`] of a write to the main resource of a kind with a `status`
+/// subresource: the status it carries is not stored (the stored one is
+/// kept), so it is not checked either. A field the server's own status
+/// writer added then never makes a later `kubectl apply` of the object
+/// fail.
+pub(super) fn check_main(
+    mode: FieldValidation,
+    resource: &Resource,
+    object: &Value,
+) -> Result<Vec<String>, ApiError> {
+    let mut findings = inspect(resource, object);
+    if resource.status {
+        let in_status = |path: &str| path == "status" || path.starts_with("status.");
+        findings.unknown.retain(|path| !in_status(path));
+        findings
+            .mistyped
+            .retain(|mistyped| !in_status(&mistyped.path));
+    }
+    decide(mode, resource, findings)
+}
+
+/// What `mode` makes of `findings`: the warnings to send, or the error.
+fn decide(
+    mode: FieldValidation,
+    resource: &Resource,
+    Findings { unknown, mistyped }: Findings,
+) -> Result<Vec<String>, ApiError> {
     if let Some(first) = mistyped.first() {
         // A value of the wrong type cannot be decoded: kube-apiserver
         // refuses it whatever fieldValidation says.
@@ -497,6 +526,22 @@ mod tests {
         let mut found = unknown_fields(&widgets, &widget);
         found.sort();
         assert_eq!(found, ["extra", "spec.colour"]);
+        // The main resource keeps the stored status: what a body carries
+        // there is not checked; the status subresource checks it.
+        let mut with_status = widget.clone();
+        with_status["spec"] = json!({"size": 1});
+        with_status
+            .as_object_mut()
+            .expect("an object")
+            .remove("extra");
+        with_status["status"] = json!({"phase": "x"});
+        widgets.status = true;
+        assert!(check_main(FieldValidation::Strict, &widgets, &with_status).is_ok());
+        let error = check(FieldValidation::Strict, &widgets, &with_status).expect_err("strict");
+        assert!(
+            error.to_string().contains("unknown field \"status\""),
+            "{error}"
+        );
         assert_eq!(
             FieldValidation::parse(None).expect("default"),
             FieldValidation::Warn
