@@ -232,6 +232,29 @@ pub(super) fn cordon_request() -> Value {
     )
 }
 
+/// The `JoinToken` request (`tokens`).
+pub(super) fn join_token_request() -> Value {
+    object(
+        "JoinToken asks the root for a single-use join token for a relay or an edge agent (relayctl token create).",
+        &[(
+            "spec",
+            object(
+                "Who may join, and where.",
+                &[
+                    ("name", string("The joining node's name, a DNS-1123 label. Required.")),
+                    ("role", string("relay or agent. Required.")),
+                    ("parent", string("The relay it must join under; absent: the root chooses.")),
+                    (
+                        "candidates",
+                        strings("Other relays it may join under instead (the nearest that admits it), and fail over to later."),
+                    ),
+                    ("ttl", string("How long the token stays valid, as 10m; at most 24h.")),
+                ],
+            ),
+        )],
+    )
+}
+
 /// Refuses a request of `kind` with a field `schema` does not name, as
 /// kube-apiserver's strict decoding does: these requests are read by
 /// relaymesh's own parsers, which would otherwise ignore a misspelt field.

@@ -39,6 +39,11 @@ impl JoinToken {
             ApiError::BadRequest(format!("cannot decode the {KIND} object: {error}"))
         })?;
         check_type_meta(&object, KIND)?;
+        super::schemas::refuse_unknown_fields(
+            KIND,
+            &super::schemas::join_token_request(),
+            &object,
+        )?;
         let spec = match object.get("spec") {
             Some(Value::Object(spec)) => spec,
             Some(_) => return Err(invalid("spec", "must be an object")),

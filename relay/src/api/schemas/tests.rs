@@ -589,6 +589,16 @@ fn requests_refuse_unknown_fields() {
         "spec.annotations.unset",
     );
 
+    let token = json!({"name": "edge-1", "role": "agent", "parent": "eu",
+        "candidates": ["us"], "ttl": "10m"});
+    super::super::tokens::JoinToken::parse(&body("JoinToken", token.clone())).expect("a token");
+    let mut typo = token.clone();
+    typo["parents"] = json!(["us"]);
+    refused(
+        super::super::tokens::JoinToken::parse(&body("JoinToken", typo)).map(|_| ()),
+        "spec.parents",
+    );
+
     let cordon = json!({"cluster": "edge-1", "state": "Cordoned"});
     cordons::parse_request(&body("Cordon", cordon.clone())).expect("a cordon");
     let mut typo = cordon.clone();
