@@ -502,6 +502,27 @@ impl Core {
         Some(by_child)
     }
 
+    /// The names placement `key` gives in `names` that are no cluster this
+    /// relay knows below it (no agent of that name in its inventory), in
+    /// the order given: the root's status names them, since they select
+    /// nothing until such a cluster joins.
+    pub fn placement_unknown_names(&self, key: &str) -> Vec<String> {
+        let Some(Target::Placement(target)) = self.slice.entry(key).map(|entry| &entry.target)
+        else {
+            return Vec::new();
+        };
+        target
+            .names
+            .iter()
+            .filter(|name| {
+                self.inventory
+                    .record(name)
+                    .is_none_or(|record| record.role != relaymesh_protocol::Role::Agent)
+            })
+            .cloned()
+            .collect()
+    }
+
     /// Decides every placement again without telling anyone (at start-up).
     pub(super) fn recut_all_quietly(&mut self, now: Instant) {
         for key in self.placement_keys() {

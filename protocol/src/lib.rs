@@ -47,8 +47,8 @@ pub use placement::{
 pub use revocation::Revocation;
 pub use slice::{SliceChange, SliceEntry, Target};
 pub use status::{
-    AppliedRevision, FailingCluster, Number, ObjectStatus, PhaseCounts, PlacementStatus, Ranked, RevisionCounts,
-    RevisionGroup, RuleSummary, StatusUpdate, Summary,
+    AppliedRevision, FailingCluster, Number, ObjectStatus, PhaseCounts, PlacementStatus, Ranked,
+    RevisionCounts, RevisionGroup, RuleSummary, StatusUpdate, Summary,
 };
 
 /// The newest protocol version this build speaks. The child offers a range in

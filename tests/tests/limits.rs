@@ -45,8 +45,7 @@ fn a_thousand_connections_from_one_address_are_refused_past_the_limit() -> anyho
 
     let runtime = tokio::runtime::Runtime::new()?;
     let held = runtime.block_on(async {
-        let mut client =
-            pki::quic_join_client_config(claims.ca_sha256, claims.parent_issuer_key)?;
+        let mut client = pki::quic_join_client_config(claims.ca_sha256, claims.parent_issuer_key)?;
         // A patient attacker: until the relay's first answer, the client's
         // own idle timeout bounds a handshake. With the daemons' 10 s, a
         // thousand handshakes at once on two busy cores timed out unanswered

@@ -253,7 +253,14 @@ fn revisions_roll_out_in_waves_in_order_halt_on_failures_and_obey_commands() -> 
     //    status` said "every cluster runs the previous revision" beside
     //    "1 failed, 3 waiting").
     mesh.relayctl_ok(&[
-        "rollout", "abort", "web", "-n", "shop", "--wait", "--timeout", "2m",
+        "rollout",
+        "abort",
+        "web",
+        "-n",
+        "shop",
+        "--wait",
+        "--timeout",
+        "2m",
     ])
     .with_context(|| mesh.logs())?;
     let now = images(&clusters);
@@ -298,7 +305,14 @@ fn revisions_roll_out_in_waves_in_order_halt_on_failures_and_obey_commands() -> 
         "nobody got the paused revision"
     );
     mesh.relayctl_ok(&[
-        "rollout", "resume", "web", "-n", "shop", "--wait", "--timeout", "3m",
+        "rollout",
+        "resume",
+        "web",
+        "-n",
+        "shop",
+        "--wait",
+        "--timeout",
+        "3m",
     ])
     .with_context(|| mesh.logs())?;
     let resumed = mesh.placement_status("web", "shop")?;
@@ -332,7 +346,14 @@ fn revisions_roll_out_in_waves_in_order_halt_on_failures_and_obey_commands() -> 
     assert_eq!(api["rollout"]["canaryDone"], false, "{api}");
     assert_eq!(api_clusters(&clusters), canary, "still only the canaries");
     mesh.relayctl_ok(&[
-        "rollout", "promote", "api", "-n", "canary", "--wait", "--timeout", "3m",
+        "rollout",
+        "promote",
+        "api",
+        "-n",
+        "canary",
+        "--wait",
+        "--timeout",
+        "3m",
     ])
     .with_context(|| mesh.logs())?;
     assert_eq!(

@@ -12,6 +12,9 @@ use relaymesh_tests::{kubectl_cache_dir, observe, Mesh};
 
 const KUBECTL: &str = "/usr/bin/kubectl";
 
+/// How long the root may take to place and report.
+const SETTLE: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// A valid Placement; the tests misspell parts of it.
 const PLACEMENT: &str = r#"
 apiVersion: relaymesh.dev/v1alpha1
@@ -218,5 +221,12 @@ fn kubectl_explains_and_strictly_validates_own_kinds() -> anyhow::Result<()> {
         ),
         "{warned}"
     );
+    // Its status names them too, once the root has placed it.
+    relaymesh_tests::wait_for("the unknown names in the status", SETTLE, || {
+        let placement = relaymesh_tests::kubectl_get(&mesh.kubeconfig(), &["placement", "web"])?;
+        let unknown = placement.map(|p| p["status"]["clusters"]["unknown"].clone());
+        observe(format!("{unknown:?}"));
+        Ok((unknown == Some(serde_json::json!(["edge-9", "edge-10"]))).then_some(()))
+    })?;
     Ok(())
 }

@@ -28,8 +28,8 @@ use relaymesh_protocol::status::{
     MAX_REVISION_GROUPS, MAX_RULE_SUMMARIES, MAX_TOP,
 };
 use relaymesh_protocol::{
-    AppliedRevision, BundleId, FailingCluster, Number, ObjectStatus, PhaseCounts, PlacementStatus, Ranked,
-    RevisionCounts, RevisionGroup, RuleSummary, Summary,
+    AppliedRevision, BundleId, FailingCluster, Number, ObjectStatus, PhaseCounts, PlacementStatus,
+    Ranked, RevisionCounts, RevisionGroup, RuleSummary, Summary,
 };
 
 /// The sum of two counts (a commutative monoid with the zero counts).

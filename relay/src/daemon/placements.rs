@@ -113,6 +113,8 @@ pub(crate) struct PlacementReport {
     /// With a wave keyed by a label: the label, and how many clusters the
     /// placement selects per value of it.
     pub by_value: Option<(String, std::collections::BTreeMap<String, u64>)>,
+    /// The names in its `clusters.names` that are no cluster of the tree.
+    pub unknown: Vec<String>,
 }
 
 /// The generation of each Placement (by entry key) that its entry in the
@@ -265,6 +267,7 @@ async fn write_status(
         );
         placement::status::add_summaries(&mut written, &object["spec"], status);
         placement::status::add_handover(&mut written, &report.leaving);
+        placement::status::add_unknown(&mut written, &report.unknown);
         placement::status::add_shortfall(
             &mut written,
             &object["status"],

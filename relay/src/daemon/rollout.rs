@@ -511,6 +511,7 @@ mod tests {
             wave: Some(reached),
             parts: Vec::new(),
             by_value: None,
+            unknown: Vec::new(),
         }
     }
 

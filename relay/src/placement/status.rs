@@ -53,6 +53,19 @@ pub fn hold_ready_for_rollout(
     );
 }
 
+/// `status.clusters.unknown`: the names in `spec.clusters.names` that are
+/// no cluster of the tree (absent when there are none). They select
+/// nothing until a cluster of that name joins; the API warned when the
+/// placement was written.
+pub fn add_unknown(status: &mut Value, unknown: &[String]) {
+    if unknown.is_empty() {
+        return;
+    }
+    if let Some(clusters) = status.get_mut("clusters").and_then(Value::as_object_mut) {
+        clusters.insert("unknown".into(), json!(unknown));
+    }
+}
+
 /// `status.handover` while a placement's clusters change: the clusters it
 /// leaves, which keep their copies until every cluster it selects is ready
 /// (absent otherwise).

@@ -255,3 +255,12 @@ fn a_rollout_under_way_holds_ready() {
     );
     assert_eq!(condition(&done, "Ready")["status"], "True");
 }
+
+#[test]
+fn unknown_cluster_names_are_named() {
+    let mut status = render(&Value::Null, Some(1), 1, &reported(1, 0, 0, &[]), "T1");
+    add_unknown(&mut status, &[]);
+    assert!(status["clusters"].get("unknown").is_none());
+    add_unknown(&mut status, &["edge-9".to_string()]);
+    assert_eq!(status["clusters"]["unknown"], json!(["edge-9"]));
+}
