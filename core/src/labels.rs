@@ -2,11 +2,13 @@
 //! [`relaymesh_protocol::cluster_labels`]): those it was given at join, with
 //! the root's changes, reported up like any change of its record; and
 //! `relaymesh.dev/full` while it runs as many placements as its capacity
-//! allows, or while its agent says the cluster has no room (its replicas).
+//! allows, or while its agent says the cluster has no room (its replicas);
+//! `relaymesh.dev/unreachable` while its agent says the cluster's API does
+//! not answer.
 
 use relaymesh_protocol::inventory::PLACEMENTS_CAPACITY;
 use relaymesh_protocol::ClusterLabels;
-use relaymesh_topology::placement::FULL_LABEL;
+use relaymesh_topology::placement::{FULL_LABEL, UNREACHABLE_LABEL};
 
 use super::slice::Changed;
 use super::{Core, Now};
@@ -51,6 +53,20 @@ impl Core {
         }
     }
 
+    /// Takes the agent's word on whether its cluster's API answers: while
+    /// it does not, the node labels itself [`UNREACHABLE_LABEL`], so the
+    /// root's `Cluster` says so. Only the node's own core sets it (from its
+    /// own reconciler): no relay or root can say it of another cluster.
+    pub fn set_cluster_unreachable(&mut self, now: Now, unreachable: bool) {
+        if self.cluster_unreachable == unreachable {
+            return;
+        }
+        self.cluster_unreachable = unreachable;
+        if self.relabel() {
+            self.schedule_inventory_flush(now);
+        }
+    }
+
     /// Sets this node's labels from the slice; whether they changed.
     pub(super) fn relabel(&mut self) -> bool {
         let labels = self.labels();
@@ -63,12 +79,16 @@ impl Core {
     }
 
     /// This node's labels: those it joined with, changed as the root says,
-    /// and `relaymesh.dev/full` while it holds as many placements as its
-    /// capacity allows.
+    /// `relaymesh.dev/full` while it holds as many placements as its
+    /// capacity allows, and `relaymesh.dev/unreachable` while its agent
+    /// says its cluster's API does not answer.
     pub fn labels(&self) -> std::collections::BTreeMap<String, String> {
         let mut labels = self.given_labels();
         if self.is_full() {
             labels.insert(FULL_LABEL.to_string(), "true".to_string());
+        }
+        if self.cluster_unreachable {
+            labels.insert(UNREACHABLE_LABEL.to_string(), "true".to_string());
         }
         labels
     }

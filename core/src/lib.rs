@@ -237,6 +237,9 @@ pub struct Core {
     /// The agent's reconciler says its cluster has no room left for what
     /// it is sent (its replica capacity: see `labels`).
     out_of_room: bool,
+    /// The agent's reconciler says its cluster's API does not answer (see
+    /// `labels`).
+    cluster_unreachable: bool,
 }
 
 impl Core {
@@ -283,6 +286,7 @@ impl Core {
             root_key: config.root_key.clone(),
             base_labels: config.labels.clone(),
             out_of_room: false,
+            cluster_unreachable: false,
         };
         for (child, total) in core.bundles.served_totals().clone() {
             core.inventory

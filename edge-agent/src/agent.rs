@@ -113,9 +113,11 @@ pub async fn run(
     );
     tokio::spawn(answerer.serve(queries_rx, shutdown.clone()));
     let (room_tx, room_rx) = watch::channel(false);
+    let (unreachable_tx, unreachable_rx) = watch::channel(false);
     let reconciler = Reconciler::new(client, store.clone(), name, slice_rx, status_tx)?
         .with_policy(policy)
-        .with_room(room_tx);
+        .with_room(room_tx)
+        .with_reachability(unreachable_tx);
     let stop = shutdown.clone();
     let reconciling = tokio::spawn(async move {
         let result = reconciler.run(stop.clone()).await;
@@ -130,6 +132,7 @@ pub async fn run(
         status: status_rx,
         queries: Some(queries_tx),
         out_of_room: Some(room_rx),
+        unreachable: Some(unreachable_rx),
     };
     let daemon_result =
         daemon::run_with_store(data_dir, store, shutdown.clone(), Some(hooks), options).await;

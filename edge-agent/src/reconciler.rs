@@ -190,6 +190,8 @@ pub struct Reconciler {
     /// Why the cluster's API cannot be reached (`ClusterUnreachable`), or
     /// `None` while it answers: see `reconciler/reachability.rs`.
     unreachable: Option<String>,
+    /// Where it tells the daemon whether the cluster's API does not answer.
+    unreachable_flag: Option<watch::Sender<bool>>,
 }
 
 impl Reconciler {
@@ -241,6 +243,7 @@ impl Reconciler {
             replicas_used: 0,
             out_of_room: None,
             unreachable: None,
+            unreachable_flag: None,
         })
     }
 
@@ -248,6 +251,13 @@ impl Reconciler {
     /// left for more replicas (for a cluster joined with `--max-replicas`).
     pub fn with_room(mut self, out_of_room: watch::Sender<bool>) -> Self {
         self.out_of_room = Some(out_of_room);
+        self
+    }
+
+    /// The reconciler telling `unreachable` whether its cluster's API does
+    /// not answer (the node labels itself so: see `reconciler/reachability.rs`).
+    pub fn with_reachability(mut self, unreachable: watch::Sender<bool>) -> Self {
+        self.unreachable_flag = Some(unreachable);
         self
     }
 

@@ -357,6 +357,9 @@ pub struct AgentHooks {
     /// Whether the reconciler finds its cluster out of room (its replica
     /// capacity): the node labels itself full while it is. `None`: never.
     pub out_of_room: Option<watch::Receiver<bool>>,
+    /// Whether the reconciler finds its cluster's API not answering: the
+    /// node labels itself unreachable while it is. `None`: never.
+    pub unreachable: Option<watch::Receiver<bool>>,
 }
 
 /// Runs the relay whose store is already open (so a caller that changed its
@@ -653,6 +656,9 @@ impl Daemon {
                     }
                     FromReconciler::OutOfRoom(out_of_room) => {
                         self.core.set_out_of_room(now(), out_of_room);
+                    }
+                    FromReconciler::Unreachable(unreachable) => {
+                        self.core.set_cluster_unreachable(now(), unreachable);
                     }
                 },
             }
@@ -1351,6 +1357,8 @@ enum FromReconciler {
     Status(String, Option<relaymesh_protocol::PlacementStatus>),
     /// Whether the cluster is out of room.
     OutOfRoom(bool),
+    /// Whether the cluster's API does not answer.
+    Unreachable(bool),
 }
 
 /// The reconciler's next word; pending for good on a relay, and for a
@@ -1359,18 +1367,22 @@ async fn from_reconciler(hooks: &mut Option<AgentHooks>) -> Option<FromReconcile
     let Some(hooks) = hooks else {
         return std::future::pending().await;
     };
-    let room = async {
-        let Some(receiver) = hooks.out_of_room.as_mut() else {
-            return std::future::pending().await;
-        };
-        match receiver.changed().await {
-            Ok(()) => *receiver.borrow_and_update(),
-            Err(_) => std::future::pending().await,
-        }
-    };
     tokio::select! {
         status = hooks.status.recv() => status.map(|(key, status)| FromReconciler::Status(key, status)),
-        out_of_room = room => Some(FromReconciler::OutOfRoom(out_of_room)),
+        out_of_room = next_flag(hooks.out_of_room.as_mut()) => Some(FromReconciler::OutOfRoom(out_of_room)),
+        unreachable = next_flag(hooks.unreachable.as_mut()) => Some(FromReconciler::Unreachable(unreachable)),
+    }
+}
+
+/// The next value of one of the reconciler's flags; pending for good
+/// without one, or once its sender is gone.
+async fn next_flag(receiver: Option<&mut watch::Receiver<bool>>) -> bool {
+    let Some(receiver) = receiver else {
+        return std::future::pending().await;
+    };
+    match receiver.changed().await {
+        Ok(()) => *receiver.borrow_and_update(),
+        Err(_) => std::future::pending().await,
     }
 }
 

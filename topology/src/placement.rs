@@ -229,6 +229,12 @@ pub const FULL_LABEL: &str = "relaymesh.dev/full";
 /// keeps running what it had. It goes when the cluster is back.
 pub const LOST_LABEL: &str = "relaymesh.dev/lost";
 
+/// The label an agent sets on its own cluster while the cluster's API does
+/// not answer it (`ClusterUnreachable`), and clears when it answers again.
+/// It only tells: the cluster stays open to placements (its placements
+/// report the failure themselves).
+pub const UNREACHABLE_LABEL: &str = "relaymesh.dev/unreachable";
+
 /// Whether a cluster with `labels` takes no new count-bounded placement:
 /// cordoned, drained, lost or full.
 pub fn is_cordoned(labels: &Labels) -> bool {

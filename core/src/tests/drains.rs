@@ -253,6 +253,44 @@ fn an_agent_out_of_room_is_full_until_it_says_otherwise() {
     assert_eq!(full(&net), None, "room again");
 }
 
+#[test]
+fn an_agent_whose_cluster_does_not_answer_is_labelled_unreachable_until_it_does() {
+    let mut net = three_levels();
+    net.add_agent("e1", "eu-west", &[("region", "eu")]);
+    net.add_agent("e2", "eu-west", &[("region", "eu")]);
+    net.settle();
+    let unreachable = |net: &Net, name: &str| {
+        net.record("root", name)
+            .expect("at the root")
+            .labels
+            .get(relaymesh_topology::placement::UNREACHABLE_LABEL)
+            .cloned()
+    };
+    assert_eq!(unreachable(&net, "e1"), None);
+    let now = net.0.now();
+    net.0
+        .core_mut("e1")
+        .expect("a node")
+        .set_cluster_unreachable(now, true);
+    net.settle();
+    assert_eq!(
+        unreachable(&net, "e1").as_deref(),
+        Some("true"),
+        "climbed to the root"
+    );
+    assert_eq!(unreachable(&net, "e2"), None, "only its own cluster");
+    // It only tells: a count-bounded placement may still go there.
+    let record = net.record("root", "e1").expect("at the root");
+    assert!(!relaymesh_topology::placement::is_cordoned(&record.labels));
+    let now = net.0.now();
+    net.0
+        .core_mut("e1")
+        .expect("a node")
+        .set_cluster_unreachable(now, false);
+    net.settle();
+    assert_eq!(unreachable(&net, "e1"), None, "answers again");
+}
+
 /// Each holder of `key` reports what an agent's reconciler would: one
 /// cluster on the newest revision, under its value of `label`.
 fn report_values(net: &mut Net, key: &str, label: &str) {

@@ -3,7 +3,8 @@
 //! cannot, the reconciler applies nothing and every placement reports the
 //! cluster as failed with reason `ClusterUnreachable` instead of its last
 //! known state, which would otherwise stay on the root (ready, or pending
-//! for ever) as if nothing were wrong.
+//! for ever) as if nothing were wrong; and the node labels its own record
+//! `relaymesh.dev/unreachable`, so the root's `Cluster` says so too.
 
 use std::time::Duration;
 
@@ -94,6 +95,10 @@ impl Reconciler {
             return;
         }
         self.unreachable = unreachable;
+        if let Some(flag) = &self.unreachable_flag {
+            let now = self.unreachable.is_some();
+            flag.send_if_modified(|said| std::mem::replace(said, now) != now);
+        }
         let keys: Vec<String> = self.placements.keys().cloned().collect();
         match self.unreachable.clone() {
             Some(message) => {

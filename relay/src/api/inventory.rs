@@ -94,6 +94,7 @@ fn cluster(
         "capacity": record.capacity,
         "cordoned": cordoned,
         "lost": record.labels.contains_key(relaymesh_topology::placement::LOST_LABEL),
+        "reachable": !unreachable(record),
     });
     if let Some(drain) = drain {
         status["drain"] = Value::from(drain);
@@ -110,8 +111,28 @@ fn cluster(
     })
 }
 
+/// Whether the cluster's agent last said its cluster's API does not answer
+/// (the label it sets on its own record; `ClusterUnreachable` on its
+/// placements).
+fn unreachable(record: &NodeRecord) -> bool {
+    record
+        .labels
+        .contains_key(relaymesh_topology::placement::UNREACHABLE_LABEL)
+}
+
 fn cluster_profile(record: &NodeRecord) -> Value {
     let connected = record.link.as_ref().is_some_and(|link| link.connected);
+    let (healthy, reason, message) = if !connected {
+        ("False", "Disconnected", "the agent's link is down")
+    } else if unreachable(record) {
+        (
+            "False",
+            "ClusterUnreachable",
+            "the agent says its cluster's API does not answer",
+        )
+    } else {
+        ("True", "Connected", "the agent's link is up")
+    };
     let changed = record
         .link
         .as_ref()
@@ -137,9 +158,9 @@ fn cluster_profile(record: &NodeRecord) -> Value {
         "status": {
             "conditions": [{
                 "type": "ControlPlaneHealthy",
-                "status": if connected { "True" } else { "False" },
-                "reason": if connected { "Connected" } else { "Disconnected" },
-                "message": if connected { "the agent's link is up" } else { "the agent's link is down" },
+                "status": healthy,
+                "reason": reason,
+                "message": message,
                 "lastTransitionTime": changed,
             }],
             "properties": properties,
@@ -224,6 +245,29 @@ mod tests {
             profile["status"]["properties"],
             json!([{"name": "region", "value": "eu"}])
         );
+    }
+
+    #[test]
+    fn a_cluster_whose_agent_says_unreachable_shows_it() {
+        let mut inventory = records();
+        assert_eq!(
+            objects(View::Clusters, &inventory)[0]["status"]["reachable"],
+            true
+        );
+        let mut records = inventory.records.to_vec();
+        records[2].labels.insert(
+            relaymesh_topology::placement::UNREACHABLE_LABEL.to_string(),
+            "true".to_string(),
+        );
+        inventory.records = records.into();
+        let cluster = &objects(View::Clusters, &inventory)[0];
+        assert_eq!(cluster["status"]["reachable"], false, "{cluster}");
+        assert_eq!(cluster["status"]["connected"], true, "{cluster}");
+        let profile = &objects(View::ClusterProfiles, &inventory)[0];
+        let condition = &profile["status"]["conditions"][0];
+        assert_eq!(condition["type"], "ControlPlaneHealthy", "{profile}");
+        assert_eq!(condition["status"], "False", "{profile}");
+        assert_eq!(condition["reason"], "ClusterUnreachable", "{profile}");
     }
 
     #[test]

@@ -48,6 +48,10 @@ pub(super) fn cluster() -> Value {
                         "lost",
                         boolean("Whether its relay (run with --lost-after) has seen it disconnected that long: count-bounded placements went elsewhere."),
                     ),
+                    (
+                        "reachable",
+                        boolean("Whether its cluster's API answers its agent, as the agent last said (false: its placements fail with ClusterUnreachable)."),
+                    ),
                     ("drain", string("While or after it is drained: Draining or Drained.")),
                 ],
             ),
@@ -141,7 +145,7 @@ pub(super) fn cluster_profile() -> Value {
                     &[
                         (
                             "conditions",
-                            array("ControlPlaneHealthy: whether the agent's link is up.", condition()),
+                            array("ControlPlaneHealthy: whether the agent's link is up and its cluster's API answers it.", condition()),
                         ),
                         (
                             "properties",
