@@ -914,6 +914,7 @@ impl Daemon {
                                 let selected = self.core.placement_selected_by_value(&key, &label);
                                 (label, selected)
                             }),
+                            unknown: self.core.placement_unknown_names(&key),
                         };
                         Some((key, report))
                     })
