@@ -411,6 +411,7 @@ fn own_resources(
             .schema(schemas::cluster())
             .printer_columns(vec![
                 connected.clone(),
+                column("Reachable", "boolean", ".status.reachable"),
                 column("Relay-Path", "string", ".status.relayPath"),
             ]),
         Resource::new(RELAYMESH_GROUP, VERSION, "relays", "Relay", false)

@@ -257,6 +257,26 @@ fn an_agent_whose_cluster_does_not_answer_fails_its_placements_at_the_root() -> 
         cluster_object["metadata"]["labels"]["relaymesh.dev/unreachable"], "true",
         "{cluster_object}"
     );
+    // `relayctl get clusters` (the root's table) has a column for it.
+    let table = mesh.relayctl_ok(&["get", "clusters"])?;
+    let header: Vec<&str> = table
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    let row: Vec<&str> = table
+        .lines()
+        .find(|line| line.starts_with("edge-1 "))
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    let reachable = header.iter().position(|name| *name == "REACHABLE");
+    assert_eq!(
+        reachable.and_then(|column| row.get(column)).copied(),
+        Some("false"),
+        "{table}"
+    );
 
     // The API answers again: the Cluster object and the placements say so.
     gate.open(&runtime)?;
