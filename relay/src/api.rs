@@ -628,7 +628,11 @@ impl<B: Backend> Extension for Relaymesh<B> {
                 endpoint::JOIN_TOKENS,
                 vec![],
                 GET_POST,
-                own(if read { "list" } else { policy::ISSUE }, "jointokens", None),
+                own(
+                    if read { "list" } else { policy::ISSUE },
+                    "jointokens",
+                    None,
+                ),
                 JSON,
             ),
             ["apis", RELAYMESH_GROUP, VERSION, "jointokens", id] => route(
@@ -642,7 +646,11 @@ impl<B: Backend> Extension for Relaymesh<B> {
                 endpoint::REVOCATIONS,
                 vec![],
                 GET_POST,
-                own(if read { "list" } else { policy::REVOKE }, "revocations", None),
+                own(
+                    if read { "list" } else { policy::REVOKE },
+                    "revocations",
+                    None,
+                ),
                 JSON,
             ),
             ["apis", RELAYMESH_GROUP, VERSION, "clusterlabels"] => route(
