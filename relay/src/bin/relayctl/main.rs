@@ -12,7 +12,9 @@ use std::time::{Duration, UNIX_EPOCH};
 use anyhow::{bail, Context as _};
 use clap::{Parser, Subcommand, ValueEnum};
 use relaymesh_protocol::Role;
-use relaymesh_relay::client::{cluster, manifests, resources, status, tree, Client, ClientError};
+use relaymesh_relay::client::{
+    cluster, manifests, resources, settle, status, tree, Client, ClientError,
+};
 use relaymesh_relay::{kubeconfig, pki};
 use tracing_subscriber::EnvFilter;
 
@@ -831,8 +833,14 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 .with_context(|| format!("cannot move {node:?} to {to:?}"))?;
             let moved = if let Some(before) = before {
                 let moved = waits::wait_settled(&client, &node, timeout).await?;
-                waits::wait_statuses(&client, &before, deadline, &format!("the move of {node:?}"))
-                    .await?;
+                waits::wait_statuses(
+                    &client,
+                    &before,
+                    settle::Selection::Kept,
+                    deadline,
+                    &format!("the move of {node:?}"),
+                )
+                .await?;
                 moved
             } else {
                 moved
@@ -883,6 +891,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 waits::wait_statuses(
                     &client,
                     &before,
+                    settle::Selection::MayShrink,
                     deadline,
                     &format!("the drain of {cluster:?}"),
                 )

@@ -74,6 +74,7 @@ pub(super) async fn heard_now(client: &Client) -> anyhow::Result<settle::Heard> 
 pub(super) async fn wait_statuses(
     client: &Client,
     before: &settle::Heard,
+    selection: settle::Selection,
     deadline: tokio::time::Instant,
     what: &str,
 ) -> anyhow::Result<()> {
@@ -82,7 +83,7 @@ pub(super) async fn wait_statuses(
             .placements(None, None)
             .await
             .context("cannot list placements")?;
-        let reasons = settle::unsettled(before, &placements);
+        let reasons = settle::unsettled(before, &placements, selection);
         if reasons.is_empty() {
             return Ok(());
         }
