@@ -81,7 +81,7 @@ impl ring::hkdf::KeyType for CidKeyLen {
 /// pinned. Client certificates are optional (a connection without one may
 /// only join); a client certificate that is given must chain to the mesh CA,
 /// the only trust anchor. One whose leaf alone has expired is let through
-/// for renewal (see [`super::grace`]).
+/// for renewal (see `pki/grace.rs`).
 pub fn quic_server_config(identity: &Identity) -> Result<quinn::ServerConfig, PkiError> {
     let provider = ring_provider();
     let client_verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
