@@ -194,34 +194,12 @@ async fn serve_connection(
                 tracing::warn!(%node, %reason, times = line.times, over = %line.over, "refused a revoked node");
             }
             let refusal = Refusal::new(ErrorCode::Revoked, reason);
-            if matches!(open, Open::Bundle(_)) {
-                let _ = bundle_transfer::refuse(&mut send, refusal.clone()).await;
-            } else if matches!(open, Open::Renew(_)) {
-                let _ = write_frame(&mut send, &RenewReply::Refused(refusal.clone())).await;
-                let _ = send.finish();
-            } else {
-                let _ = write_frame(&mut send, &DownMessage::Refused(refusal.clone())).await;
-                let _ = send.finish();
-            }
-            // Give the refusal a moment to arrive before the connection goes.
-            tokio::time::sleep(Duration::from_millis(200)).await;
-            connection.close(1u32.into(), refusal.message.as_bytes());
+            refuse_and_close(&connection, &mut send, &open, refusal).await;
             return;
         }
         if let (Some(not_after), Some(peer)) = (expired_leaf, &peer) {
             if let Some(refusal) = refuse_expired(&shared, peer, &open, not_after) {
-                if matches!(open, Open::Bundle(_)) {
-                    let _ = bundle_transfer::refuse(&mut send, refusal.clone()).await;
-                } else if matches!(open, Open::Renew(_)) {
-                    let _ = write_frame(&mut send, &RenewReply::Refused(refusal.clone())).await;
-                    let _ = send.finish();
-                } else {
-                    let _ = write_frame(&mut send, &DownMessage::Refused(refusal.clone())).await;
-                    let _ = send.finish();
-                }
-                // Give the refusal a moment to arrive before the connection goes.
-                tokio::time::sleep(Duration::from_millis(200)).await;
-                connection.close(1u32.into(), refusal.message.as_bytes());
+                refuse_and_close(&connection, &mut send, &open, refusal).await;
                 return;
             }
         }
@@ -407,6 +385,34 @@ fn renew(connection: &quinn::Connection, shared: &Shared, request: &RenewRequest
 /// expired (at `not_after`) is refused, if it is: anything but a renewal,
 /// and a renewal past this relay's grace period. Revoked nodes were refused
 /// before. Joining needs no certificate and goes on.
+/// Answers the stream `open` opened with `refusal`, in the reply type of
+/// that stream (a bundle's, a renewal's, or a control stream's), then
+/// closes the whole connection: a revoked node, or an expired certificate
+/// asking for more than a renewal.
+async fn refuse_and_close(
+    connection: &quinn::Connection,
+    send: &mut quinn::SendStream,
+    open: &Open,
+    refusal: Refusal,
+) {
+    match open {
+        Open::Bundle(_) => {
+            let _ = bundle_transfer::refuse(send, refusal.clone()).await;
+        }
+        Open::Renew(_) => {
+            let _ = write_frame(send, &RenewReply::Refused(refusal.clone())).await;
+            let _ = send.finish();
+        }
+        _ => {
+            let _ = write_frame(send, &DownMessage::Refused(refusal.clone())).await;
+            let _ = send.finish();
+        }
+    }
+    // Give the refusal a moment to arrive before the connection goes.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    connection.close(1u32.into(), refusal.message.as_bytes());
+}
+
 fn refuse_expired(shared: &Shared, peer: &Peer, open: &Open, not_after: u64) -> Option<Refusal> {
     if matches!(open, Open::Join(_)) {
         return None;
