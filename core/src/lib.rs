@@ -47,6 +47,7 @@ mod queries;
 mod revocations;
 mod slice;
 mod status;
+mod trust;
 mod upstream;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -69,6 +70,7 @@ pub use queries::{
 };
 use slice::Slice;
 use status::Statuses;
+pub use trust::{CHAIN_CA_LABEL, TRUSTED_CAS_LABEL};
 use upstream::Upstream;
 
 /// Identifies one connection of a child, as the daemon numbers them.
@@ -165,6 +167,12 @@ pub enum Action {
     /// the revocation to the deny list its listener and admission check,
     /// and closes any other connection whose certificates it covers.
     Revoked(relaymesh_protocol::Revocation),
+    /// The root decided which mesh CAs every node trusts and which key
+    /// signs under the mesh now (a rotation of its mesh CA): trust those
+    /// anchors on every link, have this node's certificate signed again if
+    /// a mesh CA key other than the signer signed it, and say so with
+    /// [`Core::set_mesh_ca_report`].
+    MeshTrust(relaymesh_protocol::MeshTrust),
     /// The relays above this node changed while it kept its parent (one of
     /// them moved with its subtree): renew this node's certificate now, so
     /// that its chain, and a relay's issuer chain, lead through them.
@@ -240,6 +248,9 @@ pub struct Core {
     /// The agent's reconciler says its cluster's API does not answer (see
     /// `labels`).
     cluster_unreachable: bool,
+    /// What the daemon last said of this node's certificates (see
+    /// `trust`): the mesh CA key its chain reaches, and those it trusts.
+    mesh_ca_report: Option<(String, String)>,
 }
 
 impl Core {
@@ -287,6 +298,7 @@ impl Core {
             base_labels: config.labels.clone(),
             out_of_room: false,
             cluster_unreachable: false,
+            mesh_ca_report: None,
         };
         for (child, total) in core.bundles.served_totals().clone() {
             core.inventory
@@ -481,6 +493,7 @@ impl Core {
             self.apply_moves(now, &changed);
             self.apply_parents(now, &changed);
             self.apply_labels(now, &changed);
+            self.apply_trust(&changed);
             self.send_changes_to_children(now.instant, &changed);
             self.reconcile_bundles(now);
         }

@@ -34,6 +34,7 @@ pub mod revocation;
 pub mod slice;
 pub mod status;
 pub mod token;
+pub mod trust;
 
 pub use bundle_id::BundleId;
 pub use cluster_labels::ClusterLabels;
@@ -50,6 +51,7 @@ pub use status::{
     AppliedRevision, FailingCluster, Number, ObjectStatus, PhaseCounts, PlacementStatus, Ranked,
     RevisionCounts, RevisionGroup, RuleSummary, StatusUpdate, Summary,
 };
+pub use trust::MeshTrust;
 
 /// The newest protocol version this build speaks. The child offers a range in
 /// its `Hello`; the parent answers with the version both will use.

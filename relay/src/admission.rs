@@ -101,8 +101,17 @@ pub fn admit(
     }
 
     let above = chain_above_leaf(identity, issuer);
+    // The mesh CA the token pins (during a rotation, old or new), which
+    // the node checks the grant against; it learns the others from the
+    // root's trust in the slice.
+    let pinned = identity
+        .anchors()
+        .into_iter()
+        .find(|anchor| pki::sha256(anchor) == claims.ca_sha256)
+        .unwrap_or(&identity.ca_cert_der)
+        .to_vec();
     Ok(JoinGrant {
-        ca_cert_der: identity.ca_cert_der.clone(),
+        ca_cert_der: pinned,
         tls_chain_der: std::iter::once(tls_cert)
             .chain(above.iter().cloned())
             .collect(),
@@ -134,7 +143,11 @@ fn check_claims(
     request: &JoinRequest,
     claims: &TokenClaims,
 ) -> Result<(), Refusal> {
-    if claims.ca_sha256 != pki::sha256(&identity.ca_cert_der) {
+    let pins_a_mesh_ca = identity
+        .anchors()
+        .into_iter()
+        .any(|anchor| pki::sha256(anchor) == claims.ca_sha256);
+    if !pins_a_mesh_ca {
         return Err(Refusal::new(
             ErrorCode::TokenMismatch,
             "the token is for another mesh (its CA fingerprint differs)",
@@ -190,7 +203,8 @@ fn check_claims(
 
 /// The certificates between a child's certificate and the mesh CA: this
 /// node's issuer and its chain, or nothing at the root, whose issuer is the
-/// mesh CA itself.
+/// mesh CA itself (the cross-signed new CA during a rotation, which the
+/// chain carries for the nodes that trust the old one only).
 pub(crate) fn chain_above_leaf(identity: &Identity, issuer: &Issuer) -> Vec<Vec<u8>> {
     if issuer.cert_der == identity.ca_cert_der {
         Vec::new()

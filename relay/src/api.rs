@@ -50,6 +50,7 @@ mod nodes;
 mod observed;
 mod policy;
 mod revocations;
+mod rotations;
 mod schemas;
 mod tokens;
 mod users;
@@ -225,6 +226,21 @@ pub trait Backend: Send + Sync + 'static {
     ) -> impl Future<Output = Result<NodeRevoked, ApiError>> + Send {
         let _ = name;
         async { Err(ApiError::NotFound("this server has no tree".into())) }
+    }
+
+    /// The mesh CAs the root trusts and the key it signs with now.
+    fn mesh_trust(&self) -> Result<relaymesh_protocol::MeshTrust, ApiError> {
+        Err(ApiError::NotFound("this server has no mesh CA".into()))
+    }
+
+    /// Takes `step` of a rotation of the mesh CA; the trust every node is
+    /// told now.
+    fn rotate_mesh_ca(
+        &self,
+        step: crate::pki::RotationStep,
+    ) -> impl Future<Output = Result<relaymesh_protocol::MeshTrust, ApiError>> + Send {
+        let _ = step;
+        async { Err(ApiError::NotFound("this server has no mesh CA".into())) }
     }
 
     /// The users the root issued certificates to or revoked, by name.
@@ -505,6 +521,7 @@ mod endpoint {
     pub(super) const JOIN_TOKEN: &str = "jointoken";
     pub(super) const REVOCATIONS: &str = "revocations";
     pub(super) const MOVES: &str = "moves";
+    pub(super) const MESH_CA_ROTATIONS: &str = "meshcarotations";
     pub(super) const CLUSTER_LABELS: &str = "clusterlabels";
     pub(super) const CORDONS: &str = "cordons";
     pub(super) const USER_CERTIFICATES: &str = "usercertificates";
@@ -653,6 +670,17 @@ impl<B: Backend> Extension for Relaymesh<B> {
                 ),
                 JSON,
             ),
+            ["apis", RELAYMESH_GROUP, VERSION, "meshcarotations"] => route(
+                endpoint::MESH_CA_ROTATIONS,
+                vec![],
+                GET_POST,
+                own(
+                    if read { "get" } else { policy::ROTATE },
+                    "meshcarotations",
+                    None,
+                ),
+                JSON,
+            ),
             ["apis", RELAYMESH_GROUP, VERSION, "clusterlabels"] => route(
                 endpoint::CLUSTER_LABELS,
                 vec![],
@@ -780,6 +808,29 @@ impl<B: Backend> Extension for Relaymesh<B> {
                 let node = revocations::parse_request(&call.body)?;
                 let revoked = backend.revoke_node(node).await?;
                 created(&revocations::node_revoked_object(&revoked))
+            }
+            (endpoint::MESH_CA_ROTATIONS, read) => {
+                let nodes = backend.inventory().records;
+                let below = nodes.iter().filter(|node| node.parent.is_some()).count();
+                let trust = if read {
+                    backend.mesh_trust()?
+                } else {
+                    let request = rotations::parse_request(&call.body)?;
+                    if request.step == crate::pki::RotationStep::Finish && !request.force {
+                        let pending = rotations::pending(&backend.mesh_trust()?, &nodes);
+                        if !pending.is_empty() {
+                            return Err(rotations::finish_refused(&pending));
+                        }
+                    }
+                    backend.rotate_mesh_ca(request.step).await?
+                };
+                let pending = rotations::pending(&trust, &nodes);
+                let object = rotations::object(&trust, &pending, below);
+                if read {
+                    json_reply(StatusCode::OK, &object)
+                } else {
+                    created(&object)
+                }
             }
             (endpoint::CLUSTER_LABELS, _) => {
                 let change = cluster_labels::parse_request(&call.body)?;

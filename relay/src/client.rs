@@ -342,6 +342,31 @@ impl Client {
         self.send_json(request).await
     }
 
+    /// Where the mesh CA stands: the `MeshCARotation` object.
+    pub async fn mesh_ca_rotation(&self) -> Result<Value, ClientError> {
+        let request = self
+            .http
+            .get(self.url(&format!("{GROUP_PATH}/meshcarotations")))
+            .timeout(REQUEST_TIMEOUT);
+        self.send_json(request).await
+    }
+
+    /// Takes a step of a rotation of the mesh CA (`"Start"` or
+    /// `"Finish"`); returns the `MeshCARotation` object.
+    pub async fn rotate_mesh_ca(&self, step: &str, force: bool) -> Result<Value, ClientError> {
+        let body = serde_json::json!({
+            "apiVersion": "relaymesh.dev/v1alpha1",
+            "kind": "MeshCARotation",
+            "spec": {"step": step, "force": force},
+        });
+        let request = self
+            .http
+            .post(self.url(&format!("{GROUP_PATH}/meshcarotations")))
+            .timeout(REQUEST_TIMEOUT)
+            .json(&body);
+        self.send_json(request).await
+    }
+
     /// Moves agent `node` under relay `to`, with a join token valid for
     /// `ttl`; returns the `Move` object.
     pub async fn move_node(

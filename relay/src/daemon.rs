@@ -19,6 +19,7 @@ mod placements;
 mod refusal_log;
 mod renewal;
 mod rollout;
+mod rotation;
 mod serving;
 
 use std::collections::BTreeMap;
@@ -154,6 +155,12 @@ pub(crate) enum Event {
     },
     /// The parent answered a renewal request: the new chain, or why not.
     Renewed(renewal::Answer),
+    /// At the root: an admin asked for a step of a rotation of the mesh
+    /// CA.
+    RotateMeshCa {
+        step: pki::RotationStep,
+        reply: rotation::RotationReply,
+    },
     /// A query for a node below, routed down the tree by the core; the
     /// answer always comes (a failure at the latest after the core's
     /// query timeout).
@@ -414,7 +421,7 @@ async fn run_store(
                 identity
                     .issuer
                     .as_ref()
-                    .filter(|issuer| issuer.cert_der != identity.ca_cert_der)
+                    .filter(|_| !identity.is_root())
                     .and_then(|issuer| pki::public_key_sha256(&issuer.cert_der).ok()),
             ),
             capacity: config.capacity.clone(),
@@ -554,6 +561,12 @@ async fn run_store(
         failover: failover_config,
     };
     daemon.rehome_if_needed();
+    // A node that stopped between storing the root's trust and adopting it
+    // adopts it now; every node reports its chain's mesh CA.
+    if let Some(trust) = daemon.core.mesh_trust() {
+        daemon.adopt_mesh_trust(now(), &trust)?;
+    }
+    daemon.report_mesh_ca(now());
     let result = daemon.run(events_rx, shutdown.clone()).await;
     if let Err(DaemonError::Store(error)) = &result {
         // Fail-stop: the core has moved on in memory, and sled keeps an IO
@@ -985,6 +998,10 @@ impl Daemon {
                     }
                 }
                 self.tell_children_if_issuer_changed();
+                self.report_mesh_ca(now);
+            }
+            Event::RotateMeshCa { step, reply } => {
+                let _ = reply.send(self.rotate_mesh_ca(now, step));
             }
             Event::Query { node, query, reply } => {
                 let id = self.core.query(now, &node, query);
@@ -1179,6 +1196,7 @@ impl Daemon {
                 }
                 Action::Revoked(revocation) => self.revoked(&revocation),
                 Action::Renew => self.renewal.renew_now(),
+                Action::MeshTrust(trust) => self.adopt_mesh_trust(now(), &trust)?,
                 Action::Answered { query, answer } => {
                     if let Some(reply) = self.queries.remove(&query) {
                         let _ = reply.send(answer);

@@ -15,8 +15,15 @@ pub struct Identity {
     pub name: String,
     /// The node's role, as in its certificate.
     pub role: Role,
-    /// The mesh CA certificate (DER): the trust anchor of every link.
+    /// The mesh CA certificate (DER): the trust anchor of every link, and
+    /// the one join tokens pin.
     pub ca_cert_der: Vec<u8>,
+    /// Other mesh CA certificates (DER) trusted as anchors too: during a
+    /// rotation of the mesh CA, the other one of old and new (see
+    /// `pki::rotation`). Stored apart from the rest (`Store::set_identity`),
+    /// so identities written before rotations existed still read.
+    #[serde(skip)]
+    pub extra_anchors_der: Vec<Vec<u8>>,
     /// The node's TLS certificate (DER) followed by its issuing chain up to,
     /// not including, the mesh CA.
     pub tls_chain_der: Vec<Vec<u8>>,
@@ -47,6 +54,14 @@ impl Identity {
     /// Whether this node is the mesh's root (it holds the token signing key).
     pub fn is_root(&self) -> bool {
         self.token_signing_key.is_some()
+    }
+
+    /// Every mesh CA certificate this node trusts on its links: the one
+    /// tokens pin first, then those of a rotation under way.
+    pub fn anchors(&self) -> Vec<&[u8]> {
+        std::iter::once(self.ca_cert_der.as_slice())
+            .chain(self.extra_anchors_der.iter().map(Vec::as_slice))
+            .collect()
     }
 }
 

@@ -32,6 +32,7 @@ pub(crate) mod handshake;
 mod holders;
 mod quic_tls;
 mod renewal;
+mod rotation;
 #[cfg(test)]
 mod tests;
 mod users;
@@ -55,6 +56,10 @@ pub use quic_tls::{
 pub use renewal::{
     expiry, issuer_renewal_request, rehomed_identity, renew_at_root, renewal_request,
     renewed_identity, sign_renewal,
+};
+pub use rotation::{
+    chain_ca_key, finish_mesh_ca_rotation, needs_mesh_signature, short_key, start_mesh_ca_rotation,
+    with_mesh_trust, RotationStep,
 };
 pub use users::{
     authority_pem, create_api_authority, new_user_key, sign_user_cert, ApiAuthority, UserKey,
@@ -146,6 +151,13 @@ pub enum PkiError {
     /// certificate's validity.
     #[error("the system clock is out of range")]
     Clock,
+    /// A rotation of the mesh CA cannot start or finish now, or the root's
+    /// trust is unusable.
+    #[error("mesh CA rotation: {reason}")]
+    Rotation {
+        /// Why.
+        reason: String,
+    },
     /// A quinn connection's peer identity was not a certificate chain.
     #[error("the connection's peer identity is not a rustls certificate chain")]
     UnexpectedPeerIdentity,

@@ -182,6 +182,9 @@ pub struct Store {
 
 const FORMAT: &[u8] = b"format";
 const IDENTITY: &[u8] = b"identity";
+/// [`Identity::extra_anchors_der`], apart from the identity so that
+/// identities stored before rotations existed decode as they are.
+const EXTRA_ANCHORS: &[u8] = b"extra-anchors";
 const CONFIG: &[u8] = b"config";
 const CANDIDATES: &[u8] = b"candidates";
 const API_CERTIFICATE: &[u8] = b"api-certificate";
@@ -325,7 +328,11 @@ impl Store {
 
     /// The node's identity, if it was initialized or joined.
     pub fn identity(&self) -> Result<Option<Identity>, StoreError> {
-        self.read(&self.node, IDENTITY)
+        let Some(mut identity) = self.read::<Identity>(&self.node, IDENTITY)? else {
+            return Ok(None);
+        };
+        identity.extra_anchors_der = self.read(&self.node, EXTRA_ANCHORS)?.unwrap_or_default();
+        Ok(Some(identity))
     }
 
     /// The node's configuration, if it was initialized or joined.
@@ -343,6 +350,7 @@ impl Store {
     ) -> Result<(), StoreError> {
         let mut node = sled::Batch::default();
         node.insert(IDENTITY, encode(identity)?);
+        node.insert(EXTRA_ANCHORS, encode(&identity.extra_anchors_der)?);
         node.insert(CONFIG, encode(config)?);
         self.node.apply_batch(node).map_err(|e| self.sled(e))?;
         self.apply(&[Mutation::SetEpoch(epoch)])?;
@@ -351,9 +359,10 @@ impl Store {
 
     /// Replaces the node's identity (a renewed certificate) durably.
     pub fn set_identity(&self, identity: &Identity) -> Result<(), StoreError> {
-        self.node
-            .insert(IDENTITY, encode(identity)?)
-            .map_err(|e| self.sled(e))?;
+        let mut node = sled::Batch::default();
+        node.insert(IDENTITY, encode(identity)?);
+        node.insert(EXTRA_ANCHORS, encode(&identity.extra_anchors_der)?);
+        self.node.apply_batch(node).map_err(|e| self.sled(e))?;
         self.flush()
     }
 

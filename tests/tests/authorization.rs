@@ -67,6 +67,7 @@ fn forge_relay(minter: &Identity, name: &str) -> anyhow::Result<Identity> {
         name: name.into(),
         role: Role::Relay,
         ca_cert_der: minter.ca_cert_der.clone(),
+        extra_anchors_der: Vec::new(),
         tls_chain_der: chain,
         tls_key_der: keys.tls_key_der,
         issuer: None,

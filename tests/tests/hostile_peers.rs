@@ -484,7 +484,7 @@ fn a_relay_cannot_pose_as_a_relay_below_it_with_an_issuer_in_its_name() -> anyho
         let chain: Vec<Vec<u8>> = std::iter::once(issuer.cert_der.clone())
             .chain(issuer.chain_der.iter().cloned())
             .collect();
-        pki::chain_issuer_path(&chain, &identity.ca_cert_der).map_err(anyhow::Error::msg)
+        pki::chain_issuer_path(&chain, &identity.anchors()).map_err(anyhow::Error::msg)
     };
     assert_eq!(
         issuer_names(&impostor)?,

@@ -45,7 +45,7 @@ impl Simulation {
             }
             Action::Revoked(revocation) => self.nodes[id].revocations.push(revocation),
             // The simulation has no certificates.
-            Action::Renew => {}
+            Action::Renew | Action::MeshTrust(_) => {}
             Action::Answered { query, answer } => {
                 self.nodes[id].answers.insert(query, answer);
             }

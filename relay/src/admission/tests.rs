@@ -153,7 +153,7 @@ fn accepts_an_agent_below_a_relay() {
         *std::slice::from_ref(&relay_issuer.cert_der)
     );
     let agent = pki::identity_from_grant("edge-1", Role::Agent, keys, &grant).expect("identity");
-    let peer = pki::verify_chain(&mesh.root.ca_cert_der, &agent.tls_chain_der).expect("chain");
+    let peer = pki::verify_chain(&mesh.root.anchors(), &agent.tls_chain_der).expect("chain");
     assert_eq!(peer.name, "edge-1");
     assert_eq!(peer.role, Role::Agent);
 }

@@ -11,9 +11,9 @@
 //! | `admins`    | `relaymesh:admin`    | every verb on everything, relaymesh's own verbs included |
 //!
 //! What hands out or takes away access has its own verbs ([`ISSUE`],
-//! [`REVOKE`], [`MOVE`]), which no standard verb list and so no operator
-//! holds: issuing join tokens and user certificates, revoking tokens and
-//! nodes, moving a node.
+//! [`REVOKE`], [`MOVE`], [`ROTATE`]), which no standard verb list and so
+//! no operator holds: issuing join tokens and user certificates, revoking
+//! tokens and nodes, moving a node, rotating the mesh CA.
 //!
 //! Every authenticated user may read discovery and ask about their own
 //! rights, as in kube-apiserver (`system:discovery`, `system:basic-user`).
@@ -52,6 +52,10 @@ pub const REVOKE: &str = "revoke";
 /// relaymesh's verb for moving a node under another parent (`moves`),
 /// which hands it a join token there.
 pub const MOVE: &str = "move";
+
+/// relaymesh's verb for rotating the mesh CA (`meshcarotations`), on
+/// which every link's trust rests.
+pub const ROTATE: &str = "rotate";
 
 /// The verbs of every Kubernetes request: what an operator holds.
 const STANDARD_VERBS: [&str; 8] = [

@@ -154,7 +154,13 @@ impl RootBackend {
     ) -> Result<token::TokenParent, ApiError> {
         let identity = self.shared.identity.get();
         let (addresses, issuers, issuer_key) = if name == identity.name {
-            let ca_key = pki::public_key_sha256(&identity.ca_cert_der)
+            // The key the root signs with now (the new mesh CA's during a
+            // rotation), which signed the certificate it serves.
+            let signing = identity
+                .issuer
+                .as_ref()
+                .map_or(&identity.ca_cert_der, |issuer| &issuer.cert_der);
+            let ca_key = pki::public_key_sha256(signing)
                 .map_err(|error| ApiError::Internal(error.to_string()))?;
             (self.shared.config.advertise.clone(), Vec::new(), ca_key)
         } else {
@@ -426,6 +432,31 @@ impl Backend for RootBackend {
         .await?;
         tracing::warn!(token = %relaymesh_protocol::revocation::hex(&id), name = %record.name, "revoked a join token");
         Ok(record)
+    }
+
+    fn mesh_trust(&self) -> Result<relaymesh_protocol::MeshTrust, ApiError> {
+        let identity = self.shared.identity.get();
+        let signing = identity
+            .issuer
+            .as_ref()
+            .map_or(&identity.ca_cert_der, |issuer| &issuer.cert_der);
+        let signer_key = pki::public_key_sha256(signing)
+            .map_err(|error| ApiError::Internal(error.to_string()))?;
+        let anchors = identity.anchors().into_iter().map(<[u8]>::to_vec).collect();
+        Ok(relaymesh_protocol::MeshTrust {
+            anchors,
+            signer_key,
+        })
+    }
+
+    async fn rotate_mesh_ca(
+        &self,
+        step: pki::RotationStep,
+    ) -> Result<relaymesh_protocol::MeshTrust, ApiError> {
+        let (reply, answer) = oneshot::channel();
+        self.ask(Event::RotateMeshCa { step, reply }, answer)
+            .await?
+            .map_err(ApiError::Conflict)
     }
 
     async fn revoke_node(&self, name: String) -> Result<NodeRevoked, ApiError> {

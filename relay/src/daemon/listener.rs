@@ -302,7 +302,19 @@ fn authenticate(
     };
     let peer = pki::peer_of(&leaf)?;
     let issued_here = match &identity.issuer {
-        Some(issuer) => pki::is_issued_by(&leaf, &issuer.cert_der)?,
+        Some(issuer) => {
+            // The root issued what any mesh CA it trusts signed: during a
+            // rotation, its children's certificates from before it.
+            let mut by = vec![issuer.cert_der.as_slice()];
+            if identity.is_root() {
+                by.extend(identity.anchors());
+            }
+            let mut issued = false;
+            for signer in by {
+                issued |= pki::is_issued_by(&leaf, signer)?;
+            }
+            issued
+        }
         None => false,
     };
     Ok((Some(peer), issued_here))

@@ -79,8 +79,8 @@ impl Daemon {
         chain: &[Vec<u8>],
     ) -> Result<(), String> {
         let identity = self.shared.identity.get();
-        let signer = pki::chain_signer_key(chain, &identity.ca_cert_der);
-        let path = pki::chain_issuer_path(chain, &identity.ca_cert_der);
+        let signer = pki::chain_signer_key(chain, &identity.anchors());
+        let path = pki::chain_issuer_path(chain, &identity.anchors());
         attach_decision(
             self.core.grant(node).as_ref(),
             self.core.name(),
@@ -102,9 +102,9 @@ impl Daemon {
             return;
         };
         let identity = self.shared.identity.get();
-        let signer = pki::chain_signer_key(&identity.tls_chain_der, &identity.ca_cert_der);
+        let signer = pki::chain_signer_key(&identity.tls_chain_der, &identity.anchors());
         if signer.as_ref().ok() != Some(&candidate.issuer_key) {
-            let issued = pki::chain_issuer_path(&identity.tls_chain_der, &identity.ca_cert_der);
+            let issued = pki::chain_issuer_path(&identity.tls_chain_der, &identity.anchors());
             tracing::info!(parent = %parent.name, ?issued, "this node's certificate is not its parent's yet: asking it to renew");
             self.renewal.rehome(&candidate);
         }

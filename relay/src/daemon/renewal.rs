@@ -143,6 +143,31 @@ impl Renewal {
         self.due = tokio::time::Instant::now();
     }
 
+    /// A mesh CA key other than `signer_key`, which signs under the mesh
+    /// now, signed this node's certificate (a rotation of the mesh CA):
+    /// the parent (the root) signs it again now, and a relay's issuer too.
+    pub fn resign(&mut self, signer_key: [u8; 32]) {
+        tracing::info!("the root signs with a new mesh CA: renewing this node's certificate now");
+        self.rehome = Some(signer_key);
+        if self.asking {
+            self.again = true;
+        } else {
+            self.due = tokio::time::Instant::now();
+        }
+    }
+
+    /// Stores and uses `identity`, which trusts other mesh CAs than the
+    /// current one, from the next connection on (links already open stay
+    /// as they are).
+    pub fn trust(&mut self, store: &Store, identity: Identity) -> Result<(), DaemonError> {
+        self.install(store, identity)
+    }
+
+    /// The identity this node uses now.
+    pub fn identity(&self) -> &Identity {
+        &self.identity
+    }
+
     /// The relays above this node changed (one moved with its subtree):
     /// renew now, so that the chain above this node's certificate, and
     /// above a relay's issuer, leads through them.
@@ -271,7 +296,9 @@ impl Renewal {
         match renewed {
             Ok(identity) => {
                 if self.rehome.take().is_some() {
-                    tracing::info!("uses the certificate its new parent signed");
+                    tracing::info!(
+                        "uses the certificate its parent signed with another issuer key"
+                    );
                 }
                 self.adopt(store, identity)?;
                 Ok(on_expired.then_some(AfterExpired::Redial))
@@ -286,7 +313,13 @@ impl Renewal {
             }
             Err(error) => {
                 tracing::warn!(%error, "certificate renewal failed; retrying");
+                // Asked again while this one was on its way (the root's
+                // trust arrived): that one goes now, not after the pause.
+                let again = std::mem::take(&mut self.again);
                 self.retry();
+                if again {
+                    self.due = tokio::time::Instant::now();
+                }
                 Ok(on_expired.then_some(AfterExpired::Redial))
             }
         }

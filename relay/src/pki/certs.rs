@@ -114,6 +114,7 @@ pub fn create_mesh(root_name: &str, api_hosts: &[String]) -> Result<MeshBootstra
             name: root_name.to_string(),
             role: Role::Relay,
             ca_cert_der: ca_cert_der.clone(),
+            extra_anchors_der: Vec::new(),
             tls_chain_der: vec![root_cert.der().to_vec()],
             tls_key_der: root_key.serialize_der(),
             issuer: Some(ca_issuer),
@@ -285,7 +286,10 @@ pub fn sign_issuer_cert(issuer: &Issuer, csr_der: &[u8], name: &str) -> Result<V
 /// plus itself: the intermediate count of chains through it.
 fn intermediates_below(issuer: &Issuer) -> Result<usize, PkiError> {
     let cert = parse_cert(&issuer.cert_der)?;
-    let self_signed = cert.subject().as_raw() == cert.issuer().as_raw();
+    // The root's issuer is a mesh CA, also while it signs through the
+    // cross-signed new CA of a rotation (which stands for the new CA).
+    let self_signed = cert.subject().as_raw() == cert.issuer().as_raw()
+        || super::rotation::is_mesh_ca(&issuer.cert_der);
     let issuer_count = if self_signed {
         0
     } else {
@@ -391,9 +395,12 @@ pub(super) fn issuer_params(name: &str, below: u8) -> Result<CertificateParams, 
     Ok(params)
 }
 
+/// The common name of every mesh CA starts with this.
+pub(super) const MESH_CA_CN_PREFIX: &str = "relaymesh mesh CA ";
+
 /// The self-signed mesh CA. A random suffix keeps the subjects of different
-/// meshes' CAs apart.
-fn ca_params() -> Result<CertificateParams, PkiError> {
+/// meshes' CAs apart, and of a mesh's CAs before and after a rotation.
+pub(super) fn ca_params() -> Result<CertificateParams, PkiError> {
     let mut params = issuer_params("", MAX_INTERMEDIATES as u8)?;
     let mesh_id: [u8; 4] = rand::random();
     let mesh_id: String = mesh_id.iter().map(|b| format!("{b:02x}")).collect();
@@ -403,7 +410,7 @@ fn ca_params() -> Result<CertificateParams, PkiError> {
         .push(DnType::OrganizationName, "relaymesh");
     params
         .distinguished_name
-        .push(DnType::CommonName, format!("relaymesh mesh CA {mesh_id}"));
+        .push(DnType::CommonName, format!("{MESH_CA_CN_PREFIX}{mesh_id}"));
     Ok(params)
 }
 

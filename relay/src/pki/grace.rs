@@ -230,7 +230,7 @@ mod tests {
     /// The listener's client verifier for a mesh CA.
     fn verifier(ca_der: &[u8]) -> GraceClientVerifier {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let roots = super::super::grant::mesh_roots(ca_der).expect("roots");
+        let roots = super::super::grant::mesh_roots(&[ca_der]).expect("roots");
         let inner = rustls::server::WebPkiClientVerifier::builder_with_provider(
             Arc::new(roots),
             provider.clone(),

@@ -47,9 +47,10 @@ pub fn identity_from_grant(
         )));
     }
     check_key_matches(leaf, &keys.tls_key_der, "TLS")?;
-    verify_chain(&grant.ca_cert_der, &grant.tls_chain_der)?;
+    let anchors = [grant.ca_cert_der.as_slice()];
+    verify_chain(&anchors, &grant.tls_chain_der)?;
     if role == Role::Relay {
-        verify_server_chain(&grant.ca_cert_der, &grant.tls_chain_der, name)?;
+        verify_server_chain(&anchors, &grant.tls_chain_der, name)?;
     }
     if grant.token_key.len() != ED25519_PUBLIC_KEY_LEN {
         return Err(mismatch("the token key is not an Ed25519 public key"));
@@ -63,6 +64,7 @@ pub fn identity_from_grant(
         name: name.to_string(),
         role,
         ca_cert_der: grant.ca_cert_der.clone(),
+        extra_anchors_der: Vec::new(),
         tls_chain_der: grant.tls_chain_der.clone(),
         tls_key_der: keys.tls_key_der,
         issuer,
@@ -72,9 +74,9 @@ pub fn identity_from_grant(
 }
 
 /// Checks a client certificate chain (leaf first, mesh CA not included)
-/// against the mesh CA as the only trust anchor, as a link's server does, and
-/// returns the leaf's identity.
-pub fn verify_chain(ca_cert_der: &[u8], chain_der: &[Vec<u8>]) -> Result<Peer, PkiError> {
+/// against the mesh CAs `anchors` as the only trust anchors, as a link's
+/// server does, and returns the leaf's identity.
+pub fn verify_chain(anchors: &[&[u8]], chain_der: &[Vec<u8>]) -> Result<Peer, PkiError> {
     let Some((leaf, intermediates)) = chain_der.split_first() else {
         return Err(super::bad_cert("empty certificate chain"));
     };
@@ -83,7 +85,7 @@ pub fn verify_chain(ca_cert_der: &[u8], chain_der: &[Vec<u8>]) -> Result<Peer, P
         .map(|der| CertificateDer::from(der.as_slice()))
         .collect();
     let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
-        Arc::new(mesh_roots(ca_cert_der)?),
+        Arc::new(mesh_roots(anchors)?),
         Arc::new(rustls::crypto::ring::default_provider()),
     )
     .build()?;
@@ -117,19 +119,26 @@ fn relay_issuer(key_der: Option<Vec<u8>>, grant: &JoinGrant) -> Result<Issuer, P
     let Some(chain) = grant.issuer_chain_der.as_ref() else {
         return Err(mismatch("the grant holds no issuer chain for a relay"));
     };
-    issuer_from_chain(key_der, chain, &grant.tls_chain_der, &grant.ca_cert_der)
+    issuer_from_chain(
+        key_der,
+        chain,
+        &grant.tls_chain_der,
+        &[grant.ca_cert_der.as_slice()],
+    )
 }
 
 /// Checks an issuer chain a parent signed for a relay's issuer key
 /// `key_der` (at a join, or at a renewal after the relay re-parented): the
 /// first certificate carries the key and is a CA, each is signed by the
-/// next and the last by the mesh CA `ca_der`, and the chain above the
-/// issuer is the one above the relay's TLS certificate `tls_chain_der`.
+/// next and the last by one of the mesh CAs `anchors` (or is one of them,
+/// cross-signed by the other during a rotation: see `rotation`), and the
+/// chain above the issuer is the one above the relay's TLS certificate
+/// `tls_chain_der`.
 pub(super) fn issuer_from_chain(
     key_der: Vec<u8>,
     chain: &[Vec<u8>],
     tls_chain_der: &[Vec<u8>],
-    ca_der: &[u8],
+    anchors: &[&[u8]],
 ) -> Result<Issuer, PkiError> {
     let Some((issuer_cert, above)) = chain.split_first() else {
         return Err(mismatch("the grant's issuer chain is empty"));
@@ -149,15 +158,24 @@ pub(super) fn issuer_from_chain(
     if !is_ca {
         return Err(mismatch("the issuer certificate is not a CA"));
     }
-    // Each certificate must be signed by the next one, the last by the mesh CA.
-    let ca_der = ca_der.to_vec();
-    let signers = chain.iter().skip(1).chain(std::iter::once(&ca_der));
-    for (index, (cert, signer)) in chain.iter().zip(signers).enumerate() {
-        if !is_issued_by(cert, signer)? {
+    // Each certificate must be signed by the next one, the last by a mesh CA.
+    for (index, pair) in chain.windows(2).enumerate() {
+        if !is_issued_by(&pair[0], &pair[1])? {
             return Err(mismatch(format!(
                 "issuer chain certificate {index} is not signed by the next one"
             )));
         }
+    }
+    let last = &chain[chain.len() - 1];
+    let mut anchored = false;
+    for anchor in anchors {
+        anchored |= is_issued_by(last, anchor)? || super::rotation::same_ca(last, anchor)?;
+    }
+    if !anchored {
+        return Err(mismatch(format!(
+            "issuer chain certificate {} is not signed by the mesh CA",
+            chain.len() - 1
+        )));
     }
     // The TLS certificate and the issuer come from the same parent issuer.
     if tls_chain_der.get(1..) != Some(above) {
@@ -174,7 +192,7 @@ pub(super) fn issuer_from_chain(
 
 /// Checks that a relay's chain also serves as a TLS server chain for `name`.
 pub(super) fn verify_server_chain(
-    ca_cert_der: &[u8],
+    anchors: &[&[u8]],
     chain_der: &[Vec<u8>],
     name: &str,
 ) -> Result<(), PkiError> {
@@ -188,7 +206,7 @@ pub(super) fn verify_server_chain(
     let server_name = ServerName::try_from(name.to_string())
         .map_err(|e| mismatch(format!("{name:?} is not a server name: {e}")))?;
     rustls::client::WebPkiServerVerifier::builder_with_provider(
-        Arc::new(mesh_roots(ca_cert_der)?),
+        Arc::new(mesh_roots(anchors)?),
         Arc::new(rustls::crypto::ring::default_provider()),
     )
     .build()?
@@ -203,12 +221,14 @@ pub(super) fn verify_server_chain(
     Ok(())
 }
 
-/// A root store holding only the mesh CA.
-pub(super) fn mesh_roots(ca_cert_der: &[u8]) -> Result<RootCertStore, PkiError> {
+/// A root store holding only the mesh CAs `anchors`.
+pub(super) fn mesh_roots(anchors: &[&[u8]]) -> Result<RootCertStore, PkiError> {
     let mut roots = RootCertStore::empty();
-    roots
-        .add(CertificateDer::from(ca_cert_der.to_vec()))
-        .map_err(|e| super::bad_cert(format!("mesh CA: {e}")))?;
+    for anchor in anchors {
+        roots
+            .add(CertificateDer::from(anchor.to_vec()))
+            .map_err(|e| super::bad_cert(format!("mesh CA: {e}")))?;
+    }
     Ok(roots)
 }
 

@@ -85,7 +85,7 @@ impl ring::hkdf::KeyType for CidKeyLen {
 pub fn quic_server_config(identity: &Identity) -> Result<quinn::ServerConfig, PkiError> {
     let provider = ring_provider();
     let client_verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
-        Arc::new(mesh_roots(&identity.ca_cert_der)?),
+        Arc::new(mesh_roots(&identity.anchors())?),
         provider.clone(),
     )
     .allow_unauthenticated()
@@ -96,8 +96,15 @@ pub fn quic_server_config(identity: &Identity) -> Result<quinn::ServerConfig, Pk
         inner: client_verifier,
         provider: provider.clone(),
     });
+    // Every mesh CA follows, so a joining node finds the one its token
+    // pins, from before a rotation of the mesh CA or after.
     let mut chain = certificate_chain(&server_chain(identity)?);
-    chain.push(CertificateDer::from(identity.ca_cert_der.clone()));
+    chain.extend(
+        identity
+            .anchors()
+            .into_iter()
+            .map(|anchor| CertificateDer::from(anchor.to_vec())),
+    );
     let mut tls = rustls::ServerConfig::builder_with_provider(provider)
         .with_protocol_versions(&[&rustls::version::TLS13])?
         .with_client_cert_verifier(client_verifier)
@@ -122,11 +129,7 @@ pub const SERVER_CERT_VALIDITY: Duration = Duration::from_secs(7 * 24 * 60 * 60)
 /// parent keeps its issuer key, and its children keep their parent. The
 /// root serves its own certificate, which the mesh CA signed.
 fn server_chain(identity: &Identity) -> Result<Vec<Vec<u8>>, PkiError> {
-    let Some(issuer) = identity
-        .issuer
-        .as_ref()
-        .filter(|issuer| issuer.cert_der != identity.ca_cert_der)
-    else {
+    let Some(issuer) = identity.issuer.as_ref().filter(|_| !identity.is_root()) else {
         return Ok(identity.tls_chain_der.clone());
     };
     let csr = super::renewal_request(identity)?;
@@ -158,23 +161,36 @@ fn server_chain(identity: &Identity) -> Result<Vec<Vec<u8>>, PkiError> {
 /// parent.
 pub fn quic_client_config(identity: &Identity) -> Result<quinn::ClientConfig, PkiError> {
     let provider = ring_provider();
+    let anchors = identity.anchors();
     let inner = rustls::client::WebPkiServerVerifier::builder_with_provider(
-        Arc::new(mesh_roots(&identity.ca_cert_der)?),
+        Arc::new(mesh_roots(&anchors)?),
         provider.clone(),
     )
     .build()?;
-    let expected_issuer = identity
-        .tls_chain_der
-        .get(1)
-        .unwrap_or(&identity.ca_cert_der)
-        .clone();
+    // The certificate that signed this node's own, found by signature (a
+    // mesh CA for the root's children).
+    let expected_issuer = match identity.tls_chain_der.get(1) {
+        Some(issuer) => issuer.clone(),
+        None => identity
+            .tls_chain_der
+            .first()
+            .and_then(|leaf| {
+                anchors
+                    .iter()
+                    .find(|anchor| is_issued_by(leaf, anchor).unwrap_or(false))
+            })
+            .unwrap_or(&identity.ca_cert_der.as_slice())
+            .to_vec(),
+    };
     let tls = rustls::ClientConfig::builder_with_provider(provider.clone())
         .with_protocol_versions(&[&rustls::version::TLS13])?
         .dangerous()
         .with_custom_certificate_verifier(Arc::new(ParentVerifier {
             inner,
             expected_relay: relay_of_issuer(&expected_issuer),
+            expected_key: public_key_sha256(&expected_issuer)?,
             expected_issuer,
+            anchors: anchors.iter().map(|anchor| anchor.to_vec()).collect(),
             provider,
         }))
         .with_client_auth_cert(
@@ -201,7 +217,7 @@ pub fn quic_client_config_among(
     }
     let provider = ring_provider();
     let inner = rustls::client::WebPkiServerVerifier::builder_with_provider(
-        Arc::new(mesh_roots(&identity.ca_cert_der)?),
+        Arc::new(mesh_roots(&identity.anchors())?),
         provider.clone(),
     )
     .build()?;
@@ -210,7 +226,11 @@ pub fn quic_client_config_among(
         .dangerous()
         .with_custom_certificate_verifier(Arc::new(CandidateVerifier {
             inner,
-            ca_der: identity.ca_cert_der.clone(),
+            anchors: identity
+                .anchors()
+                .iter()
+                .map(|anchor| anchor.to_vec())
+                .collect(),
             keys: candidates
                 .iter()
                 .map(|candidate| (candidate.name.clone(), candidate.issuer_key))
@@ -224,10 +244,10 @@ pub fn quic_client_config_among(
     client_config(tls)
 }
 
-/// The relays whose issuers lead from the mesh CA `ca_der` to the first
-/// certificate of `chain_der` (leaf first, then the intermediates the peer
-/// sent), top-down.
-pub fn chain_issuer_path(chain_der: &[Vec<u8>], ca_der: &[u8]) -> Result<Vec<String>, String> {
+/// The relays whose issuers lead from one of the mesh CAs `anchors` to the
+/// first certificate of `chain_der` (leaf first, then the intermediates
+/// the peer sent), top-down.
+pub fn chain_issuer_path(chain_der: &[Vec<u8>], anchors: &[&[u8]]) -> Result<Vec<String>, String> {
     let Some((leaf, rest)) = chain_der.split_first() else {
         return Err("the chain holds no certificate".into());
     };
@@ -235,7 +255,7 @@ pub fn chain_issuer_path(chain_der: &[Vec<u8>], ca_der: &[u8]) -> Result<Vec<Str
         .iter()
         .map(|der| CertificateDer::from(der.clone()))
         .collect();
-    issuer_path(leaf, &intermediates, ca_der)
+    issuer_path(leaf, &intermediates, anchors)
 }
 
 /// The SHA-256 of a certificate's SubjectPublicKeyInfo (DER): how the
@@ -247,14 +267,14 @@ pub fn public_key_sha256(der: &[u8]) -> Result<[u8; 32], PkiError> {
 /// The key hash ([`public_key_sha256`]) of the certificate that signed the
 /// first certificate of `chain_der` (leaf first, then the intermediates the
 /// peer sent), found by signature among the rest of the chain and the mesh
-/// CA `ca_der`.
-pub fn chain_signer_key(chain_der: &[Vec<u8>], ca_der: &[u8]) -> Result<[u8; 32], String> {
+/// CAs `anchors`.
+pub fn chain_signer_key(chain_der: &[Vec<u8>], anchors: &[&[u8]]) -> Result<[u8; 32], String> {
     let Some((leaf, rest)) = chain_der.split_first() else {
         return Err("the chain holds no certificate".into());
     };
     rest.iter()
         .map(Vec::as_slice)
-        .chain(std::iter::once(ca_der))
+        .chain(anchors.iter().copied())
         .find(|candidate| {
             *candidate != leaf.as_slice() && is_issued_by(leaf, candidate).unwrap_or(false)
         })
@@ -263,21 +283,35 @@ pub fn chain_signer_key(chain_der: &[Vec<u8>], ca_der: &[u8]) -> Result<[u8; 32]
 }
 
 /// Whether `leaf` was signed by a key whose hash is `key`, among
-/// `intermediates` and the CA `ca`.
+/// `intermediates` and the CAs `anchors`, or by its successor: a mesh CA
+/// certificate that key signed (the cross-signed new CA of a rotation,
+/// which only the holder of the old key can make; see `rotation`).
 fn signed_with_key(
     leaf: &[u8],
     intermediates: &[CertificateDer<'_>],
-    ca: &[u8],
+    anchors: &[&[u8]],
     key: &[u8; 32],
 ) -> bool {
-    intermediates
-        .iter()
-        .map(|cert| cert.as_ref())
-        .chain(std::iter::once(ca))
-        .any(|signer| {
+    let signers = || {
+        intermediates
+            .iter()
+            .map(|cert| cert.as_ref())
+            .chain(anchors.iter().copied())
+    };
+    let with_key = |cert: &[u8], key: &[u8; 32]| {
+        signers().any(|signer| {
             public_key_sha256(signer).is_ok_and(|hash| hash == *key)
-                && is_issued_by(leaf, signer).unwrap_or(false)
+                && is_issued_by(cert, signer).unwrap_or(false)
         })
+    };
+    if with_key(leaf, key) {
+        return true;
+    }
+    intermediates.iter().any(|successor| {
+        super::rotation::is_mesh_ca(successor.as_ref())
+            && with_key(successor.as_ref(), key)
+            && public_key_sha256(successor.as_ref()).is_ok_and(|next| with_key(leaf, &next))
+    })
 }
 
 /// Why a server's certificate is not the one the root placed: names the
@@ -371,11 +405,16 @@ struct PinnedCaVerifier {
 #[derive(Debug)]
 struct ParentVerifier {
     inner: Arc<rustls::client::WebPkiServerVerifier>,
-    /// The certificate that signed this node's own (the mesh CA for the
+    /// The certificate that signed this node's own (a mesh CA for the
     /// root's children).
     expected_issuer: Vec<u8>,
+    /// The hash of `expected_issuer`'s key, which must sign the parent's
+    /// certificate (or have signed the mesh CA that did).
+    expected_key: [u8; 32],
     /// The relay `expected_issuer` belongs to; `None` for the mesh CA.
     expected_relay: Option<String>,
+    /// The mesh CAs this node trusts.
+    anchors: Vec<Vec<u8>>,
     provider: Arc<CryptoProvider>,
 }
 
@@ -383,7 +422,8 @@ struct ParentVerifier {
 #[derive(Debug)]
 struct CandidateVerifier {
     inner: Arc<rustls::client::WebPkiServerVerifier>,
-    ca_der: Vec<u8>,
+    /// The mesh CAs this node trusts.
+    anchors: Vec<Vec<u8>>,
     /// Each candidate's issuer key hash, by name.
     keys: std::collections::BTreeMap<String, [u8; 32]>,
     provider: Arc<CryptoProvider>,
@@ -412,8 +452,9 @@ impl ServerCertVerifier for CandidateVerifier {
         let Some(expected) = self.keys.get(&name) else {
             return Err(wrong_issuer(format!("{name:?} is no candidate parent")));
         };
-        if !signed_with_key(end_entity.as_ref(), intermediates, &self.ca_der, expected) {
-            let path = issuer_path(end_entity.as_ref(), intermediates, &self.ca_der);
+        let anchors: Vec<&[u8]> = self.anchors.iter().map(Vec::as_slice).collect();
+        if !signed_with_key(end_entity.as_ref(), intermediates, &anchors, expected) {
+            let path = issuer_path(end_entity.as_ref(), intermediates, &anchors);
             return Err(posing(&name, expected, path));
         }
         Ok(verified)
@@ -450,7 +491,13 @@ impl ServerCertVerifier for ParentVerifier {
             ocsp_response,
             now,
         )?;
-        let issued = is_issued_by(end_entity.as_ref(), &self.expected_issuer).unwrap_or(false);
+        let anchors: Vec<&[u8]> = self.anchors.iter().map(Vec::as_slice).collect();
+        let issued = signed_with_key(
+            end_entity.as_ref(),
+            intermediates,
+            &anchors,
+            &self.expected_key,
+        );
         let named = match (&self.expected_relay, server_name) {
             (None, _) => true,
             (Some(relay), ServerName::DnsName(name)) => name.as_ref() == relay,
@@ -468,17 +515,28 @@ impl ServerCertVerifier for ParentVerifier {
     crate::pki::handshake::verify_handshake_signatures!();
 }
 
-/// The relays whose issuers lead from the CA to `leaf`, top-down, found by
-/// signature among `intermediates` (in any order, extras ignored).
+/// The relays whose issuers lead from a mesh CA to `leaf`, top-down, found
+/// by signature among `intermediates` (in any order, extras ignored; a
+/// mesh CA's cross-signed certificate counts as that CA).
 fn issuer_path(
     leaf: &[u8],
     intermediates: &[CertificateDer<'_>],
-    ca: &[u8],
+    anchors: &[&[u8]],
 ) -> Result<Vec<String>, String> {
     let mut path = Vec::new();
     let mut current = leaf.to_vec();
     for _ in 0..=MAX_INTERMEDIATES {
-        if is_issued_by(&current, ca).unwrap_or(false) {
+        let by_mesh_ca = anchors
+            .iter()
+            .copied()
+            .chain(
+                intermediates
+                    .iter()
+                    .map(|cert| cert.as_ref())
+                    .filter(|cert| super::rotation::is_mesh_ca(cert)),
+            )
+            .any(|ca| is_issued_by(&current, ca).unwrap_or(false));
+        if by_mesh_ca {
             path.reverse();
             return Ok(path);
         }
@@ -541,7 +599,7 @@ impl ServerCertVerifier for PinnedCaVerifier {
                 rustls::OtherError(Arc::new(PinnedCaMissing)),
             )));
         };
-        let roots = mesh_roots(ca.as_ref())
+        let roots = mesh_roots(&[ca.as_ref()])
             .map_err(|_| TlsError::InvalidCertificate(CertificateError::BadEncoding))?;
         let verifier = rustls::client::WebPkiServerVerifier::builder_with_provider(
             Arc::new(roots),
@@ -561,14 +619,14 @@ impl ServerCertVerifier for PinnedCaVerifier {
         if !signed_with_key(
             end_entity.as_ref(),
             intermediates,
-            ca.as_ref(),
+            &[ca.as_ref()],
             &self.parent_issuer_key,
         ) {
             let name = match server_name {
                 ServerName::DnsName(name) => name.as_ref().to_string(),
                 other => format!("{other:?}"),
             };
-            let path = issuer_path(end_entity.as_ref(), intermediates, ca.as_ref());
+            let path = issuer_path(end_entity.as_ref(), intermediates, &[ca.as_ref()]);
             return Err(posing(&name, &self.parent_issuer_key, path));
         }
         Ok(verified)

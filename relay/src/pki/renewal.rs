@@ -42,11 +42,7 @@ pub fn renewal_request(identity: &Identity) -> Result<Vec<u8>, PkiError> {
 /// [`rehomed_identity`]); `None` for a node without an issuer, and for the
 /// root, whose issuer is the mesh CA.
 pub fn issuer_renewal_request(identity: &Identity) -> Result<Option<Vec<u8>>, PkiError> {
-    let Some(issuer) = identity
-        .issuer
-        .as_ref()
-        .filter(|issuer| issuer.cert_der != identity.ca_cert_der)
-    else {
+    let Some(issuer) = identity.issuer.as_ref().filter(|_| !identity.is_root()) else {
         return Ok(None);
     };
     let key = KeyPair::from_pkcs8_der_and_sign_algo(
@@ -64,27 +60,30 @@ pub fn issuer_renewal_request(identity: &Identity) -> Result<Option<Vec<u8>>, Pk
 
 /// `identity` with the renewed chain `chain_der`, after checking that it
 /// carries the node's own key, name and role, comes from the same issuer
-/// (subject and key) as before, and verifies against the mesh CA. The
+/// (subject and key) as before, and verifies against the mesh CAs. The
 /// chain above that issuer may differ: a parent that moved with its issuer
-/// key to another relay has it signed there.
+/// key to another relay has it signed there, and a rotation of the mesh CA
+/// signs the issuers below it again.
 pub fn renewed_identity(
     identity: &Identity,
     chain_der: Vec<Vec<u8>>,
 ) -> Result<Identity, PkiError> {
     check_renewed_leaf(identity, &chain_der)?;
-    if !same_issuer(chain_der.get(1), identity.tls_chain_der.get(1))? {
+    let anchors = identity.anchors();
+    if !same_issuer(chain_der.get(1), identity.tls_chain_der.get(1), &anchors)? {
         return Err(mismatch(
             "the renewed certificate comes from another issuer than the current one",
         ));
     }
-    verify_chain(&identity.ca_cert_der, &chain_der)?;
+    verify_chain(&anchors, &chain_der)?;
     if identity.role == Role::Relay {
-        verify_server_chain(&identity.ca_cert_der, &chain_der, &identity.name)?;
+        verify_server_chain(&anchors, &chain_der, &identity.name)?;
     }
     // A relay's issuer was signed by the same issuer: the chain above it is
-    // the new one too, which the nodes joining below it check.
+    // the new one too, which the nodes joining below it check. (The root's
+    // issuer is a mesh CA.)
     let issuer = match &identity.issuer {
-        Some(issuer) if issuer.cert_der != identity.ca_cert_der => {
+        Some(issuer) if !identity.is_root() => {
             let chain: Vec<Vec<u8>> = std::iter::once(issuer.cert_der.clone())
                 .chain(chain_der.iter().skip(1).cloned())
                 .collect();
@@ -92,7 +91,7 @@ pub fn renewed_identity(
                 issuer.key_der.clone(),
                 &chain,
                 &chain_der,
-                &identity.ca_cert_der,
+                &anchors,
             )?)
         }
         other => other.clone(),
@@ -123,11 +122,11 @@ pub fn rehomed_identity(
     issuer_key: &[u8; 32],
 ) -> Result<Identity, PkiError> {
     check_renewed_leaf(identity, &chain_der)?;
-    verify_chain(&identity.ca_cert_der, &chain_der)?;
-    let signer =
-        super::quic_tls::chain_signer_key(&chain_der, &identity.ca_cert_der).map_err(mismatch)?;
+    let anchors = identity.anchors();
+    verify_chain(&anchors, &chain_der)?;
+    let signer = super::quic_tls::chain_signer_key(&chain_der, &anchors).map_err(mismatch)?;
     if signer != *issuer_key {
-        let path = super::quic_tls::chain_issuer_path(&chain_der, &identity.ca_cert_der);
+        let path = super::quic_tls::chain_issuer_path(&chain_der, &anchors);
         return Err(mismatch(format!(
             "issuer key mismatch: the certificate was not signed by the issuer key the root recorded for the new parent (it was issued through {path:?})"
         )));
@@ -143,11 +142,11 @@ pub fn rehomed_identity(
             issuer.key_der.clone(),
             &chain,
             &chain_der,
-            &identity.ca_cert_der,
+            &anchors,
         )?),
     };
     if issuer.is_some() {
-        verify_server_chain(&identity.ca_cert_der, &chain_der, &identity.name)?;
+        verify_server_chain(&anchors, &chain_der, &identity.name)?;
     }
     Ok(Identity {
         tls_chain_der: chain_der,
@@ -157,13 +156,25 @@ pub fn rehomed_identity(
 }
 
 /// Whether two issuer certificates are the same issuer: the same subject and
-/// the same key, whoever signed them (`None` is the mesh CA).
-fn same_issuer(a: Option<&Vec<u8>>, b: Option<&Vec<u8>>) -> Result<bool, PkiError> {
-    let (Some(a), Some(b)) = (a, b) else {
-        return Ok(a.is_none() && b.is_none());
+/// the same key, whoever signed them (`None` is a mesh CA among `anchors`,
+/// which the cross-signed certificate of a rotation stands for too).
+fn same_issuer<'a>(
+    a: Option<&'a Vec<u8>>,
+    b: Option<&'a Vec<u8>>,
+    anchors: &[&'a [u8]],
+) -> Result<bool, PkiError> {
+    let candidates = |side: Option<&'a Vec<u8>>| match side {
+        Some(cert) => vec![cert.as_slice()],
+        None => anchors.to_vec(),
     };
-    let (a, b) = (parse_cert(a)?, parse_cert(b)?);
-    Ok(a.subject().as_raw() == b.subject().as_raw() && a.public_key().raw == b.public_key().raw)
+    for a in candidates(a) {
+        for b in candidates(b) {
+            if super::rotation::same_ca(a, b)? {
+                return Ok(true);
+            }
+        }
+    }
+    Ok(false)
 }
 
 /// Checks that the first certificate of `chain_der` is for this node's name,
@@ -226,17 +237,14 @@ pub fn sign_renewal(
     )
 }
 
-/// The root's own certificate, signed again by the mesh CA it holds, valid
-/// for `validity`. `None` for any other node.
+/// The root's own certificate, signed again by the mesh CA key it signs
+/// with now (through the cross-signed certificate during a rotation),
+/// valid for `validity`. `None` for any other node.
 pub fn renew_at_root(
     identity: &Identity,
     validity: Duration,
 ) -> Result<Option<Identity>, PkiError> {
-    let Some(issuer) = identity
-        .issuer
-        .as_ref()
-        .filter(|issuer| issuer.cert_der == identity.ca_cert_der)
-    else {
+    let Some(issuer) = identity.issuer.as_ref().filter(|_| identity.is_root()) else {
         return Ok(None);
     };
     let Some(leaf) = identity.tls_chain_der.first() else {
@@ -244,7 +252,10 @@ pub fn renew_at_root(
     };
     let csr = renewal_request(identity)?;
     let cert = sign_renewal(issuer, &csr, leaf, validity)?;
-    renewed_identity(identity, vec![cert]).map(Some)
+    let chain = std::iter::once(cert)
+        .chain(crate::admission::chain_above_leaf(identity, issuer))
+        .collect();
+    renewed_identity(identity, chain).map(Some)
 }
 
 /// A certificate's `notBefore` and `notAfter` (Unix seconds).

@@ -68,7 +68,7 @@ fn create_mesh_makes_root_admin_and_api() {
     assert_eq!(issuer.cert_der, root.ca_cert_der);
     assert!(issuer.chain_der.is_empty());
     assert_eq!(
-        verify_chain(&root.ca_cert_der, &root.tls_chain_der).expect("root chain"),
+        verify_chain(&root.anchors(), &root.tls_chain_der).expect("root chain"),
         Peer {
             role: Role::Relay,
             name: "root".into()
@@ -84,7 +84,7 @@ fn create_mesh_makes_root_admin_and_api() {
     assert_ne!(api_ca, root.ca_cert_der);
     assert!(is_issued_by(&admin_der, &api_ca).expect("parse"));
     assert!(is_issued_by(&mesh.api_cert.chain_der[0], &api_ca).expect("parse"));
-    assert!(verify_chain(&root.ca_cert_der, std::slice::from_ref(&admin_der)).is_err());
+    assert!(verify_chain(&root.anchors(), std::slice::from_ref(&admin_der)).is_err());
     let admin = relaymesh_apiserver::user_of(&admin_der).expect("a user");
     assert_eq!(admin.name, "admin");
     assert_eq!(admin.groups, vec!["admins".to_string()]);
@@ -137,7 +137,7 @@ fn relay_joins_and_admits_an_agent() {
     assert!(agent.issuer.is_none());
     assert_eq!(agent.tls_chain_der.len(), 2);
     assert_eq!(agent.tls_chain_der[1], relay_issuer.cert_der);
-    let peer = verify_chain(&root.ca_cert_der, &agent.tls_chain_der).expect("agent chain");
+    let peer = verify_chain(&root.anchors(), &agent.tls_chain_der).expect("agent chain");
     assert_eq!(
         peer,
         Peer {
@@ -149,7 +149,7 @@ fn relay_joins_and_admits_an_agent() {
     assert!(!is_issued_by(&agent.tls_chain_der[0], &root.ca_cert_der).expect("check"));
     // Another mesh's CA does not vouch for it.
     assert!(matches!(
-        verify_chain(&super::tests::root().ca_cert_der, &agent.tls_chain_der),
+        verify_chain(&super::tests::root().anchors(), &agent.tls_chain_der),
         Err(PkiError::Untrusted(_))
     ));
 }
@@ -291,7 +291,7 @@ fn chains_stop_at_the_webpki_intermediate_limit() {
     }
     let agent = join(&relay, "edge-deep", Role::Agent);
     assert_eq!(agent.tls_chain_der.len(), 1 + MAX_INTERMEDIATES);
-    verify_chain(&root.ca_cert_der, &agent.tls_chain_der).expect("6 intermediates verify");
+    verify_chain(&root.anchors(), &agent.tls_chain_der).expect("6 intermediates verify");
 
     let keys = new_node_keys("r7", Role::Relay).expect("keys");
     let csr = keys.issuer_csr_der.as_ref().expect("issuer csr");
@@ -324,7 +324,7 @@ fn chains_stop_at_the_webpki_intermediate_limit() {
     chain.extend(agent.tls_chain_der[1..].iter().cloned());
     assert_eq!(chain.len(), 1 + MAX_INTERMEDIATES + 1);
     assert!(matches!(
-        verify_chain(&root.ca_cert_der, &chain),
+        verify_chain(&root.anchors(), &chain),
         Err(PkiError::Untrusted(_))
     ));
 }
@@ -613,6 +613,7 @@ fn forge_relay(minter: &Identity, name: &str) -> Identity {
         name: name.into(),
         role: Role::Relay,
         ca_cert_der: minter.ca_cert_der.clone(),
+        extra_anchors_der: Vec::new(),
         tls_chain_der: chain,
         tls_key_der: keys.tls_key_der,
         issuer: None,
@@ -631,7 +632,7 @@ async fn a_relay_cannot_pose_as_the_root_to_its_children() {
     // The forged certificate verifies against the mesh CA and names the
     // root: only its issuer gives it away.
     let forged = forge_relay(&mallory, "root");
-    verify_chain(&root.ca_cert_der, &forged.tls_chain_der).expect("a valid chain");
+    verify_chain(&root.anchors(), &forged.tls_chain_der).expect("a valid chain");
     let impostor = serve(&forged);
     for child in [&victim, &below] {
         let config = quic_client_config(child).expect("client config");
@@ -795,11 +796,11 @@ fn a_re_parented_node_takes_its_new_parents_certificate_and_no_other() {
     let us = join(&root, "us", Role::Relay);
     let edge = join(&eu_west, "edge-1", Role::Agent);
     assert_eq!(
-        chain_issuer_path(&edge.tls_chain_der, &root.ca_cert_der).expect("a path"),
+        chain_issuer_path(&edge.tls_chain_der, &root.anchors()).expect("a path"),
         ["eu", "eu-west"]
     );
     assert_eq!(
-        chain_issuer_path(&eu_west.tls_chain_der, &root.ca_cert_der).expect("a path"),
+        chain_issuer_path(&eu_west.tls_chain_der, &root.anchors()).expect("a path"),
         ["eu"],
         "a relay's own certificate comes from its parent's issuer"
     );
@@ -909,7 +910,7 @@ async fn a_relay_that_moved_with_its_issuer_key_is_still_its_childrens_parent() 
     let deeper = join(&below, "deeper", Role::Agent);
     let mid = moved(&mid, &us);
     assert_eq!(
-        chain_issuer_path(&mid.tls_chain_der, &root.ca_cert_der).expect("a path"),
+        chain_issuer_path(&mid.tls_chain_der, &root.anchors()).expect("a path"),
         ["us"]
     );
     let server = serve(&mid);
@@ -928,7 +929,7 @@ async fn a_relay_that_moved_with_its_issuer_key_is_still_its_childrens_parent() 
     let renewed =
         renewed_identity(&edge, renewal_by(issuer, &edge)).expect("the same issuer, moved");
     assert_eq!(
-        chain_issuer_path(&renewed.tls_chain_der, &root.ca_cert_der).expect("a path"),
+        chain_issuer_path(&renewed.tls_chain_der, &root.anchors()).expect("a path"),
         ["us", "mid"]
     );
     let config = quic_client_config(&renewed).expect("client config");
@@ -997,7 +998,7 @@ async fn a_re_parented_relay_has_its_issuer_signed_again_by_its_new_parent() {
     assert_eq!(
         chain_issuer_path(
             &[issuer.cert_der.clone(), us_issuer.cert_der.clone()],
-            &root.ca_cert_der
+            &root.anchors()
         )
         .expect("a path"),
         ["us"]
@@ -1048,7 +1049,7 @@ async fn an_ancestor_cannot_pose_as_a_relay_below_it_with_an_issuer_in_its_name(
         .expect("signed");
         let mut chain = vec![leaf, issuer.cert_der.clone()];
         chain.extend(issuer.chain_der.iter().cloned());
-        chain_issuer_path(&chain, &root.ca_cert_der).expect("a path")
+        chain_issuer_path(&chain, &root.anchors()).expect("a path")
     };
     assert_eq!(names(&impostor), ["eu", "eu-west"]);
     assert_eq!(

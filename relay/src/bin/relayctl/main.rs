@@ -18,6 +18,7 @@ use relaymesh_relay::client::{
 use relaymesh_relay::{kubeconfig, pki};
 use tracing_subscriber::EnvFilter;
 
+mod rotate;
 mod waits;
 
 const LONG_ABOUT: &str = "\
@@ -91,6 +92,21 @@ enum Command {
     User {
         #[command(subcommand)]
         command: UserCommand,
+    },
+    /// Rotate the mesh CA, on which every link's trust rests, without
+    /// closing a link.
+    ///
+    /// `start` makes a new mesh CA, cross-signed by the old one, and signs
+    /// with it from now on; every node trusts both, and every certificate
+    /// is signed again through the new CA as the tree renews (nothing
+    /// reaches any cluster). `status` shows which nodes have not moved over
+    /// yet (their chain does not reach the new CA, or they do not trust
+    /// exactly the CAs the root names). `finish` trusts the new CA alone;
+    /// it is refused while a node is pending (an offline one would need a
+    /// new token), unless --force. Only admins may (verb `rotate`).
+    Rotate {
+        #[command(subcommand)]
+        what: RotateCommand,
     },
     /// Revoke a node: every relay drops its link and refuses its certificates.
     ///
@@ -437,6 +453,29 @@ enum TokenCommand {
     Revoke {
         /// The token's id: 32 hex digits.
         id: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum RotateCommand {
+    /// The mesh CA: start, finish, or show a rotation.
+    MeshCa {
+        /// start, finish or status.
+        #[arg(value_enum)]
+        action: rotate::MeshCaAction,
+        /// finish although some nodes have not moved over (they need new
+        /// join tokens afterwards).
+        #[arg(long)]
+        force: bool,
+        /// After start or finish, wait until every node has moved over.
+        #[arg(long)]
+        wait: bool,
+        /// How long --wait waits.
+        #[arg(long, default_value = "10m", value_parser = humantime::parse_duration)]
+        timeout: Duration,
+        /// Output format.
+        #[arg(short, long, value_enum, default_value_t = Format::Text)]
+        output: Format,
     },
 }
 
@@ -952,6 +991,22 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                     print!("{}", structured(output, &users)?.unwrap_or_default())
                 }
                 Format::Text => print!("{}", user_table(&users)),
+            }
+        }
+        Command::Rotate {
+            what:
+                RotateCommand::MeshCa {
+                    action,
+                    force,
+                    wait,
+                    timeout,
+                    output,
+                },
+        } => {
+            let object = rotate::mesh_ca(&client, action, force, wait, timeout).await?;
+            match structured(output, &object)? {
+                Some(text) => print!("{text}"),
+                None => print!("{}", rotate::render(&object)),
             }
         }
         Command::User {

@@ -1,0 +1,186 @@
+//! The `MeshCARotation` object: how an admin rotates the mesh CA and
+//! follows it (see `pki::rotation`).
+//!
+//! `POST .../meshcarotations` with `{"apiVersion":"relaymesh.dev/v1alpha1",
+//! "kind":"MeshCARotation","spec":{"step":"Start"}}` starts one; `"Finish"`
+//! ends it, refused while a node has not moved over unless `"force":
+//! true`. `GET .../meshcarotations` says where it stands: the CAs trusted,
+//! the key that signs, and which nodes have not moved over yet. This
+//! module checks requests and shapes replies; it does no IO.
+
+use relaymesh_protocol::{MeshTrust, NodeRecord};
+use serde_json::{json, Map, Value};
+
+use super::nodes::{check_type_meta, invalid, API_VERSION};
+use super::ApiError;
+use crate::pki::RotationStep;
+
+/// The kind.
+const KIND: &str = "MeshCARotation";
+
+/// How many names of nodes that have not moved over a reply lists.
+const PENDING_NAMES: usize = 50;
+
+/// A rotation request: the step, and whether to finish although nodes
+/// have not moved over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RotationRequest {
+    /// What to do.
+    pub step: RotationStep,
+    /// Finish even though some nodes would be cut off.
+    pub force: bool,
+}
+
+/// The step a `MeshCARotation` request asks for.
+pub(super) fn parse_request(body: &[u8]) -> Result<RotationRequest, ApiError> {
+    let object: Map<String, Value> = serde_json::from_slice(body).map_err(|error| {
+        ApiError::BadRequest(format!("cannot decode the {KIND} object: {error}"))
+    })?;
+    check_type_meta(&object, KIND)?;
+    let spec = object
+        .get("spec")
+        .and_then(Value::as_object)
+        .ok_or_else(|| invalid("spec", "Required value"))?;
+    if let Some(unknown) = spec
+        .keys()
+        .find(|key| !["step", "force"].contains(&key.as_str()))
+    {
+        return Err(invalid(
+            &format!("spec.{unknown}"),
+            "unknown field (spec has step and force)",
+        ));
+    }
+    let step = match spec.get("step").and_then(Value::as_str) {
+        Some("Start") => RotationStep::Start,
+        Some("Finish") => RotationStep::Finish,
+        Some(other) => {
+            return Err(invalid(
+                "spec.step",
+                format!("Unsupported value: {other:?}: supported values: \"Start\", \"Finish\""),
+            ))
+        }
+        None => return Err(invalid("spec.step", "Required value")),
+    };
+    let force = match spec.get("force") {
+        None => false,
+        Some(Value::Bool(force)) => *force,
+        Some(_) => return Err(invalid("spec.force", "Invalid value: must be a boolean")),
+    };
+    Ok(RotationRequest { step, force })
+}
+
+/// The nodes whose certificate chain does not reach the key `trust`
+/// signs with, or that do not trust exactly the CAs it names, by what
+/// they report (labels [`relaymesh_core::CHAIN_CA_LABEL`] and
+/// [`relaymesh_core::TRUSTED_CAS_LABEL`]), sorted by name. The root
+/// (the one node without a parent) is never pending.
+pub(super) fn pending<'a>(trust: &MeshTrust, nodes: &'a [NodeRecord]) -> Vec<&'a str> {
+    let signer = crate::pki::short_key(&trust.signer_key);
+    let wanted = short_keys(trust);
+    let mut pending: Vec<&str> = nodes
+        .iter()
+        .filter(|node| node.parent.is_some())
+        .filter(|node| {
+            let chain = node.labels.get(relaymesh_core::CHAIN_CA_LABEL);
+            let trusted: Option<std::collections::BTreeSet<&str>> = node
+                .labels
+                .get(relaymesh_core::TRUSTED_CAS_LABEL)
+                .map(|trusted| trusted.split('.').collect());
+            let wanted: std::collections::BTreeSet<&str> =
+                wanted.iter().map(String::as_str).collect();
+            chain != Some(&signer) || trusted != Some(wanted)
+        })
+        .map(|node| node.name.as_str())
+        .collect();
+    pending.sort_unstable();
+    pending
+}
+
+/// The object that says where the mesh CA stands: `trust` is the root's,
+/// `pending` the nodes not moved over, of `total` nodes below the root.
+pub(super) fn object(trust: &MeshTrust, pending: &[&str], total: usize) -> Value {
+    let anchors = short_keys(trust);
+    let phase = if trust.anchors.len() > 1 {
+        "Rotating"
+    } else {
+        "Steady"
+    };
+    json!({
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "metadata": {"name": "mesh-ca"},
+        "status": {
+            "phase": phase,
+            "signer": crate::pki::short_key(&trust.signer_key),
+            "trusted": anchors,
+            "nodes": {
+                "total": total,
+                "movedOver": total.saturating_sub(pending.len()),
+                "pending": pending.len(),
+                "pendingNames": pending.iter().take(PENDING_NAMES).collect::<Vec<_>>(),
+            },
+        },
+    })
+}
+
+/// The short key hashes of the CAs `trust` names, as nodes report them.
+fn short_keys(trust: &MeshTrust) -> Vec<String> {
+    trust
+        .anchors
+        .iter()
+        .filter_map(|anchor| crate::pki::public_key_sha256(anchor).ok())
+        .map(|key| crate::pki::short_key(&key))
+        .collect()
+}
+
+/// Why the root refuses to finish while `pending` have not moved over.
+pub(super) fn finish_refused(pending: &[&str]) -> ApiError {
+    let names: Vec<&str> = pending.iter().take(10).copied().collect();
+    let more = pending.len().saturating_sub(names.len());
+    let more = if more > 0 {
+        format!(" and {more} more")
+    } else {
+        String::new()
+    };
+    ApiError::Conflict(format!(
+        "{} node(s) have not moved over to the new mesh CA yet ({}{more}): finishing now would cut them off until they join again with new tokens; wait until `relayctl rotate mesh-ca status` shows none pending, or finish with --force",
+        pending.len(),
+        names.join(", ")
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_name_a_known_step_and_nothing_else() {
+        let request = |spec: &str| {
+            parse_request(
+                format!(
+                    r#"{{"apiVersion":"relaymesh.dev/v1alpha1","kind":"MeshCARotation","spec":{spec}}}"#
+                )
+                .as_bytes(),
+            )
+        };
+        assert_eq!(
+            request(r#"{"step":"Start"}"#).expect("valid"),
+            RotationRequest {
+                step: RotationStep::Start,
+                force: false
+            }
+        );
+        assert_eq!(
+            request(r#"{"step":"Finish","force":true}"#).expect("valid"),
+            RotationRequest {
+                step: RotationStep::Finish,
+                force: true
+            }
+        );
+        let refused = |spec: &str| request(spec).expect_err("refused").to_string();
+        assert!(refused(r#"{"step":"start"}"#).contains("spec.step"));
+        assert!(refused(r#"{}"#).contains("spec.step"));
+        assert!(refused(r#"{"step":"Start","forse":true}"#).contains("spec.forse"));
+        assert!(refused(r#"{"step":"Start","force":"yes"}"#).contains("spec.force"));
+    }
+}

@@ -1,0 +1,118 @@
+//! `relayctl rotate mesh-ca start|finish|status`: rotating the mesh CA on
+//! which every link's trust rests (docs/security.md, "Rotating the mesh
+//! CA").
+
+use std::time::Duration;
+
+use anyhow::{bail, Context as _};
+use relaymesh_relay::client::Client;
+use serde_json::Value;
+
+/// What `relayctl rotate mesh-ca` does.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub(super) enum MeshCaAction {
+    /// Make a new mesh CA, trusted beside the old one, and sign with it.
+    Start,
+    /// Trust and sign with the new mesh CA alone.
+    Finish,
+    /// Show where the mesh CA stands and which nodes have not moved over.
+    Status,
+}
+
+/// Runs `relayctl rotate mesh-ca ACTION`.
+pub(super) async fn mesh_ca(
+    client: &Client,
+    action: MeshCaAction,
+    force: bool,
+    wait: bool,
+    timeout: Duration,
+) -> anyhow::Result<Value> {
+    let object = match action {
+        MeshCaAction::Status => client.mesh_ca_rotation().await,
+        MeshCaAction::Start => client.rotate_mesh_ca("Start", false).await,
+        MeshCaAction::Finish => client.rotate_mesh_ca("Finish", force).await,
+    }
+    .context("the root refused")?;
+    if !wait || matches!(action, MeshCaAction::Status) {
+        return Ok(object);
+    }
+    wait_moved_over(client, timeout).await
+}
+
+/// Polls the root until no node is pending.
+async fn wait_moved_over(client: &Client, timeout: Duration) -> anyhow::Result<Value> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let object = client
+            .mesh_ca_rotation()
+            .await
+            .context("cannot read the mesh CA's rotation")?;
+        if object["status"]["nodes"]["pending"].as_u64() == Some(0) {
+            return Ok(object);
+        }
+        if tokio::time::Instant::now() >= deadline {
+            bail!(
+                "after {}, {}",
+                humantime::format_duration(timeout),
+                render(&object).trim_end()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// The text `relayctl rotate mesh-ca` prints of a `MeshCARotation`.
+pub(super) fn render(object: &Value) -> String {
+    let status = &object["status"];
+    let list = |value: &Value| {
+        value
+            .as_array()
+            .map(|items| {
+                items
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            })
+            .unwrap_or_default()
+    };
+    let nodes = &status["nodes"];
+    let pending = nodes["pending"].as_u64().unwrap_or(0);
+    let mut text = format!(
+        "phase:    {}\nsigner:   {}\ntrusted:  {}\nnodes:    {} of {} moved over\n",
+        status["phase"].as_str().unwrap_or("?"),
+        status["signer"].as_str().unwrap_or("?"),
+        list(&status["trusted"]),
+        nodes["movedOver"].as_u64().unwrap_or(0),
+        nodes["total"].as_u64().unwrap_or(0),
+    );
+    if pending > 0 {
+        let names = list(&nodes["pendingNames"]);
+        let shown = nodes["pendingNames"].as_array().map_or(0, Vec::len) as u64;
+        let more = pending.saturating_sub(shown);
+        text.push_str(&format!("pending:  {names}"));
+        if more > 0 {
+            text.push_str(&format!(" and {more} more"));
+        }
+        text.push('\n');
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_status_names_what_is_pending() {
+        let object = serde_json::json!({"status": {
+            "phase": "Rotating", "signer": "aa", "trusted": ["bb", "aa"],
+            "nodes": {"total": 3, "movedOver": 1, "pending": 2, "pendingNames": ["x1", "x2"]}
+        }});
+        let text = render(&object);
+        assert!(text.contains("phase:    Rotating"), "{text}");
+        assert!(text.contains("trusted:  bb, aa"), "{text}");
+        assert!(text.contains("1 of 3 moved over"), "{text}");
+        assert!(text.contains("pending:  x1, x2\n"), "{text}");
+    }
+}

@@ -1,0 +1,194 @@
+//! A rotation of the mesh CA on a three-level tree:
+//! root ── {eu ── eu-west ── edge-2, edge-1}. `relayctl rotate mesh-ca
+//! start --wait` returns once every node's chain reaches the new CA and
+//! every node trusts both; `finish --wait` once every node trusts the new
+//! one alone. Through both, no link drops and no cluster is asked to
+//! change anything. Afterwards, handshakes work on the new CA alone: a
+//! relay restarts and a new agent joins.
+
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use relaymesh_testbed::cluster::{SimulatedCluster, SimulatorOptions};
+use relaymesh_tests::{
+    audited, connected_under, kubectl_get, observe, wait_for, web_image, web_workload, Mesh,
+    RelayProcess,
+};
+use serde_json::Value;
+
+const SETTLE: Duration = Duration::from_secs(90);
+
+/// Each node and its parent.
+const TREE: [(&str, &str); 4] = [
+    ("eu", "root"),
+    ("eu-west", "eu"),
+    ("edge-1", "root"),
+    ("edge-2", "eu-west"),
+];
+
+/// How often `process` lost its parent link, by its log.
+fn links_lost(process: &RelayProcess) -> anyhow::Result<usize> {
+    Ok(std::fs::read_to_string(&process.log)?
+        .matches("parent link lost")
+        .count())
+}
+
+/// The root's `MeshCARotation` status, as `relayctl rotate mesh-ca status
+/// -o json` prints it.
+fn rotation(mesh: &Mesh, args: &[&str]) -> anyhow::Result<Value> {
+    let mut all = vec!["rotate", "mesh-ca"];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&["-o", "json"]);
+    let text = mesh.relayctl_ok(&all)?;
+    Ok(serde_json::from_str::<Value>(&text)?["status"].clone())
+}
+
+fn all_connected(mesh: &Mesh) -> anyhow::Result<bool> {
+    let tree = mesh.tree()?;
+    Ok(TREE
+        .iter()
+        .all(|(name, parent)| connected_under(&tree, name, parent)))
+}
+
+fn ready_at_root(root: &Path) -> anyhow::Result<Option<()>> {
+    let clusters = kubectl_get(root, &["placements", "web", "-n", "shop"])?
+        .map(|placement| placement["status"]["clusters"].clone())
+        .unwrap_or_default();
+    observe(&clusters);
+    Ok((clusters["selected"] == 2 && clusters["ready"] == 2).then_some(()))
+}
+
+#[test]
+fn the_mesh_ca_rotates_with_every_link_up_and_no_cluster_asked_anything() -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Runtime::new()?;
+    let (mesh, root) = Mesh::init()?;
+    let eu = mesh.add_relay_connected("eu", "root", SETTLE)?;
+    let mut west = mesh.add_relay_connected("eu-west", "eu", SETTLE)?;
+    let mut clusters = Vec::new();
+    let mut agents = Vec::new();
+    for (name, parent) in [("edge-1", "root"), ("edge-2", "eu-west")] {
+        let cluster = runtime.block_on(SimulatedCluster::start(
+            name,
+            &mesh.dir.path().join(format!("cluster-{name}")),
+            SimulatorOptions::default(),
+        ))?;
+        agents.push(mesh.add_agent_for(name, parent, "region=eu", cluster.kubeconfig())?);
+        clusters.push(cluster);
+    }
+    wait_for("the tree", SETTLE, || {
+        Ok(all_connected(&mesh)?.then_some(()))
+    })
+    .with_context(|| mesh.logs())?;
+    mesh.apply(&web_workload(
+        "nginx:1.27",
+        2,
+        "{labelSelector: {matchLabels: {region: eu}}}",
+        "",
+    ))?;
+    for cluster in &clusters {
+        wait_for(&format!("web on {}", cluster.name()), SETTLE, || {
+            Ok((web_image(cluster.kubeconfig())?.as_deref() == Some("nginx:1.27")).then_some(()))
+        })
+        .with_context(|| mesh.logs())?;
+    }
+    wait_for("both ready at the root", SETTLE, || {
+        ready_at_root(&mesh.kubeconfig())
+    })
+    .with_context(|| mesh.logs())?;
+    let audit_before: Vec<usize> = clusters
+        .iter()
+        .map(|cluster| audited(cluster.audit_log()).map(|lines| lines.len()))
+        .collect::<Result<_, _>>()?;
+    let processes: Vec<&RelayProcess> = [&root, &eu, &west].into_iter().chain(&agents).collect();
+    let lost_before: Vec<usize> = processes
+        .iter()
+        .map(|process| links_lost(process))
+        .collect::<Result<_, _>>()?;
+
+    // Before any rotation: one CA, every node on it.
+    let steady = wait_for("every node reports its mesh CA", SETTLE, || {
+        let status = rotation(&mesh, &["status"])?;
+        observe(&status);
+        Ok((status["nodes"]["total"] == 4 && status["nodes"]["pending"] == 0).then_some(status))
+    })?;
+    assert_eq!(steady["phase"], "Steady");
+    let old = steady["signer"].clone();
+    assert_eq!(steady["trusted"], serde_json::json!([old.clone()]));
+    let refused = mesh.relayctl(&["rotate", "mesh-ca", "finish"])?;
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr)
+            .contains("no rotation of the mesh CA is under way"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+
+    // Start: every node moves over to the new CA and trusts both.
+    let started =
+        rotation(&mesh, &["start", "--wait", "--timeout", "3m"]).with_context(|| mesh.logs())?;
+    observe(&started);
+    assert_eq!(started["phase"], "Rotating");
+    let new = started["signer"].clone();
+    assert_ne!(new, old);
+    assert_eq!(
+        started["trusted"],
+        serde_json::json!([old.clone(), new.clone()])
+    );
+    assert_eq!(started["nodes"]["movedOver"], 4);
+    let again = mesh.relayctl(&["rotate", "mesh-ca", "start"])?;
+    assert!(
+        String::from_utf8_lossy(&again.stderr).contains("under way; finish it first"),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+
+    // Finish: every node trusts the new CA alone.
+    let finished =
+        rotation(&mesh, &["finish", "--wait", "--timeout", "3m"]).with_context(|| mesh.logs())?;
+    observe(&finished);
+    assert_eq!(finished["phase"], "Steady");
+    assert_eq!(finished["signer"], new);
+    assert_eq!(finished["trusted"], serde_json::json!([new.clone()]));
+    assert_eq!(finished["nodes"]["movedOver"], 4);
+
+    // No link dropped, and no cluster was asked anything.
+    assert!(all_connected(&mesh)?, "{}", mesh.logs());
+    for (process, before) in processes.iter().zip(&lost_before) {
+        assert_eq!(
+            links_lost(process)?,
+            *before,
+            "{} lost its parent link during the rotation",
+            process.name
+        );
+    }
+    for (cluster, before) in clusters.iter().zip(&audit_before) {
+        let after = audited(cluster.audit_log())?;
+        assert_eq!(
+            after.len(),
+            *before,
+            "{} was asked to change something during the rotation: {:?}",
+            cluster.name(),
+            &after[(*before).min(after.len())..]
+        );
+    }
+    ready_at_root(&mesh.kubeconfig())?.context("both still ready at the root")?;
+
+    // New handshakes rest on the new CA alone: eu-west dials eu again and
+    // a new agent joins below it with a token that pins the new CA.
+    west.stop()?;
+    let _west = mesh.start("eu-west")?;
+    let _late = mesh.add_agent("late", "eu-west", "region=us")?;
+    wait_for("eu-west back and late below it", SETTLE, || {
+        let tree = mesh.tree()?;
+        Ok((all_connected(&mesh)? && connected_under(&tree, "late", "eu-west")).then_some(()))
+    })
+    .with_context(|| mesh.logs())?;
+    for mut agent in agents {
+        agent.stop()?;
+    }
+    for cluster in clusters {
+        runtime.block_on(cluster.shutdown())?;
+    }
+    Ok(())
+}
