@@ -87,7 +87,7 @@ pub use authz::Attributes;
 pub use extension::{ApiLimit, Call, Extension, ExtensionRoute, Plain};
 pub use field_validation::{check_schema, SchemaFindings};
 pub use resources::{api_version, Resource, Validator, Warner};
-pub use tls::{user_of, PeerIdentity, User};
+pub use tls::{user_of, PeerIdentity, ServingCert, User};
 pub use validation::label_error;
 pub use watch::WatchLimits;
 
@@ -109,6 +109,9 @@ pub struct ApiTls {
     pub chain_der: Vec<Vec<u8>>,
     /// The server certificate's private key (PKCS#8 DER).
     pub key_der: Vec<u8>,
+    /// When given, what the server presents instead of `chain_der` and
+    /// `key_der`: a certificate its owner can replace while it runs.
+    pub serving: Option<ServingCert>,
 }
 
 impl std::fmt::Debug for ApiTls {

@@ -19,6 +19,7 @@ use rustls::crypto::CryptoProvider;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, UnixTime};
 use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 use rustls::server::WebPkiClientVerifier;
+use rustls::sign::CertifiedKey;
 use rustls::{DistinguishedName, RootCertStore, ServerConfig};
 
 use super::{ApiError, ApiTls};
@@ -59,24 +60,88 @@ fn provider() -> Arc<CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
 
-/// The rustls server configuration: the server's certificate, ALPN `h2` and
-/// `http/1.1`, and a client certificate asked for but not required.
+/// The rustls server configuration: the server's certificate (from
+/// `tls.serving` when given, which can be replaced while the server runs),
+/// ALPN `h2` and `http/1.1`, and a client certificate asked for but not
+/// required.
 pub(super) fn server_config(tls: &ApiTls) -> Result<ServerConfig, ApiError> {
     let provider = provider();
-    let chain = tls
-        .chain_der
-        .iter()
-        .map(|der| CertificateDer::from(der.clone()))
-        .collect();
-    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(tls.key_der.clone()));
+    let serving = match &tls.serving {
+        Some(serving) => serving.clone(),
+        None => ServingCert::new(&tls.chain_der, &tls.key_der)?,
+    };
     let mut config = ServerConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
         .map_err(ApiError::TlsConfig)?
         .with_client_cert_verifier(Arc::new(AcceptAnyClientCert { provider }))
-        .with_single_cert(chain, key)
-        .map_err(ApiError::TlsConfig)?;
+        .with_cert_resolver(Arc::new(serving));
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(config)
+}
+
+/// The API's serving certificate, which can be replaced while the server
+/// runs: every handshake from then on presents the new one; connections
+/// already open keep theirs.
+#[derive(Clone)]
+pub struct ServingCert(Arc<std::sync::RwLock<Arc<CertifiedKey>>>);
+
+impl ServingCert {
+    /// Serves `chain_der` (leaf first) with the leaf's key `key_der`
+    /// (PKCS#8), after checking that they belong together.
+    pub fn new(chain_der: &[Vec<u8>], key_der: &[u8]) -> Result<Self, ApiError> {
+        Ok(Self(Arc::new(std::sync::RwLock::new(Arc::new(
+            certified_key(chain_der, key_der)?,
+        )))))
+    }
+
+    /// Serves `chain_der` and `key_der` from the next handshake on; on an
+    /// error, the current certificate stays.
+    pub fn replace(&self, chain_der: &[Vec<u8>], key_der: &[u8]) -> Result<(), ApiError> {
+        let certified = Arc::new(certified_key(chain_der, key_der)?);
+        *self
+            .0
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = certified;
+        Ok(())
+    }
+
+    /// The leaf certificate served now (DER).
+    pub fn leaf(&self) -> Vec<u8> {
+        self.current()
+            .cert
+            .first()
+            .map(|cert| cert.to_vec())
+            .unwrap_or_default()
+    }
+
+    fn current(&self) -> Arc<CertifiedKey> {
+        self.0
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+}
+
+impl fmt::Debug for ServingCert {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ServingCert").finish_non_exhaustive()
+    }
+}
+
+impl rustls::server::ResolvesServerCert for ServingCert {
+    fn resolve(&self, _hello: rustls::server::ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        Some(self.current())
+    }
+}
+
+/// A chain and its leaf's key as rustls serves them.
+fn certified_key(chain_der: &[Vec<u8>], key_der: &[u8]) -> Result<CertifiedKey, ApiError> {
+    let chain: Vec<CertificateDer<'static>> = chain_der
+        .iter()
+        .map(|der| CertificateDer::from(der.clone()))
+        .collect();
+    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key_der.to_vec()));
+    CertifiedKey::from_der(chain, key, &provider()).map_err(ApiError::TlsConfig)
 }
 
 /// Verifies client certificates against the mesh CA, after the handshake.

@@ -4,7 +4,7 @@
 //! `relaymesh.dev/full` while it runs as many placements as its capacity
 //! allows, or while its agent says the cluster has no room (its replicas);
 //! `relaymesh.dev/unreachable` while its agent says the cluster's API does
-//! not answer.
+//! not answer; and the mesh CA its certificates rest on (see `trust`).
 
 use relaymesh_protocol::inventory::PLACEMENTS_CAPACITY;
 use relaymesh_protocol::ClusterLabels;

@@ -79,6 +79,9 @@ pub struct ApiTls {
     pub chain_der: Vec<Vec<u8>>,
     /// The server certificate's private key (PKCS#8 DER).
     pub key_der: Vec<u8>,
+    /// When given, what the server presents instead of `chain_der` and
+    /// `key_der`, which the root replaces when it rotates it.
+    pub serving: Option<relaymesh_apiserver::ServingCert>,
 }
 
 impl std::fmt::Debug for ApiTls {
@@ -226,6 +229,21 @@ pub trait Backend: Send + Sync + 'static {
     ) -> impl Future<Output = Result<NodeRevoked, ApiError>> + Send {
         let _ = name;
         async { Err(ApiError::NotFound("this server has no tree".into())) }
+    }
+
+    /// The API's serving certificate now (DER).
+    fn api_cert(&self) -> Result<Vec<u8>, ApiError> {
+        Err(ApiError::NotFound(
+            "this server cannot rotate its certificate".into(),
+        ))
+    }
+
+    /// Replaces the API's serving certificate (a new key, the same hosts,
+    /// signed by the API CA); the new one (DER).
+    fn rotate_api_cert(&self) -> Result<Vec<u8>, ApiError> {
+        Err(ApiError::NotFound(
+            "this server cannot rotate its certificate".into(),
+        ))
     }
 
     /// The mesh CAs the root trusts and the key it signs with now.
@@ -522,6 +540,7 @@ mod endpoint {
     pub(super) const REVOCATIONS: &str = "revocations";
     pub(super) const MOVES: &str = "moves";
     pub(super) const MESH_CA_ROTATIONS: &str = "meshcarotations";
+    pub(super) const API_CERT_ROTATIONS: &str = "apicertificaterotations";
     pub(super) const CLUSTER_LABELS: &str = "clusterlabels";
     pub(super) const CORDONS: &str = "cordons";
     pub(super) const USER_CERTIFICATES: &str = "usercertificates";
@@ -670,6 +689,17 @@ impl<B: Backend> Extension for Relaymesh<B> {
                 ),
                 JSON,
             ),
+            ["apis", RELAYMESH_GROUP, VERSION, "apicertificaterotations"] => route(
+                endpoint::API_CERT_ROTATIONS,
+                vec![],
+                GET_POST,
+                own(
+                    if read { "get" } else { policy::ROTATE },
+                    "apicertificaterotations",
+                    None,
+                ),
+                JSON,
+            ),
             ["apis", RELAYMESH_GROUP, VERSION, "meshcarotations"] => route(
                 endpoint::MESH_CA_ROTATIONS,
                 vec![],
@@ -808,6 +838,14 @@ impl<B: Backend> Extension for Relaymesh<B> {
                 let node = revocations::parse_request(&call.body)?;
                 let revoked = backend.revoke_node(node).await?;
                 created(&revocations::node_revoked_object(&revoked))
+            }
+            (endpoint::API_CERT_ROTATIONS, true) => json_reply(
+                StatusCode::OK,
+                &rotations::api_cert_object(&backend.api_cert()?),
+            ),
+            (endpoint::API_CERT_ROTATIONS, false) => {
+                rotations::parse_api_cert_request(&call.body)?;
+                created(&rotations::api_cert_object(&backend.rotate_api_cert()?))
             }
             (endpoint::MESH_CA_ROTATIONS, read) => {
                 let nodes = backend.inventory().records;
@@ -1013,6 +1051,7 @@ pub async fn serve<B: Backend>(
         client_ca_der: tls.authority.cert_der.clone(),
         chain_der: tls.chain_der,
         key_der: tls.key_der,
+        serving: tls.serving,
     };
     let written = policy::bootstrap(&objects).map_err(|error| {
         ApiError::Internal(format!("cannot write the default RBAC policy: {error}"))

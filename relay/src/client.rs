@@ -342,6 +342,31 @@ impl Client {
         self.send_json(request).await
     }
 
+    /// The API's serving certificate: the `APICertificateRotation` object.
+    pub async fn api_cert_rotation(&self) -> Result<Value, ClientError> {
+        let request = self
+            .http
+            .get(self.url(&format!("{GROUP_PATH}/apicertificaterotations")))
+            .timeout(REQUEST_TIMEOUT);
+        self.send_json(request).await
+    }
+
+    /// Has the root serve its API with a new certificate; returns the
+    /// `APICertificateRotation` object.
+    pub async fn rotate_api_cert(&self) -> Result<Value, ClientError> {
+        let body = serde_json::json!({
+            "apiVersion": "relaymesh.dev/v1alpha1",
+            "kind": "APICertificateRotation",
+            "spec": {},
+        });
+        let request = self
+            .http
+            .post(self.url(&format!("{GROUP_PATH}/apicertificaterotations")))
+            .timeout(REQUEST_TIMEOUT)
+            .json(&body);
+        self.send_json(request).await
+    }
+
     /// Where the mesh CA stands: the `MeshCARotation` object.
     pub async fn mesh_ca_rotation(&self) -> Result<Value, ClientError> {
         let request = self

@@ -6,6 +6,7 @@
 //! to the core, and execute the actions it returns in order. Link tasks only
 //! move frames; nothing outside the loop decides anything.
 
+mod api_cert;
 mod asked;
 mod backend;
 mod bundles;

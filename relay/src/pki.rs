@@ -62,8 +62,8 @@ pub use rotation::{
     with_mesh_trust, RotationStep,
 };
 pub use users::{
-    authority_pem, create_api_authority, new_user_key, sign_user_cert, ApiAuthority, UserKey,
-    UserName, MAX_USER_CERT_VALIDITY,
+    authority_pem, create_api_authority, new_user_key, resign_api_cert, sign_user_cert,
+    validity_unix, ApiAuthority, UserKey, UserName, MAX_USER_CERT_VALIDITY,
 };
 
 use crate::identity::Identity;
@@ -275,6 +275,11 @@ pub fn peer_of(cert_der: &[u8]) -> Result<Peer, PkiError> {
         role,
         name: name.to_string(),
     })
+}
+
+/// Lower-case hex of `bytes`, as fingerprints and key hashes are shown.
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
 }
 
 /// SHA-256 of a DER certificate: the fingerprint join tokens pin.

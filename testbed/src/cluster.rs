@@ -155,6 +155,7 @@ impl SimulatedCluster {
             client_ca_der: mesh.api_authority.cert_der.clone(),
             chain_der: mesh.api_cert.chain_der.clone(),
             key_der: mesh.api_cert.key_der.clone(),
+            serving: None,
         };
         let listener = TcpListener::bind("127.0.0.1:0")
             .await

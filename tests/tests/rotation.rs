@@ -5,8 +5,13 @@
 //! one alone. Through both, no link drops and no cluster is asked to
 //! change anything. Afterwards, handshakes work on the new CA alone: a
 //! relay restarts and a new agent joins.
+//!
+//! And the root's API serving certificate, replaced by `relayctl rotate
+//! api-cert now`: what a TLS client gets from then on, verified against
+//! the API CA in the admin's kubeconfig, after a restart too.
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -190,5 +195,97 @@ fn the_mesh_ca_rotates_with_every_link_up_and_no_cluster_asked_anything() -> any
     for cluster in clusters {
         runtime.block_on(cluster.shutdown())?;
     }
+    Ok(())
+}
+
+/// The leaf certificate the root's API serves now, from a TLS handshake
+/// that verifies it against the API CA the admin's kubeconfig trusts.
+fn served_api_leaf(mesh: &Mesh) -> anyhow::Result<String> {
+    let runtime = tokio::runtime::Runtime::new()?;
+    let kubeconfig = kube::config::Kubeconfig::read_from(mesh.kubeconfig())?;
+    let config = runtime.block_on(kube::Config::from_custom_kubeconfig(
+        kubeconfig,
+        &kube::config::KubeConfigOptions::default(),
+    ))?;
+    let mut roots = rustls::RootCertStore::empty();
+    for der in config.root_cert.context("the kubeconfig names a CA")? {
+        roots.add(der.into())?;
+    }
+    let client = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()?
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let mut connection = rustls::ClientConnection::new(Arc::new(client), "127.0.0.1".try_into()?)?;
+    let mut socket = std::net::TcpStream::connect(("127.0.0.1", mesh.api_port))?;
+    while connection.is_handshaking() {
+        connection.complete_io(&mut socket)?;
+    }
+    let leaf = connection
+        .peer_certificates()
+        .and_then(|chain| chain.first())
+        .context("the API presented no certificate")?;
+    Ok(relaymesh_relay::pki::hex(&relaymesh_relay::pki::sha256(
+        leaf,
+    )))
+}
+
+/// `relayctl rotate api-cert ACTION -o json`'s `status.sha256`.
+fn api_cert(mesh: &Mesh, action: &str) -> anyhow::Result<String> {
+    let text = mesh.relayctl_ok(&["rotate", "api-cert", action, "-o", "json"])?;
+    let object: Value = serde_json::from_str(&text)?;
+    Ok(object["status"]["sha256"]
+        .as_str()
+        .context("a fingerprint")?
+        .to_string())
+}
+
+#[test]
+fn the_api_serving_certificate_rotates_and_kubeconfigs_keep_working() -> anyhow::Result<()> {
+    let (mesh, mut root) = Mesh::init()?;
+    let before = served_api_leaf(&mesh)?;
+    assert_eq!(api_cert(&mesh, "status")?, before);
+
+    // Only a holder of the verb `rotate` may.
+    let operator = mesh.dir.path().join("operator.kubeconfig");
+    mesh.relayctl_ok(&[
+        "user",
+        "create",
+        "op",
+        "--group",
+        "operators",
+        "-o",
+        &operator.display().to_string(),
+    ])?;
+    let refused = std::process::Command::new(relaymesh_tests::binary("relayctl")?)
+        .arg("--kubeconfig")
+        .arg(&operator)
+        .args(["rotate", "api-cert", "now"])
+        .output()?;
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("forbidden"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+    assert_eq!(served_api_leaf(&mesh)?, before);
+
+    let rotated = api_cert(&mesh, "now")?;
+    assert_ne!(rotated, before);
+    assert_eq!(served_api_leaf(&mesh)?, rotated);
+    // The admin's kubeconfig, unchanged, still works.
+    kubectl_get(&mesh.kubeconfig(), &["clusters"])?;
+
+    // A restart serves what was rotated.
+    root.stop()?;
+    let _root = mesh.start("root")?;
+    wait_for("the API back with the rotated certificate", SETTLE, || {
+        Ok(served_api_leaf(&mesh)
+            .ok()
+            .filter(|served| *served == rotated)
+            .map(|_| ()))
+    })
+    .with_context(|| mesh.logs())?;
     Ok(())
 }

@@ -133,6 +133,42 @@ fn short_keys(trust: &MeshTrust) -> Vec<String> {
         .collect()
 }
 
+/// The kind that rotates the API's serving certificate.
+const API_CERT_KIND: &str = "APICertificateRotation";
+
+/// Checks an `APICertificateRotation` request: its type and an empty spec.
+pub(super) fn parse_api_cert_request(body: &[u8]) -> Result<(), ApiError> {
+    let object: Map<String, Value> = serde_json::from_slice(body).map_err(|error| {
+        ApiError::BadRequest(format!("cannot decode the {API_CERT_KIND} object: {error}"))
+    })?;
+    check_type_meta(&object, API_CERT_KIND)?;
+    match object.get("spec") {
+        None => Ok(()),
+        Some(Value::Object(spec)) if spec.is_empty() => Ok(()),
+        Some(Value::Object(spec)) => Err(invalid(
+            &format!("spec.{}", spec.keys().next().map_or("", String::as_str)),
+            "unknown field (spec has no fields)",
+        )),
+        Some(_) => Err(invalid("spec", "Invalid value: must be an object")),
+    }
+}
+
+/// The `APICertificateRotation` object for the serving certificate `leaf`
+/// (DER): its fingerprint, validity and names.
+pub(super) fn api_cert_object(leaf: &[u8]) -> Value {
+    let (not_before, not_after) = crate::pki::validity_unix(leaf).unwrap_or_default();
+    json!({
+        "apiVersion": API_VERSION,
+        "kind": API_CERT_KIND,
+        "metadata": {"name": "api-serving-certificate"},
+        "status": {
+            "sha256": crate::pki::hex(&crate::pki::sha256(leaf)),
+            "notBefore": super::nodes::rfc3339(not_before.saturating_mul(1000)),
+            "notAfter": super::nodes::rfc3339(not_after.saturating_mul(1000)),
+        },
+    })
+}
+
 /// Why the root refuses to finish while `pending` have not moved over.
 pub(super) fn finish_refused(pending: &[&str]) -> ApiError {
     let names: Vec<&str> = pending.iter().take(10).copied().collect();

@@ -44,10 +44,15 @@ pub(super) async fn serve_api(
         .await
         .map_err(listen_error)?;
     tracing::info!(%address, "serving the root API");
+    let api_cert = Arc::new(super::api_cert::ApiCert::new(
+        shared.store.clone(),
+        &certificate,
+    )?);
     let tls = ApiTls {
         authority: certificate.authority,
         chain_der: certificate.chain_der,
         key_der: certificate.key_der,
+        serving: Some(api_cert.serving()),
     };
     let audit_path = shared.store.dir().join(AUDIT_LOG);
     let audit = api::AuditLog::open(&audit_path).map_err(|error| {
@@ -71,10 +76,18 @@ pub(super) async fn serve_api(
         .into_iter()
         .filter_map(|user| Some((user.name, user.revoked_unix?)))
         .collect();
+    let renewing = {
+        let (api_cert, shutdown) = (api_cert.clone(), shutdown.clone());
+        tokio::spawn(
+            async move { api_cert.renew_before_expiry(shutdown).await }
+                .instrument(tracing::Span::current()),
+        )
+    };
     let backend = Arc::new(RootBackend {
         shared,
         watches,
         revoked_users: std::sync::RwLock::new(revoked_users),
+        api_cert,
     });
     Ok(async move {
         let stopped = async move { shutdown.cancelled().await };
@@ -83,6 +96,7 @@ pub(super) async fn serve_api(
             tracing::error!(%error, "root API stopped");
         }
         let _ = controller.await;
+        let _ = renewing.await;
     })
 }
 
@@ -120,6 +134,8 @@ struct RootBackend {
     /// The users an admin revoked, with when (Unix seconds); the store
     /// holds the same.
     revoked_users: std::sync::RwLock<std::collections::BTreeMap<String, u64>>,
+    /// The API's serving certificate.
+    api_cert: Arc<super::api_cert::ApiCert>,
 }
 
 impl RootBackend {
@@ -432,6 +448,14 @@ impl Backend for RootBackend {
         .await?;
         tracing::warn!(token = %relaymesh_protocol::revocation::hex(&id), name = %record.name, "revoked a join token");
         Ok(record)
+    }
+
+    fn api_cert(&self) -> Result<Vec<u8>, ApiError> {
+        Ok(self.api_cert.leaf())
+    }
+
+    fn rotate_api_cert(&self) -> Result<Vec<u8>, ApiError> {
+        self.api_cert.rotate().map_err(ApiError::Internal)
     }
 
     fn mesh_trust(&self) -> Result<relaymesh_protocol::MeshTrust, ApiError> {

@@ -52,6 +52,9 @@ pub(super) struct Renewal {
     /// recorded it) that must sign the next renewal: set after the node
     /// re-parented, whose new parent signs with another issuer.
     rehome: Option<[u8; 32]>,
+    /// `rehome` is the root's new mesh CA key (a rotation), not a new
+    /// parent's issuer.
+    resigning: bool,
     /// A relay's issuer certificate or the chain above it changed since
     /// the last [`Renewal::take_issuer_changed`].
     issuer_changed: bool,
@@ -123,6 +126,7 @@ impl Renewal {
             server,
             candidates,
             rehome: None,
+            resigning: false,
             issuer_changed: false,
             again: false,
             expired_on: None,
@@ -140,6 +144,7 @@ impl Renewal {
     /// old parent's.
     pub fn rehome(&mut self, parent: &relaymesh_protocol::CandidateParent) {
         self.rehome = Some(parent.issuer_key);
+        self.resigning = false;
         self.due = tokio::time::Instant::now();
     }
 
@@ -149,6 +154,7 @@ impl Renewal {
     pub fn resign(&mut self, signer_key: [u8; 32]) {
         tracing::info!("the root signs with a new mesh CA: renewing this node's certificate now");
         self.rehome = Some(signer_key);
+        self.resigning = true;
         if self.asking {
             self.again = true;
         } else {

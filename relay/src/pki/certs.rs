@@ -32,8 +32,8 @@ pub const ADMIN_USER: &str = "admin";
 pub const ADMIN_GROUP: &str = "admins";
 
 const CA_YEARS: u64 = 10;
-/// The root's API server certificate lasts a year; it is not renewed yet
-/// (docs/roadmap.md).
+/// The root's API server certificate lasts a year; the root replaces it
+/// when two thirds of that have passed (`daemon::api_cert`).
 const API_CERT_YEARS: u64 = 1;
 
 /// How long a node's TLS certificate lasts unless its parent is told
@@ -415,7 +415,7 @@ pub(super) fn ca_params() -> Result<CertificateParams, PkiError> {
 }
 
 /// The root's HTTPS API server certificate.
-fn api_params(api_hosts: &[String]) -> Result<CertificateParams, PkiError> {
+pub(super) fn api_params(api_hosts: &[String]) -> Result<CertificateParams, PkiError> {
     let mut params = base_params(API_CERT_YEARS)?;
     params
         .distinguished_name

@@ -217,8 +217,8 @@ pub fn needs_mesh_signature(identity: &Identity, signer_key: &[u8; 32]) -> bool 
 /// The first bytes of a key hash in hex, as the labels that report a
 /// rotation's progress carry it.
 pub fn short_key(key: &[u8; 32]) -> String {
-    key.iter()
-        .take(6)
-        .map(|byte| format!("{byte:02x}"))
-        .collect()
+    super::hex(&key[..6])
 }
+
+#[cfg(test)]
+mod tests;

@@ -41,13 +41,13 @@ fn grant_for(parent: &Identity, keys: &NodeKeys, name: &str, role: Role) -> Join
 }
 
 /// A node joining below `parent`.
-fn join(parent: &Identity, name: &str, role: Role) -> Identity {
+pub(super) fn join(parent: &Identity, name: &str, role: Role) -> Identity {
     let keys = new_node_keys(name, role).expect("keys");
     let grant = grant_for(parent, &keys, name, role);
     identity_from_grant(name, role, keys, &grant).expect("identity from grant")
 }
 
-fn root() -> Identity {
+pub(super) fn root() -> Identity {
     create_mesh("root", &[]).expect("mesh").identity
 }
 
@@ -350,12 +350,12 @@ fn pem_to_der(pem: &str) -> Vec<u8> {
 
 // --- QUIC handshakes ---
 
-struct Server {
+pub(super) struct Server {
     endpoint: quinn::Endpoint,
     addr: SocketAddr,
 }
 
-fn serve(identity: &Identity) -> Server {
+pub(super) fn serve(identity: &Identity) -> Server {
     let config = quic_server_config(identity).expect("server config");
     let endpoint =
         quinn::Endpoint::server(config, "127.0.0.1:0".parse().expect("addr")).expect("bind");
@@ -365,7 +365,7 @@ fn serve(identity: &Identity) -> Server {
 
 /// Connects with `config` to `server` as `server_name`; returns the client's
 /// and the server's view of the handshake.
-async fn handshake(
+pub(super) async fn handshake(
     server: &Server,
     config: quinn::ClientConfig,
     server_name: &str,
@@ -873,7 +873,7 @@ async fn a_node_accepts_a_candidate_parent_only_where_the_root_placed_it() {
 
 /// What `issuer` answers to `node`'s renewal: a certificate for its key,
 /// then the chain above it.
-fn renewal_by(issuer: &crate::identity::Issuer, node: &Identity) -> Vec<Vec<u8>> {
+pub(super) fn renewal_by(issuer: &crate::identity::Issuer, node: &Identity) -> Vec<Vec<u8>> {
     let csr = renewal_request(node).expect("request");
     let leaf = sign_renewal(
         issuer,

@@ -157,6 +157,55 @@ pub(super) fn sign_api_cert(
     Ok(cert.der().to_vec())
 }
 
+/// A new serving certificate for the root's API, with a new key, for the
+/// same hosts as `current` (the leaf served now), signed by the API CA and
+/// valid for a year: what the root serves after a rotation
+/// (`relayctl rotate api-cert`, or on its own when two thirds of the
+/// current one's lifetime have passed).
+pub fn resign_api_cert(
+    authority: &ApiAuthority,
+    current: &[u8],
+) -> Result<super::ServerCert, PkiError> {
+    let cert = super::parse_cert(current)?;
+    let names = cert
+        .subject_alternative_name()
+        .map_err(|e| bad_cert(format!("unreadable subject alternative names: {e}")))?
+        .map(|extension| extension.value.general_names.clone())
+        .unwrap_or_default();
+    let hosts: Vec<String> = names
+        .iter()
+        .filter_map(|name| match name {
+            x509_parser::extensions::GeneralName::DNSName(dns) => Some(dns.to_string()),
+            x509_parser::extensions::GeneralName::IPAddress(bytes) => match bytes.len() {
+                4 => <[u8; 4]>::try_from(*bytes)
+                    .ok()
+                    .map(|octets| std::net::IpAddr::from(octets).to_string()),
+                16 => <[u8; 16]>::try_from(*bytes)
+                    .ok()
+                    .map(|octets| std::net::IpAddr::from(octets).to_string()),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect();
+    let key = new_key()?;
+    let cert = sign_api_cert(authority, super::certs::api_params(&hosts)?, &key)?;
+    Ok(super::ServerCert {
+        chain_der: vec![cert],
+        key_der: key.serialize_der(),
+    })
+}
+
+/// Unix seconds at which certificate `der`'s validity starts and ends.
+pub fn validity_unix(der: &[u8]) -> Result<(u64, u64), PkiError> {
+    let cert = super::parse_cert(der)?;
+    let validity = cert.validity();
+    Ok((
+        u64::try_from(validity.not_before.timestamp()).unwrap_or(0),
+        u64::try_from(validity.not_after.timestamp()).unwrap_or(0),
+    ))
+}
+
 /// The API CA as PEM, as a kubeconfig's `certificate-authority-data` holds it.
 pub fn authority_pem(authority: &ApiAuthority) -> String {
     der_to_pem(&authority.cert_der, "CERTIFICATE")

@@ -150,7 +150,7 @@ impl Store {
 }
 
 fn hex(key: &[u8; 32]) -> String {
-    key.iter().map(|byte| format!("{byte:02x}")).collect()
+    crate::pki::hex(key)
 }
 
 #[cfg(test)]

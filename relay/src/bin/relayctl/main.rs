@@ -477,6 +477,19 @@ enum RotateCommand {
         #[arg(short, long, value_enum, default_value_t = Format::Text)]
         output: Format,
     },
+    /// The API's serving certificate: replace it now, or show it.
+    ///
+    /// The root also replaces it on its own when two thirds of its year
+    /// have passed. The API CA signs it, so kubeconfigs keep working;
+    /// connections already open keep the old one.
+    ApiCert {
+        /// now (a new key and certificate for the same hosts) or status.
+        #[arg(value_enum)]
+        action: rotate::ApiCertAction,
+        /// Output format.
+        #[arg(short, long, value_enum, default_value_t = Format::Text)]
+        output: Format,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -1007,6 +1020,15 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             match structured(output, &object)? {
                 Some(text) => print!("{text}"),
                 None => print!("{}", rotate::render(&object)),
+            }
+        }
+        Command::Rotate {
+            what: RotateCommand::ApiCert { action, output },
+        } => {
+            let object = rotate::api_cert(&client, action).await?;
+            match structured(output, &object)? {
+                Some(text) => print!("{text}"),
+                None => print!("{}", rotate::render_api_cert(&object)),
             }
         }
         Command::User {

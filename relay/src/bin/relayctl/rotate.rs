@@ -19,6 +19,36 @@ pub(super) enum MeshCaAction {
     Status,
 }
 
+/// What `relayctl rotate api-cert` does.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub(super) enum ApiCertAction {
+    /// Serve a new key and certificate from the next handshake on.
+    Now,
+    /// Show the certificate served now.
+    Status,
+}
+
+/// Runs `relayctl rotate api-cert ACTION`.
+pub(super) async fn api_cert(client: &Client, action: ApiCertAction) -> anyhow::Result<Value> {
+    match action {
+        ApiCertAction::Now => client.rotate_api_cert().await,
+        ApiCertAction::Status => client.api_cert_rotation().await,
+    }
+    .context("the root refused")
+}
+
+/// The text `relayctl rotate api-cert` prints.
+pub(super) fn render_api_cert(object: &Value) -> String {
+    let status = &object["status"];
+    let field = |name: &str| status[name].as_str().unwrap_or("?").to_string();
+    format!(
+        "sha256:     {}\nnot before: {}\nnot after:  {}\n",
+        field("sha256"),
+        field("notBefore"),
+        field("notAfter")
+    )
+}
+
 /// Runs `relayctl rotate mesh-ca ACTION`.
 pub(super) async fn mesh_ca(
     client: &Client,
