@@ -87,7 +87,7 @@ pub use authz::Attributes;
 pub use extension::{ApiLimit, Call, Extension, ExtensionRoute, Plain};
 pub use field_validation::{check_schema, SchemaFindings};
 pub use resources::{api_version, Resource, Validator, Warner};
-pub use tls::{user_of, PeerIdentity, ServingCert, User};
+pub use tls::{user_of, Authenticator, PeerIdentity, ServingCert, User};
 pub use validation::label_error;
 pub use watch::WatchLimits;
 
@@ -112,6 +112,9 @@ pub struct ApiTls {
     /// When given, what the server presents instead of `chain_der` and
     /// `key_der`: a certificate its owner can replace while it runs.
     pub serving: Option<ServingCert>,
+    /// When given, who verifies client certificates instead of
+    /// `client_ca_der`: CAs their owner can replace while it runs.
+    pub clients: Option<Authenticator>,
 }
 
 impl std::fmt::Debug for ApiTls {
@@ -231,7 +234,10 @@ pub async fn serve<E: Extension>(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ApiError> {
     let acceptor = TlsAcceptor::from(Arc::new(tls::server_config(&tls)?));
-    let authenticator = tls::Authenticator::new(&tls.client_ca_der)?;
+    let authenticator = match &tls.clients {
+        Some(clients) => clients.clone(),
+        None => tls::Authenticator::new(std::slice::from_ref(&tls.client_ca_der))?,
+    };
     let reserved_groups = Arc::new(extension.reserved_groups());
     crd::warn_reserved(&objects, &reserved_groups);
     let shared = Arc::new(ConnectionShared {

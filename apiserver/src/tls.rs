@@ -144,37 +144,51 @@ fn certified_key(chain_der: &[Vec<u8>], key_der: &[u8]) -> Result<CertifiedKey, 
     CertifiedKey::from_der(chain, key, &provider()).map_err(ApiError::TlsConfig)
 }
 
-/// Verifies client certificates against the mesh CA, after the handshake.
-pub(super) struct Authenticator {
-    verifier: Arc<dyn ClientCertVerifier>,
+/// Verifies client certificates against the API CAs, after the handshake.
+/// Its owner can replace the CAs while the server runs (a rotation of the
+/// API CA trusts the old and the new one for a while).
+#[derive(Clone)]
+pub struct Authenticator {
+    verifier: Arc<std::sync::RwLock<Arc<dyn ClientCertVerifier>>>,
+}
+
+impl fmt::Debug for Authenticator {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Authenticator").finish_non_exhaustive()
+    }
 }
 
 impl Authenticator {
-    /// An authenticator trusting `ca_cert_der` (the API CA).
-    pub(super) fn new(ca_cert_der: &[u8]) -> Result<Self, ApiError> {
-        let mut roots = RootCertStore::empty();
-        roots
-            .add(CertificateDer::from(ca_cert_der.to_vec()))
-            .map_err(ApiError::TlsConfig)?;
-        let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider())
-            .build()
-            .map_err(|error| {
-                ApiError::TlsConfig(rustls::Error::General(format!(
-                    "the API CA cannot verify clients: {error}"
-                )))
-            })?;
-        Ok(Self { verifier })
+    /// An authenticator trusting the CAs `cas_der` (the API CA, or two
+    /// during a rotation).
+    pub fn new(cas_der: &[Vec<u8>]) -> Result<Self, ApiError> {
+        Ok(Self {
+            verifier: Arc::new(std::sync::RwLock::new(client_verifier(cas_der)?)),
+        })
+    }
+
+    /// Trusts `cas_der` from the next request on; on an error, the current
+    /// CAs stay.
+    pub fn replace(&self, cas_der: &[Vec<u8>]) -> Result<(), ApiError> {
+        let verifier = client_verifier(cas_der)?;
+        *self
+            .verifier
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = verifier;
+        Ok(())
     }
 
     /// Who sent `chain` (leaf first), as presented in the handshake.
-    pub(super) fn authenticate(&self, chain: Option<&[CertificateDer<'static>]>) -> PeerIdentity {
+    pub(crate) fn authenticate(&self, chain: Option<&[CertificateDer<'static>]>) -> PeerIdentity {
         let Some((leaf, intermediates)) = chain.and_then(<[_]>::split_first) else {
             return PeerIdentity::Anonymous;
         };
-        if let Err(error) = self
+        let verifier = self
             .verifier
-            .verify_client_cert(leaf, intermediates, UnixTime::now())
-        {
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        if let Err(error) = verifier.verify_client_cert(leaf, intermediates, UnixTime::now()) {
             return PeerIdentity::Rejected(format!(
                 "the client certificate is not valid for the API CA: {error}"
             ));
@@ -184,6 +198,23 @@ impl Authenticator {
             Err(error) => PeerIdentity::Rejected(error),
         }
     }
+}
+
+/// A verifier of client certificates that trusts `cas_der` only.
+fn client_verifier(cas_der: &[Vec<u8>]) -> Result<Arc<dyn ClientCertVerifier>, ApiError> {
+    let mut roots = RootCertStore::empty();
+    for ca in cas_der {
+        roots
+            .add(CertificateDer::from(ca.clone()))
+            .map_err(ApiError::TlsConfig)?;
+    }
+    WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider())
+        .build()
+        .map_err(|error| {
+            ApiError::TlsConfig(rustls::Error::General(format!(
+                "the API CA cannot verify clients: {error}"
+            )))
+        })
 }
 
 /// Accepts any client certificate chain in the handshake, checking only that
@@ -294,7 +325,7 @@ mod tests {
                 params.self_signed(&rcgen::KeyPair::generate()?)
             })
             .expect("a throwaway CA");
-        let authenticator = Authenticator::new(ca.der()).expect("the CA is usable");
+        let authenticator = Authenticator::new(&[ca.der().to_vec()]).expect("the CA is usable");
         assert_eq!(authenticator.authenticate(None), PeerIdentity::Anonymous);
         assert_eq!(
             authenticator.authenticate(Some(&[])),

@@ -54,6 +54,7 @@ mod rotations;
 mod schemas;
 mod tokens;
 mod users;
+pub use users::ApiAuthorities;
 
 pub use cluster_labels::{merge as merge_cluster_labels, LabelChange, MAX_ANNOTATION_BYTES};
 pub use moves::{check_move, MoveRequest, DEFAULT_MOVE_TTL};
@@ -69,6 +70,18 @@ const VERSION: &str = "v1alpha1";
 /// The SIG-Multicluster API group of ClusterProfiles.
 const MULTICLUSTER_GROUP: &str = "multicluster.x-k8s.io";
 
+/// Where the API CA stands (see `relayctl rotate api-ca`).
+#[derive(Debug, Clone)]
+pub struct ApiCaState {
+    /// The CA that signs new users (the new one during a rotation).
+    pub signing: Vec<u8>,
+    /// The CA being retired, during a rotation: its clients are still
+    /// accepted and it still signs the serving certificate.
+    pub previous: Option<Vec<u8>>,
+    /// The serving certificate's leaf.
+    pub serving: Vec<u8>,
+}
+
 /// The API server's TLS material.
 #[derive(Clone)]
 pub struct ApiTls {
@@ -82,6 +95,12 @@ pub struct ApiTls {
     /// When given, what the server presents instead of `chain_der` and
     /// `key_der`, which the root replaces when it rotates it.
     pub serving: Option<relaymesh_apiserver::ServingCert>,
+    /// When given, who verifies client certificates instead of
+    /// `authority` alone (the old and new API CA during a rotation).
+    pub clients: Option<relaymesh_apiserver::Authenticator>,
+    /// When given, what signs user certificates and what their
+    /// kubeconfigs trust, instead of `authority`.
+    pub authorities: Option<users::ApiAuthorities>,
 }
 
 impl std::fmt::Debug for ApiTls {
@@ -246,6 +265,21 @@ pub trait Backend: Send + Sync + 'static {
         ))
     }
 
+    /// Where the API CA stands.
+    fn api_ca(&self) -> Result<ApiCaState, ApiError> {
+        Err(ApiError::NotFound(
+            "this server cannot rotate its CA".into(),
+        ))
+    }
+
+    /// Takes `step` of a rotation of the API CA.
+    fn rotate_api_ca(&self, step: crate::pki::RotationStep) -> Result<ApiCaState, ApiError> {
+        let _ = step;
+        Err(ApiError::NotFound(
+            "this server cannot rotate its CA".into(),
+        ))
+    }
+
     /// The mesh CAs the root trusts and the key it signs with now.
     fn mesh_trust(&self) -> Result<relaymesh_protocol::MeshTrust, ApiError> {
         Err(ApiError::NotFound("this server has no mesh CA".into()))
@@ -397,19 +431,19 @@ pub trait Backend: Send + Sync + 'static {
 /// certificates.
 pub struct Relaymesh<B> {
     backend: Arc<B>,
-    authority: crate::pki::ApiAuthority,
+    authorities: users::ApiAuthorities,
     rbac: Rbac,
     objects: ObjectStore,
 }
 
 impl<B: Backend> Relaymesh<B> {
-    /// The extension serving `backend`'s tree; `authority` signs user
+    /// The extension serving `backend`'s tree; `authorities` sign user
     /// certificates; requests are authorized with the RBAC objects stored
     /// in `objects`.
-    pub fn new(backend: Arc<B>, authority: crate::pki::ApiAuthority, objects: ObjectStore) -> Self {
+    pub fn new(backend: Arc<B>, authorities: users::ApiAuthorities, objects: ObjectStore) -> Self {
         Self {
             backend,
-            authority,
+            authorities,
             rbac: Rbac::new(objects.clone()),
             objects,
         }
@@ -541,6 +575,7 @@ mod endpoint {
     pub(super) const MOVES: &str = "moves";
     pub(super) const MESH_CA_ROTATIONS: &str = "meshcarotations";
     pub(super) const API_CERT_ROTATIONS: &str = "apicertificaterotations";
+    pub(super) const API_CA_ROTATIONS: &str = "apicarotations";
     pub(super) const CLUSTER_LABELS: &str = "clusterlabels";
     pub(super) const CORDONS: &str = "cordons";
     pub(super) const USER_CERTIFICATES: &str = "usercertificates";
@@ -700,6 +735,17 @@ impl<B: Backend> Extension for Relaymesh<B> {
                 ),
                 JSON,
             ),
+            ["apis", RELAYMESH_GROUP, VERSION, "apicarotations"] => route(
+                endpoint::API_CA_ROTATIONS,
+                vec![],
+                GET_POST,
+                own(
+                    if read { "get" } else { policy::ROTATE },
+                    "apicarotations",
+                    None,
+                ),
+                JSON,
+            ),
             ["apis", RELAYMESH_GROUP, VERSION, "meshcarotations"] => route(
                 endpoint::MESH_CA_ROTATIONS,
                 vec![],
@@ -847,6 +893,14 @@ impl<B: Backend> Extension for Relaymesh<B> {
                 rotations::parse_api_cert_request(&call.body)?;
                 created(&rotations::api_cert_object(&backend.rotate_api_cert()?))
             }
+            (endpoint::API_CA_ROTATIONS, true) => json_reply(
+                StatusCode::OK,
+                &rotations::api_ca_object(&backend.api_ca()?),
+            ),
+            (endpoint::API_CA_ROTATIONS, false) => {
+                let step = rotations::parse_api_ca_request(&call.body)?;
+                created(&rotations::api_ca_object(&backend.rotate_api_ca(step)?))
+            }
             (endpoint::MESH_CA_ROTATIONS, read) => {
                 let nodes = backend.inventory().records;
                 let below = nodes.iter().filter(|node| node.parent.is_some()).count();
@@ -893,7 +947,12 @@ impl<B: Backend> Extension for Relaymesh<B> {
             }
             (endpoint::USER_CERTIFICATES, false) => {
                 let revoked = |name: &str| backend.user_revoked(name);
-                let (object, record) = users::issue(&self.authority, &call.body, revoked)?;
+                let (object, record) = users::issue(
+                    &self.authorities.signing(),
+                    &self.authorities.trusted_pem(),
+                    &call.body,
+                    revoked,
+                )?;
                 backend.record_user(record)?;
                 created(&object)
             }
@@ -1052,6 +1111,7 @@ pub async fn serve<B: Backend>(
         chain_der: tls.chain_der,
         key_der: tls.key_der,
         serving: tls.serving,
+        clients: tls.clients,
     };
     let written = policy::bootstrap(&objects).map_err(|error| {
         ApiError::Internal(format!("cannot write the default RBAC policy: {error}"))
@@ -1059,7 +1119,13 @@ pub async fn serve<B: Backend>(
     if !written.is_empty() {
         tracing::info!(objects = ?written, "default RBAC policy written where missing");
     }
-    let extension = Arc::new(Relaymesh::new(backend, tls.authority, objects.clone()));
+    let authorities = tls.authorities.unwrap_or_else(|| {
+        users::ApiAuthorities::new(
+            tls.authority.clone(),
+            std::slice::from_ref(&tls.authority.cert_der),
+        )
+    });
+    let extension = Arc::new(Relaymesh::new(backend, authorities, objects.clone()));
     relaymesh_apiserver::serve(listener, server_tls, extension, objects, audit, shutdown).await
 }
 
@@ -1096,7 +1162,11 @@ mod tests {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let db = sled::open(dir.path()).expect("sled opens");
         let objects = ObjectStore::open(db.open_tree("objects").expect("a tree")).expect("opens");
-        let extension = Relaymesh::new(Arc::new(NoTree), mesh.api_authority, objects);
+        let authorities = users::ApiAuthorities::new(
+            mesh.api_authority.clone(),
+            std::slice::from_ref(&mesh.api_authority.cert_der),
+        );
+        let extension = Relaymesh::new(Arc::new(NoTree), authorities, objects);
         (dir, extension)
     }
 

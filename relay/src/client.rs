@@ -367,6 +367,31 @@ impl Client {
         self.send_json(request).await
     }
 
+    /// Where the API CA stands: the `APICARotation` object.
+    pub async fn api_ca_rotation(&self) -> Result<Value, ClientError> {
+        let request = self
+            .http
+            .get(self.url(&format!("{GROUP_PATH}/apicarotations")))
+            .timeout(REQUEST_TIMEOUT);
+        self.send_json(request).await
+    }
+
+    /// Takes a step of a rotation of the API CA (`"Start"` or `"Finish"`);
+    /// returns the `APICARotation` object.
+    pub async fn rotate_api_ca(&self, step: &str) -> Result<Value, ClientError> {
+        let body = serde_json::json!({
+            "apiVersion": "relaymesh.dev/v1alpha1",
+            "kind": "APICARotation",
+            "spec": {"step": step},
+        });
+        let request = self
+            .http
+            .post(self.url(&format!("{GROUP_PATH}/apicarotations")))
+            .timeout(REQUEST_TIMEOUT)
+            .json(&body);
+        self.send_json(request).await
+    }
+
     /// Where the mesh CA stands: the `MeshCARotation` object.
     pub async fn mesh_ca_rotation(&self) -> Result<Value, ClientError> {
         let request = self

@@ -188,6 +188,8 @@ const EXTRA_ANCHORS: &[u8] = b"extra-anchors";
 const CONFIG: &[u8] = b"config";
 const CANDIDATES: &[u8] = b"candidates";
 const API_CERTIFICATE: &[u8] = b"api-certificate";
+/// [`Store::previous_api_ca`].
+const PREVIOUS_API_CA: &[u8] = b"api-ca-previous";
 const EPOCH: &[u8] = b"m/epoch";
 const HEAD: &[u8] = b"m/head";
 const FLOOR: &[u8] = b"m/floor";
@@ -374,6 +376,28 @@ impl Store {
     /// The root API's server certificate chain and key, if this is the root.
     pub fn api_certificate(&self) -> Result<Option<ApiCertificate>, StoreError> {
         self.read(&self.node, API_CERTIFICATE)
+    }
+
+    /// The API CA the root trusted before the one it signs with now, while
+    /// it rotates its API CA (`relayctl rotate api-ca`).
+    pub fn previous_api_ca(&self) -> Result<Option<crate::pki::ApiAuthority>, StoreError> {
+        Ok(self
+            .read::<Option<crate::pki::ApiAuthority>>(&self.node, PREVIOUS_API_CA)?
+            .flatten())
+    }
+
+    /// Keeps the root API's certificate, its CA and the CA before it (see
+    /// [`Store::previous_api_ca`]) in one write.
+    pub fn set_api_certificates(
+        &self,
+        certificate: &ApiCertificate,
+        previous_ca: Option<&crate::pki::ApiAuthority>,
+    ) -> Result<(), StoreError> {
+        let mut node = sled::Batch::default();
+        node.insert(API_CERTIFICATE, encode(certificate)?);
+        node.insert(PREVIOUS_API_CA, encode(&previous_ca)?);
+        self.node.apply_batch(node).map_err(|e| self.sled(e))?;
+        self.flush()
     }
 
     /// Keeps the root API's server certificate.

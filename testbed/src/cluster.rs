@@ -156,6 +156,7 @@ impl SimulatedCluster {
             chain_der: mesh.api_cert.chain_der.clone(),
             key_der: mesh.api_cert.key_der.clone(),
             serving: None,
+            clients: None,
         };
         let listener = TcpListener::bind("127.0.0.1:0")
             .await

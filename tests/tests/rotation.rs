@@ -8,7 +8,9 @@
 //!
 //! And the root's API serving certificate, replaced by `relayctl rotate
 //! api-cert now`: what a TLS client gets from then on, verified against
-//! the API CA in the admin's kubeconfig, after a restart too.
+//! the API CA in the admin's kubeconfig, after a restart too. And the API
+//! CA: every kubeconfig works while it rotates, and only those made
+//! since it started work once it finished.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -258,11 +260,7 @@ fn the_api_serving_certificate_rotates_and_kubeconfigs_keep_working() -> anyhow:
         "-o",
         &operator.display().to_string(),
     ])?;
-    let refused = std::process::Command::new(relaymesh_tests::binary("relayctl")?)
-        .arg("--kubeconfig")
-        .arg(&operator)
-        .args(["rotate", "api-cert", "now"])
-        .output()?;
+    let refused = relayctl_as(&operator, &["rotate", "api-cert", "now"])?;
     assert!(!refused.status.success());
     assert!(
         String::from_utf8_lossy(&refused.stderr).contains("forbidden"),
@@ -287,5 +285,123 @@ fn the_api_serving_certificate_rotates_and_kubeconfigs_keep_working() -> anyhow:
             .map(|_| ()))
     })
     .with_context(|| mesh.logs())?;
+    Ok(())
+}
+
+/// relayctl with `kubeconfig`.
+fn relayctl_as(kubeconfig: &Path, args: &[&str]) -> anyhow::Result<std::process::Output> {
+    Ok(
+        std::process::Command::new(relaymesh_tests::binary("relayctl")?)
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .args(args)
+            .output()?,
+    )
+}
+
+/// relayctl with `kubeconfig`; its stdout as JSON, or an error with its
+/// stderr.
+fn relayctl_json(kubeconfig: &Path, args: &[&str]) -> anyhow::Result<Value> {
+    let mut all = args.to_vec();
+    all.extend_from_slice(&["-o", "json"]);
+    let output = relayctl_as(kubeconfig, &all)?;
+    anyhow::ensure!(
+        output.status.success(),
+        "relayctl {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    Ok(serde_json::from_slice(&output.stdout)?)
+}
+
+/// Writes a kubeconfig for user `name` in `group`, made with `admin`.
+fn new_user(
+    mesh: &Mesh,
+    admin: &Path,
+    name: &str,
+    group: &str,
+) -> anyhow::Result<std::path::PathBuf> {
+    let path = mesh.dir.path().join(format!("{name}.kubeconfig"));
+    let output = relayctl_as(
+        admin,
+        &[
+            "user",
+            "create",
+            name,
+            "--group",
+            group,
+            "-o",
+            &path.display().to_string(),
+        ],
+    )?;
+    anyhow::ensure!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    Ok(path)
+}
+
+/// Whether `kubectl get clusters` works with `kubeconfig`.
+fn works(kubeconfig: &Path) -> anyhow::Result<bool> {
+    Ok(
+        relaymesh_tests::kubectl(kubeconfig, &["get", "clusters"], None)?
+            .status
+            .success(),
+    )
+}
+
+#[test]
+fn the_api_ca_rotates_and_only_kubeconfigs_made_since_its_start_outlive_it() -> anyhow::Result<()> {
+    let (mesh, mut root) = Mesh::init()?;
+    let old_admin = mesh.kubeconfig();
+    let early = new_user(&mesh, &old_admin, "early", "viewers")?;
+    let steady = relayctl_json(&old_admin, &["rotate", "api-ca", "status"])?;
+    assert_eq!(steady["status"]["phase"], "Steady");
+    let old_ca = steady["status"]["signingCA"].clone();
+    let refused = relayctl_as(&old_admin, &["rotate", "api-ca", "finish"])?;
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("no rotation of the API CA"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+
+    let started = relayctl_json(&old_admin, &["rotate", "api-ca", "start"])?;
+    assert_eq!(started["status"]["phase"], "Rotating");
+    assert_eq!(started["status"]["retiringCA"], old_ca);
+    assert_ne!(started["status"]["signingCA"], old_ca);
+    assert_eq!(
+        started["status"]["servingCertificate"], steady["status"]["servingCertificate"],
+        "the API keeps serving the old CA's certificate"
+    );
+    // Every kubeconfig works while the CA rotates, and new users get
+    // certificates of the new CA in kubeconfigs that trust both.
+    assert!(works(&old_admin)? && works(&early)?);
+    let admin = new_user(&mesh, &old_admin, "admin-2", "admins")?;
+    let late = new_user(&mesh, &old_admin, "late", "viewers")?;
+    assert!(works(&admin)? && works(&late)?);
+
+    let finished = relayctl_json(&admin, &["rotate", "api-ca", "finish"])?;
+    assert_eq!(finished["status"]["phase"], "Steady");
+    assert_eq!(
+        finished["status"]["signingCA"],
+        started["status"]["signingCA"]
+    );
+    assert_ne!(
+        finished["status"]["servingCertificate"],
+        steady["status"]["servingCertificate"]
+    );
+    // Kubeconfigs made before the start trust only the old CA, and their
+    // certificates come from it: refused. Those made since work.
+    assert!(!works(&old_admin)? && !works(&early)?);
+    assert!(works(&admin)? && works(&late)?);
+
+    // After a restart too.
+    root.stop()?;
+    let _root = mesh.start("root")?;
+    wait_for("the API back", SETTLE, || Ok(works(&admin)?.then_some(())))
+        .with_context(|| mesh.logs())?;
+    assert!(!works(&old_admin)?);
+    let after = relayctl_json(&admin, &["rotate", "api-ca", "status"])?;
+    assert_eq!(after["status"], finished["status"]);
     Ok(())
 }

@@ -33,40 +33,71 @@ pub struct RotationRequest {
 
 /// The step a `MeshCARotation` request asks for.
 pub(super) fn parse_request(body: &[u8]) -> Result<RotationRequest, ApiError> {
-    let object: Map<String, Value> = serde_json::from_slice(body).map_err(|error| {
-        ApiError::BadRequest(format!("cannot decode the {KIND} object: {error}"))
-    })?;
-    check_type_meta(&object, KIND)?;
-    let spec = object
-        .get("spec")
-        .and_then(Value::as_object)
-        .ok_or_else(|| invalid("spec", "Required value"))?;
-    if let Some(unknown) = spec
-        .keys()
-        .find(|key| !["step", "force"].contains(&key.as_str()))
-    {
-        return Err(invalid(
-            &format!("spec.{unknown}"),
-            "unknown field (spec has step and force)",
-        ));
-    }
-    let step = match spec.get("step").and_then(Value::as_str) {
-        Some("Start") => RotationStep::Start,
-        Some("Finish") => RotationStep::Finish,
-        Some(other) => {
-            return Err(invalid(
-                "spec.step",
-                format!("Unsupported value: {other:?}: supported values: \"Start\", \"Finish\""),
-            ))
-        }
-        None => return Err(invalid("spec.step", "Required value")),
-    };
+    let spec = spec_of(body, KIND, &["step", "force"])?;
+    let step = step_of(&spec)?;
     let force = match spec.get("force") {
         None => false,
         Some(Value::Bool(force)) => *force,
         Some(_) => return Err(invalid("spec.force", "Invalid value: must be a boolean")),
     };
     Ok(RotationRequest { step, force })
+}
+
+/// The kind that rotates the API CA.
+const API_CA_KIND: &str = "APICARotation";
+
+/// The step an `APICARotation` request asks for.
+pub(super) fn parse_api_ca_request(body: &[u8]) -> Result<RotationStep, ApiError> {
+    let spec = spec_of(body, API_CA_KIND, &["step"])?;
+    step_of(&spec)
+}
+
+/// The `spec` of a request of `kind`, which may hold `fields` only.
+fn spec_of(body: &[u8], kind: &str, fields: &[&str]) -> Result<Map<String, Value>, ApiError> {
+    let mut object: Map<String, Value> = serde_json::from_slice(body).map_err(|error| {
+        ApiError::BadRequest(format!("cannot decode the {kind} object: {error}"))
+    })?;
+    check_type_meta(&object, kind)?;
+    let Some(Value::Object(spec)) = object.remove("spec") else {
+        return Err(invalid("spec", "Required value"));
+    };
+    if let Some(unknown) = spec.keys().find(|key| !fields.contains(&key.as_str())) {
+        return Err(invalid(
+            &format!("spec.{unknown}"),
+            format!("unknown field (spec has {})", fields.join(" and ")),
+        ));
+    }
+    Ok(spec)
+}
+
+/// `spec.step`: `Start` or `Finish`.
+fn step_of(spec: &Map<String, Value>) -> Result<RotationStep, ApiError> {
+    match spec.get("step").and_then(Value::as_str) {
+        Some("Start") => Ok(RotationStep::Start),
+        Some("Finish") => Ok(RotationStep::Finish),
+        Some(other) => Err(invalid(
+            "spec.step",
+            format!("Unsupported value: {other:?}: supported values: \"Start\", \"Finish\""),
+        )),
+        None => Err(invalid("spec.step", "Required value")),
+    }
+}
+
+/// The `APICARotation` object for `state`: fingerprints of the CAs and of
+/// the serving certificate.
+pub(super) fn api_ca_object(state: &crate::api::ApiCaState) -> Value {
+    let fingerprint = |der: &[u8]| crate::pki::hex(&crate::pki::sha256(der));
+    json!({
+        "apiVersion": API_VERSION,
+        "kind": API_CA_KIND,
+        "metadata": {"name": "api-ca"},
+        "status": {
+            "phase": if state.previous.is_some() { "Rotating" } else { "Steady" },
+            "signingCA": fingerprint(&state.signing),
+            "retiringCA": state.previous.as_deref().map(fingerprint),
+            "servingCertificate": fingerprint(&state.serving),
+        },
+    })
 }
 
 /// The nodes whose certificate chain does not reach the key `trust`

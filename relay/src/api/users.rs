@@ -28,11 +28,13 @@ const KIND: &str = "UserCertificate";
 /// How long a user certificate lasts unless the request says otherwise.
 pub const DEFAULT_VALIDITY: Duration = Duration::from_secs(30 * 24 * 60 * 60);
 
-/// Checks a `UserCertificate` request and signs it with `authority`; returns
-/// the reply and the user to record. A name `revoked` says was revoked is
-/// refused: a new certificate must not pass for the revoked user's.
+/// Checks a `UserCertificate` request and signs it with `authority`; the
+/// reply names `ca_pem` as the CAs to trust. Returns the reply and the
+/// user to record. A name `revoked` says was revoked is refused: a new
+/// certificate must not pass for the revoked user's.
 pub(super) fn issue(
     authority: &ApiAuthority,
+    ca_pem: &str,
     body: &[u8],
     revoked: impl Fn(&str) -> Option<u64>,
 ) -> Result<(Value, UserRecord), ApiError> {
@@ -112,7 +114,7 @@ pub(super) fn issue(
         "status".into(),
         json!({
             "certificate": pki::der_to_pem(&certificate, "CERTIFICATE"),
-            "ca": pki::authority_pem(authority),
+            "ca": ca_pem,
             "expirationTimestamp": rfc3339(expires_ms),
         }),
     );
@@ -185,6 +187,64 @@ fn csr_from_pem(text: &str) -> Result<Vec<u8>, ApiError> {
     }
 }
 
+/// The API CA that signs user certificates now, and the CAs a new
+/// kubeconfig trusts: both the old and the new one while the root rotates
+/// its API CA (`relayctl rotate api-ca`), so the kubeconfig keeps working
+/// when the API switches its serving certificate to the new one.
+#[derive(Clone)]
+pub struct ApiAuthorities(std::sync::Arc<std::sync::RwLock<Authorities>>);
+
+struct Authorities {
+    signing: ApiAuthority,
+    trusted_pem: String,
+}
+
+impl ApiAuthorities {
+    /// `signing` signs; kubeconfigs trust `trusted_der` (CA certificates).
+    pub fn new(signing: ApiAuthority, trusted_der: &[Vec<u8>]) -> Self {
+        Self(std::sync::Arc::new(std::sync::RwLock::new(Authorities {
+            signing,
+            trusted_pem: pem_bundle(trusted_der),
+        })))
+    }
+
+    /// From the next request on, `signing` signs and kubeconfigs trust
+    /// `trusted_der`.
+    pub fn set(&self, signing: ApiAuthority, trusted_der: &[Vec<u8>]) {
+        *self
+            .0
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Authorities {
+            signing,
+            trusted_pem: pem_bundle(trusted_der),
+        };
+    }
+
+    /// The CA that signs user certificates now.
+    pub fn signing(&self) -> ApiAuthority {
+        self.read().signing.clone()
+    }
+
+    /// What a kubeconfig's `certificate-authority-data` holds now (PEM).
+    pub fn trusted_pem(&self) -> String {
+        self.read().trusted_pem.clone()
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Authorities> {
+        self.0
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// CA certificates as one PEM text, as kubeconfigs hold a bundle.
+fn pem_bundle(cas_der: &[Vec<u8>]) -> String {
+    cas_der
+        .iter()
+        .map(|der| pki::der_to_pem(der, "CERTIFICATE"))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -205,8 +265,10 @@ mod tests {
     #[test]
     fn signs_a_certificate_naming_the_user_and_group() {
         let authority = pki::create_api_authority().expect("a CA");
+        let ca_pem = pki::authority_pem(&authority);
         let (reply, record) = issue(
             &authority,
+            &ca_pem,
             request("alice", "viewers").to_string().as_bytes(),
             |_| None,
         )
@@ -230,7 +292,7 @@ mod tests {
     fn a_revoked_name_is_not_issued_again() {
         let authority = pki::create_api_authority().expect("a CA");
         let body = request("alice", "viewers").to_string();
-        match issue(&authority, body.as_bytes(), |name| {
+        match issue(&authority, "", body.as_bytes(), |name| {
             (name == "alice").then_some(1_000)
         }) {
             Err(ApiError::Invalid { field, message }) => {
@@ -270,7 +332,7 @@ mod tests {
                 "spec.request",
             ),
         ] {
-            match issue(&authority, body.to_string().as_bytes(), |_| None) {
+            match issue(&authority, "", body.to_string().as_bytes(), |_| None) {
                 Err(ApiError::Invalid { field: got, .. }) => assert_eq!(got, field),
                 other => panic!("expected Invalid {field}, got {other:?}"),
             }

@@ -47,12 +47,15 @@ pub(super) async fn serve_api(
     let api_cert = Arc::new(super::api_cert::ApiCert::new(
         shared.store.clone(),
         &certificate,
+        shared.store.previous_api_ca()?,
     )?);
     let tls = ApiTls {
         authority: certificate.authority,
         chain_der: certificate.chain_der,
         key_der: certificate.key_der,
         serving: Some(api_cert.serving()),
+        clients: Some(api_cert.clients()),
+        authorities: Some(api_cert.authorities()),
     };
     let audit_path = shared.store.dir().join(AUDIT_LOG);
     let audit = api::AuditLog::open(&audit_path).map_err(|error| {
@@ -456,6 +459,18 @@ impl Backend for RootBackend {
 
     fn rotate_api_cert(&self) -> Result<Vec<u8>, ApiError> {
         self.api_cert.rotate().map_err(ApiError::Internal)
+    }
+
+    fn api_ca(&self) -> Result<crate::api::ApiCaState, ApiError> {
+        self.api_cert.ca_state().map_err(ApiError::Internal)
+    }
+
+    fn rotate_api_ca(&self, step: pki::RotationStep) -> Result<crate::api::ApiCaState, ApiError> {
+        match step {
+            pki::RotationStep::Start => self.api_cert.start_ca_rotation(),
+            pki::RotationStep::Finish => self.api_cert.finish_ca_rotation(),
+        }
+        .map_err(ApiError::Conflict)
     }
 
     fn mesh_trust(&self) -> Result<relaymesh_protocol::MeshTrust, ApiError> {

@@ -138,6 +138,8 @@ impl Server {
             chain_der: vec![pki.server.cert_der.clone()],
             key_der: pki.server.key_der.clone(),
             serving: None,
+            clients: None,
+            authorities: None,
         };
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("a port");
         let address = listener.local_addr().expect("an address");

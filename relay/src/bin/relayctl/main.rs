@@ -477,6 +477,22 @@ enum RotateCommand {
         #[arg(short, long, value_enum, default_value_t = Format::Text)]
         output: Format,
     },
+    /// The API CA, which signs users' certificates and the API's own.
+    ///
+    /// `start` makes a new API CA: it signs new users (`relayctl user
+    /// create` writes kubeconfigs that trust both CAs), clients of both
+    /// are accepted, and the API keeps serving the old CA's certificate, so
+    /// every kubeconfig keeps working. Give everyone a new kubeconfig, then
+    /// `finish`: the API serves a certificate of the new CA and accepts its
+    /// clients only; kubeconfigs made before `start` stop working.
+    ApiCa {
+        /// start, finish or status.
+        #[arg(value_enum)]
+        action: rotate::ApiCaAction,
+        /// Output format.
+        #[arg(short, long, value_enum, default_value_t = Format::Text)]
+        output: Format,
+    },
     /// The API's serving certificate: replace it now, or show it.
     ///
     /// The root also replaces it on its own when two thirds of its year
@@ -1020,6 +1036,15 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             match structured(output, &object)? {
                 Some(text) => print!("{text}"),
                 None => print!("{}", rotate::render(&object)),
+            }
+        }
+        Command::Rotate {
+            what: RotateCommand::ApiCa { action, output },
+        } => {
+            let object = rotate::api_ca(&client, action).await?;
+            match structured(output, &object)? {
+                Some(text) => print!("{text}"),
+                None => print!("{}", rotate::render_api_ca(&object)),
             }
         }
         Command::Rotate {

@@ -19,6 +19,40 @@ pub(super) enum MeshCaAction {
     Status,
 }
 
+/// What `relayctl rotate api-ca` does.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub(super) enum ApiCaAction {
+    /// Make a new API CA that signs new users; accept clients of both.
+    Start,
+    /// Serve the new CA's certificate and accept its clients only.
+    Finish,
+    /// Show where the API CA stands.
+    Status,
+}
+
+/// Runs `relayctl rotate api-ca ACTION`.
+pub(super) async fn api_ca(client: &Client, action: ApiCaAction) -> anyhow::Result<Value> {
+    match action {
+        ApiCaAction::Start => client.rotate_api_ca("Start").await,
+        ApiCaAction::Finish => client.rotate_api_ca("Finish").await,
+        ApiCaAction::Status => client.api_ca_rotation().await,
+    }
+    .context("the root refused")
+}
+
+/// The text `relayctl rotate api-ca` prints.
+pub(super) fn render_api_ca(object: &Value) -> String {
+    let status = &object["status"];
+    let field = |name: &str| status[name].as_str().unwrap_or("-").to_string();
+    format!(
+        "phase:       {}\nsigning CA:  {}\nretiring CA: {}\nserving:     {}\n",
+        field("phase"),
+        field("signingCA"),
+        field("retiringCA"),
+        field("servingCertificate")
+    )
+}
+
 /// What `relayctl rotate api-cert` does.
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
 pub(super) enum ApiCertAction {
