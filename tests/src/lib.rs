@@ -56,6 +56,15 @@ pub fn bin_dir() -> anyhow::Result<PathBuf> {
     Ok(target)
 }
 
+/// Runs relayctl with `kubeconfig`.
+pub fn relayctl_as(kubeconfig: &Path, args: &[&str]) -> anyhow::Result<Output> {
+    Ok(Command::new(binary("relayctl")?)
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(args)
+        .output()?)
+}
+
 /// The path of one of the workspace's binaries.
 pub fn binary(name: &str) -> anyhow::Result<PathBuf> {
     Ok(bin_dir()?.join(name))
@@ -296,11 +305,33 @@ impl Mesh {
 
     /// Runs relayctl with the admin kubeconfig.
     pub fn relayctl(&self, args: &[&str]) -> anyhow::Result<Output> {
-        Ok(Command::new(binary("relayctl")?)
-            .arg("--kubeconfig")
-            .arg(self.kubeconfig())
-            .args(args)
-            .output()?)
+        relayctl_as(&self.kubeconfig(), args)
+    }
+
+    /// A user from `relayctl user create NAME --group GROUP`, made with the
+    /// admin kubeconfig, as the path of its kubeconfig.
+    pub fn user_kubeconfig(&self, name: &str, group: &str) -> anyhow::Result<PathBuf> {
+        self.user_kubeconfig_by(&self.kubeconfig(), name, group)
+    }
+
+    /// [`Mesh::user_kubeconfig`], made with the kubeconfig `admin`.
+    pub fn user_kubeconfig_by(
+        &self,
+        admin: &Path,
+        name: &str,
+        group: &str,
+    ) -> anyhow::Result<PathBuf> {
+        let path = self.dir.path().join(format!("{name}.kubeconfig"));
+        let path_text = path.to_str().context("a UTF-8 path")?;
+        let args = ["user", "create", name, "--group", group, "-o", path_text];
+        let output = relayctl_as(admin, &args)?;
+        if !output.status.success() {
+            bail!(
+                "relayctl {args:?}: {}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+        }
+        Ok(path)
     }
 
     /// Runs relayctl with the admin kubeconfig; its stdout, or an error

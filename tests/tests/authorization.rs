@@ -144,22 +144,8 @@ fn a_relay_cannot_mint_users_and_each_group_gets_only_its_rights() -> anyhow::Re
     }
 
     // Users in each group, from relayctl user create.
-    let kubeconfig_of = |name: &str, group: &str| -> anyhow::Result<PathBuf> {
-        let path = mesh.dir.path().join(format!("{name}.kubeconfig"));
-        let output = mesh.relayctl(&[
-            "user",
-            "create",
-            name,
-            "--group",
-            group,
-            "-o",
-            path.to_str().context("a UTF-8 path")?,
-        ])?;
-        anyhow::ensure!(output.status.success(), "{}", text(&output));
-        Ok(path)
-    };
-    let vera = kubeconfig_of("vera", "viewers")?;
-    let otto = kubeconfig_of("otto", "operators")?;
+    let vera = mesh.user_kubeconfig("vera", "viewers")?;
+    let otto = mesh.user_kubeconfig("otto", "operators")?;
 
     // Row: a viewer creates a Deployment.
     let output = kubectl(
@@ -322,22 +308,6 @@ fn a_relay_cannot_pose_as_the_root_or_a_sibling() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A user from `relayctl user create NAME --group GROUP`, as a kubeconfig.
-fn user_kubeconfig(mesh: &Mesh, name: &str, group: &str) -> anyhow::Result<PathBuf> {
-    let path = mesh.dir.path().join(format!("{name}.kubeconfig"));
-    let output = mesh.relayctl(&[
-        "user",
-        "create",
-        name,
-        "--group",
-        group,
-        "-o",
-        path.to_str().context("a UTF-8 path")?,
-    ])?;
-    anyhow::ensure!(output.status.success(), "{}", text(&output));
-    Ok(path)
-}
-
 /// A `kubectl get --raw` of a watch, running until stopped; what it
 /// receives goes to a file.
 struct RawWatch {
@@ -379,8 +349,8 @@ fn viewers_read_no_secrets_watches_are_capped_and_crds_keep_out_of_relaymesh_dev
 ) -> anyhow::Result<()> {
     let (mesh, _root) = Mesh::init_with(&["--max-api-watches-per-user", "3"])?;
     let admin = mesh.kubeconfig();
-    let vera = user_kubeconfig(&mesh, "vera", "viewers")?;
-    let otto = user_kubeconfig(&mesh, "otto", "operators")?;
+    let vera = mesh.user_kubeconfig("vera", "viewers")?;
+    let otto = mesh.user_kubeconfig("otto", "operators")?;
 
     // Row: a viewer reads Secrets.
     let output = kubectl(

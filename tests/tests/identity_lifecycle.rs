@@ -5,7 +5,7 @@
 //! used, expired, revoked and valid tokens; a revoked user's kubectl is
 //! refused while another user's still works, after a restart too.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{bail, Context as _};
@@ -228,14 +228,6 @@ fn nodes_offline_past_their_certificates_come_back_unless_revoked_or_past_grace(
     Ok(())
 }
 
-/// A user from `relayctl user create NAME --group GROUP`, as a kubeconfig.
-fn user_kubeconfig(mesh: &Mesh, name: &str, group: &str) -> anyhow::Result<PathBuf> {
-    let path = mesh.dir.path().join(format!("{name}.kubeconfig"));
-    let path_text = path.to_str().context("a UTF-8 path")?;
-    mesh.relayctl_ok(&["user", "create", name, "--group", group, "-o", path_text])?;
-    Ok(path)
-}
-
 /// `kubectl get namespaces` as `kubeconfig`'s user: its stderr if refused.
 fn get_namespaces(kubeconfig: &Path) -> anyhow::Result<Result<(), String>> {
     let output = kubectl(kubeconfig, &["get", "namespaces"], None)?;
@@ -264,8 +256,8 @@ fn user_states(mesh: &Mesh) -> anyhow::Result<Vec<(String, String, String)>> {
 #[test]
 fn a_revoked_users_kubectl_is_refused_while_another_user_still_works() -> anyhow::Result<()> {
     let (mesh, mut root) = Mesh::init()?;
-    let alice = user_kubeconfig(&mesh, "alice", "viewers")?;
-    let bob = user_kubeconfig(&mesh, "bob", "operators")?;
+    let alice = mesh.user_kubeconfig("alice", "viewers")?;
+    let bob = mesh.user_kubeconfig("bob", "operators")?;
     for user in [&alice, &bob] {
         if let Err(error) = get_namespaces(user)? {
             bail!("{} works before: {error}", user.display());

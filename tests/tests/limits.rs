@@ -6,7 +6,7 @@
 //! the root's own record.
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -287,21 +287,6 @@ fn the_root_api_refuses_oversized_requests_from_kubectl_and_counts_them() -> any
     Ok(())
 }
 
-/// A user from `relayctl user create NAME --group GROUP`, as a kubeconfig.
-fn user_kubeconfig(mesh: &Mesh, name: &str, group: &str) -> anyhow::Result<PathBuf> {
-    let path = mesh.dir.path().join(format!("{name}.kubeconfig"));
-    mesh.relayctl_ok(&[
-        "user",
-        "create",
-        name,
-        "--group",
-        group,
-        "-o",
-        path.to_str().context("a UTF-8 path")?,
-    ])?;
-    Ok(path)
-}
-
 /// kubectl's stdout, or an error with its stderr.
 fn kubectl_ok(kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> anyhow::Result<String> {
     let output = kubectl(kubeconfig, args, stdin)?;
@@ -328,7 +313,7 @@ fn deep_json_patch() -> Vec<Value> {
 fn an_operator_cannot_store_an_object_nested_too_deep() -> anyhow::Result<()> {
     let (mesh, mut root) = Mesh::init()?;
     let admin = mesh.kubeconfig();
-    let opal = user_kubeconfig(&mesh, "opal", "operators")?;
+    let opal = mesh.user_kubeconfig("opal", "operators")?;
     kubectl_ok(
         &opal,
         &[

@@ -19,8 +19,8 @@ use std::time::Duration;
 use anyhow::Context as _;
 use relaymesh_testbed::cluster::{SimulatedCluster, SimulatorOptions};
 use relaymesh_tests::{
-    audited, connected_under, kubectl_get, observe, wait_for, web_image, web_workload, Mesh,
-    RelayProcess,
+    audited, connected_under, kubectl_get, observe, relayctl_as, wait_for, web_image, web_workload,
+    Mesh, RelayProcess,
 };
 use serde_json::Value;
 
@@ -250,16 +250,7 @@ fn the_api_serving_certificate_rotates_and_kubeconfigs_keep_working() -> anyhow:
     assert_eq!(api_cert(&mesh, "status")?, before);
 
     // Only a holder of the verb `rotate` may.
-    let operator = mesh.dir.path().join("operator.kubeconfig");
-    mesh.relayctl_ok(&[
-        "user",
-        "create",
-        "op",
-        "--group",
-        "operators",
-        "-o",
-        &operator.display().to_string(),
-    ])?;
+    let operator = mesh.user_kubeconfig("op", "operators")?;
     let refused = relayctl_as(&operator, &["rotate", "api-cert", "now"])?;
     assert!(!refused.status.success());
     assert!(
@@ -288,17 +279,6 @@ fn the_api_serving_certificate_rotates_and_kubeconfigs_keep_working() -> anyhow:
     Ok(())
 }
 
-/// relayctl with `kubeconfig`.
-fn relayctl_as(kubeconfig: &Path, args: &[&str]) -> anyhow::Result<std::process::Output> {
-    Ok(
-        std::process::Command::new(relaymesh_tests::binary("relayctl")?)
-            .arg("--kubeconfig")
-            .arg(kubeconfig)
-            .args(args)
-            .output()?,
-    )
-}
-
 /// relayctl with `kubeconfig`; its stdout as JSON, or an error with its
 /// stderr.
 fn relayctl_json(kubeconfig: &Path, args: &[&str]) -> anyhow::Result<Value> {
@@ -311,34 +291,6 @@ fn relayctl_json(kubeconfig: &Path, args: &[&str]) -> anyhow::Result<Value> {
         String::from_utf8_lossy(&output.stderr)
     );
     Ok(serde_json::from_slice(&output.stdout)?)
-}
-
-/// Writes a kubeconfig for user `name` in `group`, made with `admin`.
-fn new_user(
-    mesh: &Mesh,
-    admin: &Path,
-    name: &str,
-    group: &str,
-) -> anyhow::Result<std::path::PathBuf> {
-    let path = mesh.dir.path().join(format!("{name}.kubeconfig"));
-    let output = relayctl_as(
-        admin,
-        &[
-            "user",
-            "create",
-            name,
-            "--group",
-            group,
-            "-o",
-            &path.display().to_string(),
-        ],
-    )?;
-    anyhow::ensure!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    Ok(path)
 }
 
 /// Whether `kubectl get clusters` works with `kubeconfig`.
@@ -354,7 +306,7 @@ fn works(kubeconfig: &Path) -> anyhow::Result<bool> {
 fn the_api_ca_rotates_and_only_kubeconfigs_made_since_its_start_outlive_it() -> anyhow::Result<()> {
     let (mesh, mut root) = Mesh::init()?;
     let old_admin = mesh.kubeconfig();
-    let early = new_user(&mesh, &old_admin, "early", "viewers")?;
+    let early = mesh.user_kubeconfig_by(&old_admin, "early", "viewers")?;
     let steady = relayctl_json(&old_admin, &["rotate", "api-ca", "status"])?;
     assert_eq!(steady["status"]["phase"], "Steady");
     let old_ca = steady["status"]["signingCA"].clone();
@@ -376,8 +328,8 @@ fn the_api_ca_rotates_and_only_kubeconfigs_made_since_its_start_outlive_it() -> 
     // Every kubeconfig works while the CA rotates, and new users get
     // certificates of the new CA in kubeconfigs that trust both.
     assert!(works(&old_admin)? && works(&early)?);
-    let admin = new_user(&mesh, &old_admin, "admin-2", "admins")?;
-    let late = new_user(&mesh, &old_admin, "late", "viewers")?;
+    let admin = mesh.user_kubeconfig_by(&old_admin, "admin-2", "admins")?;
+    let late = mesh.user_kubeconfig_by(&old_admin, "late", "viewers")?;
     assert!(works(&admin)? && works(&late)?);
 
     let finished = relayctl_json(&admin, &["rotate", "api-ca", "finish"])?;

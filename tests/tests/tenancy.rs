@@ -3,7 +3,6 @@
 //! can-i` agrees with what the API does, and nobody grants more than they
 //! hold (docs/security.md, "RBAC").
 
-use std::path::PathBuf;
 use std::process::Output;
 
 use anyhow::Context as _;
@@ -15,22 +14,6 @@ fn text(output: &Output) -> String {
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
     )
-}
-
-/// A user from `relayctl user create NAME --group GROUP`, as a kubeconfig.
-fn user_kubeconfig(mesh: &Mesh, name: &str, group: &str) -> anyhow::Result<PathBuf> {
-    let path = mesh.dir.path().join(format!("{name}.kubeconfig"));
-    let output = mesh.relayctl(&[
-        "user",
-        "create",
-        name,
-        "--group",
-        group,
-        "-o",
-        path.to_str().context("a UTF-8 path")?,
-    ])?;
-    anyhow::ensure!(output.status.success(), "{}", text(&output));
-    Ok(path)
 }
 
 /// `kubectl auth can-i`'s first word: "yes" or "no".
@@ -138,7 +121,7 @@ fn a_role_binding_confines_a_team_to_its_namespace() -> anyhow::Result<()> {
 
     // alice's certificate names a group no binding names: what she may do
     // comes from the RoleBinding to her name alone.
-    let alice = user_kubeconfig(&mesh, "alice", "team-a-people")?;
+    let alice = mesh.user_kubeconfig("alice", "team-a-people")?;
     assert_eq!(
         can_i(&alice, &["create", "placements", "-n", "team-a"])?,
         "no"
@@ -224,7 +207,7 @@ fn a_role_binding_confines_a_team_to_its_namespace() -> anyhow::Result<()> {
     assert!(output.status.success(), "{}", text(&output));
 
     // Row: an operator binds himself to the admins' role cluster-wide.
-    let otto = user_kubeconfig(&mesh, "otto", "operators")?;
+    let otto = mesh.user_kubeconfig("otto", "operators")?;
     let escalate = "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata: {name: otto-admin}\nroleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: relaymesh:admin}\nsubjects:\n- {apiGroup: rbac.authorization.k8s.io, kind: User, name: otto}\n";
     let output = kubectl(&otto, &["create", "-f", "-"], Some(escalate))?;
     assert!(!output.status.success(), "{}", text(&output));

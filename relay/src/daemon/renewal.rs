@@ -302,9 +302,11 @@ impl Renewal {
         match renewed {
             Ok(identity) => {
                 if self.rehome.take().is_some() {
-                    tracing::info!(
-                        "uses the certificate its parent signed with another issuer key"
-                    );
+                    if std::mem::take(&mut self.resigning) {
+                        tracing::info!("uses the certificate the root signed with its new mesh CA");
+                    } else {
+                        tracing::info!("uses the certificate its new parent signed");
+                    }
                 }
                 self.adopt(store, identity)?;
                 Ok(on_expired.then_some(AfterExpired::Redial))
