@@ -70,7 +70,7 @@ pub use queries::{
 };
 use slice::Slice;
 use status::Statuses;
-pub use trust::{CHAIN_CA_LABEL, TRUSTED_CAS_LABEL};
+pub use trust::{CHAIN_CA_LABEL, TOKEN_KEYS_LABEL, TRUSTED_CAS_LABEL};
 use upstream::Upstream;
 
 /// Identifies one connection of a child, as the daemon numbers them.
@@ -493,7 +493,7 @@ impl Core {
             self.apply_moves(now, &changed);
             self.apply_parents(now, &changed);
             self.apply_labels(now, &changed);
-            self.apply_trust(&changed);
+            self.apply_trust(now, &changed);
             self.send_changes_to_children(now.instant, &changed);
             self.reconcile_bundles(now);
         }

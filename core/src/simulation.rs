@@ -385,6 +385,13 @@ impl Simulation {
         }
     }
 
+    /// Has the root's daemon sign with `key` (PKCS#8 and public key) from
+    /// now on, as after a rotation of its key; returns the key it signed
+    /// with until now.
+    pub fn replace_root_key(&mut self, key: (Vec<u8>, Vec<u8>)) -> (Vec<u8>, Vec<u8>) {
+        std::mem::replace(&mut self.root_key, key)
+    }
+
     /// `entry` as the root's daemon signs it, with the next serial.
     pub fn sign(&mut self, mut entry: SliceEntry) -> Result<SliceEntry, SimulationError> {
         self.serial += 1;

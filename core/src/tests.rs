@@ -736,6 +736,70 @@ fn an_older_signed_version_cannot_be_replayed() {
     );
 }
 
+/// The root's trust entry naming `token_keys`.
+fn trust_entry(token_keys: Vec<Vec<u8>>) -> SliceEntry {
+    relaymesh_protocol::MeshTrust {
+        anchors: Vec::new(),
+        signer_key: [0; 32],
+        token_keys,
+    }
+    .to_entry()
+    .expect("encodes")
+}
+
+#[test]
+fn the_root_key_rotates_through_the_trust_entry_and_the_old_key_is_refused_after() {
+    let mut net = three_levels();
+    let new = crate::seal::generate_key().expect("a key");
+    let old_public = net.root_key().to_vec();
+    let label = |net: &Net, name: &str| {
+        net.record("root", name)
+            .and_then(|record| record.labels.get(crate::TOKEN_KEYS_LABEL).cloned())
+    };
+    net.settle();
+    assert_eq!(
+        label(&net, "eu-west"),
+        Some(crate::trust::short_hex(&old_public))
+    );
+
+    // Start: the trust names both keys, signed with the old one.
+    upsert_at_root(
+        &mut net,
+        trust_entry(vec![old_public.clone(), new.1.clone()]),
+    );
+    net.settle();
+    let both = format!(
+        "{}.{}",
+        crate::trust::short_hex(&old_public),
+        crate::trust::short_hex(&new.1)
+    );
+    assert_eq!(label(&net, "eu-west"), Some(both));
+
+    // The root signs with the new key: every node takes what it signs.
+    let old = net.replace_root_key(new.clone());
+    net.publish("bundle/a", Target::Everywhere, b"first");
+    let held = |net: &Net| {
+        net["eu-west"]
+            .core()
+            .entry("bundle/a")
+            .map(|entry| entry.bundles.clone())
+    };
+    assert_eq!(held(&net), Some(vec![BundleId::of(b"first")]));
+
+    // Finish: the new key alone. An entry the old key signs is refused.
+    upsert_at_root(&mut net, trust_entry(vec![new.1.clone()]));
+    net.settle();
+    assert_eq!(
+        label(&net, "eu-west"),
+        Some(crate::trust::short_hex(&new.1))
+    );
+    net.replace_root_key(old);
+    net.publish("bundle/a", Target::Everywhere, b"second");
+    assert_eq!(held(&net), Some(vec![BundleId::of(b"first")]));
+    net.settle();
+    assert_eq!(net.record("root", "eu").expect("eu").refused_entries, 1);
+}
+
 fn revoke_at_root(net: &mut Net, name: &str) -> relaymesh_protocol::Revocation {
     let revocation = relaymesh_protocol::Revocation::Node {
         name: name.into(),

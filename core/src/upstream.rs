@@ -279,13 +279,25 @@ impl Core {
     /// The rest of the changes apply; a refused entry keeps its old version.
     fn keep_signed(&mut self, now: Now, changes: Vec<SliceChange>) -> Vec<SliceChange> {
         let mut refused = 0;
+        // During a rotation of the root's key, the old one and the new one.
+        let keys = self.root_keys();
         let kept = changes
             .into_iter()
             .filter(|change| {
                 let SliceChange::Upsert(entry) = change else {
                     return true;
                 };
-                if let Err(error) = crate::seal::verify(&self.root_key, entry) {
+                // Signed by one of the keys, or refused with the first
+                // key's reason.
+                let refusal = keys
+                    .iter()
+                    .map(|key| crate::seal::verify(key, entry))
+                    .try_fold(None, |first, verified| match verified {
+                        Ok(()) => Err(()),
+                        Err(error) => Ok(first.or(Some(error))),
+                    });
+                if let Ok(first) = refusal {
+                    let error = first.map_or_else(|| "no key to verify it".to_string(), |e| e.to_string());
                     tracing::error!(key = %entry.key, %error, "integrity alarm: refused a slice entry from the parent");
                     refused += 1;
                     return false;

@@ -1,5 +1,6 @@
 //! The mesh's trust anchors, as the root decides them: the CA certificates
-//! every node trusts on its links, and the key the root signs with now.
+//! every node trusts on its links and the key the root signs them with
+//! now, and the keys whose signatures on slice entries every node accepts.
 //!
 //! The entry travels in the slice like a revocation: keyed [`KEY`],
 //! targeted at every node and signed by the root, so a node adopts anchors
@@ -29,6 +30,11 @@ pub struct MeshTrust {
     /// root's children's certificates and relay issuers now: a node whose
     /// certificate another mesh CA key signed has it signed again.
     pub signer_key: [u8; 32],
+    /// The Ed25519 public keys whose signatures on slice entries every
+    /// node accepts; the first signs entries and join tokens now. During
+    /// a rotation of the token-signing key, the old one and the new one;
+    /// afterwards the new one alone.
+    pub token_keys: Vec<Vec<u8>>,
 }
 
 impl MeshTrust {
@@ -63,6 +69,7 @@ mod tests {
         let trust = MeshTrust {
             anchors: vec![vec![1, 2, 3], vec![4, 5]],
             signer_key: [7; 32],
+            token_keys: vec![vec![9; 32]],
         };
         let entry = trust.to_entry().expect("encodes");
         assert_eq!(entry.target, Target::Everywhere);

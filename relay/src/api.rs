@@ -295,6 +295,16 @@ pub trait Backend: Send + Sync + 'static {
         async { Err(ApiError::NotFound("this server has no mesh CA".into())) }
     }
 
+    /// Takes `step` of a rotation of the token-signing key; the trust every
+    /// node is told now.
+    fn rotate_token_key(
+        &self,
+        step: crate::pki::RotationStep,
+    ) -> impl Future<Output = Result<relaymesh_protocol::MeshTrust, ApiError>> + Send {
+        let _ = step;
+        async { Err(ApiError::NotFound("this server has no token key".into())) }
+    }
+
     /// The users the root issued certificates to or revoked, by name.
     fn users(&self) -> Result<Vec<UserRecord>, ApiError> {
         Ok(Vec::new())
@@ -576,6 +586,7 @@ mod endpoint {
     pub(super) const MESH_CA_ROTATIONS: &str = "meshcarotations";
     pub(super) const API_CERT_ROTATIONS: &str = "apicertificaterotations";
     pub(super) const API_CA_ROTATIONS: &str = "apicarotations";
+    pub(super) const TOKEN_KEY_ROTATIONS: &str = "tokenkeyrotations";
     pub(super) const CLUSTER_LABELS: &str = "clusterlabels";
     pub(super) const CORDONS: &str = "cordons";
     pub(super) const USER_CERTIFICATES: &str = "usercertificates";
@@ -731,6 +742,17 @@ impl<B: Backend> Extension for Relaymesh<B> {
                 own(
                     if read { "get" } else { policy::ROTATE },
                     "apicertificaterotations",
+                    None,
+                ),
+                JSON,
+            ),
+            ["apis", RELAYMESH_GROUP, VERSION, "tokenkeyrotations"] => route(
+                endpoint::TOKEN_KEY_ROTATIONS,
+                vec![],
+                GET_POST,
+                own(
+                    if read { "get" } else { policy::ROTATE },
+                    "tokenkeyrotations",
                     None,
                 ),
                 JSON,
@@ -901,23 +923,33 @@ impl<B: Backend> Extension for Relaymesh<B> {
                 let step = rotations::parse_api_ca_request(&call.body)?;
                 created(&rotations::api_ca_object(&backend.rotate_api_ca(step)?))
             }
-            (endpoint::MESH_CA_ROTATIONS, read) => {
+            (endpoint::MESH_CA_ROTATIONS | endpoint::TOKEN_KEY_ROTATIONS, read) => {
+                let rotated = if call.route.endpoint == endpoint::MESH_CA_ROTATIONS {
+                    rotations::Rotated::MeshCa
+                } else {
+                    rotations::Rotated::TokenKey
+                };
                 let nodes = backend.inventory().records;
                 let below = nodes.iter().filter(|node| node.parent.is_some()).count();
                 let trust = if read {
                     backend.mesh_trust()?
                 } else {
-                    let request = rotations::parse_request(&call.body)?;
+                    let request = rotated.parse(&call.body)?;
                     if request.step == crate::pki::RotationStep::Finish && !request.force {
-                        let pending = rotations::pending(&backend.mesh_trust()?, &nodes);
+                        let pending = rotated.pending(&backend.mesh_trust()?, &nodes);
                         if !pending.is_empty() {
-                            return Err(rotations::finish_refused(&pending));
+                            return Err(rotated.finish_refused(&pending));
                         }
                     }
-                    backend.rotate_mesh_ca(request.step).await?
+                    match rotated {
+                        rotations::Rotated::MeshCa => backend.rotate_mesh_ca(request.step).await?,
+                        rotations::Rotated::TokenKey => {
+                            backend.rotate_token_key(request.step).await?
+                        }
+                    }
                 };
-                let pending = rotations::pending(&trust, &nodes);
-                let object = rotations::object(&trust, &pending, below);
+                let pending = rotated.pending(&trust, &nodes);
+                let object = rotated.object(&trust, &pending, below);
                 if read {
                     json_reply(StatusCode::OK, &object)
                 } else {

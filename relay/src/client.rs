@@ -392,26 +392,35 @@ impl Client {
         self.send_json(request).await
     }
 
-    /// Where the mesh CA stands: the `MeshCARotation` object.
-    pub async fn mesh_ca_rotation(&self) -> Result<Value, ClientError> {
+    /// Where a rotation stands: `resource` is `meshcarotations` (the
+    /// `MeshCARotation` object) or `tokenkeyrotations`
+    /// (`TokenKeyRotation`).
+    pub async fn trust_rotation(&self, resource: &str) -> Result<Value, ClientError> {
         let request = self
             .http
-            .get(self.url(&format!("{GROUP_PATH}/meshcarotations")))
+            .get(self.url(&format!("{GROUP_PATH}/{resource}")))
             .timeout(REQUEST_TIMEOUT);
         self.send_json(request).await
     }
 
-    /// Takes a step of a rotation of the mesh CA (`"Start"` or
-    /// `"Finish"`); returns the `MeshCARotation` object.
-    pub async fn rotate_mesh_ca(&self, step: &str, force: bool) -> Result<Value, ClientError> {
+    /// Takes a step (`"Start"` or `"Finish"`) of the rotation `kind`
+    /// (`MeshCARotation` or `TokenKeyRotation`) at `resource`; returns the
+    /// object.
+    pub async fn rotate_trust(
+        &self,
+        resource: &str,
+        kind: &str,
+        step: &str,
+        force: bool,
+    ) -> Result<Value, ClientError> {
         let body = serde_json::json!({
             "apiVersion": "relaymesh.dev/v1alpha1",
-            "kind": "MeshCARotation",
+            "kind": kind,
             "spec": {"step": step, "force": force},
         });
         let request = self
             .http
-            .post(self.url(&format!("{GROUP_PATH}/meshcarotations")))
+            .post(self.url(&format!("{GROUP_PATH}/{resource}")))
             .timeout(REQUEST_TIMEOUT)
             .json(&body);
         self.send_json(request).await

@@ -162,6 +162,12 @@ pub(crate) enum Event {
         step: pki::RotationStep,
         reply: rotation::RotationReply,
     },
+    /// At the root: an admin asked for a step of a rotation of the
+    /// token-signing key.
+    RotateTokenKey {
+        step: pki::RotationStep,
+        reply: rotation::RotationReply,
+    },
     /// A query for a node below, routed down the tree by the core; the
     /// answer always comes (a failure at the latest after the core's
     /// query timeout).
@@ -1004,6 +1010,9 @@ impl Daemon {
             Event::RotateMeshCa { step, reply } => {
                 let _ = reply.send(self.rotate_mesh_ca(now, step));
             }
+            Event::RotateTokenKey { step, reply } => {
+                let _ = reply.send(self.rotate_token_key(now, step));
+            }
             Event::Query { node, query, reply } => {
                 let id = self.core.query(now, &node, query);
                 self.queries.insert(id, reply);
@@ -1082,6 +1091,21 @@ impl Daemon {
     ///
     /// An entry that cannot be signed is logged and left out: no node would
     /// accept it.
+    /// `entry` signed again with the root's key now and the next serial,
+    /// even if its content is the one held (a rotation of the key).
+    fn reseal(&self, now: Now, mut entry: SliceEntry) -> Option<SliceEntry> {
+        let serial = entry.serial.saturating_add(1).max(now.unix_ms);
+        let identity = self.shared.identity.get();
+        let signing_key = identity.token_signing_key.as_deref()?;
+        match relaymesh_core::seal::sign(signing_key, &mut entry, serial) {
+            Ok(()) => Some(entry),
+            Err(error) => {
+                tracing::error!(key = %entry.key, %error, "cannot sign a slice entry again");
+                None
+            }
+        }
+    }
+
     fn seal(&self, now: Now, mut entry: SliceEntry) -> Option<SliceEntry> {
         let held = self.core.entries().find(|held| held.key == entry.key);
         if let Some(held) = held.filter(|held| relaymesh_core::seal::same_content(held, &entry)) {

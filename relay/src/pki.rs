@@ -58,8 +58,8 @@ pub use renewal::{
     renewed_identity, sign_renewal,
 };
 pub use rotation::{
-    chain_ca_key, finish_mesh_ca_rotation, needs_mesh_signature, short_key, start_mesh_ca_rotation,
-    with_mesh_trust, RotationStep,
+    chain_ca_key, current_trust, finish_mesh_ca_rotation, needs_mesh_signature, short_key,
+    start_mesh_ca_rotation, with_mesh_trust, RotationStep,
 };
 pub use users::{
     authority_pem, create_api_authority, new_user_key, resign_api_cert, sign_user_cert,

@@ -166,6 +166,10 @@ pub struct ApiCertificate {
     pub authority: crate::pki::ApiAuthority,
 }
 
+/// An Ed25519 key that signs join tokens and slice entries: PKCS#8, then
+/// the public half.
+pub type TokenKey = (Vec<u8>, Vec<u8>);
+
 /// A relay's store, in one sled database.
 #[derive(Clone)]
 pub struct Store {
@@ -188,6 +192,8 @@ const EXTRA_ANCHORS: &[u8] = b"extra-anchors";
 const CONFIG: &[u8] = b"config";
 const CANDIDATES: &[u8] = b"candidates";
 const API_CERTIFICATE: &[u8] = b"api-certificate";
+/// [`Store::next_token_key`].
+const NEXT_TOKEN_KEY: &[u8] = b"next-token-key";
 /// [`Store::previous_api_ca`].
 const PREVIOUS_API_CA: &[u8] = b"api-ca-previous";
 const EPOCH: &[u8] = b"m/epoch";
@@ -376,6 +382,22 @@ impl Store {
     /// The root API's server certificate chain and key, if this is the root.
     pub fn api_certificate(&self) -> Result<Option<ApiCertificate>, StoreError> {
         self.read(&self.node, API_CERTIFICATE)
+    }
+
+    /// At the root, while its token-signing key rotates (`relayctl rotate
+    /// token-key`): the next key.
+    pub fn next_token_key(&self) -> Result<Option<TokenKey>, StoreError> {
+        Ok(self
+            .read::<Option<TokenKey>>(&self.node, NEXT_TOKEN_KEY)?
+            .flatten())
+    }
+
+    /// Keeps (or, with `None`, forgets) the next token-signing key, durably.
+    pub fn set_next_token_key(&self, key: Option<&TokenKey>) -> Result<(), StoreError> {
+        self.node
+            .insert(NEXT_TOKEN_KEY, encode(&key)?)
+            .map_err(|e| self.sled(e))?;
+        self.flush()
     }
 
     /// The API CA the root trusted before the one it signs with now, while

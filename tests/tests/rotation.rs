@@ -6,6 +6,10 @@
 //! change anything. Afterwards, handshakes work on the new CA alone: a
 //! relay restarts and a new agent joins.
 //!
+//! The token-signing key on the same tree: start, finish, and afterwards
+//! a new revision arrives through entries the new key signed, a token the
+//! old key signed is refused and one the new key signed joins.
+//!
 //! And the root's API serving certificate, replaced by `relayctl rotate
 //! api-cert now`: what a TLS client gets from then on, verified against
 //! the API CA in the admin's kubeconfig, after a restart too. And the API
@@ -355,5 +359,106 @@ fn the_api_ca_rotates_and_only_kubeconfigs_made_since_its_start_outlive_it() -> 
     assert!(!works(&old_admin)?);
     let after = relayctl_json(&admin, &["rotate", "api-ca", "status"])?;
     assert_eq!(after["status"], finished["status"]);
+    Ok(())
+}
+
+#[test]
+fn the_token_key_rotates_and_the_tree_takes_only_the_new_one_after() -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Runtime::new()?;
+    let (mesh, root) = Mesh::init()?;
+    let eu = mesh.add_relay_connected("eu", "root", SETTLE)?;
+    let west = mesh.add_relay_connected("eu-west", "eu", SETTLE)?;
+    let cluster = runtime.block_on(SimulatedCluster::start(
+        "edge-2",
+        &mesh.dir.path().join("cluster-edge-2"),
+        SimulatorOptions::default(),
+    ))?;
+    let mut agent = mesh.add_agent_for("edge-2", "eu-west", "region=eu", cluster.kubeconfig())?;
+    let placed = |tag: &str| {
+        let image = format!("nginx:{tag}");
+        wait_for(&format!("{image} on edge-2"), SETTLE, || {
+            Ok((web_image(cluster.kubeconfig())?.as_deref() == Some(image.as_str())).then_some(()))
+        })
+        .with_context(|| mesh.logs())
+    };
+    let placement = |tag: &str| {
+        web_workload(
+            &format!("nginx:{tag}"),
+            1,
+            "{labelSelector: {matchLabels: {region: eu}}}",
+            "",
+        )
+    };
+    mesh.apply(&placement("1.27"))?;
+    placed("1.27")?;
+    let audit_before = audited(cluster.audit_log())?.len();
+    let processes = [&root, &eu, &west, &agent];
+    let lost_before: Vec<usize> = processes
+        .iter()
+        .map(|process| links_lost(process))
+        .collect::<Result<_, _>>()?;
+    let status = |args: &[&str]| -> anyhow::Result<Value> {
+        let mut all = vec!["rotate", "token-key"];
+        all.extend_from_slice(args);
+        all.extend_from_slice(&["-o", "json"]);
+        Ok(serde_json::from_str::<Value>(&mesh.relayctl_ok(&all)?)?["status"].clone())
+    };
+
+    let steady = wait_for("every node reports its token key", SETTLE, || {
+        let steady = status(&["status"])?;
+        observe(&steady);
+        Ok((steady["nodes"]["total"] == 3 && steady["nodes"]["pending"] == 0).then_some(steady))
+    })?;
+    assert_eq!(steady["phase"], "Steady");
+    let old = steady["signer"].clone();
+    let refused = mesh.relayctl(&["rotate", "token-key", "finish"])?;
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("no rotation of the token-signing key"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+
+    let started = status(&["start", "--wait", "--timeout", "3m"]).with_context(|| mesh.logs())?;
+    assert_eq!(started["phase"], "Rotating");
+    assert_eq!(started["signer"], old, "the old key signs until the finish");
+    let new = started["accepted"][1].clone();
+    assert_eq!(
+        started["accepted"],
+        serde_json::json!([old.clone(), new.clone()])
+    );
+    // A token the old key signs now, used after the finish.
+    let early = mesh.token("relay", "early", Some("eu-west"), "10m")?;
+
+    let finished = status(&["finish", "--wait", "--timeout", "3m"]).with_context(|| mesh.logs())?;
+    assert_eq!(finished["phase"], "Steady");
+    assert_eq!(finished["signer"], new);
+    assert_eq!(finished["accepted"], serde_json::json!([new.clone()]));
+    assert_eq!(
+        audited(cluster.audit_log())?.len(),
+        audit_before,
+        "entries signed again must not apply anything"
+    );
+    for (process, before) in processes.iter().zip(&lost_before) {
+        assert_eq!(
+            links_lost(process)?,
+            *before,
+            "{} lost its parent link",
+            process.name
+        );
+    }
+
+    // What the new key signs reaches the cluster through every relay.
+    mesh.apply(&placement("1.28"))?;
+    placed("1.28")?;
+    // The old key's token is refused; the new key's joins.
+    let joined = mesh.join("early", &early)?;
+    let said = String::from_utf8_lossy(&joined.stderr);
+    assert!(
+        !joined.status.success() && said.contains("signature"),
+        "a token the old key signed: {said}"
+    );
+    let _late = mesh.add_relay_connected("late", "eu-west", SETTLE)?;
+    agent.stop()?;
+    runtime.block_on(cluster.shutdown())?;
     Ok(())
 }

@@ -53,8 +53,10 @@ pub const REVOKE: &str = "revoke";
 /// which hands it a join token there.
 pub const MOVE: &str = "move";
 
-/// relaymesh's verb for rotating the mesh CA (`meshcarotations`), on
-/// which every link's trust rests.
+/// relaymesh's verb for rotating what trust rests on: the mesh CA
+/// (`meshcarotations`), the token-signing key (`tokenkeyrotations`), the
+/// API CA (`apicarotations`) and the API's serving certificate
+/// (`apicertificaterotations`).
 pub const ROTATE: &str = "rotate";
 
 /// The verbs of every Kubernetes request: what an operator holds.

@@ -24,6 +24,7 @@ pub(super) fn parse_request(body: &[u8]) -> Result<String, ApiError> {
         ApiError::BadRequest(format!("cannot decode the {KIND} object: {error}"))
     })?;
     check_type_meta(&object, KIND)?;
+    super::schemas::refuse_unknown_fields(KIND, &super::schemas::revocation_request(), &object)?;
     let node = object
         .get("spec")
         .and_then(|spec| spec.get("node"))

@@ -31,9 +31,54 @@ pub struct RotationRequest {
     pub force: bool,
 }
 
+/// What a rotation the tree moves over to is of: both publish the root's
+/// trust, and each node reports what it holds of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Rotated {
+    /// The mesh CA (`MeshCARotation`).
+    MeshCa,
+    /// The token-signing key (`TokenKeyRotation`).
+    TokenKey,
+}
+
+impl Rotated {
+    /// The step a request asks for.
+    pub(super) fn parse(self, body: &[u8]) -> Result<RotationRequest, ApiError> {
+        match self {
+            Self::MeshCa => parse_request(body),
+            Self::TokenKey => parse_token_key_request(body),
+        }
+    }
+
+    /// The nodes that have not moved over to `trust` yet.
+    pub(super) fn pending<'a>(self, trust: &MeshTrust, nodes: &'a [NodeRecord]) -> Vec<&'a str> {
+        match self {
+            Self::MeshCa => pending(trust, nodes),
+            Self::TokenKey => token_key_pending(trust, nodes),
+        }
+    }
+
+    /// The object that says where it stands.
+    pub(super) fn object(self, trust: &MeshTrust, pending: &[&str], total: usize) -> Value {
+        match self {
+            Self::MeshCa => object(trust, pending, total),
+            Self::TokenKey => token_key_object(trust, pending, total),
+        }
+    }
+
+    /// Why the root refuses to finish while `pending` have not moved over.
+    pub(super) fn finish_refused(self, pending: &[&str]) -> ApiError {
+        let (what, command) = match self {
+            Self::MeshCa => ("mesh CA", "mesh-ca"),
+            Self::TokenKey => ("token-signing key", "token-key"),
+        };
+        finish_refused(what, command, pending)
+    }
+}
+
 /// The step a `MeshCARotation` request asks for.
 pub(super) fn parse_request(body: &[u8]) -> Result<RotationRequest, ApiError> {
-    let spec = spec_of(body, KIND, &["step", "force"])?;
+    let spec = spec_of(body, KIND, &super::schemas::mesh_ca_rotation_request())?;
     let step = step_of(&spec)?;
     let force = match spec.get("force") {
         None => false,
@@ -43,31 +88,106 @@ pub(super) fn parse_request(body: &[u8]) -> Result<RotationRequest, ApiError> {
     Ok(RotationRequest { step, force })
 }
 
+/// The kind that rotates the token-signing key.
+const TOKEN_KEY_KIND: &str = "TokenKeyRotation";
+
+/// The step a `TokenKeyRotation` request asks for.
+fn parse_token_key_request(body: &[u8]) -> Result<RotationRequest, ApiError> {
+    let spec = spec_of(
+        body,
+        TOKEN_KEY_KIND,
+        &super::schemas::token_key_rotation_request(),
+    )?;
+    let step = step_of(&spec)?;
+    let force = match spec.get("force") {
+        None => false,
+        Some(Value::Bool(force)) => *force,
+        Some(_) => return Err(invalid("spec.force", "Invalid value: must be a boolean")),
+    };
+    Ok(RotationRequest { step, force })
+}
+
+/// A token key as the label [`relaymesh_core::TOKEN_KEYS_LABEL`] shows it.
+fn short_token_key(key: &[u8]) -> String {
+    crate::pki::hex(&key[..key.len().min(6)])
+}
+
+/// The nodes that do not accept exactly the token keys `trust` names, by
+/// what they report ([`relaymesh_core::TOKEN_KEYS_LABEL`]), sorted by name.
+fn token_key_pending<'a>(trust: &MeshTrust, nodes: &'a [NodeRecord]) -> Vec<&'a str> {
+    let wanted: std::collections::BTreeSet<String> = trust
+        .token_keys
+        .iter()
+        .map(|key| short_token_key(key))
+        .collect();
+    let mut pending: Vec<&str> = nodes
+        .iter()
+        .filter(|node| node.parent.is_some())
+        .filter(|node| {
+            let accepted: Option<std::collections::BTreeSet<String>> = node
+                .labels
+                .get(relaymesh_core::TOKEN_KEYS_LABEL)
+                .map(|keys| keys.split('.').map(str::to_string).collect());
+            accepted.as_ref() != Some(&wanted)
+        })
+        .map(|node| node.name.as_str())
+        .collect();
+    pending.sort_unstable();
+    pending
+}
+
+/// The `TokenKeyRotation` object: the keys accepted (the first signs), and
+/// the nodes that do not accept exactly those yet, of `total`.
+fn token_key_object(trust: &MeshTrust, pending: &[&str], total: usize) -> Value {
+    let keys: Vec<String> = trust
+        .token_keys
+        .iter()
+        .map(|key| short_token_key(key))
+        .collect();
+    json!({
+        "apiVersion": API_VERSION,
+        "kind": TOKEN_KEY_KIND,
+        "metadata": {"name": "token-key"},
+        "status": {
+            "phase": if keys.len() > 1 { "Rotating" } else { "Steady" },
+            "signer": keys.first(),
+            "accepted": keys,
+            "nodes": {
+                "total": total,
+                "movedOver": total.saturating_sub(pending.len()),
+                "pending": pending.len(),
+                "pendingNames": pending.iter().take(PENDING_NAMES).collect::<Vec<_>>(),
+            },
+        },
+    })
+}
+
 /// The kind that rotates the API CA.
 const API_CA_KIND: &str = "APICARotation";
 
 /// The step an `APICARotation` request asks for.
 pub(super) fn parse_api_ca_request(body: &[u8]) -> Result<RotationStep, ApiError> {
-    let spec = spec_of(body, API_CA_KIND, &["step"])?;
+    let spec = spec_of(
+        body,
+        API_CA_KIND,
+        &super::schemas::api_ca_rotation_request(),
+    )?;
     step_of(&spec)
 }
 
-/// The `spec` of a request of `kind`, which may hold `fields` only.
-fn spec_of(body: &[u8], kind: &str, fields: &[&str]) -> Result<Map<String, Value>, ApiError> {
+/// The `spec` of a request of `kind`, which may hold what `schema` names
+/// only.
+fn spec_of(body: &[u8], kind: &str, schema: &Value) -> Result<Map<String, Value>, ApiError> {
     let mut object: Map<String, Value> = serde_json::from_slice(body).map_err(|error| {
         ApiError::BadRequest(format!("cannot decode the {kind} object: {error}"))
     })?;
     check_type_meta(&object, kind)?;
-    let Some(Value::Object(spec)) = object.remove("spec") else {
-        return Err(invalid("spec", "Required value"));
-    };
-    if let Some(unknown) = spec.keys().find(|key| !fields.contains(&key.as_str())) {
-        return Err(invalid(
-            &format!("spec.{unknown}"),
-            format!("unknown field (spec has {})", fields.join(" and ")),
-        ));
+    super::schemas::refuse_unknown_fields(kind, schema, &object)?;
+    match object.remove("spec") {
+        Some(Value::Object(spec)) => Ok(spec),
+        None => Err(invalid("spec", "Required value")),
+        Some(_) => Err(invalid("spec", "Invalid value: must be an object")),
     }
-    Ok(spec)
 }
 
 /// `spec.step`: `Start` or `Finish`.
@@ -105,7 +225,7 @@ pub(super) fn api_ca_object(state: &crate::api::ApiCaState) -> Value {
 /// they report (labels [`relaymesh_core::CHAIN_CA_LABEL`] and
 /// [`relaymesh_core::TRUSTED_CAS_LABEL`]), sorted by name. The root
 /// (the one node without a parent) is never pending.
-pub(super) fn pending<'a>(trust: &MeshTrust, nodes: &'a [NodeRecord]) -> Vec<&'a str> {
+fn pending<'a>(trust: &MeshTrust, nodes: &'a [NodeRecord]) -> Vec<&'a str> {
     let signer = crate::pki::short_key(&trust.signer_key);
     let wanted = short_keys(trust);
     let mut pending: Vec<&str> = nodes
@@ -129,7 +249,7 @@ pub(super) fn pending<'a>(trust: &MeshTrust, nodes: &'a [NodeRecord]) -> Vec<&'a
 
 /// The object that says where the mesh CA stands: `trust` is the root's,
 /// `pending` the nodes not moved over, of `total` nodes below the root.
-pub(super) fn object(trust: &MeshTrust, pending: &[&str], total: usize) -> Value {
+fn object(trust: &MeshTrust, pending: &[&str], total: usize) -> Value {
     let anchors = short_keys(trust);
     let phase = if trust.anchors.len() > 1 {
         "Rotating"
@@ -169,19 +289,12 @@ const API_CERT_KIND: &str = "APICertificateRotation";
 
 /// Checks an `APICertificateRotation` request: its type and an empty spec.
 pub(super) fn parse_api_cert_request(body: &[u8]) -> Result<(), ApiError> {
-    let object: Map<String, Value> = serde_json::from_slice(body).map_err(|error| {
-        ApiError::BadRequest(format!("cannot decode the {API_CERT_KIND} object: {error}"))
-    })?;
-    check_type_meta(&object, API_CERT_KIND)?;
-    match object.get("spec") {
-        None => Ok(()),
-        Some(Value::Object(spec)) if spec.is_empty() => Ok(()),
-        Some(Value::Object(spec)) => Err(invalid(
-            &format!("spec.{}", spec.keys().next().map_or("", String::as_str)),
-            "unknown field (spec has no fields)",
-        )),
-        Some(_) => Err(invalid("spec", "Invalid value: must be an object")),
-    }
+    spec_of(
+        body,
+        API_CERT_KIND,
+        &super::schemas::api_certificate_rotation_request(),
+    )
+    .map(drop)
 }
 
 /// The `APICertificateRotation` object for the serving certificate `leaf`
@@ -200,8 +313,9 @@ pub(super) fn api_cert_object(leaf: &[u8]) -> Value {
     })
 }
 
-/// Why the root refuses to finish while `pending` have not moved over.
-pub(super) fn finish_refused(pending: &[&str]) -> ApiError {
+/// Why the root refuses to finish while `pending` have not moved over to
+/// the new `what` (`relayctl rotate COMMAND`).
+fn finish_refused(what: &str, command: &str, pending: &[&str]) -> ApiError {
     let names: Vec<&str> = pending.iter().take(10).copied().collect();
     let more = pending.len().saturating_sub(names.len());
     let more = if more > 0 {
@@ -210,7 +324,7 @@ pub(super) fn finish_refused(pending: &[&str]) -> ApiError {
         String::new()
     };
     ApiError::Conflict(format!(
-        "{} node(s) have not moved over to the new mesh CA yet ({}{more}): finishing now would cut them off until they join again with new tokens; wait until `relayctl rotate mesh-ca status` shows none pending, or finish with --force",
+        "{} node(s) have not moved over to the new {what} yet ({}{more}): finishing now would cut them off until they join again with new tokens; wait until `relayctl rotate {command} status` shows none pending, or finish with --force",
         pending.len(),
         names.join(", ")
     ))
@@ -247,7 +361,9 @@ mod tests {
         let refused = |spec: &str| request(spec).expect_err("refused").to_string();
         assert!(refused(r#"{"step":"start"}"#).contains("spec.step"));
         assert!(refused(r#"{}"#).contains("spec.step"));
-        assert!(refused(r#"{"step":"Start","forse":true}"#).contains("spec.forse"));
+        assert!(
+            refused(r#"{"step":"Start","forse":true}"#).contains("unknown field \"spec.forse\"")
+        );
         assert!(refused(r#"{"step":"Start","force":"yes"}"#).contains("spec.force"));
     }
 }

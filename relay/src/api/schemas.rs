@@ -259,6 +259,98 @@ pub(super) fn join_token_request() -> Value {
     )
 }
 
+/// The `Revocation` request (`revocations`): a node to revoke.
+pub(super) fn revocation_request() -> Value {
+    object(
+        "Revocation revokes a node: every relay drops its link and refuses its certificates and those its issuer signed (relayctl revoke).",
+        &[(
+            "spec",
+            object(
+                "What to revoke.",
+                &[("node", string("The node to revoke. Required."))],
+            ),
+        )],
+    )
+}
+
+/// The `UserCertificate` request (`usercertificates`): a user's
+/// certificate request, named by `metadata.name`.
+pub(super) fn user_certificate_request() -> Value {
+    object(
+        "UserCertificate asks the root to sign a client certificate for the user metadata.name with the API CA (relayctl user create).",
+        &[(
+            "spec",
+            object(
+                "The user's group and certificate request.",
+                &[
+                    ("group", string("viewers, operators, admins, or a DNS-1123 label a binding names. Required.")),
+                    ("request", string("A PKCS#10 certificate request (PEM) for the user's key, made where the key stays. Required.")),
+                    ("expirationSeconds", integer("How long the certificate lasts, at most 366 days; default 30 days.")),
+                ],
+            ),
+        )],
+    )
+}
+
+/// The `MeshCARotation` request (`meshcarotations`).
+pub(super) fn mesh_ca_rotation_request() -> Value {
+    object(
+        "MeshCARotation starts or finishes a rotation of the mesh CA (relayctl rotate mesh-ca).",
+        &[(
+            "spec",
+            object(
+                "The step.",
+                &[
+                    ("step", string("Start or Finish. Required.")),
+                    (
+                        "force",
+                        boolean("Finish although some nodes have not moved over to the new CA."),
+                    ),
+                ],
+            ),
+        )],
+    )
+}
+
+/// The `TokenKeyRotation` request (`tokenkeyrotations`).
+pub(super) fn token_key_rotation_request() -> Value {
+    object(
+        "TokenKeyRotation starts or finishes a rotation of the key that signs join tokens and the root's decisions (relayctl rotate token-key).",
+        &[(
+            "spec",
+            object(
+                "The step.",
+                &[
+                    ("step", string("Start or Finish. Required.")),
+                    ("force", boolean("Finish although some nodes do not accept the new key yet.")),
+                ],
+            ),
+        )],
+    )
+}
+
+/// The `APICARotation` request (`apicarotations`).
+pub(super) fn api_ca_rotation_request() -> Value {
+    object(
+        "APICARotation starts or finishes a rotation of the API CA (relayctl rotate api-ca).",
+        &[(
+            "spec",
+            object(
+                "The step.",
+                &[("step", string("Start or Finish. Required."))],
+            ),
+        )],
+    )
+}
+
+/// The `APICertificateRotation` request (`apicertificaterotations`).
+pub(super) fn api_certificate_rotation_request() -> Value {
+    object(
+        "APICertificateRotation has the root serve its API with a new key and certificate (relayctl rotate api-cert now).",
+        &[("spec", object("Empty.", &[]))],
+    )
+}
+
 /// Refuses a request of `kind` with a field `schema` does not name, as
 /// kube-apiserver's strict decoding does: these requests are read by
 /// relaymesh's own parsers, which would otherwise ignore a misspelt field.

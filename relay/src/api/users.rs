@@ -42,6 +42,11 @@ pub(super) fn issue(
         ApiError::BadRequest(format!("cannot decode the {KIND} object: {error}"))
     })?;
     check_type_meta(&object, KIND)?;
+    super::schemas::refuse_unknown_fields(
+        KIND,
+        &super::schemas::user_certificate_request(),
+        &object,
+    )?;
     let name = object
         .get("metadata")
         .and_then(|metadata| metadata.get("name"))

@@ -475,17 +475,26 @@ impl Backend for RootBackend {
 
     fn mesh_trust(&self) -> Result<relaymesh_protocol::MeshTrust, ApiError> {
         let identity = self.shared.identity.get();
-        let signing = identity
-            .issuer
-            .as_ref()
-            .map_or(&identity.ca_cert_der, |issuer| &issuer.cert_der);
-        let signer_key = pki::public_key_sha256(signing)
+        let next = self
+            .shared
+            .store
+            .next_token_key()
             .map_err(|error| ApiError::Internal(error.to_string()))?;
-        let anchors = identity.anchors().into_iter().map(<[u8]>::to_vec).collect();
-        Ok(relaymesh_protocol::MeshTrust {
-            anchors,
-            signer_key,
-        })
+        pki::current_trust(
+            &identity,
+            next.as_ref().map(|(_, public)| public.as_slice()),
+        )
+        .map_err(|error| ApiError::Internal(error.to_string()))
+    }
+
+    async fn rotate_token_key(
+        &self,
+        step: pki::RotationStep,
+    ) -> Result<relaymesh_protocol::MeshTrust, ApiError> {
+        let (reply, answer) = oneshot::channel();
+        self.ask(Event::RotateTokenKey { step, reply }, answer)
+            .await?
+            .map_err(ApiError::Conflict)
     }
 
     async fn rotate_mesh_ca(

@@ -1,14 +1,23 @@
-//! Rotations of the mesh CA on the daemon's side (see `pki::rotation`).
+//! Rotations of the mesh CA and of the token-signing key on the daemon's
+//! side (see `pki::rotation`).
 //!
 //! At the root: start or finish one on an admin's order, sign the trust
 //! every node adopts, and tell the root's children to renew. On every
 //! node: adopt the root's trust (anchors on every link from the next
-//! connection on; links already open stay up), have the certificate
-//! signed again where a mesh CA signed it with the old key, and report
-//! which mesh CA key the chain reaches and which ones it trusts (the
-//! labels [`relaymesh_core::CHAIN_CA_LABEL`] and
-//! [`relaymesh_core::TRUSTED_CAS_LABEL`]), so the root can tell when the
-//! rotation can finish.
+//! connection on; links already open stay up; the key that signs tokens),
+//! have the certificate signed again where a mesh CA signed it with the
+//! old key, and report which mesh CA key the chain reaches and which ones
+//! it trusts (the labels [`relaymesh_core::CHAIN_CA_LABEL`] and
+//! [`relaymesh_core::TRUSTED_CAS_LABEL`]; the core reports the keys it
+//! accepts on entries, [`relaymesh_core::TOKEN_KEYS_LABEL`]), so the root
+//! can tell when a rotation can finish.
+//!
+//! The token-signing key rotates in two steps too. Start: the root keeps
+//! signing with the old key and tells every node, in a trust entry the old
+//! key signs, to accept entries the new one signs as well. Finish: the
+//! root signs with the new key alone, signs every entry it holds again
+//! with it (their content unchanged, so no cluster applies anything), and
+//! tells every node to accept the new key alone.
 
 use relaymesh_core::Now;
 use relaymesh_protocol::MeshTrust;
@@ -33,9 +42,97 @@ impl Daemon {
             RotationStep::Start => pki::start_mesh_ca_rotation(&identity, validity),
             RotationStep::Finish => pki::finish_mesh_ca_rotation(&identity, validity),
         };
-        let (identity, trust) = rotated.map_err(|error| error.to_string())?;
-        // Signed before the root uses the new CA: if it cannot be, nothing
-        // changed.
+        let identity = rotated.map_err(|error| error.to_string())?;
+        self.renewal
+            .trust(&self.store, identity.clone())
+            .map_err(|error| error.to_string())?;
+        self.shared.identity.set(identity);
+        let trust = self.publish_trust(now)?;
+        tracing::warn!(?step, "rotated the mesh CA");
+        self.report_mesh_ca(now);
+        // The root's children renew now: through the new CA at the start,
+        // and without the cross-signed one at the finish.
+        self.core.chain_changed();
+        Ok(trust)
+    }
+
+    /// At the root: takes `step` of a rotation of the token-signing key.
+    pub(super) fn rotate_token_key(
+        &mut self,
+        now: Now,
+        step: RotationStep,
+    ) -> Result<MeshTrust, String> {
+        let next = self
+            .store
+            .next_token_key()
+            .map_err(|error| error.to_string())?;
+        match (step, next) {
+            (RotationStep::Start, Some(_)) => {
+                Err("a rotation of the token-signing key is under way; finish it first".into())
+            }
+            (RotationStep::Finish, None) => {
+                Err("no rotation of the token-signing key is under way; start one first".into())
+            }
+            (RotationStep::Start, None) => {
+                let key =
+                    relaymesh_core::seal::generate_key().map_err(|error| error.to_string())?;
+                self.store
+                    .set_next_token_key(Some(&key))
+                    .map_err(|error| error.to_string())?;
+                // Signed with the current key, which every node accepts.
+                let trust = self.publish_trust(now)?;
+                tracing::warn!("started a rotation of the token-signing key: every node accepts entries the new key signs");
+                Ok(trust)
+            }
+            (RotationStep::Finish, Some((signing, public))) => {
+                let identity = crate::identity::Identity {
+                    token_signing_key: Some(signing),
+                    token_key: public,
+                    ..self.renewal.identity().clone()
+                };
+                self.renewal
+                    .trust(&self.store, identity.clone())
+                    .map_err(|error| error.to_string())?;
+                self.shared.identity.set(identity);
+                self.store
+                    .set_next_token_key(None)
+                    .map_err(|error| error.to_string())?;
+                // Every entry signed again with the new key before the
+                // trust drops the old one; their content is the same.
+                let entries: Vec<relaymesh_protocol::SliceEntry> = self
+                    .core
+                    .entries()
+                    .filter(|entry| entry.key != relaymesh_protocol::trust::KEY)
+                    .cloned()
+                    .collect();
+                let count = entries.len();
+                for entry in entries {
+                    let entry = self
+                        .reseal(now, entry)
+                        .ok_or("the root cannot sign with its new key")?;
+                    self.core.upsert_local(now, entry);
+                }
+                let trust = self.publish_trust(now)?;
+                tracing::warn!(entries = count, "finished the rotation of the token-signing key: entries signed again, the new key alone is accepted");
+                Ok(trust)
+            }
+        }
+    }
+
+    /// The trust the root `identity` tells every node, with the next
+    /// token-signing key while one rotates.
+    fn trust_of(&self, identity: &crate::identity::Identity) -> Result<MeshTrust, String> {
+        let next = self
+            .store
+            .next_token_key()
+            .map_err(|error| error.to_string())?;
+        pki::current_trust(identity, next.as_ref().map(|(_, public)| public.as_slice()))
+            .map_err(|error| error.to_string())
+    }
+
+    /// At the root: signs and publishes the trust as it stands.
+    fn publish_trust(&mut self, now: Now) -> Result<MeshTrust, String> {
+        let trust = self.trust_of(self.renewal.identity())?;
         let entry = trust
             .to_entry()
             .map_err(|error| error.to_string())
@@ -43,16 +140,7 @@ impl Daemon {
                 self.seal(now, entry)
                     .ok_or_else(|| "the root cannot sign the mesh trust".to_string())
             })?;
-        self.renewal
-            .trust(&self.store, identity.clone())
-            .map_err(|error| error.to_string())?;
-        self.shared.identity.set(identity);
         self.core.upsert_local(now, entry);
-        tracing::warn!(?step, "rotated the mesh CA");
-        self.report_mesh_ca(now);
-        // The root's children renew now: through the new CA at the start,
-        // and without the cross-signed one at the finish.
-        self.core.chain_changed();
         Ok(trust)
     }
 
@@ -72,10 +160,12 @@ impl Daemon {
                 return Ok(());
             }
         };
-        if adopted.anchors() != self.renewal.identity().anchors() {
+        let current = self.renewal.identity();
+        if adopted.anchors() != current.anchors() || adopted.token_key != current.token_key {
             tracing::info!(
                 anchors = trust.anchors.len(),
-                "trusts the mesh CAs the root named"
+                token_keys = trust.token_keys.len(),
+                "trusts the mesh CAs and the token key the root named"
             );
             self.renewal.trust(&self.store, adopted.clone())?;
             self.shared.identity.set(adopted);

@@ -17,7 +17,6 @@
 //!
 //! Nothing here decides *when*: see the daemon's `rotation`.
 
-use rcgen::PublicKeyData;
 use relaymesh_protocol::MeshTrust;
 
 use super::certs::{ca_params, generate, new_key, signer, MESH_CA_CN_PREFIX};
@@ -72,11 +71,11 @@ fn refused(reason: impl Into<String>) -> PkiError {
 /// Step 1 at the root: a new mesh CA, cross-signed by the current one, is
 /// what the root signs with from now on; both CAs are trusted. Returns the
 /// root's new identity (its own certificate signed again, valid for
-/// `validity`) and the trust every node is told.
+/// `validity`); [`current_trust`] says what every node is told.
 pub fn start_mesh_ca_rotation(
     identity: &Identity,
     validity: std::time::Duration,
-) -> Result<(Identity, MeshTrust), PkiError> {
+) -> Result<Identity, PkiError> {
     let Some(current) = identity.issuer.as_ref().filter(|_| identity.is_root()) else {
         return Err(refused("only the root holds the mesh CA"));
     };
@@ -102,21 +101,15 @@ pub fn start_mesh_ca_rotation(
         extra_anchors_der: vec![new_ca.der().to_vec()],
         ..identity.clone()
     };
-    let rotating = renew_at_root(&rotating, validity)?
-        .ok_or_else(|| refused("only the root holds the mesh CA"))?;
-    let trust = MeshTrust {
-        anchors: vec![identity.ca_cert_der.clone(), new_ca.der().to_vec()],
-        signer_key: super::sha256(&key.subject_public_key_info()),
-    };
-    Ok((rotating, trust))
+    renew_at_root(&rotating, validity)?.ok_or_else(|| refused("only the root holds the mesh CA"))
 }
 
 /// Step 2 at the root: the new mesh CA alone is trusted and signs. Returns
-/// the root's new identity and the trust every node is told.
+/// the root's new identity.
 pub fn finish_mesh_ca_rotation(
     identity: &Identity,
     validity: std::time::Duration,
-) -> Result<(Identity, MeshTrust), PkiError> {
+) -> Result<Identity, PkiError> {
     let Some(current) = identity.issuer.as_ref().filter(|_| identity.is_root()) else {
         return Err(refused("only the root holds the mesh CA"));
     };
@@ -140,13 +133,28 @@ pub fn finish_mesh_ca_rotation(
         }),
         ..identity.clone()
     };
-    let finished = renew_at_root(&finished, validity)?
-        .ok_or_else(|| refused("only the root holds the mesh CA"))?;
-    let trust = MeshTrust {
-        anchors: vec![new_ca.clone()],
-        signer_key: public_key_sha256(new_ca)?,
-    };
-    Ok((finished, trust))
+    renew_at_root(&finished, validity)?.ok_or_else(|| refused("only the root holds the mesh CA"))
+}
+
+/// What the root `identity` tells every node: the mesh CAs it trusts, the
+/// key it signs certificates with, and the keys whose signatures on slice
+/// entries are accepted (its own, then `next_token_key` while the
+/// token-signing key rotates).
+pub fn current_trust(
+    identity: &Identity,
+    next_token_key: Option<&[u8]>,
+) -> Result<MeshTrust, PkiError> {
+    let signing = identity
+        .issuer
+        .as_ref()
+        .map_or(&identity.ca_cert_der, |issuer| &issuer.cert_der);
+    Ok(MeshTrust {
+        anchors: identity.anchors().into_iter().map(<[u8]>::to_vec).collect(),
+        signer_key: public_key_sha256(signing)?,
+        token_keys: std::iter::once(identity.token_key.clone())
+            .chain(next_token_key.map(<[u8]>::to_vec))
+            .collect(),
+    })
 }
 
 /// A node's identity trusting what the root decided: the first anchor is
@@ -169,6 +177,13 @@ pub fn with_mesh_trust(identity: &Identity, trust: &MeshTrust) -> Result<Identit
     Ok(Identity {
         ca_cert_der: first.clone(),
         extra_anchors_der: rest.to_vec(),
+        // Tokens are signed with the first key; the core checks entries
+        // against all of them.
+        token_key: trust
+            .token_keys
+            .first()
+            .cloned()
+            .unwrap_or_else(|| identity.token_key.clone()),
         ..identity.clone()
     })
 }

@@ -555,7 +555,7 @@ fn every_view_fits_its_schema() {
 /// by its path, and accepted as relayctl sends them.
 #[test]
 fn requests_refuse_unknown_fields() {
-    use super::super::{cluster_labels, cordons, moves};
+    use super::super::{cluster_labels, cordons, moves, revocations, rotations};
 
     let body = |kind: &str, spec: Value| {
         serde_json::to_vec(
@@ -606,5 +606,61 @@ fn requests_refuse_unknown_fields() {
     refused(
         cordons::parse_request(&body("Cordon", typo)).map(|_| ()),
         "spec.stat",
+    );
+
+    let revocation = json!({"node": "edge-1"});
+    revocations::parse_request(&body("Revocation", revocation)).expect("a revocation");
+    refused(
+        revocations::parse_request(&body("Revocation", json!({"nodes": "edge-1"}))).map(|_| ()),
+        "spec.nodes",
+    );
+
+    rotations::parse_request(&body("MeshCARotation", json!({"step": "Start"}))).expect("a step");
+    refused(
+        rotations::parse_request(&body(
+            "MeshCARotation",
+            json!({"step": "Finish", "forced": true}),
+        ))
+        .map(|_| ()),
+        "spec.forced",
+    );
+    rotations::parse_api_ca_request(&body("APICARotation", json!({"step": "Finish"})))
+        .expect("a step");
+    refused(
+        rotations::parse_api_ca_request(&body(
+            "APICARotation",
+            json!({"step": "Start", "force": true}),
+        ))
+        .map(|_| ()),
+        "spec.force",
+    );
+    rotations::parse_api_cert_request(&body("APICertificateRotation", json!({})))
+        .expect("a rotation");
+    refused(
+        rotations::parse_api_cert_request(&body("APICertificateRotation", json!({"now": true}))),
+        "spec.now",
+    );
+}
+
+/// A user certificate request with a misspelt field is refused before
+/// anything is signed.
+#[test]
+fn user_certificate_requests_refuse_unknown_fields() {
+    let authority = crate::pki::create_api_authority().expect("a CA");
+    let key = crate::pki::new_user_key("alice").expect("a key");
+    let request = crate::pki::der_to_pem(&key.csr_der, "CERTIFICATE REQUEST");
+    let body = |spec: Value| {
+        serde_json::to_vec(&json!({"apiVersion": "relaymesh.dev/v1alpha1",
+            "kind": "UserCertificate", "metadata": {"name": "alice"}, "spec": spec}))
+        .expect("JSON")
+    };
+    let issue = |spec: Value| super::super::users::issue(&authority, "", &body(spec), |_| None);
+    issue(json!({"group": "viewers", "request": request})).expect("issued");
+    let error = issue(json!({"group": "viewers", "request": request, "expiration": 60}))
+        .expect_err("a misspelt field")
+        .to_string();
+    assert!(
+        error.contains("strict decoding error: unknown field \"spec.expiration\""),
+        "{error}"
     );
 }

@@ -459,24 +459,17 @@ enum TokenCommand {
 #[derive(Debug, Subcommand)]
 enum RotateCommand {
     /// The mesh CA: start, finish, or show a rotation.
-    MeshCa {
-        /// start, finish or status.
-        #[arg(value_enum)]
-        action: rotate::MeshCaAction,
-        /// finish although some nodes have not moved over (they need new
-        /// join tokens afterwards).
-        #[arg(long)]
-        force: bool,
-        /// After start or finish, wait until every node has moved over.
-        #[arg(long)]
-        wait: bool,
-        /// How long --wait waits.
-        #[arg(long, default_value = "10m", value_parser = humantime::parse_duration)]
-        timeout: Duration,
-        /// Output format.
-        #[arg(short, long, value_enum, default_value_t = Format::Text)]
-        output: Format,
-    },
+    MeshCa(TrustArgs),
+    /// The key that signs join tokens and the root's decisions: start,
+    /// finish, or show a rotation.
+    ///
+    /// `start` makes a new key; the root keeps signing with the old one and
+    /// every node accepts both. `status` shows which nodes do not accept
+    /// both yet. `finish` signs with the new key alone and signs every
+    /// decision again (nothing is applied again), and is refused while a
+    /// node is pending unless --force. Tokens made before `finish` are
+    /// refused afterwards: make new ones.
+    TokenKey(TrustArgs),
     /// The API CA, which signs users' certificates and the API's own.
     ///
     /// `start` makes a new API CA: it signs new users (`relayctl user
@@ -506,6 +499,27 @@ enum RotateCommand {
         #[arg(short, long, value_enum, default_value_t = Format::Text)]
         output: Format,
     },
+}
+
+/// What `relayctl rotate mesh-ca|token-key` takes.
+#[derive(Debug, clap::Args)]
+struct TrustArgs {
+    /// start, finish or status.
+    #[arg(value_enum)]
+    action: rotate::TrustAction,
+    /// finish although some nodes have not moved over (they need new
+    /// join tokens afterwards).
+    #[arg(long)]
+    force: bool,
+    /// After start or finish, wait until every node has moved over.
+    #[arg(long)]
+    wait: bool,
+    /// How long --wait waits.
+    #[arg(long, default_value = "10m", value_parser = humantime::parse_duration)]
+    timeout: Duration,
+    /// Output format.
+    #[arg(short, long, value_enum, default_value_t = Format::Text)]
+    output: Format,
 }
 
 #[derive(Debug, Subcommand)]
@@ -685,6 +699,28 @@ fn structured(output: Format, value: &impl serde::Serialize) -> anyhow::Result<O
         Format::Json => Some(format!("{}\n", serde_json::to_string_pretty(value)?)),
         Format::Yaml => Some(serde_yaml::to_string(value)?),
     })
+}
+
+/// `relayctl rotate mesh-ca|token-key ...`.
+async fn rotate_trust(
+    client: &Client,
+    trusted: rotate::Trusted,
+    args: TrustArgs,
+) -> anyhow::Result<()> {
+    let object = rotate::trust(
+        client,
+        trusted,
+        args.action,
+        args.force,
+        args.wait,
+        args.timeout,
+    )
+    .await?;
+    match structured(args.output, &object)? {
+        Some(text) => print!("{text}"),
+        None => print!("{}", rotate::render(&object)),
+    }
+    Ok(())
 }
 
 /// `relayctl rollout ...`.
@@ -1023,21 +1059,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             }
         }
         Command::Rotate {
-            what:
-                RotateCommand::MeshCa {
-                    action,
-                    force,
-                    wait,
-                    timeout,
-                    output,
-                },
-        } => {
-            let object = rotate::mesh_ca(&client, action, force, wait, timeout).await?;
-            match structured(output, &object)? {
-                Some(text) => print!("{text}"),
-                None => print!("{}", rotate::render(&object)),
-            }
-        }
+            what: RotateCommand::MeshCa(args),
+        } => rotate_trust(&client, rotate::Trusted::MeshCa, args).await?,
+        Command::Rotate {
+            what: RotateCommand::TokenKey(args),
+        } => rotate_trust(&client, rotate::Trusted::TokenKey, args).await?,
         Command::Rotate {
             what: RotateCommand::ApiCa { action, output },
         } => {

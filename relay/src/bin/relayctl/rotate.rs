@@ -1,23 +1,11 @@
-//! `relayctl rotate mesh-ca start|finish|status`: rotating the mesh CA on
-//! which every link's trust rests (docs/security.md, "Rotating the mesh
-//! CA").
+//! `relayctl rotate mesh-ca|token-key|api-ca|api-cert`: rotating what the
+//! mesh's and the API's trust rests on (docs/security.md, "Rotation").
 
 use std::time::Duration;
 
 use anyhow::{bail, Context as _};
 use relaymesh_relay::client::Client;
 use serde_json::Value;
-
-/// What `relayctl rotate mesh-ca` does.
-#[derive(Debug, Clone, Copy, clap::ValueEnum)]
-pub(super) enum MeshCaAction {
-    /// Make a new mesh CA, trusted beside the old one, and sign with it.
-    Start,
-    /// Trust and sign with the new mesh CA alone.
-    Finish,
-    /// Show where the mesh CA stands and which nodes have not moved over.
-    Status,
-}
 
 /// What `relayctl rotate api-ca` does.
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -83,34 +71,70 @@ pub(super) fn render_api_cert(object: &Value) -> String {
     )
 }
 
-/// Runs `relayctl rotate mesh-ca ACTION`.
-pub(super) async fn mesh_ca(
+/// What `relayctl rotate mesh-ca|token-key` does.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub(super) enum TrustAction {
+    /// Trust a new one beside the old one (the mesh CA also signs with it).
+    Start,
+    /// Trust and sign with the new one alone.
+    Finish,
+    /// Show where it stands and which nodes have not moved over.
+    Status,
+}
+
+/// What is rotated: the mesh CA or the token-signing key.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Trusted {
+    /// `relayctl rotate mesh-ca`.
+    MeshCa,
+    /// `relayctl rotate token-key`.
+    TokenKey,
+}
+
+impl Trusted {
+    /// The API resource and kind.
+    fn resource(self) -> (&'static str, &'static str) {
+        match self {
+            Self::MeshCa => ("meshcarotations", "MeshCARotation"),
+            Self::TokenKey => ("tokenkeyrotations", "TokenKeyRotation"),
+        }
+    }
+}
+
+/// Runs `relayctl rotate mesh-ca|token-key ACTION`.
+pub(super) async fn trust(
     client: &Client,
-    action: MeshCaAction,
+    trusted: Trusted,
+    action: TrustAction,
     force: bool,
     wait: bool,
     timeout: Duration,
 ) -> anyhow::Result<Value> {
+    let (resource, kind) = trusted.resource();
     let object = match action {
-        MeshCaAction::Status => client.mesh_ca_rotation().await,
-        MeshCaAction::Start => client.rotate_mesh_ca("Start", false).await,
-        MeshCaAction::Finish => client.rotate_mesh_ca("Finish", force).await,
+        TrustAction::Status => client.trust_rotation(resource).await,
+        TrustAction::Start => client.rotate_trust(resource, kind, "Start", false).await,
+        TrustAction::Finish => client.rotate_trust(resource, kind, "Finish", force).await,
     }
     .context("the root refused")?;
-    if !wait || matches!(action, MeshCaAction::Status) {
+    if !wait || matches!(action, TrustAction::Status) {
         return Ok(object);
     }
-    wait_moved_over(client, timeout).await
+    wait_moved_over(client, resource, timeout).await
 }
 
 /// Polls the root until no node is pending.
-async fn wait_moved_over(client: &Client, timeout: Duration) -> anyhow::Result<Value> {
+async fn wait_moved_over(
+    client: &Client,
+    resource: &str,
+    timeout: Duration,
+) -> anyhow::Result<Value> {
     let deadline = tokio::time::Instant::now() + timeout;
     loop {
         let object = client
-            .mesh_ca_rotation()
+            .trust_rotation(resource)
             .await
-            .context("cannot read the mesh CA's rotation")?;
+            .context("cannot read the rotation")?;
         if object["status"]["nodes"]["pending"].as_u64() == Some(0) {
             return Ok(object);
         }
@@ -125,7 +149,8 @@ async fn wait_moved_over(client: &Client, timeout: Duration) -> anyhow::Result<V
     }
 }
 
-/// The text `relayctl rotate mesh-ca` prints of a `MeshCARotation`.
+/// The text `relayctl rotate mesh-ca|token-key` prints of a
+/// `MeshCARotation` or a `TokenKeyRotation`.
 pub(super) fn render(object: &Value) -> String {
     let status = &object["status"];
     let list = |value: &Value| {
@@ -142,11 +167,17 @@ pub(super) fn render(object: &Value) -> String {
     };
     let nodes = &status["nodes"];
     let pending = nodes["pending"].as_u64().unwrap_or(0);
+    // A mesh CA's status says which CAs are trusted, a token key's which
+    // keys are accepted.
+    let (named, names) = match status.get("trusted") {
+        Some(trusted) => ("trusted: ", trusted),
+        None => ("accepted:", &status["accepted"]),
+    };
     let mut text = format!(
-        "phase:    {}\nsigner:   {}\ntrusted:  {}\nnodes:    {} of {} moved over\n",
+        "phase:    {}\nsigner:   {}\n{named} {}\nnodes:    {} of {} moved over\n",
         status["phase"].as_str().unwrap_or("?"),
         status["signer"].as_str().unwrap_or("?"),
-        list(&status["trusted"]),
+        list(names),
         nodes["movedOver"].as_u64().unwrap_or(0),
         nodes["total"].as_u64().unwrap_or(0),
     );

@@ -34,7 +34,9 @@ async fn a_rotation_keeps_every_handshake_and_ends_on_the_new_ca_alone() {
         .expect_err("nothing to finish")
         .to_string()
         .contains("no rotation"));
-    let (rotating, trust) = start_mesh_ca_rotation(&root, DAY).expect("started");
+    let rotating = start_mesh_ca_rotation(&root, DAY).expect("started");
+    let trust = current_trust(&rotating, None).expect("the trust");
+    assert_eq!(trust.token_keys, vec![root.token_key.clone()]);
     assert!(start_mesh_ca_rotation(&rotating, DAY)
         .expect_err("one at a time")
         .to_string()
@@ -82,7 +84,8 @@ async fn a_rotation_keeps_every_handshake_and_ends_on_the_new_ca_alone() {
     shakes_hands(&eu, &edge).await;
 
     // Finish: the new CA alone.
-    let (finished, trust) = finish_mesh_ca_rotation(&rotating, DAY).expect("finished");
+    let finished = finish_mesh_ca_rotation(&rotating, DAY).expect("finished");
+    let trust = current_trust(&finished, None).expect("the trust");
     assert_eq!(trust.anchors.len(), 1);
     assert_eq!(trust.signer_key, signer);
     let old_ca = root.ca_cert_der.clone();
@@ -118,12 +121,14 @@ fn only_mesh_cas_become_anchors() {
     let forged = MeshTrust {
         anchors: vec![root.ca_cert_der.clone(), relay_issuer],
         signer_key: [0; 32],
+        token_keys: Vec::new(),
     };
     let error = with_mesh_trust(&eu, &forged).expect_err("a relay's issuer is no mesh CA");
     assert!(error.to_string().contains("no mesh CA"), "{error}");
     let empty = MeshTrust {
         anchors: Vec::new(),
         signer_key: [0; 32],
+        token_keys: Vec::new(),
     };
     assert!(with_mesh_trust(&eu, &empty).is_err());
 }
