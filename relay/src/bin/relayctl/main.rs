@@ -93,17 +93,11 @@ enum Command {
         #[command(subcommand)]
         command: UserCommand,
     },
-    /// Rotate the mesh CA, on which every link's trust rests, without
-    /// closing a link.
+    /// Rotate what trust rests on, with every link up: the mesh CA, the
+    /// token-signing key, the API CA, the API's serving certificate.
     ///
-    /// `start` makes a new mesh CA, cross-signed by the old one, and signs
-    /// with it from now on; every node trusts both, and every certificate
-    /// is signed again through the new CA as the tree renews (nothing
-    /// reaches any cluster). `status` shows which nodes have not moved over
-    /// yet (their chain does not reach the new CA, or they do not trust
-    /// exactly the CAs the root names). `finish` trusts the new CA alone;
-    /// it is refused while a node is pending (an offline one would need a
-    /// new token), unless --force. Only admins may (verb `rotate`).
+    /// Each is rotated in steps that keep everything working in between
+    /// (docs/security.md, "Rotation"). Only admins may (verb `rotate`).
     Rotate {
         #[command(subcommand)]
         what: RotateCommand,
@@ -458,7 +452,17 @@ enum TokenCommand {
 
 #[derive(Debug, Subcommand)]
 enum RotateCommand {
-    /// The mesh CA: start, finish, or show a rotation.
+    /// The mesh CA, on which every link's trust rests: start, finish, or
+    /// show a rotation.
+    ///
+    /// `start` makes a new mesh CA, cross-signed by the old one, and signs
+    /// with it from now on; every node trusts both, and every certificate
+    /// is signed again through the new CA as the tree renews (nothing
+    /// reaches any cluster). `status` shows which nodes have not moved over
+    /// yet (their chain does not reach the new CA, or they do not trust
+    /// exactly the CAs the root names). `finish` trusts the new CA alone;
+    /// it is refused while a node is pending (an offline one would need a
+    /// new token), unless --force.
     MeshCa(TrustArgs),
     /// The key that signs join tokens and the root's decisions: start,
     /// finish, or show a rotation.
