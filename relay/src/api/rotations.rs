@@ -45,8 +45,14 @@ impl Rotated {
     /// The step a request asks for.
     pub(super) fn parse(self, body: &[u8]) -> Result<RotationRequest, ApiError> {
         match self {
-            Self::MeshCa => parse_request(body),
-            Self::TokenKey => parse_token_key_request(body),
+            Self::MeshCa => {
+                rotation_request(body, KIND, &super::schemas::mesh_ca_rotation_request())
+            }
+            Self::TokenKey => rotation_request(
+                body,
+                TOKEN_KEY_KIND,
+                &super::schemas::token_key_rotation_request(),
+            ),
         }
     }
 
@@ -76,9 +82,10 @@ impl Rotated {
     }
 }
 
-/// The step a `MeshCARotation` request asks for.
-pub(super) fn parse_request(body: &[u8]) -> Result<RotationRequest, ApiError> {
-    let spec = spec_of(body, KIND, &super::schemas::mesh_ca_rotation_request())?;
+/// The step a `MeshCARotation` or `TokenKeyRotation` request (`kind`,
+/// with `schema`) asks for, and whether to force the finish.
+fn rotation_request(body: &[u8], kind: &str, schema: &Value) -> Result<RotationRequest, ApiError> {
+    let spec = spec_of(body, kind, schema)?;
     let step = step_of(&spec)?;
     let force = match spec.get("force") {
         None => false,
@@ -90,22 +97,6 @@ pub(super) fn parse_request(body: &[u8]) -> Result<RotationRequest, ApiError> {
 
 /// The kind that rotates the token-signing key.
 const TOKEN_KEY_KIND: &str = "TokenKeyRotation";
-
-/// The step a `TokenKeyRotation` request asks for.
-fn parse_token_key_request(body: &[u8]) -> Result<RotationRequest, ApiError> {
-    let spec = spec_of(
-        body,
-        TOKEN_KEY_KIND,
-        &super::schemas::token_key_rotation_request(),
-    )?;
-    let step = step_of(&spec)?;
-    let force = match spec.get("force") {
-        None => false,
-        Some(Value::Bool(force)) => *force,
-        Some(_) => return Err(invalid("spec.force", "Invalid value: must be a boolean")),
-    };
-    Ok(RotationRequest { step, force })
-}
 
 /// A token key as the label [`relaymesh_core::TOKEN_KEYS_LABEL`] shows it.
 fn short_token_key(key: &[u8]) -> String {
@@ -337,7 +328,7 @@ mod tests {
     #[test]
     fn requests_name_a_known_step_and_nothing_else() {
         let request = |spec: &str| {
-            parse_request(
+            Rotated::MeshCa.parse(
                 format!(
                     r#"{{"apiVersion":"relaymesh.dev/v1alpha1","kind":"MeshCARotation","spec":{spec}}}"#
                 )

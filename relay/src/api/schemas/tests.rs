@@ -615,13 +615,16 @@ fn requests_refuse_unknown_fields() {
         "spec.nodes",
     );
 
-    rotations::parse_request(&body("MeshCARotation", json!({"step": "Start"}))).expect("a step");
+    rotations::Rotated::MeshCa
+        .parse(&body("MeshCARotation", json!({"step": "Start"})))
+        .expect("a step");
     refused(
-        rotations::parse_request(&body(
-            "MeshCARotation",
-            json!({"step": "Finish", "forced": true}),
-        ))
-        .map(|_| ()),
+        rotations::Rotated::MeshCa
+            .parse(&body(
+                "MeshCARotation",
+                json!({"step": "Finish", "forced": true}),
+            ))
+            .map(|_| ()),
         "spec.forced",
     );
     rotations::parse_api_ca_request(&body("APICARotation", json!({"step": "Finish"})))
