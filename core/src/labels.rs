@@ -90,10 +90,14 @@ impl Core {
         if self.cluster_unreachable {
             labels.insert(UNREACHABLE_LABEL.to_string(), "true".to_string());
         }
-        labels.insert(
-            super::trust::TOKEN_KEYS_LABEL.to_string(),
-            self.token_keys_label(),
-        );
+        // Only once the root's trust exists: before, every node accepts the
+        // one key it joined with.
+        if self.mesh_trust().is_some() {
+            labels.insert(
+                super::trust::TOKEN_KEYS_LABEL.to_string(),
+                self.token_keys_label(),
+            );
+        }
         if let Some((chain_ca, trusted)) = &self.mesh_ca_report {
             labels.insert(super::trust::CHAIN_CA_LABEL.to_string(), chain_ca.clone());
             labels.insert(super::trust::TRUSTED_CAS_LABEL.to_string(), trusted.clone());

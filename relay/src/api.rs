@@ -280,6 +280,13 @@ pub trait Backend: Send + Sync + 'static {
         ))
     }
 
+    /// Whether the root ever published its trust (a rotation of the mesh
+    /// CA or the token key started): until then nodes report nothing of
+    /// it, since each holds the one CA and key it joined with.
+    fn trust_published(&self) -> bool {
+        false
+    }
+
     /// The mesh CAs the root trusts and the key it signs with now.
     fn mesh_trust(&self) -> Result<relaymesh_protocol::MeshTrust, ApiError> {
         Err(ApiError::NotFound("this server has no mesh CA".into()))
@@ -936,7 +943,11 @@ impl<B: Backend> Extension for Relaymesh<B> {
                 } else {
                     let request = rotated.parse(&call.body)?;
                     if request.step == crate::pki::RotationStep::Finish && !request.force {
-                        let pending = rotated.pending(&backend.mesh_trust()?, &nodes);
+                        let pending = rotated.pending(
+                            &backend.mesh_trust()?,
+                            &nodes,
+                            backend.trust_published(),
+                        );
                         if !pending.is_empty() {
                             return Err(rotated.finish_refused(&pending));
                         }
@@ -948,7 +959,7 @@ impl<B: Backend> Extension for Relaymesh<B> {
                         }
                     }
                 };
-                let pending = rotated.pending(&trust, &nodes);
+                let pending = rotated.pending(&trust, &nodes, backend.trust_published());
                 let object = rotated.object(&trust, &pending, below);
                 if read {
                     json_reply(StatusCode::OK, &object)

@@ -268,6 +268,9 @@ pub(crate) struct Shared {
     pub refusal_log: Arc<Mutex<refusal_log::RefusalLog>>,
     /// Bundles being served, shared in memory, and the bound on serves.
     pub serving: Arc<serving::Serving>,
+    /// The root's trust entry exists (the mesh rotated its CA or token
+    /// key at least once): nodes report what they hold of it from then on.
+    pub trust_published: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// How a daemon runs, beyond what its store holds.
@@ -471,6 +474,9 @@ async fn run_store(
             options.limits.max_concurrent_bundle_serves,
             serving::BUNDLE_CACHE_BUDGET,
         ),
+        trust_published: Arc::new(std::sync::atomic::AtomicBool::new(
+            core.mesh_trust().is_some(),
+        )),
     };
     tracing::info!(
         root = config.parent.is_none(),

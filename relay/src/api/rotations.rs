@@ -56,12 +56,31 @@ impl Rotated {
         }
     }
 
-    /// The nodes that have not moved over to `trust` yet.
-    pub(super) fn pending<'a>(self, trust: &MeshTrust, nodes: &'a [NodeRecord]) -> Vec<&'a str> {
-        match self {
-            Self::MeshCa => pending(trust, nodes),
-            Self::TokenKey => token_key_pending(trust, nodes),
-        }
+    /// The nodes that have not moved over to `trust` yet. Before the
+    /// root ever `published` its trust, a node that reports nothing of it
+    /// holds the one CA and key there are.
+    pub(super) fn pending<'a>(
+        self,
+        trust: &MeshTrust,
+        nodes: &'a [NodeRecord],
+        published: bool,
+    ) -> Vec<&'a str> {
+        let label = match self {
+            Self::MeshCa => relaymesh_core::CHAIN_CA_LABEL,
+            Self::TokenKey => relaymesh_core::TOKEN_KEYS_LABEL,
+        };
+        let mut pending: Vec<&str> = nodes
+            .iter()
+            .filter(|node| node.parent.is_some())
+            .filter(|node| published || node.labels.contains_key(label))
+            .filter(|node| match self {
+                Self::MeshCa => !moved_to_ca(trust, node),
+                Self::TokenKey => !moved_to_key(trust, node),
+            })
+            .map(|node| node.name.as_str())
+            .collect();
+        pending.sort_unstable();
+        pending
     }
 
     /// The object that says where it stands.
@@ -103,28 +122,19 @@ fn short_token_key(key: &[u8]) -> String {
     crate::pki::hex(&key[..key.len().min(6)])
 }
 
-/// The nodes that do not accept exactly the token keys `trust` names, by
-/// what they report ([`relaymesh_core::TOKEN_KEYS_LABEL`]), sorted by name.
-fn token_key_pending<'a>(trust: &MeshTrust, nodes: &'a [NodeRecord]) -> Vec<&'a str> {
+/// Whether `node` accepts exactly the token keys `trust` names, by what it
+/// reports ([`relaymesh_core::TOKEN_KEYS_LABEL`]).
+fn moved_to_key(trust: &MeshTrust, node: &NodeRecord) -> bool {
     let wanted: std::collections::BTreeSet<String> = trust
         .token_keys
         .iter()
         .map(|key| short_token_key(key))
         .collect();
-    let mut pending: Vec<&str> = nodes
-        .iter()
-        .filter(|node| node.parent.is_some())
-        .filter(|node| {
-            let accepted: Option<std::collections::BTreeSet<String>> = node
-                .labels
-                .get(relaymesh_core::TOKEN_KEYS_LABEL)
-                .map(|keys| keys.split('.').map(str::to_string).collect());
-            accepted.as_ref() != Some(&wanted)
-        })
-        .map(|node| node.name.as_str())
-        .collect();
-    pending.sort_unstable();
-    pending
+    let accepted: Option<std::collections::BTreeSet<String>> = node
+        .labels
+        .get(relaymesh_core::TOKEN_KEYS_LABEL)
+        .map(|keys| keys.split('.').map(str::to_string).collect());
+    accepted == Some(wanted)
 }
 
 /// The `TokenKeyRotation` object: the keys accepted (the first signs), and
@@ -211,31 +221,18 @@ pub(super) fn api_ca_object(state: &crate::api::ApiCaState) -> Value {
     })
 }
 
-/// The nodes whose certificate chain does not reach the key `trust`
-/// signs with, or that do not trust exactly the CAs it names, by what
-/// they report (labels [`relaymesh_core::CHAIN_CA_LABEL`] and
-/// [`relaymesh_core::TRUSTED_CAS_LABEL`]), sorted by name. The root
-/// (the one node without a parent) is never pending.
-fn pending<'a>(trust: &MeshTrust, nodes: &'a [NodeRecord]) -> Vec<&'a str> {
+/// Whether `node`'s certificate chain reaches the key `trust` signs with
+/// and it trusts exactly the CAs `trust` names, by what it reports (labels
+/// [`relaymesh_core::CHAIN_CA_LABEL`] and
+/// [`relaymesh_core::TRUSTED_CAS_LABEL`]).
+fn moved_to_ca(trust: &MeshTrust, node: &NodeRecord) -> bool {
     let signer = crate::pki::short_key(&trust.signer_key);
-    let wanted = short_keys(trust);
-    let mut pending: Vec<&str> = nodes
-        .iter()
-        .filter(|node| node.parent.is_some())
-        .filter(|node| {
-            let chain = node.labels.get(relaymesh_core::CHAIN_CA_LABEL);
-            let trusted: Option<std::collections::BTreeSet<&str>> = node
-                .labels
-                .get(relaymesh_core::TRUSTED_CAS_LABEL)
-                .map(|trusted| trusted.split('.').collect());
-            let wanted: std::collections::BTreeSet<&str> =
-                wanted.iter().map(String::as_str).collect();
-            chain != Some(&signer) || trusted != Some(wanted)
-        })
-        .map(|node| node.name.as_str())
-        .collect();
-    pending.sort_unstable();
-    pending
+    let wanted: std::collections::BTreeSet<String> = short_keys(trust).into_iter().collect();
+    let trusted: Option<std::collections::BTreeSet<String>> = node
+        .labels
+        .get(relaymesh_core::TRUSTED_CAS_LABEL)
+        .map(|trusted| trusted.split('.').map(str::to_string).collect());
+    node.labels.get(relaymesh_core::CHAIN_CA_LABEL) == Some(&signer) && trusted == Some(wanted)
 }
 
 /// The object that says where the mesh CA stands: `trust` is the root's,

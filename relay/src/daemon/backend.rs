@@ -473,6 +473,12 @@ impl Backend for RootBackend {
         .map_err(ApiError::Conflict)
     }
 
+    fn trust_published(&self) -> bool {
+        self.shared
+            .trust_published
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     fn mesh_trust(&self) -> Result<relaymesh_protocol::MeshTrust, ApiError> {
         let identity = self.shared.identity.get();
         let next = self

@@ -141,6 +141,9 @@ impl Daemon {
                     .ok_or_else(|| "the root cannot sign the mesh trust".to_string())
             })?;
         self.core.upsert_local(now, entry);
+        self.shared
+            .trust_published
+            .store(true, std::sync::atomic::Ordering::Relaxed);
         Ok(trust)
     }
 
@@ -178,8 +181,13 @@ impl Daemon {
     }
 
     /// Reports which mesh CA key this node's chain reaches and which it
-    /// trusts (after a start, a renewal, an adopted trust).
+    /// trusts (after a start, a renewal, an adopted trust), once the root's
+    /// trust exists: before, every node holds the one CA it joined with,
+    /// and a million labels saying so would only cost memory at the root.
     pub(super) fn report_mesh_ca(&mut self, now: Now) {
+        if self.core.mesh_trust().is_none() {
+            return;
+        }
         let identity = self.renewal.identity();
         let chain_ca = match pki::chain_ca_key(identity) {
             Ok(key) => pki::short_key(&key),
