@@ -7,18 +7,20 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::{Duration, UNIX_EPOCH};
+use std::time::Duration;
 
 use anyhow::{bail, Context as _};
 use clap::{Parser, Subcommand, ValueEnum};
-use relaymesh_protocol::Role;
 use relaymesh_relay::client::{
     cluster, manifests, resources, settle, status, tree, Client, ClientError,
 };
-use relaymesh_relay::{kubeconfig, pki};
+use relaymesh_relay::kubeconfig;
 use tracing_subscriber::EnvFilter;
 
+mod rollout;
 mod rotate;
+mod tokens;
+mod users;
 mod waits;
 
 const LONG_ABOUT: &str = "\
@@ -86,12 +88,12 @@ enum Command {
     /// Join tokens, with which new relays and agents join the tree.
     Token {
         #[command(subcommand)]
-        command: TokenCommand,
+        command: tokens::TokenCommand,
     },
     /// Users of the API: client certificates for viewers, operators and admins.
     User {
         #[command(subcommand)]
-        command: UserCommand,
+        command: users::UserCommand,
     },
     /// Rotate what trust rests on, with every link up: the mesh CA, the
     /// token-signing key, the API CA, the API's serving certificate.
@@ -100,7 +102,7 @@ enum Command {
     /// (docs/security.md, "Rotation"). Only admins may (verb `rotate`).
     Rotate {
         #[command(subcommand)]
-        what: RotateCommand,
+        what: rotate::RotateCommand,
     },
     /// Revoke a node: every relay drops its link and refuses its certificates.
     ///
@@ -212,7 +214,7 @@ enum Command {
     /// Placement's status.rollout for kubectl users too.
     Rollout {
         #[command(subcommand)]
-        command: RolloutCommand,
+        command: rollout::RolloutCommand,
     },
     /// Print the tree of relays and agents with the health of each link.
     Tree {
@@ -371,202 +373,6 @@ enum Command {
 }
 
 #[derive(Debug, Subcommand)]
-enum RolloutCommand {
-    /// Where the rollout stands: phase and why, revisions, clusters by how
-    /// they do with the newest (-o json: the Placement's status.rollout).
-    Status(RolloutArgs),
-    /// Start no new wave (sets spec.rollout.paused); clusters keep what they run.
-    Pause(RolloutArgs),
-    /// Let waves start again (clears spec.rollout.paused).
-    Resume(RolloutArgs),
-    /// Send the revision rolling out to every selected cluster now.
-    Promote(RolloutArgs),
-    /// Send every cluster back to the previous revision; the revision stays
-    /// aborted until a newer one is applied.
-    Abort(RolloutArgs),
-    /// The last revisions rolled out, newest first, with how each ended.
-    History(RolloutArgs),
-}
-
-#[derive(Debug, clap::Args)]
-struct RolloutArgs {
-    /// The placement.
-    placement: String,
-    /// The placement's namespace.
-    #[arg(short, long, default_value = "default")]
-    namespace: String,
-    /// Output format.
-    #[arg(short, long, value_enum, default_value_t = Format::Text)]
-    output: Format,
-    /// With pause: wait until no new wave starts. With resume and promote:
-    /// until every selected cluster runs the revision, ready (the Ready
-    /// condition, for that revision). With abort: until every cluster runs
-    /// the previous revision again, ready. Exit non-zero after --timeout,
-    /// or at once if every cluster runs the revision and some failed.
-    #[arg(long)]
-    wait: bool,
-    /// How long --wait waits.
-    #[arg(long, default_value = "10m", value_parser = humantime::parse_duration)]
-    timeout: Duration,
-}
-
-#[derive(Debug, Subcommand)]
-enum TokenCommand {
-    /// Issue a single-use join token; prints only the token on stdout.
-    Create {
-        /// What the joining node will be.
-        #[arg(long, value_enum)]
-        role: JoinRole,
-        /// The joining node's name (a DNS label, unique in the mesh).
-        #[arg(long)]
-        name: String,
-        /// The relay the node must join under. Repeat it to give the node
-        /// candidate parents (at most 8, relays below the root): it measures
-        /// them all and joins the nearest that admits it, and re-parents to
-        /// the next nearest when its parent is silent for longer than its
-        /// grace period (`edge-agent run --parent-grace`, `relay run
-        /// --parent-grace`; a relay takes its subtree along).
-        #[arg(long, value_name = "RELAY")]
-        parent: Vec<String>,
-        /// How long the token stays valid (at most 24h).
-        #[arg(long, default_value = "1h", value_parser = humantime::parse_duration)]
-        ttl: Duration,
-    },
-    /// List the join tokens the root issued (never their text): id, node, parent, expiry, state.
-    ///
-    /// STATE is Valid, Used, Expired or Revoked: Used when the node of the
-    /// token's name, role and parent reports it joined with this very token
-    /// (USED BY names it). IN TREE says whether a node of the token's name
-    /// and role is in the tree under the token's parent.
-    List {
-        /// Output format.
-        #[arg(short, long, value_enum, default_value_t = Format::Text)]
-        output: Format,
-    },
-    /// Revoke a join token by its id (from `token list`): no relay admits anyone with it.
-    Revoke {
-        /// The token's id: 32 hex digits.
-        id: String,
-    },
-}
-
-#[derive(Debug, Subcommand)]
-enum RotateCommand {
-    /// The mesh CA, on which every link's trust rests: start, finish, or
-    /// show a rotation.
-    ///
-    /// `start` makes a new mesh CA, cross-signed by the old one, and signs
-    /// with it from now on; every node trusts both, and every certificate
-    /// is signed again through the new CA as the tree renews (nothing
-    /// reaches any cluster). `status` shows which nodes have not moved over
-    /// yet (their chain does not reach the new CA, or they do not trust
-    /// exactly the CAs the root names). `finish` trusts the new CA alone;
-    /// it is refused while a node is pending (an offline one would need a
-    /// new token), unless --force.
-    MeshCa(TrustArgs),
-    /// The key that signs join tokens and the root's decisions: start,
-    /// finish, or show a rotation.
-    ///
-    /// `start` makes a new key; the root keeps signing with the old one and
-    /// every node accepts both. `status` shows which nodes do not accept
-    /// both yet. `finish` signs with the new key alone and signs every
-    /// decision again (nothing is applied again), and is refused while a
-    /// node is pending unless --force. Tokens made before `finish` are
-    /// refused afterwards: make new ones.
-    TokenKey(TrustArgs),
-    /// The API CA, which signs users' certificates and the API's own.
-    ///
-    /// `start` makes a new API CA: it signs new users (`relayctl user
-    /// create` writes kubeconfigs that trust both CAs), clients of both
-    /// are accepted, and the API keeps serving the old CA's certificate, so
-    /// every kubeconfig keeps working. Give everyone a new kubeconfig, then
-    /// `finish`: the API serves a certificate of the new CA and accepts its
-    /// clients only; kubeconfigs made before `start` stop working.
-    ApiCa {
-        /// start, finish or status.
-        #[arg(value_enum)]
-        action: rotate::ApiCaAction,
-        /// Output format.
-        #[arg(short, long, value_enum, default_value_t = Format::Text)]
-        output: Format,
-    },
-    /// The API's serving certificate: replace it now, or show it.
-    ///
-    /// The root also replaces it on its own when two thirds of its year
-    /// have passed. The API CA signs it, so kubeconfigs keep working;
-    /// connections already open keep the old one.
-    ApiCert {
-        /// now (a new key and certificate for the same hosts) or status.
-        #[arg(value_enum)]
-        action: rotate::ApiCertAction,
-        /// Output format.
-        #[arg(short, long, value_enum, default_value_t = Format::Text)]
-        output: Format,
-    },
-}
-
-/// What `relayctl rotate mesh-ca|token-key` takes.
-#[derive(Debug, clap::Args)]
-struct TrustArgs {
-    /// start, finish or status.
-    #[arg(value_enum)]
-    action: rotate::TrustAction,
-    /// finish although some nodes have not moved over (they need new
-    /// join tokens afterwards).
-    #[arg(long)]
-    force: bool,
-    /// After start or finish, wait until every node has moved over.
-    #[arg(long)]
-    wait: bool,
-    /// How long --wait waits.
-    #[arg(long, default_value = "10m", value_parser = humantime::parse_duration)]
-    timeout: Duration,
-    /// Output format.
-    #[arg(short, long, value_enum, default_value_t = Format::Text)]
-    output: Format,
-}
-
-#[derive(Debug, Subcommand)]
-enum UserCommand {
-    /// Write a kubeconfig for a new user with a client certificate from the API CA.
-    ///
-    /// The key is made here and never sent; the root signs a certificate
-    /// naming the user (CN) and group (O). viewers may get, list and watch;
-    /// operators may also create, change and delete workloads and placements;
-    /// admins may also issue join tokens and user certificates. Only admins
-    /// may create users.
-    Create {
-        /// The user's name (a DNS label), as audit log lines show it.
-        name: String,
-        /// The user's group: viewers, operators or admins (the default
-        /// ClusterRoleBindings), or any other DNS-1123 label that a
-        /// RoleBinding or ClusterRoleBinding names (docs/security.md).
-        #[arg(long)]
-        group: String,
-        /// Where to write the kubeconfig (mode 0600); - for standard output.
-        #[arg(short, long, value_name = "FILE|-")]
-        output: String,
-        /// How long the certificate stays valid (at most 366d).
-        #[arg(long, default_value = "30d", value_parser = humantime::parse_duration)]
-        valid_for: Duration,
-    },
-    /// List the users the root issued certificates to or revoked, with
-    /// their groups and state (Valid, Expired, Revoked).
-    List {
-        /// Output format.
-        #[arg(short, long, value_enum, default_value_t = Format::Text)]
-        output: Format,
-    },
-    /// Revoke a user: the root's API refuses every certificate naming it
-    /// from now on (401), also after a restart, and never issues the name
-    /// again. Only admins may; an admin cannot revoke itself.
-    Revoke {
-        /// The user's name.
-        name: String,
-    },
-}
-
-#[derive(Debug, Subcommand)]
 enum BundleCommand {
     /// Store FILE at the root as bundle NAME and send it to every node.
     Push {
@@ -576,12 +382,6 @@ enum BundleCommand {
         #[arg(long)]
         name: String,
     },
-}
-
-#[derive(Debug, Clone, Copy, ValueEnum)]
-enum JoinRole {
-    Relay,
-    Agent,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -705,89 +505,6 @@ fn structured(output: Format, value: &impl serde::Serialize) -> anyhow::Result<O
     })
 }
 
-/// `relayctl rotate mesh-ca|token-key ...`.
-async fn rotate_trust(
-    client: &Client,
-    trusted: rotate::Trusted,
-    args: TrustArgs,
-) -> anyhow::Result<()> {
-    let object = rotate::trust(
-        client,
-        trusted,
-        args.action,
-        args.force,
-        args.wait,
-        args.timeout,
-    )
-    .await?;
-    match structured(args.output, &object)? {
-        Some(text) => print!("{text}"),
-        None => print!("{}", rotate::render(&object)),
-    }
-    Ok(())
-}
-
-/// `relayctl rollout ...`.
-async fn rollout(client: &Client, command: RolloutCommand) -> anyhow::Result<()> {
-    use relaymesh_relay::client::rollout::{render_history, render_status};
-    let (args, verb) = match command {
-        RolloutCommand::Status(args) => (args, "status"),
-        RolloutCommand::History(args) => (args, "history"),
-        RolloutCommand::Pause(args) => (args, "pause"),
-        RolloutCommand::Resume(args) => (args, "resume"),
-        RolloutCommand::Promote(args) => (args, "promote"),
-        RolloutCommand::Abort(args) => (args, "abort"),
-    };
-    let (namespace, name) = (args.namespace.as_str(), args.placement.as_str());
-    let steered = match verb {
-        "pause" | "resume" => Some(client.pause_rollout(namespace, name, verb == "pause").await),
-        "promote" | "abort" => Some(client.steer_rollout(namespace, name, verb == "abort").await),
-        _ => None,
-    };
-    if let Some(result) = steered {
-        let steered =
-            result.with_context(|| format!("cannot {verb} the rollout of {namespace}/{name}"))?;
-        if args.wait {
-            let rollout = &steered["status"]["rollout"];
-            let revision = match verb {
-                "abort" => &rollout["previousRevision"],
-                _ => &rollout["revision"],
-            };
-            let revision = revision.as_str().unwrap_or_default().to_string();
-            waits::wait_rollout(client, namespace, name, verb, &revision, args.timeout).await?;
-        }
-        match args.output {
-            Format::Text => println!("placement/{name}: rollout {verb} requested"),
-            _ => {
-                let placement = client.placements(Some(namespace), Some(name)).await?;
-                let rollout = &placement[0]["status"]["rollout"];
-                print!("{}", structured(args.output, rollout)?.unwrap_or_default());
-            }
-        }
-        return Ok(());
-    }
-    let placement = client
-        .placements(Some(namespace), Some(name))
-        .await
-        .with_context(|| format!("cannot read placement {namespace}/{name}"))?
-        .pop()
-        .unwrap_or_default();
-    let rollout = &placement["status"]["rollout"];
-    if rollout.is_null() {
-        bail!("placement {namespace}/{name} has no rollout status: its spec.rollout.strategy is All or absent, or the root has not built it yet");
-    }
-    match (args.output, verb) {
-        (Format::Text, "history") => print!("{}", render_history(&placement)),
-        (Format::Text, _) => print!("{}", render_status(&placement)),
-        (output, "history") => print!(
-            "{}",
-            structured(output, &rollout["history"])?.unwrap_or_default()
-        ),
-        (output, _) => print!("{}", structured(output, rollout)?.unwrap_or_default()),
-    }
-    Ok(())
-}
-
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_tracing(cli.verbose);
@@ -810,54 +527,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         .context("cannot load the kubeconfig")?;
     let client = Client::new(&credentials).context("cannot use the kubeconfig's credentials")?;
     match cli.command {
-        Command::Token {
-            command:
-                TokenCommand::Create {
-                    role,
-                    name,
-                    parent,
-                    ttl,
-                },
-        } => {
-            let role = match role {
-                JoinRole::Relay => Role::Relay,
-                JoinRole::Agent => Role::Agent,
-            };
-            let issued = client
-                .create_token(&name, role, &parent, ttl)
-                .await
-                .context("cannot create the join token")?;
-            println!("{}", issued.token);
-            let expires = UNIX_EPOCH + Duration::from_secs(issued.expires_unix);
-            eprintln!(
-                "token for {role} {name:?} expires at {}",
-                humantime::format_rfc3339_seconds(expires)
-            );
-        }
-        Command::Token {
-            command: TokenCommand::List { output },
-        } => {
-            let tokens = client.tokens().await.context("cannot list join tokens")?;
-            match output {
-                Format::Json | Format::Yaml => {
-                    print!("{}", structured(output, &tokens)?.unwrap_or_default())
-                }
-                Format::Text => print!("{}", token_table(&tokens)),
-            }
-        }
-        Command::Token {
-            command: TokenCommand::Revoke { id },
-        } => {
-            let token = client
-                .revoke_token(&id)
-                .await
-                .with_context(|| format!("cannot revoke join token {id}"))?;
-            println!(
-                "join token {id} for {} {:?} revoked",
-                token["spec"]["role"].as_str().unwrap_or("node"),
-                token["spec"]["name"].as_str().unwrap_or_default()
-            );
-        }
+        Command::Token { command } => tokens::run(&client, command).await?,
         Command::Revoke {
             list: true, output, ..
         } => {
@@ -964,7 +634,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 ),
             }
         }
-        Command::Rollout { command } => rollout(&client, command).await?,
+        Command::Rollout { command } => rollout::run(&client, command).await?,
         Command::Cordon { cluster } => {
             client
                 .cordon(&cluster, "Cordoned")
@@ -1019,82 +689,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Revoke { node: None, .. } => {
             anyhow::bail!("name the node to revoke, or pass --list")
         }
-        Command::User {
-            command:
-                UserCommand::Create {
-                    name,
-                    group,
-                    output,
-                    valid_for,
-                },
-        } => {
-            relaymesh_relay::api::check_group(&group).map_err(anyhow::Error::msg)?;
-            let group = group.as_str();
-            let key = pki::new_user_key(&name).context("cannot make the user's key")?;
-            let csr_pem = pki::der_to_pem(&key.csr_der, "CERTIFICATE REQUEST");
-            let (cert_pem, ca_pem) = client
-                .create_user_certificate(&name, group, &csr_pem, valid_for)
-                .await
-                .with_context(|| format!("cannot create user {name:?}"))?;
-            let text = kubeconfig::admin_kubeconfig(
-                &format!("relaymesh-{name}"),
-                &credentials.server,
-                &ca_pem,
-                &cert_pem,
-                &pki::der_to_pem(&key.key_der, "PRIVATE KEY"),
-            );
-            if output == "-" {
-                print!("{text}");
-            } else {
-                kubeconfig::write_private(std::path::Path::new(&output), &text)
-                    .with_context(|| format!("cannot write {output}"))?;
-                eprintln!("kubeconfig for {name} ({group}) written to {output}");
-            }
-        }
-        Command::User {
-            command: UserCommand::List { output },
-        } => {
-            let users = client.users().await.context("cannot list users")?;
-            match output {
-                Format::Json | Format::Yaml => {
-                    print!("{}", structured(output, &users)?.unwrap_or_default())
-                }
-                Format::Text => print!("{}", user_table(&users)),
-            }
-        }
-        Command::Rotate {
-            what: RotateCommand::MeshCa(args),
-        } => rotate_trust(&client, rotate::Trusted::MeshCa, args).await?,
-        Command::Rotate {
-            what: RotateCommand::TokenKey(args),
-        } => rotate_trust(&client, rotate::Trusted::TokenKey, args).await?,
-        Command::Rotate {
-            what: RotateCommand::ApiCa { action, output },
-        } => {
-            let object = rotate::api_ca(&client, action).await?;
-            match structured(output, &object)? {
-                Some(text) => print!("{text}"),
-                None => print!("{}", rotate::render_api_ca(&object)),
-            }
-        }
-        Command::Rotate {
-            what: RotateCommand::ApiCert { action, output },
-        } => {
-            let object = rotate::api_cert(&client, action).await?;
-            match structured(output, &object)? {
-                Some(text) => print!("{text}"),
-                None => print!("{}", rotate::render_api_cert(&object)),
-            }
-        }
-        Command::User {
-            command: UserCommand::Revoke { name },
-        } => {
-            client
-                .revoke_user(&name)
-                .await
-                .with_context(|| format!("cannot revoke user {name:?}"))?;
-            println!("user {name} revoked: the API refuses its certificates");
-        }
+        Command::User { command } => users::run(&client, &credentials, command).await?,
+        Command::Rotate { what } => rotate::run(&client, what).await?,
         Command::Tree {
             placement,
             namespace,
@@ -1355,65 +951,6 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         }
     }
     Ok(())
-}
-
-/// `relayctl token list` as a table.
-fn token_table(tokens: &[serde_json::Value]) -> String {
-    let rows = tokens.iter().map(|token| {
-        let field = |path: &[&str]| {
-            path.iter()
-                .fold(token, |value, key| &value[*key])
-                .as_str()
-                .unwrap_or("-")
-                .to_string()
-        };
-        let in_tree = if token["status"]["nodeInTree"] == true {
-            "yes"
-        } else {
-            "no"
-        };
-        vec![
-            field(&["metadata", "name"]),
-            field(&["spec", "name"]),
-            field(&["spec", "role"]),
-            field(&["spec", "parent"]),
-            field(&["status", "expirationTimestamp"]),
-            field(&["status", "state"]),
-            field(&["status", "usedBy"]),
-            in_tree.to_string(),
-        ]
-    });
-    columns(
-        &[
-            "ID", "NAME", "ROLE", "PARENT", "EXPIRES", "STATE", "USED BY", "IN TREE",
-        ],
-        rows,
-    )
-}
-
-/// `relayctl user list` as a table.
-fn user_table(users: &[serde_json::Value]) -> String {
-    let rows = users.iter().map(|user| {
-        let text = |value: &serde_json::Value| value.as_str().unwrap_or("-").to_string();
-        let groups: Vec<&str> = user["spec"]["groups"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(serde_json::Value::as_str)
-            .collect();
-        vec![
-            text(&user["metadata"]["name"]),
-            if groups.is_empty() {
-                "-".to_string()
-            } else {
-                groups.join(",")
-            },
-            text(&user["status"]["state"]),
-            text(&user["status"]["expirationTimestamp"]),
-            text(&user["status"]["revokedAt"]),
-        ]
-    });
-    columns(&["NAME", "GROUPS", "STATE", "EXPIRES", "REVOKED"], rows)
 }
 
 /// `relayctl revoke --list` as a table.

@@ -4,8 +4,128 @@
 use std::time::Duration;
 
 use anyhow::{bail, Context as _};
+use clap::Subcommand;
 use relaymesh_relay::client::Client;
 use serde_json::Value;
+
+use super::{structured, Format};
+
+#[derive(Debug, Subcommand)]
+pub(super) enum RotateCommand {
+    /// The mesh CA, on which every link's trust rests: start, finish, or
+    /// show a rotation.
+    ///
+    /// `start` makes a new mesh CA, cross-signed by the old one, and signs
+    /// with it from now on; every node trusts both, and every certificate
+    /// is signed again through the new CA as the tree renews (nothing
+    /// reaches any cluster). `status` shows which nodes have not moved over
+    /// yet (their chain does not reach the new CA, or they do not trust
+    /// exactly the CAs the root names). `finish` trusts the new CA alone;
+    /// it is refused while a node is pending (an offline one would need a
+    /// new token), unless --force.
+    MeshCa(TrustArgs),
+    /// The key that signs join tokens and the root's decisions: start,
+    /// finish, or show a rotation.
+    ///
+    /// `start` makes a new key; the root keeps signing with the old one and
+    /// every node accepts both. `status` shows which nodes do not accept
+    /// both yet. `finish` signs with the new key alone and signs every
+    /// decision again (nothing is applied again), and is refused while a
+    /// node is pending unless --force. Tokens made before `finish` are
+    /// refused afterwards: make new ones.
+    TokenKey(TrustArgs),
+    /// The API CA, which signs users' certificates and the API's own.
+    ///
+    /// `start` makes a new API CA: it signs new users (`relayctl user
+    /// create` writes kubeconfigs that trust both CAs), clients of both
+    /// are accepted, and the API keeps serving the old CA's certificate, so
+    /// every kubeconfig keeps working. Give everyone a new kubeconfig, then
+    /// `finish`: the API serves a certificate of the new CA and accepts its
+    /// clients only; kubeconfigs made before `start` stop working.
+    ApiCa {
+        /// start, finish or status.
+        #[arg(value_enum)]
+        action: ApiCaAction,
+        /// Output format.
+        #[arg(short, long, value_enum, default_value_t = Format::Text)]
+        output: Format,
+    },
+    /// The API's serving certificate: replace it now, or show it.
+    ///
+    /// The root also replaces it on its own when two thirds of its year
+    /// have passed. The API CA signs it, so kubeconfigs keep working;
+    /// connections already open keep the old one.
+    ApiCert {
+        /// now (a new key and certificate for the same hosts) or status.
+        #[arg(value_enum)]
+        action: ApiCertAction,
+        /// Output format.
+        #[arg(short, long, value_enum, default_value_t = Format::Text)]
+        output: Format,
+    },
+}
+
+/// What `relayctl rotate mesh-ca|token-key` takes.
+#[derive(Debug, clap::Args)]
+pub(super) struct TrustArgs {
+    /// start, finish or status.
+    #[arg(value_enum)]
+    action: TrustAction,
+    /// finish although some nodes have not moved over (they need new
+    /// join tokens afterwards).
+    #[arg(long)]
+    force: bool,
+    /// After start or finish, wait until every node has moved over.
+    #[arg(long)]
+    wait: bool,
+    /// How long --wait waits.
+    #[arg(long, default_value = "10m", value_parser = humantime::parse_duration)]
+    timeout: Duration,
+    /// Output format.
+    #[arg(short, long, value_enum, default_value_t = Format::Text)]
+    output: Format,
+}
+
+/// Runs `relayctl rotate WHAT`.
+pub(super) async fn run(client: &Client, what: RotateCommand) -> anyhow::Result<()> {
+    match what {
+        RotateCommand::MeshCa(args) => trust_command(client, Trusted::MeshCa, args).await?,
+        RotateCommand::TokenKey(args) => trust_command(client, Trusted::TokenKey, args).await?,
+        RotateCommand::ApiCa { action, output } => {
+            let object = api_ca(client, action).await?;
+            match structured(output, &object)? {
+                Some(text) => print!("{text}"),
+                None => print!("{}", render_api_ca(&object)),
+            }
+        }
+        RotateCommand::ApiCert { action, output } => {
+            let object = api_cert(client, action).await?;
+            match structured(output, &object)? {
+                Some(text) => print!("{text}"),
+                None => print!("{}", render_api_cert(&object)),
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `relayctl rotate mesh-ca|token-key ...`.
+async fn trust_command(client: &Client, trusted: Trusted, args: TrustArgs) -> anyhow::Result<()> {
+    let object = trust(
+        client,
+        trusted,
+        args.action,
+        args.force,
+        args.wait,
+        args.timeout,
+    )
+    .await?;
+    match structured(args.output, &object)? {
+        Some(text) => print!("{text}"),
+        None => print!("{}", render(&object)),
+    }
+    Ok(())
+}
 
 /// What `relayctl rotate api-ca` does.
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
