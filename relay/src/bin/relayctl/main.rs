@@ -600,11 +600,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             ..
         } => {
             let deadline = tokio::time::Instant::now() + timeout;
-            let before = if wait {
-                Some(waits::heard_now(&client).await?)
-            } else {
-                None
-            };
+            let before = waits::heard_if(&client, wait).await?;
             let moved = client
                 .move_node(&node, &to, ttl)
                 .await
@@ -655,11 +651,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             timeout,
         } => {
             let deadline = tokio::time::Instant::now() + timeout;
-            let before = if wait {
-                Some(waits::heard_now(&client).await?)
-            } else {
-                None
-            };
+            let before = waits::heard_if(&client, wait).await?;
             client
                 .cordon(&cluster, "Draining")
                 .await
@@ -703,12 +695,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 bail!("the root listed no relay without a parent");
             };
             if let Some(placement) = &placement {
-                let object = client
-                    .placements(Some(&namespace), Some(placement))
-                    .await
-                    .with_context(|| format!("cannot read placement {namespace}/{placement}"))?
-                    .pop()
-                    .unwrap_or_default();
+                let object = waits::placement(&client, &namespace, placement).await?;
                 let mut answers = BTreeMap::new();
                 for relay in tree::relays(&root) {
                     match client.subtree(&relay, &namespace, placement).await {

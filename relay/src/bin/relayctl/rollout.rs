@@ -88,12 +88,7 @@ pub(super) async fn run(client: &Client, command: RolloutCommand) -> anyhow::Res
         }
         return Ok(());
     }
-    let placement = client
-        .placements(Some(namespace), Some(name))
-        .await
-        .with_context(|| format!("cannot read placement {namespace}/{name}"))?
-        .pop()
-        .unwrap_or_default();
+    let placement = waits::placement(client, namespace, name).await?;
     let rollout = &placement["status"]["rollout"];
     if rollout.is_null() {
         bail!("placement {namespace}/{name} has no rollout status: its spec.rollout.strategy is All or absent, or the root has not built it yet");

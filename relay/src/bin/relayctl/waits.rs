@@ -61,6 +61,28 @@ pub(super) async fn wait_settled(
 
 /// How many clusters every placement's status hears from now
 /// ([`relaymesh_relay::client::settle`]).
+/// Placement `namespace/name` as the root serves it now (`Null` if gone).
+pub(super) async fn placement(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+) -> anyhow::Result<serde_json::Value> {
+    Ok(client
+        .placements(Some(namespace), Some(name))
+        .await
+        .with_context(|| format!("cannot read placement {namespace}/{name}"))?
+        .pop()
+        .unwrap_or_default())
+}
+
+/// [`heard_now`] if the command will `wait`, before it acts.
+pub(super) async fn heard_if(client: &Client, wait: bool) -> anyhow::Result<Option<settle::Heard>> {
+    Ok(match wait {
+        true => Some(heard_now(client).await?),
+        false => None,
+    })
+}
+
 pub(super) async fn heard_now(client: &Client) -> anyhow::Result<settle::Heard> {
     let placements = client
         .placements(None, None)
@@ -126,11 +148,7 @@ pub(super) async fn watch(
     let mut group_lines: BTreeMap<String, String> = BTreeMap::new();
     let mut last = String::new();
     loop {
-        let mut found = client
-            .placements(Some(namespace), Some(placement))
-            .await
-            .with_context(|| format!("cannot read placement {namespace}/{placement}"))?;
-        let object = found.pop().unwrap_or_default();
+        let object = self::placement(client, namespace, placement).await?;
         if let Some(label) = by {
             let named = relaymesh_relay::placement::status::group_labels(&object["spec"]);
             if !named.iter().any(|named| named == label) {
@@ -215,12 +233,7 @@ pub(super) async fn wait_rollout(
 ) -> anyhow::Result<()> {
     let deadline = tokio::time::Instant::now() + timeout;
     loop {
-        let placement = client
-            .placements(Some(namespace), Some(name))
-            .await
-            .with_context(|| format!("cannot read placement {namespace}/{name}"))?
-            .pop()
-            .unwrap_or_default();
+        let placement = placement(client, namespace, name).await?;
         let summary = status::summary(&placement);
         if rollout_done(&summary, verb, revision) {
             return Ok(());
