@@ -49,6 +49,23 @@ pub(crate) struct Cuts {
     pub holds: Holds,
     /// The children each placement's last cut kept at what they had.
     kept: BTreeMap<String, BTreeSet<String>>,
+    /// The draining children each placement's last cut kept: their copies
+    /// stay until the drain is done, their statuses are no longer the
+    /// placement's.
+    drained: BTreeMap<String, BTreeSet<String>>,
+}
+
+impl Cuts {
+    /// Whether what `child` reports of placement `key` is left out of this
+    /// relay's merged status: the child is kept only until its replacement
+    /// is ready (a handover with nothing left to it, or a drain).
+    pub(super) fn status_left_out(&self, key: &str, child: &str) -> bool {
+        self.holds.dropped(key, child)
+            || self
+                .drained
+                .get(key)
+                .is_some_and(|drained| drained.contains(child))
+    }
 }
 
 /// One placement's entries per child. Shared: the children a relay cuts
@@ -105,10 +122,12 @@ impl Core {
             self.cuts.waves.remove(key);
             self.cuts.holds.forget(key);
             self.cuts.kept.remove(key);
+            self.forget_drained(key);
             return old;
         };
         let Target::Placement(target) = &entry.target else {
             self.cuts.holds.forget(key);
+            self.forget_drained(key);
             return old;
         };
         let empty = Aggregate::default();
@@ -141,9 +160,12 @@ impl Core {
         if bounded {
             let decided_total = u64::from(decided.quota_sum().total);
             held = self.hold_shrunk(now, key, target, decided_total, &old, &mut per_child);
-            held.extend(self.hold_for_draining(&entry, &old, &mut per_child));
+            let drained = self.hold_for_draining(&entry, &old, &mut per_child);
+            held.extend(drained.iter().cloned());
+            self.set_drained(key, drained);
         } else {
             self.cuts.holds.forget(key);
+            self.forget_drained(key);
         }
         match &target.wave {
             Some(wave) => {
@@ -214,10 +236,29 @@ impl Core {
         Some((target.quota.clone(), children))
     }
 
+    /// Which draining children placement `key`'s cut keeps; a change
+    /// changes the merged status.
+    fn set_drained(&mut self, key: &str, drained: BTreeSet<String>) {
+        let before = match drained.is_empty() {
+            true => self.cuts.drained.remove(key),
+            false => self.cuts.drained.insert(key.to_string(), drained.clone()),
+        };
+        if before.unwrap_or_default() != drained {
+            self.status_parts_changed();
+        }
+    }
+
+    fn forget_drained(&mut self, key: &str) {
+        self.set_drained(key, BTreeSet::new());
+    }
+
     /// Make-before-break for a drain: a child cluster being drained keeps
     /// a count-bounded placement it had (its new share is elsewhere) until
-    /// the root says the drain is done. Its agent reports no status for it
-    /// meanwhile, so the root counts only the clusters that replace it.
+    /// the root says the drain is done. What it reports of the placement is
+    /// left out of the merged status from the cut that keeps it, so the
+    /// root counts only the clusters that replace it: its agent withdraws
+    /// its status too, but only once its reconciler learns of the drain,
+    /// which may be long after its record (draining) reached the root.
     fn hold_for_draining(
         &self,
         entry: &SliceEntry,

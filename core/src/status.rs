@@ -91,7 +91,7 @@ impl Core {
         self.statuses
             .children
             .iter()
-            .filter(|(child, _)| !self.cuts.holds.dropped(key, child))
+            .filter(|(child, _)| !self.cuts.status_left_out(key, child))
             .filter_map(|(child, reported)| {
                 let status = reported.get(key)?;
                 let counts = match self.links_by_name.contains_key(child) {
@@ -304,7 +304,7 @@ impl Core {
                     let Some(status) = reported.get(key) else {
                         continue;
                     };
-                    if self.cuts.holds.dropped(key, child) {
+                    if self.cuts.status_left_out(key, child) {
                         // Kept only until its replacement is ready: the
                         // placement's counts are those of the new clusters.
                         continue;

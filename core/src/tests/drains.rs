@@ -54,6 +54,50 @@ fn a_drained_cluster_keeps_its_copy_until_the_drain_is_done() {
 }
 
 #[test]
+fn a_drained_cluster_still_reporting_is_not_counted_beside_its_replacement() {
+    let mut net = fleet();
+    let key = "placement/shop/one";
+    upsert_at_root(&mut net, placement(key, one_in_eu()));
+    net.settle();
+    let drained = agents_with(&net, key)
+        .into_iter()
+        .next()
+        .expect("one holder");
+    let now = net.now();
+    net.core_mut(&drained)
+        .expect("the holder")
+        .set_own_status(now, key, Some(ready()));
+    net.settle();
+    let ready_at_root = |net: &Net| {
+        net.0["root"]
+            .core()
+            .placement_status(key)
+            .map(|status| status.counts.ready)
+    };
+    assert_eq!(ready_at_root(&net), Some(1));
+
+    // Its agent has not withdrawn its status (a reconciler slower than the
+    // record climbing): the root counts only the replacement, not ready
+    // yet, so the drain is not done on the drained cluster's own copy
+    // (issue 31: READY 3/2 right after `drain --wait`).
+    set_label(&mut net, &drained, DRAINING, "true");
+    assert!(agents_with(&net, key).contains(&drained));
+    assert_eq!(net.0["root"].core().placement_selected(key), Some(1));
+    assert_eq!(ready_at_root(&net).unwrap_or(0), 0);
+
+    let replacement = agents_with(&net, key)
+        .into_iter()
+        .find(|agent| agent != &drained)
+        .expect("a replacement");
+    let now = net.now();
+    net.core_mut(&replacement)
+        .expect("the replacement")
+        .set_own_status(now, key, Some(ready()));
+    net.settle();
+    assert_eq!(ready_at_root(&net), Some(1));
+}
+
+#[test]
 fn a_cordoned_cluster_keeps_what_it_has_and_gets_nothing_new() {
     let mut net = fleet();
     let key = "placement/shop/one";

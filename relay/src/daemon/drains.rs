@@ -21,11 +21,11 @@ pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// How long every count-bounded placement must have been ready, after the
 /// root saw the cluster's record say it is draining, before the drain is
-/// done: long enough for the drained cluster's own status, which its agent
-/// withdraws when it learns of the drain, to have left the root's counts
-/// (the record and the status climb the same links, each within a
-/// coalescing interval), so its copy is never what makes a placement look
-/// ready.
+/// done. The drained cluster's parent leaves its status out of the counts
+/// in the flush that sends its record up (`relaymesh-core`'s drain holds);
+/// relays above may send the two a coalescing interval apart, so this is
+/// long enough for the counts to catch up with the record, and the
+/// drained cluster's copy is never what makes a placement look ready.
 pub const DRAIN_SETTLE: Duration = Duration::from_secs(3);
 
 /// A drain under way, by cluster.
