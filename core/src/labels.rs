@@ -98,10 +98,11 @@ impl Core {
                 self.token_keys_label(),
             );
         }
-        if let Some((chain_ca, trusted)) = &self.mesh_ca_report {
-            labels.insert(super::trust::CHAIN_CA_LABEL.to_string(), chain_ca.clone());
-            labels.insert(super::trust::TRUSTED_CAS_LABEL.to_string(), trusted.clone());
-        }
+        labels.extend(
+            self.certificate_labels
+                .iter()
+                .map(|(key, value)| (key.clone(), value.clone())),
+        );
         labels
     }
 

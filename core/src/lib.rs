@@ -70,7 +70,9 @@ pub use queries::{
 };
 use slice::Slice;
 use status::Statuses;
-pub use trust::{CHAIN_CA_LABEL, TOKEN_KEYS_LABEL, TRUSTED_CAS_LABEL};
+pub use trust::{
+    CHAIN_CA_LABEL, ISSUER_ROTATED_LABEL, SIGNED_BY_LABEL, TOKEN_KEYS_LABEL, TRUSTED_CAS_LABEL,
+};
 use upstream::Upstream;
 
 /// Identifies one connection of a child, as the daemon numbers them.
@@ -171,7 +173,7 @@ pub enum Action {
     /// signs under the mesh now (a rotation of its mesh CA): trust those
     /// anchors on every link, have this node's certificate signed again if
     /// a mesh CA key other than the signer signed it, and say so with
-    /// [`Core::set_mesh_ca_report`].
+    /// [`Core::set_certificate_labels`].
     MeshTrust(relaymesh_protocol::MeshTrust),
     /// The relays above this node changed while it kept its parent (one of
     /// them moved with its subtree): renew this node's certificate now, so
@@ -249,8 +251,9 @@ pub struct Core {
     /// `labels`).
     cluster_unreachable: bool,
     /// What the daemon last said of this node's certificates (see
-    /// `trust`): the mesh CA key its chain reaches, and those it trusts.
-    mesh_ca_report: Option<(String, String)>,
+    /// `trust`), as labels: the mesh CA key its chain reaches, those it
+    /// trusts, the key that signed it, and a relay's issuer key.
+    certificate_labels: BTreeMap<String, String>,
 }
 
 impl Core {
@@ -298,7 +301,7 @@ impl Core {
             base_labels: config.labels.clone(),
             out_of_room: false,
             cluster_unreachable: false,
-            mesh_ca_report: None,
+            certificate_labels: BTreeMap::new(),
         };
         for (child, total) in core.bundles.served_totals().clone() {
             core.inventory

@@ -5,8 +5,10 @@
 //! The core holds no certificates: it hands the daemon the root's decision
 //! ([`Action::MeshTrust`]), and the daemon, once it has adopted it, says
 //! which mesh CA key its chain reaches and which anchors it trusts
-//! ([`Core::set_mesh_ca_report`]), reported up as two labels so the root
+//! ([`Core::set_certificate_labels`]), reported up as labels so the root
 //! can tell when every node has moved over.
+
+use std::collections::BTreeMap;
 
 use relaymesh_protocol::MeshTrust;
 
@@ -22,6 +24,13 @@ pub const TRUSTED_CAS_LABEL: &str = "relaymesh.dev/trusted-cas";
 /// The label with the first bytes (hex) of every key whose signatures on
 /// slice entries this node accepts, joined with `.`.
 pub const TOKEN_KEYS_LABEL: &str = "relaymesh.dev/token-keys";
+/// The label with the first bytes (hex) of the key that signed this node's
+/// certificate: its parent's issuer key (a mesh CA's for the root's
+/// children).
+pub const SIGNED_BY_LABEL: &str = "relaymesh.dev/signed-by";
+/// On a relay whose issuer key rotated during a rotation of the mesh CA:
+/// the first bytes (hex) of the mesh CA key the root signed with then.
+pub const ISSUER_ROTATED_LABEL: &str = "relaymesh.dev/issuer-rotated";
 
 impl Core {
     /// Hands the daemon the root's trust decision, if it is among
@@ -75,15 +84,16 @@ impl Core {
             .join(".")
     }
 
-    /// What this node's certificates say now: the mesh CA key its chain
-    /// reaches and the keys it trusts (short hex each), reported up as
-    /// [`CHAIN_CA_LABEL`] and [`TRUSTED_CAS_LABEL`].
-    pub fn set_mesh_ca_report(&mut self, now: Now, chain_ca: String, trusted: Vec<String>) {
-        let report = Some((chain_ca, trusted.join(".")));
-        if self.mesh_ca_report == report {
+    /// What this node's certificates say now, as labels the daemon
+    /// makes (the mesh CA key its chain reaches, the keys it trusts, the
+    /// key that signed it, a relay's issuer key and whether it rotated):
+    /// they replace what it said before, and override labels of the same
+    /// name given at start.
+    pub fn set_certificate_labels(&mut self, now: Now, labels: BTreeMap<String, String>) {
+        if self.certificate_labels == labels {
             return;
         }
-        self.mesh_ca_report = report;
+        self.certificate_labels = labels;
         if self.relabel() {
             self.schedule_inventory_flush(now);
         }

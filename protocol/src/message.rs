@@ -247,6 +247,10 @@ pub enum RenewReply {
         /// The relay's issuer certificate followed by the same chain above
         /// it, when the request asked for it.
         issuer_chain_der: Option<Vec<Vec<u8>>>,
+        /// While the parent's issuer key rotates: its new issuer
+        /// certificate signed by its old key, which vouches for the new
+        /// key that signed `tls_chain_der` to a child the old one signed.
+        successor_der: Option<Vec<u8>>,
     },
     /// The request was refused.
     Refused(Refusal),

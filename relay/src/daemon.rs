@@ -748,11 +748,14 @@ impl Daemon {
         if records_changed {
             inventory.records = self.core.inventory_records().cloned().collect();
             if self.shared.identity.get().token_signing_key.is_some() {
-                if let Err(error) = self
-                    .shared
-                    .store
-                    .record_issuer_keys(&inventory.records, unix_ms() / 1000)
-                {
+                if let Err(error) = self.shared.store.record_issuer_keys(
+                    &inventory.records,
+                    unix_ms() / 1000,
+                    self.core
+                        .mesh_trust()
+                        .filter(|trust| trust.anchors.len() > 1)
+                        .map(|trust| trust.signer_key),
+                ) {
                     tracing::error!(%error, "cannot record the relays' issuer keys");
                 }
             }

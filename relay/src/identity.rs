@@ -31,6 +31,12 @@ pub struct Identity {
     pub tls_key_der: Vec<u8>,
     /// For relays: the CA with which the relay admits its own children.
     pub issuer: Option<Issuer>,
+    /// For a relay whose issuer key rotated while the mesh CA rotates: the
+    /// issuer it had, whose children it still serves until the rotation
+    /// finishes (see `pki::issuer_rotation`). Stored apart from the rest,
+    /// as `extra_anchors_der` is.
+    #[serde(skip)]
+    pub previous_issuer: Option<PreviousIssuer>,
     /// The Ed25519 public key that verifies join tokens.
     pub token_key: Vec<u8>,
     /// For the root only: the Ed25519 key pair (PKCS#8 DER) that signs join
@@ -48,6 +54,20 @@ pub struct Issuer {
     pub chain_der: Vec<Vec<u8>>,
     /// The issuing certificate's private key (PKCS#8 DER).
     pub key_der: Vec<u8>,
+}
+
+/// A relay's issuer before its key rotated, and what links the two.
+#[derive(Clone, Serialize, Deserialize)]
+pub struct PreviousIssuer {
+    /// The issuer as it was (certificate, chain above, key).
+    pub issuer: Issuer,
+    /// The new issuer's certificate (same subject, the new key) signed by
+    /// the old key: children whose certificates the old key signed accept
+    /// the relay's server certificate through it.
+    pub cross_der: Vec<u8>,
+    /// The key hash of the mesh CA the root signed with when the issuer
+    /// rotated: the rotation this one belongs to.
+    pub during_ca: [u8; 32],
 }
 
 impl Identity {

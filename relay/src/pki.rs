@@ -30,6 +30,7 @@ mod grace;
 mod grant;
 pub(crate) mod handshake;
 mod holders;
+mod issuer_rotation;
 mod quic_tls;
 mod renewal;
 mod rotation;
@@ -48,6 +49,9 @@ pub use grace::{
 };
 pub use grant::{identity_from_grant, is_issued_by, verify_chain};
 pub use holders::{holder_of, Holder};
+pub use issuer_rotation::{
+    new_issuer_request, parent_rekeyed, rotated_identity, without_previous_issuer, NewIssuerKey,
+};
 pub use quic_tls::{
     chain_issuer_path, chain_signer_key, connection_chain, connection_leaf, connection_peer,
     public_key_sha256, quic_client_config, quic_client_config_among, quic_endpoint_config,
@@ -55,7 +59,7 @@ pub use quic_tls::{
 };
 pub use renewal::{
     expiry, issuer_renewal_request, rehomed_identity, renew_at_root, renewal_request,
-    renewed_identity, sign_renewal,
+    renewed_identity, renewed_through, resigned_identity, sign_renewal,
 };
 pub use rotation::{
     chain_ca_key, current_trust, finish_mesh_ca_rotation, needs_mesh_signature, short_key,

@@ -189,6 +189,8 @@ const IDENTITY: &[u8] = b"identity";
 /// [`Identity::extra_anchors_der`], apart from the identity so that
 /// identities stored before rotations existed decode as they are.
 const EXTRA_ANCHORS: &[u8] = b"extra-anchors";
+/// [`Identity::previous_issuer`], apart for the same reason.
+const PREVIOUS_ISSUER: &[u8] = b"previous-issuer";
 const CONFIG: &[u8] = b"config";
 const CANDIDATES: &[u8] = b"candidates";
 const API_CERTIFICATE: &[u8] = b"api-certificate";
@@ -340,6 +342,7 @@ impl Store {
             return Ok(None);
         };
         identity.extra_anchors_der = self.read(&self.node, EXTRA_ANCHORS)?.unwrap_or_default();
+        identity.previous_issuer = self.read(&self.node, PREVIOUS_ISSUER)?.flatten();
         Ok(Some(identity))
     }
 
@@ -370,6 +373,7 @@ impl Store {
         let mut node = sled::Batch::default();
         node.insert(IDENTITY, encode(identity)?);
         node.insert(EXTRA_ANCHORS, encode(&identity.extra_anchors_der)?);
+        node.insert(PREVIOUS_ISSUER, encode(&identity.previous_issuer)?);
         self.node.apply_batch(node).map_err(|e| self.sled(e))?;
         self.flush()
     }

@@ -1,10 +1,12 @@
 //! A rotation of the mesh CA on a three-level tree:
 //! root ── {eu ── eu-west ── edge-2, edge-1}. `relayctl rotate mesh-ca
-//! start --wait` returns once every node's chain reaches the new CA and
-//! every node trusts both; `finish --wait` once every node trusts the new
-//! one alone. Through both, no link drops and no cluster is asked to
-//! change anything. Afterwards, handshakes work on the new CA alone: a
-//! relay restarts and a new agent joins.
+//! start --wait` returns once every node's chain reaches the new CA, every
+//! node trusts both, every relay's issuer key is a new one and every node
+//! is signed by its parent's new key; `finish --wait` once every node
+//! trusts the new CA alone. Through both, no link drops and no cluster is
+//! asked to change anything. Afterwards, handshakes work on the new CA and
+//! the relays' new keys alone: a relay restarts and a new agent joins with
+//! a token naming its parent's new key.
 //!
 //! The token-signing key on the same tree: start, finish, and afterwards
 //! a new revision arrives through entries the new key signed, a token the
@@ -53,6 +55,13 @@ fn rotation(mesh: &Mesh, args: &[&str]) -> anyhow::Result<Value> {
     all.extend_from_slice(&["-o", "json"]);
     let text = mesh.relayctl_ok(&all)?;
     Ok(serde_json::from_str::<Value>(&text)?["status"].clone())
+}
+
+/// The issuer key relay `name` reports, as the root's Relay object says.
+fn issuer_key(mesh: &Mesh, name: &str) -> anyhow::Result<Value> {
+    let relay = kubectl_get(&mesh.kubeconfig(), &["relays", name])?
+        .with_context(|| format!("no relay {name}"))?;
+    Ok(relay["metadata"]["labels"]["relaymesh.dev/issuer-key"].clone())
 }
 
 fn all_connected(mesh: &Mesh) -> anyhow::Result<bool> {
@@ -126,6 +135,8 @@ fn the_mesh_ca_rotates_with_every_link_up_and_no_cluster_asked_anything() -> any
     assert_eq!(steady["phase"], "Steady");
     let old = steady["signer"].clone();
     assert_eq!(steady["trusted"], serde_json::json!([old.clone()]));
+    let keys_before = [issuer_key(&mesh, "eu")?, issuer_key(&mesh, "eu-west")?];
+    assert!(keys_before.iter().all(Value::is_string), "{keys_before:?}");
     let refused = mesh.relayctl(&["rotate", "mesh-ca", "finish"])?;
     assert!(!refused.status.success());
     assert!(
@@ -147,6 +158,11 @@ fn the_mesh_ca_rotates_with_every_link_up_and_no_cluster_asked_anything() -> any
         serde_json::json!([old.clone(), new.clone()])
     );
     assert_eq!(started["nodes"]["movedOver"], 4);
+    // Every relay's issuer key is a new one, and the root recorded it.
+    let keys_started = [issuer_key(&mesh, "eu")?, issuer_key(&mesh, "eu-west")?];
+    for (before, after) in keys_before.iter().zip(&keys_started) {
+        assert!(after.is_string() && after != before, "{before} → {after}");
+    }
     let again = mesh.relayctl(&["rotate", "mesh-ca", "start"])?;
     assert!(
         String::from_utf8_lossy(&again.stderr).contains("under way; finish it first"),
@@ -162,6 +178,10 @@ fn the_mesh_ca_rotates_with_every_link_up_and_no_cluster_asked_anything() -> any
     assert_eq!(finished["signer"], new);
     assert_eq!(finished["trusted"], serde_json::json!([new.clone()]));
     assert_eq!(finished["nodes"]["movedOver"], 4);
+    assert_eq!(
+        [issuer_key(&mesh, "eu")?, issuer_key(&mesh, "eu-west")?],
+        keys_started
+    );
 
     // No link dropped, and no cluster was asked anything.
     assert!(all_connected(&mesh)?, "{}", mesh.logs());
@@ -185,8 +205,11 @@ fn the_mesh_ca_rotates_with_every_link_up_and_no_cluster_asked_anything() -> any
     }
     ready_at_root(&mesh.kubeconfig())?.context("both still ready at the root")?;
 
-    // New handshakes rest on the new CA alone: eu-west dials eu again and
-    // a new agent joins below it with a token that pins the new CA.
+    // New handshakes rest on the new CA and the new issuer keys alone:
+    // eu-west dials eu again, edge-2 dials eu-west again, and a new agent
+    // joins below it with a token that pins the new CA and names
+    // eu-west's new key (eu-west no longer serves anything the old one
+    // signed).
     west.stop()?;
     let _west = mesh.start("eu-west")?;
     let _late = mesh.add_agent("late", "eu-west", "region=us")?;

@@ -74,7 +74,7 @@ impl Rotated {
             .filter(|node| node.parent.is_some())
             .filter(|node| published || node.labels.contains_key(label))
             .filter(|node| match self {
-                Self::MeshCa => !moved_to_ca(trust, node),
+                Self::MeshCa => !moved_to_ca(trust, node, nodes),
                 Self::TokenKey => !moved_to_key(trust, node),
             })
             .map(|node| node.name.as_str())
@@ -221,18 +221,42 @@ pub(super) fn api_ca_object(state: &crate::api::ApiCaState) -> Value {
     })
 }
 
-/// Whether `node`'s certificate chain reaches the key `trust` signs with
-/// and it trusts exactly the CAs `trust` names, by what it reports (labels
-/// [`relaymesh_core::CHAIN_CA_LABEL`] and
-/// [`relaymesh_core::TRUSTED_CAS_LABEL`]).
-fn moved_to_ca(trust: &MeshTrust, node: &NodeRecord) -> bool {
+/// Whether `node` moved over to `trust`, by what it reports: its chain
+/// reaches the key `trust` signs with, it trusts exactly the CAs `trust`
+/// names (labels [`relaymesh_core::CHAIN_CA_LABEL`] and
+/// [`relaymesh_core::TRUSTED_CAS_LABEL`]), its parent's current issuer
+/// key signed its certificate ([`relaymesh_core::SIGNED_BY_LABEL`]), and,
+/// while the rotation lasts, a relay's issuer key rotated in it
+/// ([`relaymesh_core::ISSUER_ROTATED_LABEL`]). `nodes` holds its parent's
+/// record.
+fn moved_to_ca(trust: &MeshTrust, node: &NodeRecord, nodes: &[NodeRecord]) -> bool {
     let signer = crate::pki::short_key(&trust.signer_key);
     let wanted: std::collections::BTreeSet<String> = short_keys(trust).into_iter().collect();
     let trusted: Option<std::collections::BTreeSet<String>> = node
         .labels
         .get(relaymesh_core::TRUSTED_CAS_LABEL)
         .map(|trusted| trusted.split('.').map(str::to_string).collect());
-    node.labels.get(relaymesh_core::CHAIN_CA_LABEL) == Some(&signer) && trusted == Some(wanted)
+    let issuer_rotated = trust.anchors.len() < 2
+        || node.role != relaymesh_protocol::Role::Relay
+        || node.labels.get(relaymesh_core::ISSUER_ROTATED_LABEL) == Some(&signer);
+    node.labels.get(relaymesh_core::CHAIN_CA_LABEL) == Some(&signer)
+        && trusted == Some(wanted)
+        && issuer_rotated
+        && node.labels.get(relaymesh_core::SIGNED_BY_LABEL)
+            == parent_key(trust, node, nodes).as_ref()
+}
+
+/// The key (short hex) `node`'s parent signs with now: the root's mesh CA
+/// key, or the issuer key a relay reports.
+fn parent_key(trust: &MeshTrust, node: &NodeRecord, nodes: &[NodeRecord]) -> Option<String> {
+    let parent = nodes
+        .iter()
+        .find(|record| Some(&record.name) == node.parent.as_ref())?;
+    if parent.parent.is_none() {
+        return Some(crate::pki::short_key(&trust.signer_key));
+    }
+    let key = crate::store::reported_issuer_key(parent)?;
+    Some(crate::pki::short_key(&key))
 }
 
 /// The object that says where the mesh CA stands: `trust` is the root's,

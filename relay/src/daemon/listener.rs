@@ -309,6 +309,11 @@ fn authenticate(
             if identity.is_root() {
                 by.extend(identity.anchors());
             }
+            // A relay whose issuer key rotated issued what its old key
+            // signed too, until the rotation finishes.
+            if let Some(previous) = &identity.previous_issuer {
+                by.push(previous.issuer.cert_der.as_slice());
+            }
             let mut issued = false;
             for signer in by {
                 issued |= pki::is_issued_by(&leaf, signer)?;
@@ -385,6 +390,10 @@ fn renew(connection: &quinn::Connection, shared: &Shared, request: &RenewRequest
         Ok((leaf, issuer_chain_der)) => RenewReply::Renewed {
             tls_chain_der: std::iter::once(leaf).chain(above).collect(),
             issuer_chain_der,
+            successor_der: identity
+                .previous_issuer
+                .as_ref()
+                .map(|previous| previous.cross_der.clone()),
         },
         Err(error) => RenewReply::Refused(Refusal::new(
             ErrorCode::Malformed,

@@ -64,6 +64,10 @@ pub(super) struct Renewal {
     /// The connection (quinn's `stable_id`) made with an expired
     /// certificate, on which a renewal is asked before anything else.
     expired_on: Option<usize>,
+    /// A relay's new issuer key, asked to be signed with the next renewal
+    /// (see `pki::issuer_rotation`), and the mesh CA key the root signed
+    /// with when the rotation began.
+    rotating: Option<(pki::NewIssuerKey, [u8; 32])>,
 }
 
 /// What a parent answered to a renewal asked on the connection
@@ -71,6 +75,8 @@ pub(super) struct Renewal {
 #[derive(Debug)]
 pub(crate) struct Answer {
     connection: usize,
+    /// The chain the parent served on that connection, leaf first.
+    server_chain: Vec<Vec<u8>>,
     result: Result<Renewed, Failure>,
 }
 
@@ -130,6 +136,7 @@ impl Renewal {
             issuer_changed: false,
             again: false,
             expired_on: None,
+            rotating: None,
         }
     }
 
@@ -160,6 +167,32 @@ impl Renewal {
         } else {
             self.due = tokio::time::Instant::now();
         }
+    }
+
+    /// The root rotates its mesh CA (signing with `during_ca` now): this
+    /// relay makes a new issuer key and has its parent sign it now.
+    pub fn rotate_issuer(&mut self, during_ca: [u8; 32]) {
+        if self.rotating.is_some() {
+            return;
+        }
+        match pki::new_issuer_request(&self.identity) {
+            Ok(Some(request)) => {
+                tracing::info!("the mesh CA rotates: this relay makes a new issuer key and has its parent sign it");
+                self.rotating = Some((request, during_ca));
+                self.renew_now();
+            }
+            Ok(None) => {}
+            Err(error) => tracing::error!(%error, "cannot make a new issuer key"),
+        }
+    }
+
+    /// The rotation of the mesh CA finished: this relay no longer serves
+    /// the children its previous issuer key signed (they renewed through
+    /// the new one), and forgets that key.
+    pub fn drop_previous_issuer(&mut self, store: &Store) -> Result<(), DaemonError> {
+        tracing::info!("the mesh CA rotation finished: this relay drops its previous issuer key");
+        let identity = pki::without_previous_issuer(&self.identity);
+        self.install(store, identity)
     }
 
     /// Stores and uses `identity`, which trusts other mesh CAs than the
@@ -249,11 +282,17 @@ impl Renewal {
             self.retry();
             return Ok(());
         };
-        // After re-parenting, a relay has its issuer signed by the new
-        // parent too.
-        let issuer_csr = match &self.rehome {
-            Some(_) => pki::issuer_renewal_request(&self.identity),
-            None => Ok(None),
+        // A new issuer key is signed by the parent; after re-parenting,
+        // or when the parent signs with another key than the one that
+        // signed it, a relay has its issuer signed again too.
+        let server_chain = pki::connection_chain(&connection).unwrap_or_default();
+        let issuer_csr = match (&self.rotating, &self.rehome) {
+            (Some((request, _)), _) => Ok(Some(request.csr_der.clone())),
+            (None, Some(_)) => pki::issuer_renewal_request(&self.identity),
+            (None, None) if pki::parent_rekeyed(&self.identity, &server_chain) => {
+                pki::issuer_renewal_request(&self.identity)
+            }
+            (None, None) => Ok(None),
         };
         let request = match pki::renewal_request(&self.identity).and_then(|tls_csr| {
             Ok(RenewRequest {
@@ -273,6 +312,7 @@ impl Renewal {
         tokio::spawn(async move {
             let answer = Answer {
                 connection: connection.stable_id(),
+                server_chain,
                 result: ask(&connection, request).await,
             };
             let _ = events.send(Event::Renewed(answer)).await;
@@ -292,15 +332,39 @@ impl Renewal {
             .expired_on
             .take_if(|connection| *connection == answer.connection)
             .is_some();
-        let renewed = answer.result.and_then(|(chain, issuer_chain)| {
-            match &self.rehome {
-                Some(key) => pki::rehomed_identity(&self.identity, chain, issuer_chain, key),
-                None => pki::renewed_identity(&self.identity, chain),
+        let mut served = answer.server_chain;
+        let renewed = answer.result.and_then(|(chain, issuer_chain, successor)| {
+            // The link may predate the parent's new key: the answer brings
+            // the certificate in which the old key vouches for it.
+            served.extend(successor);
+            let served = &served;
+            match (&self.rotating, &self.rehome, issuer_chain) {
+                (Some((request, during_ca)), _, issuer_chain) => pki::rotated_identity(
+                    &self.identity,
+                    chain,
+                    issuer_chain,
+                    request.key_der.clone(),
+                    *during_ca,
+                    served,
+                ),
+                (None, Some(key), issuer_chain) => {
+                    pki::rehomed_identity(&self.identity, chain, issuer_chain, key)
+                }
+                (None, None, Some(issuer_chain)) => {
+                    pki::resigned_identity(&self.identity, chain, issuer_chain, served)
+                }
+                (None, None, None) => pki::renewed_through(&self.identity, chain, served),
             }
             .map_err(|error| Failure::Failed(error.to_string()))
         });
         match renewed {
             Ok(identity) => {
+                if self.rotating.take().is_some() {
+                    tracing::info!("signs its children with its new issuer key; serves those of the old one until the rotation finishes");
+                    // Signed through the root's new CA as well.
+                    self.rehome = None;
+                    self.resigning = false;
+                }
                 if self.rehome.take().is_some() {
                     if std::mem::take(&mut self.resigning) {
                         tracing::info!("uses the certificate the root signed with its new mesh CA");
@@ -404,9 +468,10 @@ fn next_due(identity: &Identity) -> tokio::time::Instant {
     tokio::time::Instant::now() + Duration::from_secs(left / 3 * 2).max(Duration::from_secs(1))
 }
 
-/// What a parent's renewal gave: the TLS chain, and the issuer chain if it
-/// was asked for one.
-pub(super) type Renewed = (Vec<Vec<u8>>, Option<Vec<Vec<u8>>>);
+/// What a parent's renewal gave: the TLS chain, the issuer chain if it
+/// was asked for one, and the parent's new issuer certificate its old key
+/// signed, while its key rotates.
+pub(super) type Renewed = (Vec<Vec<u8>>, Option<Vec<Vec<u8>>>, Option<Vec<u8>>);
 
 /// Sends a renewal request on the parent connection and reads the answer.
 async fn ask(connection: &quinn::Connection, request: RenewRequest) -> Result<Renewed, Failure> {
@@ -420,7 +485,8 @@ async fn ask(connection: &quinn::Connection, request: RenewRequest) -> Result<Re
         Ok(Ok(RenewReply::Renewed {
             tls_chain_der,
             issuer_chain_der,
-        })) => Ok((tls_chain_der, issuer_chain_der)),
+            successor_der,
+        })) => Ok((tls_chain_der, issuer_chain_der, successor_der)),
         Ok(Ok(RenewReply::Refused(refusal))) => Err(Failure::Refused(refusal)),
         Ok(Err(LinkError::Refused(refusal))) => Err(Failure::Refused(refusal)),
         Ok(Err(error)) => Err(Failure::Failed(error.to_string())),

@@ -176,14 +176,26 @@ impl Daemon {
         if pki::needs_mesh_signature(self.renewal.identity(), &trust.signer_key) {
             self.renewal.resign(trust.signer_key);
         }
+        // A relay's issuer key rotates once in each rotation of the mesh
+        // CA, and the old one goes when it finishes.
+        let identity = self.renewal.identity();
+        let rotating = trust.anchors.len() > 1;
+        if rotating && identity.previous_issuer.is_none() {
+            self.renewal.rotate_issuer(trust.signer_key);
+        } else if !rotating && identity.previous_issuer.is_some() {
+            self.renewal.drop_previous_issuer(&self.store)?;
+        }
         self.report_mesh_ca(now);
         Ok(())
     }
 
-    /// Reports which mesh CA key this node's chain reaches and which it
-    /// trusts (after a start, a renewal, an adopted trust), once the root's
-    /// trust exists: before, every node holds the one CA it joined with,
-    /// and a million labels saying so would only cost memory at the root.
+    /// Reports what this node's certificates say (after a start, a
+    /// renewal, an adopted trust), once the root's trust exists: before,
+    /// every node holds the one CA it joined with, and a million labels
+    /// saying so would only cost memory at the root. The labels: which
+    /// mesh CA key its chain reaches and which it trusts, the key that
+    /// signed its certificate, and at a relay its issuer key (which the
+    /// root records, see `store::issuer_keys`) and whether it rotated.
     pub(super) fn report_mesh_ca(&mut self, now: Now) {
         if self.core.mesh_trust().is_none() {
             return;
@@ -196,12 +208,38 @@ impl Daemon {
                 return;
             }
         };
-        let trusted = identity
+        let trusted: Vec<String> = identity
             .anchors()
             .into_iter()
             .filter_map(|anchor| pki::public_key_sha256(anchor).ok())
             .map(|key| pki::short_key(&key))
             .collect();
-        self.core.set_mesh_ca_report(now, chain_ca, trusted);
+        let mut labels = std::collections::BTreeMap::from([
+            (relaymesh_core::CHAIN_CA_LABEL.to_string(), chain_ca),
+            (
+                relaymesh_core::TRUSTED_CAS_LABEL.to_string(),
+                trusted.join("."),
+            ),
+        ]);
+        if !identity.is_root() {
+            if let Ok(key) = pki::chain_signer_key(&identity.tls_chain_der, &identity.anchors()) {
+                labels.insert(
+                    relaymesh_core::SIGNED_BY_LABEL.to_string(),
+                    pki::short_key(&key),
+                );
+            }
+            if let Some(issuer) = &identity.issuer {
+                if let Ok(key) = pki::public_key_sha256(&issuer.cert_der) {
+                    labels = crate::store::with_issuer_key_label(labels, Some(key));
+                }
+            }
+            if let Some(previous) = &identity.previous_issuer {
+                labels.insert(
+                    relaymesh_core::ISSUER_ROTATED_LABEL.to_string(),
+                    pki::short_key(&previous.during_ca),
+                );
+            }
+        }
+        self.core.set_certificate_labels(now, labels);
     }
 }

@@ -118,6 +118,7 @@ pub fn create_mesh(root_name: &str, api_hosts: &[String]) -> Result<MeshBootstra
             tls_chain_der: vec![root_cert.der().to_vec()],
             tls_key_der: root_key.serialize_der(),
             issuer: Some(ca_issuer),
+            previous_issuer: None,
             token_key: token_public,
             token_signing_key: Some(token_key.as_ref().to_vec()),
         },

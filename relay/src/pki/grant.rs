@@ -68,6 +68,7 @@ pub fn identity_from_grant(
         tls_chain_der: grant.tls_chain_der.clone(),
         tls_key_der: keys.tls_key_der,
         issuer,
+        previous_issuer: None,
         token_key: grant.token_key.clone(),
         token_signing_key: None,
     })

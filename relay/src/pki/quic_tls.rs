@@ -128,7 +128,7 @@ pub const SERVER_CERT_VALIDITY: Duration = Duration::from_secs(7 * 24 * 60 * 60)
 /// wherever in the tree the relay sits now: a relay that moves to another
 /// parent keeps its issuer key, and its children keep their parent. The
 /// root serves its own certificate, which the mesh CA signed.
-fn server_chain(identity: &Identity) -> Result<Vec<Vec<u8>>, PkiError> {
+pub(super) fn server_chain(identity: &Identity) -> Result<Vec<Vec<u8>>, PkiError> {
     let Some(issuer) = identity.issuer.as_ref().filter(|_| !identity.is_root()) else {
         return Ok(identity.tls_chain_der.clone());
     };
@@ -140,8 +140,20 @@ fn server_chain(identity: &Identity) -> Result<Vec<Vec<u8>>, PkiError> {
         identity.role,
         SERVER_CERT_VALIDITY,
     )?;
-    let mut chain = vec![leaf, issuer.cert_der.clone()];
-    chain.extend(issuer.chain_der.iter().cloned());
+    let mut chain = vec![leaf];
+    match &identity.previous_issuer {
+        // Children whose certificates the old key signed accept the new
+        // one through the certificate the old key made for it.
+        Some(previous) => {
+            chain.push(previous.cross_der.clone());
+            chain.push(previous.issuer.cert_der.clone());
+            chain.extend(previous.issuer.chain_der.iter().cloned());
+        }
+        None => {
+            chain.push(issuer.cert_der.clone());
+            chain.extend(issuer.chain_der.iter().cloned());
+        }
+    }
     Ok(chain)
 }
 
@@ -285,12 +297,17 @@ pub fn chain_signer_key(chain_der: &[Vec<u8>], anchors: &[&[u8]]) -> Result<[u8;
 /// Whether `leaf` was signed by a key whose hash is `key`, among
 /// `intermediates` and the CAs `anchors`, or by its successor: a mesh CA
 /// certificate that key signed (the cross-signed new CA of a rotation,
-/// which only the holder of the old key can make; see `rotation`).
+/// which only the holder of the old key can make; see `rotation`), or an
+/// issuer certificate of `relay` (the server, when it is one) that key
+/// signed (the relay's new issuer key, cross-signed by its old one; see
+/// `issuer_rotation`). A relay's key signs its children's issuers too, but
+/// under their names: no child can pass for its parent so.
 fn signed_with_key(
     leaf: &[u8],
     intermediates: &[CertificateDer<'_>],
     anchors: &[&[u8]],
     key: &[u8; 32],
+    relay: Option<&str>,
 ) -> bool {
     let signers = || {
         intermediates
@@ -308,7 +325,10 @@ fn signed_with_key(
         return true;
     }
     intermediates.iter().any(|successor| {
-        super::rotation::is_mesh_ca(successor.as_ref())
+        let successor_of = super::rotation::is_mesh_ca(successor.as_ref())
+            || relay
+                .is_some_and(|relay| relay_of_issuer(successor.as_ref()).as_deref() == Some(relay));
+        successor_of
             && with_key(successor.as_ref(), key)
             && public_key_sha256(successor.as_ref()).is_ok_and(|next| with_key(leaf, &next))
     })
@@ -453,7 +473,13 @@ impl ServerCertVerifier for CandidateVerifier {
             return Err(wrong_issuer(format!("{name:?} is no candidate parent")));
         };
         let anchors: Vec<&[u8]> = self.anchors.iter().map(Vec::as_slice).collect();
-        if !signed_with_key(end_entity.as_ref(), intermediates, &anchors, expected) {
+        if !signed_with_key(
+            end_entity.as_ref(),
+            intermediates,
+            &anchors,
+            expected,
+            Some(&name),
+        ) {
             let path = issuer_path(end_entity.as_ref(), intermediates, &anchors);
             return Err(posing(&name, expected, path));
         }
@@ -497,6 +523,7 @@ impl ServerCertVerifier for ParentVerifier {
             intermediates,
             &anchors,
             &self.expected_key,
+            self.expected_relay.as_deref(),
         );
         let named = match (&self.expected_relay, server_name) {
             (None, _) => true,
@@ -552,7 +579,11 @@ fn issuer_path(
                 subject_of(issuer.as_ref())
             ));
         };
-        path.push(name);
+        // A relay's new issuer, cross-signed by its old one, is the same
+        // relay once.
+        if path.last() != Some(&name) {
+            path.push(name);
+        }
         current = issuer.as_ref().to_vec();
     }
     Err("the chain is longer than verification accepts".into())
@@ -616,16 +647,17 @@ impl ServerCertVerifier for PinnedCaVerifier {
         )?;
         // A relay serves a certificate its own issuer signed; the root one
         // the mesh CA signed. Either way the token names that key.
+        let name = match server_name {
+            ServerName::DnsName(name) => name.as_ref().to_string(),
+            other => format!("{other:?}"),
+        };
         if !signed_with_key(
             end_entity.as_ref(),
             intermediates,
             &[ca.as_ref()],
             &self.parent_issuer_key,
+            Some(&name),
         ) {
-            let name = match server_name {
-                ServerName::DnsName(name) => name.as_ref().to_string(),
-                other => format!("{other:?}"),
-            };
             let path = issuer_path(end_entity.as_ref(), intermediates, &[ca.as_ref()]);
             return Err(posing(&name, &self.parent_issuer_key, path));
         }

@@ -68,9 +68,63 @@ pub fn renewed_identity(
     identity: &Identity,
     chain_der: Vec<Vec<u8>>,
 ) -> Result<Identity, PkiError> {
+    renewed(identity, chain_der, None, &[])
+}
+
+/// [`renewed_identity`] asked of a parent that served `server_chain_der`
+/// (leaf first): the renewal may come from the parent's new issuer key, if
+/// that chain holds the new issuer certificate signed by the old one (the
+/// parent's key rotated; see `issuer_rotation`).
+pub fn renewed_through(
+    identity: &Identity,
+    chain_der: Vec<Vec<u8>>,
+    server_chain_der: &[Vec<u8>],
+) -> Result<Identity, PkiError> {
+    renewed(identity, chain_der, None, server_chain_der)
+}
+
+/// [`renewed_through`] for a relay whose parent also signed its issuer
+/// again, same key (`issuer_chain_der`): the parent signs with another key
+/// than the one that signed it (see `issuer_rotation::parent_rekeyed`).
+pub fn resigned_identity(
+    identity: &Identity,
+    chain_der: Vec<Vec<u8>>,
+    issuer_chain_der: Vec<Vec<u8>>,
+    server_chain_der: &[Vec<u8>],
+) -> Result<Identity, PkiError> {
+    let Some(issuer) = identity.issuer.as_ref().filter(|_| !identity.is_root()) else {
+        return renewed_through(identity, chain_der, server_chain_der);
+    };
+    let new_issuer = Some((issuer.key_der.clone(), issuer_chain_der));
+    renewed(identity, chain_der, new_issuer, server_chain_der)
+}
+
+/// [`renewed_through`] with the relay's issuer now the key `key_der`,
+/// which `issuer_chain_der` certifies.
+pub(super) fn renewed_with_issuer(
+    identity: &Identity,
+    chain_der: Vec<Vec<u8>>,
+    key_der: Vec<u8>,
+    issuer_chain_der: Vec<Vec<u8>>,
+    server_chain_der: &[Vec<u8>],
+) -> Result<Identity, PkiError> {
+    let new_issuer = Some((key_der, issuer_chain_der));
+    renewed(identity, chain_der, new_issuer, server_chain_der)
+}
+
+fn renewed(
+    identity: &Identity,
+    chain_der: Vec<Vec<u8>>,
+    new_issuer: Option<(Vec<u8>, Vec<Vec<u8>>)>,
+    server_chain_der: &[Vec<u8>],
+) -> Result<Identity, PkiError> {
     check_renewed_leaf(identity, &chain_der)?;
     let anchors = identity.anchors();
-    if !same_issuer(chain_der.get(1), identity.tls_chain_der.get(1), &anchors)? {
+    let successor = match (chain_der.get(1), identity.tls_chain_der.get(1)) {
+        (Some(new), Some(old)) => successor_in(old, new, server_chain_der)?,
+        _ => false,
+    };
+    if !successor && !same_issuer(chain_der.get(1), identity.tls_chain_der.get(1), &anchors)? {
         return Err(mismatch(
             "the renewed certificate comes from another issuer than the current one",
         ));
@@ -82,8 +136,11 @@ pub fn renewed_identity(
     // A relay's issuer was signed by the same issuer: the chain above it is
     // the new one too, which the nodes joining below it check. (The root's
     // issuer is a mesh CA.)
-    let issuer = match &identity.issuer {
-        Some(issuer) if !identity.is_root() => {
+    let issuer = match (&identity.issuer, new_issuer) {
+        (Some(_), Some((key_der, chain))) if !identity.is_root() => Some(
+            super::grant::issuer_from_chain(key_der, &chain, &chain_der, &anchors)?,
+        ),
+        (Some(issuer), _) if !identity.is_root() => {
             let chain: Vec<Vec<u8>> = std::iter::once(issuer.cert_der.clone())
                 .chain(chain_der.iter().skip(1).cloned())
                 .collect();
@@ -94,7 +151,7 @@ pub fn renewed_identity(
                 &anchors,
             )?)
         }
-        other => other.clone(),
+        (other, _) => other.clone(),
     };
     Ok(Identity {
         tls_chain_der: chain_der,
@@ -153,6 +210,18 @@ pub fn rehomed_identity(
         issuer,
         ..identity.clone()
     })
+}
+
+/// Whether issuer `new` succeeds issuer `old`: `vouching` holds a
+/// certificate for `new`'s subject and key that `old` signed (a relay's
+/// new issuer, cross-signed by its old key; see `issuer_rotation`).
+fn successor_in(old: &[u8], new: &[u8], vouching: &[Vec<u8>]) -> Result<bool, PkiError> {
+    for cert in vouching {
+        if super::rotation::same_ca(cert, new)? && super::is_issued_by(cert, old)? {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 /// Whether two issuer certificates are the same issuer: the same subject and

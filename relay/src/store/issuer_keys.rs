@@ -8,7 +8,10 @@
 //! first key it hears for a name and refuses a later change (logged as an
 //! integrity alarm), unless it issued a relay token for that name since
 //! (a relay that joins again makes a new key): then the first different key
-//! reported before that token expires replaces it. A relay that moves keeps
+//! reported before that token expires replaces it; or unless the mesh CA
+//! rotates, when every relay makes a new issuer key
+//! (`pki::issuer_rotation`): then the first different key a relay reports
+//! in that rotation replaces the old one, once. A relay that moves keeps
 //! its issuer key ([`crate::pki::relay_keys_kept`]), so its record does not
 //! change. What this cannot stop: a relay that was already compromised when
 //! a relay below it joined can report a false key for it from the start
@@ -27,6 +30,10 @@ pub const ISSUER_KEY_LABEL: &str = "relaymesh.dev/issuer-key";
 
 /// The sled tree of recorded keys, keyed by relay name.
 const TREE: &str = "issuer_keys";
+/// The sled tree of the relays whose key changed in a rotation of the mesh
+/// CA, keyed by relay name, with the key hash of the CA the root signed
+/// with then (the rotation it belongs to).
+const ROTATED: &str = "issuer_keys_rotated";
 
 /// `labels` with [`ISSUER_KEY_LABEL`] set to `key` (a relay's own record;
 /// the root has none: its children's certificates come from the mesh CA).
@@ -75,14 +82,18 @@ impl Store {
 
     /// Records the issuer keys the relays among `records` report: a relay
     /// heard of for the first time, or one a relay token was issued for
-    /// since, gets the key it reports; any other change is refused and
-    /// logged once.
+    /// since, gets the key it reports; so does one that reports its first
+    /// new key while the mesh CA rotates (`rotating`: the key hash of the
+    /// CA the root signs with); any other change is refused and logged
+    /// once.
     pub fn record_issuer_keys(
         &self,
         records: &[NodeRecord],
         now_unix: u64,
+        rotating: Option<[u8; 32]>,
     ) -> Result<(), StoreError> {
         let tree = self.open_tree(TREE)?;
+        let rotated = self.open_tree(ROTATED)?;
         let mut changed = false;
         for record in records.iter().filter(|record| record.role == Role::Relay) {
             let Some(reported) = reported_issuer_key(record) else {
@@ -101,6 +112,28 @@ impl Store {
                     Recorded {
                         key: reported,
                         replaceable_until_unix: 0,
+                        refused: None,
+                    }
+                }
+                Some(held)
+                    if rotating.is_some_and(|ca| {
+                        rotated_in(record, &ca)
+                            && rotated
+                                .get(record.name.as_bytes())
+                                .ok()
+                                .flatten()
+                                .as_deref()
+                                != Some(ca.as_slice())
+                    }) =>
+                {
+                    let ca = rotating.unwrap_or_default();
+                    tracing::info!(relay = %record.name, key = %hex(&reported), previous = %hex(&held.key), "a relay rotated its issuer key with the mesh CA");
+                    rotated
+                        .insert(record.name.as_bytes(), ca.as_slice())
+                        .map_err(|e| self.sled(e))?;
+                    Recorded {
+                        key: reported,
+                        replaceable_until_unix: held.replaceable_until_unix,
                         refused: None,
                     }
                 }
@@ -149,6 +182,12 @@ impl Store {
     }
 }
 
+/// Whether `record` says its issuer rotated in the rotation whose CA key
+/// hash is `ca` ([`relaymesh_core::ISSUER_ROTATED_LABEL`]).
+fn rotated_in(record: &NodeRecord, ca: &[u8; 32]) -> bool {
+    record.labels.get(relaymesh_core::ISSUER_ROTATED_LABEL) == Some(&crate::pki::short_key(ca))
+}
+
 fn hex(key: &[u8; 32]) -> String {
     crate::pki::hex(key)
 }
@@ -179,22 +218,26 @@ mod tests {
         let store = Store::temporary("issuer-keys").expect("store");
         assert_eq!(store.issuer_key("eu-west").expect("read"), None);
         store
-            .record_issuer_keys(&[relay("eu-west", Some([1; 32])), relay("us", None)], 100)
+            .record_issuer_keys(
+                &[relay("eu-west", Some([1; 32])), relay("us", None)],
+                100,
+                None,
+            )
             .expect("record");
         assert_eq!(store.issuer_key("eu-west").expect("read"), Some([1; 32]));
         assert_eq!(store.issuer_key("us").expect("read"), None);
 
         store
-            .record_issuer_keys(&[relay("eu-west", Some([2; 32]))], 200)
+            .record_issuer_keys(&[relay("eu-west", Some([2; 32]))], 200, None)
             .expect("record");
         assert_eq!(store.issuer_key("eu-west").expect("read"), Some([1; 32]));
 
         store.expect_new_issuer_key("eu-west", 300).expect("token");
         store
-            .record_issuer_keys(&[relay("eu-west", Some([1; 32]))], 250)
+            .record_issuer_keys(&[relay("eu-west", Some([1; 32]))], 250, None)
             .expect("record");
         store
-            .record_issuer_keys(&[relay("eu-west", Some([3; 32]))], 400)
+            .record_issuer_keys(&[relay("eu-west", Some([3; 32]))], 400, None)
             .expect("record");
         assert_eq!(
             store.issuer_key("eu-west").expect("read"),
@@ -203,11 +246,11 @@ mod tests {
         );
         store.expect_new_issuer_key("eu-west", 500).expect("token");
         store
-            .record_issuer_keys(&[relay("eu-west", Some([3; 32]))], 450)
+            .record_issuer_keys(&[relay("eu-west", Some([3; 32]))], 450, None)
             .expect("record");
         assert_eq!(store.issuer_key("eu-west").expect("read"), Some([3; 32]));
         store
-            .record_issuer_keys(&[relay("eu-west", Some([4; 32]))], 460)
+            .record_issuer_keys(&[relay("eu-west", Some([4; 32]))], 460, None)
             .expect("record");
         assert_eq!(
             store.issuer_key("eu-west").expect("read"),
