@@ -71,6 +71,7 @@ fn forge_relay(minter: &Identity, name: &str) -> anyhow::Result<Identity> {
         tls_chain_der: chain,
         tls_key_der: keys.tls_key_der,
         issuer: None,
+        previous_issuer: None,
         token_key: minter.token_key.clone(),
         token_signing_key: None,
     })
