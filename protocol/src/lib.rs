@@ -55,7 +55,7 @@ pub use trust::MeshTrust;
 
 /// The newest protocol version this build speaks. The child offers a range in
 /// its `Hello`; the parent answers with the version both will use.
-pub const PROTOCOL_VERSION: u16 = 10;
+pub const PROTOCOL_VERSION: u16 = 11;
 
 /// The oldest protocol version this build still speaks. Version 2 appended
 /// the bundle-serve counters to `LinkStatus`; version 3 added the root's
@@ -74,10 +74,13 @@ pub const PROTOCOL_VERSION: u16 = 10;
 /// ([`parents::CandidateParent::issuer_key`]) and `rmt4.` join tokens,
 /// which name keys where older ones named issuers; version 10 added the
 /// clusters per applied revision of every placement
-/// ([`status::PlacementStatus::applied_revisions`]). Older versions cannot
+/// ([`status::PlacementStatus::applied_revisions`]); version 11 added the
+/// parent's cross-signed new issuer to a renewal's answer
+/// ([`message::RenewReply::Renewed`]'s `successor_der`), while its issuer
+/// key rotates. Older versions cannot
 /// decode the longer records and the new messages, so nothing older is
 /// spoken (there are no deployments to keep).
-pub const MIN_PROTOCOL_VERSION: u16 = 10;
+pub const MIN_PROTOCOL_VERSION: u16 = 11;
 
 /// The QUIC ALPN identifier of version 1 of the relaymesh protocol.
 pub const ALPN: &[u8] = b"relaymesh/1";

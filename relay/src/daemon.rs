@@ -745,10 +745,11 @@ impl Daemon {
         let Ok(mut inventory) = self.shared.inventory.write() else {
             return;
         };
+        let mut keys_changed = false;
         if records_changed {
             inventory.records = self.core.inventory_records().cloned().collect();
             if self.shared.identity.get().token_signing_key.is_some() {
-                if let Err(error) = self.shared.store.record_issuer_keys(
+                match self.shared.store.record_issuer_keys(
                     &inventory.records,
                     unix_ms() / 1000,
                     self.core
@@ -756,7 +757,10 @@ impl Daemon {
                         .filter(|trust| trust.anchors.len() > 1)
                         .map(|trust| trust.signer_key),
                 ) {
-                    tracing::error!(%error, "cannot record the relays' issuer keys");
+                    Ok(changed) => keys_changed = changed,
+                    Err(error) => {
+                        tracing::error!(%error, "cannot record the relays' issuer keys")
+                    }
                 }
             }
         }
@@ -767,6 +771,10 @@ impl Daemon {
             inventory.annotations = Arc::new(annotations);
         }
         inventory.version += 1;
+        drop(inventory);
+        if keys_changed {
+            self.regrant_current_keys(now());
+        }
     }
 
     /// Every cluster's annotations, as the root set them (from its

@@ -61,6 +61,39 @@ impl Daemon {
         Ok(())
     }
 
+    /// At the root, after the keys of candidate parents changed (a
+    /// rotation of the mesh CA: the root's new CA, relays' new issuer
+    /// keys): every grant names its candidates' current keys, signed
+    /// again, so a node renewed onto a new key fails over to them.
+    pub(super) fn regrant_current_keys(&mut self, now: Now) {
+        let identity = self.shared.identity.get();
+        let Some(root_key) = identity
+            .issuer
+            .as_ref()
+            .filter(|_| identity.is_root())
+            .and_then(|issuer| pki::public_key_sha256(&issuer.cert_der).ok())
+        else {
+            return;
+        };
+        let grants: Vec<Parents> = self
+            .core
+            .entries_with_prefix(relaymesh_protocol::parents::KEY_PREFIX)
+            .filter_map(Parents::from_entry)
+            .filter_map(Result::ok)
+            .collect();
+        for grant in grants {
+            let Some(grant) = with_current_keys(grant, |name| match name == identity.name {
+                true => Some(root_key),
+                false => self.store.issuer_key(name).ok().flatten(),
+            }) else {
+                continue;
+            };
+            if self.publish_signed(now, grant.to_entry()) {
+                tracing::info!(node = %grant.node, "a candidate parent's key changed: granted its candidates again");
+            }
+        }
+    }
+
     /// At the root: sign the grant naming the parent the node is under.
     pub(super) fn settle_parents(&mut self, now: Now, grant: Parents) {
         if self.publish_signed(now, grant.to_entry()) {
@@ -202,9 +235,44 @@ fn attach_decision(
     Ok(())
 }
 
+/// `grant` naming each candidate by its key now (`key_of`, `None` if not
+/// known), if one changed.
+fn with_current_keys(
+    mut grant: Parents,
+    key_of: impl Fn(&str) -> Option<[u8; 32]>,
+) -> Option<Parents> {
+    let mut changed = false;
+    for candidate in &mut grant.candidates {
+        if let Some(key) = key_of(&candidate.name).filter(|key| *key != candidate.issuer_key) {
+            candidate.issuer_key = key;
+            changed = true;
+        }
+    }
+    changed.then_some(grant)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_grant_names_its_candidates_current_keys() {
+        let rotated = |name: &str| pki::sha256(format!("new {name}").as_bytes());
+        assert!(with_current_keys(grant(), |name| Some(key(name))).is_none());
+        assert!(with_current_keys(grant(), |_| None).is_none());
+        let again = with_current_keys(grant(), |name| match name {
+            "us" => Some(rotated(name)),
+            _ => None,
+        })
+        .expect("us has a new key");
+        let keys: Vec<_> = again
+            .candidates
+            .iter()
+            .map(|candidate| (candidate.name.as_str(), candidate.issuer_key))
+            .collect();
+        assert_eq!(keys, [("eu-west", key("eu-west")), ("us", rotated("us"))]);
+        assert_eq!(again.current, grant().current);
+    }
 
     fn grant() -> Parents {
         let candidate = |name: &str, issuers: &[&str]| CandidateParent {

@@ -49,6 +49,8 @@ impl Daemon {
         self.shared.identity.set(identity);
         let trust = self.publish_trust(now)?;
         tracing::warn!(?step, "rotated the mesh CA");
+        // Grants name the root by the key it signs with.
+        self.regrant_current_keys(now);
         self.report_mesh_ca(now);
         // The root's children renew now: through the new CA at the start,
         // and without the cross-signed one at the finish.

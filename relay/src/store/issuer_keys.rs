@@ -85,21 +85,32 @@ impl Store {
     /// since, gets the key it reports; so does one that reports its first
     /// new key while the mesh CA rotates (`rotating`: the key hash of the
     /// CA the root signs with); any other change is refused and logged
-    /// once.
+    /// once. Whether a recorded key changed.
     pub fn record_issuer_keys(
         &self,
         records: &[NodeRecord],
         now_unix: u64,
         rotating: Option<[u8; 32]>,
-    ) -> Result<(), StoreError> {
+    ) -> Result<bool, StoreError> {
         let tree = self.open_tree(TREE)?;
         let rotated = self.open_tree(ROTATED)?;
         let mut changed = false;
+        let mut replaced = false;
         for record in records.iter().filter(|record| record.role == Role::Relay) {
             let Some(reported) = reported_issuer_key(record) else {
                 continue;
             };
             let held = self.recorded_issuer_key(&record.name)?;
+            let held_key = held.as_ref().map(|held| held.key);
+            let first_in_rotation = match rotating {
+                Some(ca) if rotated_in(record, &ca) => {
+                    let during = rotated
+                        .get(record.name.as_bytes())
+                        .map_err(|e| self.sled(e))?;
+                    during.as_deref() != Some(ca.as_slice())
+                }
+                _ => false,
+            };
             let next = match held {
                 None => Recorded {
                     key: reported,
@@ -115,17 +126,7 @@ impl Store {
                         refused: None,
                     }
                 }
-                Some(held)
-                    if rotating.is_some_and(|ca| {
-                        rotated_in(record, &ca)
-                            && rotated
-                                .get(record.name.as_bytes())
-                                .ok()
-                                .flatten()
-                                .as_deref()
-                                != Some(ca.as_slice())
-                    }) =>
-                {
+                Some(held) if first_in_rotation => {
                     let ca = rotating.unwrap_or_default();
                     tracing::info!(relay = %record.name, key = %hex(&reported), previous = %hex(&held.key), "a relay rotated its issuer key with the mesh CA");
                     rotated
@@ -149,11 +150,12 @@ impl Store {
             tree.insert(record.name.as_bytes(), encode(&next)?)
                 .map_err(|e| self.sled(e))?;
             changed = true;
+            replaced |= held_key.is_some_and(|key| key != next.key);
         }
         if changed {
             self.flush()?;
         }
-        Ok(())
+        Ok(replaced)
     }
 
     /// The root issued a relay token for `relay`, valid until
@@ -257,6 +259,48 @@ mod tests {
             Some([3; 32]),
             "one new key per token"
         );
+    }
+
+    /// While the mesh CA rotates, a relay that says its issuer rotated in
+    /// that rotation gets its first new key recorded; no second one.
+    #[test]
+    fn a_rotation_of_the_mesh_ca_replaces_each_key_once() {
+        let store = Store::temporary("issuer-keys-rotation").expect("store");
+        let rotated = |key: [u8; 32], ca: [u8; 32]| {
+            let mut record = relay("eu", Some(key));
+            record.labels.insert(
+                relaymesh_core::ISSUER_ROTATED_LABEL.into(),
+                crate::pki::short_key(&ca),
+            );
+            record
+        };
+        let (first_ca, second_ca) = ([7; 32], [8; 32]);
+        assert!(!store
+            .record_issuer_keys(&[relay("eu", Some([1; 32]))], 100, None)
+            .expect("record"));
+        // Not rotating, or rotated in another rotation: refused.
+        for rotating in [None, Some(second_ca)] {
+            assert!(!store
+                .record_issuer_keys(&[rotated([2; 32], first_ca)], 110, rotating)
+                .expect("record"));
+            assert_eq!(store.issuer_key("eu").expect("read"), Some([1; 32]));
+        }
+        assert!(store
+            .record_issuer_keys(&[rotated([2; 32], first_ca)], 120, Some(first_ca))
+            .expect("record"));
+        assert_eq!(store.issuer_key("eu").expect("read"), Some([2; 32]));
+        assert!(!store
+            .record_issuer_keys(&[rotated([3; 32], first_ca)], 130, Some(first_ca))
+            .expect("record"));
+        assert_eq!(
+            store.issuer_key("eu").expect("read"),
+            Some([2; 32]),
+            "one new key per rotation"
+        );
+        assert!(store
+            .record_issuer_keys(&[rotated([4; 32], second_ca)], 140, Some(second_ca))
+            .expect("record"));
+        assert_eq!(store.issuer_key("eu").expect("read"), Some([4; 32]));
     }
 
     #[test]

@@ -12,17 +12,20 @@ use super::{structured, Format};
 
 #[derive(Debug, Subcommand)]
 pub(super) enum RotateCommand {
-    /// The mesh CA, on which every link's trust rests: start, finish, or
-    /// show a rotation.
+    /// The mesh CA and every relay's issuer key, on which every link's
+    /// trust rests: start, finish, or show a rotation.
     ///
     /// `start` makes a new mesh CA, cross-signed by the old one, and signs
-    /// with it from now on; every node trusts both, and every certificate
-    /// is signed again through the new CA as the tree renews (nothing
-    /// reaches any cluster). `status` shows which nodes have not moved over
-    /// yet (their chain does not reach the new CA, or they do not trust
-    /// exactly the CAs the root names). `finish` trusts the new CA alone;
-    /// it is refused while a node is pending (an offline one would need a
-    /// new token), unless --force.
+    /// with it from now on; every node trusts both, every relay makes a new
+    /// issuer key (serving its children through it, cross-signed by the
+    /// old one), and every certificate is signed again through the new CA
+    /// and keys as the tree renews (nothing reaches any cluster). `status`
+    /// shows which nodes have not moved over yet (their chain does not
+    /// reach the new CA, they do not trust exactly the CAs the root names,
+    /// their parent's new key has not signed them, or a relay's issuer has
+    /// not rotated). `finish` trusts the new CA alone and retires the old
+    /// keys; it is refused while a node is pending (an offline one would
+    /// need a new token), unless --force.
     MeshCa(TrustArgs),
     /// The key that signs join tokens and the root's decisions: start,
     /// finish, or show a rotation.
