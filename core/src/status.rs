@@ -265,7 +265,7 @@ impl Core {
     /// How many of the clusters that re-parented away from disconnected
     /// child `child` placement `key` selects (by name or labels; a bounded
     /// placement's share cannot be told here, so its matching clusters are
-    /// taken as selected).
+    /// taken as selected, drained ones not).
     fn departed_selected(&self, child: &str, key: &str) -> u64 {
         let departed = self.inventory.departed(child);
         if departed.is_empty() {
@@ -279,10 +279,7 @@ impl Core {
         departed
             .iter()
             .filter(|record| {
-                target.names.contains(&record.name)
-                    || target.selector.as_ref().is_some_and(|selector| {
-                        relaymesh_topology::selector::matches(selector, &record.labels)
-                    })
+                relaymesh_topology::placement::target_selects(target, &record.name, &record.labels)
             })
             .count() as u64
     }

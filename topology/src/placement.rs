@@ -115,7 +115,7 @@ pub fn split(
     let mut open: BTreeMap<&str, Supply> = BTreeMap::new();
     for child in children {
         for (labels, count) in child.aggregate.iter() {
-            if is_drained(labels) || !crate::selector::matches(selector, labels) {
+            if !by_labels(selector, true, labels) {
                 continue;
             }
             let value = match spread_by {
@@ -311,6 +311,27 @@ pub fn cut(
         quota,
         ..target.clone()
     })
+}
+
+/// Whether `target` may select the cluster `name` with `labels`, whatever
+/// quota a relay gives it: the cluster is named, or the label selector
+/// matches it; a count-bounded target never selects a drained (or lost)
+/// cluster, which is placed elsewhere, while one without a bound stays on
+/// it, as a DaemonSet's pods do. The one home of this rule: the split,
+/// status, handovers and `relayctl explain` all ask it.
+pub fn target_selects(target: &PlacementTarget, name: &str, labels: &Labels) -> bool {
+    let bounded = target.max_clusters.is_some() || target.quota.is_some();
+    target.names.iter().any(|named| named == name)
+        || target
+            .selector
+            .as_ref()
+            .is_some_and(|selector| by_labels(selector, bounded, labels))
+}
+
+/// Whether `selector` selects a cluster with `labels` for a target that is
+/// count-`bounded` or not (see [`target_selects`]).
+fn by_labels(selector: &relaymesh_protocol::LabelSelector, bounded: bool, labels: &Labels) -> bool {
+    !(bounded && is_drained(labels)) && crate::selector::matches(selector, labels)
 }
 
 /// The agent's side: whether the cluster `name` with `labels` is selected by

@@ -56,11 +56,7 @@ impl Handovers {
 /// Whether an unbounded `target` selects the cluster of `record`, as every
 /// relay resolves it: by name, or by its label selector.
 fn selects(target: &PlacementTarget, record: &NodeRecord) -> bool {
-    target.names.contains(&record.name)
-        || target
-            .selector
-            .as_ref()
-            .is_some_and(|selector| relaymesh_topology::selector::matches(selector, &record.labels))
+    relaymesh_topology::placement::target_selects(target, &record.name, &record.labels)
 }
 
 fn unbounded(target: &PlacementTarget) -> bool {

@@ -164,8 +164,8 @@ async fn reconcile(
                     }
                 }
                 tracing::debug!(placement = %key.name, objects = packed.objects, "placement built");
-                let stored = |id: &BundleId| shared.store.has_bundle(id).unwrap_or(false);
-                let entry = rollouts.shape(&object, &packed.rollout, packed.entry, stored, &now);
+                let stored = |id: &BundleId| shared.store.has_bundle(id);
+                let entry = rollouts.shape(&object, &packed.rollout, packed.entry, stored, &now)?;
                 entries.push(entry);
             }
             Err(error) => {

@@ -59,17 +59,18 @@ pub(super) struct Rollouts {
 impl Rollouts {
     /// The entry to publish for a placement built from `object`: with the
     /// previous revision and the wave while a staged rollout runs.
-    /// `stored` says whether a bundle is still in the root's store.
-    pub fn shape(
+    /// `stored` says whether a bundle is still in the root's store (an
+    /// error reading it is the caller's error).
+    pub fn shape<E>(
         &mut self,
         object: &Value,
         spec: &RolloutSpec,
         mut entry: SliceEntry,
-        stored: impl Fn(&BundleId) -> bool,
+        stored: impl Fn(&BundleId) -> Result<bool, E>,
         now: &str,
-    ) -> SliceEntry {
+    ) -> Result<SliceEntry, E> {
         let Some(&current) = entry.bundles.first() else {
-            return entry;
+            return Ok(entry);
         };
         let rollout = self
             .by_key
@@ -97,7 +98,11 @@ impl Rollouts {
                 rollout.remember("Aborted", now);
             }
         }
-        if rollout.stable.is_some_and(|stable| !stored(&stable)) {
+        let gone = match rollout.stable {
+            Some(stable) => !stored(&stable)?,
+            None => false,
+        };
+        if gone {
             tracing::warn!(placement = %entry.key, "the previous revision's bundle is gone: clusters outside the wave wait");
             rollout.stable = None;
         }
@@ -107,7 +112,7 @@ impl Rollouts {
                 entry.bundles = vec![current, stable];
             }
         }
-        entry
+        Ok(entry)
     }
 
     /// Takes the status the tree reported for placement `key`: decides the
@@ -474,6 +479,16 @@ mod tests {
 
     use super::*;
 
+    /// Every bundle is still stored.
+    fn held(_: &BundleId) -> Result<bool, std::convert::Infallible> {
+        Ok(true)
+    }
+
+    /// No bundle is stored any more.
+    fn gone(_: &BundleId) -> Result<bool, std::convert::Infallible> {
+        Ok(false)
+    }
+
     fn entry(bundle: u8) -> SliceEntry {
         SliceEntry {
             key: "placement/shop/web".into(),
@@ -528,30 +543,40 @@ mod tests {
     fn a_revision_goes_out_in_waves_then_the_next_keeps_it_as_previous() {
         let mut rollouts = Rollouts::default();
         let object = json!({"metadata": {}});
-        let shaped = rollouts.shape(&object, &spec(), entry(1), |_| true, "t0");
+        let shaped = rollouts
+            .shape(&object, &spec(), entry(1), held, "t0")
+            .expect("shaped");
         assert_eq!(
             wave_of(&shaped),
             Some(0),
             "nothing handed out before a status"
         );
         assert!(rollouts.advance(KEY, &spec(), &report(1, 4, 0, 0), true, "t1"));
-        let shaped = rollouts.shape(&object, &spec(), entry(1), |_| true, "t1");
+        let shaped = rollouts
+            .shape(&object, &spec(), entry(1), held, "t1")
+            .expect("shaped");
         assert_eq!(wave_of(&shaped), Some(2));
         assert_eq!(shaped.bundles.len(), 1, "a first revision has no previous");
         assert!(rollouts.advance(KEY, &spec(), &report(1, 4, 2, 2), true, "t2"));
         assert!(rollouts.advance(KEY, &spec(), &report(1, 4, 4, 4), true, "t3"));
-        let shaped = rollouts.shape(&object, &spec(), entry(1), |_| true, "t3");
+        let shaped = rollouts
+            .shape(&object, &spec(), entry(1), held, "t3")
+            .expect("shaped");
         assert_eq!(wave_of(&shaped), None, "complete: every cluster runs it");
         let status = rollouts.render(KEY, &spec()).expect("a staged rollout");
         assert_eq!(status["phase"], "Complete");
         assert_eq!(status["clusters"]["succeeded"], 4);
 
         // The next revision starts from the first wave, the last one kept.
-        let shaped = rollouts.shape(&object, &spec(), entry(2), |_| true, "t4");
+        let shaped = rollouts
+            .shape(&object, &spec(), entry(2), held, "t4")
+            .expect("shaped");
         assert_eq!(wave_of(&shaped), Some(0));
         assert_eq!(shaped.bundles, vec![BundleId([2; 32]), BundleId([1; 32])]);
         // Its previous bundle gone from the store: nothing to fall back on.
-        let shaped = rollouts.shape(&object, &spec(), entry(2), |_| false, "t4");
+        let shaped = rollouts
+            .shape(&object, &spec(), entry(2), gone, "t4")
+            .expect("shaped");
         assert_eq!(shaped.bundles, vec![BundleId([2; 32])]);
     }
 
@@ -559,13 +584,19 @@ mod tests {
     fn abort_and_promote_act_only_on_the_revision_they_name() {
         let mut rollouts = Rollouts::default();
         let plain = json!({"metadata": {}});
-        rollouts.shape(&plain, &spec(), entry(1), |_| true, "t0");
+        rollouts
+            .shape(&plain, &spec(), entry(1), held, "t0")
+            .expect("shaped");
         rollouts.advance(KEY, &spec(), &report(1, 4, 4, 4), true, "t1");
-        rollouts.shape(&plain, &spec(), entry(2), |_| true, "t2");
+        rollouts
+            .shape(&plain, &spec(), entry(2), held, "t2")
+            .expect("shaped");
         rollouts.advance(KEY, &spec(), &report(2, 4, 0, 0), true, "t3");
         let stale =
             json!({"metadata": {"annotations": {ABORT_ANNOTATION: BundleId([1; 32]).to_string()}}});
-        let shaped = rollouts.shape(&stale, &spec(), entry(2), |_| true, "t4");
+        let shaped = rollouts
+            .shape(&stale, &spec(), entry(2), held, "t4")
+            .expect("shaped");
         assert_eq!(
             wave_of(&shaped),
             Some(2),
@@ -573,7 +604,9 @@ mod tests {
         );
         let abort =
             json!({"metadata": {"annotations": {ABORT_ANNOTATION: BundleId([2; 32]).to_string()}}});
-        let shaped = rollouts.shape(&abort, &spec(), entry(2), |_| true, "t5");
+        let shaped = rollouts
+            .shape(&abort, &spec(), entry(2), held, "t5")
+            .expect("shaped");
         assert_eq!(
             wave_of(&shaped),
             Some(0),
@@ -583,7 +616,9 @@ mod tests {
         assert!(!rollouts.advance(KEY, &spec(), &report(2, 4, 0, 0), true, "t6"));
 
         let promote = json!({"metadata": {"annotations": {PROMOTE_ANNOTATION: BundleId([3; 32]).to_string()}}});
-        let shaped = rollouts.shape(&promote, &spec(), entry(3), |_| true, "t7");
+        let shaped = rollouts
+            .shape(&promote, &spec(), entry(3), held, "t7")
+            .expect("shaped");
         assert_eq!(wave_of(&shaped), None, "promoted: everywhere at once");
         let status = rollouts.render(KEY, &spec()).expect("a staged rollout");
         let outcomes: Vec<&str> = status["history"]
@@ -602,14 +637,20 @@ mod tests {
         use relaymesh_protocol::{AppliedRevision, PhaseCounts};
         let mut rollouts = Rollouts::default();
         let plain = json!({"metadata": {}});
-        rollouts.shape(&plain, &spec(), entry(1), |_| true, "t0");
+        rollouts
+            .shape(&plain, &spec(), entry(1), held, "t0")
+            .expect("shaped");
         rollouts.advance(KEY, &spec(), &report(1, 4, 4, 4), true, "t1");
-        rollouts.shape(&plain, &spec(), entry(2), |_| true, "t2");
+        rollouts
+            .shape(&plain, &spec(), entry(2), held, "t2")
+            .expect("shaped");
         rollouts.advance(KEY, &spec(), &report(2, 4, 1, 0), true, "t3");
         assert_eq!(rollouts.target(KEY, BundleId([2; 32])), BundleId([2; 32]));
         let abort =
             json!({"metadata": {"annotations": {ABORT_ANNOTATION: BundleId([2; 32]).to_string()}}});
-        rollouts.shape(&abort, &spec(), entry(2), |_| true, "t4");
+        rollouts
+            .shape(&abort, &spec(), entry(2), held, "t4")
+            .expect("shaped");
         assert_eq!(
             rollouts.target(KEY, BundleId([2; 32])),
             BundleId([1; 32]),
@@ -655,12 +696,16 @@ mod tests {
     fn a_restarted_root_reads_its_position_back_from_the_status() {
         let mut rollouts = Rollouts::default();
         let plain = json!({"metadata": {}});
-        rollouts.shape(&plain, &spec(), entry(1), |_| true, "t0");
+        rollouts
+            .shape(&plain, &spec(), entry(1), held, "t0")
+            .expect("shaped");
         rollouts.advance(KEY, &spec(), &report(1, 8, 2, 2), true, "t1");
         let written = rollouts.render(KEY, &spec()).expect("a staged rollout");
         let mut restarted = Rollouts::default();
         let object = json!({"metadata": {}, "status": {"rollout": written}});
-        let shaped = restarted.shape(&object, &spec(), entry(1), |_| true, "t2");
+        let shaped = restarted
+            .shape(&object, &spec(), entry(1), held, "t2")
+            .expect("shaped");
         assert_eq!(wave_of(&shaped), Some(4));
     }
 
@@ -688,11 +733,15 @@ mod tests {
         };
         let mut rollouts = Rollouts::default();
         let plain = json!({"metadata": {}});
-        rollouts.shape(&plain, &grouped, entry(1), |_| true, "t0");
+        rollouts
+            .shape(&plain, &grouped, entry(1), held, "t0")
+            .expect("shaped");
         let mut status = report(1, 8, 0, 0);
         status.parts = vec![part("eu", 4, 0, 0), part("us", 4, 0, 0)];
         assert!(rollouts.advance(KEY, &grouped, &status, true, "t1"));
-        let shaped = rollouts.shape(&plain, &grouped, entry(1), |_| true, "t1");
+        let shaped = rollouts
+            .shape(&plain, &grouped, entry(1), held, "t1")
+            .expect("shaped");
         let Target::Placement(target) = &shaped.target else {
             panic!("a placement");
         };
@@ -707,7 +756,9 @@ mod tests {
 
         let mut restarted = Rollouts::default();
         let object = json!({"metadata": {}, "status": {"rollout": written}});
-        let shaped = restarted.shape(&object, &grouped, entry(1), |_| true, "t2");
+        let shaped = restarted
+            .shape(&object, &grouped, entry(1), held, "t2")
+            .expect("shaped");
         let Target::Placement(target) = &shaped.target else {
             panic!("a placement");
         };

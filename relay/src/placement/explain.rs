@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 
 use relaymesh_protocol::query::ChildCut;
-use relaymesh_protocol::{NodeRecord, Quota, Role};
+use relaymesh_protocol::{NodeRecord, PlacementTarget, Quota, Role};
 use serde_json::{json, Value};
 
 use super::{PlacementError, PlacementSpec};
@@ -111,11 +111,13 @@ pub fn explain(
         .map(|node| (node.name.as_str(), node))
         .collect();
     let paths = paths(nodes);
+    // Selected by its labels: named clusters are told apart below.
+    let by_labels = PlacementTarget {
+        names: Vec::new(),
+        ..spec.target.clone()
+    };
     let matches = |node: &NodeRecord| {
-        spec.target
-            .selector
-            .as_ref()
-            .is_some_and(|selector| relaymesh_topology::selector::matches(selector, &node.labels))
+        relaymesh_topology::placement::target_selects(&by_labels, &node.name, &node.labels)
     };
     let matching = nodes
         .iter()

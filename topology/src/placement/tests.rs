@@ -500,3 +500,42 @@ fn a_drained_cluster_is_replaced_and_a_cordoned_one_keeps_but_gets_nothing_new()
     assert!(moved.per_child.contains_key(spare));
     assert!(moved.per_child.contains_key(holders[1].as_str()));
 }
+
+#[test]
+fn a_target_selects_by_name_or_labels_and_a_bounded_one_never_a_drained_cluster() {
+    let eu = labels(&[("region", "eu")]);
+    let mut drained = eu.clone();
+    drained.insert(DRAINING_LABEL.into(), "true".into());
+    let mut lost = eu.clone();
+    lost.insert(LOST_LABEL.into(), "true".into());
+    let every = target("region=eu", None, None);
+    let bounded = target("region=eu", Some(2), None);
+    for selecting in [&every, &bounded] {
+        assert!(target_selects(selecting, "eu-1", &eu));
+        assert!(!target_selects(
+            selecting,
+            "us-1",
+            &labels(&[("region", "us")])
+        ));
+    }
+    assert!(
+        target_selects(&every, "eu-1", &drained),
+        "stays, as a DaemonSet"
+    );
+    assert!(!target_selects(&bounded, "eu-1", &drained));
+    assert!(!target_selects(&bounded, "eu-1", &lost));
+    let named = PlacementTarget {
+        names: vec!["eu-1".into()],
+        ..bounded.clone()
+    };
+    assert!(target_selects(&named, "eu-1", &drained), "named");
+    let quota = PlacementTarget {
+        max_clusters: None,
+        quota: Some(Quota::default()),
+        ..bounded
+    };
+    assert!(
+        !target_selects(&quota, "eu-1", &drained),
+        "a relay's share is bounded too"
+    );
+}

@@ -3,20 +3,20 @@
 //! Reads the admin kubeconfig `relay init` wrote (found as kubectl finds
 //! one), then calls the root's HTTPS API through `relaymesh_relay::client`.
 
-use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use anyhow::{bail, Context as _};
+use anyhow::Context as _;
 use clap::{Parser, Subcommand, ValueEnum};
-use relaymesh_relay::client::{
-    cluster, manifests, resources, settle, status, tree, Client, ClientError,
-};
+use relaymesh_relay::client::{Client, ClientError};
 use relaymesh_relay::kubeconfig;
 use tracing_subscriber::EnvFilter;
 
+mod clusters;
+mod inspect;
+mod nodes;
+mod objects;
 mod rollout;
 mod rotate;
 mod tokens;
@@ -170,7 +170,7 @@ enum Command {
     /// up, placements that select by label follow, and its templates and
     /// status rules read them. Labels under relaymesh.dev/ are the agent's
     /// own and cannot be changed.
-    Label(ClusterChange),
+    Label(clusters::ClusterChange),
     /// Set or remove a cluster's annotations at the root.
     ///
     /// Each change is KEY=VALUE (set) or KEY- (remove), as with kubectl
@@ -178,7 +178,7 @@ enum Command {
     /// cluster and sends them down to it; its templates read them as
     /// {{ cluster.annotations.KEY }}. They are not reported up and select
     /// nothing. A cluster's annotations take at most 64 KiB.
-    Annotate(ClusterChange),
+    Annotate(clusters::ClusterChange),
     /// Cordon a cluster: count-bounded placements (maxClusters) keep what
     /// they have there but add nothing new. Placements to every matching
     /// cluster are not affected (like DaemonSets in `kubectl drain`).
@@ -398,104 +398,6 @@ enum Format {
     Yaml,
 }
 
-/// What `relayctl label|annotate` can change.
-#[derive(Debug, Clone, Copy, clap::ValueEnum)]
-enum LabelKind {
-    /// A cluster (its edge agent's node).
-    Cluster,
-}
-
-/// The arguments of `relayctl label` and `relayctl annotate`.
-#[derive(Debug, clap::Args)]
-struct ClusterChange {
-    /// What to change: cluster.
-    #[arg(value_enum)]
-    kind: LabelKind,
-    /// The cluster's name.
-    name: String,
-    /// KEY=VALUE to set, KEY- to remove.
-    #[arg(required = true, value_name = "KEY=VALUE|KEY-")]
-    changes: Vec<String>,
-    /// Output format.
-    #[arg(short, long, value_enum, default_value_t = Format::Text)]
-    output: Format,
-}
-
-/// What `relayctl label|annotate cluster` changes.
-#[derive(Debug, Clone, Copy)]
-enum Metadata {
-    Labels,
-    Annotations,
-}
-
-/// `relayctl label|annotate cluster NAME KEY=VALUE… KEY-…`.
-async fn change_cluster(
-    client: &Client,
-    change: &ClusterChange,
-    what: Metadata,
-) -> anyhow::Result<()> {
-    let ClusterChange {
-        kind: LabelKind::Cluster,
-        name,
-        changes,
-        output,
-    } = change;
-    let output = *output;
-    let (set, remove) = label_changes(changes)?;
-    let (field, verb, done) = match what {
-        Metadata::Labels => ("set", "label", "labeled"),
-        Metadata::Annotations => ("annotations", "annotate", "annotated"),
-    };
-    let changed = client
-        .change_cluster(name, field, &set, &remove)
-        .await
-        .with_context(|| format!("cannot {verb} cluster {name:?}"))?;
-    match output {
-        Format::Json | Format::Yaml => {
-            print!("{}", structured(output, &changed)?.unwrap_or_default())
-        }
-        Format::Text => println!("cluster/{name} {done}"),
-    }
-    Ok(())
-}
-
-fn label_changes(
-    changes: &[String],
-) -> anyhow::Result<(std::collections::BTreeMap<String, String>, Vec<String>)> {
-    let mut set = std::collections::BTreeMap::new();
-    let mut remove = Vec::new();
-    for change in changes {
-        if let Some((key, value)) = change.split_once('=') {
-            set.insert(key.to_string(), value.to_string());
-        } else if let Some(key) = change.strip_suffix('-') {
-            remove.push(key.to_string());
-        } else {
-            bail!("{change:?}: give KEY=VALUE to set one or KEY- to remove one");
-        }
-    }
-    Ok((set, remove))
-}
-
-/// The moves as a table: node, from, to, state, when ordered.
-fn move_table(moves: &[serde_json::Value]) -> String {
-    let mut out = format!(
-        "{:<24} {:<16} {:<16} {:<8} {}\n",
-        "NODE", "FROM", "TO", "STATE", "ORDERED"
-    );
-    for moved in moves {
-        let text = |value: &serde_json::Value| value.as_str().unwrap_or_default().to_string();
-        out.push_str(&format!(
-            "{:<24} {:<16} {:<16} {:<8} {}\n",
-            text(&moved["spec"]["node"]),
-            text(&moved["status"]["from"]),
-            text(&moved["spec"]["to"]),
-            text(&moved["status"]["state"]),
-            text(&moved["metadata"]["creationTimestamp"]),
-        ));
-    }
-    out
-}
-
 /// `value` as JSON or YAML when `output` asks for one of them.
 fn structured(output: Format, value: &impl serde::Serialize) -> anyhow::Result<Option<String>> {
     Ok(match output {
@@ -530,66 +432,15 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Token { command } => tokens::run(&client, command).await?,
         Command::Revoke {
             list: true, output, ..
-        } => {
-            let revocations = client
-                .revocations()
-                .await
-                .context("cannot list revocations")?;
-            match output {
-                Format::Json | Format::Yaml => {
-                    print!("{}", structured(output, &revocations)?.unwrap_or_default())
-                }
-                Format::Text => print!("{}", revocation_table(&revocations)),
-            }
-        }
+        } => nodes::revocations(&client, output).await?,
         Command::Revoke {
             node: Some(node),
             output,
             ..
-        } => {
-            let revoked = client
-                .revoke_node(&node)
-                .await
-                .with_context(|| format!("cannot revoke {node:?}"))?;
-            match output {
-                Format::Json | Format::Yaml => {
-                    print!("{}", structured(output, &revoked)?.unwrap_or_default())
-                }
-                Format::Text => {
-                    let status = &revoked["status"];
-                    let list = |key: &str| {
-                        let names: Vec<&str> = status[key]
-                            .as_array()
-                            .map(|items| {
-                                items.iter().filter_map(serde_json::Value::as_str).collect()
-                            })
-                            .unwrap_or_default();
-                        if names.is_empty() {
-                            "none".to_string()
-                        } else {
-                            names.join(", ")
-                        }
-                    };
-                    println!(
-                        "revoked {node:?} at {}",
-                        status["revokedAt"].as_str().unwrap_or_default()
-                    );
-                    println!("removed from the tree: {}", list("removedFromTree"));
-                    println!("join tokens revoked with it: {}", list("tokensRevoked"));
-                }
-            }
-        }
+        } => nodes::revoke(&client, &node, output).await?,
         Command::Move {
             list: true, output, ..
-        } => {
-            let moves = client.moves().await.context("cannot list moves")?;
-            match output {
-                Format::Json | Format::Yaml => {
-                    print!("{}", structured(output, &moves)?.unwrap_or_default())
-                }
-                Format::Text => print!("{}", move_table(&moves)),
-            }
-        }
+        } => nodes::moves(&client, output).await?,
         Command::Move {
             node: Some(node),
             to: Some(to),
@@ -598,82 +449,20 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             timeout,
             output,
             ..
-        } => {
-            let deadline = tokio::time::Instant::now() + timeout;
-            let before = waits::heard_if(&client, wait).await?;
-            let moved = client
-                .move_node(&node, &to, ttl)
-                .await
-                .with_context(|| format!("cannot move {node:?} to {to:?}"))?;
-            let moved = if let Some(before) = before {
-                let moved = waits::wait_settled(&client, &node, timeout).await?;
-                waits::wait_statuses(
-                    &client,
-                    &before,
-                    settle::Selection::Kept,
-                    deadline,
-                    &format!("the move of {node:?}"),
-                )
-                .await?;
-                moved
-            } else {
-                moved
-            };
-            match output {
-                Format::Json | Format::Yaml => {
-                    print!("{}", structured(output, &moved)?.unwrap_or_default())
-                }
-                Format::Text => println!(
-                    "{node:?}: {} from {:?} to {to:?}",
-                    moved["status"]["state"].as_str().unwrap_or("Moving"),
-                    moved["status"]["from"].as_str().unwrap_or_default()
-                ),
-            }
-        }
+        } => nodes::move_node(&client, &node, &to, ttl, wait, timeout, output).await?,
         Command::Rollout { command } => rollout::run(&client, command).await?,
-        Command::Cordon { cluster } => {
-            client
-                .cordon(&cluster, "Cordoned")
-                .await
-                .with_context(|| format!("cannot cordon {cluster:?}"))?;
-            println!("cluster/{cluster} cordoned");
-        }
-        Command::Uncordon { cluster } => {
-            client
-                .cordon(&cluster, "Schedulable")
-                .await
-                .with_context(|| format!("cannot uncordon {cluster:?}"))?;
-            println!("cluster/{cluster} uncordoned");
-        }
+        Command::Cordon { cluster } => clusters::cordon(&client, &cluster, "Cordoned").await?,
+        Command::Uncordon { cluster } => clusters::cordon(&client, &cluster, "Schedulable").await?,
         Command::Drain {
             cluster,
             wait,
             timeout,
-        } => {
-            let deadline = tokio::time::Instant::now() + timeout;
-            let before = waits::heard_if(&client, wait).await?;
-            client
-                .cordon(&cluster, "Draining")
-                .await
-                .with_context(|| format!("cannot drain {cluster:?}"))?;
-            if let Some(before) = before {
-                waits::wait_drained(&client, &cluster, timeout).await?;
-                waits::wait_statuses(
-                    &client,
-                    &before,
-                    settle::Selection::MayShrink,
-                    deadline,
-                    &format!("the drain of {cluster:?}"),
-                )
-                .await?;
-                println!("cluster/{cluster} drained");
-            } else {
-                println!("cluster/{cluster} draining");
-            }
+        } => clusters::drain(&client, &cluster, wait, timeout).await?,
+        Command::Label(change) => {
+            clusters::change(&client, &change, clusters::Metadata::Labels).await?
         }
-        Command::Label(change) => change_cluster(&client, &change, Metadata::Labels).await?,
         Command::Annotate(change) => {
-            change_cluster(&client, &change, Metadata::Annotations).await?
+            clusters::change(&client, &change, clusters::Metadata::Annotations).await?
         }
         Command::Move { .. } => {
             anyhow::bail!("name the agent to move and --to RELAY, or pass --list")
@@ -687,185 +476,33 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             placement,
             namespace,
             output,
-        } => {
-            let (relays, agents) = tokio::try_join!(client.relays(), client.agents())
-                .context("cannot list the tree's nodes")?;
-            let nodes: Vec<_> = relays.into_iter().chain(agents).collect();
-            let Some(mut root) = tree::build_tree(&nodes) else {
-                bail!("the root listed no relay without a parent");
-            };
-            if let Some(placement) = &placement {
-                let object = waits::placement(&client, &namespace, placement).await?;
-                let mut answers = BTreeMap::new();
-                for relay in tree::relays(&root) {
-                    match client.subtree(&relay, &namespace, placement).await {
-                        Ok(answer) => {
-                            answers.insert(relay, answer);
-                        }
-                        // A relay out of reach leaves its children
-                        // without counts; the rest of the tree still shows.
-                        Err(error) => eprintln!("warning: {relay}: {error}"),
-                    }
-                }
-                tree::annotate(&mut root, &answers);
-                tree::annotate_top(&mut root, &object);
-            }
-            let mut stdout = std::io::stdout().lock();
-            if let Some(text) = structured(output, &root)? {
-                write!(stdout, "{text}")?;
-                return Ok(());
-            }
-            write!(stdout, "{}", tree::render_text(&root))?;
-            let detached = tree::detached_trees(&nodes);
-            if !detached.is_empty() {
-                writeln!(
-                    stdout,
-                    "\ndetached (their parent is not known to the root yet):"
-                )?;
-                for subtree in &detached {
-                    write!(stdout, "{}", tree::render_text(subtree))?;
-                }
-            }
-        }
-        Command::Apply { files, namespace } => {
-            let mut objects = Vec::new();
-            for file in &files {
-                objects
-                    .extend(manifests::read(file).with_context(|| format!("cannot read {file}"))?);
-            }
-            for object in &objects {
-                let kind = object["kind"].as_str().unwrap_or_default().to_lowercase();
-                let name = object["metadata"]["name"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_string();
-                let applied = client
-                    .apply(object, &namespace)
-                    .await
-                    .with_context(|| format!("cannot apply {kind} {name:?}"))?;
-                let version = applied["metadata"]["resourceVersion"]
-                    .as_str()
-                    .unwrap_or("?");
-                println!("{kind}/{name} applied (resourceVersion {version})");
-            }
-        }
+        } => inspect::tree(&client, placement.as_deref(), &namespace, output).await?,
+        Command::Apply { files, namespace } => objects::apply(&client, &files, &namespace).await?,
         Command::Get {
             resource,
             cluster: Some(cluster),
             namespace,
             all_namespaces: _,
             output,
-        } => {
-            let (kind, name) = resource
-                .split_once('/')
-                .with_context(|| format!("with --cluster, give KIND/NAME, not {resource:?}"))?;
-            let kind_ref = cluster::kind_ref(kind).with_context(|| {
-                format!(
-                    "unknown kind {kind:?}: use one of {} (or plural.group), or Kind.version.group",
-                    cluster::known_kinds()
-                )
-            })?;
-            let reply = client
-                .cluster_object(&cluster, &kind_ref, Some(&namespace), name)
-                .await
-                .with_context(|| format!("cannot read {resource} from cluster {cluster}"))?;
-            if let Some(note) = cluster::stale_note(&reply) {
-                eprintln!("{note}");
-            }
-            let object = &reply["object"];
-            match output {
-                GetFormat::Json => println!("{}", serde_json::to_string_pretty(object)?),
-                GetFormat::Yaml => print!("{}", serde_yaml::to_string(object)?),
-                GetFormat::Table => {
-                    let state = match cluster::stale_note(&reply) {
-                        Some(_) => "stale",
-                        None => "live",
-                    };
-                    let rows = [
-                        ["CLUSTER", "NAMESPACE", "NAME", "KIND", "STATE"].map(str::to_string),
-                        [
-                            cluster.clone(),
-                            object["metadata"]["namespace"]
-                                .as_str()
-                                .unwrap_or("")
-                                .into(),
-                            name.to_string(),
-                            kind_ref.kind.clone(),
-                            state.into(),
-                        ],
-                    ]
-                    .map(|row| row.to_vec());
-                    print!("{}", resources::render_rows(&rows));
-                }
-            }
-        }
+        } => objects::get_from(&client, &cluster, &resource, &namespace, output).await?,
         Command::Events {
             cluster,
             namespace,
             limit,
             output,
-        } => {
-            let reply = client
-                .cluster_events(&cluster, namespace.as_deref(), limit)
-                .await
-                .with_context(|| format!("cannot read the events of cluster {cluster}"))?;
-            if let Some(note) = cluster::stale_note(&reply) {
-                eprintln!("{note}");
-            }
-            match output {
-                GetFormat::Json => println!("{}", serde_json::to_string_pretty(&reply)?),
-                GetFormat::Yaml => print!("{}", serde_yaml::to_string(&reply)?),
-                GetFormat::Table => print!(
-                    "{}",
-                    cluster::render_events(&reply, std::time::SystemTime::now())
-                ),
-            }
-        }
+        } => objects::events(&client, &cluster, namespace.as_deref(), limit, output).await?,
         Command::Get {
             resource,
             cluster: None,
             namespace,
             all_namespaces,
             output,
-        } => {
-            let resource = known_resource(&resource);
-            let namespace = (!all_namespaces).then_some(namespace.as_str());
-            match output {
-                GetFormat::Table => {
-                    let table = client
-                        .table(&resource, namespace)
-                        .await
-                        .with_context(|| format!("cannot list {}", resource.plural))?;
-                    print!("{}", resources::render_table(&table, all_namespaces));
-                }
-                GetFormat::Json | GetFormat::Yaml => {
-                    let list = client
-                        .list_resource(&resource, namespace)
-                        .await
-                        .with_context(|| format!("cannot list {}", resource.plural))?;
-                    if output == GetFormat::Json {
-                        println!("{}", serde_json::to_string_pretty(&list)?);
-                    } else {
-                        print!("{}", serde_yaml::to_string(&list)?);
-                    }
-                }
-            }
-        }
+        } => objects::get(&client, &resource, &namespace, all_namespaces, output).await?,
         Command::Explain {
             placement,
             namespace,
             output,
-        } => {
-            let explanation = client
-                .explain(&namespace, &placement)
-                .await
-                .with_context(|| format!("cannot explain placement {namespace}/{placement}"))?;
-            if let Some(text) = structured(output, &explanation)? {
-                print!("{text}");
-            } else {
-                print!("{}", resources::render_explanation(&explanation));
-            }
-        }
+        } => inspect::explain(&client, &namespace, &placement, output).await?,
         Command::Status {
             placement,
             namespace,
@@ -874,39 +511,14 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             output,
         } => {
             let namespace = (!all_namespaces).then_some(namespace.as_str());
-            let placements = client
-                .placements(namespace, placement.as_deref())
-                .await
-                .context("cannot read placements")?;
-            let summaries: Vec<_> = placements.iter().map(status::summary).collect();
-            match (&by, output) {
-                (Some(label), Format::Json | Format::Yaml) => {
-                    let mut grouped = Vec::new();
-                    for summary in &summaries {
-                        let rows = status::groups_by(summary, label)?;
-                        grouped.push(serde_json::json!({
-                            "namespace": summary["namespace"],
-                            "name": summary["name"],
-                            "label": label,
-                            "groups": rows,
-                        }));
-                    }
-                    let printed = match (&placement, grouped.as_slice()) {
-                        (Some(_), [one]) => one.clone(),
-                        _ => serde_json::Value::Array(grouped),
-                    };
-                    print!("{}", structured(output, &printed)?.unwrap_or_default());
-                }
-                (Some(label), _) => print!("{}", status::render_groups(&summaries, label)?),
-                (None, Format::Json | Format::Yaml) => {
-                    let printed = match (&placement, summaries.as_slice()) {
-                        (Some(_), [one]) => one.clone(),
-                        _ => serde_json::Value::Array(summaries),
-                    };
-                    print!("{}", structured(output, &printed)?.unwrap_or_default());
-                }
-                (None, _) => print!("{}", status::render_text(&summaries)),
-            }
+            inspect::status(
+                &client,
+                namespace,
+                placement.as_deref(),
+                by.as_deref(),
+                output,
+            )
+            .await?
         }
         Command::Watch {
             placement,
@@ -914,55 +526,12 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             timeout,
             by,
         } => waits::watch(&client, &namespace, &placement, timeout, by.as_deref()).await?,
-        Command::Link { node, output } => {
-            let link = client
-                .link(&node)
-                .await
-                .with_context(|| format!("cannot read the link of {node}"))?;
-            if let Some(text) = structured(output, &link)? {
-                print!("{text}");
-            } else {
-                print!("{}", tree::render_link(&link));
-            }
-        }
+        Command::Link { node, output } => inspect::link(&client, &node, output).await?,
         Command::Bundle {
             command: BundleCommand::Push { file, name },
-        } => {
-            let bytes =
-                std::fs::read(&file).with_context(|| format!("cannot read {}", file.display()))?;
-            let (id, size) = client
-                .push_bundle(&name, bytes)
-                .await
-                .with_context(|| format!("cannot push bundle {name:?}"))?;
-            println!("bundle {name} {id} ({size} bytes)");
-        }
+        } => inspect::push_bundle(&client, &file, &name).await?,
     }
     Ok(())
-}
-
-/// `relayctl revoke --list` as a table.
-fn revocation_table(revocations: &[serde_json::Value]) -> String {
-    let rows = revocations.iter().map(|revocation| {
-        let spec = &revocation["spec"];
-        let status = &revocation["status"];
-        match spec["node"].as_str() {
-            Some(node) => vec![
-                "node".to_string(),
-                node.to_string(),
-                status["revokedAt"].as_str().unwrap_or("-").to_string(),
-            ],
-            None => vec![
-                "token".to_string(),
-                format!(
-                    "{} (for {})",
-                    spec["token"].as_str().unwrap_or("-"),
-                    spec["tokenName"].as_str().unwrap_or("-")
-                ),
-                "-".to_string(),
-            ],
-        }
-    });
-    columns(&["WHAT", "NAME", "REVOKED AT"], rows)
 }
 
 /// A header and rows as kubectl prints them.
@@ -970,34 +539,6 @@ fn columns(header: &[&str], rows: impl Iterator<Item = Vec<String>>) -> String {
     let mut table: Vec<Vec<String>> = vec![header.iter().map(|h| h.to_string()).collect()];
     table.extend(rows);
     relaymesh_relay::client::resources::render_rows(&table)
-}
-
-/// The resources relayctl knows by name; anything else is looked up as a
-/// plural in the core group, then relaymesh's.
-fn known_resource(name: &str) -> resources::Resource {
-    let relaymesh = |plural: &str, namespaced: bool| resources::Resource {
-        group: "relaymesh.dev".into(),
-        version: "v1alpha1".into(),
-        plural: plural.into(),
-        namespaced,
-    };
-    match name {
-        "placements" | "placement" | "pl" => relaymesh("placements", true),
-        "clusters" | "cluster" => relaymesh("clusters", false),
-        "relays" | "relay" => relaymesh("relays", false),
-        "clusterprofiles" | "clusterprofile" => resources::Resource {
-            group: "multicluster.x-k8s.io".into(),
-            version: "v1alpha1".into(),
-            plural: "clusterprofiles".into(),
-            namespaced: false,
-        },
-        other => resources::Resource {
-            group: String::new(),
-            version: "v1".into(),
-            plural: other.into(),
-            namespaced: !matches!(other, "namespaces" | "nodes"),
-        },
-    }
 }
 
 /// Logs go to stderr: `-v` flags win, else `RUST_LOG`, else warnings only.
