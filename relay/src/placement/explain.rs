@@ -360,6 +360,14 @@ mod tests {
         };
         let explained = explain(&placement, &tree(), &splits).expect("explains");
         assert_eq!(explained["matching"], 2);
+        // A drained cluster is no candidate of a bounded placement.
+        let mut drained = tree();
+        drained[3].labels.insert(
+            relaymesh_topology::placement::DRAINING_LABEL.into(),
+            "true".into(),
+        );
+        let with_drained = explain(&placement, &drained, &splits).expect("explains");
+        assert_eq!(with_drained["matching"], 1);
         assert_eq!(explained["selected"], 2, "{explained}");
         let clusters = explained["clusters"].as_array().expect("list");
         let u1 = clusters.iter().find(|c| c["name"] == "u1").expect("u1");
