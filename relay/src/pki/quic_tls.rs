@@ -197,12 +197,14 @@ pub fn quic_client_config(identity: &Identity) -> Result<quinn::ClientConfig, Pk
     let tls = rustls::ClientConfig::builder_with_provider(provider.clone())
         .with_protocol_versions(&[&rustls::version::TLS13])?
         .dangerous()
-        .with_custom_certificate_verifier(Arc::new(ParentVerifier {
+        .with_custom_certificate_verifier(Arc::new(MeshServerVerifier {
             inner,
-            expected_relay: relay_of_issuer(&expected_issuer),
-            expected_key: public_key_sha256(&expected_issuer)?,
-            expected_issuer,
             anchors: anchors.iter().map(|anchor| anchor.to_vec()).collect(),
+            expected: Expected::Parent {
+                relay: relay_of_issuer(&expected_issuer),
+                key: public_key_sha256(&expected_issuer)?,
+                issuer: expected_issuer,
+            },
             provider,
         }))
         .with_client_auth_cert(
@@ -236,17 +238,19 @@ pub fn quic_client_config_among(
     let tls = rustls::ClientConfig::builder_with_provider(provider.clone())
         .with_protocol_versions(&[&rustls::version::TLS13])?
         .dangerous()
-        .with_custom_certificate_verifier(Arc::new(CandidateVerifier {
+        .with_custom_certificate_verifier(Arc::new(MeshServerVerifier {
             inner,
             anchors: identity
                 .anchors()
                 .iter()
                 .map(|anchor| anchor.to_vec())
                 .collect(),
-            keys: candidates
-                .iter()
-                .map(|candidate| (candidate.name.clone(), candidate.issuer_key))
-                .collect(),
+            expected: Expected::Candidates(
+                candidates
+                    .iter()
+                    .map(|candidate| (candidate.name.clone(), candidate.issuer_key))
+                    .collect(),
+            ),
             provider,
         }))
         .with_client_auth_cert(
@@ -421,72 +425,77 @@ struct PinnedCaVerifier {
     provider: Arc<CryptoProvider>,
 }
 
-/// Verifies the parent against the mesh CA, then checks who issued it.
+/// Verifies a server against the mesh CAs, then that the key the node
+/// expects of it signed its certificate (see [`signed_with_key`]).
 #[derive(Debug)]
-struct ParentVerifier {
-    inner: Arc<rustls::client::WebPkiServerVerifier>,
-    /// The certificate that signed this node's own (a mesh CA for the
-    /// root's children).
-    expected_issuer: Vec<u8>,
-    /// The hash of `expected_issuer`'s key, which must sign the parent's
-    /// certificate (or have signed the mesh CA that did).
-    expected_key: [u8; 32],
-    /// The relay `expected_issuer` belongs to; `None` for the mesh CA.
-    expected_relay: Option<String>,
-    /// The mesh CAs this node trusts.
-    anchors: Vec<Vec<u8>>,
-    provider: Arc<CryptoProvider>,
-}
-
-/// Verifies a candidate parent against the mesh CA, then its issuers.
-#[derive(Debug)]
-struct CandidateVerifier {
+struct MeshServerVerifier {
     inner: Arc<rustls::client::WebPkiServerVerifier>,
     /// The mesh CAs this node trusts.
     anchors: Vec<Vec<u8>>,
-    /// Each candidate's issuer key hash, by name.
-    keys: std::collections::BTreeMap<String, [u8; 32]>,
+    expected: Expected,
     provider: Arc<CryptoProvider>,
 }
 
-impl ServerCertVerifier for CandidateVerifier {
-    fn verify_server_cert(
+/// Whose key must have signed the server's certificate.
+#[derive(Debug)]
+enum Expected {
+    /// The node's parent: the issuer that signed the node's own
+    /// certificate (a mesh CA for the root's children).
+    Parent {
+        /// That issuer's certificate.
+        issuer: Vec<u8>,
+        /// The hash of its key.
+        key: [u8; 32],
+        /// The relay it belongs to (`None` for a mesh CA), which must be
+        /// the server's name.
+        relay: Option<String>,
+    },
+    /// One of the node's candidate parents, by the name dialed: each
+    /// one's issuer key hash as the root recorded it.
+    Candidates(std::collections::BTreeMap<String, [u8; 32]>),
+}
+
+impl Expected {
+    /// Why a server named `server_name` is not the one expected, if not:
+    /// `signed_by(key, relay)` says whether that key signed its
+    /// certificate, where `relay` names the server.
+    fn refuses(
         &self,
-        end_entity: &CertificateDer<'_>,
-        intermediates: &[CertificateDer<'_>],
         server_name: &ServerName<'_>,
-        ocsp_response: &[u8],
-        now: UnixTime,
-    ) -> Result<ServerCertVerified, TlsError> {
-        let verified = self.inner.verify_server_cert(
-            end_entity,
-            intermediates,
-            server_name,
-            ocsp_response,
-            now,
-        )?;
-        let name = match server_name {
-            ServerName::DnsName(name) => name.as_ref().to_string(),
-            other => return Err(wrong_issuer(format!("{other:?} is no candidate parent"))),
+        signed_by: impl Fn(&[u8; 32], Option<&str>) -> bool,
+        path: impl FnOnce() -> Result<Vec<String>, String>,
+    ) -> Option<TlsError> {
+        let dialed = match server_name {
+            ServerName::DnsName(name) => Some(name.as_ref()),
+            _ => None,
         };
-        let Some(expected) = self.keys.get(&name) else {
-            return Err(wrong_issuer(format!("{name:?} is no candidate parent")));
-        };
-        let anchors: Vec<&[u8]> = self.anchors.iter().map(Vec::as_slice).collect();
-        if !signed_with_key(
-            end_entity.as_ref(),
-            intermediates,
-            &anchors,
-            expected,
-            Some(&name),
-        ) {
-            let path = issuer_path(end_entity.as_ref(), intermediates, &anchors);
-            return Err(posing(&name, expected, path));
+        match self {
+            Self::Parent { issuer, key, relay } => {
+                let named = relay.as_deref().is_none_or(|relay| dialed == Some(relay));
+                if named && signed_by(key, relay.as_deref()) {
+                    return None;
+                }
+                Some(wrong_issuer(format!(
+                    "the parent's certificate was not signed by {}, which admitted this node: another relay may be posing as it",
+                    subject_of(issuer)
+                )))
+            }
+            Self::Candidates(keys) => {
+                let Some(name) = dialed else {
+                    return Some(wrong_issuer(format!(
+                        "{server_name:?} is no candidate parent"
+                    )));
+                };
+                let Some(key) = keys.get(name) else {
+                    return Some(wrong_issuer(format!("{name:?} is no candidate parent")));
+                };
+                if signed_by(key, Some(name)) {
+                    return None;
+                }
+                Some(posing(name, key, path()))
+            }
         }
-        Ok(verified)
     }
-
-    crate::pki::handshake::verify_handshake_signatures!();
 }
 
 /// A server certificate that verifies against the mesh CA but was not
@@ -501,7 +510,7 @@ fn wrong_issuer(reason: String) -> TlsError {
     ))))
 }
 
-impl ServerCertVerifier for ParentVerifier {
+impl ServerCertVerifier for MeshServerVerifier {
     fn verify_server_cert(
         &self,
         end_entity: &CertificateDer<'_>,
@@ -518,25 +527,14 @@ impl ServerCertVerifier for ParentVerifier {
             now,
         )?;
         let anchors: Vec<&[u8]> = self.anchors.iter().map(Vec::as_slice).collect();
-        let issued = signed_with_key(
-            end_entity.as_ref(),
-            intermediates,
-            &anchors,
-            &self.expected_key,
-            self.expected_relay.as_deref(),
-        );
-        let named = match (&self.expected_relay, server_name) {
-            (None, _) => true,
-            (Some(relay), ServerName::DnsName(name)) => name.as_ref() == relay,
-            (Some(_), _) => false,
+        let signed_by = |key: &[u8; 32], relay: Option<&str>| {
+            signed_with_key(end_entity.as_ref(), intermediates, &anchors, key, relay)
         };
-        if issued && named {
-            return Ok(verified);
+        let path = || issuer_path(end_entity.as_ref(), intermediates, &anchors);
+        match self.expected.refuses(server_name, signed_by, path) {
+            Some(error) => Err(error),
+            None => Ok(verified),
         }
-        let expected = subject_of(&self.expected_issuer);
-        Err(wrong_issuer(format!(
-            "the parent's certificate was not signed by {expected}, which admitted this node: another relay may be posing as it"
-        )))
     }
 
     crate::pki::handshake::verify_handshake_signatures!();
