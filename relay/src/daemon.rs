@@ -1387,14 +1387,16 @@ pub fn cancel_on_signals() -> CancellationToken {
     let token = CancellationToken::new();
     let cancel = token.clone();
     tokio::spawn(async move {
-        wait_for_signal().await;
+        shutdown_signal().await;
         tracing::info!("shutting down");
         cancel.cancel();
     });
     token
 }
 
-async fn wait_for_signal() {
+/// Completes on Ctrl-C or SIGTERM (every binary that runs until stopped
+/// waits on it).
+pub async fn shutdown_signal() {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{signal, SignalKind};

@@ -683,20 +683,7 @@ impl Ports {
 }
 
 /// Completes on Ctrl-C or SIGTERM.
-pub async fn shutdown_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{signal, SignalKind};
-        if let Ok(mut terminate) = signal(SignalKind::terminate()) {
-            tokio::select! {
-                _ = terminate.recv() => {}
-                _ = tokio::signal::ctrl_c() => {}
-            }
-            return;
-        }
-    }
-    let _ = tokio::signal::ctrl_c().await;
-}
+pub use relaymesh_relay::daemon::shutdown_signal;
 
 /// A `kube` client for the API server and credentials in the kubeconfig at
 /// `path` (the root's, or a simulated cluster's).
