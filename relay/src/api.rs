@@ -82,33 +82,47 @@ pub struct ApiCaState {
     pub serving: Vec<u8>,
 }
 
-/// The API server's TLS material.
+/// The API server's TLS material: what the server presents and whom it
+/// accepts (`server`), and the API CA(s) that sign users and that their
+/// kubeconfigs trust (`authorities`).
 #[derive(Clone)]
 pub struct ApiTls {
-    /// The API CA: client certificates must chain to it, and it signs user
-    /// certificates.
-    pub authority: crate::pki::ApiAuthority,
-    /// The server's certificate chain (DER), leaf first.
-    pub chain_der: Vec<Vec<u8>>,
-    /// The server certificate's private key (PKCS#8 DER).
-    pub key_der: Vec<u8>,
-    /// When given, what the server presents instead of `chain_der` and
-    /// `key_der`, which the root replaces when it rotates it.
-    pub serving: Option<relaymesh_apiserver::ServingCert>,
-    /// When given, who verifies client certificates instead of
-    /// `authority` alone (the old and new API CA during a rotation).
-    pub clients: Option<relaymesh_apiserver::Authenticator>,
-    /// When given, what signs user certificates and what their
-    /// kubeconfigs trust, instead of `authority`.
-    pub authorities: Option<users::ApiAuthorities>,
+    /// The server's certificate and client CAs.
+    pub server: relaymesh_apiserver::ApiTls,
+    /// What signs user certificates and what their kubeconfigs trust.
+    pub authorities: users::ApiAuthorities,
 }
 
 impl std::fmt::Debug for ApiTls {
-    // Never print the key.
+    // Never print a key.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ApiTls")
-            .field("chain_len", &self.chain_der.len())
+            .field("server", &self.server)
             .finish_non_exhaustive()
+    }
+}
+
+impl ApiTls {
+    /// One API CA, `authority`, that accepts clients and signs users,
+    /// with the server certificate `chain_der` (leaf first) and its key
+    /// `key_der` (PKCS#8).
+    pub fn new(
+        authority: crate::pki::ApiAuthority,
+        chain_der: Vec<Vec<u8>>,
+        key_der: Vec<u8>,
+    ) -> Self {
+        let server = relaymesh_apiserver::ApiTls {
+            client_ca_der: authority.cert_der.clone(),
+            chain_der,
+            key_der,
+            serving: None,
+            clients: None,
+        };
+        let trusted = std::slice::from_ref(&authority.cert_der).to_vec();
+        Self {
+            server,
+            authorities: users::ApiAuthorities::new(authority, &trusted),
+        }
     }
 }
 
@@ -1149,27 +1163,14 @@ pub async fn serve<B: Backend>(
     audit: Option<AuditLog>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ApiError> {
-    let server_tls = relaymesh_apiserver::ApiTls {
-        client_ca_der: tls.authority.cert_der.clone(),
-        chain_der: tls.chain_der,
-        key_der: tls.key_der,
-        serving: tls.serving,
-        clients: tls.clients,
-    };
     let written = policy::bootstrap(&objects).map_err(|error| {
         ApiError::Internal(format!("cannot write the default RBAC policy: {error}"))
     })?;
     if !written.is_empty() {
         tracing::info!(objects = ?written, "default RBAC policy written where missing");
     }
-    let authorities = tls.authorities.unwrap_or_else(|| {
-        users::ApiAuthorities::new(
-            tls.authority.clone(),
-            std::slice::from_ref(&tls.authority.cert_der),
-        )
-    });
-    let extension = Arc::new(Relaymesh::new(backend, authorities, objects.clone()));
-    relaymesh_apiserver::serve(listener, server_tls, extension, objects, audit, shutdown).await
+    let extension = Arc::new(Relaymesh::new(backend, tls.authorities, objects.clone()));
+    relaymesh_apiserver::serve(listener, tls.server, extension, objects, audit, shutdown).await
 }
 
 /// Seconds since the Unix epoch (0 if the clock is before it).

@@ -50,12 +50,14 @@ pub(super) async fn serve_api(
         shared.store.previous_api_ca()?,
     )?);
     let tls = ApiTls {
-        authority: certificate.authority,
-        chain_der: certificate.chain_der,
-        key_der: certificate.key_der,
-        serving: Some(api_cert.serving()),
-        clients: Some(api_cert.clients()),
-        authorities: Some(api_cert.authorities()),
+        server: relaymesh_apiserver::ApiTls {
+            client_ca_der: certificate.authority.cert_der.clone(),
+            chain_der: certificate.chain_der,
+            key_der: certificate.key_der,
+            serving: Some(api_cert.serving()),
+            clients: Some(api_cert.clients()),
+        },
+        authorities: api_cert.authorities(),
     };
     let audit_path = shared.store.dir().join(AUDIT_LOG);
     let audit = api::AuditLog::open(&audit_path).map_err(|error| {

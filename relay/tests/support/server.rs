@@ -130,17 +130,14 @@ impl Server {
             nodes: Mutex::new(nodes),
             ..FakeBackend::default()
         });
-        let tls = ApiTls {
-            authority: relaymesh_relay::pki::ApiAuthority {
+        let tls = ApiTls::new(
+            relaymesh_relay::pki::ApiAuthority {
                 cert_der: pki.ca_der.clone(),
                 key_der: pki.ca_key_der.clone(),
             },
-            chain_der: vec![pki.server.cert_der.clone()],
-            key_der: pki.server.key_der.clone(),
-            serving: None,
-            clients: None,
-            authorities: None,
-        };
+            vec![pki.server.cert_der.clone()],
+            pki.server.key_der.clone(),
+        );
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("a port");
         let address = listener.local_addr().expect("an address");
         let (stop, stopped) = oneshot::channel::<()>();
