@@ -251,7 +251,7 @@ impl Core {
     pub(super) fn send_changes_to_children(&mut self, now: Instant, changed: &[Changed]) {
         // Placement entries are decided again first; `before` holds what
         // each child had of them.
-        let mut before: BTreeMap<String, super::placements::Cut> = BTreeMap::new();
+        let mut before: BTreeMap<String, super::cut::Cut> = BTreeMap::new();
         for change in changed {
             let was_placement = change
                 .before

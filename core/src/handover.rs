@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 
 use relaymesh_protocol::{PlacementTarget, SliceEntry, Target};
 
-use super::placements::Cut;
+use super::cut::Cut;
 use super::Core;
 
 /// How long children whose share shrank keep what they had at most, when

@@ -35,6 +35,7 @@ pub mod simulation;
 pub mod state;
 
 mod bundles;
+mod cut;
 mod downstream;
 mod handover;
 mod inventory;

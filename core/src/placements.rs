@@ -4,7 +4,6 @@
 //! re-decided when the clusters below change.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
 use std::time::Instant;
 
 use relaymesh_protocol::query::ChildCut;
@@ -17,6 +16,7 @@ use relaymesh_topology::placement::{
 };
 use relaymesh_topology::rollout::{add_to_supply, split_wave, wave_supply, WaveChild};
 
+use super::cut::{shared, Cut};
 use super::handover::Holds;
 use super::{Core, Now, INVENTORY_COALESCE};
 
@@ -66,36 +66,6 @@ impl Cuts {
                 .get(key)
                 .is_some_and(|drained| drained.contains(child))
     }
-}
-
-/// One placement's entries per child. Shared: the children a relay cuts
-/// alike (every child of a placement without a bound, most of a bounded
-/// one's) hold one entry between them, not a copy each.
-pub(super) type Cut = BTreeMap<String, Arc<SliceEntry>>;
-
-/// `per_child` as a [`Cut`], each entry equal to one of the last few
-/// distinct ones shared with it (children come in name order, and alike
-/// ones mostly in runs), so a relay keeps few copies whatever its children.
-fn shared(per_child: BTreeMap<String, SliceEntry>) -> Cut {
-    const RECENT: usize = 4;
-    let mut recent: Vec<Arc<SliceEntry>> = Vec::with_capacity(RECENT);
-    per_child
-        .into_iter()
-        .map(|(child, entry)| {
-            let entry = match recent.iter().find(|seen| ***seen == entry) {
-                Some(seen) => Arc::clone(seen),
-                None => {
-                    let entry = Arc::new(entry);
-                    if recent.len() == RECENT {
-                        recent.remove(0);
-                    }
-                    recent.push(Arc::clone(&entry));
-                    entry
-                }
-            };
-            (child, entry)
-        })
-        .collect()
 }
 
 impl Core {
@@ -668,46 +638,4 @@ pub(super) fn reported_by_value(
         *sum = sum.saturating_add(clusters);
     }
     by_value
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn entry(byte: u8) -> SliceEntry {
-        SliceEntry {
-            key: "placement/a/b".into(),
-            target: Target::Everywhere,
-            bundles: vec![],
-            body: vec![byte],
-            serial: 1,
-            signature: vec![],
-        }
-    }
-
-    #[test]
-    fn children_cut_alike_share_one_entry() {
-        let per_child: BTreeMap<String, SliceEntry> = (0..100)
-            .map(|index| {
-                // Every tenth child's cut differs.
-                let byte = u8::from(index % 10 == 0);
-                (format!("c{index:03}"), entry(byte))
-            })
-            .collect();
-        let cut = shared(per_child.clone());
-        assert_eq!(cut.len(), 100);
-        for (child, entry) in &cut {
-            assert_eq!(**entry, per_child[child], "{child}");
-        }
-        let distinct: Vec<*const SliceEntry> =
-            cut.values()
-                .map(Arc::as_ptr)
-                .fold(Vec::new(), |mut seen, pointer| {
-                    if !seen.contains(&pointer) {
-                        seen.push(pointer);
-                    }
-                    seen
-                });
-        assert_eq!(distinct.len(), 2, "one copy of each distinct entry");
-    }
 }

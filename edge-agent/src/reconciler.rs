@@ -23,6 +23,7 @@
 
 mod pass;
 mod reachability;
+mod read;
 mod room;
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -19,6 +19,7 @@ mod parents;
 mod placements;
 mod refusal_log;
 mod renewal;
+mod report;
 mod rollout;
 mod rotation;
 mod serving;
@@ -147,7 +148,7 @@ pub(crate) enum Event {
         /// (`maxUnavailablePerGroup`): only theirs carry `parts` and
         /// `by_value`, which cost O(children) and O(aggregates).
         grouped: std::collections::BTreeSet<String>,
-        reply: oneshot::Sender<BTreeMap<String, placements::PlacementReport>>,
+        reply: oneshot::Sender<BTreeMap<String, report::PlacementReport>>,
     },
     /// The root revoked a node or a token: sign it and send it down.
     Revoke {
@@ -936,7 +937,7 @@ impl Daemon {
                     .filter_map(|(key, bundles, label)| {
                         let selected = self.core.placement_selected(&key)?;
                         let status = self.core.placement_status(&key).unwrap_or_default();
-                        let report = placements::PlacementReport {
+                        let report = report::PlacementReport {
                             selected,
                             status,
                             bundles,

@@ -11,11 +11,12 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use super::read::{customized, Read};
 use super::room::{self, Room};
 use super::{backoff, Action, Placement, ReconcileError, Reconciler};
 use crate::applier::{to_value, Applier, ApplyError};
 use crate::inventory::Inventory;
-use crate::manifest::{self, Manifest, ObjectRef};
+use crate::manifest::{Manifest, ObjectRef};
 use crate::order::{self, Stage};
 use crate::policy::{self, Refusal, Takeover};
 use crate::prune::{self, ApplySet, Pruned};
@@ -272,65 +273,6 @@ fn read_bundles(
             Ok(Some((manifests, not_customized)))
         }
     }
-}
-
-/// What reading a placement's bundles gave.
-pub(super) enum Read {
-    /// A bundle is not stored yet.
-    Waiting,
-    /// A bundle cannot be read: why.
-    Unreadable(String),
-    /// Its objects, customized for this cluster, why some could not be,
-    /// and the bundle each comes from.
-    Objects(
-        BTreeMap<ObjectRef, Manifest>,
-        BTreeMap<ObjectRef, String>,
-        BTreeMap<ObjectRef, relaymesh_protocol::BundleId>,
-    ),
-}
-
-/// Reads the placement's bundles from the store and customizes their
-/// objects for this cluster, changing nothing.
-pub(super) fn customized(
-    reconciler: &Reconciler,
-    applyset_id: &str,
-    placement: &Placement,
-) -> Result<Read, ReconcileError> {
-    let mut manifests = BTreeMap::new();
-    let mut origins = BTreeMap::new();
-    let mut not_customized = BTreeMap::new();
-    let customization = &placement.customization.1;
-    for id in &placement.bundles {
-        let Some(bytes) = reconciler.store.bundle(id)? else {
-            tracing::debug!(bundle = %id, "waiting for a bundle");
-            return Ok(Read::Waiting);
-        };
-        match manifest::parse_bundle(&bytes, applyset_id) {
-            Ok(parsed) => {
-                for mut manifest in parsed {
-                    match customization.apply(&mut manifest.body, reconciler.cluster()) {
-                        // A template may have named the object.
-                        Ok(()) => {
-                            if let Some(reference) = ObjectRef::of(&manifest.body) {
-                                manifest.reference = reference;
-                            }
-                        }
-                        Err(error) => {
-                            tracing::warn!(object = %manifest.reference, %error, "cannot customize");
-                            not_customized.insert(manifest.reference.clone(), error.to_string());
-                        }
-                    }
-                    origins.insert(manifest.reference.clone(), *id);
-                    manifests.insert(manifest.reference.clone(), manifest);
-                }
-            }
-            Err(error) => {
-                tracing::warn!(bundle = %id, %error, "unreadable bundle");
-                return Ok(Read::Unreadable(format!("bundle {id}: {error}")));
-            }
-        }
-    }
-    Ok(Read::Objects(manifests, not_customized, origins))
 }
 
 /// Creates `namespace` if it is missing, recording that relaymesh did.

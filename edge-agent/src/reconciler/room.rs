@@ -15,7 +15,8 @@
 
 use serde_json::Value;
 
-use super::{pass, ReconcileError, Reconciler};
+use super::read::{customized, Read};
+use super::{ReconcileError, Reconciler};
 use crate::manifest::Manifest;
 use crate::prune::ApplySet;
 
@@ -89,10 +90,10 @@ impl Reconciler {
             };
             let asked = match placement.replicas {
                 Some(asked) => asked,
-                None => match pass::customized(self, &ApplySet::of(key).id, placement)? {
-                    pass::Read::Objects(manifests, _, _) => replicas_of(manifests.values()),
+                None => match customized(self, &ApplySet::of(key).id, placement)? {
+                    Read::Objects(manifests, _, _) => replicas_of(manifests.values()),
                     // Not readable: its pass will say why; nothing to count.
-                    pass::Read::Waiting | pass::Read::Unreadable(_) => 0,
+                    Read::Waiting | Read::Unreadable(_) => 0,
                 },
             };
             used = used.saturating_add(asked);

@@ -5,10 +5,11 @@
 
 use std::time::Duration;
 
-use relaymesh_protocol::{BundleId, PlacementStatus, SliceEntry};
+use relaymesh_protocol::{BundleId, SliceEntry};
 use tokio::sync::{broadcast, oneshot};
 use tokio_util::sync::CancellationToken;
 
+use super::report::PlacementReport;
 use super::rollout::{self, Rollouts};
 use super::{Event, Shared};
 use crate::placement;
@@ -92,29 +93,6 @@ fn is_placement_status(event: &ObjectEvent) -> bool {
                 == event.object["metadata"].get("annotations");
     }
     placement::strip_server_fields(previous) == placement::strip_server_fields(&event.object)
-}
-
-/// What the core says of one placement, for its status.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct PlacementReport {
-    /// How many clusters the root's split selects.
-    pub selected: u64,
-    /// How they are doing, merged up the tree.
-    pub status: PlacementStatus,
-    /// The bundles of the placement's entry now.
-    pub bundles: Vec<BundleId>,
-    /// The clusters it is leaving, which keep their copies until the ones
-    /// it now selects are ready (`handover`).
-    pub leaving: Vec<String>,
-    /// How many clusters the root's split of a rollout's wave reached.
-    pub wave: Option<u64>,
-    /// Each of the root's children's part (a rollout's groups).
-    pub parts: Vec<relaymesh_core::ChildPart>,
-    /// With a wave keyed by a label: the label, and how many clusters the
-    /// placement selects per value of it.
-    pub by_value: Option<(String, std::collections::BTreeMap<String, u64>)>,
-    /// The names in its `clusters.names` that are no cluster of the tree.
-    pub unknown: Vec<String>,
 }
 
 /// The generation of each Placement (by entry key) that its entry in the

@@ -68,6 +68,10 @@ pub(super) struct Renewal {
     /// (see `pki::issuer_rotation`), and the mesh CA key the root signed
     /// with when the rotation began.
     rotating: Option<(pki::NewIssuerKey, [u8; 32])>,
+    /// A relay's last renewal came from another key than the one that
+    /// signed its issuer (its parent's key rotated after the link was
+    /// made): ask again at once, with its issuer.
+    reissue: bool,
 }
 
 /// What a parent answered to a renewal asked on the connection
@@ -137,6 +141,7 @@ impl Renewal {
             again: false,
             expired_on: None,
             rotating: None,
+            reissue: false,
         }
     }
 
@@ -289,7 +294,7 @@ impl Renewal {
         let issuer_csr = match (&self.rotating, &self.rehome) {
             (Some((request, _)), _) => Ok(Some(request.csr_der.clone())),
             (None, Some(_)) => pki::issuer_renewal_request(&self.identity),
-            (None, None) if pki::parent_rekeyed(&self.identity, &server_chain) => {
+            (None, None) if self.reissue || pki::parent_rekeyed(&self.identity, &server_chain) => {
                 pki::issuer_renewal_request(&self.identity)
             }
             (None, None) => Ok(None),
@@ -333,11 +338,21 @@ impl Renewal {
             .take_if(|connection| *connection == answer.connection)
             .is_some();
         let mut served = answer.server_chain;
+        let reissue = &mut self.reissue;
         let renewed = answer.result.and_then(|(chain, issuer_chain, successor)| {
             // The link may predate the parent's new key: the answer brings
             // the certificate in which the old key vouches for it.
             served.extend(successor);
             let served = &served;
+            // That key signs this relay's issuer too, which was not asked
+            // for: ask again, with it.
+            *reissue = false;
+            if issuer_chain.is_none() && pki::parent_rekeyed(&self.identity, &chain) {
+                *reissue = true;
+                return Err(Failure::Failed(
+                    "the parent signs with a new key: asking again with this relay's issuer".into(),
+                ));
+            }
             match (&self.rotating, &self.rehome, issuer_chain) {
                 (Some((request, during_ca)), _, issuer_chain) => pki::rotated_identity(
                     &self.identity,
@@ -384,10 +399,15 @@ impl Renewal {
                 }))
             }
             Err(error) => {
-                tracing::warn!(%error, "certificate renewal failed; retrying");
                 // Asked again while this one was on its way (the root's
-                // trust arrived): that one goes now, not after the pause.
-                let again = std::mem::take(&mut self.again);
+                // trust arrived), or with this relay's issuer: that one
+                // goes now, not after the pause.
+                let again = std::mem::take(&mut self.again) || self.reissue;
+                if self.reissue {
+                    tracing::info!(%error, "renewing again");
+                } else {
+                    tracing::warn!(%error, "certificate renewal failed; retrying");
+                }
                 self.retry();
                 if again {
                     self.due = tokio::time::Instant::now();

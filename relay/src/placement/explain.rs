@@ -13,7 +13,6 @@ use relaymesh_protocol::{NodeRecord, PlacementTarget, Quota, Role};
 use serde_json::{json, Value};
 
 use super::{PlacementError, PlacementSpec};
-use crate::api::ApiError;
 
 /// The most relays one `explain` asks: its answer lists every relay that
 /// receives the placement, so a placement spread over more of them is
@@ -47,10 +46,11 @@ pub struct Splits {
 
 /// Asks the root (the relay of `nodes` without a parent), then every relay
 /// its answers name, level by level, how it split placement `key`.
-pub async fn ask_splits<F, Fut>(nodes: &[NodeRecord], key: &str, ask: F) -> Splits
+pub async fn ask_splits<F, Fut, E>(nodes: &[NodeRecord], key: &str, ask: F) -> Splits
 where
     F: Fn(String) -> Fut,
-    Fut: Future<Output = Result<RelaySplit, ApiError>>,
+    Fut: Future<Output = Result<RelaySplit, E>>,
+    E: std::fmt::Display,
 {
     let relays: BTreeSet<&str> = nodes
         .iter()
@@ -401,11 +401,11 @@ mod tests {
             futures::executor::block_on(ask_splits(&tree(), "placement/shop/web", |relay| {
                 asked.lock().expect("not poisoned").push(relay.clone());
                 let answer = match relay.as_str() {
-                    "eu" => Err(ApiError::Unavailable("eu is not connected".into())),
+                    "eu" => Err("eu is not connected".to_string()),
                     _ => answers
                         .get(&relay)
                         .cloned()
-                        .ok_or_else(|| ApiError::NotFound(relay.clone())),
+                        .ok_or_else(|| format!("{relay} not found")),
                 };
                 async move { answer }
             }));
