@@ -31,6 +31,7 @@ mod grant;
 pub(crate) mod handshake;
 mod holders;
 mod issuer_rotation;
+mod mesh;
 mod quic_tls;
 mod renewal;
 mod rotation;
@@ -39,9 +40,8 @@ mod tests;
 mod users;
 
 pub use certs::{
-    create_mesh, new_node_keys, relay_keys_kept, sign_issuer_cert, sign_node_cert, ADMIN_GROUP,
-    ADMIN_USER, DEFAULT_NODE_CERT_VALIDITY, MAX_INTERMEDIATES, MAX_NODE_CERT_VALIDITY,
-    MIN_NODE_CERT_VALIDITY,
+    new_node_keys, relay_keys_kept, sign_issuer_cert, sign_node_cert, ADMIN_GROUP, ADMIN_USER,
+    DEFAULT_NODE_CERT_VALIDITY, MAX_INTERMEDIATES, MAX_NODE_CERT_VALIDITY, MIN_NODE_CERT_VALIDITY,
 };
 pub use grace::{
     leaf_not_after, past_grace_message, renew_only_message, standing, Denial, Standing,
@@ -52,6 +52,7 @@ pub use holders::{holder_of, Holder};
 pub use issuer_rotation::{
     new_issuer_request, parent_rekeyed, rotated_identity, without_previous_issuer, NewIssuerKey,
 };
+pub use mesh::create_mesh;
 pub use quic_tls::{
     chain_issuer_path, chain_signer_key, connection_chain, connection_leaf, connection_peer,
     public_key_sha256, quic_client_config, quic_client_config_among, quic_endpoint_config,

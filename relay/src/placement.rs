@@ -15,6 +15,7 @@
 
 mod bundle;
 mod dependents;
+mod error;
 mod explain;
 pub mod rollout;
 pub mod singleton;

@@ -1,4 +1,4 @@
-//! Making keys, requests and certificates: the mesh CA at `relay init`, a
+//! Making keys, requests and certificates: the mesh CA's parameters, a
 //! joining node's own keys, and a parent signing its children.
 
 use std::net::IpAddr;
@@ -12,10 +12,7 @@ use rcgen::{
 use relaymesh_protocol::Role;
 use rustls::pki_types::{CertificateDer, PrivatePkcs8KeyDer};
 
-use super::{
-    bad_cert, der_to_pem, parse_cert, AdminCredentials, MeshBootstrap, NodeKeys, PkiError,
-    ServerCert, SPIFFE_PREFIX,
-};
+use super::{bad_cert, parse_cert, NodeKeys, PkiError, SPIFFE_PREFIX};
 use crate::identity::{Identity, Issuer};
 
 /// The most intermediate CA certificates a chain may hold between a leaf and
@@ -51,89 +48,6 @@ const DAY_SECS: u64 = 24 * 60 * 60;
 /// Certificates start being valid a little in the past, so that a node whose
 /// clock lags its parent's can use a fresh certificate at once.
 pub(super) const BACKDATE_SECS: u64 = 60 * 60;
-
-/// Makes a new mesh: its CA, the root relay's identity, the admin's client
-/// credentials and the certificate of the root's HTTPS API.
-///
-/// The root's [`Issuer`] is the mesh CA itself (`chain_der` empty), its token
-/// signing key a fresh Ed25519 key. The API certificate covers each of
-/// `api_hosts` (an IP address or a DNS name) plus `localhost` and `127.0.0.1`.
-pub fn create_mesh(root_name: &str, api_hosts: &[String]) -> Result<MeshBootstrap, PkiError> {
-    relaymesh_protocol::name::validate(root_name)?;
-    let ca_key = new_key()?;
-    let ca_params = ca_params()?;
-    let ca_cert = ca_params
-        .self_signed(&ca_key)
-        .map_err(generate("self-sign the mesh CA"))?;
-    let ca_cert_der = ca_cert.der().to_vec();
-    let ca_issuer = Issuer {
-        cert_der: ca_cert_der.clone(),
-        chain_der: Vec::new(),
-        key_der: ca_key.serialize_der(),
-    };
-    let signer = rcgen::Issuer::from_params(&ca_params, &ca_key);
-
-    let root_key = new_key()?;
-    let root_cert = node_params(root_name, Role::Relay, DEFAULT_NODE_CERT_VALIDITY)?
-        .signed_by(&root_key, &signer)
-        .map_err(generate("sign the root's TLS certificate"))?;
-
-    // The API has its own CA, which relays never hold: see `users`.
-    let api_authority = super::users::create_api_authority()?;
-    let admin_key = super::users::new_user_key(ADMIN_USER)?;
-    let admin_cert = super::users::sign_user_cert(
-        &api_authority,
-        &admin_key.csr_der,
-        ADMIN_USER,
-        &[ADMIN_GROUP],
-        super::users::MAX_USER_CERT_VALIDITY,
-    )?;
-
-    let api_key = new_key()?;
-    let api_cert = super::users::sign_api_cert(&api_authority, api_params(api_hosts)?, &api_key)?;
-
-    let token_key = ring::signature::Ed25519KeyPair::generate_pkcs8(
-        &ring::rand::SystemRandom::new(),
-    )
-    .map_err(|_| PkiError::BadKey {
-        reason: "cannot generate the Ed25519 token signing key".into(),
-    })?;
-    let token_public = {
-        use ring::signature::KeyPair as _;
-        ring::signature::Ed25519KeyPair::from_pkcs8(token_key.as_ref())
-            .map_err(|e| PkiError::BadKey {
-                reason: format!("fresh Ed25519 key does not parse: {e}"),
-            })?
-            .public_key()
-            .as_ref()
-            .to_vec()
-    };
-
-    Ok(MeshBootstrap {
-        identity: Identity {
-            name: root_name.to_string(),
-            role: Role::Relay,
-            ca_cert_der: ca_cert_der.clone(),
-            extra_anchors_der: Vec::new(),
-            tls_chain_der: vec![root_cert.der().to_vec()],
-            tls_key_der: root_key.serialize_der(),
-            issuer: Some(ca_issuer),
-            previous_issuer: None,
-            token_key: token_public,
-            token_signing_key: Some(token_key.as_ref().to_vec()),
-        },
-        admin: AdminCredentials {
-            ca_pem: super::users::authority_pem(&api_authority),
-            cert_pem: der_to_pem(&admin_cert, "CERTIFICATE"),
-            key_pem: der_to_pem(&admin_key.key_der, "PRIVATE KEY"),
-        },
-        api_cert: ServerCert {
-            chain_der: vec![api_cert],
-            key_der: api_key.serialize_der(),
-        },
-        api_authority,
-    })
-}
 
 /// Makes a joining node's keys and PKCS#10 requests: always a TLS key, and for
 /// a relay also an issuer (CA) key. The requests carry the node's identity for
@@ -289,8 +203,8 @@ fn intermediates_below(issuer: &Issuer) -> Result<usize, PkiError> {
     let cert = parse_cert(&issuer.cert_der)?;
     // The root's issuer is a mesh CA, also while it signs through the
     // cross-signed new CA of a rotation (which stands for the new CA).
-    let self_signed = cert.subject().as_raw() == cert.issuer().as_raw()
-        || super::rotation::is_mesh_ca(&issuer.cert_der);
+    let self_signed =
+        cert.subject().as_raw() == cert.issuer().as_raw() || is_mesh_ca(&issuer.cert_der);
     let issuer_count = if self_signed {
         0
     } else {
@@ -398,6 +312,28 @@ pub(super) fn issuer_params(name: &str, below: u8) -> Result<CertificateParams, 
 
 /// The common name of every mesh CA starts with this.
 pub(super) const MESH_CA_CN_PREFIX: &str = "relaymesh mesh CA ";
+
+/// Whether `der` is a mesh CA certificate: a CA whose only common name
+/// starts with [`MESH_CA_CN_PREFIX`]. Relays' issuers cannot be one: their
+/// parent names them `relaymesh issuer <name>`.
+pub(crate) fn is_mesh_ca(der: &[u8]) -> bool {
+    let Ok(cert) = parse_cert(der) else {
+        return false;
+    };
+    let is_ca = cert
+        .basic_constraints()
+        .ok()
+        .flatten()
+        .is_some_and(|constraints| constraints.value.ca);
+    let mut names = cert.subject().iter_common_name();
+    let named = match (names.next(), names.next()) {
+        (Some(name), None) => name
+            .as_str()
+            .is_ok_and(|name| name.starts_with(MESH_CA_CN_PREFIX)),
+        _ => false,
+    };
+    is_ca && named
+}
 
 /// The self-signed mesh CA. A random suffix keeps the subjects of different
 /// meshes' CAs apart, and of a mesh's CAs before and after a rotation.

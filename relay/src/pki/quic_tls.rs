@@ -329,7 +329,7 @@ fn signed_with_key(
         return true;
     }
     intermediates.iter().any(|successor| {
-        let successor_of = super::rotation::is_mesh_ca(successor.as_ref())
+        let successor_of = super::certs::is_mesh_ca(successor.as_ref())
             || relay
                 .is_some_and(|relay| relay_of_issuer(successor.as_ref()).as_deref() == Some(relay));
         successor_of
@@ -558,7 +558,7 @@ fn issuer_path(
                 intermediates
                     .iter()
                     .map(|cert| cert.as_ref())
-                    .filter(|cert| super::rotation::is_mesh_ca(cert)),
+                    .filter(|cert| super::certs::is_mesh_ca(cert)),
             )
             .any(|ca| is_issued_by(&current, ca).unwrap_or(false));
         if by_mesh_ca {

@@ -19,7 +19,8 @@
 
 use relaymesh_protocol::MeshTrust;
 
-use super::certs::{ca_params, generate, new_key, signer, MESH_CA_CN_PREFIX};
+pub(crate) use super::certs::is_mesh_ca;
+use super::certs::{ca_params, generate, new_key, signer};
 use super::{parse_cert, public_key_sha256, renew_at_root, PkiError};
 use crate::identity::{Identity, Issuer};
 
@@ -30,28 +31,6 @@ pub enum RotationStep {
     Start,
     /// The new mesh CA alone is trusted.
     Finish,
-}
-
-/// Whether `der` is a mesh CA certificate: a CA whose only common name
-/// starts with [`MESH_CA_CN_PREFIX`]. Relays' issuers cannot be one: their
-/// parent names them `relaymesh issuer <name>`.
-pub(crate) fn is_mesh_ca(der: &[u8]) -> bool {
-    let Ok(cert) = parse_cert(der) else {
-        return false;
-    };
-    let is_ca = cert
-        .basic_constraints()
-        .ok()
-        .flatten()
-        .is_some_and(|constraints| constraints.value.ca);
-    let mut names = cert.subject().iter_common_name();
-    let named = match (names.next(), names.next()) {
-        (Some(name), None) => name
-            .as_str()
-            .is_ok_and(|name| name.starts_with(MESH_CA_CN_PREFIX)),
-        _ => false,
-    };
-    is_ca && named
 }
 
 /// Whether two CA certificates are the same CA: the same subject and key,

@@ -21,7 +21,7 @@ use std::time::Duration;
 use relaymesh_topology::rollout::{Amount, RolloutSpec, Strategy};
 use serde_json::{Map, Value};
 
-use super::spec::{invalid, PlacementError};
+use super::error::{invalid, PlacementError};
 
 /// How many gates a rollout may name.
 pub const MAX_GATES: usize = 8;

@@ -6,53 +6,14 @@ use std::collections::BTreeMap;
 use relaymesh_protocol::status::MAX_GROUP_LABELS;
 use relaymesh_protocol::{LabelSelector, PlacementTarget};
 use relaymesh_topology::customization::{Customization, ObjectFilter, Override, Patch};
-use relaymesh_topology::rules::{RuleError, StatusRule};
+use relaymesh_topology::rules::StatusRule;
 use serde_json::Value;
+
+use super::error::invalid;
+pub use super::error::PlacementError;
 
 /// The group of relaymesh's own kinds, which never travel.
 pub const RELAYMESH_GROUP: &str = "relaymesh.dev";
-
-/// Why a Placement is not valid.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum PlacementError {
-    /// A field is missing or has the wrong shape.
-    #[error("{field}: {message}")]
-    Invalid {
-        /// The field's path, as Kubernetes writes it (`spec.maxClusters`).
-        field: String,
-        /// What is wrong.
-        message: String,
-    },
-}
-
-impl From<relaymesh_apiserver::selector::InvalidField> for PlacementError {
-    fn from(error: relaymesh_apiserver::selector::InvalidField) -> Self {
-        Self::Invalid {
-            field: error.field,
-            message: error.message,
-        }
-    }
-}
-
-/// A status rule's error names its field (`spec.statusRules[1].select`)
-/// and says which rule and where in its expression, so the API's 422
-/// carries both.
-impl From<RuleError> for PlacementError {
-    fn from(error: RuleError) -> Self {
-        Self::Invalid {
-            field: error.field().to_string(),
-            message: error.message(),
-        }
-    }
-}
-
-pub(super) fn invalid(field: impl Into<String>, message: impl Into<String>) -> PlacementError {
-    PlacementError::Invalid {
-        field: field.into(),
-        message: message.into(),
-    }
-}
 
 /// One term of `spec.workloads`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
