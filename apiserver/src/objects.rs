@@ -1,5 +1,6 @@
 //! Unstructured object storage for the root's Kubernetes API, as kcp does it:
-//! objects of every kind are JSON documents in one sled tree, keyed by group,
+//! objects of every kind are JSON documents in one sorted key-value
+//! backend ([`ObjectBackend`]: a sled tree by default), keyed by group,
 //! plural resource, namespace and name.
 //!
 //! What the store owns: the single, persisted, monotonically increasing
@@ -10,7 +11,7 @@
 //!
 //! What it does not do: validation, kinds and scopes (the API's resource
 //! registry knows those), selectors, or patching. Writes are serialized by one
-//! mutex; a write is one atomic sled batch (object and counter together).
+//! mutex; a write is one atomic batch (object and counter together).
 //!
 //! Every object it writes is within the API's depth limit
 //! ([`crate::depth`]), so it can always be read back. One that cannot be
@@ -34,11 +35,13 @@ use crate::depth::{self, TooDeep};
 
 use owners::OwnerIndex;
 
+mod backend;
 pub(crate) mod owners;
 mod stamp;
 #[cfg(test)]
 mod tests;
 
+pub use backend::{BackendError, Entry, ObjectBackend, Write};
 pub use stamp::new_uid;
 
 /// How many past events watches can resume from.
@@ -52,6 +55,14 @@ const BROADCAST_CAPACITY: usize = 4096;
 const RESOURCE_VERSION_KEY: &[u8] = b"m/resourceVersion";
 /// The prefix of object keys.
 const OBJECT_PREFIX: &str = "o/";
+
+/// The write that persists `resource_version`, beside every change.
+fn version_write(resource_version: u64) -> Write {
+    (
+        RESOURCE_VERSION_KEY.to_vec(),
+        Some(resource_version.to_string().into_bytes()),
+    )
+}
 
 /// Namespaces that exist from the start, as in every Kubernetes cluster.
 pub const INITIAL_NAMESPACES: [&str; 3] = ["default", "kube-system", "kube-public"];
@@ -101,9 +112,9 @@ pub struct ObjectEvent {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ObjectError {
-    /// sled failed.
-    #[error("object storage failed")]
-    Sled(#[from] sled::Error),
+    /// The backend failed.
+    #[error("object storage failed: {0}")]
+    Storage(#[from] BackendError),
     /// A stored object or counter cannot be decoded.
     #[error("stored object {key} is corrupt")]
     Corrupt {
@@ -209,7 +220,7 @@ pub struct ObjectStore {
 }
 
 struct Inner {
-    tree: sled::Tree,
+    tree: Box<dyn ObjectBackend>,
     state: Mutex<State>,
     events: broadcast::Sender<ObjectEvent>,
     /// Stored objects that cannot be decoded, by sled key, with why.
@@ -292,8 +303,15 @@ fn prefix(group: &str, resource: &str, namespace: Option<&str>) -> String {
 }
 
 impl ObjectStore {
-    /// Opens the store on `tree`, creating the initial namespaces if missing.
+    /// Opens the store on a sled tree, the embedded default (see
+    /// [`ObjectStore::open_on`]).
     pub fn open(tree: sled::Tree) -> Result<Self, ObjectError> {
+        Self::open_on(Box::new(tree))
+    }
+
+    /// Opens the store on `tree`, creating the initial namespaces if
+    /// missing.
+    pub fn open_on(tree: Box<dyn ObjectBackend>) -> Result<Self, ObjectError> {
         let resource_version = match tree.get(RESOURCE_VERSION_KEY)? {
             Some(bytes) => {
                 serde_json::from_slice(&bytes).map_err(|source| ObjectError::Corrupt {
@@ -388,13 +406,10 @@ impl ObjectStore {
             return Ok(false);
         }
         let resource_version = state.resource_version + 1;
-        let mut batch = sled::Batch::default();
-        batch.remove(encoded.as_bytes());
-        batch.insert(
-            RESOURCE_VERSION_KEY,
-            resource_version.to_string().as_bytes(),
-        );
-        self.inner.tree.apply_batch(batch)?;
+        self.inner.tree.apply(vec![
+            (encoded.as_bytes().to_vec(), None),
+            version_write(resource_version),
+        ])?;
         self.quarantine().remove(&encoded);
         let mut object = json!({"metadata": {"name": key.name}});
         if let Some(namespace) = &key.namespace {
@@ -614,13 +629,10 @@ impl ObjectStore {
         let mut object = old.clone();
         let resource_version = state.resource_version + 1;
         stamp::set_resource_version(&mut object, resource_version);
-        let mut batch = sled::Batch::default();
-        batch.remove(encoded.as_bytes());
-        batch.insert(
-            RESOURCE_VERSION_KEY,
-            resource_version.to_string().as_bytes(),
-        );
-        self.inner.tree.apply_batch(batch)?;
+        self.inner.tree.apply(vec![
+            (encoded.as_bytes().to_vec(), None),
+            version_write(resource_version),
+        ])?;
         self.publish(
             &mut state,
             WatchEventType::Deleted,
@@ -644,7 +656,7 @@ impl ObjectStore {
         depth::check_value(&object)?;
         let mut state = self.lock();
         let encoded = key.encode();
-        if self.inner.tree.contains_key(encoded.as_bytes())? {
+        if self.inner.tree.contains(encoded.as_bytes())? {
             return Err(ObjectError::AlreadyExists(key.clone()));
         }
         let resource_version = state.resource_version + 1;
@@ -773,13 +785,10 @@ impl ObjectStore {
             key: encoded.to_string(),
             source,
         })?;
-        let mut batch = sled::Batch::default();
-        batch.insert(encoded.as_bytes(), bytes);
-        batch.insert(
-            RESOURCE_VERSION_KEY,
-            resource_version.to_string().as_bytes(),
-        );
-        self.inner.tree.apply_batch(batch)?;
+        self.inner.tree.apply(vec![
+            (encoded.as_bytes().to_vec(), Some(bytes)),
+            version_write(resource_version),
+        ])?;
         Ok(())
     }
 
