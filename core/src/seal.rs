@@ -52,6 +52,37 @@ pub fn sign(
     Ok(())
 }
 
+/// The serial of a new version of an entry the root decided, whose held
+/// version is `held`: above the held one's and at least the current Unix
+/// time in milliseconds (`now_unix_ms`), so serials keep growing across
+/// restarts and removals (an entry decided again after a removal starts
+/// above any version a node may still hold). The one home of this rule.
+pub fn next_serial(held: Option<&SliceEntry>, now_unix_ms: u64) -> u64 {
+    held.map_or(0, |held| held.serial.saturating_add(1))
+        .max(now_unix_ms)
+}
+
+/// `entry` as the root signs what it decided, with `held` its version now:
+/// the held version itself if it says the same (so deciding it again
+/// changes nothing downstream), else `entry` signed with the
+/// [`next_serial`].
+pub fn seal_decided(
+    signing_key_pkcs8: &[u8],
+    held: Option<&SliceEntry>,
+    mut entry: SliceEntry,
+    now_unix_ms: u64,
+) -> Result<SliceEntry, SealError> {
+    if let Some(held) = held.filter(|held| same_content(held, &entry)) {
+        return Ok(held.clone());
+    }
+    sign(
+        signing_key_pkcs8,
+        &mut entry,
+        next_serial(held, now_unix_ms),
+    )?;
+    Ok(entry)
+}
+
 /// Checks that `entry` carries the root's signature, with the root's public
 /// key (32 bytes).
 pub fn verify(root_key: &[u8], entry: &SliceEntry) -> Result<(), SealError> {
@@ -115,6 +146,25 @@ mod tests {
             serial: 0,
             signature: Vec::new(),
         }
+    }
+
+    #[test]
+    fn a_decided_entry_keeps_its_version_unless_it_changed_and_serials_only_grow() {
+        let (key, public) = generate_key().expect("a key");
+        let first = seal_decided(&key, None, entry(), 1_000).expect("signed");
+        assert_eq!(first.serial, 1_000);
+        verify(&public, &first).expect("the root's signature");
+        let same = seal_decided(&key, Some(&first), entry(), 5_000).expect("signed");
+        assert_eq!(same, first, "the same content keeps its version");
+        let changed = SliceEntry {
+            body: b"{\"changed\": true}".to_vec(),
+            ..entry()
+        };
+        // A clock gone back still gives a later serial.
+        let next = seal_decided(&key, Some(&first), changed, 10).expect("signed");
+        assert_eq!(next.serial, 1_001);
+        verify(&public, &next).expect("the root's signature");
+        assert_eq!(next_serial(None, 7), 7);
     }
 
     #[test]

@@ -392,10 +392,20 @@ impl Simulation {
         std::mem::replace(&mut self.root_key, key)
     }
 
-    /// `entry` as the root's daemon signs it, with the next serial.
+    /// `entry` signed as the root's daemon signs a new version, with the
+    /// next serial ([`seal::next_serial`]; the virtual clock's milliseconds
+    /// stand for the time).
     pub fn sign(&mut self, mut entry: SliceEntry) -> Result<SliceEntry, SimulationError> {
-        self.serial += 1;
-        seal::sign(&self.root_key.0, &mut entry, self.serial)?;
+        let held = self.root.and_then(|root| {
+            self.nodes[root]
+                .core
+                .entries()
+                .find(|held| held.key == entry.key)
+        });
+        // Above every serial signed so far too, as a root's wall clock is.
+        let serial = seal::next_serial(held, self.now().unix_ms).max(self.serial + 1);
+        seal::sign(&self.root_key.0, &mut entry, serial)?;
+        self.serial = serial;
         Ok(entry)
     }
 

@@ -1101,18 +1101,10 @@ impl Daemon {
         Ok(())
     }
 
-    /// Signs an entry the root decided. An entry that says what the held
-    /// one says keeps its serial and signature, so re-deciding it changes
-    /// nothing downstream; a changed one gets a serial above the held one's
-    /// and at least the current Unix time in milliseconds, so serials keep
-    /// growing across restarts and removals.
-    ///
-    /// An entry that cannot be signed is logged and left out: no node would
-    /// accept it.
     /// `entry` signed again with the root's key now and the next serial,
     /// even if its content is the one held (a rotation of the key).
     fn reseal(&self, now: Now, mut entry: SliceEntry) -> Option<SliceEntry> {
-        let serial = entry.serial.saturating_add(1).max(now.unix_ms);
+        let serial = relaymesh_core::seal::next_serial(Some(&entry), now.unix_ms);
         let identity = self.shared.identity.get();
         let signing_key = identity.token_signing_key.as_deref()?;
         match relaymesh_core::seal::sign(signing_key, &mut entry, serial) {
@@ -1124,22 +1116,23 @@ impl Daemon {
         }
     }
 
-    fn seal(&self, now: Now, mut entry: SliceEntry) -> Option<SliceEntry> {
+    /// Signs an entry the root decided ([`relaymesh_core::seal::seal_decided`]).
+    ///
+    /// An entry that cannot be signed is logged and left out: no node would
+    /// accept it.
+    fn seal(&self, now: Now, entry: SliceEntry) -> Option<SliceEntry> {
         let held = self.core.entries().find(|held| held.key == entry.key);
-        if let Some(held) = held.filter(|held| relaymesh_core::seal::same_content(held, &entry)) {
-            return Some(held.clone());
-        }
-        let serial = held
-            .map_or(0, |held| held.serial.saturating_add(1))
-            .max(now.unix_ms);
+        let key = entry.key.clone();
         let signed = match self.shared.identity.get().token_signing_key.as_deref() {
-            Some(signing_key) => relaymesh_core::seal::sign(signing_key, &mut entry, serial),
+            Some(signing_key) => {
+                relaymesh_core::seal::seal_decided(signing_key, held, entry, now.unix_ms)
+            }
             None => Err(relaymesh_core::seal::SealError::BadSigningKey),
         };
         match signed {
-            Ok(()) => Some(entry),
+            Ok(entry) => Some(entry),
             Err(error) => {
-                tracing::error!(key = %entry.key, %error, "cannot sign a slice entry; it is not sent");
+                tracing::error!(%key, %error, "cannot sign a slice entry; it is not sent");
                 None
             }
         }
