@@ -46,6 +46,7 @@ mod parents;
 mod placements;
 mod queries;
 mod revocations;
+mod root_handover;
 mod slice;
 mod status;
 mod trust;
@@ -237,6 +238,8 @@ pub struct Core {
     links_by_name: BTreeMap<String, LinkId>,
     inventory_flush_at: Option<Instant>,
     cuts: Cuts,
+    /// At the root: placements without a bound handing over.
+    root_handovers: root_handover::RootHandovers,
     statuses: Statuses,
     lost: lost::Lost,
     queries: Queries,
@@ -294,6 +297,7 @@ impl Core {
             links_by_name: BTreeMap::new(),
             inventory_flush_at: None,
             cuts: Cuts::default(),
+            root_handovers: root_handover::RootHandovers::default(),
             statuses: Statuses::new(config.max_status_keys_per_child),
             lost: lost::Lost::default(),
             queries: Queries::default(),

@@ -11,7 +11,6 @@ mod asked;
 mod backend;
 mod bundles;
 mod drains;
-mod handover;
 mod labels;
 mod listener;
 mod moving;
@@ -562,7 +561,6 @@ async fn run_store(
         parent_config,
         endpoints: options.endpoints.clone(),
         moving: false,
-        handovers: handover::Handovers::default(),
         drains: drains::Drains::default(),
         renewal: renewal::Renewal::new(
             live_identity,
@@ -647,8 +645,6 @@ struct Daemon {
     candidates: Vec<relaymesh_protocol::CandidateParent>,
     /// Where the uplink learns of them (a move ends them).
     failover: Option<watch::Sender<Option<uplink::Failover>>>,
-    /// Placements handing their copies over to new clusters (root only).
-    handovers: handover::Handovers,
     drains: drains::Drains,
     /// Where the answers to the core's queries go. Bounded by the core,
     /// which answers every query it was asked within its timeout.
@@ -916,7 +912,11 @@ impl Daemon {
                 self.core.handle_bundle_served(now, &child, id, bytes);
             }
             Event::PlacementStatus { grouped, reply } => {
-                self.finish_handovers(now);
+                for base in self.core.finished_handovers(now) {
+                    if let Some(entry) = self.seal(now, base) {
+                        self.core.upsert_local(now, entry);
+                    }
+                }
                 self.finish_drains(now);
                 let entries: Vec<(String, Vec<BundleId>, Option<String>)> = self
                     .core
@@ -941,7 +941,7 @@ impl Daemon {
                             selected,
                             status,
                             bundles,
-                            leaving: self.handovers.leaving(&key),
+                            leaving: self.core.handover_leaving(&key),
                             wave: self.core.placement_wave(&key),
                             parts: if grouped.contains(&key) {
                                 self.core.placement_parts(&key)
@@ -970,11 +970,11 @@ impl Daemon {
                     .map(|entry| entry.key.clone())
                     .collect();
                 for key in stale {
-                    self.handovers.forget(&key);
+                    self.core.forget_handover(&key);
                     self.core.remove_local(now, &key);
                 }
                 for entry in entries {
-                    let entry = self.hand_over(now, entry);
+                    let entry = self.core.hand_over(now, entry);
                     let Some(entry) = self.seal(now, entry) else {
                         continue;
                     };

@@ -46,11 +46,11 @@ fn settle_briefly(net: &mut Net) {
     }
 }
 
-fn report_ready(net: &mut Net, agent: &str) {
+fn report_ready(net: &mut Net, agent: &str, key: &str) {
     let now = net.now();
     net.core_mut(agent)
         .expect("an agent")
-        .set_own_status(now, KEY, Some(ready()));
+        .set_own_status(now, key, Some(ready()));
     settle_briefly(net);
 }
 
@@ -82,7 +82,7 @@ fn gold_on_e1(others: &[&str]) -> Net {
     upsert_at_root(&mut net, placement(KEY, one_gold()));
     settle_briefly(&mut net);
     assert_eq!(agents_with(&net, KEY), set(&["e1"]));
-    report_ready(&mut net, "e1");
+    report_ready(&mut net, "e1", KEY);
     for other in others {
         tier(&mut net, other, Some("gold"));
     }
@@ -119,7 +119,7 @@ fn a_move_inside_one_relay_keeps_the_old_copy_until_the_new_one_is_ready() {
         "eu-west says it keeps e1 for the handover"
     );
 
-    report_ready(&mut net, "e2");
+    report_ready(&mut net, "e2", KEY);
     assert_eq!(agents_with(&net, KEY), set(&["e2"]));
     assert_eq!(
         split_at(&mut net, "eu-west"),
@@ -147,7 +147,7 @@ fn a_move_across_subtrees_is_held_by_the_relay_that_decides_it() {
         "e1 keeps its copy: its relays cannot fill their quota and the root holds them"
     );
 
-    report_ready(&mut net, "u1");
+    report_ready(&mut net, "u1", KEY);
     assert_eq!(agents_with(&net, KEY), set(&["u1"]));
 }
 
@@ -165,7 +165,7 @@ fn a_changed_selector_moves_a_bounded_placement_make_before_break() {
     settle_briefly(&mut net);
     assert_eq!(agents_with(&net, KEY), set(&["e1", "u2"]));
 
-    report_ready(&mut net, "u2");
+    report_ready(&mut net, "u2", KEY);
     assert_eq!(agents_with(&net, KEY), set(&["u2"]));
 }
 
@@ -201,4 +201,81 @@ fn shrinking_a_bound_drops_copies_at_once() {
         1,
         "nothing replaces the dropped copy, so nothing waits"
     );
+}
+
+/// The root's side, for a placement without a bound: moved from eu to us,
+/// the eu clusters keep it (named in the published target) until every us
+/// cluster reports it ready, then drop it.
+#[test]
+fn an_unbounded_placement_moves_make_before_break_across_the_tree() {
+    let key = "placement/shop/every";
+    let mut net = fleet();
+    let every_in = |value: &str| relaymesh_protocol::PlacementTarget {
+        selector: region(value),
+        ..Default::default()
+    };
+    upsert_at_root(&mut net, placement(key, every_in("eu")));
+    settle_briefly(&mut net);
+    assert_eq!(agents_with(&net, key), set(&["e1", "e2", "e3"]));
+    for agent in ["e1", "e2", "e3"] {
+        report_ready(&mut net, agent, key);
+    }
+
+    // The spec now says us: the root publishes it with eu's clusters kept.
+    let now = net.now();
+    let root = net.core_mut("root").expect("the root");
+    let published = root.hand_over(now, placement(key, every_in("us")));
+    assert_eq!(root.handover_leaving(key), ["e1", "e2", "e3"]);
+    upsert_at_root(&mut net, published);
+    settle_briefly(&mut net);
+    let everyone = set(&["e1", "e2", "e3", "u1", "u2", "u3"]);
+    assert_eq!(
+        agents_with(&net, key),
+        everyone,
+        "both, while us gets ready"
+    );
+    let now = net.now();
+    assert!(net
+        .core_mut("root")
+        .expect("the root")
+        .finished_handovers(now)
+        .is_empty());
+
+    // Deciding again while it hands over keeps the leaving clusters.
+    let now = net.now();
+    let again = net
+        .core_mut("root")
+        .expect("the root")
+        .hand_over(now, placement(key, every_in("us")));
+    upsert_at_root(&mut net, again);
+    settle_briefly(&mut net);
+    assert_eq!(agents_with(&net, key), everyone);
+
+    // Two of three are not enough.
+    for agent in ["u1", "u2"] {
+        report_ready(&mut net, agent, key);
+    }
+    let now = net.now();
+    assert!(net
+        .core_mut("root")
+        .expect("the root")
+        .finished_handovers(now)
+        .is_empty());
+    report_ready(&mut net, "u3", key);
+    let now = net.now();
+    let done = net
+        .core_mut("root")
+        .expect("the root")
+        .finished_handovers(now);
+    assert_eq!(done.len(), 1, "us is ready");
+    for entry in done {
+        upsert_at_root(&mut net, entry);
+    }
+    settle_briefly(&mut net);
+    assert_eq!(agents_with(&net, key), set(&["u1", "u2", "u3"]));
+    assert!(net
+        .core_mut("root")
+        .expect("the root")
+        .handover_leaving(key)
+        .is_empty());
 }

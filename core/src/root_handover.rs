@@ -1,6 +1,7 @@
-//! Make-before-break at the root: when a Placement's clusters change, the
-//! clusters it leaves keep their copy until every cluster it now selects is
-//! ready, or until [`HANDOVER_TIMEOUT`].
+//! Make-before-break at the root for placements without a bound: when a
+//! Placement's clusters change, the clusters it leaves keep their copy
+//! until every cluster it now selects is ready, or until
+//! [`HANDOVER_TIMEOUT`].
 //!
 //! The root holds the whole inventory, so for a placement without a bound
 //! (label selector and names, no `maxClusters`) it knows which clusters the
@@ -11,50 +12,37 @@
 //! selected cluster ready, it publishes the new target alone, and the
 //! leaving clusters remove their copies. A bounded placement's clusters are
 //! chosen by the relays below, not by the root: each relay hands its own
-//! changes over (`relaymesh_core`'s `handover` module; docs/api.md, "Moves
-//! of a placement").
+//! changes over (`handover`).
+//!
+//! The core decides; the root's daemon signs what it publishes. The
+//! handovers live in memory: a root restarted during one publishes the new
+//! target alone, and the leaving clusters' copies go at once.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
-use relaymesh_core::{Now, HANDOVER_TIMEOUT};
 use relaymesh_protocol::{NodeRecord, PlacementTarget, Role, SliceEntry, Target};
 
-use super::Daemon;
+use super::{Core, Now, HANDOVER_TIMEOUT};
 
 /// A placement's change under way.
 #[derive(Debug, Clone)]
-pub(super) struct Handover {
+struct Handover {
     /// The entry as the spec says now, unsigned.
     base: SliceEntry,
     /// The clusters it leaves, kept until the handover ends.
-    pub leaving: BTreeSet<String>,
+    leaving: BTreeSet<String>,
     since: Instant,
 }
 
-/// The handovers under way, by placement key.
+/// The handovers under way at the root, by placement key.
 #[derive(Debug, Default)]
-pub(super) struct Handovers {
+pub(crate) struct RootHandovers {
     by_key: BTreeMap<String, Handover>,
 }
 
-impl Handovers {
-    /// The clusters placement `key` is leaving, if it is handing over.
-    pub fn leaving(&self, key: &str) -> Vec<String> {
-        self.by_key
-            .get(key)
-            .map(|handover| handover.leaving.iter().cloned().collect())
-            .unwrap_or_default()
-    }
-
-    /// Forgets a placement that is gone.
-    pub fn forget(&mut self, key: &str) {
-        self.by_key.remove(key);
-    }
-}
-
-/// Whether an unbounded `target` selects the cluster of `record`, as every
-/// relay resolves it: by name, or by its label selector.
+/// Whether `target` selects the cluster of `record`, as every relay
+/// resolves it.
 fn selects(target: &PlacementTarget, record: &NodeRecord) -> bool {
     relaymesh_topology::placement::target_selects(target, &record.name, &record.labels)
 }
@@ -63,18 +51,18 @@ fn unbounded(target: &PlacementTarget) -> bool {
     target.max_clusters.is_none() && target.quota.is_none()
 }
 
-impl Daemon {
-    /// The entry to publish for `entry` (a placement as its spec says now):
-    /// with the clusters it leaves kept in its names while a handover runs.
-    pub(super) fn hand_over(&mut self, now: Now, entry: SliceEntry) -> SliceEntry {
+impl Core {
+    /// At the root: the entry to publish for `entry` (a placement as its
+    /// spec says now, unsigned), with the clusters it leaves kept in its
+    /// names while a handover runs.
+    pub fn hand_over(&mut self, now: Now, entry: SliceEntry) -> SliceEntry {
         let Target::Placement(new) = &entry.target else {
             return entry;
         };
-        let previous = self.handovers.by_key.remove(&entry.key);
+        let previous = self.root_handovers.by_key.remove(&entry.key);
         let old = match &previous {
             Some(handover) => Some(handover.base.target.clone()),
             None => self
-                .core
                 .entries()
                 .find(|held| held.key == entry.key)
                 .map(|held| held.target.clone()),
@@ -88,17 +76,13 @@ impl Daemon {
         if (previous.is_none() && old == *new) || !unbounded(&old) || !unbounded(new) {
             return entry;
         }
-        let clusters: Vec<&NodeRecord> = self
-            .core
-            .inventory_records()
-            .filter(|record| record.role == Role::Agent)
-            .collect();
         let kept_before = previous
             .as_ref()
             .map(|handover| handover.leaving.clone())
             .unwrap_or_default();
-        let leaving: BTreeSet<String> = clusters
-            .iter()
+        let leaving: BTreeSet<String> = self
+            .inventory_records()
+            .filter(|record| record.role == Role::Agent)
             .filter(|record| !selects(new, record))
             .filter(|record| selects(&old, record) || kept_before.contains(&record.name))
             .map(|record| record.name.clone())
@@ -114,7 +98,7 @@ impl Daemon {
             target.names = names.into_iter().collect();
         }
         tracing::info!(placement = %entry.key, ?leaving, "placement changes its clusters: the leaving ones keep their copies until the new ones are ready");
-        self.handovers.by_key.insert(
+        self.root_handovers.by_key.insert(
             entry.key.clone(),
             Handover {
                 base: entry,
@@ -125,18 +109,17 @@ impl Daemon {
         published
     }
 
-    /// Ends every handover whose placement has every selected cluster ready
-    /// (or that ran for [`HANDOVER_TIMEOUT`]): publishes the placement
-    /// without the clusters it leaves.
-    pub(super) fn finish_handovers(&mut self, now: Now) {
+    /// At the root: ends every handover whose placement has every selected
+    /// cluster ready (or that ran for [`HANDOVER_TIMEOUT`]), returning the
+    /// entries to publish without the clusters they leave (unsigned).
+    pub fn finished_handovers(&mut self, now: Now) -> Vec<SliceEntry> {
         let done: Vec<String> = self
-            .handovers
+            .root_handovers
             .by_key
             .iter()
             .filter(|(key, handover)| {
-                let selected = self.core.placement_selected(key).unwrap_or_default();
+                let selected = self.placement_selected(key).unwrap_or_default();
                 let ready = self
-                    .core
                     .placement_status(key)
                     .map_or(0, |status| status.counts.ready);
                 let timed_out = now.instant.duration_since(handover.since) >= HANDOVER_TIMEOUT;
@@ -147,14 +130,27 @@ impl Daemon {
             })
             .map(|(key, _)| key.clone())
             .collect();
-        for key in done {
-            let Some(handover) = self.handovers.by_key.remove(&key) else {
-                continue;
-            };
-            tracing::info!(placement = %key, leaving = ?handover.leaving, "the new clusters are ready: the leaving ones remove their copies");
-            if let Some(entry) = self.seal(now, handover.base) {
-                self.core.upsert_local(now, entry);
-            }
-        }
+        done.into_iter()
+            .filter_map(|key| self.root_handovers.by_key.remove(&key))
+            .map(|handover| {
+                tracing::info!(placement = %handover.base.key, leaving = ?handover.leaving, "the new clusters are ready: the leaving ones remove their copies");
+                handover.base
+            })
+            .collect()
+    }
+
+    /// At the root: the clusters placement `key` is leaving, if it is
+    /// handing over.
+    pub fn handover_leaving(&self, key: &str) -> Vec<String> {
+        self.root_handovers
+            .by_key
+            .get(key)
+            .map(|handover| handover.leaving.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// At the root: forgets the handover of a placement that is gone.
+    pub fn forget_handover(&mut self, key: &str) {
+        self.root_handovers.by_key.remove(key);
     }
 }
