@@ -37,6 +37,7 @@ pub mod state;
 mod bundles;
 mod cut;
 mod downstream;
+mod drains;
 mod handover;
 mod inventory;
 mod labels;
@@ -62,6 +63,7 @@ use relaymesh_protocol::{BundleId, NodeRecord, Refusal, Role, SliceChange, Slice
 use crate::state::{Mutation, Persisted};
 use bundles::Bundles;
 use downstream::ChildLink;
+pub use drains::{DRAIN_SETTLE, DRAIN_TIMEOUT};
 pub use handover::HANDOVER_TIMEOUT;
 use inventory::Inventory;
 pub use placements::ChildPart;
@@ -240,6 +242,8 @@ pub struct Core {
     cuts: Cuts,
     /// At the root: placements without a bound handing over.
     root_handovers: root_handover::RootHandovers,
+    /// At the root: the drains under way.
+    drains: drains::Drains,
     statuses: Statuses,
     lost: lost::Lost,
     queries: Queries,
@@ -298,6 +302,7 @@ impl Core {
             inventory_flush_at: None,
             cuts: Cuts::default(),
             root_handovers: root_handover::RootHandovers::default(),
+            drains: drains::Drains::default(),
             statuses: Statuses::new(config.max_status_keys_per_child),
             lost: lost::Lost::default(),
             queries: Queries::default(),

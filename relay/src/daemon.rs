@@ -10,7 +10,6 @@ mod api_cert;
 mod asked;
 mod backend;
 mod bundles;
-mod drains;
 mod labels;
 mod listener;
 mod moving;
@@ -561,7 +560,6 @@ async fn run_store(
         parent_config,
         endpoints: options.endpoints.clone(),
         moving: false,
-        drains: drains::Drains::default(),
         renewal: renewal::Renewal::new(
             live_identity,
             options.node_cert_validity,
@@ -645,7 +643,6 @@ struct Daemon {
     candidates: Vec<relaymesh_protocol::CandidateParent>,
     /// Where the uplink learns of them (a move ends them).
     failover: Option<watch::Sender<Option<uplink::Failover>>>,
-    drains: drains::Drains,
     /// Where the answers to the core's queries go. Bounded by the core,
     /// which answers every query it was asked within its timeout.
     queries: BTreeMap<relaymesh_core::QueryId, oneshot::Sender<relaymesh_protocol::query::Answer>>,
@@ -917,7 +914,12 @@ impl Daemon {
                         self.core.upsert_local(now, entry);
                     }
                 }
-                self.finish_drains(now);
+                for done in self.core.finished_drains(now) {
+                    let cluster = done.node.clone();
+                    if let Err(error) = self.label_cluster(now, done.into()) {
+                        tracing::warn!(%cluster, %error, "cannot mark the drain done");
+                    }
+                }
                 let entries: Vec<(String, Vec<BundleId>, Option<String>)> = self
                     .core
                     .entries()

@@ -97,6 +97,58 @@ fn a_drained_cluster_still_reporting_is_not_counted_beside_its_replacement() {
     assert_eq!(ready_at_root(&net), Some(1));
 }
 
+/// The root's side: the drain is done only once the replacement reports
+/// ready and the counts had time to settle, not on the drained cluster's
+/// own copy; then the root publishes the drain `done` and the drained
+/// cluster drops its copy.
+#[test]
+fn a_drain_is_done_once_its_replacement_is_ready() {
+    let mut net = fleet();
+    let key = "placement/shop/one";
+    upsert_at_root(&mut net, placement(key, one_in_eu()));
+    net.settle();
+    let drained = agents_with(&net, key)
+        .into_iter()
+        .next()
+        .expect("one holder");
+    let now = net.now();
+    net.core_mut(&drained)
+        .expect("the holder")
+        .set_own_status(now, key, Some(ready()));
+    set_label(&mut net, &drained, DRAINING, "true");
+    let finished = |net: &mut Net| {
+        let now = net.now();
+        net.core_mut("root").expect("the root").finished_drains(now)
+    };
+    net.advance(crate::DRAIN_SETTLE * 2);
+    assert!(
+        finished(&mut net).is_empty(),
+        "its replacement is not ready"
+    );
+
+    let replacement = agents_with(&net, key)
+        .into_iter()
+        .find(|agent| agent != &drained)
+        .expect("a replacement");
+    let now = net.now();
+    net.core_mut(&replacement)
+        .expect("the replacement")
+        .set_own_status(now, key, Some(ready()));
+    for _ in 0..10 {
+        net.advance(std::time::Duration::from_millis(200));
+    }
+    // Ready now, but not for long enough yet.
+    assert!(finished(&mut net).is_empty());
+    net.advance(crate::DRAIN_SETTLE);
+    let done = finished(&mut net);
+    assert_eq!(done.len(), 1, "{done:?}");
+    assert_eq!(done[0].node, drained);
+    assert_eq!(done[0].set.get(DRAINING).map(String::as_str), Some("done"));
+    upsert_at_root(&mut net, done[0].to_entry().expect("encodes"));
+    net.settle();
+    assert_eq!(agents_with(&net, key), [replacement].into());
+}
+
 #[test]
 fn a_cordoned_cluster_keeps_what_it_has_and_gets_nothing_new() {
     let mut net = fleet();

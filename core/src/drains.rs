@@ -1,19 +1,19 @@
 //! Drains at the root: a cluster being drained (`relayctl drain`, the label
 //! `relaymesh.dev/draining=true`) leaves every count-bounded placement,
 //! which the relays place on other clusters, while its parent keeps
-//! sending it the ones it had (make-before-break, `relaymesh-core`). Once
+//! sending it the ones it had (make-before-break, `placements`). Once
 //! every count-bounded placement is ready again, or after
-//! [`DRAIN_TIMEOUT`], the root marks the drain `done` and the cluster
-//! removes its copies.
+//! [`DRAIN_TIMEOUT`], the drain is done: the core hands the root's daemon
+//! the cluster's labels with the drain marked `done`, which it signs and
+//! publishes, and the cluster removes its copies.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use relaymesh_core::Now;
 use relaymesh_protocol::{ClusterLabels, Target};
 use relaymesh_topology::placement::DRAINING_LABEL;
 
-use super::Daemon;
+use super::{Core, Now};
 
 /// How long a drained cluster keeps its copies at most, when the clusters
 /// replacing it do not all become ready.
@@ -22,15 +22,15 @@ pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(300);
 /// How long every count-bounded placement must have been ready, after the
 /// root saw the cluster's record say it is draining, before the drain is
 /// done. The drained cluster's parent leaves its status out of the counts
-/// in the flush that sends its record up (`relaymesh-core`'s drain holds);
+/// in the flush that sends its record up (`Cuts::status_left_out`);
 /// relays above may send the two a coalescing interval apart, so this is
 /// long enough for the counts to catch up with the record, and the
 /// drained cluster's copy is never what makes a placement look ready.
 pub const DRAIN_SETTLE: Duration = Duration::from_secs(3);
 
-/// A drain under way, by cluster.
+/// The drains under way at the root, by cluster.
 #[derive(Debug, Default)]
-pub(super) struct Drains {
+pub(crate) struct Drains {
     by_cluster: BTreeMap<String, Drain>,
 }
 
@@ -42,12 +42,12 @@ struct Drain {
     ready_since: Option<Instant>,
 }
 
-impl Daemon {
-    /// Marks done the drains whose clusters are replaced (see the module
-    /// documentation).
-    pub(super) fn finish_drains(&mut self, now: Now) {
+impl Core {
+    /// At the root: the drains that are done now (see the module
+    /// documentation), as the cluster labels to publish (unsigned), with
+    /// the drain marked `done`.
+    pub fn finished_drains(&mut self, now: Now) -> Vec<ClusterLabels> {
         let draining: Vec<ClusterLabels> = self
-            .core
             .entries()
             .filter_map(ClusterLabels::from_entry)
             .filter_map(Result::ok)
@@ -57,11 +57,12 @@ impl Daemon {
             .by_cluster
             .retain(|cluster, _| draining.iter().any(|labels| &labels.node == cluster));
         if draining.is_empty() {
-            return;
+            return Vec::new();
         }
         let replaced = self.bounded_placements_ready();
+        let mut done = Vec::new();
         for labels in draining {
-            let seen = self.core.inventory_records().any(|record| {
+            let seen = self.inventory_records().any(|record| {
                 record.name == labels.node
                     && record.labels.get(DRAINING_LABEL).map(String::as_str) == Some("true")
             });
@@ -93,33 +94,31 @@ impl Daemon {
             } else {
                 tracing::info!(cluster = %labels.node, "drained: the clusters replacing it are ready; it removes its copies");
             }
-            let mut done = labels.clone();
-            done.set
-                .insert(DRAINING_LABEL.to_string(), "done".to_string());
-            done.remove.clear();
-            if let Err(error) = self.label_cluster(now, done.into()) {
-                tracing::warn!(cluster = %labels.node, %error, "cannot mark the drain done");
-            }
             self.drains.by_cluster.remove(&labels.node);
+            let mut finished = labels;
+            finished
+                .set
+                .insert(DRAINING_LABEL.to_string(), "done".to_string());
+            finished.remove.clear();
+            done.push(finished);
         }
+        done
     }
 
     /// Whether every count-bounded placement's selected clusters are all
     /// ready, with no re-decision pending at the root.
     fn bounded_placements_ready(&self) -> bool {
-        if self.core.recut_pending() {
+        if self.recut_pending() {
             return false;
         }
-        self.core
-            .entries()
+        self.entries()
             .filter(|entry| match &entry.target {
                 Target::Placement(target) => target.max_clusters.is_some(),
                 _ => false,
             })
             .all(|entry| {
-                let selected = self.core.placement_selected(&entry.key).unwrap_or_default();
+                let selected = self.placement_selected(&entry.key).unwrap_or_default();
                 let ready = self
-                    .core
                     .placement_status(&entry.key)
                     .map_or(0, |status| status.counts.ready);
                 ready >= selected
