@@ -46,6 +46,7 @@ mod moves;
 mod parents;
 mod placements;
 mod queries;
+mod report;
 mod revocations;
 mod root_handover;
 mod slice;
@@ -72,6 +73,7 @@ use queries::Queries;
 pub use queries::{
     QueryId, MAX_CACHED_ANSWERS, MAX_CACHED_BYTES, MAX_PENDING_QUERIES, QUERY_TIMEOUT,
 };
+pub use report::PlacementReport;
 use slice::Slice;
 use status::Statuses;
 pub use trust::{

@@ -17,7 +17,6 @@ mod parents;
 mod placements;
 mod refusal_log;
 mod renewal;
-mod report;
 mod rollout;
 mod rotation;
 mod serving;
@@ -146,7 +145,7 @@ pub(crate) enum Event {
         /// (`maxUnavailablePerGroup`): only theirs carry `parts` and
         /// `by_value`, which cost O(children) and O(aggregates).
         grouped: std::collections::BTreeSet<String>,
-        reply: oneshot::Sender<BTreeMap<String, report::PlacementReport>>,
+        reply: oneshot::Sender<BTreeMap<String, relaymesh_core::PlacementReport>>,
     },
     /// The root revoked a node or a token: sign it and send it down.
     Revoke {
@@ -920,45 +919,9 @@ impl Daemon {
                         tracing::warn!(%cluster, %error, "cannot mark the drain done");
                     }
                 }
-                let entries: Vec<(String, Vec<BundleId>, Option<String>)> = self
+                let selected = self
                     .core
-                    .entries()
-                    .filter(|entry| entry.key.starts_with(crate::placement::KEY_PREFIX))
-                    .map(|entry| {
-                        let label = match &entry.target {
-                            relaymesh_protocol::Target::Placement(target) => {
-                                target.wave.as_ref().and_then(|wave| wave.key_label.clone())
-                            }
-                            _ => None,
-                        };
-                        (entry.key.clone(), entry.bundles.clone(), label)
-                    })
-                    .collect();
-                let selected = entries
-                    .into_iter()
-                    .filter_map(|(key, bundles, label)| {
-                        let selected = self.core.placement_selected(&key)?;
-                        let status = self.core.placement_status(&key).unwrap_or_default();
-                        let report = report::PlacementReport {
-                            selected,
-                            status,
-                            bundles,
-                            leaving: self.core.handover_leaving(&key),
-                            wave: self.core.placement_wave(&key),
-                            parts: if grouped.contains(&key) {
-                                self.core.placement_parts(&key)
-                            } else {
-                                Vec::new()
-                            },
-                            by_value: label.filter(|_| grouped.contains(&key)).map(|label| {
-                                let selected = self.core.placement_selected_by_value(&key, &label);
-                                (label, selected)
-                            }),
-                            unknown: self.core.placement_unknown_names(&key),
-                        };
-                        Some((key, report))
-                    })
-                    .collect();
+                    .placement_reports(crate::placement::KEY_PREFIX, &grouped);
                 let _ = reply.send(selected);
             }
             Event::SetPlacements { entries, reply } => {

@@ -9,11 +9,11 @@ use relaymesh_protocol::{BundleId, SliceEntry};
 use tokio::sync::{broadcast, oneshot};
 use tokio_util::sync::CancellationToken;
 
-use super::report::PlacementReport;
 use super::rollout::{self, Rollouts};
 use super::{Event, Shared};
 use crate::placement;
 use relaymesh_apiserver::objects::{ObjectEvent, ObjectKey, ObjectStore, WatchEventType};
+use relaymesh_core::PlacementReport;
 
 /// How long object changes are gathered before placements are rebuilt, so a
 /// `kubectl apply` of many objects rebuilds once.

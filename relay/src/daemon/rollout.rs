@@ -21,7 +21,7 @@ use relaymesh_topology::rollout::{
 };
 use serde_json::{json, Value};
 
-use super::report::PlacementReport;
+use relaymesh_core::PlacementReport;
 
 use crate::client::rollout::{ABORT_ANNOTATION, PROMOTE_ANNOTATION};
 
