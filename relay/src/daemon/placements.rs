@@ -29,6 +29,7 @@ pub(super) async fn run(objects: ObjectStore, shared: Shared, shutdown: Cancella
     let mut status = shared.placement_status.clone();
     let mut status_tick = tokio::time::interval(STATUS_INTERVAL);
     let mut rollouts = Rollouts::default();
+    let mut specs = Specs::default();
     let mut built = Built::new();
     let mut rebuild = true;
     loop {
@@ -38,7 +39,7 @@ pub(super) async fn run(objects: ObjectStore, shared: Shared, shutdown: Cancella
                 Err(error) => tracing::warn!(%error, "cannot rebuild placements"),
             }
         }
-        match write_status(&objects, &shared, &mut rollouts, &built).await {
+        match write_status(&objects, &shared, &mut rollouts, &mut specs, &built).await {
             // A rollout's wave changed: publish it now.
             Ok(true) => {
                 rebuild = true;
@@ -93,6 +94,49 @@ fn is_placement_status(event: &ObjectEvent) -> bool {
                 == event.object["metadata"].get("annotations");
     }
     placement::strip_server_fields(previous) == placement::strip_server_fields(&event.object)
+}
+
+/// Each Placement's spec, parsed and its status rules compiled once per
+/// generation (and uid): a status write every few seconds reads them
+/// again, it does not parse them again.
+#[derive(Default)]
+struct Specs {
+    by_id: std::collections::BTreeMap<SpecId, Option<std::sync::Arc<placement::PlacementSpec>>>,
+}
+
+/// A Placement object by uid and generation: its spec changes only with
+/// them.
+type SpecId = (String, i64);
+
+impl Specs {
+    fn id(object: &serde_json::Value) -> SpecId {
+        let metadata = &object["metadata"];
+        (
+            metadata["uid"].as_str().unwrap_or_default().to_string(),
+            metadata["generation"].as_i64().unwrap_or_default(),
+        )
+    }
+
+    /// `object`'s spec (`None` if it is not valid), parsed the first time
+    /// its generation is seen.
+    fn of(
+        &mut self,
+        object: &serde_json::Value,
+    ) -> Option<std::sync::Arc<placement::PlacementSpec>> {
+        self.by_id
+            .entry(Self::id(object))
+            .or_insert_with(|| {
+                placement::PlacementSpec::from_object(object)
+                    .ok()
+                    .map(std::sync::Arc::new)
+            })
+            .clone()
+    }
+
+    /// Forgets every spec but those of `kept`.
+    fn retain(&mut self, kept: &std::collections::BTreeSet<SpecId>) {
+        self.by_id.retain(|id, _| kept.contains(id));
+    }
 }
 
 /// The generation of each Placement (by entry key) that its entry in the
@@ -172,6 +216,7 @@ async fn write_status(
     objects: &ObjectStore,
     shared: &Shared,
     rollouts: &mut Rollouts,
+    specs: &mut Specs,
     built: &Built,
 ) -> Result<bool, ControllerError> {
     let mut waves_changed = false;
@@ -187,10 +232,16 @@ async fn write_status(
                 .as_str()
                 .unwrap_or_default()
                 .to_string();
-            let spec = placement::PlacementSpec::from_object(&object).ok();
+            let spec = specs.of(&object);
             (object, namespace, name, spec)
         })
         .collect();
+    specs.retain(
+        &placements
+            .iter()
+            .map(|(object, ..)| Specs::id(object))
+            .collect(),
+    );
     let grouped = placements
         .iter()
         .filter(|(_, _, _, spec)| {
@@ -221,8 +272,8 @@ async fn write_status(
             rollouts.render(&key, &spec.rollout)
         });
         if *count == 1 && !status.objects.is_empty() {
-            if let Some(spec) = spec {
-                singletons.push((spec, report));
+            if let Some(spec) = &spec {
+                singletons.push((std::sync::Arc::clone(spec), report));
             }
         }
         // What the core's entry was built from; the object's own while
@@ -243,7 +294,8 @@ async fn write_status(
             revision,
             &now,
         );
-        placement::status::add_summaries(&mut written, &object["spec"], status);
+        let rules = spec.as_ref().map_or(&[][..], |spec| &spec.status_rules[..]);
+        placement::status::add_summaries(&mut written, &object["spec"], rules, status);
         placement::status::add_handover(&mut written, &report.leaving);
         placement::status::add_unknown(&mut written, &report.unknown);
         placement::status::add_shortfall(
@@ -296,7 +348,7 @@ async fn write_status(
 /// and a hostile one must not reach any other root object's status.
 fn copy_singleton_status(
     objects: &ObjectStore,
-    singletons: &[(placement::PlacementSpec, &PlacementReport)],
+    singletons: &[(std::sync::Arc<placement::PlacementSpec>, &PlacementReport)],
 ) -> Result<(), ControllerError> {
     for (key, mut object) in objects.list_all()? {
         for (spec, report) in singletons {
@@ -341,4 +393,40 @@ enum ControllerError {
     Store(#[from] crate::store::StoreError),
     #[error("the relay is stopping")]
     Stopping,
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn placement(generation: i64, rules: bool) -> serde_json::Value {
+        let mut spec = json!({
+            "workloads": [{"kind": "ConfigMap", "names": ["config"]}],
+            "clusters": {"labelSelector": {"matchLabels": {"region": "eu"}}},
+        });
+        if rules {
+            spec["statusRules"] = json!([{"name": "replicas", "select": "object.status.replicas", "aggregate": "sum"}]);
+        }
+        json!({
+            "metadata": {"name": "web", "namespace": "shop", "uid": "u-1", "generation": generation},
+            "spec": spec,
+        })
+    }
+
+    #[test]
+    fn a_spec_is_parsed_once_per_generation() {
+        let mut specs = Specs::default();
+        let first = specs.of(&placement(1, false)).expect("valid");
+        let again = specs.of(&placement(1, false)).expect("valid");
+        assert!(std::sync::Arc::ptr_eq(&first, &again), "the same parse");
+        let next = specs.of(&placement(2, true)).expect("valid");
+        assert_eq!(next.status_rules.len(), 1, "a new generation is parsed");
+        specs.retain(&[Specs::id(&placement(2, true))].into());
+        assert_eq!(specs.by_id.len(), 1);
+        let invalid =
+            json!({"metadata": {"name": "x", "namespace": "shop", "uid": "u-2", "generation": 1}});
+        assert!(specs.of(&invalid).is_none());
+    }
 }

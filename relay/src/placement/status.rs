@@ -293,14 +293,19 @@ pub fn render(
 }
 
 /// Adds to `status` (as [`render`] made it) what the placement's `spec`
-/// asks the tree to summarize: `rules`, each status rule's result
-/// ([`rules::present`]), and `groups`, the phase counts per value of each
-/// `statusGroupBy` label. Rules the spec no longer has are not shown.
-pub fn add_summaries(status: &mut Value, spec: &Value, reported: &PlacementStatus) {
+/// asks the tree to summarize: `rules`, each of its status rules' result
+/// (`specified`, compiled once per generation: [`rules::present`]), and
+/// `groups`, the phase counts per value of each `statusGroupBy` label.
+/// Rules the spec no longer has are not shown.
+pub fn add_summaries(
+    status: &mut Value,
+    spec: &Value,
+    specified: &[rules::StatusRule],
+    reported: &PlacementStatus,
+) {
     let Some(fields) = status.as_object_mut() else {
         return;
     };
-    let specified = rules::parse(spec.get("statusRules")).unwrap_or_default();
     if !specified.is_empty() {
         let results: Vec<Value> = specified
             .iter()

@@ -306,7 +306,8 @@ fn the_status_the_root_writes_fits() {
     );
     // Written by the root once the status names unknown clusters.
     status["clusters"]["unknown"] = json!(["edge-9"]);
-    crate::placement::status::add_summaries(&mut status, spec, &reported);
+    let specified = relaymesh_topology::rules::parse(spec.get("statusRules")).expect("rules");
+    crate::placement::status::add_summaries(&mut status, spec, &specified, &reported);
     crate::placement::status::add_handover(&mut status, &["edge-2".to_string()]);
     crate::placement::status::add_shortfall(&mut status, &Value::Null, spec, 2, Some(2), now);
     status["rollout"] = json!({
