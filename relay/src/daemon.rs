@@ -18,6 +18,7 @@ mod placements;
 mod refusal_log;
 mod renewal;
 mod rollout;
+mod root_requests;
 mod rotation;
 mod serving;
 
@@ -28,7 +29,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use relaymesh_core::{Action, Core, CoreConfig, LinkId, LinkStats, Now, DEFAULT_LOG_KEEP};
 use relaymesh_protocol::message::{DownMessage, Hello, UpMessage};
-use relaymesh_protocol::{BundleId, Refusal, SliceEntry, Target};
+use relaymesh_protocol::{BundleId, Refusal, SliceEntry};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
@@ -908,67 +909,14 @@ impl Daemon {
                 self.core.handle_bundle_served(now, &child, id, bytes);
             }
             Event::PlacementStatus { grouped, reply } => {
-                for base in self.core.finished_handovers(now) {
-                    if let Some(entry) = self.seal(now, base) {
-                        self.core.upsert_local(now, entry);
-                    }
-                }
-                for done in self.core.finished_drains(now) {
-                    let cluster = done.node.clone();
-                    if let Err(error) = self.label_cluster(now, done.into()) {
-                        tracing::warn!(%cluster, %error, "cannot mark the drain done");
-                    }
-                }
-                let selected = self
-                    .core
-                    .placement_reports(crate::placement::KEY_PREFIX, &grouped);
-                let _ = reply.send(selected);
+                let _ = reply.send(self.report_placements(now, &grouped));
             }
             Event::SetPlacements { entries, reply } => {
-                let wanted: std::collections::BTreeSet<String> =
-                    entries.iter().map(|entry| entry.key.clone()).collect();
-                let stale: Vec<String> = self
-                    .core
-                    .entries()
-                    .filter(|entry| entry.key.starts_with(crate::placement::KEY_PREFIX))
-                    .filter(|entry| !wanted.contains(&entry.key))
-                    .map(|entry| entry.key.clone())
-                    .collect();
-                for key in stale {
-                    self.core.forget_handover(&key);
-                    self.core.remove_local(now, &key);
-                }
-                for entry in entries {
-                    let entry = self.core.hand_over(now, entry);
-                    let Some(entry) = self.seal(now, entry) else {
-                        continue;
-                    };
-                    let bundles = entry.bundles.clone();
-                    self.core.upsert_local(now, entry);
-                    for id in bundles {
-                        self.core.handle_bundle_stored(now, id);
-                    }
-                }
-                self.stored.send_modify(|count| *count += 1);
+                self.set_placements(now, entries);
                 let _ = reply.send(());
             }
             Event::Revoke { revocation, reply } => {
-                let entry = revocation
-                    .to_entry()
-                    .map_err(|error| error.to_string())
-                    .and_then(|entry| {
-                        self.seal(now, entry)
-                            .ok_or_else(|| "the root cannot sign the revocation".to_string())
-                    });
-                match entry {
-                    Ok(entry) => {
-                        self.core.upsert_local(now, entry);
-                        let _ = reply.send(Ok(()));
-                    }
-                    Err(error) => {
-                        let _ = reply.send(Err(error));
-                    }
-                }
+                let _ = reply.send(self.publish_revocation(now, &revocation));
             }
             Event::Renewed(answer) => {
                 match self.renewal.answered(&self.store, answer)? {
@@ -1023,43 +971,13 @@ impl Daemon {
                 let _ = reply.send(self.may_attach(&node, role, &chain));
             }
             Event::Moves { reply } => {
-                let moves = self
-                    .core
-                    .entries()
-                    .filter_map(relaymesh_protocol::Move::from_entry)
-                    .filter_map(Result::ok)
-                    .collect();
-                let _ = reply.send(moves);
+                let _ = reply.send(self.moves());
             }
             Event::Revocations { reply } => {
-                let revocations = self
-                    .core
-                    .entries()
-                    .filter_map(relaymesh_protocol::Revocation::from_entry)
-                    .filter_map(Result::ok)
-                    .collect();
-                let _ = reply.send(revocations);
+                let _ = reply.send(self.revocations());
             }
             Event::PublishBundle { name, id, reply } => {
-                // The entry first, then the bundle: a bundle no entry
-                // references would be collected at once.
-                let Some(entry) = self.seal(
-                    now,
-                    SliceEntry {
-                        key: format!("bundle/{name}"),
-                        target: Target::Everywhere,
-                        bundles: vec![id],
-                        body: name.into_bytes(),
-                        serial: 0,
-                        signature: Vec::new(),
-                    },
-                ) else {
-                    let _ = reply.send(());
-                    return Ok(());
-                };
-                self.core.upsert_local(now, entry);
-                self.core.handle_bundle_stored(now, id);
-                self.stored.send_modify(|count| *count += 1);
+                self.publish_bundle(now, name, id);
                 let _ = reply.send(());
             }
         }

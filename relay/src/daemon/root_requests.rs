@@ -1,0 +1,116 @@
+//! At the root: what the API and the placement controller ask of the loop,
+//! each answered from the core and signed with the root's key. The
+//! decisions are the core's (`relaymesh_core`'s `root_handover`, `drains`,
+//! `report`); the loop signs and publishes them.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use relaymesh_core::{Now, PlacementReport};
+use relaymesh_protocol::{BundleId, Move, Revocation, SliceEntry, Target};
+
+use super::Daemon;
+
+impl Daemon {
+    /// Every placement's report, after publishing the handovers and drains
+    /// that are done.
+    pub(super) fn report_placements(
+        &mut self,
+        now: Now,
+        grouped: &BTreeSet<String>,
+    ) -> BTreeMap<String, PlacementReport> {
+        for base in self.core.finished_handovers(now) {
+            if let Some(entry) = self.seal(now, base) {
+                self.core.upsert_local(now, entry);
+            }
+        }
+        for done in self.core.finished_drains(now) {
+            let cluster = done.node.clone();
+            if let Err(error) = self.label_cluster(now, done.into()) {
+                tracing::warn!(%cluster, %error, "cannot mark the drain done");
+            }
+        }
+        self.core
+            .placement_reports(crate::placement::KEY_PREFIX, grouped)
+    }
+
+    /// The placement controller's entries are every placement entry now
+    /// (their bundles already stored): the others go, each changed one is
+    /// handed over and signed.
+    pub(super) fn set_placements(&mut self, now: Now, entries: Vec<SliceEntry>) {
+        let wanted: BTreeSet<String> = entries.iter().map(|entry| entry.key.clone()).collect();
+        let stale: Vec<String> = self
+            .core
+            .entries_with_prefix(crate::placement::KEY_PREFIX)
+            .filter(|entry| !wanted.contains(&entry.key))
+            .map(|entry| entry.key.clone())
+            .collect();
+        for key in stale {
+            self.core.forget_handover(&key);
+            self.core.remove_local(now, &key);
+        }
+        for entry in entries {
+            let entry = self.core.hand_over(now, entry);
+            let Some(entry) = self.seal(now, entry) else {
+                continue;
+            };
+            let bundles = entry.bundles.clone();
+            self.core.upsert_local(now, entry);
+            for id in bundles {
+                self.core.handle_bundle_stored(now, id);
+            }
+        }
+        self.stored.send_modify(|count| *count += 1);
+    }
+
+    /// Signs `revocation` and sends it down the tree.
+    pub(super) fn publish_revocation(
+        &mut self,
+        now: Now,
+        revocation: &Revocation,
+    ) -> Result<(), String> {
+        let entry = revocation.to_entry().map_err(|error| error.to_string())?;
+        let entry = self
+            .seal(now, entry)
+            .ok_or_else(|| "the root cannot sign the revocation".to_string())?;
+        self.core.upsert_local(now, entry);
+        Ok(())
+    }
+
+    /// Every move the slice holds.
+    pub(super) fn moves(&self) -> Vec<Move> {
+        self.core
+            .entries()
+            .filter_map(Move::from_entry)
+            .filter_map(Result::ok)
+            .collect()
+    }
+
+    /// Every revocation the slice holds.
+    pub(super) fn revocations(&self) -> Vec<Revocation> {
+        self.core
+            .entries()
+            .filter_map(Revocation::from_entry)
+            .filter_map(Result::ok)
+            .collect()
+    }
+
+    /// Publishes bundle `id` (stored already) to every node, as `name`.
+    pub(super) fn publish_bundle(&mut self, now: Now, name: String, id: BundleId) {
+        // The entry first, then the bundle: a bundle no entry references
+        // would be collected at once.
+        let entry = SliceEntry {
+            key: format!("bundle/{name}"),
+            target: Target::Everywhere,
+            bundles: vec![id],
+            body: name.into_bytes(),
+            serial: 0,
+            signature: Vec::new(),
+        };
+        let Some(entry) = self.seal(now, entry) else {
+            return;
+        };
+        self.core.upsert_local(now, entry);
+        self.core.handle_bundle_stored(now, id);
+        self.stored.send_modify(|count| *count += 1);
+    }
+}
