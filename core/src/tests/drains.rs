@@ -472,3 +472,89 @@ fn a_bounded_placement_s_wave_follows_the_order_among_the_clusters_chosen() {
         .placement_selected_by_value(key, "carbon");
     assert_eq!(by_value.values().sum::<u64>(), 3, "{by_value:?}");
 }
+
+/// A Progressive rollout across the tree, decided as the root's controller
+/// decides it (`topology::rollout::next_wave` on what the root's status
+/// says of the newest revision) and split by every relay's core: never
+/// more than `maxConcurrency` clusters updating, each wave larger by the
+/// ones that succeeded, until every cluster runs the newest revision.
+#[test]
+fn a_progressive_rollout_goes_in_waves_across_the_tree() {
+    use relaymesh_topology::rollout::{
+        next_wave, Amount, Observed, Position, RolloutSpec, State, Strategy,
+    };
+
+    let mut net = fleet();
+    let key = "placement/shop/rolling";
+    let newest = relaymesh_protocol::BundleId::of(b"v2");
+    let agents = ["e1", "e2", "e3", "u1", "u2", "u3"];
+    let spec = RolloutSpec {
+        strategy: Strategy::Progressive,
+        max_concurrency: Amount::Count(2),
+        ..RolloutSpec::default()
+    };
+    let mut position = Position::default();
+    let mut waves = Vec::new();
+    let mut succeeded = BTreeSet::new();
+    for _ in 0..10 {
+        let root = net.0["root"].core();
+        let reported = root
+            .placement_status(key)
+            .and_then(|status| {
+                status
+                    .revisions
+                    .iter()
+                    .find(|counts| counts.revision == newest)
+                    .map(relaymesh_topology::rollout::Counts::from)
+            })
+            .unwrap_or_default();
+        let observed = Observed {
+            selected: root.placement_selected(key).unwrap_or(6),
+            handed: root.placement_wave(key).unwrap_or(0),
+            counts: reported,
+            gates_open: true,
+            groups: Vec::new(),
+        };
+        let step = next_wave(&spec, &position, &observed);
+        position = step.position.clone();
+        let target = relaymesh_protocol::PlacementTarget {
+            wave: Some(Box::new(step.wave.clone())),
+            ..all_clusters()
+        };
+        upsert_at_root(&mut net, placement(key, target));
+        net.settle();
+        let running = in_wave(&net, key);
+        waves.push(running.len());
+        assert!(
+            running.len() - running.intersection(&succeeded).count() <= 2,
+            "at most maxConcurrency updating: {running:?}"
+        );
+        if step.state == State::Complete {
+            break;
+        }
+        // Those in the wave succeed on the newest revision; the others
+        // wait on the previous one.
+        let now = net.now();
+        for agent in agents {
+            let in_wave = running.contains(agent);
+            let counts = relaymesh_protocol::RevisionCounts {
+                revision: newest,
+                waiting: u64::from(!in_wave),
+                updating: 0,
+                succeeded: u64::from(in_wave),
+                failed: 0,
+            };
+            let status = relaymesh_protocol::PlacementStatus {
+                revisions: vec![counts],
+                ..ready()
+            };
+            net.core_mut(agent)
+                .expect("an agent")
+                .set_own_status(now, key, Some(status));
+        }
+        succeeded = running;
+        net.settle();
+    }
+    assert_eq!(waves, [2, 4, 6, 6], "two more each wave, then complete");
+    assert_eq!(in_wave(&net, key).len(), 6);
+}
