@@ -484,6 +484,76 @@ impl<B: Backend> Relaymesh<B> {
 /// relaymesh's own kinds, each with its schema; `unknown_clusters` says
 /// which of the names it is given no cluster of the tree has now, for the
 /// Placement's warnings.
+impl<B: Backend> Relaymesh<B> {
+    /// `GET` (`body` `None`) or `POST` of a `MeshCARotation` or
+    /// `TokenKeyRotation`: the object that says where it stands. A finish
+    /// is refused while a node is pending, unless forced.
+    async fn trust_rotation(
+        &self,
+        rotated: rotations::Rotated,
+        body: Option<&[u8]>,
+    ) -> Result<Value, ApiError> {
+        let backend = &self.backend;
+        let nodes = backend.inventory().records;
+        let below = nodes.iter().filter(|node| node.parent.is_some()).count();
+        let trust = match body {
+            None => backend.mesh_trust()?,
+            Some(body) => {
+                let request = rotated.parse(body)?;
+                if request.step == crate::pki::RotationStep::Finish && !request.force {
+                    let pending =
+                        rotated.pending(&backend.mesh_trust()?, &nodes, backend.trust_published());
+                    if !pending.is_empty() {
+                        return Err(rotated.finish_refused(&pending));
+                    }
+                }
+                match rotated {
+                    rotations::Rotated::MeshCa => backend.rotate_mesh_ca(request.step).await?,
+                    rotations::Rotated::TokenKey => backend.rotate_token_key(request.step).await?,
+                }
+            }
+        };
+        let pending = rotated.pending(&trust, &nodes, backend.trust_published());
+        Ok(rotated.object(&trust, &pending, below))
+    }
+
+    /// `relayctl explain`: the stored Placement at `key`, with what each
+    /// relay says of how it split it.
+    async fn explain(&self, objects: &ObjectStore, key: &ObjectKey) -> Result<Value, ApiError> {
+        let placement = objects
+            .get(key)
+            .map_err(|error| ApiError::Internal(error.to_string()))?
+            .ok_or_else(|| {
+                ApiError::NotFound(format!("placements.relaymesh.dev {:?} not found", key.name))
+            })?;
+        let nodes = self.backend.inventory().records;
+        let invalid =
+            |PlacementError::Invalid { field, message }| ApiError::Invalid { field, message };
+        let spec = crate::placement::PlacementSpec::from_object(&placement).map_err(invalid)?;
+        let entry = crate::placement::entry_key(&spec.namespace, &spec.name);
+        let splits = crate::placement::ask_splits(&nodes, &entry, |relay| {
+            self.backend.split(relay, entry.clone())
+        })
+        .await;
+        crate::placement::explain(&placement, &nodes, &splits).map_err(invalid)
+    }
+}
+
+/// Whether the tree has a node `name` of `role` (`plural` names the kind
+/// in the error, as kube-apiserver does): `404` if not.
+fn known_node(inventory: &Inventory, name: &str, role: Role, plural: &str) -> Result<(), ApiError> {
+    if inventory
+        .records
+        .iter()
+        .any(|record| record.name == name && record.role == role)
+    {
+        return Ok(());
+    }
+    Err(ApiError::NotFound(format!(
+        "{plural}.{RELAYMESH_GROUP} {name:?} not found"
+    )))
+}
+
 fn own_resources(
     unknown_clusters: impl Fn(&[&str]) -> Vec<String> + Send + Sync + 'static,
 ) -> Vec<Resource> {
@@ -950,35 +1020,11 @@ impl<B: Backend> Extension for Relaymesh<B> {
                 } else {
                     rotations::Rotated::TokenKey
                 };
-                let nodes = backend.inventory().records;
-                let below = nodes.iter().filter(|node| node.parent.is_some()).count();
-                let trust = if read {
-                    backend.mesh_trust()?
-                } else {
-                    let request = rotated.parse(&call.body)?;
-                    if request.step == crate::pki::RotationStep::Finish && !request.force {
-                        let pending = rotated.pending(
-                            &backend.mesh_trust()?,
-                            &nodes,
-                            backend.trust_published(),
-                        );
-                        if !pending.is_empty() {
-                            return Err(rotated.finish_refused(&pending));
-                        }
-                    }
-                    match rotated {
-                        rotations::Rotated::MeshCa => backend.rotate_mesh_ca(request.step).await?,
-                        rotations::Rotated::TokenKey => {
-                            backend.rotate_token_key(request.step).await?
-                        }
-                    }
-                };
-                let pending = rotated.pending(&trust, &nodes, backend.trust_published());
-                let object = rotated.object(&trust, &pending, below);
-                if read {
-                    json_reply(StatusCode::OK, &object)
-                } else {
-                    created(&object)
+                let body = (!read).then_some(call.body.as_ref());
+                let object = self.trust_rotation(rotated, body).await?;
+                match read {
+                    true => json_reply(StatusCode::OK, &object),
+                    false => created(&object),
                 }
             }
             (endpoint::CLUSTER_LABELS, _) => {
@@ -1046,30 +1092,13 @@ impl<B: Backend> Extension for Relaymesh<B> {
                 created(&json!({"name": name, "id": id.to_hex(), "size": size}))
             }
             (endpoint::EXPLAIN, _) => {
-                let (namespace, name) = (argument(0), argument(1));
-                let key = ObjectKey::new(RELAYMESH_GROUP, "placements", Some(&namespace), &name);
-                let placement = call
-                    .objects
-                    .get(&key)
-                    .map_err(|error| ApiError::Internal(error.to_string()))?
-                    .ok_or_else(|| {
-                        ApiError::NotFound(format!("placements.relaymesh.dev {name:?} not found"))
-                    })?;
-                let nodes = backend.inventory().records;
-                let invalid = |PlacementError::Invalid { field, message }| ApiError::Invalid {
-                    field,
-                    message,
-                };
-                let spec =
-                    crate::placement::PlacementSpec::from_object(&placement).map_err(invalid)?;
-                let key = crate::placement::entry_key(&spec.namespace, &spec.name);
-                let splits = crate::placement::ask_splits(&nodes, &key, |relay| {
-                    backend.split(relay, key.clone())
-                })
-                .await;
-                let explained =
-                    crate::placement::explain(&placement, &nodes, &splits).map_err(invalid)?;
-                json_reply(StatusCode::OK, &explained)
+                let key = ObjectKey::new(
+                    RELAYMESH_GROUP,
+                    "placements",
+                    Some(&argument(0)),
+                    &argument(1),
+                );
+                json_reply(StatusCode::OK, &self.explain(&call.objects, &key).await?)
             }
             (endpoint::LINK, _) => {
                 let (plural, name) = (argument(0), argument(1));
@@ -1078,16 +1107,7 @@ impl<B: Backend> Extension for Relaymesh<B> {
                 } else {
                     Role::Relay
                 };
-                let inventory = backend.inventory();
-                if !inventory
-                    .records
-                    .iter()
-                    .any(|record| record.name == name && record.role == role)
-                {
-                    return Err(ApiError::NotFound(format!(
-                        "{plural}.{RELAYMESH_GROUP} {name:?} not found"
-                    )));
-                }
+                known_node(&backend.inventory(), &name, role, &plural)?;
                 let link = backend.link(name).await?;
                 json_reply(StatusCode::OK, &nodes::link_object(&link))
             }
@@ -1098,16 +1118,7 @@ impl<B: Backend> Extension for Relaymesh<B> {
                     true => observed::events_query(call.query.as_deref())?,
                     false => observed::object_query(call.query.as_deref())?,
                 };
-                if !backend
-                    .inventory()
-                    .records
-                    .iter()
-                    .any(|record| record.name == cluster && record.role == Role::Agent)
-                {
-                    return Err(ApiError::NotFound(format!(
-                        "clusters.{RELAYMESH_GROUP} {cluster:?} not found"
-                    )));
-                }
+                known_node(&backend.inventory(), &cluster, Role::Agent, "clusters")?;
                 let observation = backend.observe(cluster.clone(), query).await?;
                 json_reply(
                     StatusCode::OK,
@@ -1117,16 +1128,7 @@ impl<B: Backend> Extension for Relaymesh<B> {
             (endpoint::SUBTREE, _) => {
                 let relay = argument(0);
                 let (namespace, placement) = (argument(1), argument(2));
-                if !backend
-                    .inventory()
-                    .records
-                    .iter()
-                    .any(|record| record.name == relay && record.role == Role::Relay)
-                {
-                    return Err(ApiError::NotFound(format!(
-                        "relays.{RELAYMESH_GROUP} {relay:?} not found"
-                    )));
-                }
+                known_node(&backend.inventory(), &relay, Role::Relay, "relays")?;
                 let key = crate::placement::entry_key(&namespace, &placement);
                 let (children, more) = backend.subtree(relay.clone(), key).await?;
                 json_reply(
