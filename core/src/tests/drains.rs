@@ -53,20 +53,27 @@ fn a_drained_cluster_keeps_its_copy_until_the_drain_is_done() {
     assert!(!after.contains(&drained));
 }
 
-#[test]
-fn a_drained_cluster_still_reporting_is_not_counted_beside_its_replacement() {
+/// The fleet with a bounded placement `key` on one cluster of eu, which
+/// reports it ready; and that cluster.
+fn held_ready(key: &str) -> (Net, String) {
     let mut net = fleet();
-    let key = "placement/shop/one";
     upsert_at_root(&mut net, placement(key, one_in_eu()));
     net.settle();
-    let drained = agents_with(&net, key)
+    let holder = agents_with(&net, key)
         .into_iter()
         .next()
         .expect("one holder");
     let now = net.now();
-    net.core_mut(&drained)
+    net.core_mut(&holder)
         .expect("the holder")
         .set_own_status(now, key, Some(ready()));
+    (net, holder)
+}
+
+#[test]
+fn a_drained_cluster_still_reporting_is_not_counted_beside_its_replacement() {
+    let key = "placement/shop/one";
+    let (mut net, drained) = held_ready(key);
     net.settle();
     let ready_at_root = |net: &Net| {
         net.0["root"]
@@ -103,18 +110,8 @@ fn a_drained_cluster_still_reporting_is_not_counted_beside_its_replacement() {
 /// cluster drops its copy.
 #[test]
 fn a_drain_is_done_once_its_replacement_is_ready() {
-    let mut net = fleet();
     let key = "placement/shop/one";
-    upsert_at_root(&mut net, placement(key, one_in_eu()));
-    net.settle();
-    let drained = agents_with(&net, key)
-        .into_iter()
-        .next()
-        .expect("one holder");
-    let now = net.now();
-    net.core_mut(&drained)
-        .expect("the holder")
-        .set_own_status(now, key, Some(ready()));
+    let (mut net, drained) = held_ready(key);
     set_label(&mut net, &drained, DRAINING, "true");
     let finished = |net: &mut Net| {
         let now = net.now();

@@ -203,6 +203,14 @@ fn shrinking_a_bound_drops_copies_at_once() {
     );
 }
 
+/// What the root publishes now of the handovers that are done.
+fn finished_handovers(net: &mut Net) -> Vec<SliceEntry> {
+    let now = net.now();
+    net.core_mut("root")
+        .expect("the root")
+        .finished_handovers(now)
+}
+
 /// The root's side, for a placement without a bound: moved from eu to us,
 /// the eu clusters keep it (named in the published target) until every us
 /// cluster reports it ready, then drop it.
@@ -242,12 +250,7 @@ fn an_unbounded_placement_moves_make_before_break_across_the_tree() {
     assert_eq!(report.leaving, ["e1", "e2", "e3"]);
     assert_eq!(report.selected, 6);
     assert_eq!(report.status.counts.ready, 3);
-    let now = net.now();
-    assert!(net
-        .core_mut("root")
-        .expect("the root")
-        .finished_handovers(now)
-        .is_empty());
+    assert!(finished_handovers(&mut net).is_empty());
 
     // Deciding again while it hands over keeps the leaving clusters.
     let now = net.now();
@@ -263,18 +266,9 @@ fn an_unbounded_placement_moves_make_before_break_across_the_tree() {
     for agent in ["u1", "u2"] {
         report_ready(&mut net, agent, key);
     }
-    let now = net.now();
-    assert!(net
-        .core_mut("root")
-        .expect("the root")
-        .finished_handovers(now)
-        .is_empty());
+    assert!(finished_handovers(&mut net).is_empty());
     report_ready(&mut net, "u3", key);
-    let now = net.now();
-    let done = net
-        .core_mut("root")
-        .expect("the root")
-        .finished_handovers(now);
+    let done = finished_handovers(&mut net);
     assert_eq!(done.len(), 1, "us is ready");
     for entry in done {
         upsert_at_root(&mut net, entry);
