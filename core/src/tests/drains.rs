@@ -70,6 +70,20 @@ fn held_ready(key: &str) -> (Net, String) {
     (net, holder)
 }
 
+/// The cluster that holds `key` beside `drained`, once it reported it
+/// ready.
+fn replacement_ready(net: &mut Net, key: &str, drained: &str) -> String {
+    let replacement = agents_with(net, key)
+        .into_iter()
+        .find(|agent| agent != drained)
+        .expect("a replacement");
+    let now = net.now();
+    net.core_mut(&replacement)
+        .expect("the replacement")
+        .set_own_status(now, key, Some(ready()));
+    replacement
+}
+
 #[test]
 fn a_drained_cluster_still_reporting_is_not_counted_beside_its_replacement() {
     let key = "placement/shop/one";
@@ -92,14 +106,7 @@ fn a_drained_cluster_still_reporting_is_not_counted_beside_its_replacement() {
     assert_eq!(net.0["root"].core().placement_selected(key), Some(1));
     assert_eq!(ready_at_root(&net).unwrap_or(0), 0);
 
-    let replacement = agents_with(&net, key)
-        .into_iter()
-        .find(|agent| agent != &drained)
-        .expect("a replacement");
-    let now = net.now();
-    net.core_mut(&replacement)
-        .expect("the replacement")
-        .set_own_status(now, key, Some(ready()));
+    replacement_ready(&mut net, key, &drained);
     net.settle();
     assert_eq!(ready_at_root(&net), Some(1));
 }
@@ -123,14 +130,7 @@ fn a_drain_is_done_once_its_replacement_is_ready() {
         "its replacement is not ready"
     );
 
-    let replacement = agents_with(&net, key)
-        .into_iter()
-        .find(|agent| agent != &drained)
-        .expect("a replacement");
-    let now = net.now();
-    net.core_mut(&replacement)
-        .expect("the replacement")
-        .set_own_status(now, key, Some(ready()));
+    let replacement = replacement_ready(&mut net, key, &drained);
     for _ in 0..10 {
         net.advance(std::time::Duration::from_millis(200));
     }
