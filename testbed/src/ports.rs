@@ -6,9 +6,12 @@
 //! too (each QUIC client endpoint binds one): between the close and the child
 //! process's own bind, another socket may take it, and the child fails to
 //! start. The ports here come from below the ephemeral range, which the
-//! kernel never hands out by itself; they are picked at random (so parallel
-//! test processes rarely meet), checked by binding, and never handed out
-//! twice by one process.
+//! kernel never hands out by itself; they are picked at random, checked by
+//! binding, and never handed out twice by one process, nor by two processes
+//! of this machine within [`CLAIM_TTL`]: each claims its port with a file
+//! made exclusively in a shared directory ([`claim`]), since two test
+//! processes can both find a port free before either's child binds it
+//! (seen in CI: "cannot listen on 127.0.0.1:…: Address already in use").
 
 use std::collections::hash_map::RandomState;
 use std::collections::BTreeSet;
@@ -24,6 +27,40 @@ const LOWEST: u16 = 10_000;
 const ATTEMPTS: u32 = 1_000;
 
 static HANDED_OUT: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
+
+/// How long another process's claim on a port holds: long enough for the
+/// process it was picked for to have started and bound it (a port bound
+/// stays taken by the bind check), short enough that claims left by
+/// processes that ended free their ports again.
+const CLAIM_TTL: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// Whether this process may hand out `port`: no other process claimed it
+/// within [`CLAIM_TTL`]. Claims it if so. A directory that cannot be used
+/// claims nothing (the bind check alone then decides).
+fn claim(port: u16) -> bool {
+    let dir = std::env::temp_dir().join("relaymesh-port-claims");
+    if std::fs::create_dir_all(&dir).is_err() {
+        return true;
+    }
+    let path = dir.join(port.to_string());
+    let stale = std::fs::metadata(&path)
+        .and_then(|metadata| metadata.modified())
+        .ok()
+        .and_then(|modified| modified.elapsed().ok())
+        .is_some_and(|age| age > CLAIM_TTL);
+    if stale {
+        let _ = std::fs::remove_file(&path);
+    }
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&path)
+    {
+        Ok(_) => true,
+        Err(error) if error.kind() == io::ErrorKind::AlreadyExists => false,
+        Err(_) => true,
+    }
+}
 
 /// A UDP port on 127.0.0.1 that nothing holds now and no other caller in this
 /// process was given (for a relay's QUIC listener).
@@ -49,7 +86,7 @@ fn pick(bindable: impl Fn(u16) -> bool) -> io::Result<u16> {
     for _ in 0..ATTEMPTS {
         let random = RandomState::new().hash_one(std::process::id());
         let port = LOWEST + (random % span) as u16;
-        if !handed_out.contains(&port) && bindable(port) {
+        if !handed_out.contains(&port) && bindable(port) && claim(port) {
             handed_out.insert(port);
             return Ok(port);
         }
@@ -80,5 +117,24 @@ mod tests {
         }
         let port = tcp().expect("a free port");
         assert!(TcpListener::bind(("127.0.0.1", port)).is_ok());
+    }
+
+    #[test]
+    fn a_port_claimed_by_another_process_is_not_handed_out_again() {
+        // Claimed now (as another process would have): refused until the
+        // claim is stale.
+        let port = udp().expect("a free port");
+        assert!(!claim(port), "this process's own claim holds too");
+        let path = std::env::temp_dir()
+            .join("relaymesh-port-claims")
+            .join(port.to_string());
+        assert!(path.exists());
+        let old = std::time::SystemTime::now() - CLAIM_TTL * 2;
+        std::fs::File::options()
+            .write(true)
+            .open(&path)
+            .and_then(|file| file.set_modified(old))
+            .expect("aged");
+        assert!(claim(port), "a stale claim frees the port");
     }
 }
