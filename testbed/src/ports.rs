@@ -8,8 +8,8 @@
 //! start. The ports here come from below the ephemeral range, which the
 //! kernel never hands out by itself; they are picked at random, checked by
 //! binding, and never handed out twice by one process, nor by two processes
-//! of this machine within [`CLAIM_TTL`]: each claims its port with a file
-//! made exclusively in a shared directory ([`claim`]), since two test
+//! of this machine within ten minutes: each claims its port with a file
+//! made exclusively in a shared directory (`claim`), since two test
 //! processes can both find a port free before either's child binds it
 //! (seen in CI: "cannot listen on 127.0.0.1:…: Address already in use").
 
