@@ -168,53 +168,8 @@ pub(super) fn is_dns1123_label(name: &str) -> bool {
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
 }
 
-/// Whether `name` is a DNS-1123 subdomain: at most 253 characters of
-/// `[a-z0-9-]` parts joined by dots, each alphanumeric at both ends. As in
-/// Kubernetes, a part may be longer than 63 characters (kubelet names
-/// VolumeAttachments `csi-` and a 64-digit hash).
-pub(super) fn is_dns1123_subdomain(name: &str) -> bool {
-    let part = |part: &str| {
-        part.starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
-            && part.ends_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
-            && part
-                .chars()
-                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-    };
-    name.len() <= 253 && name.split('.').all(part)
-}
-
-/// Why a label is invalid, in kube-apiserver's words, if it is: the key a
-/// qualified name (an optional DNS subdomain prefix and `/`, then at most
-/// 63 characters of `[A-Za-z0-9-_.]`, alphanumeric at both ends), the value
-/// empty or such a name part.
-pub fn label_error(key: &str, value: &str) -> Option<String> {
-    let name_part = |text: &str| {
-        !text.is_empty()
-            && text.len() <= 63
-            && text.starts_with(|c: char| c.is_ascii_alphanumeric())
-            && text.ends_with(|c: char| c.is_ascii_alphanumeric())
-            && text
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-    };
-    let (prefix, name) = match key.split_once('/') {
-        Some((prefix, name)) => (Some(prefix), name),
-        None => (None, key),
-    };
-    if prefix.is_some_and(|prefix| prefix.is_empty() || !is_dns1123_subdomain(prefix))
-        || !name_part(name)
-    {
-        return Some(format!(
-            "Invalid value: {key:?}: name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]'), with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"
-        ));
-    }
-    if !value.is_empty() && !name_part(value) {
-        return Some(format!(
-            "Invalid value: {value:?}: a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')"
-        ));
-    }
-    None
-}
+pub(super) use relaymesh_topology::labels::is_dns1123_subdomain;
+pub use relaymesh_topology::labels::label_error;
 
 fn required_string<'a>(object: &'a Value, field: &str) -> Result<&'a str, ApiError> {
     match object.get(field).and_then(Value::as_str) {

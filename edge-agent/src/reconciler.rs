@@ -803,7 +803,7 @@ fn timing_of(body: &[u8]) -> Timing {
     let rollout = serde_json::from_slice::<Value>(body)
         .ok()
         .and_then(|body| body.pointer("/spec/rollout").cloned());
-    match relaymesh_relay::placement::rollout::rollout(rollout.as_ref()) {
+    match relaymesh_topology::spec::rollout::rollout(rollout.as_ref()) {
         Ok(spec) => Timing {
             min_success: spec.min_success_time,
             deadline: spec.progress_deadline,
@@ -819,7 +819,7 @@ fn customization_of(body: &[u8]) -> (Option<Value>, Customization) {
     let source = serde_json::from_slice::<Value>(body)
         .ok()
         .and_then(|body| body.pointer("/spec/customization").cloned());
-    match relaymesh_relay::placement::customization(source.as_ref()) {
+    match relaymesh_topology::spec::customization(source.as_ref()) {
         Ok(customization) => (source, customization),
         Err(error) => {
             tracing::warn!(%error, "customization left out");

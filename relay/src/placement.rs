@@ -15,18 +15,15 @@
 
 mod bundle;
 mod dependents;
-mod error;
 mod explain;
-pub mod rollout;
 pub mod singleton;
-mod spec;
 pub mod status;
 
 pub use bundle::{canonical_json, pack, strip_server_fields};
 pub use dependents::PlacementsOfWorkloads;
 pub use explain::{ask_splits, explain, RelaySplit, Splits, MAX_RELAYS_ASKED};
-pub use spec::{
-    customization, label_selector, selects, PlacementError, PlacementSpec, WorkloadTerm,
+pub use relaymesh_topology::spec::{
+    customization, label_selector, rollout, selects, PlacementError, PlacementSpec, WorkloadTerm,
     MAX_OVERRIDES, RELAYMESH_GROUP,
 };
 

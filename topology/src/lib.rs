@@ -24,12 +24,14 @@
 pub mod aggregate;
 pub mod customization;
 pub mod groups;
+pub mod labels;
 pub mod model;
 pub mod placement;
 pub mod reach;
 pub mod rollout;
 pub mod rules;
 pub mod selector;
+pub mod spec;
 pub mod subtree;
 pub mod summary;
 

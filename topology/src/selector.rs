@@ -15,6 +15,8 @@
 //! selector (one whose `In`/`NotIn` have values and whose
 //! `Exists`/`DoesNotExist` have none).
 
+pub mod json;
+
 use std::collections::btree_map::Entry;
 use std::collections::BTreeMap;
 
@@ -275,41 +277,7 @@ fn requirement(key: String, operator: SelectorOperator, values: Vec<String>) -> 
     }
 }
 
-/// A qualified label key: an optional DNS-subdomain prefix and `/`, then a
-/// name.
-pub(crate) fn valid_key(key: &str) -> bool {
-    let (prefix, name) = match key.split_once('/') {
-        Some((prefix, name)) => (Some(prefix), name),
-        None => (None, key),
-    };
-    let prefix_ok = prefix.is_none_or(|prefix| {
-        prefix.len() <= 253
-            && prefix.split('.').all(|part| {
-                !part.is_empty()
-                    && part
-                        .bytes()
-                        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-                    && !part.starts_with('-')
-                    && !part.ends_with('-')
-            })
-    });
-    prefix_ok && !name.is_empty() && valid_name(name)
-}
-
-/// A label name or non-empty value: at most 63 characters, alphanumeric at
-/// both ends, `-`, `_` and `.` inside.
-fn valid_name(name: &str) -> bool {
-    let bytes = name.as_bytes();
-    let (Some(first), Some(last)) = (bytes.first(), bytes.last()) else {
-        return false;
-    };
-    bytes.len() <= 63
-        && first.is_ascii_alphanumeric()
-        && last.is_ascii_alphanumeric()
-        && bytes
-            .iter()
-            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(b))
-}
+pub(crate) use crate::labels::{is_name_part as valid_name, is_qualified_name as valid_key};
 
 #[cfg(test)]
 mod tests;

@@ -1,5 +1,5 @@
 //! `spec.rollout`: how a Placement's new revisions reach its clusters,
-//! read and checked (the decisions are `relaymesh_topology::rollout`'s).
+//! read and checked (the decisions are `crate::rollout`'s).
 //!
 //! ```yaml
 //! rollout:
@@ -18,7 +18,7 @@
 
 use std::time::Duration;
 
-use relaymesh_topology::rollout::{Amount, RolloutSpec, Strategy};
+use crate::rollout::{Amount, RolloutSpec, Strategy};
 use serde_json::{Map, Value};
 
 use super::error::{invalid, PlacementError};
@@ -264,7 +264,7 @@ fn duration(fields: &Map<String, Value>, name: &str) -> Result<Option<Duration>,
 fn label(value: Option<&Value>, path: &str) -> Result<Option<String>, PlacementError> {
     match value {
         None | Some(Value::Null) => Ok(None),
-        Some(Value::String(key)) => match relaymesh_apiserver::label_error(key, "") {
+        Some(Value::String(key)) => match crate::labels::label_error(key, "") {
             None => Ok(Some(key.clone())),
             Some(error) => Err(invalid(path, error)),
         },

@@ -1,11 +1,10 @@
 //! Why a Placement is not valid: the field at fault and what is wrong,
 //! as the API's 422 names them.
 
-use relaymesh_topology::rules::RuleError;
+use crate::rules::RuleError;
 
 /// Why a Placement is not valid.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
 pub enum PlacementError {
     /// A field is missing or has the wrong shape.
     #[error("{field}: {message}")]
@@ -17,8 +16,8 @@ pub enum PlacementError {
     },
 }
 
-impl From<relaymesh_apiserver::selector::InvalidField> for PlacementError {
-    fn from(error: relaymesh_apiserver::selector::InvalidField) -> Self {
+impl From<crate::selector::json::InvalidField> for PlacementError {
+    fn from(error: crate::selector::json::InvalidField) -> Self {
         Self::Invalid {
             field: error.field,
             message: error.message,

@@ -5,12 +5,12 @@ use std::collections::BTreeMap;
 
 use relaymesh_protocol::status::MAX_GROUP_LABELS;
 use relaymesh_protocol::{LabelSelector, PlacementTarget};
-use relaymesh_topology::customization::{Customization, ObjectFilter, Override, Patch};
-use relaymesh_topology::rules::StatusRule;
+use crate::customization::{Customization, ObjectFilter, Override, Patch};
+use crate::rules::StatusRule;
 use serde_json::Value;
 
 use super::error::invalid;
-pub use super::error::PlacementError;
+use super::error::PlacementError;
 
 /// The group of relaymesh's own kinds, which never travel.
 pub const RELAYMESH_GROUP: &str = "relaymesh.dev";
@@ -48,7 +48,7 @@ pub struct PlacementSpec {
     /// own policy first.
     pub adopt: bool,
     /// `spec.statusRules`, checked and their CEL expressions compiled
-    /// (`relaymesh_topology::rules::parse`); empty when absent. They
+    /// (`crate::rules::parse`); empty when absent. They
     /// travel down the tree in the slice entry's body, with the rest of
     /// the spec.
     pub status_rules: Vec<StatusRule>,
@@ -57,11 +57,11 @@ pub struct PlacementSpec {
     /// most [`MAX_GROUP_LABELS`].
     pub status_group_by: Vec<String>,
     /// `spec.customization`: templates and overrides each agent applies to
-    /// its copy (see [`relaymesh_topology::customization`]).
+    /// its copy (see [`crate::customization`]).
     pub customization: Customization,
     /// `spec.rollout`: how new revisions reach the clusters (see
     /// [`super::rollout`]).
-    pub rollout: relaymesh_topology::rollout::RolloutSpec,
+    pub rollout: crate::rollout::RolloutSpec,
 }
 
 impl PlacementSpec {
@@ -95,7 +95,7 @@ impl PlacementSpec {
             Some(Value::Bool(adopt)) => *adopt,
             Some(_) => return Err(invalid("spec.adopt", "must be a boolean")),
         };
-        let status_rules = relaymesh_topology::rules::parse(spec.get("statusRules"))?;
+        let status_rules = crate::rules::parse(spec.get("statusRules"))?;
         let status_group_by = group_labels(spec.get("statusGroupBy"))?;
         let customization = customization(spec.get("customization"))?;
         let rollout = super::rollout::rollout(spec.get("rollout"))?;
@@ -163,7 +163,7 @@ pub fn selects(term: &WorkloadTerm, object: &Value, placement_namespace: &str) -
         && term
             .label_selector
             .as_ref()
-            .is_none_or(|selector| relaymesh_topology::selector::matches(selector, &labels))
+            .is_none_or(|selector| crate::selector::matches(selector, &labels))
 }
 
 fn workload_term(term: &Value, path: &str) -> Result<WorkloadTerm, PlacementError> {
@@ -222,7 +222,7 @@ fn target(spec: &Value) -> Result<PlacementTarget, PlacementError> {
 
 /// The selector a `metav1.LabelSelector` object at `path` describes.
 pub fn label_selector(value: &Value, path: &str) -> Result<LabelSelector, PlacementError> {
-    Ok(relaymesh_apiserver::selector::from_json(value, path)?)
+    Ok(crate::selector::json::from_json(value, path)?)
 }
 
 /// The most overrides one placement may carry.
@@ -390,9 +390,9 @@ fn group_labels(value: Option<&Value>) -> Result<Vec<String>, PlacementError> {
 }
 
 fn strings(value: Option<&Value>, path: &str) -> Result<Vec<String>, PlacementError> {
-    Ok(relaymesh_apiserver::selector::strings(value, path)?)
+    Ok(crate::selector::json::strings(value, path)?)
 }
 
 fn optional_string(value: Option<&Value>, path: &str) -> Result<Option<String>, PlacementError> {
-    Ok(relaymesh_apiserver::selector::optional_string(value, path)?)
+    Ok(crate::selector::json::optional_string(value, path)?)
 }
