@@ -49,8 +49,7 @@ use crate::prune::{self, ApplySet};
 use crate::rules::PlacementRules;
 use crate::status::{self, Health, Reporter};
 
-/// The prefix of the slice keys of placements.
-pub const PLACEMENT_PREFIX: &str = "placement/";
+use relaymesh_protocol::placement::KEY_PREFIX as PLACEMENT_PREFIX;
 
 /// The first retry after a failure; doubled per failure up to
 /// [`MAX_BACKOFF`].

@@ -10,6 +10,9 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+/// The prefix of every placement's slice key (`placement/NAMESPACE/NAME`).
+pub const KEY_PREFIX: &str = "placement/";
+
 /// A Kubernetes-style label selector: all of `match_labels` and all of
 /// `match_expressions` must hold.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -18,7 +18,6 @@
 //! The API does not own state: everything relaymesh-specific it serves
 //! comes from a [`Backend`] the daemon implements.
 
-use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -189,26 +188,7 @@ pub struct NodeRevoked {
     pub removed: Vec<String>,
 }
 
-/// The tree as the root knows it, as the daemon publishes it when it
-/// changed: cheap to clone (two shared pointers), so a request never copies
-/// the node list.
-#[derive(Debug, Clone, Default)]
-pub struct Inventory {
-    /// Changes whenever `records` or `measured` do, so a watch on a view
-    /// made of them renders it only after a change.
-    pub version: u64,
-    /// Every node the root knows (itself included): relays and agents, with
-    /// the link status each node's parent reports up (connectivity, since
-    /// when, bundle transfers).
-    pub records: Arc<[NodeRecord]>,
-    /// What the root measured of its own children's links (RTT, bytes,
-    /// acknowledged revision, lag), by child. Deeper links are measured by
-    /// their parents, which keep it: not reported here.
-    pub measured: Arc<BTreeMap<String, LinkStatus>>,
-    /// The annotations the root set on clusters (`relayctl annotate
-    /// cluster`), by cluster.
-    pub annotations: Arc<BTreeMap<String, BTreeMap<String, String>>>,
-}
+pub use crate::daemon::root_services::Inventory;
 
 /// What the API serves from: the daemon's view of the tree and its stores.
 ///

@@ -8,9 +8,10 @@
 
 mod api_cert;
 mod asked;
-mod backend;
+pub mod backend;
 mod bundles;
-mod labels;
+mod inventory;
+pub mod labels;
 mod listener;
 mod moving;
 mod parents;
@@ -19,6 +20,7 @@ mod refusal_log;
 mod renewal;
 mod rollout;
 mod root_requests;
+pub mod root_services;
 mod rotation;
 mod serving;
 
@@ -42,6 +44,7 @@ use crate::pki::{self, Peer, PkiError};
 use crate::store::{Store, StoreError};
 use crate::transport::uplink::{self, UplinkEvent};
 use crate::transport::LinkError;
+use root_services::RootRequest;
 
 /// How often link statistics are sampled and the API's view refreshed.
 pub const STATS_INTERVAL: Duration = Duration::from_secs(1);
@@ -80,9 +83,10 @@ pub enum DaemonError {
         #[source]
         source: std::io::Error,
     },
-    /// The API server failed.
-    #[error("root API: {0}")]
-    Api(#[from] crate::api::ApiError),
+    /// The configuration has an API address, but this program does not
+    /// serve the root's API (only `relay` does).
+    #[error("this node is configured as the root (an API address), but this program cannot serve the root's API")]
+    NoRootServices,
 }
 
 /// Events the loop handles.
@@ -134,70 +138,16 @@ pub(crate) enum Event {
         id: BundleId,
         bytes: u64,
     },
-    PublishBundle {
-        name: String,
-        id: BundleId,
-        reply: oneshot::Sender<()>,
-    },
-    /// How many clusters each placement selects, and how they are doing,
-    /// by slice key.
-    PlacementStatus {
-        /// The placements whose rollouts have groups
-        /// (`maxUnavailablePerGroup`): only theirs carry `parts` and
-        /// `by_value`, which cost O(children) and O(aggregates).
-        grouped: std::collections::BTreeSet<String>,
-        reply: oneshot::Sender<BTreeMap<String, relaymesh_core::PlacementReport>>,
-    },
-    /// The root revoked a node or a token: sign it and send it down.
-    Revoke {
-        revocation: relaymesh_protocol::Revocation,
-        reply: oneshot::Sender<Result<(), String>>,
-    },
     /// The parent answered a renewal request: the new chain, or why not.
     Renewed(renewal::Answer),
-    /// At the root: an admin asked for a step of a rotation of the mesh
-    /// CA.
-    RotateMeshCa {
-        step: pki::RotationStep,
-        reply: rotation::RotationReply,
-    },
-    /// At the root: an admin asked for a step of a rotation of the
-    /// token-signing key.
-    RotateTokenKey {
-        step: pki::RotationStep,
-        reply: rotation::RotationReply,
-    },
-    /// A query for a node below, routed down the tree by the core; the
-    /// answer always comes (a failure at the latest after the core's
-    /// query timeout).
-    Query {
-        node: String,
-        query: relaymesh_protocol::query::Query,
-        reply: oneshot::Sender<relaymesh_protocol::query::Answer>,
-    },
+    /// At the root: its API or placement controller asks (see
+    /// [`root_services`]).
+    Root(RootRequest),
     /// The answer to a query about this node's own cluster
     /// ([`relaymesh_core::Action::Asked`]).
     LocalAnswer {
         id: relaymesh_core::QueryId,
         answer: relaymesh_protocol::query::Answer,
-    },
-    /// The root orders a move: sign it and send it down.
-    OrderMove {
-        moved: relaymesh_protocol::Move,
-        reply: oneshot::Sender<Result<(), String>>,
-    },
-    /// The root changes a cluster's labels: merge, sign and send down.
-    LabelCluster {
-        change: crate::api::LabelChange,
-        reply: oneshot::Sender<Result<relaymesh_protocol::ClusterLabels, crate::api::ApiError>>,
-    },
-    /// The root grants a node candidate parents (`Some`, with the parent
-    /// its token names first) or takes the grant back (`None`): sign and
-    /// send down.
-    GrantParents {
-        node: String,
-        candidates: Option<Vec<relaymesh_protocol::CandidateParent>>,
-        reply: oneshot::Sender<Result<(), String>>,
     },
     /// Whether a node this relay did not admit may have it as parent: the
     /// root's grant names this relay and the relay that issued its
@@ -207,20 +157,6 @@ pub(crate) enum Event {
         role: relaymesh_protocol::Role,
         chain: Vec<Vec<u8>>,
         reply: oneshot::Sender<Result<(), String>>,
-    },
-    /// Every move the slice holds.
-    Moves {
-        reply: oneshot::Sender<Vec<relaymesh_protocol::Move>>,
-    },
-    /// Every revocation the slice holds.
-    Revocations {
-        reply: oneshot::Sender<Vec<relaymesh_protocol::Revocation>>,
-    },
-    /// The root's placement controller: these are all placement entries now
-    /// (their bundles are already stored).
-    SetPlacements {
-        entries: Vec<SliceEntry>,
-        reply: oneshot::Sender<()>,
     },
 }
 
@@ -245,7 +181,7 @@ pub(crate) struct Shared {
     pub placement_status: watch::Receiver<u64>,
     /// The tree as the API serves it, published by the loop when the
     /// core's inventory changed (at the root only: nothing else reads it).
-    pub inventory: Arc<RwLock<crate::api::Inventory>>,
+    pub inventory: root_services::SharedInventory,
     pub config: Arc<NodeConfig>,
     /// The revocations this relay holds, as the listener checks them.
     pub deny: Arc<RwLock<DenyList>>,
@@ -296,6 +232,20 @@ pub struct RunOptions {
     /// How long the listener stays quiet about a peer it refused (for one
     /// reason) after logging it; the next line counts the refusals since.
     pub refusal_log_interval: Duration,
+    /// The root's services, started when the configuration has an API
+    /// address; `None` in programs that are never the root (the edge
+    /// agent).
+    pub root: Option<Root>,
+}
+
+/// The root's services, as [`RunOptions`] carries them.
+#[derive(Clone)]
+pub struct Root(pub Arc<dyn root_services::RootServices>);
+
+impl std::fmt::Debug for Root {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str("Root(..)")
+    }
 }
 
 /// How long a parent may stay silent before a node with candidate parents
@@ -316,6 +266,7 @@ impl Default for RunOptions {
             parent_grace: DEFAULT_PARENT_GRACE,
             lost_after: None,
             refusal_log_interval: DEFAULT_REFUSAL_LOG_INTERVAL,
+            root: None,
         }
     }
 }
@@ -456,7 +407,7 @@ async fn run_store(
         store: store.clone(),
         events: events_tx.clone(),
         bundles_stored: stored_rx,
-        inventory: Arc::new(RwLock::new(crate::api::Inventory::default())),
+        inventory: Default::default(),
         config: Arc::new(config.clone()),
         deny: Arc::new(RwLock::new(DenyList::from_entries(core.entries()))),
         node_cert_validity: options.node_cert_validity,
@@ -533,9 +484,17 @@ async fn run_store(
         });
     }
     if let Some(api_listen) = &config.api_listen {
-        let watches = options.limits.api_watches();
-        let serve =
-            backend::serve_api(api_listen, shared.clone(), watches, shutdown.clone()).await?;
+        let Some(root) = &options.root else {
+            return Err(DaemonError::NoRootServices);
+        };
+        let serve = root
+            .0
+            .start(
+                api_listen.clone(),
+                root_services::RootHandle::new(shared.clone()),
+                shutdown.clone(),
+            )
+            .await?;
         tasks.spawn(serve.instrument(tracing::Span::current()));
     }
 
@@ -694,95 +653,6 @@ impl Daemon {
         }
     }
 
-    /// Hands the API a new copy of the inventory, only of what changed
-    /// since the last: the node list when a record changed, the root's
-    /// measurements of its children's links (O(children)) when those did.
-    fn publish_inventory(&mut self) {
-        if self.shared.config.api_listen.is_none() {
-            return;
-        }
-        let head = self.core.head();
-        let labels = match self.labels_counted {
-            Some((counted_at, labels)) if counted_at == head => labels,
-            _ => {
-                let labels = self
-                    .core
-                    .prefix_version(relaymesh_protocol::cluster_labels::KEY_PREFIX);
-                self.labels_counted = Some((head, labels));
-                labels
-            }
-        };
-        let current = (
-            self.core.inventory_version(),
-            self.core.link_measurements_version(),
-            labels,
-        );
-        let last = self.inventory_published.replace(current);
-        if last == Some(current) {
-            return;
-        }
-        // Annotations are read again only when a `labels/` entry changed,
-        // not on every change of the slice (every placement's).
-        let annotations = (last.map(|(_, _, labels)| labels) != Some(current.2))
-            .then(|| self.cluster_annotations())
-            .filter(|annotations| {
-                self.shared
-                    .inventory
-                    .read()
-                    .map_or(true, |inventory| *inventory.annotations != *annotations)
-            });
-        let records_changed = last.map(|(records, _, _)| records) != Some(current.0);
-        let measured_changed = last.map(|(_, measured, _)| measured) != Some(current.1);
-        if !records_changed && !measured_changed && annotations.is_none() {
-            return;
-        }
-        let Ok(mut inventory) = self.shared.inventory.write() else {
-            return;
-        };
-        let mut keys_changed = false;
-        if records_changed {
-            inventory.records = self.core.inventory_records().cloned().collect();
-            if self.shared.identity.get().token_signing_key.is_some() {
-                match self.shared.store.record_issuer_keys(
-                    &inventory.records,
-                    unix_ms() / 1000,
-                    self.core
-                        .mesh_trust()
-                        .filter(|trust| trust.anchors.len() > 1)
-                        .map(|trust| trust.signer_key),
-                ) {
-                    Ok(changed) => keys_changed = changed,
-                    Err(error) => {
-                        tracing::error!(%error, "cannot record the relays' issuer keys")
-                    }
-                }
-            }
-        }
-        if measured_changed {
-            inventory.measured = Arc::new(self.core.link_measurements().clone());
-        }
-        if let Some(annotations) = annotations {
-            inventory.annotations = Arc::new(annotations);
-        }
-        inventory.version += 1;
-        drop(inventory);
-        if keys_changed {
-            self.regrant_current_keys(now());
-        }
-    }
-
-    /// Every cluster's annotations, as the root set them (from its
-    /// `labels/` entries): the API shows them on `Cluster` objects.
-    fn cluster_annotations(&self) -> BTreeMap<String, BTreeMap<String, String>> {
-        self.core
-            .entries_with_prefix(relaymesh_protocol::cluster_labels::KEY_PREFIX)
-            .filter_map(relaymesh_protocol::ClusterLabels::from_entry)
-            .filter_map(Result::ok)
-            .filter(|labels| !labels.annotations.is_empty())
-            .map(|labels| (labels.node, labels.annotations))
-            .collect()
-    }
-
     /// Tells an agent's reconciler about a new slice or a newly stored bundle.
     fn publish_slice(&mut self) {
         let Some(hooks) = &self.hooks else { return };
@@ -908,16 +778,7 @@ impl Daemon {
             Event::BundleServed { child, id, bytes } => {
                 self.core.handle_bundle_served(now, &child, id, bytes);
             }
-            Event::PlacementStatus { grouped, reply } => {
-                let _ = reply.send(self.report_placements(now, &grouped));
-            }
-            Event::SetPlacements { entries, reply } => {
-                self.set_placements(now, entries);
-                let _ = reply.send(());
-            }
-            Event::Revoke { revocation, reply } => {
-                let _ = reply.send(self.publish_revocation(now, &revocation));
-            }
+            Event::Root(request) => self.handle_root(now, request),
             Event::Renewed(answer) => {
                 match self.renewal.answered(&self.store, answer)? {
                     None => {}
@@ -938,30 +799,7 @@ impl Daemon {
                 self.tell_children_if_issuer_changed();
                 self.report_mesh_ca(now);
             }
-            Event::RotateMeshCa { step, reply } => {
-                let _ = reply.send(self.rotate_mesh_ca(now, step));
-            }
-            Event::RotateTokenKey { step, reply } => {
-                let _ = reply.send(self.rotate_token_key(now, step));
-            }
-            Event::Query { node, query, reply } => {
-                let id = self.core.query(now, &node, query);
-                self.queries.insert(id, reply);
-            }
             Event::LocalAnswer { id, answer } => self.core.handle_local_answer(now, id, answer),
-            Event::OrderMove { moved, reply } => {
-                let _ = reply.send(self.order_move(now, moved));
-            }
-            Event::LabelCluster { change, reply } => {
-                let _ = reply.send(self.label_cluster(now, change));
-            }
-            Event::GrantParents {
-                node,
-                candidates,
-                reply,
-            } => {
-                let _ = reply.send(self.grant_parents(now, &node, candidates));
-            }
             Event::MayAttach {
                 node,
                 role,
@@ -969,16 +807,6 @@ impl Daemon {
                 reply,
             } => {
                 let _ = reply.send(self.may_attach(&node, role, &chain));
-            }
-            Event::Moves { reply } => {
-                let _ = reply.send(self.moves());
-            }
-            Event::Revocations { reply } => {
-                let _ = reply.send(self.revocations());
-            }
-            Event::PublishBundle { name, id, reply } => {
-                self.publish_bundle(now, name, id);
-                let _ = reply.send(());
             }
         }
         Ok(())

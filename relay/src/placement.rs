@@ -30,8 +30,7 @@ pub use relaymesh_topology::spec::{
 use relaymesh_protocol::{BundleId, SliceEntry, Target};
 use serde_json::Value;
 
-/// The prefix of every placement's slice key.
-pub const KEY_PREFIX: &str = "placement/";
+pub use relaymesh_protocol::placement::KEY_PREFIX;
 
 /// The slice key of a placement.
 pub fn entry_key(namespace: &str, name: &str) -> String {

@@ -22,6 +22,7 @@
 #![warn(missing_docs)]
 
 pub mod aggregate;
+pub mod cluster_labels;
 pub mod customization;
 pub mod groups;
 pub mod labels;

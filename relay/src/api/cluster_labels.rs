@@ -12,6 +12,7 @@
 use std::collections::BTreeMap;
 
 use relaymesh_protocol::ClusterLabels;
+pub use relaymesh_topology::cluster_labels::{merge, LabelChange, MAX_ANNOTATION_BYTES};
 use serde_json::{json, Map, Value};
 
 use super::nodes::{check_type_meta, invalid, API_VERSION};
@@ -47,31 +48,6 @@ pub(super) fn cluster_request(
         )
     })?;
     Ok((object, cluster))
-}
-
-/// The most bytes a cluster's annotations may take, keys and values: they
-/// travel to the cluster in one slice entry (Kubernetes allows 256 KiB on
-/// an object; a cluster's annotations are for templates, not payloads).
-pub const MAX_ANNOTATION_BYTES: usize = 64 * 1024;
-
-/// What a `ClusterLabels` request asks to change on one cluster.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct LabelChange {
-    /// The cluster, with the labels to set and remove.
-    pub labels: ClusterLabels,
-    /// Annotations to set.
-    pub annotate: BTreeMap<String, String>,
-    /// Annotations to remove.
-    pub unannotate: Vec<String>,
-}
-
-impl From<ClusterLabels> for LabelChange {
-    fn from(labels: ClusterLabels) -> Self {
-        Self {
-            labels,
-            ..Self::default()
-        }
-    }
 }
 
 /// The change a `ClusterLabels` request asks for.
@@ -210,49 +186,6 @@ fn check_key(key: &str, path: &str) -> Result<(), ApiError> {
         return Err(invalid(path, error));
     }
     Ok(())
-}
-
-/// `change` added to what the root changed before (`held`): a key set now
-/// is no longer removed, and the other way round; annotations set and
-/// removed. Refused if the annotations would outgrow
-/// [`MAX_ANNOTATION_BYTES`].
-pub fn merge(held: Option<ClusterLabels>, change: LabelChange) -> Result<ClusterLabels, ApiError> {
-    let LabelChange {
-        labels: change,
-        annotate,
-        unannotate,
-    } = change;
-    let mut merged = held.unwrap_or_else(|| ClusterLabels {
-        node: change.node.clone(),
-        ..ClusterLabels::default()
-    });
-    for key in &change.remove {
-        merged.set.remove(key);
-        if !merged.remove.contains(key) {
-            merged.remove.push(key.clone());
-        }
-    }
-    for (key, value) in change.set {
-        merged.remove.retain(|removed| *removed != key);
-        merged.set.insert(key, value);
-    }
-    merged.remove.sort();
-    for key in &unannotate {
-        merged.annotations.remove(key);
-    }
-    merged.annotations.extend(annotate);
-    let bytes: usize = merged
-        .annotations
-        .iter()
-        .map(|(key, value)| key.len() + value.len())
-        .sum();
-    if bytes > MAX_ANNOTATION_BYTES {
-        return Err(invalid(
-            "spec.annotations",
-            format!("Too long: the cluster's annotations would take {bytes} bytes, more than the {MAX_ANNOTATION_BYTES} allowed"),
-        ));
-    }
-    Ok(merged)
 }
 
 /// What the root changed on a cluster, as a `ClusterLabels` object.

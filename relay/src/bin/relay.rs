@@ -285,13 +285,18 @@ async fn execute(command: Command) -> anyhow::Result<()> {
             refusal_log_interval,
             limits,
         } => {
+            let limits = limits.limits();
+            let root = daemon::backend::RootApi {
+                watches: limits.api_watches(),
+            };
             let options = daemon::RunOptions {
                 node_cert_validity,
                 expired_cert_grace,
                 lost_after,
                 parent_grace,
                 refusal_log_interval,
-                limits: limits.limits(),
+                limits,
+                root: Some(daemon::Root(std::sync::Arc::new(root))),
                 ..Default::default()
             };
             run(&data_dir, parent_address, options).await

@@ -10,7 +10,8 @@ use relaymesh_protocol::{
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
-use super::{unix_ms, DaemonError, Event, Shared};
+use super::root_services::{RootHandle, RootRequest, RootServices, Serving};
+use super::{unix_ms, DaemonError};
 use crate::api::{
     self, ApiError, ApiTls, Backend, IssuedToken, MoveRequest, NodeLink, NodeRevoked, TokenRequest,
 };
@@ -23,11 +24,34 @@ use tracing::Instrument;
 /// The audit log's file name in the data directory.
 pub const AUDIT_LOG: &str = "audit.log";
 
+/// The root's API and placement controller, as the daemon starts them.
+#[derive(Debug, Clone)]
+pub struct RootApi {
+    /// The bounds on the API's watches.
+    pub watches: relaymesh_apiserver::WatchLimits,
+}
+
+impl RootServices for RootApi {
+    fn start(
+        &self,
+        address: String,
+        node: RootHandle,
+        shutdown: CancellationToken,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<Serving, DaemonError>> + Send>>
+    {
+        let watches = self.watches.clone();
+        Box::pin(async move {
+            let serve = serve_api(&address, node, watches, shutdown).await?;
+            Ok(Box::pin(serve) as Serving)
+        })
+    }
+}
+
 /// Binds the API listener and returns the server task; `watches` bounds
 /// the API's watches.
 pub(super) async fn serve_api(
     address: &str,
-    shared: Shared,
+    node: RootHandle,
     watches: relaymesh_apiserver::WatchLimits,
     shutdown: CancellationToken,
 ) -> Result<impl std::future::Future<Output = ()>, DaemonError> {
@@ -35,7 +59,7 @@ pub(super) async fn serve_api(
         address: address.to_string(),
         source,
     };
-    let certificate = shared.store.api_certificate()?.ok_or_else(|| {
+    let certificate = node.store().api_certificate()?.ok_or_else(|| {
         listen_error(std::io::Error::other(
             "this relay has no API certificate (only the root serves the API)",
         ))
@@ -45,9 +69,9 @@ pub(super) async fn serve_api(
         .map_err(listen_error)?;
     tracing::info!(%address, "serving the root API");
     let api_cert = Arc::new(super::api_cert::ApiCert::new(
-        shared.store.clone(),
+        node.store().clone(),
         &certificate,
-        shared.store.previous_api_ca()?,
+        node.store().previous_api_ca()?,
     )?);
     let tls = ApiTls {
         server: relaymesh_apiserver::ApiTls {
@@ -59,24 +83,24 @@ pub(super) async fn serve_api(
         },
         authorities: api_cert.authorities(),
     };
-    let audit_path = shared.store.dir().join(AUDIT_LOG);
+    let audit_path = node.store().dir().join(AUDIT_LOG);
     let audit = api::AuditLog::open(&audit_path).map_err(|error| {
         listen_error(std::io::Error::other(format!(
             "cannot open the audit log {}: {error}",
             audit_path.display()
         )))
     })?;
-    let objects = ObjectStore::open(shared.store.open_tree("objects")?)
+    let objects = ObjectStore::open(node.store().open_tree("objects")?)
         .map_err(|error| listen_error(std::io::Error::other(error)))?;
     objects.set_generation_dependents(Arc::new(crate::placement::PlacementsOfWorkloads));
     let controller = tokio::spawn(
-        super::placements::run(objects.clone(), shared.clone(), shutdown.clone())
+        super::placements::run(objects.clone(), node.clone(), shutdown.clone())
             .instrument(tracing::Span::current()),
     );
     // Revoked users, by name, with when: asked on every API request, so
     // kept in memory, loaded from the store (they survive a restart).
-    let revoked_users = shared
-        .store
+    let revoked_users = node
+        .store()
         .users()?
         .into_iter()
         .filter_map(|user| Some((user.name, user.revoked_unix?)))
@@ -89,7 +113,7 @@ pub(super) async fn serve_api(
         )
     };
     let backend = Arc::new(RootBackend {
-        shared,
+        node,
         watches,
         revoked_users: std::sync::RwLock::new(revoked_users),
         api_cert,
@@ -134,7 +158,7 @@ fn ancestors(nodes: &[NodeRecord], node: &NodeRecord, root: &str) -> Result<Vec<
 }
 
 struct RootBackend {
-    shared: Shared,
+    node: RootHandle,
     watches: relaymesh_apiserver::WatchLimits,
     /// The users an admin revoked, with when (Unix seconds); the store
     /// holds the same.
@@ -147,15 +171,18 @@ impl RootBackend {
     /// Hands a revocation to the loop, which signs it and sends it down.
     async fn revoke(&self, revocation: Revocation) -> Result<(), ApiError> {
         let (reply, answer) = oneshot::channel();
-        self.ask(Event::Revoke { revocation, reply }, answer)
+        self.ask(RootRequest::Revoke { revocation, reply }, answer)
             .await?
             .map_err(ApiError::Internal)
     }
 
     /// Sends `event` to the loop and waits for its answer.
-    async fn ask<T>(&self, event: Event, answer: oneshot::Receiver<T>) -> Result<T, ApiError> {
-        self.shared
-            .events
+    async fn ask<T>(
+        &self,
+        event: RootRequest,
+        answer: oneshot::Receiver<T>,
+    ) -> Result<T, ApiError> {
+        self.node
             .send(event)
             .await
             .map_err(|_| ApiError::Unavailable("the relay is stopping".into()))?;
@@ -173,7 +200,7 @@ impl RootBackend {
         name: &str,
         field: &str,
     ) -> Result<token::TokenParent, ApiError> {
-        let identity = self.shared.identity.get();
+        let identity = self.node.identity().get();
         let (addresses, issuers, issuer_key) = if name == identity.name {
             // The key the root signs with now (the new mesh CA's during a
             // rotation), which signed the certificate it serves.
@@ -183,7 +210,7 @@ impl RootBackend {
                 .map_or(&identity.ca_cert_der, |issuer| &issuer.cert_der);
             let ca_key = pki::public_key_sha256(signing)
                 .map_err(|error| ApiError::Internal(error.to_string()))?;
-            (self.shared.config.advertise.clone(), Vec::new(), ca_key)
+            (self.node.config().advertise.clone(), Vec::new(), ca_key)
         } else {
             let record = nodes
                 .iter()
@@ -198,8 +225,8 @@ impl RootBackend {
             // Its key as the root recorded it, never a name: see
             // `store::issuer_keys`.
             let issuer_key = self
-                .shared
-                .store
+                .node
+                .store()
                 .issuer_key(name)
                 .map_err(|error| ApiError::Internal(error.to_string()))?
                 .ok_or_else(|| ApiError::Invalid {
@@ -256,15 +283,11 @@ fn subtree(nodes: &[NodeRecord], name: &str) -> Vec<String> {
 
 impl Backend for RootBackend {
     fn inventory(&self) -> api::Inventory {
-        self.shared
-            .inventory
-            .read()
-            .map(|inventory| inventory.clone())
-            .unwrap_or_default()
+        self.node.inventory()
     }
 
     fn count_limit_refusal(&self, limit: Limit) {
-        self.shared.refusals.count(limit);
+        self.node.refusals().count(limit);
     }
 
     fn watch_limits(&self) -> relaymesh_apiserver::WatchLimits {
@@ -272,7 +295,7 @@ impl Backend for RootBackend {
     }
 
     fn create_token(&self, request: TokenRequest) -> Result<IssuedToken, ApiError> {
-        let identity = self.shared.identity.get();
+        let identity = self.node.identity().get();
         let signing_key = identity
             .token_signing_key
             .as_deref()
@@ -339,15 +362,15 @@ impl Backend for RootBackend {
             .map_err(|error| ApiError::Internal(error.to_string()))?;
         if request.role == Role::Relay {
             // A relay that joins again makes a new issuer key.
-            self.shared
-                .store
+            self.node
+                .store()
                 .expect_new_issuer_key(&request.name, claims.not_after_unix)
                 .map_err(|error| ApiError::Internal(error.to_string()))?;
         }
         // Remembered before it is handed out, so every token an admin holds
         // can be listed and revoked.
-        self.shared
-            .store
+        self.node
+            .store()
             .record_issued_token(
                 &TokenRecord {
                     id: claims.id,
@@ -376,7 +399,7 @@ impl Backend for RootBackend {
     ) -> Result<(), ApiError> {
         let (reply, answer) = oneshot::channel();
         self.ask(
-            Event::GrantParents {
+            RootRequest::GrantParents {
                 node,
                 candidates,
                 reply,
@@ -388,23 +411,23 @@ impl Backend for RootBackend {
     }
 
     fn users(&self) -> Result<Vec<crate::store::UserRecord>, ApiError> {
-        self.shared
-            .store
+        self.node
+            .store()
             .users()
             .map_err(|error| ApiError::Internal(error.to_string()))
     }
 
     fn record_user(&self, record: crate::store::UserRecord) -> Result<(), ApiError> {
-        self.shared
-            .store
+        self.node
+            .store()
             .record_user(&record)
             .map_err(|error| ApiError::Internal(error.to_string()))
     }
 
     fn revoke_user(&self, name: &str) -> Result<crate::store::UserRecord, ApiError> {
         let record = self
-            .shared
-            .store
+            .node
+            .store()
             .revoke_user(name, unix_ms() / 1000)
             .map_err(|error| ApiError::Internal(error.to_string()))?;
         if let Some(at) = record.revoked_unix {
@@ -427,16 +450,16 @@ impl Backend for RootBackend {
     }
 
     fn tokens(&self) -> Result<Vec<TokenRecord>, ApiError> {
-        self.shared
-            .store
+        self.node
+            .store()
             .issued_tokens()
             .map_err(|error| ApiError::Internal(error.to_string()))
     }
 
     async fn revoke_token(&self, id: [u8; 16]) -> Result<TokenRecord, ApiError> {
         let record = self
-            .shared
-            .store
+            .node
+            .store()
             .revoke_issued_token(&id)
             .map_err(|error| ApiError::Internal(error.to_string()))?
             .ok_or_else(|| {
@@ -476,16 +499,14 @@ impl Backend for RootBackend {
     }
 
     fn trust_published(&self) -> bool {
-        self.shared
-            .trust_published
-            .load(std::sync::atomic::Ordering::Relaxed)
+        self.node.trust_published()
     }
 
     fn mesh_trust(&self) -> Result<relaymesh_protocol::MeshTrust, ApiError> {
-        let identity = self.shared.identity.get();
+        let identity = self.node.identity().get();
         let next = self
-            .shared
-            .store
+            .node
+            .store()
             .next_token_key()
             .map_err(|error| ApiError::Internal(error.to_string()))?;
         pki::current_trust(
@@ -500,7 +521,7 @@ impl Backend for RootBackend {
         step: pki::RotationStep,
     ) -> Result<relaymesh_protocol::MeshTrust, ApiError> {
         let (reply, answer) = oneshot::channel();
-        self.ask(Event::RotateTokenKey { step, reply }, answer)
+        self.ask(RootRequest::RotateTokenKey { step, reply }, answer)
             .await?
             .map_err(ApiError::Conflict)
     }
@@ -510,13 +531,13 @@ impl Backend for RootBackend {
         step: pki::RotationStep,
     ) -> Result<relaymesh_protocol::MeshTrust, ApiError> {
         let (reply, answer) = oneshot::channel();
-        self.ask(Event::RotateMeshCa { step, reply }, answer)
+        self.ask(RootRequest::RotateMeshCa { step, reply }, answer)
             .await?
             .map_err(ApiError::Conflict)
     }
 
     async fn revoke_node(&self, name: String) -> Result<NodeRevoked, ApiError> {
-        if name == self.shared.identity.get().name {
+        if name == self.node.identity().get().name {
             return Err(ApiError::Invalid {
                 field: "spec.node".into(),
                 message: format!("{name:?} is the root, which cannot be revoked"),
@@ -555,7 +576,7 @@ impl Backend for RootBackend {
 
     async fn link(&self, name: String) -> Result<NodeLink, ApiError> {
         let (reply, answer) = oneshot::channel();
-        let query = Event::Query {
+        let query = RootRequest::Query {
             node: name.clone(),
             query: Query::Link,
             reply,
@@ -574,7 +595,7 @@ impl Backend for RootBackend {
     async fn observe(&self, cluster: String, query: Query) -> Result<Observation, ApiError> {
         let (reply, answer) = oneshot::channel();
         let events = matches!(query, Query::Events { .. });
-        let asked = Event::Query {
+        let asked = RootRequest::Query {
             node: cluster,
             query,
             reply,
@@ -593,7 +614,7 @@ impl Backend for RootBackend {
         key: String,
     ) -> Result<(Vec<ChildCounts>, u64), ApiError> {
         let (reply, answer) = oneshot::channel();
-        let asked = Event::Query {
+        let asked = RootRequest::Query {
             node: name,
             query: Query::Placement { key },
             reply,
@@ -611,7 +632,7 @@ impl Backend for RootBackend {
         key: String,
     ) -> Result<crate::placement::RelaySplit, ApiError> {
         let (reply, answer) = oneshot::channel();
-        let asked = Event::Query {
+        let asked = RootRequest::Query {
             node: name,
             query: Query::Split { key },
             reply,
@@ -651,7 +672,7 @@ impl Backend for RootBackend {
         };
         let (reply, answer) = oneshot::channel();
         self.ask(
-            Event::OrderMove {
+            RootRequest::OrderMove {
                 moved: moved.clone(),
                 reply,
             },
@@ -680,29 +701,36 @@ impl Backend for RootBackend {
             });
         }
         let (reply, answer) = oneshot::channel();
-        self.ask(Event::LabelCluster { change, reply }, answer)
+        self.ask(RootRequest::LabelCluster { change, reply }, answer)
             .await?
+            .map_err(|error| match error {
+                super::labels::LabelError::TooLong(error) => ApiError::Invalid {
+                    field: "spec.annotations".into(),
+                    message: error.to_string(),
+                },
+                super::labels::LabelError::Unsigned(message) => ApiError::Internal(message),
+            })
     }
 
     async fn moves(&self) -> Result<Vec<Move>, ApiError> {
         let (reply, answer) = oneshot::channel();
-        self.ask(Event::Moves { reply }, answer).await
+        self.ask(RootRequest::Moves { reply }, answer).await
     }
 
     async fn revocations(&self) -> Result<Vec<Revocation>, ApiError> {
         let (reply, answer) = oneshot::channel();
-        self.ask(Event::Revocations { reply }, answer).await
+        self.ask(RootRequest::Revocations { reply }, answer).await
     }
 
     async fn push_bundle(&self, name: String, bytes: Vec<u8>) -> Result<BundleId, ApiError> {
         let id = BundleId::of(&bytes);
-        let store = self.shared.store.clone();
+        let store = self.node.store().clone();
         tokio::task::spawn_blocking(move || store.put_bundle(&id, &bytes))
             .await
             .map_err(|error| ApiError::Internal(error.to_string()))?
             .map_err(|error| ApiError::Internal(error.to_string()))?;
         let (reply, answer) = oneshot::channel();
-        self.ask(Event::PublishBundle { name, id, reply }, answer)
+        self.ask(RootRequest::PublishBundle { name, id, reply }, answer)
             .await?;
         Ok(id)
     }

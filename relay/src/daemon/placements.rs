@@ -10,7 +10,7 @@ use tokio::sync::{broadcast, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use super::rollout::{self, Rollouts};
-use super::{Event, Shared};
+use super::root_services::{RootHandle, RootRequest};
 use crate::placement;
 use relaymesh_apiserver::objects::{ObjectEvent, ObjectKey, ObjectStore, WatchEventType};
 use relaymesh_core::PlacementReport;
@@ -24,9 +24,9 @@ const DEBOUNCE: Duration = Duration::from_millis(100);
 const STATUS_INTERVAL: Duration = Duration::from_secs(5);
 
 /// Runs until `shutdown`.
-pub(super) async fn run(objects: ObjectStore, shared: Shared, shutdown: CancellationToken) {
+pub(super) async fn run(objects: ObjectStore, node: RootHandle, shutdown: CancellationToken) {
     let mut events = objects.subscribe();
-    let mut status = shared.placement_status.clone();
+    let mut status = node.placement_status();
     let mut status_tick = tokio::time::interval(STATUS_INTERVAL);
     let mut rollouts = Rollouts::default();
     let mut specs = Specs::default();
@@ -34,12 +34,12 @@ pub(super) async fn run(objects: ObjectStore, shared: Shared, shutdown: Cancella
     let mut rebuild = true;
     loop {
         if rebuild {
-            match reconcile(&objects, &shared, &mut rollouts).await {
+            match reconcile(&objects, &node, &mut rollouts).await {
                 Ok(generations) => built = generations,
                 Err(error) => tracing::warn!(%error, "cannot rebuild placements"),
             }
         }
-        match write_status(&objects, &shared, &mut rollouts, &mut specs, &built).await {
+        match write_status(&objects, &node, &mut rollouts, &mut specs, &built).await {
             // A rollout's wave changed: publish it now.
             Ok(true) => {
                 rebuild = true;
@@ -149,7 +149,7 @@ type Built = std::collections::BTreeMap<String, i64>;
 /// the generation each entry was built from.
 async fn reconcile(
     objects: &ObjectStore,
-    shared: &Shared,
+    node: &RootHandle,
     rollouts: &mut Rollouts,
 ) -> Result<Built, ControllerError> {
     // Generations first: a write after this read moves them on, so an
@@ -178,15 +178,14 @@ async fn reconcile(
             Ok(packed) => {
                 let bundle = bytes::Bytes::from(packed.bundle);
                 for id in &packed.entry.bundles {
-                    if !shared.store.has_bundle(id)? {
-                        shared
-                            .store
+                    if !node.store().has_bundle(id)? {
+                        node.store()
                             .put_bundle_off_runtime(*id, bundle.clone())
                             .await?;
                     }
                 }
                 tracing::debug!(placement = %key.name, objects = packed.objects, "placement built");
-                let stored = |id: &BundleId| shared.store.has_bundle(id);
+                let stored = |id: &BundleId| node.store().has_bundle(id);
                 let entry = rollouts.shape(&object, &packed.rollout, packed.entry, stored, &now)?;
                 entries.push(entry);
             }
@@ -197,9 +196,7 @@ async fn reconcile(
     }
     rollouts.retain(&entries.iter().map(|entry| entry.key.clone()).collect());
     let (reply, done) = oneshot::channel();
-    shared
-        .events
-        .send(Event::SetPlacements { entries, reply })
+    node.send(RootRequest::SetPlacements { entries, reply })
         .await
         .map_err(|_| ControllerError::Stopping)?;
     let _ = done.await;
@@ -214,7 +211,7 @@ async fn reconcile(
 /// rollout's wave changed, so the entries must be built again.
 async fn write_status(
     objects: &ObjectStore,
-    shared: &Shared,
+    node: &RootHandle,
     rollouts: &mut Rollouts,
     specs: &mut Specs,
     built: &Built,
@@ -251,9 +248,7 @@ async fn write_status(
         .map(|(_, namespace, name, _)| placement::entry_key(namespace, name))
         .collect();
     let (reply, selected) = oneshot::channel();
-    shared
-        .events
-        .send(Event::PlacementStatus { grouped, reply })
+    node.send(RootRequest::PlacementStatus { grouped, reply })
         .await
         .map_err(|_| ControllerError::Stopping)?;
     let selected = selected.await.map_err(|_| ControllerError::Stopping)?;

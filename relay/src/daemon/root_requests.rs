@@ -8,9 +8,59 @@ use std::collections::{BTreeMap, BTreeSet};
 use relaymesh_core::{Now, PlacementReport};
 use relaymesh_protocol::{BundleId, Move, Revocation, SliceEntry, Target};
 
+use super::root_services::RootRequest;
 use super::Daemon;
 
 impl Daemon {
+    /// Answers what the root's API or placement controller asked.
+    pub(super) fn handle_root(&mut self, now: Now, request: RootRequest) {
+        match request {
+            RootRequest::PlacementStatus { grouped, reply } => {
+                let _ = reply.send(self.report_placements(now, &grouped));
+            }
+            RootRequest::SetPlacements { entries, reply } => {
+                self.set_placements(now, entries);
+                let _ = reply.send(());
+            }
+            RootRequest::Revoke { revocation, reply } => {
+                let _ = reply.send(self.publish_revocation(now, &revocation));
+            }
+            RootRequest::RotateMeshCa { step, reply } => {
+                let _ = reply.send(self.rotate_mesh_ca(now, step));
+            }
+            RootRequest::RotateTokenKey { step, reply } => {
+                let _ = reply.send(self.rotate_token_key(now, step));
+            }
+            RootRequest::Query { node, query, reply } => {
+                let id = self.core.query(now, &node, query);
+                self.queries.insert(id, reply);
+            }
+            RootRequest::OrderMove { moved, reply } => {
+                let _ = reply.send(self.order_move(now, moved));
+            }
+            RootRequest::LabelCluster { change, reply } => {
+                let _ = reply.send(self.label_cluster(now, change));
+            }
+            RootRequest::GrantParents {
+                node,
+                candidates,
+                reply,
+            } => {
+                let _ = reply.send(self.grant_parents(now, &node, candidates));
+            }
+            RootRequest::Moves { reply } => {
+                let _ = reply.send(self.moves());
+            }
+            RootRequest::Revocations { reply } => {
+                let _ = reply.send(self.revocations());
+            }
+            RootRequest::PublishBundle { name, id, reply } => {
+                self.publish_bundle(now, name, id);
+                let _ = reply.send(());
+            }
+        }
+    }
+
     /// Every placement's report, after publishing the handovers and drains
     /// that are done.
     pub(super) fn report_placements(

@@ -96,4 +96,3 @@ pub fn optional_string(value: Option<&Value>, path: &str) -> Result<Option<Strin
         Some(_) => Err(invalid(path, "must be a string")),
     }
 }
-

@@ -3,10 +3,10 @@
 
 use std::collections::BTreeMap;
 
-use relaymesh_protocol::status::MAX_GROUP_LABELS;
-use relaymesh_protocol::{LabelSelector, PlacementTarget};
 use crate::customization::{Customization, ObjectFilter, Override, Patch};
 use crate::rules::StatusRule;
+use relaymesh_protocol::status::MAX_GROUP_LABELS;
+use relaymesh_protocol::{LabelSelector, PlacementTarget};
 use serde_json::Value;
 
 use super::error::invalid;
