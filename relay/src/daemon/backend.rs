@@ -39,7 +39,7 @@ impl RootServices for RootApi {
         shutdown: CancellationToken,
     ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<Serving, DaemonError>> + Send>>
     {
-        let watches = self.watches.clone();
+        let watches = self.watches;
         Box::pin(async move {
             let serve = serve_api(&address, node, watches, shutdown).await?;
             Ok(Box::pin(serve) as Serving)
