@@ -10,12 +10,12 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use relaymesh_node::config::NodeConfig;
+use relaymesh_node::daemon::{self, AgentHooks, AgentSlice, DaemonError, RunOptions};
+use relaymesh_node::store::{Store, StoreError};
+use relaymesh_node::transport::join::{self, JoinError};
+use relaymesh_node::transport::uplink::Endpoints;
 use relaymesh_protocol::Role;
-use relaymesh_relay::config::NodeConfig;
-use relaymesh_relay::daemon::{self, AgentHooks, AgentSlice, DaemonError, RunOptions};
-use relaymesh_relay::store::{Store, StoreError};
-use relaymesh_relay::transport::join::{self, JoinError};
-use relaymesh_relay::transport::uplink::Endpoints;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
@@ -74,7 +74,7 @@ pub async fn join(
         api_listen: None,
         parent: Some(joined.parent.clone()),
         // The root shows the token as used by this node (`relayctl token list`).
-        labels: relaymesh_relay::store::with_join_token_label(labels, &joined.token_id),
+        labels: relaymesh_node::store::with_join_token_label(labels, &joined.token_id),
         capacity,
     };
     store.initialize(&joined.identity, &config, rand::random())?;

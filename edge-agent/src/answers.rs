@@ -17,9 +17,9 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Event;
 use kube::api::{Api, ListParams};
+use relaymesh_node::daemon::AskedQuery;
 use relaymesh_protocol::query::{Answer, Observation, Query, MAX_ANSWER_JSON_LEN, MAX_EVENTS};
 use relaymesh_protocol::{ErrorCode, Refusal};
-use relaymesh_relay::daemon::AskedQuery;
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;

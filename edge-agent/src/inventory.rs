@@ -11,7 +11,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use relaymesh_relay::store::flush_off_runtime;
+use relaymesh_node::store::flush_off_runtime;
 use serde::{Deserialize, Serialize};
 
 use crate::manifest::ObjectRef;

@@ -8,10 +8,10 @@ use clap::{Parser, Subcommand};
 use relaymesh_edge_agent::agent;
 use relaymesh_edge_agent::cluster::{self, ClusterAccess, ClusterError};
 use relaymesh_edge_agent::policy::{AdoptionScope, Category, Policy, ADOPTION_IS_NOT_A_CATEGORY};
-use relaymesh_relay::daemon::{self, RunOptions};
-use relaymesh_relay::logging::{self, LogFormat};
-use relaymesh_relay::store::Store;
-use relaymesh_relay::transport::uplink::Endpoints;
+use relaymesh_node::daemon::{self, RunOptions};
+use relaymesh_node::logging::{self, LogFormat};
+use relaymesh_node::store::Store;
+use relaymesh_node::transport::uplink::Endpoints;
 
 const LONG_ABOUT: &str = "\
 The relaymesh edge agent.
@@ -251,9 +251,9 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    relaymesh_relay::store::permissions::restrict_new_files();
+    relaymesh_node::store::permissions::restrict_new_files();
     logging::init(cli.log_format, "info", relaymesh_protocol::Role::Agent);
-    relaymesh_relay::process::block_on_main(execute(cli.command))
+    relaymesh_node::process::block_on_main(execute(cli.command))
 }
 
 async fn execute(command: Command) -> anyhow::Result<()> {
@@ -300,7 +300,7 @@ async fn execute(command: Command) -> anyhow::Result<()> {
         }
         Command::Inspect { data_dir } => {
             let store = open_store(&data_dir)?;
-            let summary = relaymesh_relay::inspect::summary(&store)?
+            let summary = relaymesh_node::inspect::summary(&store)?
                 .with_context(|| format!("{} is not initialized", data_dir.display()))?;
             println!("{}", serde_json::to_string_pretty(&summary)?);
             Ok(())

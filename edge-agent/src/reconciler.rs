@@ -30,9 +30,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use kube::Client;
+use relaymesh_node::daemon::AgentSlice;
+use relaymesh_node::store::{Store, StoreError};
 use relaymesh_protocol::{BundleId, PlacementStatus};
-use relaymesh_relay::daemon::AgentSlice;
-use relaymesh_relay::store::{Store, StoreError};
 use relaymesh_topology::customization::Customization;
 use serde_json::Value;
 use tokio::sync::{mpsc, watch};
@@ -199,7 +199,7 @@ impl Reconciler {
     /// reached by `client`, on the node's `store` (bundles, its position in
     /// the parent's history, and the `applied` inventory tree), fed by the
     /// daemon's `slice` and reporting on `status` (the two ends of
-    /// [`relaymesh_relay::daemon::AgentHooks`]).
+    /// [`relaymesh_node::daemon::AgentHooks`]).
     pub fn new(
         client: Client,
         store: Store,

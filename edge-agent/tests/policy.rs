@@ -13,7 +13,7 @@ use harness::{eventually, Agent, Cluster};
 use kube::api::PostParams;
 use relaymesh_edge_agent::manifest::PART_OF_LABEL;
 use relaymesh_edge_agent::policy::{AdoptionScope, Category, Policy};
-use relaymesh_relay::store::Store;
+use relaymesh_node::store::Store;
 use serde_json::{json, Value};
 
 const KEY: &str = "placement/shop/web";

@@ -497,11 +497,8 @@ async fn a_placement_beyond_the_replica_capacity_waits_for_room() -> anyhow::Res
     const EXTRA: &str = "placement/shop/batch";
     let cluster = Cluster::start().await?;
     let dir = tempfile::tempdir()?;
-    let (mut agent, mut room) = Agent::start_with_replicas(
-        &cluster,
-        relaymesh_relay::store::Store::open(dir.path())?,
-        4,
-    )?;
+    let (mut agent, mut room) =
+        Agent::start_with_replicas(&cluster, relaymesh_node::store::Store::open(dir.path())?, 4)?;
     agent.synced()?;
     let entries = agent.assign(&[
         (API, vec![namespace("shop"), replicated("api", 2)]),

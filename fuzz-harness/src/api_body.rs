@@ -7,7 +7,7 @@
 //! name, one choosing the kind (an index into `kinds()`), then the body.
 
 use relaymesh_apiserver::fuzzing::{prepare_write, served_by_definition};
-use relaymesh_relay::api::fuzzing::join_token_request;
+use relaymesh_root::api::fuzzing::join_token_request;
 use serde_json::Value;
 
 const CONTENT_TYPES: [&str; 4] = [

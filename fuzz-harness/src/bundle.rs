@@ -1,6 +1,6 @@
 //! The bundle decoder: the bytes of a bundle as the edge agent reads them
 //! (`relaymesh_edge_agent::manifest::parse_bundle`), and the root's
-//! canonical packing (`relaymesh_relay::placement::pack`) of whatever JSON
+//! canonical packing (`relaymesh_root::placement::pack`) of whatever JSON
 //! array arrives. Packing must be canonical (packing a packed bundle's
 //! objects again gives the same bytes, so the same objects always get the
 //! same `BundleId`), and a packed bundle must parse wherever its objects
@@ -8,7 +8,7 @@
 
 use relaymesh_edge_agent::manifest::{parse_bundle, PART_OF_LABEL};
 use relaymesh_protocol::BundleId;
-use relaymesh_relay::placement::pack;
+use relaymesh_root::placement::pack;
 use serde_json::Value;
 
 /// Runs the target on one input.

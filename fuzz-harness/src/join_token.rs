@@ -1,9 +1,9 @@
-//! Join tokens as text (`relaymesh_relay::token`): what a joining node reads
+//! Join tokens as text (`relaymesh_node::token`): what a joining node reads
 //! from its command line and a parent checks before anything else. A token
 //! that reads must verify (with the key that signed it) to the same claims,
 //! and the claims of any token that reads must sign and verify again.
 
-use relaymesh_relay::token::{self, TokenError};
+use relaymesh_node::token::{self, TokenError};
 
 /// Runs the target on one input.
 pub fn run(data: &[u8]) {

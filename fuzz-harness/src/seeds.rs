@@ -608,8 +608,8 @@ fn tokens() -> Vec<Seed> {
     use ring::rand::SystemRandom;
     use ring::signature::Ed25519KeyPair;
     let pkcs8 = Ed25519KeyPair::generate_pkcs8(&SystemRandom::new()).expect("a key");
-    let token = relaymesh_relay::token::issue(pkcs8.as_ref(), &claims()).expect("a token");
-    let relay = relaymesh_relay::token::issue(
+    let token = relaymesh_node::token::issue(pkcs8.as_ref(), &claims()).expect("a token");
+    let relay = relaymesh_node::token::issue(
         pkcs8.as_ref(),
         &TokenClaims {
             role: Role::Relay,
@@ -645,11 +645,11 @@ fn bundles() -> Vec<Seed> {
     let objects = objects();
     let all: Vec<&Value> = objects.iter().collect();
     vec![
-        seed("bundle", "packed", relaymesh_relay::placement::pack(&all)),
+        seed("bundle", "packed", relaymesh_root::placement::pack(&all)),
         seed(
             "bundle",
             "packed-one",
-            relaymesh_relay::placement::pack(&all[2..3]),
+            relaymesh_root::placement::pack(&all[2..3]),
         ),
         seed(
             "bundle",

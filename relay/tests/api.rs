@@ -5,9 +5,9 @@
 use std::time::Duration;
 
 use relaymesh_protocol::{BundleId, Role};
-use relaymesh_relay::api::TokenRequest;
-use relaymesh_relay::client::{tree, Client, ClientError};
-use relaymesh_relay::kubeconfig::{self, ClientCredentials};
+use relaymesh_root::api::TokenRequest;
+use relaymesh_root::client::{tree, Client, ClientError};
+use relaymesh_root::kubeconfig::{self, ClientCredentials};
 use serde_json::{json, Value};
 use tokio::net::TcpListener;
 
@@ -1390,7 +1390,7 @@ async fn viewers_read_no_secrets() {
 #[tokio::test]
 async fn watches_are_capped_per_user_and_come_back_when_closed() {
     let server = Server::start().await;
-    let cap = relaymesh_relay::limits::DEFAULT_MAX_API_WATCHES_PER_USER;
+    let cap = relaymesh_node::limits::DEFAULT_MAX_API_WATCHES_PER_USER;
     let url = server.url("/api/v1/namespaces/default/configmaps?watch=1");
     let mut open = Vec::new();
     for _ in 0..cap {
@@ -1424,7 +1424,7 @@ async fn watches_are_capped_per_user_and_come_back_when_closed() {
     );
     assert_eq!(
         lock(&server.backend.limit_refusals).as_slice(),
-        [relaymesh_relay::limits::Limit::ApiWatchesPerUser]
+        [relaymesh_node::limits::Limit::ApiWatchesPerUser]
     );
     // Lists are not watches, and another user still watches.
     let list = server.url("/api/v1/namespaces/default/configmaps");
@@ -1547,7 +1547,7 @@ async fn watches_that_are_not_read_are_ended_not_buffered_without_bound() {
     eventually("the ten unread watches to be ended and counted", || {
         let count = lock(&server.backend.limit_refusals)
             .iter()
-            .filter(|limit| **limit == relaymesh_relay::limits::Limit::ApiWatchBuffer)
+            .filter(|limit| **limit == relaymesh_node::limits::Limit::ApiWatchBuffer)
             .count();
         async move { (count == 10).then_some(()) }
     })

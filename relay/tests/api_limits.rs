@@ -2,8 +2,8 @@
 //! patches and lists without `limit`, each refused as kube-apiserver would
 //! refuse it, and counted through the backend.
 
+use relaymesh_node::limits::Limit;
 use relaymesh_protocol::Role;
-use relaymesh_relay::limits::Limit;
 use serde_json::{json, Value};
 
 #[path = "support/pki.rs"]

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use relaymesh_protocol::BundleId;
-use relaymesh_relay::kubeconfig;
+use relaymesh_root::kubeconfig;
 use serde_json::Value;
 
 #[path = "support/pki.rs"]

@@ -18,8 +18,8 @@ use std::time::Duration;
 
 use relaymesh_apiserver::objects::{ObjectError, ObjectKey, ObjectStore};
 use relaymesh_apiserver::{ApiError, ApiTls, Plain};
-use relaymesh_relay::kubeconfig::{admin_kubeconfig, write_private};
-use relaymesh_relay::pki::{self, PkiError};
+use relaymesh_node::pki::{self, PkiError};
+use relaymesh_root::kubeconfig::{admin_kubeconfig, write_private};
 use serde_json::json;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -250,7 +250,7 @@ impl SimulatedCluster {
             Ok(Ok(result)) => result?,
             Ok(Err(_)) | Err(_) => return Err(ClusterError::Stop),
         }
-        if let Err(error) = relaymesh_relay::store::flush_off_runtime(&self.db).await {
+        if let Err(error) = relaymesh_node::store::flush_off_runtime(&self.db).await {
             warn!(cluster = %self.name, %error, "cannot flush the cluster's store");
         }
         info!(cluster = %self.name, "simulated cluster stopped");

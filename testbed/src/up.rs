@@ -151,11 +151,11 @@ impl Fleet {
     }
 
     /// relaymesh's own client with admin access to the root.
-    pub fn root_admin(&self) -> anyhow::Result<relaymesh_relay::client::Client> {
+    pub fn root_admin(&self) -> anyhow::Result<relaymesh_root::client::Client> {
         let path = self.root_kubeconfig();
-        let credentials = relaymesh_relay::kubeconfig::load_file(&path, None)
+        let credentials = relaymesh_root::kubeconfig::load_file(&path, None)
             .with_context(|| format!("cannot read {}", path.display()))?;
-        Ok(relaymesh_relay::client::Client::new(&credentials)?)
+        Ok(relaymesh_root::client::Client::new(&credentials)?)
     }
 
     /// A simulated cluster's admin kubeconfig.
@@ -683,7 +683,7 @@ impl Ports {
 }
 
 /// Completes on Ctrl-C or SIGTERM.
-pub use relaymesh_relay::daemon::shutdown_signal;
+pub use relaymesh_node::daemon::shutdown_signal;
 
 /// A `kube` client for the API server and credentials in the kubeconfig at
 /// `path` (the root's, or a simulated cluster's).

@@ -14,10 +14,10 @@ use std::time::Duration;
 
 use anyhow::{bail, Context as _};
 use relaymesh_edge_agent::reconciler::{ReconcileError, Reconciler};
+use relaymesh_node::daemon::AgentSlice;
+use relaymesh_node::store::{Mutation, Store};
 use relaymesh_protocol::message::Resume;
 use relaymesh_protocol::{BundleId, PlacementStatus, SliceEntry, Target};
-use relaymesh_relay::daemon::AgentSlice;
-use relaymesh_relay::store::{Mutation, Store};
 use relaymesh_testbed::cluster::SimulatorOptions;
 use relaymesh_testbed::hollow::{AppliedRecord, Discovery, HollowCluster, Operation};
 use serde_json::{json, Value};
@@ -195,7 +195,7 @@ impl Agent {
     /// bundle, stored first.
     fn assign(&mut self, objects: Vec<Value>) -> anyhow::Result<()> {
         let refs: Vec<&Value> = objects.iter().collect();
-        let bytes = relaymesh_relay::placement::pack(&refs);
+        let bytes = relaymesh_root::placement::pack(&refs);
         let id = BundleId::of(&bytes);
         self.store.put_bundle(&id, &bytes)?;
         self.bundles_stored += 1;

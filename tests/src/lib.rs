@@ -618,7 +618,7 @@ impl Mesh {
             .env_remove("RELAYMESH_MAX_CONCURRENT_BUNDLE_SERVES")
             .env(
                 "RUST_LOG",
-                "info,relaymesh_relay=debug,relaymesh_core=debug",
+                "info,relaymesh_node=debug,relaymesh_root=debug,relaymesh_core=debug",
             )
             .stdout(Stdio::null())
             .stderr(log)

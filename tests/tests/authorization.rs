@@ -7,11 +7,12 @@ use std::process::Output;
 use std::time::Duration;
 
 use anyhow::Context as _;
+use relaymesh_node::config::NodeConfig;
+use relaymesh_node::identity::Identity;
+use relaymesh_node::pki;
+use relaymesh_node::store::Store;
 use relaymesh_protocol::Role;
-use relaymesh_relay::config::NodeConfig;
-use relaymesh_relay::identity::Identity;
-use relaymesh_relay::store::Store;
-use relaymesh_relay::{kubeconfig, pki};
+use relaymesh_root::kubeconfig;
 use relaymesh_tests::{binary, kubectl, wait_for, Mesh};
 
 fn text(output: &Output) -> String {

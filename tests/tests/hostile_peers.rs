@@ -20,17 +20,18 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::Context as _;
+use relaymesh_node::identity::Identity;
+use relaymesh_node::pki;
+use relaymesh_node::store::Store;
+use relaymesh_node::transport::uplink::{connect_nearest, open_control, Endpoints};
+use relaymesh_node::transport::{expect_frame, join, read_frame, write_frame, LinkError};
 use relaymesh_protocol::message::{
     BundleReply, DownMessage, Hello, JoinGrant, Open, UpMessage, Welcome,
 };
 use relaymesh_protocol::{
     BundleId, InventoryUpdate, NodeRecord, Role, SliceChange, SliceEntry, PROTOCOL_VERSION,
 };
-use relaymesh_relay::identity::Identity;
-use relaymesh_relay::store::Store;
-use relaymesh_relay::transport::uplink::{connect_nearest, open_control, Endpoints};
-use relaymesh_relay::transport::{expect_frame, join, read_frame, write_frame, LinkError};
-use relaymesh_relay::{pki, placement};
+use relaymesh_root::placement;
 use relaymesh_testbed::cluster::{SimulatedCluster, SimulatorOptions};
 use relaymesh_tests::{connected_under, kubectl, observe, wait_for, Mesh};
 use serde_json::Value;
@@ -494,7 +495,7 @@ fn a_relay_cannot_pose_as_a_relay_below_it_with_an_issuer_in_its_name() -> anyho
     let store = Store::create(&mesh.data_dir("fake-eu-west"))?;
     store.initialize(
         &impostor,
-        &relaymesh_relay::config::NodeConfig {
+        &relaymesh_node::config::NodeConfig {
             advertise: vec![address.clone()],
             listen: Some(address.clone()),
             api_listen: None,

@@ -9,11 +9,11 @@ use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{bail, Context as _};
+use relaymesh_node::store::Store;
+use relaymesh_node::transport::uplink::{connect_nearest, open_control, Endpoints};
+use relaymesh_node::transport::LinkError;
 use relaymesh_protocol::message::Hello;
 use relaymesh_protocol::{ErrorCode, PROTOCOL_VERSION};
-use relaymesh_relay::store::Store;
-use relaymesh_relay::transport::uplink::{connect_nearest, open_control, Endpoints};
-use relaymesh_relay::transport::LinkError;
 use relaymesh_tests::{connected_under, find_node, kubectl, observe, wait_for, Mesh, RelayProcess};
 
 const SETTLE: Duration = Duration::from_secs(60);
@@ -81,7 +81,7 @@ fn control_with_stored_certificate(mesh: &Mesh, name: &str) -> anyhow::Result<St
     drop(store);
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async {
-        let config = relaymesh_relay::pki::quic_client_config(&identity)?;
+        let config = relaymesh_node::pki::quic_client_config(&identity)?;
         let (connection, _) = connect_nearest(&parent, &config, &mut Endpoints::default()).await?;
         let hello = Hello {
             min_version: PROTOCOL_VERSION,

@@ -10,14 +10,14 @@ use std::path::Path;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use relaymesh_protocol::message::{JoinReply, JoinRequest, Open};
-use relaymesh_protocol::{ErrorCode, Role, PROTOCOL_VERSION};
-use relaymesh_relay::limits::{
+use relaymesh_node::limits::{
     DEFAULT_JOINS_PER_MINUTE_PER_ADDRESS, DEFAULT_MAX_CONNECTIONS_PER_ADDRESS,
 };
-use relaymesh_relay::store::Store;
-use relaymesh_relay::transport::{expect_frame, resolve, write_frame};
-use relaymesh_relay::{pki, token};
+use relaymesh_node::store::Store;
+use relaymesh_node::transport::{expect_frame, resolve, write_frame};
+use relaymesh_node::{pki, token};
+use relaymesh_protocol::message::{JoinReply, JoinRequest, Open};
+use relaymesh_protocol::{ErrorCode, Role, PROTOCOL_VERSION};
 use relaymesh_tests::{connected_under, find_node, kubectl, wait_for, Mesh};
 use serde_json::Value;
 

@@ -255,9 +255,7 @@ fn served_api_leaf(mesh: &Mesh) -> anyhow::Result<String> {
         .peer_certificates()
         .and_then(|chain| chain.first())
         .context("the API presented no certificate")?;
-    Ok(relaymesh_relay::pki::hex(&relaymesh_relay::pki::sha256(
-        leaf,
-    )))
+    Ok(relaymesh_node::pki::hex(&relaymesh_node::pki::sha256(leaf)))
 }
 
 /// `relayctl rotate api-cert ACTION -o json`'s `status.sha256`.

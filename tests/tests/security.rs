@@ -2,15 +2,15 @@
 //! and the refusing root's store does not change by a byte.
 
 use anyhow::Context as _;
+use relaymesh_node::config::ParentConfig;
+use relaymesh_node::store::Store;
+use relaymesh_node::transport::uplink::{connect_nearest, open_control, Endpoints};
+use relaymesh_node::transport::{expect_frame, LinkError};
+use relaymesh_node::{pki, token};
 use relaymesh_protocol::message::{DownMessage, Hello};
 use relaymesh_protocol::{ErrorCode, PROTOCOL_VERSION};
-use relaymesh_relay::client::{Client, ClientError};
-use relaymesh_relay::config::ParentConfig;
-use relaymesh_relay::kubeconfig;
-use relaymesh_relay::store::Store;
-use relaymesh_relay::transport::uplink::{connect_nearest, open_control, Endpoints};
-use relaymesh_relay::transport::{expect_frame, LinkError};
-use relaymesh_relay::{pki, token};
+use relaymesh_root::client::{Client, ClientError};
+use relaymesh_root::kubeconfig;
 use relaymesh_tests::{binary, free_tcp_port, free_udp_port, run_ok, wait_for, Mesh};
 
 fn stderr(output: &std::process::Output) -> String {

@@ -20,10 +20,10 @@ use relaymesh_apiserver::{ApiError, ApiTls, Plain};
 use relaymesh_edge_agent::cluster::ClusterAccess;
 use relaymesh_edge_agent::policy::Policy;
 use relaymesh_edge_agent::reconciler::{ReconcileError, Reconciler};
+use relaymesh_node::daemon::AgentSlice;
+use relaymesh_node::store::{Mutation, Store};
 use relaymesh_protocol::message::Resume;
 use relaymesh_protocol::{BundleId, PlacementStatus, SliceEntry, Target};
-use relaymesh_relay::daemon::AgentSlice;
-use relaymesh_relay::store::{Mutation, Store};
 use serde_json::Value;
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -50,7 +50,7 @@ pub struct Cluster {
 
 impl Cluster {
     pub async fn start() -> anyhow::Result<Self> {
-        let mesh = relaymesh_relay::pki::create_mesh("root", &["127.0.0.1".into()])?;
+        let mesh = relaymesh_node::pki::create_mesh("root", &["127.0.0.1".into()])?;
         let tls = ApiTls {
             client_ca_der: mesh.api_authority.cert_der.clone(),
             chain_der: mesh.api_cert.chain_der.clone(),
@@ -65,7 +65,7 @@ impl Cluster {
         let objects = ObjectStore::open(db.open_tree("objects")?)?;
         let (stop, task) = serve(listener, &tls, &objects);
         let kubeconfig = dir.path().join("kubeconfig");
-        let text = relaymesh_relay::kubeconfig::admin_kubeconfig(
+        let text = relaymesh_root::kubeconfig::admin_kubeconfig(
             "test",
             &format!("https://127.0.0.1:{}", address.port()),
             &mesh.admin.ca_pem,
@@ -209,7 +209,7 @@ impl Agent {
         let mut entries = Vec::new();
         for (key, objects) in placements {
             let refs: Vec<&Value> = objects.iter().collect();
-            let bytes = relaymesh_relay::placement::pack(&refs);
+            let bytes = relaymesh_root::placement::pack(&refs);
             let id = BundleId::of(&bytes);
             self.store.put_bundle(&id, &bytes)?;
             self.bundles_stored += 1;
@@ -311,7 +311,7 @@ impl Agent {
         store: Store,
         limit: u64,
     ) -> anyhow::Result<(Self, watch::Receiver<bool>)> {
-        store.set_config(&relaymesh_relay::config::NodeConfig {
+        store.set_config(&relaymesh_node::config::NodeConfig {
             listen: None,
             advertise: Vec::new(),
             api_listen: None,

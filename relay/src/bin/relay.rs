@@ -9,12 +9,13 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context as _};
 use clap::{Parser, Subcommand};
+use relaymesh_node::config::NodeConfig;
+use relaymesh_node::limits::{self, Limits};
+use relaymesh_node::logging::{self, LogFormat};
+use relaymesh_node::store::{ApiCertificate, Store};
+use relaymesh_node::{daemon, pki, transport};
 use relaymesh_protocol::Role;
-use relaymesh_relay::config::NodeConfig;
-use relaymesh_relay::limits::{self, Limits};
-use relaymesh_relay::logging::{self, LogFormat};
-use relaymesh_relay::store::{ApiCertificate, Store};
-use relaymesh_relay::{daemon, kubeconfig, pki, transport};
+use relaymesh_root::kubeconfig;
 
 const LONG_ABOUT: &str = "\
 The relaymesh relay daemon.
@@ -253,9 +254,9 @@ impl LimitArgs {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    relaymesh_relay::store::permissions::restrict_new_files();
+    relaymesh_node::store::permissions::restrict_new_files();
     logging::init(cli.log_format, "info", Role::Relay);
-    relaymesh_relay::process::block_on_main(execute(cli.command))
+    relaymesh_node::process::block_on_main(execute(cli.command))
 }
 
 async fn execute(command: Command) -> anyhow::Result<()> {
@@ -286,8 +287,8 @@ async fn execute(command: Command) -> anyhow::Result<()> {
             limits,
         } => {
             let limits = limits.limits();
-            let root = daemon::backend::RootApi {
-                watches: limits.api_watches(),
+            let root = relaymesh_root::serve::RootApi {
+                watches: relaymesh_root::serve::watch_limits(&limits),
             };
             let options = daemon::RunOptions {
                 node_cert_validity,
@@ -390,7 +391,7 @@ async fn join(
         listen: Some(listen),
         api_listen: None,
         parent: Some(joined.parent.clone()),
-        labels: relaymesh_relay::store::with_join_token_label(Default::default(), &joined.token_id),
+        labels: relaymesh_node::store::with_join_token_label(Default::default(), &joined.token_id),
         capacity: Default::default(),
     };
     store.initialize(&joined.identity, &config, rand::random())?;
@@ -454,7 +455,7 @@ async fn run(
 
 fn inspect(data_dir: &Path) -> anyhow::Result<()> {
     let store = open_store(data_dir)?;
-    let summary = relaymesh_relay::inspect::summary(&store)?
+    let summary = relaymesh_node::inspect::summary(&store)?
         .with_context(|| format!("{} is not initialized", data_dir.display()))?;
     println!("{}", serde_json::to_string_pretty(&summary)?);
     Ok(())

@@ -10,11 +10,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use relaymesh_apiserver::objects::ObjectStore;
+use relaymesh_node::limits::Limit;
 use relaymesh_protocol::{BundleId, LinkStatus, NodeRecord, Role};
-use relaymesh_relay::api::{self, ApiError, ApiTls, Backend, Inventory, IssuedToken, TokenRequest};
-use relaymesh_relay::client::Client;
-use relaymesh_relay::kubeconfig::ClientCredentials;
-use relaymesh_relay::limits::Limit;
+use relaymesh_root::api::{self, ApiError, ApiTls, Backend, Inventory, IssuedToken, TokenRequest};
+use relaymesh_root::client::Client;
+use relaymesh_root::kubeconfig::ClientCredentials;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 
@@ -131,7 +131,7 @@ impl Server {
             ..FakeBackend::default()
         });
         let tls = ApiTls::new(
-            relaymesh_relay::pki::ApiAuthority {
+            relaymesh_node::pki::ApiAuthority {
                 cert_der: pki.ca_der.clone(),
                 key_der: pki.ca_key_der.clone(),
             },

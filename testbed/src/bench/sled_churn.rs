@@ -13,8 +13,8 @@ use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
+use relaymesh_node::store::Store;
 use relaymesh_protocol::BundleId;
-use relaymesh_relay::store::Store;
 use serde_json::json;
 
 use super::report::{Figure, Line, Report, Series};

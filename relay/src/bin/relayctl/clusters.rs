@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use anyhow::{bail, Context as _};
-use relaymesh_relay::client::{settle, Client};
+use relaymesh_root::client::{settle, Client};
 
 use super::{structured, waits, Format};
 

@@ -7,7 +7,7 @@ use std::io::Write;
 use std::path::Path;
 
 use anyhow::{bail, Context as _};
-use relaymesh_relay::client::{resources, status, tree, Client};
+use relaymesh_root::client::{resources, status, tree, Client};
 
 use super::{structured, waits, Format};
 

@@ -1,7 +1,7 @@
 //! `relayctl`: the operator's command line for a relaymesh root.
 //!
 //! Reads the admin kubeconfig `relay init` wrote (found as kubectl finds
-//! one), then calls the root's HTTPS API through `relaymesh_relay::client`.
+//! one), then calls the root's HTTPS API through `relaymesh_root::client`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand, ValueEnum};
-use relaymesh_relay::client::{Client, ClientError};
-use relaymesh_relay::kubeconfig;
+use relaymesh_root::client::{Client, ClientError};
+use relaymesh_root::kubeconfig;
 use tracing_subscriber::EnvFilter;
 
 mod clusters;
@@ -538,7 +538,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
 fn columns(header: &[&str], rows: impl Iterator<Item = Vec<String>>) -> String {
     let mut table: Vec<Vec<String>> = vec![header.iter().map(|h| h.to_string()).collect()];
     table.extend(rows);
-    relaymesh_relay::client::resources::render_rows(&table)
+    relaymesh_root::client::resources::render_rows(&table)
 }
 
 /// Logs go to stderr: `-v` flags win, else `RUST_LOG`, else warnings only.

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use anyhow::Context as _;
-use relaymesh_relay::client::{settle, Client};
+use relaymesh_root::client::{settle, Client};
 
 use super::{columns, structured, waits, Format};
 

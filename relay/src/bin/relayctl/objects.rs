@@ -2,7 +2,7 @@
 //! the root, and one cluster's live copy and events asked of its agent.
 
 use anyhow::Context as _;
-use relaymesh_relay::client::{cluster, manifests, resources, Client};
+use relaymesh_root::client::{cluster, manifests, resources, Client};
 
 use super::GetFormat;
 

@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use anyhow::{bail, Context as _};
 use clap::Subcommand;
-use relaymesh_relay::client::rollout::{render_history, render_status};
-use relaymesh_relay::client::Client;
+use relaymesh_root::client::rollout::{render_history, render_status};
+use relaymesh_root::client::Client;
 
 use super::{structured, waits, Format};
 

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context as _};
 use clap::Subcommand;
-use relaymesh_relay::client::Client;
+use relaymesh_root::client::Client;
 use serde_json::Value;
 
 use super::{structured, Format};

@@ -6,7 +6,7 @@ use std::time::{Duration, UNIX_EPOCH};
 use anyhow::Context as _;
 use clap::{Subcommand, ValueEnum};
 use relaymesh_protocol::Role;
-use relaymesh_relay::client::Client;
+use relaymesh_root::client::Client;
 
 use super::{columns, structured, Format};
 

@@ -5,8 +5,9 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::Subcommand;
-use relaymesh_relay::client::Client;
-use relaymesh_relay::{kubeconfig, pki};
+use relaymesh_node::pki;
+use relaymesh_root::client::Client;
+use relaymesh_root::kubeconfig;
 
 use super::{columns, structured, Format};
 
@@ -64,7 +65,7 @@ pub(super) async fn run(
             output,
             valid_for,
         } => {
-            relaymesh_relay::api::check_group(&group).map_err(anyhow::Error::msg)?;
+            relaymesh_root::api::check_group(&group).map_err(anyhow::Error::msg)?;
             let group = group.as_str();
             let key = pki::new_user_key(&name).context("cannot make the user's key")?;
             let csr_pem = pki::der_to_pem(&key.csr_der, "CERTIFICATE REQUEST");

@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use anyhow::{bail, Context as _};
-use relaymesh_relay::client::watch::{self, Verdict};
-use relaymesh_relay::client::{settle, status, Client};
+use relaymesh_root::client::watch::{self, Verdict};
+use relaymesh_root::client::{settle, status, Client};
 
 /// Polls the root's clusters until `cluster` is drained.
 pub(super) async fn wait_drained(
@@ -60,7 +60,7 @@ pub(super) async fn wait_settled(
 }
 
 /// How many clusters every placement's status hears from now
-/// ([`relaymesh_relay::client::settle`]).
+/// ([`relaymesh_root::client::settle`]).
 /// Placement `namespace/name` as the root serves it now (`Null` if gone).
 pub(super) async fn placement(
     client: &Client,
@@ -150,7 +150,7 @@ pub(super) async fn watch(
     loop {
         let object = self::placement(client, namespace, placement).await?;
         if let Some(label) = by {
-            let named = relaymesh_relay::placement::status::group_labels(&object["spec"]);
+            let named = relaymesh_root::placement::status::group_labels(&object["spec"]);
             if !named.iter().any(|named| named == label) {
                 bail!(status::GroupError::NotGrouped {
                     placement: format!("{namespace}/{placement}"),

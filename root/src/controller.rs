@@ -9,11 +9,13 @@ use relaymesh_protocol::{BundleId, SliceEntry};
 use tokio::sync::{broadcast, oneshot};
 use tokio_util::sync::CancellationToken;
 
-use super::rollout::{self, Rollouts};
-use super::root_services::{RootHandle, RootRequest};
 use crate::placement;
 use relaymesh_apiserver::objects::{ObjectEvent, ObjectKey, ObjectStore, WatchEventType};
 use relaymesh_core::PlacementReport;
+use relaymesh_node::daemon::root_services::{RootHandle, RootRequest};
+use rollout::Rollouts;
+
+mod rollout;
 
 /// How long object changes are gathered before placements are rebuilt, so a
 /// `kubectl apply` of many objects rebuilds once.
@@ -385,7 +387,7 @@ enum ControllerError {
     #[error(transparent)]
     Objects(#[from] relaymesh_apiserver::objects::ObjectError),
     #[error(transparent)]
-    Store(#[from] crate::store::StoreError),
+    Store(#[from] relaymesh_node::store::StoreError),
     #[error("the relay is stopping")]
     Stopping,
 }

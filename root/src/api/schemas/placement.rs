@@ -1,7 +1,7 @@
 //! The Placement's schema: its spec as the placement parser reads it
-//! (`relay/src/placement/spec.rs`, `relay/src/placement/rollout.rs`,
+//! (`topology/src/spec/placement.rs`, `topology/src/spec/rollout.rs`,
 //! `relaymesh_topology::rules`), its status as the root writes it
-//! (`relay/src/placement/status.rs`, the daemon's rollout state).
+//! (`root/src/placement/status.rs`, the daemon's rollout state).
 //!
 //! The schema only says which fields exist and their JSON types; the
 //! parser still checks values (a label key, a percentage, a CEL

@@ -80,7 +80,7 @@ impl Daemon {
             }
         }
         self.core
-            .placement_reports(crate::placement::KEY_PREFIX, grouped)
+            .placement_reports(relaymesh_protocol::placement::KEY_PREFIX, grouped)
     }
 
     /// The placement controller's entries are every placement entry now
@@ -90,7 +90,7 @@ impl Daemon {
         let wanted: BTreeSet<String> = entries.iter().map(|entry| entry.key.clone()).collect();
         let stale: Vec<String> = self
             .core
-            .entries_with_prefix(crate::placement::KEY_PREFIX)
+            .entries_with_prefix(relaymesh_protocol::placement::KEY_PREFIX)
             .filter(|entry| !wanted.contains(&entry.key))
             .map(|entry| entry.key.clone())
             .collect();

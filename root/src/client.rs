@@ -729,7 +729,7 @@ impl ServerCertVerifier for SkipServerVerification {
         Ok(ServerCertVerified::assertion())
     }
 
-    crate::pki::handshake::verify_handshake_signatures!();
+    relaymesh_node::verify_handshake_signatures!();
 }
 
 #[cfg(test)]

@@ -21,7 +21,7 @@
 //! * request bodies, JSON patches and unpaged lists: the root's API;
 //! * API watches (per user and in all) and what one watch may queue for a
 //!   client that does not read: the root's API, with the limits set here
-//!   ([`Limits::api_watches`]).
+//!   (`relaymesh_root::serve::watch_limits`).
 //!
 //! Refusals on the IO side are counted in [`Refusals`], plain atomic
 //! counters, and the daemon's loop hands them to the core once a second.
@@ -106,16 +106,6 @@ impl Default for Limits {
             max_concurrent_bundle_serves: DEFAULT_MAX_CONCURRENT_BUNDLE_SERVES,
             max_api_watches_per_user: DEFAULT_MAX_API_WATCHES_PER_USER,
             max_api_watches: DEFAULT_MAX_API_WATCHES,
-        }
-    }
-}
-
-impl Limits {
-    /// The watch limits of the root's API.
-    pub fn api_watches(&self) -> relaymesh_apiserver::WatchLimits {
-        relaymesh_apiserver::WatchLimits {
-            per_user: self.max_api_watches_per_user,
-            total: self.max_api_watches,
         }
     }
 }

@@ -128,10 +128,10 @@ pub fn check_move(nodes: &[NodeRecord], node: &str, to: &str) -> Result<(String,
             .max()
             .unwrap_or(0);
         let deepest = to_branch.len() + below;
-        if deepest > crate::pki::MAX_INTERMEDIATES {
+        if deepest > relaymesh_node::pki::MAX_INTERMEDIATES {
             return Err(to_invalid(format!(
                 "under {to:?}, {node:?} and the relays below it would reach {deepest} issuers deep, more than the {} that certificate verification accepts",
-                crate::pki::MAX_INTERMEDIATES
+                relaymesh_node::pki::MAX_INTERMEDIATES
             )));
         }
     }

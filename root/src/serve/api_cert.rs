@@ -21,10 +21,10 @@ use std::time::Duration;
 use relaymesh_apiserver::{Authenticator, ServingCert};
 use tokio_util::sync::CancellationToken;
 
-use super::{unix_ms, DaemonError};
 use crate::api::{ApiAuthorities, ApiCaState};
-use crate::pki::{self, ApiAuthority};
-use crate::store::{ApiCertificate, Store};
+use relaymesh_node::daemon::{unix_ms, DaemonError};
+use relaymesh_node::pki::{self, ApiAuthority};
+use relaymesh_node::store::{ApiCertificate, Store};
 
 /// How long the renewal loop sleeps at most before it looks again.
 const LOOK_AGAIN: Duration = Duration::from_secs(24 * 60 * 60);

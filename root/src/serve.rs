@@ -10,16 +10,18 @@ use relaymesh_protocol::{
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
-use super::root_services::{RootHandle, RootRequest, RootServices, Serving};
-use super::{unix_ms, DaemonError};
 use crate::api::{
     self, ApiError, ApiTls, Backend, IssuedToken, MoveRequest, NodeLink, NodeRevoked, TokenRequest,
 };
-use crate::limits::Limit;
-use crate::store::TokenRecord;
-use crate::{pki, token};
 use relaymesh_apiserver::objects::ObjectStore;
+use relaymesh_node::daemon::root_services::{RootHandle, RootRequest, RootServices, Serving};
+use relaymesh_node::daemon::{unix_ms, DaemonError};
+use relaymesh_node::limits::Limit;
+use relaymesh_node::store::TokenRecord;
+use relaymesh_node::{pki, token};
 use tracing::Instrument;
+
+mod api_cert;
 
 /// The audit log's file name in the data directory.
 pub const AUDIT_LOG: &str = "audit.log";
@@ -29,6 +31,14 @@ pub const AUDIT_LOG: &str = "audit.log";
 pub struct RootApi {
     /// The bounds on the API's watches.
     pub watches: relaymesh_apiserver::WatchLimits,
+}
+
+/// The watch limits of the root's API, from the limits `relay run` was given.
+pub fn watch_limits(limits: &relaymesh_node::limits::Limits) -> relaymesh_apiserver::WatchLimits {
+    relaymesh_apiserver::WatchLimits {
+        per_user: limits.max_api_watches_per_user,
+        total: limits.max_api_watches,
+    }
 }
 
 impl RootServices for RootApi {
@@ -68,7 +78,7 @@ pub(super) async fn serve_api(
         .await
         .map_err(listen_error)?;
     tracing::info!(%address, "serving the root API");
-    let api_cert = Arc::new(super::api_cert::ApiCert::new(
+    let api_cert = Arc::new(api_cert::ApiCert::new(
         node.store().clone(),
         &certificate,
         node.store().previous_api_ca()?,
@@ -94,7 +104,7 @@ pub(super) async fn serve_api(
         .map_err(|error| listen_error(std::io::Error::other(error)))?;
     objects.set_generation_dependents(Arc::new(crate::placement::PlacementsOfWorkloads));
     let controller = tokio::spawn(
-        super::placements::run(objects.clone(), node.clone(), shutdown.clone())
+        crate::controller::run(objects.clone(), node.clone(), shutdown.clone())
             .instrument(tracing::Span::current()),
     );
     // Revoked users, by name, with when: asked on every API request, so
@@ -164,7 +174,7 @@ struct RootBackend {
     /// holds the same.
     revoked_users: std::sync::RwLock<std::collections::BTreeMap<String, u64>>,
     /// The API's serving certificate.
-    api_cert: Arc<super::api_cert::ApiCert>,
+    api_cert: Arc<api_cert::ApiCert>,
 }
 
 impl RootBackend {
@@ -410,21 +420,21 @@ impl Backend for RootBackend {
         .map_err(ApiError::Internal)
     }
 
-    fn users(&self) -> Result<Vec<crate::store::UserRecord>, ApiError> {
+    fn users(&self) -> Result<Vec<relaymesh_node::store::UserRecord>, ApiError> {
         self.node
             .store()
             .users()
             .map_err(|error| ApiError::Internal(error.to_string()))
     }
 
-    fn record_user(&self, record: crate::store::UserRecord) -> Result<(), ApiError> {
+    fn record_user(&self, record: relaymesh_node::store::UserRecord) -> Result<(), ApiError> {
         self.node
             .store()
             .record_user(&record)
             .map_err(|error| ApiError::Internal(error.to_string()))
     }
 
-    fn revoke_user(&self, name: &str) -> Result<crate::store::UserRecord, ApiError> {
+    fn revoke_user(&self, name: &str) -> Result<relaymesh_node::store::UserRecord, ApiError> {
         let record = self
             .node
             .store()
@@ -704,11 +714,13 @@ impl Backend for RootBackend {
         self.ask(RootRequest::LabelCluster { change, reply }, answer)
             .await?
             .map_err(|error| match error {
-                super::labels::LabelError::TooLong(error) => ApiError::Invalid {
+                relaymesh_node::daemon::labels::LabelError::TooLong(error) => ApiError::Invalid {
                     field: "spec.annotations".into(),
                     message: error.to_string(),
                 },
-                super::labels::LabelError::Unsigned(message) => ApiError::Internal(message),
+                relaymesh_node::daemon::labels::LabelError::Unsigned(message) => {
+                    ApiError::Internal(message)
+                }
             })
     }
 

@@ -13,7 +13,7 @@ use serde_json::{json, Map, Value};
 
 use super::nodes::{check_type_meta, invalid, API_VERSION};
 use super::ApiError;
-use crate::pki::RotationStep;
+use relaymesh_node::pki::RotationStep;
 
 /// The kind.
 const KIND: &str = "MeshCARotation";
@@ -119,7 +119,7 @@ const TOKEN_KEY_KIND: &str = "TokenKeyRotation";
 
 /// A token key as the label [`relaymesh_core::TOKEN_KEYS_LABEL`] shows it.
 fn short_token_key(key: &[u8]) -> String {
-    crate::pki::hex(&key[..key.len().min(6)])
+    relaymesh_node::pki::hex(&key[..key.len().min(6)])
 }
 
 /// Whether `node` accepts exactly the token keys `trust` names, by what it
@@ -207,7 +207,7 @@ fn step_of(spec: &Map<String, Value>) -> Result<RotationStep, ApiError> {
 /// The `APICARotation` object for `state`: fingerprints of the CAs and of
 /// the serving certificate.
 pub(super) fn api_ca_object(state: &crate::api::ApiCaState) -> Value {
-    let fingerprint = |der: &[u8]| crate::pki::hex(&crate::pki::sha256(der));
+    let fingerprint = |der: &[u8]| relaymesh_node::pki::hex(&relaymesh_node::pki::sha256(der));
     json!({
         "apiVersion": API_VERSION,
         "kind": API_CA_KIND,
@@ -230,7 +230,7 @@ pub(super) fn api_ca_object(state: &crate::api::ApiCaState) -> Value {
 /// ([`relaymesh_core::ISSUER_ROTATED_LABEL`]). `nodes` holds its parent's
 /// record.
 fn moved_to_ca(trust: &MeshTrust, node: &NodeRecord, nodes: &[NodeRecord]) -> bool {
-    let signer = crate::pki::short_key(&trust.signer_key);
+    let signer = relaymesh_node::pki::short_key(&trust.signer_key);
     let wanted: std::collections::BTreeSet<String> = short_keys(trust).into_iter().collect();
     let trusted: Option<std::collections::BTreeSet<String>> = node
         .labels
@@ -253,10 +253,10 @@ fn parent_key(trust: &MeshTrust, node: &NodeRecord, nodes: &[NodeRecord]) -> Opt
         .iter()
         .find(|record| Some(&record.name) == node.parent.as_ref())?;
     if parent.parent.is_none() {
-        return Some(crate::pki::short_key(&trust.signer_key));
+        return Some(relaymesh_node::pki::short_key(&trust.signer_key));
     }
-    let key = crate::store::reported_issuer_key(parent)?;
-    Some(crate::pki::short_key(&key))
+    let key = relaymesh_node::store::reported_issuer_key(parent)?;
+    Some(relaymesh_node::pki::short_key(&key))
 }
 
 /// The object that says where the mesh CA stands: `trust` is the root's,
@@ -274,7 +274,7 @@ fn object(trust: &MeshTrust, pending: &[&str], total: usize) -> Value {
         "metadata": {"name": "mesh-ca"},
         "status": {
             "phase": phase,
-            "signer": crate::pki::short_key(&trust.signer_key),
+            "signer": relaymesh_node::pki::short_key(&trust.signer_key),
             "trusted": anchors,
             "nodes": {
                 "total": total,
@@ -291,8 +291,8 @@ fn short_keys(trust: &MeshTrust) -> Vec<String> {
     trust
         .anchors
         .iter()
-        .filter_map(|anchor| crate::pki::public_key_sha256(anchor).ok())
-        .map(|key| crate::pki::short_key(&key))
+        .filter_map(|anchor| relaymesh_node::pki::public_key_sha256(anchor).ok())
+        .map(|key| relaymesh_node::pki::short_key(&key))
         .collect()
 }
 
@@ -312,13 +312,13 @@ pub(super) fn parse_api_cert_request(body: &[u8]) -> Result<(), ApiError> {
 /// The `APICertificateRotation` object for the serving certificate `leaf`
 /// (DER): its fingerprint, validity and names.
 pub(super) fn api_cert_object(leaf: &[u8]) -> Value {
-    let (not_before, not_after) = crate::pki::validity_unix(leaf).unwrap_or_default();
+    let (not_before, not_after) = relaymesh_node::pki::validity_unix(leaf).unwrap_or_default();
     json!({
         "apiVersion": API_VERSION,
         "kind": API_CERT_KIND,
         "metadata": {"name": "api-serving-certificate"},
         "status": {
-            "sha256": crate::pki::hex(&crate::pki::sha256(leaf)),
+            "sha256": relaymesh_node::pki::hex(&relaymesh_node::pki::sha256(leaf)),
             "notBefore": super::nodes::rfc3339(not_before.saturating_mul(1000)),
             "notAfter": super::nodes::rfc3339(not_after.saturating_mul(1000)),
         },

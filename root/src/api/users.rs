@@ -19,8 +19,8 @@ use serde_json::{json, Map, Value};
 
 use super::nodes::{check_type_meta, invalid, rfc3339, API_VERSION};
 use super::ApiError;
-use crate::pki::{self, ApiAuthority};
-use crate::store::UserRecord;
+use relaymesh_node::pki::{self, ApiAuthority};
+use relaymesh_node::store::UserRecord;
 
 /// The kind of a user certificate request.
 const KIND: &str = "UserCertificate";

@@ -537,7 +537,7 @@ impl ServerCertVerifier for MeshServerVerifier {
         }
     }
 
-    crate::pki::handshake::verify_handshake_signatures!();
+    crate::verify_handshake_signatures!();
 }
 
 /// The relays whose issuers lead from a mesh CA to `leaf`, top-down, found
@@ -662,7 +662,7 @@ impl ServerCertVerifier for PinnedCaVerifier {
         Ok(verified)
     }
 
-    crate::pki::handshake::verify_handshake_signatures!();
+    crate::verify_handshake_signatures!();
 }
 
 fn ring_provider() -> Arc<CryptoProvider> {

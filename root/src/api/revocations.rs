@@ -13,7 +13,7 @@ use serde_json::{json, Map, Value};
 
 use super::nodes::{check_type_meta, invalid, rfc3339, API_VERSION};
 use super::{ApiError, NodeRevoked};
-use crate::store::TokenRecord;
+use relaymesh_node::store::TokenRecord;
 
 /// The kind of a node revocation.
 const KIND: &str = "Revocation";
@@ -65,9 +65,9 @@ fn state(record: &TokenRecord, used: bool, now_unix: u64) -> &'static str {
 /// One issued token as a `JoinToken` object. `status.nodeInTree` says
 /// whether a node of its name and role is in the tree under its parent;
 /// `status.usedBy` names that node when it reports it joined with this very
-/// token (see [`crate::store::used_by`]).
+/// token (see [`relaymesh_node::store::used_by`]).
 pub(super) fn token_object(record: &TokenRecord, nodes: &[NodeRecord], now_unix: u64) -> Value {
-    let used_by = crate::store::used_by(record, nodes).map(|node| node.name.clone());
+    let used_by = relaymesh_node::store::used_by(record, nodes).map(|node| node.name.clone());
     let in_tree = nodes.iter().any(|node| {
         node.name == record.name
             && node.role == record.role
@@ -239,7 +239,8 @@ mod tests {
         assert!(object["status"].get("usedBy").is_none());
         // The node reports it joined with this token: used, expired or not.
         let mut joined = node.clone();
-        joined.labels = crate::store::with_join_token_label(Default::default(), &record.id);
+        joined.labels =
+            relaymesh_node::store::with_join_token_label(Default::default(), &record.id);
         for now in [1_500, 2_500] {
             let object = token_object(&record, std::slice::from_ref(&joined), now);
             assert_eq!(object["status"]["state"], "Used");
@@ -249,7 +250,7 @@ mod tests {
         let mut elsewhere = joined.clone();
         elsewhere.parent = Some("eu".into());
         let mut other = node.clone();
-        other.labels = crate::store::with_join_token_label(Default::default(), &[2; 16]);
+        other.labels = relaymesh_node::store::with_join_token_label(Default::default(), &[2; 16]);
         for nodes in [[elsewhere], [other]] {
             assert_eq!(
                 token_object(&record, &nodes, 1_500)["status"]["state"],

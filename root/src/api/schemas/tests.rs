@@ -650,9 +650,9 @@ fn requests_refuse_unknown_fields() {
 /// anything is signed.
 #[test]
 fn user_certificate_requests_refuse_unknown_fields() {
-    let authority = crate::pki::create_api_authority().expect("a CA");
-    let key = crate::pki::new_user_key("alice").expect("a key");
-    let request = crate::pki::der_to_pem(&key.csr_der, "CERTIFICATE REQUEST");
+    let authority = relaymesh_node::pki::create_api_authority().expect("a CA");
+    let key = relaymesh_node::pki::new_user_key("alice").expect("a key");
+    let request = relaymesh_node::pki::der_to_pem(&key.csr_der, "CERTIFICATE REQUEST");
     let body = |spec: Value| {
         serde_json::to_vec(&json!({"apiVersion": "relaymesh.dev/v1alpha1",
             "kind": "UserCertificate", "metadata": {"name": "alice"}, "spec": spec}))

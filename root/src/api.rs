@@ -35,9 +35,9 @@ use relaymesh_protocol::{BundleId, LinkStatus, NodeRecord, Role};
 use serde_json::{json, Value};
 use tokio::net::TcpListener;
 
-use crate::limits::Limit;
 use crate::placement::{PlacementError, RELAYMESH_GROUP};
-use crate::store::{TokenRecord, UserRecord};
+use relaymesh_node::limits::Limit;
+use relaymesh_node::store::{TokenRecord, UserRecord};
 
 mod cluster_labels;
 pub mod cordons;
@@ -106,7 +106,7 @@ impl ApiTls {
     /// with the server certificate `chain_der` (leaf first) and its key
     /// `key_der` (PKCS#8).
     pub fn new(
-        authority: crate::pki::ApiAuthority,
+        authority: relaymesh_node::pki::ApiAuthority,
         chain_der: Vec<Vec<u8>>,
         key_der: Vec<u8>,
     ) -> Self {
@@ -188,7 +188,7 @@ pub struct NodeRevoked {
     pub removed: Vec<String>,
 }
 
-pub use crate::daemon::root_services::Inventory;
+pub use relaymesh_node::daemon::root_services::Inventory;
 
 /// What the API serves from: the daemon's view of the tree and its stores.
 ///
@@ -267,7 +267,10 @@ pub trait Backend: Send + Sync + 'static {
     }
 
     /// Takes `step` of a rotation of the API CA.
-    fn rotate_api_ca(&self, step: crate::pki::RotationStep) -> Result<ApiCaState, ApiError> {
+    fn rotate_api_ca(
+        &self,
+        step: relaymesh_node::pki::RotationStep,
+    ) -> Result<ApiCaState, ApiError> {
         let _ = step;
         Err(ApiError::NotFound(
             "this server cannot rotate its CA".into(),
@@ -290,7 +293,7 @@ pub trait Backend: Send + Sync + 'static {
     /// told now.
     fn rotate_mesh_ca(
         &self,
-        step: crate::pki::RotationStep,
+        step: relaymesh_node::pki::RotationStep,
     ) -> impl Future<Output = Result<relaymesh_protocol::MeshTrust, ApiError>> + Send {
         let _ = step;
         async { Err(ApiError::NotFound("this server has no mesh CA".into())) }
@@ -300,7 +303,7 @@ pub trait Backend: Send + Sync + 'static {
     /// node is told now.
     fn rotate_token_key(
         &self,
-        step: crate::pki::RotationStep,
+        step: relaymesh_node::pki::RotationStep,
     ) -> impl Future<Output = Result<relaymesh_protocol::MeshTrust, ApiError>> + Send {
         let _ = step;
         async { Err(ApiError::NotFound("this server has no token key".into())) }
@@ -426,7 +429,7 @@ pub trait Backend: Send + Sync + 'static {
     /// How many API watches may be open at once, per user and in all
     /// (`relay run --max-api-watches-per-user`, `--max-api-watches`).
     fn watch_limits(&self) -> relaymesh_apiserver::WatchLimits {
-        crate::limits::Limits::default().api_watches()
+        crate::serve::watch_limits(&relaymesh_node::limits::Limits::default())
     }
 
     /// Counts a request the API refused for breaking `limit`, in the root's
@@ -480,7 +483,7 @@ impl<B: Backend> Relaymesh<B> {
             None => backend.mesh_trust()?,
             Some(body) => {
                 let request = rotated.parse(body)?;
-                if request.step == crate::pki::RotationStep::Finish && !request.force {
+                if request.step == relaymesh_node::pki::RotationStep::Finish && !request.force {
                     let pending =
                         rotated.pending(&backend.mesh_trust()?, &nodes, backend.trust_published());
                     if !pending.is_empty() {
@@ -1184,7 +1187,7 @@ mod tests {
     }
 
     fn extension() -> (tempfile::TempDir, Relaymesh<NoTree>) {
-        let mesh = crate::pki::create_mesh("root", &["127.0.0.1".into()]).expect("a mesh");
+        let mesh = relaymesh_node::pki::create_mesh("root", &["127.0.0.1".into()]).expect("a mesh");
         let dir = tempfile::tempdir().expect("a temporary directory");
         let db = sled::open(dir.path()).expect("sled opens");
         let objects = ObjectStore::open(db.open_tree("objects").expect("a tree")).expect("opens");

@@ -7,6 +7,8 @@
 /// Expands to `verify_tls12_signature`, `verify_tls13_signature` and
 /// `supported_verify_schemes` for a verifier struct with a
 /// `provider: Arc<CryptoProvider>` field.
+#[macro_export]
+#[doc(hidden)]
 macro_rules! verify_handshake_signatures {
     () => {
         fn verify_tls12_signature(
@@ -44,5 +46,3 @@ macro_rules! verify_handshake_signatures {
         }
     };
 }
-
-pub(crate) use verify_handshake_signatures;

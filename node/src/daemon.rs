@@ -6,19 +6,15 @@
 //! to the core, and execute the actions it returns in order. Link tasks only
 //! move frames; nothing outside the loop decides anything.
 
-mod api_cert;
 mod asked;
-pub mod backend;
 mod bundles;
 mod inventory;
 pub mod labels;
 mod listener;
 mod moving;
 mod parents;
-mod placements;
 mod refusal_log;
 mod renewal;
-mod rollout;
 mod root_requests;
 pub mod root_services;
 mod rotation;
@@ -1170,7 +1166,7 @@ pub(crate) fn now() -> Now {
 }
 
 /// Milliseconds since the Unix epoch (0 if the clock is before it).
-pub(crate) fn unix_ms() -> u64 {
+pub fn unix_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|elapsed| elapsed.as_millis() as u64)

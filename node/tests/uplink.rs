@@ -4,9 +4,9 @@
 
 use std::net::{SocketAddr, UdpSocket};
 
-use relaymesh_relay::config::ParentConfig;
-use relaymesh_relay::pki;
-use relaymesh_relay::transport::uplink::{connect_nearest, Endpoints, CONNECT_TIMEOUT};
+use relaymesh_node::config::ParentConfig;
+use relaymesh_node::pki;
+use relaymesh_node::transport::uplink::{connect_nearest, Endpoints, CONNECT_TIMEOUT};
 
 #[tokio::test]
 async fn the_uplink_keeps_the_address_that_answers() -> anyhow::Result<()> {
@@ -69,8 +69,8 @@ async fn the_uplink_keeps_the_address_that_answers() -> anyhow::Result<()> {
 
 #[test]
 fn parent_addresses_are_replaced_durably() -> anyhow::Result<()> {
-    use relaymesh_relay::config::NodeConfig;
-    use relaymesh_relay::store::Store;
+    use relaymesh_node::config::NodeConfig;
+    use relaymesh_node::store::Store;
     let dir = tempfile::tempdir()?;
     let mesh = pki::create_mesh("root", &["127.0.0.1".into()])?;
     let store = Store::open(dir.path())?;
