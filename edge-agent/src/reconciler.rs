@@ -123,6 +123,11 @@ struct Placement {
     wave_label: Option<String>,
     /// The rollout's timing, from its spec.
     timing: Timing,
+    /// The entry body `spec_adopt`, `timing`, `customization` and `rules`
+    /// were read from (compared, not hashed: a few hundred bytes).
+    read_body: Option<Vec<u8>>,
+    /// Its spec says `adopt: true` (applied to `adopt` with its bundles).
+    spec_adopt: bool,
     /// It is count-bounded (`maxClusters`): a drain places it elsewhere.
     bounded: bool,
     /// It arrived when the cluster already ran as many placements as its
@@ -398,18 +403,29 @@ impl Reconciler {
             }
             assigned.insert(entry.key.clone());
             let placement = self.placements.entry(entry.key.clone()).or_default();
-            let adopt = policy::adopt_requested(&entry.body);
-            let rules = PlacementRules::from_body(&entry.body);
-            let customization = customization_of(&entry.body);
-            if placement.customization.0 != customization.0 {
-                placement.customization = customization;
-                placement.applied = false;
+            // The body is read (and its status rules compiled) once per
+            // body, not on every slice the node publishes.
+            if placement.read_body.as_deref() != Some(entry.body.as_slice()) {
+                placement.read_body = Some(entry.body.clone());
+                let body = serde_json::from_slice::<Value>(&entry.body).unwrap_or_default();
+                placement.spec_adopt = policy::adopt_requested_in(&body);
+                placement.timing = timing_of(&body);
+                let customization = customization_of(&body);
+                if placement.customization.0 != customization.0 {
+                    placement.customization = customization;
+                    placement.applied = false;
+                }
+                let rules = PlacementRules::from_entry_body(&body);
+                if !placement.rules.same_source(&rules) {
+                    placement.rules = rules;
+                    // Only what is reported changes: no pass is needed.
+                    rules_changed.push(entry.key.clone());
+                }
             }
-            if !placement.rules.same_source(&rules) || relabelled {
-                placement.rules = rules;
-                // Only what is reported changes: no pass is needed.
+            if relabelled {
                 rules_changed.push(entry.key.clone());
             }
+            let adopt = placement.spec_adopt;
             if relabelled || reannotated {
                 // Templates and overrides may read them.
                 placement.applied = false;
@@ -434,7 +450,6 @@ impl Reconciler {
                 }
                 _ => None,
             };
-            placement.timing = timing_of(&entry.body);
             placement.bounded = matches!(
                 &entry.target,
                 relaymesh_protocol::Target::Placement(target)
@@ -798,11 +813,8 @@ fn rollout_counts(
 
 /// A placement's rollout times, read from its slice entry's body (the root
 /// checked them; unreadable ones count as none).
-fn timing_of(body: &[u8]) -> Timing {
-    let rollout = serde_json::from_slice::<Value>(body)
-        .ok()
-        .and_then(|body| body.pointer("/spec/rollout").cloned());
-    match relaymesh_topology::spec::rollout::rollout(rollout.as_ref()) {
+fn timing_of(body: &Value) -> Timing {
+    match relaymesh_topology::spec::rollout::rollout(body.pointer("/spec/rollout")) {
         Ok(spec) => Timing {
             min_success: spec.min_success_time,
             deadline: spec.progress_deadline,
@@ -814,10 +826,8 @@ fn timing_of(body: &[u8]) -> Timing {
 /// A placement's `spec.customization`, read from its slice entry's body. The
 /// root checked it before signing; one this agent cannot read (a newer
 /// root's) is logged and left out.
-fn customization_of(body: &[u8]) -> (Option<Value>, Customization) {
-    let source = serde_json::from_slice::<Value>(body)
-        .ok()
-        .and_then(|body| body.pointer("/spec/customization").cloned());
+fn customization_of(body: &Value) -> (Option<Value>, Customization) {
+    let source = body.pointer("/spec/customization").cloned();
     match relaymesh_topology::spec::customization(source.as_ref()) {
         Ok(customization) => (source, customization),
         Err(error) => {

@@ -30,9 +30,14 @@ impl PlacementRules {
     /// the entry; rules that do not compile here (a newer root's) are
     /// logged and left out, and the placement is applied all the same.
     pub fn from_body(body: &[u8]) -> Self {
-        let Ok(body) = serde_json::from_slice::<Value>(body) else {
-            return Self::default();
-        };
+        match serde_json::from_slice::<Value>(body) {
+            Ok(body) => Self::from_entry_body(&body),
+            Err(_) => Self::default(),
+        }
+    }
+
+    /// The same, from the body already read as JSON.
+    pub fn from_entry_body(body: &Value) -> Self {
         let rules_source = body.pointer("/spec/statusRules").cloned();
         let groups_source = body.pointer("/spec/statusGroupBy").cloned();
         let compiled = match rules::parse(rules_source.as_ref())

@@ -448,18 +448,25 @@ pub struct Relaymesh<B> {
     authorities: users::ApiAuthorities,
     rbac: Rbac,
     objects: ObjectStore,
+    specs: crate::placement::Specs,
 }
 
 impl<B: Backend> Relaymesh<B> {
     /// The extension serving `backend`'s tree; `authorities` sign user
     /// certificates; requests are authorized with the RBAC objects stored
-    /// in `objects`.
-    pub fn new(backend: Arc<B>, authorities: users::ApiAuthorities, objects: ObjectStore) -> Self {
+    /// in `objects`; Placements' specs are read through `specs`.
+    pub fn new(
+        backend: Arc<B>,
+        authorities: users::ApiAuthorities,
+        objects: ObjectStore,
+        specs: crate::placement::Specs,
+    ) -> Self {
         Self {
             backend,
             authorities,
             rbac: Rbac::new(objects.clone()),
             objects,
+            specs,
         }
     }
 }
@@ -512,13 +519,13 @@ impl<B: Backend> Relaymesh<B> {
         let nodes = self.backend.inventory().records;
         let invalid =
             |PlacementError::Invalid { field, message }| ApiError::Invalid { field, message };
-        let spec = crate::placement::PlacementSpec::from_object(&placement).map_err(invalid)?;
+        let spec = self.specs.read(&placement).map_err(invalid)?;
         let entry = crate::placement::entry_key(&spec.namespace, &spec.name);
         let splits = crate::placement::ask_splits(&nodes, &entry, |relay| {
             self.backend.split(relay, entry.clone())
         })
         .await;
-        crate::placement::explain(&placement, &nodes, &splits).map_err(invalid)
+        crate::placement::explain(&spec, &nodes, &splits).map_err(invalid)
     }
 }
 
@@ -1145,6 +1152,7 @@ pub async fn serve<B: Backend>(
     tls: ApiTls,
     backend: Arc<B>,
     objects: ObjectStore,
+    specs: crate::placement::Specs,
     audit: Option<AuditLog>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ApiError> {
@@ -1154,7 +1162,12 @@ pub async fn serve<B: Backend>(
     if !written.is_empty() {
         tracing::info!(objects = ?written, "default RBAC policy written where missing");
     }
-    let extension = Arc::new(Relaymesh::new(backend, tls.authorities, objects.clone()));
+    let extension = Arc::new(Relaymesh::new(
+        backend,
+        tls.authorities,
+        objects.clone(),
+        specs,
+    ));
     relaymesh_apiserver::serve(listener, tls.server, extension, objects, audit, shutdown).await
 }
 
@@ -1195,7 +1208,7 @@ mod tests {
             mesh.api_authority.clone(),
             std::slice::from_ref(&mesh.api_authority.cert_der),
         );
-        let extension = Relaymesh::new(Arc::new(NoTree), authorities, objects);
+        let extension = Relaymesh::new(Arc::new(NoTree), authorities, objects, Default::default());
         (dir, extension)
     }
 

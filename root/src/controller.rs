@@ -9,7 +9,7 @@ use relaymesh_protocol::{BundleId, SliceEntry};
 use tokio::sync::{broadcast, oneshot};
 use tokio_util::sync::CancellationToken;
 
-use crate::placement;
+use crate::placement::{self, Specs};
 use relaymesh_apiserver::objects::{ObjectEvent, ObjectKey, ObjectStore, WatchEventType};
 use relaymesh_core::PlacementReport;
 use relaymesh_node::daemon::root_services::{RootHandle, RootRequest};
@@ -26,22 +26,26 @@ const DEBOUNCE: Duration = Duration::from_millis(100);
 const STATUS_INTERVAL: Duration = Duration::from_secs(5);
 
 /// Runs until `shutdown`.
-pub(super) async fn run(objects: ObjectStore, node: RootHandle, shutdown: CancellationToken) {
+pub(super) async fn run(
+    objects: ObjectStore,
+    node: RootHandle,
+    specs: Specs,
+    shutdown: CancellationToken,
+) {
     let mut events = objects.subscribe();
     let mut status = node.placement_status();
     let mut status_tick = tokio::time::interval(STATUS_INTERVAL);
     let mut rollouts = Rollouts::default();
-    let mut specs = Specs::default();
     let mut built = Built::new();
     let mut rebuild = true;
     loop {
         if rebuild {
-            match reconcile(&objects, &node, &mut rollouts).await {
+            match reconcile(&objects, &node, &mut rollouts, &specs).await {
                 Ok(generations) => built = generations,
                 Err(error) => tracing::warn!(%error, "cannot rebuild placements"),
             }
         }
-        match write_status(&objects, &node, &mut rollouts, &mut specs, &built).await {
+        match write_status(&objects, &node, &mut rollouts, &specs, &built).await {
             // A rollout's wave changed: publish it now.
             Ok(true) => {
                 rebuild = true;
@@ -98,49 +102,6 @@ fn is_placement_status(event: &ObjectEvent) -> bool {
     placement::strip_server_fields(previous) == placement::strip_server_fields(&event.object)
 }
 
-/// Each Placement's spec, parsed and its status rules compiled once per
-/// generation (and uid): a status write every few seconds reads them
-/// again, it does not parse them again.
-#[derive(Default)]
-struct Specs {
-    by_id: std::collections::BTreeMap<SpecId, Option<std::sync::Arc<placement::PlacementSpec>>>,
-}
-
-/// A Placement object by uid and generation: its spec changes only with
-/// them.
-type SpecId = (String, i64);
-
-impl Specs {
-    fn id(object: &serde_json::Value) -> SpecId {
-        let metadata = &object["metadata"];
-        (
-            metadata["uid"].as_str().unwrap_or_default().to_string(),
-            metadata["generation"].as_i64().unwrap_or_default(),
-        )
-    }
-
-    /// `object`'s spec (`None` if it is not valid), parsed the first time
-    /// its generation is seen.
-    fn of(
-        &mut self,
-        object: &serde_json::Value,
-    ) -> Option<std::sync::Arc<placement::PlacementSpec>> {
-        self.by_id
-            .entry(Self::id(object))
-            .or_insert_with(|| {
-                placement::PlacementSpec::from_object(object)
-                    .ok()
-                    .map(std::sync::Arc::new)
-            })
-            .clone()
-    }
-
-    /// Forgets every spec but those of `kept`.
-    fn retain(&mut self, kept: &std::collections::BTreeSet<SpecId>) {
-        self.by_id.retain(|id, _| kept.contains(id));
-    }
-}
-
 /// The generation of each Placement (by entry key) that its entry in the
 /// core was built from: what its status's `observedGeneration` says it
 /// describes. A workload's write moves its Placements' generation on
@@ -153,6 +114,7 @@ async fn reconcile(
     objects: &ObjectStore,
     node: &RootHandle,
     rollouts: &mut Rollouts,
+    specs: &Specs,
 ) -> Result<Built, ControllerError> {
     // Generations first: a write after this read moves them on, so an
     // entry is never said to describe a later generation than it does.
@@ -176,7 +138,10 @@ async fn reconcile(
     let mut entries: Vec<SliceEntry> = Vec::new();
     let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
     for (key, object) in placements {
-        match placement::build(&object, &workloads) {
+        let built = specs
+            .read(&object)
+            .and_then(|spec| placement::build(&spec, &object, &workloads));
+        match built {
             Ok(packed) => {
                 let bundle = bytes::Bytes::from(packed.bundle);
                 for id in &packed.entry.bundles {
@@ -215,7 +180,7 @@ async fn write_status(
     objects: &ObjectStore,
     node: &RootHandle,
     rollouts: &mut Rollouts,
-    specs: &mut Specs,
+    specs: &Specs,
     built: &Built,
 ) -> Result<bool, ControllerError> {
     let mut waves_changed = false;
@@ -390,40 +355,4 @@ enum ControllerError {
     Store(#[from] relaymesh_node::store::StoreError),
     #[error("the relay is stopping")]
     Stopping,
-}
-
-#[cfg(test)]
-mod tests {
-    use serde_json::json;
-
-    use super::*;
-
-    fn placement(generation: i64, rules: bool) -> serde_json::Value {
-        let mut spec = json!({
-            "workloads": [{"kind": "ConfigMap", "names": ["config"]}],
-            "clusters": {"labelSelector": {"matchLabels": {"region": "eu"}}},
-        });
-        if rules {
-            spec["statusRules"] = json!([{"name": "replicas", "select": "object.status.replicas", "aggregate": "sum"}]);
-        }
-        json!({
-            "metadata": {"name": "web", "namespace": "shop", "uid": "u-1", "generation": generation},
-            "spec": spec,
-        })
-    }
-
-    #[test]
-    fn a_spec_is_parsed_once_per_generation() {
-        let mut specs = Specs::default();
-        let first = specs.of(&placement(1, false)).expect("valid");
-        let again = specs.of(&placement(1, false)).expect("valid");
-        assert!(std::sync::Arc::ptr_eq(&first, &again), "the same parse");
-        let next = specs.of(&placement(2, true)).expect("valid");
-        assert_eq!(next.status_rules.len(), 1, "a new generation is parsed");
-        specs.retain(&[Specs::id(&placement(2, true))].into());
-        assert_eq!(specs.by_id.len(), 1);
-        let invalid =
-            json!({"metadata": {"name": "x", "namespace": "shop", "uid": "u-2", "generation": 1}});
-        assert!(specs.of(&invalid).is_none());
-    }
 }

@@ -17,6 +17,7 @@ mod bundle;
 mod dependents;
 mod explain;
 pub mod singleton;
+mod specs;
 pub mod status;
 
 pub use bundle::{canonical_json, pack, strip_server_fields};
@@ -26,6 +27,7 @@ pub use relaymesh_topology::spec::{
     customization, label_selector, rollout, selects, PlacementError, PlacementSpec, WorkloadTerm,
     MAX_OVERRIDES, RELAYMESH_GROUP,
 };
+pub use specs::{SpecId, Specs};
 
 use relaymesh_protocol::{BundleId, SliceEntry, Target};
 use serde_json::Value;
@@ -51,10 +53,13 @@ pub struct Packed {
     pub rollout: relaymesh_topology::rollout::RolloutSpec,
 }
 
-/// Builds the entry and bundle of `placement` from every object the root
-/// holds (`objects`).
-pub fn build(placement: &Value, objects: &[Value]) -> Result<Packed, PlacementError> {
-    let spec = PlacementSpec::from_object(placement)?;
+/// Builds the entry and bundle of `placement`, whose spec is `spec` (from
+/// [`Specs`]), from every object the root holds (`objects`).
+pub fn build(
+    spec: &PlacementSpec,
+    placement: &Value,
+    objects: &[Value],
+) -> Result<Packed, PlacementError> {
     let selected: Vec<&Value> = objects
         .iter()
         .filter(|object| spec.selects_object(object))
@@ -80,7 +85,7 @@ pub fn build(placement: &Value, objects: &[Value]) -> Result<Packed, PlacementEr
         },
         objects: selected.len(),
         bundle,
-        rollout: spec.rollout,
+        rollout: spec.rollout.clone(),
     })
 }
 

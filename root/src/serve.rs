@@ -102,10 +102,20 @@ pub(super) async fn serve_api(
     })?;
     let objects = ObjectStore::open(node.store().open_tree("objects")?)
         .map_err(|error| listen_error(std::io::Error::other(error)))?;
-    objects.set_generation_dependents(Arc::new(crate::placement::PlacementsOfWorkloads));
+    // One cache of Placement specs for the API, the controller and the
+    // store's generation dependents.
+    let specs = crate::placement::Specs::default();
+    objects.set_generation_dependents(Arc::new(crate::placement::PlacementsOfWorkloads {
+        specs: specs.clone(),
+    }));
     let controller = tokio::spawn(
-        crate::controller::run(objects.clone(), node.clone(), shutdown.clone())
-            .instrument(tracing::Span::current()),
+        crate::controller::run(
+            objects.clone(),
+            node.clone(),
+            specs.clone(),
+            shutdown.clone(),
+        )
+        .instrument(tracing::Span::current()),
     );
     // Revoked users, by name, with when: asked on every API request, so
     // kept in memory, loaded from the store (they survive a restart).
@@ -130,7 +140,8 @@ pub(super) async fn serve_api(
     });
     Ok(async move {
         let stopped = async move { shutdown.cancelled().await };
-        if let Err(error) = api::serve(listener, tls, backend, objects, Some(audit), stopped).await
+        if let Err(error) =
+            api::serve(listener, tls, backend, objects, specs, Some(audit), stopped).await
         {
             tracing::error!(%error, "root API stopped");
         }

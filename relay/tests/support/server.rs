@@ -149,6 +149,7 @@ impl Server {
             tls,
             backend.clone(),
             objects.clone(),
+            Default::default(),
             None,
             async move {
                 let _ = stopped.await;

@@ -9,11 +9,15 @@
 use relaymesh_apiserver::objects::{GenerationDependents, ObjectKey, StoreReader};
 use serde_json::Value;
 
-use super::{strip_server_fields, PlacementSpec, RELAYMESH_GROUP};
+use super::{strip_server_fields, Specs, RELAYMESH_GROUP};
 
-/// The Placements whose workloads an object's write changes.
+/// The Placements whose workloads an object's write changes, their specs
+/// read from `specs`.
 #[derive(Debug, Default)]
-pub struct PlacementsOfWorkloads;
+pub struct PlacementsOfWorkloads {
+    /// The root's one cache of Placement specs.
+    pub specs: Specs,
+}
 
 impl GenerationDependents for PlacementsOfWorkloads {
     fn dependents(
@@ -30,7 +34,7 @@ impl GenerationDependents for PlacementsOfWorkloads {
             .list(RELAYMESH_GROUP, "placements")
             .into_iter()
             .filter(|(_, placement)| {
-                let Ok(spec) = PlacementSpec::from_object(placement) else {
+                let Some(spec) = self.specs.of(placement) else {
                     return false;
                 };
                 [old, new]

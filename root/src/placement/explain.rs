@@ -98,14 +98,13 @@ where
     splits
 }
 
-/// Explains `placement` from the relays' `splits` over the tree of `nodes`
+/// Explains the Placement of `spec` from the relays' `splits` over the tree of `nodes`
 /// (the root's inventory, for roles, labels and paths).
 pub fn explain(
-    placement: &Value,
+    spec: &PlacementSpec,
     nodes: &[NodeRecord],
     splits: &Splits,
 ) -> Result<Value, PlacementError> {
-    let spec = PlacementSpec::from_object(placement)?;
     let records: BTreeMap<&str, &NodeRecord> = nodes
         .iter()
         .map(|node| (node.name.as_str(), node))
@@ -358,7 +357,12 @@ mod tests {
             answered: answers(),
             ..Splits::default()
         };
-        let explained = explain(&placement, &tree(), &splits).expect("explains");
+        let explained = explain(
+            &PlacementSpec::from_object(&placement).expect("valid"),
+            &tree(),
+            &splits,
+        )
+        .expect("explains");
         assert_eq!(explained["matching"], 2);
         // A drained cluster is no candidate of a bounded placement.
         let mut drained = tree();
@@ -366,7 +370,12 @@ mod tests {
             relaymesh_topology::placement::DRAINING_LABEL.into(),
             "true".into(),
         );
-        let with_drained = explain(&placement, &drained, &splits).expect("explains");
+        let with_drained = explain(
+            &PlacementSpec::from_object(&placement).expect("valid"),
+            &drained,
+            &splits,
+        )
+        .expect("explains");
         assert_eq!(with_drained["matching"], 1);
         assert_eq!(explained["selected"], 2, "{explained}");
         let clusters = explained["clusters"].as_array().expect("list");
@@ -420,7 +429,12 @@ mod tests {
             "metadata": {"name": "web", "namespace": "shop"},
             "spec": {"workloads": [{}], "clusters": {"labelSelector": {"matchLabels": {"region": "eu"}}}}
         });
-        let explained = explain(&placement, &tree(), &splits).expect("explains");
+        let explained = explain(
+            &PlacementSpec::from_object(&placement).expect("valid"),
+            &tree(),
+            &splits,
+        )
+        .expect("explains");
         assert_eq!(explained["unanswered"][0]["relay"], "eu", "{explained}");
     }
 }
