@@ -163,7 +163,7 @@ pub fn explain(
     }
     let mut explained = json!({
         "placement": format!("{}/{}", spec.namespace, spec.name),
-        "selects": describe(&spec),
+        "selects": describe(spec),
         "matching": matching,
         "selected": clusters.len(),
         "clusters": clusters,
