@@ -21,7 +21,7 @@
 //! * request bodies, JSON patches and unpaged lists: the root's API;
 //! * API watches (per user and in all) and what one watch may queue for a
 //!   client that does not read: the root's API, with the limits set here
-//!   (`relaymesh_root::serve::watch_limits`).
+//!   (`relaymesh_root::api::watch_limits`).
 //!
 //! Refusals on the IO side are counted in [`Refusals`], plain atomic
 //! counters, and the daemon's loop hands them to the core once a second.

@@ -429,7 +429,7 @@ pub trait Backend: Send + Sync + 'static {
     /// How many API watches may be open at once, per user and in all
     /// (`relay run --max-api-watches-per-user`, `--max-api-watches`).
     fn watch_limits(&self) -> relaymesh_apiserver::WatchLimits {
-        crate::serve::watch_limits(&relaymesh_node::limits::Limits::default())
+        watch_limits(&relaymesh_node::limits::Limits::default())
     }
 
     /// Counts a request the API refused for breaking `limit`, in the root's
@@ -1169,6 +1169,14 @@ pub async fn serve<B: Backend>(
         specs,
     ));
     relaymesh_apiserver::serve(listener, tls.server, extension, objects, audit, shutdown).await
+}
+
+/// The watch limits of the root's API, from the limits `relay run` was given.
+pub fn watch_limits(limits: &relaymesh_node::limits::Limits) -> relaymesh_apiserver::WatchLimits {
+    relaymesh_apiserver::WatchLimits {
+        per_user: limits.max_api_watches_per_user,
+        total: limits.max_api_watches,
+    }
 }
 
 /// Seconds since the Unix epoch (0 if the clock is before it).

@@ -33,14 +33,6 @@ pub struct RootApi {
     pub watches: relaymesh_apiserver::WatchLimits,
 }
 
-/// The watch limits of the root's API, from the limits `relay run` was given.
-pub fn watch_limits(limits: &relaymesh_node::limits::Limits) -> relaymesh_apiserver::WatchLimits {
-    relaymesh_apiserver::WatchLimits {
-        per_user: limits.max_api_watches_per_user,
-        total: limits.max_api_watches,
-    }
-}
-
 impl RootServices for RootApi {
     fn start(
         &self,

@@ -11,8 +11,8 @@ use prost_reflect::{
 };
 use serde_json::{Map, Value};
 
-use super::special::{self, Special};
-use super::{ProtobufError, Schema};
+use super::special::Special;
+use super::{go_time, ProtobufError, Schema};
 
 /// The message of type `descriptor` that `json` is the JSON form of.
 /// JSON `null`s are left out, as Go reads them as zero values; `apiVersion`
@@ -24,7 +24,7 @@ pub(super) fn message(
     json: &Value,
 ) -> Result<DynamicMessage, ProtobufError> {
     if let Some(special) = Special::of(descriptor) {
-        return special::from_json(special, schema, descriptor, json);
+        return self::special(special, schema, descriptor, json);
     }
     let mut message = DynamicMessage::new(descriptor.clone());
     if schema.is_list(descriptor) {
@@ -203,4 +203,86 @@ fn shape(json: &Value) -> &'static str {
         Value::Array(_) => "a list",
         Value::Object(_) => "an object",
     }
+}
+
+/// The special message of type `descriptor` that `json` is the JSON of.
+fn special(
+    special: Special,
+    schema: &Schema,
+    descriptor: &MessageDescriptor,
+    json: &Value,
+) -> Result<DynamicMessage, ProtobufError> {
+    let mut message = DynamicMessage::new(descriptor.clone());
+    let wrong =
+        |expected: &str| unrepresentable(descriptor.full_name(), &format!("needs {expected}"));
+    let mut put = |name: &str, value: Proto| -> Result<(), ProtobufError> {
+        let field = descriptor
+            .get_field_by_name(name)
+            .ok_or_else(|| unrepresentable(descriptor.full_name(), &format!("has no {name}")))?;
+        set(&mut message, &field, value)
+    };
+    let union = |name: &str, json: &Value| {
+        descriptor
+            .get_field_by_name(name)
+            .ok_or_else(|| unrepresentable(descriptor.full_name(), &format!("has no {name}")))
+            .and_then(|field| field_value(schema, &field, json))
+    };
+    match (special, json) {
+        (Special::Time | Special::MicroTime, Value::String(text)) => {
+            let (seconds, nanos) =
+                go_time::parse_rfc3339(text).ok_or_else(|| wrong("RFC 3339 time"))?;
+            put("seconds", Proto::I64(seconds))?;
+            // Go keeps only MicroTime's fraction.
+            let nanos = if special == Special::MicroTime {
+                nanos
+            } else {
+                0
+            };
+            put(
+                "nanos",
+                Proto::I32(i32::try_from(nanos).map_err(|_| wrong("a time"))?),
+            )?;
+        }
+        (Special::Duration, Value::String(text)) => {
+            let nanos = go_time::parse_duration(text).ok_or_else(|| wrong("a duration"))?;
+            put("duration", Proto::I64(nanos))?;
+        }
+        (Special::Quantity, Value::String(text)) => put("string", Proto::String(text.clone()))?,
+        // Go reads a bare number as the quantity it spells.
+        (Special::Quantity, Value::Number(number)) => {
+            put("string", Proto::String(number.to_string()))?
+        }
+        (Special::IntOrString, Value::Number(number)) => {
+            let value = number
+                .as_i64()
+                .and_then(|value| i32::try_from(value).ok())
+                .ok_or_else(|| wrong("an int32 or a string"))?;
+            put("type", Proto::I64(0))?;
+            put("intVal", Proto::I32(value))?;
+        }
+        (Special::IntOrString, Value::String(text)) => {
+            put("type", Proto::I64(1))?;
+            put("strVal", Proto::String(text.clone()))?;
+        }
+        (Special::RawJson { field, .. }, json) => {
+            let raw = serde_json::to_vec(json).map_err(|error| wrong(&error.to_string()))?;
+            put(field, Proto::Bytes(raw.into()))?;
+        }
+        (Special::SchemaOrArray, Value::Array(_)) => {
+            put("jSONSchemas", union("jSONSchemas", json)?)?
+        }
+        (Special::SchemaOrArray | Special::SchemaOrStringArray, Value::Object(_)) => {
+            put("schema", union("schema", json)?)?;
+        }
+        (Special::SchemaOrBool, Value::Bool(allows)) => put("allows", Proto::Bool(*allows))?,
+        (Special::SchemaOrBool, Value::Object(_)) => {
+            put("allows", Proto::Bool(true))?;
+            put("schema", union("schema", json)?)?;
+        }
+        (Special::SchemaOrStringArray, Value::Array(_)) => {
+            put("property", union("property", json)?)?
+        }
+        _ => return Err(wrong("another JSON type")),
+    }
+    Ok(message)
 }

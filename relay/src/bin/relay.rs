@@ -288,7 +288,7 @@ async fn execute(command: Command) -> anyhow::Result<()> {
         } => {
             let limits = limits.limits();
             let root = relaymesh_root::serve::RootApi {
-                watches: relaymesh_root::serve::watch_limits(&limits),
+                watches: relaymesh_root::api::watch_limits(&limits),
             };
             let options = daemon::RunOptions {
                 node_cert_validity,
