@@ -1,48 +1,15 @@
-//! What a request asks to do, in Kubernetes' terms ([`Attributes`]), the
-//! one place a request's authorization is decided, and the reviews that let
-//! a client ask about its own identity and rights (`kubectl auth can-i`,
+//! The one place a request's authorization is decided ([`decide`], on what
+//! the request asks to do: [`Attributes`]), and the reviews that let a
+//! client ask about its own identity and rights (`kubectl auth can-i`,
 //! `kubectl auth whoami`). Who may do what is the extension's policy
 //! ([`crate::Extension::authorize`]).
 
 use serde_json::{json, Value};
 
+use super::attributes::Attributes;
 use super::extension::Extension;
 use super::tls::User;
 use super::ApiError;
-
-/// What a request asks to do, in Kubernetes' terms.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Attributes {
-    /// A verb on a resource.
-    Resource {
-        /// `get`, `list`, `watch`, `create`, `update`, `patch`, `delete`,
-        /// `deletecollection`.
-        verb: String,
-        /// The API group (empty for the core group).
-        group: String,
-        /// The resource's plural.
-        resource: String,
-        /// The subresource, if any.
-        subresource: Option<String>,
-        /// The namespace, for namespaced requests.
-        namespace: Option<String>,
-        /// The object's name, for requests on one object (not a list or
-        /// a create), as RBAC's `resourceNames` match it.
-        name: Option<String>,
-    },
-    /// A verb on a path outside the resources (only asked in a
-    /// `SelfSubjectAccessReview`: the paths served are [`Self::Discovery`]).
-    NonResource {
-        /// The lowercase HTTP method: `get`, `post`, ...
-        verb: String,
-        /// The path, as `/healthz`.
-        path: String,
-    },
-    /// Discovery, version and OpenAPI documents.
-    Discovery,
-    /// A review of the caller's own identity or rights.
-    SelfReview,
-}
 
 /// The paths every authenticated user may `get`, as kube-apiserver's
 /// `system:discovery` and `system:public-info-viewer` ClusterRoles grant
@@ -86,54 +53,6 @@ pub(super) fn decide<E: Extension>(
         }
         Attributes::Resource { .. } | Attributes::NonResource { .. } => {
             extension.authorize(user, attributes)
-        }
-    }
-}
-
-/// Why `user` may not do what `attributes` say, as kube-apiserver words a
-/// refusal: `deployments.apps "web" is forbidden: User "alice" cannot
-/// delete resource "deployments" in API group "apps" in the namespace
-/// "shop"`.
-pub(crate) fn forbidden(user: &User, attributes: &Attributes) -> String {
-    match attributes {
-        Attributes::Resource {
-            verb,
-            group,
-            resource,
-            subresource,
-            namespace,
-            name,
-        } => {
-            let qualified = if group.is_empty() {
-                resource.clone()
-            } else {
-                format!("{resource}.{group}")
-            };
-            let named = match name {
-                Some(name) => format!("{qualified} {name:?}"),
-                None => qualified,
-            };
-            let full = match subresource {
-                Some(subresource) => format!("{resource}/{subresource}"),
-                None => resource.clone(),
-            };
-            let scope = match namespace {
-                Some(namespace) => format!("in the namespace {namespace:?}"),
-                None => "at the cluster scope".to_string(),
-            };
-            format!(
-                "{named} is forbidden: User {:?} cannot {verb} resource {full:?} in API group {group:?} {scope}",
-                user.name
-            )
-        }
-        Attributes::NonResource { verb, path } => {
-            format!(
-                "forbidden: User {:?} cannot {verb} path {path:?}",
-                user.name
-            )
-        }
-        Attributes::Discovery | Attributes::SelfReview => {
-            format!("forbidden: User {:?} cannot do this", user.name)
         }
     }
 }
@@ -218,6 +137,7 @@ pub(super) fn self_review(user: &User) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::attributes::forbidden;
 
     /// Lets users in `operators` create, and everyone read.
     struct Policy;

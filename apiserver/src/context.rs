@@ -6,7 +6,7 @@ use std::sync::Arc;
 use super::audit::AuditLog;
 use super::resources::{Registry, Resource};
 use super::tls::PeerIdentity;
-use super::watch::WatchGate;
+use super::watch_gate::WatchGate;
 use super::ApiError;
 use crate::objects::ObjectStore;
 

@@ -289,7 +289,7 @@ fn list<E: Extension>(
 /// [`MAX_UNPAGED_LIST`] objects.
 fn unpaged_list_too_long(resource: &Resource, count: usize) -> ApiError {
     ApiError::OverLimit {
-        limit: crate::extension::ApiLimit::UnpagedList,
+        limit: crate::limits::ApiLimit::UnpagedList,
         error: Box::new(ApiError::Invalid {
             field: "limit".into(),
             message: format!(
@@ -1057,7 +1057,7 @@ fn patch_error(error: PatchError) -> ApiError {
         PatchError::UnsupportedMediaType(message) => ApiError::UnsupportedMediaType(message),
         PatchError::TooDeep(too_deep) => too_deep_error(too_deep),
         PatchError::TooLarge(message) => ApiError::OverLimit {
-            limit: crate::extension::ApiLimit::JsonPatch,
+            limit: crate::limits::ApiLimit::JsonPatch,
             error: Box::new(ApiError::PayloadTooLarge(message)),
         },
     }

@@ -8,34 +8,14 @@ use std::future::Future;
 use hyper::{Method, Response};
 use serde_json::Value;
 
-use crate::authz::Attributes;
+use crate::attributes::Attributes;
 use crate::http::ApiBody;
+use crate::limits::{ApiLimit, WatchLimits};
 use crate::objects::ObjectStore;
 use crate::rbac::Rbac;
 use crate::resources::Resource;
 use crate::tls::User;
-use crate::watch::WatchLimits;
 use crate::ApiError;
-
-/// The limits the API itself enforces, each counted when it refuses a
-/// request ([`Extension::count_limit_refusal`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum ApiLimit {
-    /// The size of a request's body.
-    RequestBody,
-    /// The operations of a JSON patch, and what its `copy` operations add.
-    JsonPatch,
-    /// The objects a list without `limit` returns.
-    UnpagedList,
-    /// The watches open at once, from everyone ([`WatchLimits::total`]).
-    Watches,
-    /// The watches one user has open at once ([`WatchLimits::per_user`]).
-    WatchesPerUser,
-    /// What one watch queues for a client that does not read: counted when
-    /// such a watch is ended.
-    WatchBuffer,
-}
 
 /// A path an [`Extension`] serves, as its [`Extension::route`] parsed it.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -15,7 +15,7 @@ use serde::Serialize;
 use super::protobuf;
 use super::status::Status;
 use super::ApiError;
-use crate::extension::ApiLimit;
+use crate::limits::ApiLimit;
 
 /// The body of every reply: whole JSON documents or a watch's stream.
 pub type ApiBody = UnsyncBoxBody<Bytes, Infallible>;

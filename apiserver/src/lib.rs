@@ -24,6 +24,13 @@
 //!   body under a limit), `context` (what a connection's requests share)
 //!   and `collection` (the filter a list or watch asks for, and what it
 //!   selects).
+//! * [`Extension`] (`extension`) speaks plain data kept in leaves of its
+//!   own: [`Attributes`] (`attributes`: what a request asks to do), and
+//!   [`ApiLimit`] and [`WatchLimits`] (`limits`). `authz`, the handlers and
+//!   `watch_gate` (the server's count of open watches) take that data from
+//!   the leaves, not from the trait's module; of [`rbac`], which the trait
+//!   names, only the escalation check (a file of its own) asks the
+//!   extension back.
 //! * [`objects`] stores objects in a sled tree with a resourceVersion per
 //!   write and a bounded history for watches.
 //! * [`status`] shapes errors as `metav1.Status`.
@@ -46,6 +53,7 @@ use tracing::{debug, info, warn};
 
 use crate::objects::ObjectStore;
 
+mod attributes;
 mod audit;
 mod authz;
 pub mod body;
@@ -63,6 +71,7 @@ mod field_validation;
 pub mod fuzzing;
 mod health;
 pub mod http;
+mod limits;
 mod list_options;
 pub mod objects;
 mod openapi;
@@ -81,15 +90,16 @@ mod table;
 mod tls;
 mod validation;
 mod watch;
+mod watch_gate;
 
+pub use attributes::Attributes;
 pub use audit::AuditLog;
-pub use authz::Attributes;
-pub use extension::{ApiLimit, Call, Extension, ExtensionRoute, Plain};
+pub use extension::{Call, Extension, ExtensionRoute, Plain};
 pub use field_validation::{check_schema, SchemaFindings};
+pub use limits::{ApiLimit, WatchLimits};
 pub use resources::{api_version, Resource, Validator, Warner};
 pub use tls::{user_of, Authenticator, PeerIdentity, ServingCert, User};
 pub use validation::label_error;
-pub use watch::WatchLimits;
 
 /// How long a client may take to finish the TLS handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -244,7 +254,7 @@ pub async fn serve<E: Extension>(
         authenticator,
         extension_resources: Arc::new(extension.resources()),
         reserved_groups,
-        watches: watch::WatchGate::new(extension.watch_limits()),
+        watches: watch_gate::WatchGate::new(extension.watch_limits()),
         audit: audit.map(Arc::new),
     });
     let (stop_sender, stop) = signal::channel(());
@@ -300,7 +310,7 @@ struct ConnectionShared {
     authenticator: tls::Authenticator,
     extension_resources: Arc<Vec<resources::Resource>>,
     reserved_groups: Arc<Vec<String>>,
-    watches: Arc<watch::WatchGate>,
+    watches: Arc<watch_gate::WatchGate>,
     audit: Option<Arc<AuditLog>>,
 }
 

@@ -12,8 +12,9 @@
 //!   with `resource/subresource` and `*/subresource`, resourceNames,
 //!   nonResourceURLs.
 //! * Writes of roles and bindings are checked for escalation
-//!   ([`Rbac::check_escalation`]): a user may only grant what they hold,
-//!   unless allowed the `escalate` (roles) or `bind` (bindings) verb.
+//!   ([`Rbac::check_escalation`], in `escalation`): a user may only grant
+//!   what they hold, unless allowed the `escalate` (roles) or `bind`
+//!   (bindings) verb.
 //!
 //! Left out: ClusterRole aggregation (`aggregationRule` is stored but not
 //! acted on), and kube-apiserver's `system:masters` bypass.
@@ -33,11 +34,11 @@ use serde_json::Value;
 use tokio::sync::broadcast::{self, error::TryRecvError};
 use tracing::{debug, warn};
 
-use crate::authz::{self, Attributes};
-use crate::extension::Extension;
+use crate::attributes::{forbidden, Attributes};
 use crate::objects::{ObjectError, ObjectEvent, ObjectStore};
 use crate::tls::User;
 
+mod escalation;
 mod rules;
 
 /// The RBAC API group.
@@ -387,106 +388,11 @@ impl Rbac {
     pub fn authorize(&self, user: &User, attributes: &Attributes) -> Result<(), String> {
         let policy = self
             .policy()
-            .map_err(|error| format!("{}: RBAC: {error}", authz::forbidden(user, attributes)))?;
+            .map_err(|error| format!("{}: RBAC: {error}", forbidden(user, attributes)))?;
         match policy.allowed_by(user, attributes) {
             Some(_) => Ok(()),
-            None => Err(authz::forbidden(user, attributes)),
+            None => Err(forbidden(user, attributes)),
         }
-    }
-
-    /// kube-apiserver's escalation check for a write of `object`, a
-    /// `resource` (`roles`, `clusterroles`, `rolebindings`,
-    /// `clusterrolebindings`; others pass) in `namespace`, by `user`:
-    ///
-    /// * a role's rules must all be held by the user where the role
-    ///   applies, unless the user may `escalate` it;
-    /// * a binding's role must be held entirely by the user in the
-    ///   binding's namespace, unless the user may `bind` it.
-    ///
-    /// `Err` carries the reason for the 403. Asks `extension` about
-    /// `escalate` and `bind`, so those verbs are decided as any other.
-    pub fn check_escalation<E: Extension + ?Sized>(
-        &self,
-        extension: &E,
-        user: &User,
-        resource: &str,
-        namespace: Option<&str>,
-        object: &Value,
-    ) -> Result<(), String> {
-        let name = name_of(object);
-        let asked = |verb: &str, resource: &str, name: &str| Attributes::Resource {
-            verb: verb.into(),
-            group: GROUP.into(),
-            resource: resource.into(),
-            subresource: None,
-            namespace: namespace.map(str::to_string),
-            name: Some(name.to_string()),
-        };
-        let policy = self.policy().map_err(|error| error.to_string())?;
-        let malformed = |error: RbacError| error.to_string();
-        let (granted, refused_as) = match resource {
-            "roles" | "clusterroles" => {
-                if extension
-                    .authorize(user, &asked("escalate", resource, &name))
-                    .is_ok()
-                {
-                    return Ok(());
-                }
-                let rules = if resource == "roles" {
-                    decode::<Role>("Role", object).map_err(malformed)?.rules
-                } else {
-                    decode::<ClusterRole>("ClusterRole", object)
-                        .map_err(malformed)?
-                        .rules
-                };
-                (rules.unwrap_or_default(), resource)
-            }
-            "rolebindings" | "clusterrolebindings" => {
-                let role_ref = object
-                    .get("roleRef")
-                    .cloned()
-                    .map(serde_json::from_value::<RoleRef>)
-                    .transpose()
-                    .map_err(|error| format!("roleRef is malformed: {error}"))?
-                    .ok_or_else(|| "roleRef: Required value".to_string())?;
-                let plural = if role_ref.kind == "Role" {
-                    "roles"
-                } else {
-                    "clusterroles"
-                };
-                if extension
-                    .authorize(user, &asked("bind", plural, &role_ref.name))
-                    .is_ok()
-                {
-                    return Ok(());
-                }
-                let rules = policy
-                    .role_rules(&role_ref, namespace.unwrap_or_default())
-                    .ok_or_else(|| {
-                        format!(
-                            "{}.{GROUP} {:?} not found",
-                            role_ref.kind.to_lowercase(),
-                            role_ref.name
-                        )
-                    })?;
-                (rules.to_vec(), resource)
-            }
-            _ => return Ok(()),
-        };
-        let held = policy.rules_for(user, namespace);
-        let missing = rules::uncovered(&held, &granted);
-        if missing.is_empty() {
-            return Ok(());
-        }
-        let mut groups = user.groups.clone();
-        groups.push(AUTHENTICATED.into());
-        let listed: Vec<String> = missing.iter().map(rules::compact).collect();
-        Err(format!(
-            "{refused_as}.{GROUP} {name:?} is forbidden: user {:?} (groups={}) is attempting to grant RBAC permissions not currently held:\n{}",
-            user.name,
-            rules::go_quoted(&groups),
-            listed.join("\n")
-        ))
     }
 }
 

@@ -13,7 +13,8 @@ use hyper::header::{HeaderValue, ALLOW, CONTENT_TYPE};
 use hyper::{Method, Request, Response, StatusCode};
 use tracing::{debug, warn};
 
-use super::authz::{self, Attributes};
+use super::attributes::Attributes;
+use super::authz;
 use super::context::Context;
 use super::crud::{self, ResourcePath};
 use super::extension::{Call, ExtensionRoute};

@@ -15,20 +15,16 @@
 //! ([`view_changes`]).
 //!
 //! What watches may cost:
-//! * each takes a slot of the server's [`WatchLimits`] (per user and in
-//!   all, as the extension sets them) before it sends anything; one over
+//! * each takes a slot of the server's [`crate::WatchLimits`] (per user and
+//!   in all, as the extension sets them) before it sends anything; one over
 //!   gets `429 TooManyRequests` with `Retry-After`, and the slot comes
-//!   back when the watch ends, however it ends ([`gate`]);
+//!   back when the watch ends, however it ends ([`crate::watch_gate`]);
 //! * each queues at most [`BUFFER`] for its client; a client that leaves
 //!   it full for [`SLOW_CLIENT_GRACE`] loses the watch, its queue freed at
 //!   once, and the refusal is counted ([`ApiLimit::WatchBuffer`]; [`outbox`]).
 
-mod gate;
 mod outbox;
 mod view_changes;
-
-pub(crate) use gate::WatchGate;
-pub use gate::WatchLimits;
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -51,8 +47,9 @@ use super::status::Status;
 use super::table::{self, IncludeObject};
 use super::{field_validation, list_options, protobuf};
 use super::{ApiError, Extension};
-use crate::extension::ApiLimit;
+use crate::limits::ApiLimit;
 use crate::objects::{ObjectError, ObjectEvent, WatchEventType};
+use crate::watch_gate::WatchSlot;
 use outbox::{Capacity, Outbox, PushError};
 
 /// How long a watch lasts when the client does not say (kube-apiserver picks
@@ -434,10 +431,7 @@ async fn stream<E: Extension>(
 
 /// A slot for one more watch of the caller, or `429 TooManyRequests`
 /// (counted as the limit it would break).
-fn admit<E: Extension>(
-    context: &Context<E>,
-    resource: &Resource,
-) -> Result<gate::WatchSlot, ApiError> {
+fn admit<E: Extension>(context: &Context<E>, resource: &Resource) -> Result<WatchSlot, ApiError> {
     let user = match &context.peer {
         crate::tls::PeerIdentity::Verified(user) => user.name.as_str(),
         // Routes let no one else this far.

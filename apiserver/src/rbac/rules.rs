@@ -6,7 +6,7 @@
 
 use k8s_openapi::api::rbac::v1::PolicyRule;
 
-use crate::authz::Attributes;
+use crate::attributes::Attributes;
 
 /// `*` in `verbs`, `apiGroups`, `resources` or `nonResourceURLs`.
 const ALL: &str = "*";

@@ -1,6 +1,7 @@
 use serde_json::json;
 
 use super::*;
+use crate::extension::Extension;
 use crate::objects::ObjectKey;
 
 fn store() -> (tempfile::TempDir, ObjectStore) {

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::super::collection::object_name as name;
+use crate::collection::object_name as name;
 
 /// What one watch has sent of a read-only view, by object name.
 #[derive(Debug, Default)]

@@ -1,31 +1,15 @@
-//! How many watches are open at once, per user and in all ([`WatchLimits`]):
-//! a watch takes a [`WatchSlot`] before it sends anything and gives it back
+//! How many watches are open at once on the whole server, per user and in
+//! all, held to the [`WatchLimits`] the extension set ([`WatchGate`]): a
+//! watch takes a [`WatchSlot`] before it sends anything and gives it back
 //! when it ends, however it ends (timeout, shutdown, a client that went
-//! away, a client too slow to keep). No IO here.
+//! away, a client too slow to keep). The server makes one gate, every
+//! connection's context holds it, and watches take slots from it; it
+//! imports none of them. No IO here.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::extension::ApiLimit;
-
-/// How many watches may be open at once ([`crate::Extension::watch_limits`]);
-/// one more gets `429 TooManyRequests`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct WatchLimits {
-    /// Watches one user (a certificate's common name) may have open.
-    pub per_user: usize,
-    /// Watches open at once, from everyone.
-    pub total: usize,
-}
-
-impl WatchLimits {
-    /// No limit: what kube-apiserver does, and the default of
-    /// [`crate::Extension::watch_limits`].
-    pub const UNLIMITED: Self = Self {
-        per_user: usize::MAX,
-        total: usize::MAX,
-    };
-}
+use crate::limits::{ApiLimit, WatchLimits};
 
 /// Counts the watches open, in all and per user.
 #[derive(Debug)]
