@@ -22,17 +22,35 @@
 //! discovery documents are built once ([`Discovery`], shared through an
 //! `Arc`), objects are kept serialized, and an idle cluster runs no task.
 //!
-//! Where to start reading: `hollow/cluster.rs` (the store and the writes),
-//! then `hollow/routes.rs` (requests), `hollow/watch.rs` (lists and
-//! watches) and `hollow/simulator.rs` (statuses).
+//! Where to start reading: `hollow/state.rs` (what a cluster holds), then
+//! `hollow/cluster.rs` (the writes), `hollow/routes.rs` (requests),
+//! `hollow/watch.rs` (lists and watches) and `hollow/simulator.rs`
+//! (statuses).
+//!
+//! The modules are layered, each using only those below it, so that none
+//! depends back on another: at the bottom `encoding` (JSON bytes and
+//! timestamps), `filter` (selectors), `events` (watch events and
+//! watchers), `record` (the record of writes) and `discovery`; above them
+//! `state` (a cluster's data and what every change does to it); then
+//! `object` (the body rules of a write), `simulator` (statuses) and `watch`
+//! (lists and watch streams), which take the state alone; then `cluster`
+//! (the [`HollowCluster`] handle and its writes); and `routes` (the HTTP
+//! service) on top.
 
 mod cluster;
 mod discovery;
+mod encoding;
+mod events;
+mod filter;
+mod object;
+mod record;
 mod routes;
 mod simulator;
+mod state;
 mod watch;
 
-pub use cluster::{AppliedRecord, HollowCluster, Operation};
+pub use cluster::HollowCluster;
 pub use discovery::Discovery;
+pub use record::{AppliedRecord, Operation};
 pub use routes::{HollowService, ResponseBody};
 pub use watch::WatchStream;

@@ -1,15 +1,7 @@
-//! One hollow cluster: its objects, its resourceVersion counter, the record
-//! of what was written to it, and the writes themselves with the Kubernetes
-//! semantics the agent relies on.
-//!
-//! Objects are kept as their serialized JSON ([`Bytes`]): a `GET` answers
-//! with the stored bytes, a watch event wraps them, and the bytes of an
-//! object are shared by the store, the watch history and every stream that
-//! sends them. They are parsed only to write (and to match a selector).
-//!
-//! An idle cluster (the initial namespaces, no watch) takes about 2 KB;
-//! with a namespace, a ConfigMap and a settled Deployment about 6.5 KB
-//! (resident memory over 10,000 and 2,000 clusters, debug build).
+//! The handle of one hollow cluster ([`HollowCluster`]): what tests and
+//! benchmarks read of it, and the writes with the Kubernetes semantics the
+//! agent relies on. Its data lives in `state.rs`; the requests that
+//! reach these writes come through `routes.rs`.
 //!
 //! Writes follow kube-apiserver where the agent can tell: server-side apply
 //! creates or replaces the whole object (the agent is the only writer and
@@ -21,96 +13,27 @@
 //! in it, and a CustomResourceDefinition is Established at once and serves
 //! its kinds on this cluster only.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::SystemTime;
+use std::sync::Arc;
 
 use bytes::Bytes;
-use relaymesh_apiserver::objects::{new_uid, ObjectKey};
+use relaymesh_apiserver::objects::ObjectKey;
 use relaymesh_apiserver::{api_version, served, ApiError, Resource};
 use serde_json::{json, Value};
 
-use super::discovery::{to_bytes, Discovery};
-use super::routes::HollowService;
-use super::simulator::{self, Due};
-use super::watch::{self, EventType, Watcher};
+use super::discovery::Discovery;
+use super::encoding::to_bytes;
+use super::events::EventType;
+use super::object::{check_name, check_namespace, check_type, established, parse_object, stamp};
+use super::record::{AppliedRecord, Operation};
+use super::simulator;
+use super::state::{publish, write_status, Inner, State};
 use crate::cluster::SimulatorOptions;
-
-/// How many past events a cluster keeps for watches that resume from an
-/// older resourceVersion; one asking for an older one gets `410 Expired`
-/// and relists. In-process the gap between a list and its watch is short,
-/// so a few dozen are plenty, and an idle cluster keeps no more than this.
-const HISTORY_LEN: usize = 64;
 
 /// A lightweight in-process Kubernetes API for one edge agent. Cheap to
 /// clone: clones share the cluster.
 #[derive(Clone)]
 pub struct HollowCluster {
     pub(super) inner: Arc<Inner>,
-}
-
-/// What was written to a cluster, one entry per request that changed it,
-/// in the order received.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AppliedRecord {
-    /// How it was written.
-    pub operation: Operation,
-    /// The API group; empty for the core group.
-    pub group: String,
-    /// The kind.
-    pub kind: String,
-    /// The namespace; `None` for cluster-scoped objects.
-    pub namespace: Option<String>,
-    /// The name.
-    pub name: String,
-    /// The cluster's resourceVersion after the write.
-    pub resource_version: u64,
-    /// When the write was made (tokio's clock, so virtual time in tests):
-    /// the fanout benchmark times each agent by it.
-    pub at: tokio::time::Instant,
-}
-
-/// The kind of write an [`AppliedRecord`] records.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Operation {
-    /// Server-side apply (`PATCH` with `application/apply-patch+yaml`).
-    Apply,
-    /// `POST`.
-    Create,
-    /// `PUT`.
-    Update,
-    /// A JSON, merge or strategic merge `PATCH`.
-    Patch,
-    /// `DELETE`.
-    Delete,
-}
-
-pub(super) struct Inner {
-    pub(super) name: String,
-    pub(super) options: SimulatorOptions,
-    pub(super) discovery: Arc<Discovery>,
-    state: Mutex<State>,
-}
-
-/// Everything that changes, behind the cluster's one lock (never held
-/// across an `.await`).
-pub(super) struct State {
-    /// The resourceVersion of the newest write.
-    pub(super) resource_version: u64,
-    pub(super) objects: BTreeMap<ObjectKey, Bytes>,
-    /// The kinds this cluster's CRDs serve.
-    pub(super) custom: Vec<Resource>,
-    pub(super) applied: Vec<AppliedRecord>,
-    /// The newest events, oldest first.
-    pub(super) history: VecDeque<watch::Event>,
-    /// Events up to this resourceVersion are no longer in `history`.
-    pub(super) compacted: u64,
-    pub(super) watchers: Vec<Watcher>,
-    pub(super) next_watcher: u64,
-    /// Workloads whose status is to be written, and when.
-    pub(super) due: HashMap<ObjectKey, Due>,
-    /// A status timer task runs (only while something is due).
-    pub(super) timer_running: bool,
 }
 
 impl std::fmt::Debug for HollowCluster {
@@ -125,46 +48,14 @@ impl HollowCluster {
     /// A cluster called `name` whose workloads behave as `options` say,
     /// serving the kinds of `discovery` (share one among all clusters).
     pub fn new(name: &str, options: SimulatorOptions, discovery: Arc<Discovery>) -> Self {
-        let objects: BTreeMap<ObjectKey, Bytes> =
-            discovery.initial_namespaces().iter().cloned().collect();
-        let state = State {
-            resource_version: objects.len() as u64,
-            objects,
-            custom: Vec::new(),
-            applied: Vec::new(),
-            history: VecDeque::new(),
-            compacted: 0,
-            watchers: Vec::new(),
-            next_watcher: 0,
-            due: HashMap::new(),
-            timer_running: false,
-        };
         Self {
-            inner: Arc::new(Inner {
-                name: name.to_string(),
-                options,
-                discovery,
-                state: Mutex::new(state),
-            }),
+            inner: Arc::new(Inner::new(name, options, discovery)),
         }
     }
 
     /// The cluster's name.
     pub fn name(&self) -> &str {
         &self.inner.name
-    }
-
-    /// A kube client for this cluster: requests go straight to it, with no
-    /// socket and no TLS; its default namespace is `default`. Must be
-    /// called within a tokio runtime (kube's client runs a buffer task).
-    pub fn client(&self) -> kube::Client {
-        kube::Client::new(self.service(), "default")
-    }
-
-    /// The cluster as a tower service of HTTP requests, for a client made
-    /// another way.
-    pub fn service(&self) -> HollowService {
-        HollowService::new(self.clone())
     }
 
     /// Every write received, in order (the status simulator's own writes
@@ -235,6 +126,33 @@ impl HollowCluster {
     /// The cluster's current resourceVersion.
     pub fn resource_version(&self) -> u64 {
         self.inner.lock().resource_version
+    }
+
+    /// Overwrites the status of workload `name` (of `plural` in `group`) as
+    /// its controller would, e.g. a Deployment whose pods all crashed;
+    /// watchers see a MODIFIED event. Returns whether the object exists.
+    /// The simulator writes its own status again only when the object is
+    /// next written.
+    pub fn set_status(
+        &self,
+        group: &str,
+        plural: &str,
+        namespace: Option<&str>,
+        name: &str,
+        status: Value,
+    ) -> bool {
+        let key = ObjectKey::new(group, plural, namespace, name);
+        let mut state = self.inner.lock();
+        let Some(object) = state
+            .objects
+            .get(&key)
+            .and_then(|bytes| serde_json::from_slice::<Value>(bytes).ok())
+        else {
+            return false;
+        };
+        state.due.remove(&key);
+        write_status(&mut state, &key, object, status);
+        true
     }
 
     /// The served kind `plural` of `group/version`: built in, or from one
@@ -482,34 +400,15 @@ impl HollowCluster {
         } else {
             EventType::Added
         };
-        watch::publish(&mut state, event_type, &key, &object, bytes.clone());
+        publish(&mut state, event_type, &key, &object, bytes.clone());
         if is_definition(&key) {
             refresh_custom(&mut state);
         }
         record(&mut state, operation, resource, &key);
-        simulator::schedule(self, &mut state, &key, &object);
+        simulator::schedule(&self.inner, &mut state, &key, &object);
         tracing::debug!(cluster = %self.inner.name, %key, resource_version, ?operation, "written");
         Ok(bytes)
     }
-}
-
-impl Inner {
-    /// The state; a panic elsewhere while it was held leaves it usable
-    /// (every write finishes its changes before anything can panic).
-    pub(super) fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-}
-
-/// Writes a status (the simulator's): a new resourceVersion and a MODIFIED
-/// event, no record.
-pub(super) fn write_status(state: &mut State, key: &ObjectKey, mut object: Value, status: Value) {
-    state.resource_version += 1;
-    object["status"] = status;
-    object["metadata"]["resourceVersion"] = json!(state.resource_version.to_string());
-    let bytes = to_bytes(&object);
-    state.objects.insert(key.clone(), bytes.clone());
-    watch::publish(state, EventType::Modified, key, &object, bytes);
 }
 
 /// Removes `key` and announces it; returns what it was.
@@ -523,19 +422,8 @@ fn remove(state: &mut State, key: &ObjectKey) -> Option<Bytes> {
         object["metadata"]["resourceVersion"] = json!(state.resource_version.to_string());
     }
     let announced = to_bytes(&object);
-    watch::publish(state, EventType::Deleted, key, &object, announced.clone());
+    publish(state, EventType::Deleted, key, &object, announced.clone());
     Some(announced)
-}
-
-/// Appends an event to the history, dropping the oldest beyond
-/// [`HISTORY_LEN`].
-pub(super) fn remember(state: &mut State, event: watch::Event) {
-    if state.history.len() == HISTORY_LEN {
-        if let Some(oldest) = state.history.pop_front() {
-            state.compacted = oldest.resource_version;
-        }
-    }
-    state.history.push_back(event);
 }
 
 fn record(state: &mut State, operation: Operation, resource: &Resource, key: &ObjectKey) {
@@ -549,100 +437,6 @@ fn record(state: &mut State, operation: Operation, resource: &Resource, key: &Ob
         at: tokio::time::Instant::now(),
     };
     state.applied.push(record);
-}
-
-/// Sets what the server owns: name and namespace, `uid` and
-/// `creationTimestamp` (kept from `live`), `resourceVersion`, `generation`
-/// (bumped when anything but metadata and status changed), and `status`
-/// (kept from `live`: it is written through its own subresource).
-fn stamp(
-    object: &mut Value,
-    live: Option<&Value>,
-    name: &str,
-    namespace: Option<&str>,
-    resource_version: u64,
-) {
-    let kept = |field: &str| live.and_then(|live| live["metadata"].get(field)).cloned();
-    let generation = match live {
-        None => 1,
-        Some(live) => {
-            let previous = live["metadata"]["generation"].as_i64().unwrap_or(1);
-            if content(live) == content(object) {
-                previous
-            } else {
-                previous + 1
-            }
-        }
-    };
-    if let Some(live) = live {
-        match live.get("status") {
-            Some(status) => object["status"] = status.clone(),
-            None => {
-                if let Some(fields) = object.as_object_mut() {
-                    fields.remove("status");
-                }
-            }
-        }
-    }
-    if !object["metadata"].is_object() {
-        object["metadata"] = json!({});
-    }
-    let metadata = &mut object["metadata"];
-    metadata["name"] = json!(name);
-    match namespace {
-        Some(namespace) => metadata["namespace"] = json!(namespace),
-        None => {
-            if let Some(fields) = metadata.as_object_mut() {
-                fields.remove("namespace");
-            }
-        }
-    }
-    metadata["uid"] = kept("uid").unwrap_or_else(|| json!(new_uid()));
-    metadata["creationTimestamp"] = kept("creationTimestamp").unwrap_or_else(|| json!(timestamp()));
-    metadata["resourceVersion"] = json!(resource_version.to_string());
-    metadata["generation"] = json!(generation);
-}
-
-/// What a change of bumps the generation: everything but the type,
-/// metadata and status.
-fn content(object: &Value) -> BTreeMap<&str, &Value> {
-    object
-        .as_object()
-        .into_iter()
-        .flatten()
-        .filter(|(field, _)| {
-            !matches!(
-                field.as_str(),
-                "apiVersion" | "kind" | "metadata" | "status"
-            )
-        })
-        .map(|(field, value)| (field.as_str(), value))
-        .collect()
-}
-
-/// A CRD's status as kube-apiserver writes it once the names are accepted
-/// and the kind is served: Established at once.
-fn established(definition: &Value) -> Value {
-    let now = timestamp();
-    let condition = |kind: &str, reason: &str, message: &str| {
-        json!({"type": kind, "status": "True", "reason": reason, "message": message,
-               "lastTransitionTime": now})
-    };
-    let versions: Vec<Value> = definition["spec"]["versions"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|version| version["storage"].as_bool().unwrap_or(false))
-        .filter_map(|version| version.get("name").cloned())
-        .collect();
-    json!({
-        "conditions": [
-            condition("NamesAccepted", "NoConflicts", "no conflicts found"),
-            condition("Established", "InitialNamesAccepted", "the initial names have been accepted"),
-        ],
-        "acceptedNames": definition["spec"]["names"].clone(),
-        "storedVersions": versions,
-    })
 }
 
 /// Rebuilds the custom kinds from the stored CRDs.
@@ -660,7 +454,7 @@ fn is_definition(key: &ObjectKey) -> bool {
     key.group == "apiextensions.k8s.io" && key.resource == "customresourcedefinitions"
 }
 
-pub(super) fn key_of(resource: &Resource, namespace: Option<&str>, name: &str) -> ObjectKey {
+fn key_of(resource: &Resource, namespace: Option<&str>, name: &str) -> ObjectKey {
     let namespace = namespace.filter(|_| resource.is_namespaced());
     ObjectKey::new(resource.group(), resource.plural(), namespace, name)
 }
@@ -675,72 +469,6 @@ fn qualified(resource: &Resource) -> String {
 
 fn not_found(resource: &Resource, name: &str) -> ApiError {
     ApiError::NotFound(format!("{} {name:?} not found", qualified(resource)))
-}
-
-/// The body as a JSON object. kube sends apply bodies as JSON (which is
-/// YAML too); YAML proper is not accepted here.
-fn parse_object(body: &[u8]) -> Result<Value, ApiError> {
-    match serde_json::from_slice::<Value>(body) {
-        Ok(object) if object.is_object() => Ok(object),
-        Ok(_) => Err(ApiError::BadRequest("the body is not an object".into())),
-        Err(error) => Err(ApiError::BadRequest(format!(
-            "the body is not JSON (a hollow cluster takes no YAML): {error}"
-        ))),
-    }
-}
-
-/// The body's `apiVersion` and `kind`, if given, must be the resource's.
-fn check_type(resource: &Resource, object: &Value) -> Result<(), ApiError> {
-    let expected = api_version(resource.group(), resource.version());
-    if let Some(found) = object.get("apiVersion").and_then(Value::as_str) {
-        if found != expected {
-            return Err(ApiError::BadRequest(format!(
-                "the API version in the data ({found}) does not match the expected API version ({expected})"
-            )));
-        }
-    }
-    if let Some(found) = object.get("kind").and_then(Value::as_str) {
-        if found != resource.kind() {
-            return Err(ApiError::BadRequest(format!(
-                "the kind in the data ({found}) does not match the expected kind ({})",
-                resource.kind()
-            )));
-        }
-    }
-    Ok(())
-}
-
-/// The object's name: the path's, which the body must not contradict, or
-/// the body's for a create.
-fn check_name(object: &Value, path: Option<&str>) -> Result<String, ApiError> {
-    let body = object
-        .pointer("/metadata/name")
-        .and_then(Value::as_str)
-        .filter(|name| !name.is_empty());
-    match (path, body) {
-        (Some(path), Some(body)) if path != body => Err(ApiError::BadRequest(format!(
-            "the name of the object ({body}) does not match the name on the URL ({path})"
-        ))),
-        (Some(path), _) => Ok(path.to_string()),
-        (None, Some(body)) => Ok(body.to_string()),
-        (None, None) => Err(ApiError::Invalid {
-            field: "metadata.name".into(),
-            message: "name is required (a hollow cluster has no generateName)".into(),
-        }),
-    }
-}
-
-fn check_namespace(object: &Value, namespace: &str) -> Result<(), ApiError> {
-    match object
-        .pointer("/metadata/namespace")
-        .and_then(Value::as_str)
-    {
-        Some(found) if !found.is_empty() && found != namespace => Err(ApiError::BadRequest(
-            "the namespace of the provided object does not match the namespace sent on the request"
-                .into(),
-        )),
-        _ => Ok(()),
-    }
 }
 
 fn patch_error(error: relaymesh_apiserver::patch::PatchError) -> ApiError {
@@ -760,11 +488,6 @@ fn patch_error(error: relaymesh_apiserver::patch::PatchError) -> ApiError {
             message: other.to_string(),
         },
     }
-}
-
-/// Now, as Kubernetes writes times (RFC 3339, seconds).
-pub(super) fn timestamp() -> String {
-    humantime::format_rfc3339_seconds(SystemTime::now()).to_string()
 }
 
 #[cfg(test)]

@@ -14,7 +14,9 @@ use std::collections::HashMap;
 use bytes::Bytes;
 use relaymesh_apiserver::objects::{ObjectKey, INITIAL_NAMESPACES};
 use relaymesh_apiserver::{api_version, served, Resource};
-use serde_json::{json, Value};
+use serde_json::json;
+
+use super::encoding::{timestamp, to_bytes};
 
 /// Namespaces a hollow cluster has from the start, as a simulated cluster
 /// has them (the API server's own three, plus `kube-node-lease`).
@@ -72,7 +74,7 @@ impl Discovery {
                         "name": name,
                         "uid": relaymesh_apiserver::objects::new_uid(),
                         "resourceVersion": (index + 1).to_string(),
-                        "creationTimestamp": super::cluster::timestamp(),
+                        "creationTimestamp": timestamp(),
                         "generation": 1,
                         "labels": {"kubernetes.io/metadata.name": name},
                     },
@@ -175,10 +177,4 @@ impl Discovery {
         }
         all
     }
-}
-
-/// `value` as compact JSON.
-pub(super) fn to_bytes(value: &Value) -> Bytes {
-    // Serializing a `Value` cannot fail: its keys are strings.
-    Bytes::from(serde_json::to_vec(value).unwrap_or_default())
 }

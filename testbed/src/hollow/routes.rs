@@ -8,6 +8,10 @@
 //! JSON, merge and strategic merge patches. Anything else gets a 404 or 405
 //! with a `metav1.Status`, as kube-apiserver answers; subresources
 //! (`status`, `scale`) are not served.
+//!
+//! A cluster becomes a client here ([`HollowCluster::client`],
+//! [`HollowCluster::service`]) rather than beside its writes, so that the
+//! cluster does not depend on its HTTP face.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -36,9 +40,20 @@ pub struct HollowService {
     cluster: HollowCluster,
 }
 
-impl HollowService {
-    pub(super) fn new(cluster: HollowCluster) -> Self {
-        Self { cluster }
+impl HollowCluster {
+    /// A kube client for this cluster: requests go straight to it, with no
+    /// socket and no TLS; its default namespace is `default`. Must be
+    /// called within a tokio runtime (kube's client runs a buffer task).
+    pub fn client(&self) -> kube::Client {
+        kube::Client::new(self.service(), "default")
+    }
+
+    /// The cluster as a tower service of HTTP requests, for a client made
+    /// another way.
+    pub fn service(&self) -> HollowService {
+        HollowService {
+            cluster: self.clone(),
+        }
     }
 }
 
@@ -220,13 +235,15 @@ fn handle(
             return Ok(match (method, name) {
                 (&Method::GET, Some(name)) => ok(cluster.get(&resource, namespace, name)?),
                 (&Method::GET, None) if watching(&query) => {
-                    let stream = watch::start(cluster, &resource, namespace, &query)?;
+                    let stream = watch::start(&cluster.inner, &resource, namespace, &query)?;
                     respond(
                         StatusCode::OK,
                         ResponseBody(Content::Watch(Box::new(stream))),
                     )
                 }
-                (&Method::GET, None) => ok(watch::list(cluster, &resource, namespace, &query)?),
+                (&Method::GET, None) => {
+                    ok(watch::list(&cluster.inner, &resource, namespace, &query)?)
+                }
                 (&Method::POST, None) => respond(
                     StatusCode::CREATED,
                     whole(cluster.create(&resource, namespace, body)?),

@@ -9,37 +9,24 @@
 //! next wake-up. It sleeps on tokio's clock, so tests with a paused clock
 //! decide when statuses appear.
 
-use std::sync::Weak;
+use std::sync::{Arc, Weak};
 use std::time::SystemTime;
 
 use relaymesh_apiserver::objects::ObjectKey;
 use serde_json::Value;
 use tokio::time::{sleep_until, Instant};
 
-use super::cluster::{self, HollowCluster, Inner, State};
+use super::state::{write_status, Due, Inner, State};
 use crate::cluster::status::{self, WorkloadKind};
-
-/// When a workload's status is due.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Due {
-    at: Instant,
-    /// The generation the delay started for; a newer one restarts it.
-    generation: i64,
-}
 
 /// Called on every write of `object` (stored as `key`): starts the delay if
 /// it is a workload whose status is not the desired one, and the timer if
 /// none runs.
-pub(super) fn schedule(
-    cluster: &HollowCluster,
-    state: &mut State,
-    key: &ObjectKey,
-    object: &Value,
-) {
+pub(super) fn schedule(cluster: &Arc<Inner>, state: &mut State, key: &ObjectKey, object: &Value) {
     let Some(kind) = WorkloadKind::of(key) else {
         return;
     };
-    if desired(&cluster.inner, kind, object).is_none() {
+    if desired(cluster, kind, object).is_none() {
         state.due.remove(key);
         return;
     }
@@ -47,7 +34,7 @@ pub(super) fn schedule(
     match state.due.get(key) {
         Some(due) if due.generation == generation => {}
         _ => {
-            let at = Instant::now() + cluster.inner.options.delay;
+            let at = Instant::now() + cluster.options.delay;
             state.due.insert(key.clone(), Due { at, generation });
         }
     }
@@ -57,10 +44,10 @@ pub(super) fn schedule(
     match tokio::runtime::Handle::try_current() {
         Ok(runtime) => {
             state.timer_running = true;
-            runtime.spawn(run(std::sync::Arc::downgrade(&cluster.inner)));
+            runtime.spawn(run(Arc::downgrade(cluster)));
         }
         Err(_) => {
-            tracing::warn!(cluster = %cluster.inner.name, %key, "written outside a tokio runtime: no status will be simulated");
+            tracing::warn!(cluster = %cluster.name, %key, "written outside a tokio runtime: no status will be simulated");
         }
     }
 }
@@ -123,7 +110,7 @@ fn write_due(inner: &Inner) {
             condition = %format!("{}={}", first["type"].as_str().unwrap_or_default(), first["status"].as_str().unwrap_or_default()),
             "simulated status written"
         );
-        cluster::write_status(&mut state, &key, object, desired);
+        write_status(&mut state, &key, object, desired);
     }
 }
 
@@ -142,33 +129,4 @@ fn desired(inner: &Inner, kind: WorkloadKind, object: &Value) -> Option<Value> {
 
 fn generation_of(object: &Value) -> i64 {
     object["metadata"]["generation"].as_i64().unwrap_or(1)
-}
-
-impl HollowCluster {
-    /// Overwrites the status of workload `name` (of `plural` in `group`) as
-    /// its controller would, e.g. a Deployment whose pods all crashed;
-    /// watchers see a MODIFIED event. Returns whether the object exists.
-    /// The simulator writes its own status again only when the object is
-    /// next written.
-    pub fn set_status(
-        &self,
-        group: &str,
-        plural: &str,
-        namespace: Option<&str>,
-        name: &str,
-        status: Value,
-    ) -> bool {
-        let key = ObjectKey::new(group, plural, namespace, name);
-        let mut state = self.inner.lock();
-        let Some(object) = state
-            .objects
-            .get(&key)
-            .and_then(|bytes| serde_json::from_slice::<Value>(bytes).ok())
-        else {
-            return false;
-        };
-        state.due.remove(&key);
-        cluster::write_status(&mut state, &key, object, status);
-        true
-    }
 }

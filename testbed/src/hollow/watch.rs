@@ -14,154 +14,27 @@
 
 use std::future::Future as _;
 use std::pin::Pin;
-use std::sync::Weak;
+use std::sync::{Arc, Weak};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use relaymesh_apiserver::objects::ObjectKey;
 use relaymesh_apiserver::query::Query;
-use relaymesh_apiserver::selector::{FieldSelector, LabelSelector};
 use relaymesh_apiserver::status::Status;
 use relaymesh_apiserver::{api_version, ApiError, Resource};
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 use tokio::time::Sleep;
 
-use super::cluster::{self, HollowCluster, Inner, State};
-use super::discovery::to_bytes;
+use super::encoding::to_bytes;
+use super::events::{event_line, EventType, Watcher};
+use super::filter::Filter;
+use super::state::Inner;
 
 /// How long a watch lasts when the client names no `timeoutSeconds`
 /// (kube-apiserver picks 30 to 60 minutes).
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30 * 60);
-
-/// The type of a watch event.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum EventType {
-    Added,
-    Modified,
-    Deleted,
-}
-
-impl EventType {
-    fn name(self) -> &'static str {
-        match self {
-            Self::Added => "ADDED",
-            Self::Modified => "MODIFIED",
-            Self::Deleted => "DELETED",
-        }
-    }
-}
-
-/// One change, as kept in a cluster's history.
-#[derive(Debug, Clone)]
-pub(super) struct Event {
-    pub(super) resource_version: u64,
-    event_type: EventType,
-    key: ObjectKey,
-    /// The object as it was announced (shares the stored bytes).
-    object: Bytes,
-}
-
-/// A running watch, as its cluster keeps it.
-pub(super) struct Watcher {
-    id: u64,
-    filter: Filter,
-    lines: mpsc::UnboundedSender<Bytes>,
-}
-
-/// What a watch (or a list) selects.
-#[derive(Debug, Clone)]
-pub(super) struct Filter {
-    group: String,
-    plural: String,
-    /// `None`: every namespace.
-    namespace: Option<String>,
-    labels: LabelSelector,
-    fields: FieldSelector,
-    /// Neither selector says anything, so objects need not be parsed.
-    everything: bool,
-}
-
-impl Filter {
-    /// The filter a list or watch of `resource` in `namespace` asks for.
-    pub(super) fn new(
-        resource: &Resource,
-        namespace: Option<&str>,
-        query: &Query,
-    ) -> Result<Self, ApiError> {
-        let labels = query.get("labelSelector").unwrap_or_default();
-        let fields = query.get("fieldSelector").unwrap_or_default();
-        let bad = |error: relaymesh_apiserver::selector::SelectorError| {
-            ApiError::BadRequest(error.to_string())
-        };
-        Ok(Self {
-            group: resource.group().to_string(),
-            plural: resource.plural().to_string(),
-            namespace: namespace
-                .filter(|_| resource.is_namespaced())
-                .map(str::to_string),
-            everything: labels.trim().is_empty() && fields.trim().is_empty(),
-            labels: LabelSelector::parse(labels).map_err(bad)?,
-            fields: FieldSelector::parse_for(fields, resource.group(), resource.plural())
-                .map_err(bad)?,
-        })
-    }
-
-    /// Whether the kind and namespace of `key` are selected.
-    pub(super) fn covers(&self, key: &ObjectKey) -> bool {
-        key.group == self.group
-            && key.resource == self.plural
-            && (self.namespace.is_none() || key.namespace == self.namespace)
-    }
-
-    /// Whether `object`, stored as `key`, is selected; `object` is parsed
-    /// from `bytes` only if a selector needs it.
-    pub(super) fn selects(&self, key: &ObjectKey, object: Option<&Value>, bytes: &Bytes) -> bool {
-        if !self.covers(key) {
-            return false;
-        }
-        if self.everything {
-            return true;
-        }
-        let parsed;
-        let object = match object {
-            Some(object) => object,
-            None => {
-                parsed = serde_json::from_slice::<Value>(bytes).unwrap_or_default();
-                &parsed
-            }
-        };
-        self.labels.matches_object(object) && self.fields.matches_object(object)
-    }
-}
-
-/// Announces a write to the matching watchers and keeps it in the history.
-/// `object` is the written object, `bytes` its serialization.
-pub(super) fn publish(
-    state: &mut State,
-    event_type: EventType,
-    key: &ObjectKey,
-    object: &Value,
-    bytes: Bytes,
-) {
-    let event = Event {
-        resource_version: state.resource_version,
-        event_type,
-        key: key.clone(),
-        object: bytes,
-    };
-    let mut line = None;
-    state.watchers.retain(|watcher| {
-        if !watcher.filter.selects(key, Some(object), &event.object) {
-            return true;
-        }
-        let line = line.get_or_insert_with(|| event_line(event.event_type, &event.object));
-        // A watcher whose stream is gone is dropped here.
-        watcher.lines.send(line.clone()).is_ok()
-    });
-    cluster::remember(state, event);
-}
 
 /// A `List` of `resource` in `namespace` (all if `None`) with what the
 /// query's selectors select, at the cluster's resourceVersion. Nodes are
@@ -169,7 +42,7 @@ pub(super) fn publish(
 /// of them, stored nowhere. `limit` is not honoured: every item comes in
 /// one page, which clients accept.
 pub(super) fn list(
-    cluster: &HollowCluster,
+    cluster: &Inner,
     resource: &Resource,
     namespace: Option<&str>,
     query: &Query,
@@ -178,7 +51,7 @@ pub(super) fn list(
     let api_version = api_version(resource.group(), resource.version());
     let mut items: Vec<Bytes> = Vec::new();
     let version = {
-        let state = cluster.inner.lock();
+        let state = cluster.lock();
         items.extend(
             state
                 .objects
@@ -189,8 +62,8 @@ pub(super) fn list(
         state.resource_version
     };
     if resource.group().is_empty() && resource.plural() == "nodes" {
-        items.extend((0..cluster.inner.options.nodes).filter_map(|index| {
-            let name = format!("{}-node-{index}", cluster.inner.name);
+        items.extend((0..cluster.options.nodes).filter_map(|index| {
+            let name = format!("{}-node-{index}", cluster.name);
             let node = json!({"apiVersion": "v1", "kind": "Node",
                 "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
                 "status": {"conditions": [{"type": "Ready", "status": "True"}]}});
@@ -224,7 +97,7 @@ pub(super) fn list(
 /// query asks: `resourceVersion`, `labelSelector`, `fieldSelector`,
 /// `timeoutSeconds`.
 pub(super) fn start(
-    cluster: &HollowCluster,
+    cluster: &Arc<Inner>,
     resource: &Resource,
     namespace: Option<&str>,
     query: &Query,
@@ -245,7 +118,7 @@ pub(super) fn start(
         None => DEFAULT_TIMEOUT,
     };
     let (lines, receiver) = mpsc::unbounded_channel();
-    let mut state = cluster.inner.lock();
+    let mut state = cluster.lock();
     match since {
         None => {
             for (key, bytes) in state.objects.iter() {
@@ -282,7 +155,7 @@ pub(super) fn start(
     Ok(WatchStream {
         lines: Some(receiver),
         deadline: Box::pin(tokio::time::sleep(timeout)),
-        cluster: std::sync::Arc::downgrade(&cluster.inner),
+        cluster: Arc::downgrade(cluster),
         id,
         bookmark_type: (
             api_version(resource.group(), resource.version()),
@@ -386,17 +259,6 @@ impl Drop for WatchStream {
             }
         }
     }
-}
-
-/// `{"type":TYPE,"object":OBJECT}` and a newline, without parsing the
-/// object again.
-fn event_line(event_type: EventType, object: &Bytes) -> Bytes {
-    let prefix = format!("{{\"type\":\"{}\",\"object\":", event_type.name());
-    let mut line = BytesMut::with_capacity(prefix.len() + object.len() + 2);
-    line.extend_from_slice(prefix.as_bytes());
-    line.extend_from_slice(object);
-    line.extend_from_slice(b"}\n");
-    line.freeze()
 }
 
 fn to_line(value: &Value) -> Bytes {

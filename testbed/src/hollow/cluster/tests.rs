@@ -17,6 +17,7 @@ use serde_json::{json, Value};
 
 use super::*;
 use crate::cluster::FailureRule;
+use crate::hollow::state::HISTORY_LEN;
 
 /// Built once for every test, as a process of hollow clusters does.
 static DISCOVERY: LazyLock<Arc<Discovery>> = LazyLock::new(|| Arc::new(Discovery::builtin()));
@@ -356,7 +357,7 @@ async fn a_watch_from_a_forgotten_version_expires() {
     let client = cluster.client();
     let namespaces = api(&client, "v1", "Namespace", None).await;
     let start = cluster.resource_version().to_string();
-    for index in 0..(super::HISTORY_LEN + 1) {
+    for index in 0..(HISTORY_LEN + 1) {
         apply(&namespaces, &namespace(&format!("ns-{index}")))
             .await
             .expect("applied");
