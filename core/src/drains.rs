@@ -48,7 +48,7 @@ impl Core {
     /// the drain marked `done`.
     pub fn finished_drains(&mut self, now: Now) -> Vec<ClusterLabels> {
         let draining: Vec<ClusterLabels> = self
-            .entries()
+            .entries_with_prefix(relaymesh_protocol::cluster_labels::KEY_PREFIX)
             .filter_map(ClusterLabels::from_entry)
             .filter_map(Result::ok)
             .filter(|labels| labels.set.get(DRAINING_LABEL).map(String::as_str) == Some("true"))

@@ -529,7 +529,7 @@ async fn run_store(
     // A node that stopped between storing the root's trust and adopting it
     // adopts it now; every node reports its chain's mesh CA.
     if let Some(trust) = daemon.core.mesh_trust() {
-        daemon.adopt_mesh_trust(now(), &trust)?;
+        daemon.adopt_mesh_trust(now(), &trust).await?;
     }
     daemon.report_mesh_ca(now());
     let result = daemon.run(events_rx, shutdown.clone()).await;
@@ -622,7 +622,7 @@ impl Daemon {
                 () = sleep_until(deadline) => self.core.handle_timeout(now()),
                 () = sleep_until(self.renewal.deadline()) => {
                     let parent = self.parent.as_ref().map(|parent| parent.connection.clone());
-                    self.renewal.due(&self.store, parent, &self.shared.events)?;
+                    self.renewal.due(&self.store, parent, &self.shared.events).await?;
                 }
                 _ = stats.tick() => self.sample_links(),
                 Some(said) = from_reconciler(&mut self.hooks) => match said {
@@ -705,7 +705,8 @@ impl Daemon {
                     // Nothing but a renewal is accepted on this connection.
                     let events = self.shared.events.clone();
                     self.renewal
-                        .renew_expired(&self.store, connection, &events)?;
+                        .renew_expired(&self.store, connection, &events)
+                        .await?;
                 } else {
                     self.parent_connected(connection);
                 }
@@ -727,7 +728,7 @@ impl Daemon {
                     self.core.handle_parent_message(now, message);
                 }
             }
-            Event::Moved(result) => self.finish_move(now, result)?,
+            Event::Moved(result) => self.finish_move(now, result).await?,
             Event::LeaveTimeout { generation } => self.leave_timeout(generation),
             Event::ParentStreamEnded {
                 generation,
@@ -774,9 +775,9 @@ impl Daemon {
             Event::BundleServed { child, id, bytes } => {
                 self.core.handle_bundle_served(now, &child, id, bytes);
             }
-            Event::Root(request) => self.handle_root(now, request),
+            Event::Root(request) => self.handle_root(now, request).await,
             Event::Renewed(answer) => {
-                match self.renewal.answered(&self.store, answer)? {
+                match self.renewal.answered(&self.store, answer).await? {
                     None => {}
                     Some(renewal::AfterExpired::Redial) => {
                         let _ = self.reconnect.try_send(());
@@ -935,11 +936,13 @@ impl Daemon {
                 Action::FetchBundle(id) => self.fetch_bundle(id),
                 Action::DropBundle(id) => {
                     tracing::debug!(bundle = %id, "dropping unreferenced bundle");
-                    self.store.remove_bundle(&id)?;
+                    // Awaited in order: a fetch of the same bundle the core
+                    // asks for later starts after the removal.
+                    self.store.remove_bundle_off_runtime(id).await?;
                 }
                 Action::Revoked(revocation) => self.revoked(&revocation),
                 Action::Renew => self.renewal.renew_now(),
-                Action::MeshTrust(trust) => self.adopt_mesh_trust(now(), &trust)?,
+                Action::MeshTrust(trust) => self.adopt_mesh_trust(now(), &trust).await?,
                 Action::Answered { query, answer } => {
                     if let Some(reply) = self.queries.remove(&query) {
                         let _ = reply.send(answer);

@@ -378,6 +378,34 @@ impl Store {
         self.flush()
     }
 
+    /// [`Store::set_identity`] on tokio's blocking pool (it flushes): the
+    /// loop waits for it, no runtime worker does.
+    pub async fn set_identity_off_runtime(&self, identity: Identity) -> Result<(), StoreError> {
+        let store = self.clone();
+        self.off_runtime(move || store.set_identity(&identity))
+            .await
+    }
+
+    /// [`Store::remove_bundle`] on tokio's blocking pool.
+    pub async fn remove_bundle_off_runtime(&self, id: BundleId) -> Result<(), StoreError> {
+        let store = self.clone();
+        self.off_runtime(move || store.remove_bundle(&id)).await
+    }
+
+    /// Runs `work` on tokio's blocking pool; a task that failed is a store
+    /// error, as sled's IO errors are.
+    async fn off_runtime(
+        &self,
+        work: impl FnOnce() -> Result<(), StoreError> + Send + 'static,
+    ) -> Result<(), StoreError> {
+        match tokio::task::spawn_blocking(work).await {
+            Ok(result) => result,
+            Err(error) => Err(self.sled(sled::Error::Io(std::io::Error::other(format!(
+                "the store task failed: {error}"
+            ))))),
+        }
+    }
+
     /// The data directory the store lives in.
     pub fn dir(&self) -> &std::path::Path {
         std::path::Path::new(&self.path)
@@ -614,12 +642,7 @@ impl Store {
     /// acknowledged), but no runtime worker is held up by sled meanwhile.
     pub async fn apply_off_runtime(&self, mutations: Vec<Mutation>) -> Result<(), StoreError> {
         let store = self.clone();
-        match tokio::task::spawn_blocking(move || store.apply(&mutations)).await {
-            Ok(result) => result,
-            Err(error) => Err(self.sled(sled::Error::Io(std::io::Error::other(format!(
-                "the store task failed: {error}"
-            ))))),
-        }
+        self.off_runtime(move || store.apply(&mutations)).await
     }
 
     /// [`Store::put_bundle`] on tokio's blocking pool.
@@ -629,12 +652,8 @@ impl Store {
         bytes: bytes::Bytes,
     ) -> Result<(), StoreError> {
         let store = self.clone();
-        match tokio::task::spawn_blocking(move || store.put_bundle(&id, &bytes)).await {
-            Ok(result) => result,
-            Err(error) => Err(self.sled(sled::Error::Io(std::io::Error::other(format!(
-                "the store task failed: {error}"
-            ))))),
-        }
+        self.off_runtime(move || store.put_bundle(&id, &bytes))
+            .await
     }
 
     /// Makes everything written so far durable, without blocking the runtime

@@ -45,7 +45,7 @@ impl Daemon {
 
     /// The join for a move ended: on success, adopt the new identity and
     /// parent, and leave the old one.
-    pub(super) fn finish_move(
+    pub(super) async fn finish_move(
         &mut self,
         now: Now,
         result: Result<Box<Joined>, String>,
@@ -69,7 +69,7 @@ impl Daemon {
         config.parent = Some(parent.clone());
         self.store.set_config(&config)?;
         self.drop_candidates()?;
-        self.renewal.replace(&self.store, identity.clone())?;
+        self.renewal.replace(&self.store, identity.clone()).await?;
         self.tell_children_if_issuer_changed();
         self.shared.config = std::sync::Arc::new(config);
         if let Some(dial) = &self.parent_config {

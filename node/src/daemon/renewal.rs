@@ -194,17 +194,17 @@ impl Renewal {
     /// The rotation of the mesh CA finished: this relay no longer serves
     /// the children its previous issuer key signed (they renewed through
     /// the new one), and forgets that key.
-    pub fn drop_previous_issuer(&mut self, store: &Store) -> Result<(), DaemonError> {
+    pub async fn drop_previous_issuer(&mut self, store: &Store) -> Result<(), DaemonError> {
         tracing::info!("the mesh CA rotation finished: this relay drops its previous issuer key");
         let identity = pki::without_previous_issuer(&self.identity);
-        self.install(store, identity)
+        self.install(store, identity).await
     }
 
     /// Stores and uses `identity`, which trusts other mesh CAs than the
     /// current one, from the next connection on (links already open stay
     /// as they are).
-    pub fn trust(&mut self, store: &Store, identity: Identity) -> Result<(), DaemonError> {
-        self.install(store, identity)
+    pub async fn trust(&mut self, store: &Store, identity: Identity) -> Result<(), DaemonError> {
+        self.install(store, identity).await
     }
 
     /// The identity this node uses now.
@@ -241,7 +241,7 @@ impl Renewal {
     /// The uplink connected with an expired certificate: asks the parent to
     /// renew it on `connection` now, and nothing else is done on it (the
     /// parent would refuse it).
-    pub fn renew_expired(
+    pub async fn renew_expired(
         &mut self,
         store: &Store,
         connection: quinn::Connection,
@@ -254,7 +254,7 @@ impl Renewal {
             "this node's certificate has expired; asking the parent to renew it (it does within its grace period, unless this node was revoked)"
         );
         self.expired_on = Some(connection.stable_id());
-        self.due(store, Some(connection), events)
+        self.due(store, Some(connection), events).await
     }
 
     /// When the loop should call [`Renewal::due`].
@@ -264,7 +264,7 @@ impl Renewal {
 
     /// Renews now: at the root by itself; elsewhere by asking the parent on
     /// `parent`, whose answer comes back as [`Event::Renewed`].
-    pub fn due(
+    pub async fn due(
         &mut self,
         store: &Store,
         parent: Option<quinn::Connection>,
@@ -274,7 +274,7 @@ impl Renewal {
             self.serve_with(&self.identity.clone())?;
         }
         match pki::renew_at_root(&self.identity, self.validity) {
-            Ok(Some(renewed)) => return self.adopt(store, renewed),
+            Ok(Some(renewed)) => return self.adopt(store, renewed).await,
             Ok(None) => {}
             Err(error) => {
                 tracing::error!(%error, "cannot renew the root's certificate");
@@ -327,7 +327,7 @@ impl Renewal {
 
     /// The parent answered; what to do with the connection it was asked
     /// on, if that was made with an expired certificate.
-    pub fn answered(
+    pub async fn answered(
         &mut self,
         store: &Store,
         answer: Answer,
@@ -387,7 +387,7 @@ impl Renewal {
                         tracing::info!("uses the certificate its new parent signed");
                     }
                 }
-                self.adopt(store, identity)?;
+                self.adopt(store, identity).await?;
                 Ok(on_expired.then_some(AfterExpired::Redial))
             }
             Err(Failure::Refused(refusal)) if on_expired => {
@@ -419,23 +419,23 @@ impl Renewal {
 
     /// Stores and uses the identity a move's join gave this node, from the
     /// next connection on.
-    pub fn replace(&mut self, store: &Store, identity: Identity) -> Result<(), DaemonError> {
-        self.install(store, identity)?;
+    pub async fn replace(&mut self, store: &Store, identity: Identity) -> Result<(), DaemonError> {
+        self.install(store, identity).await?;
         tracing::info!("uses the certificate its new parent signed");
         Ok(())
     }
 
     /// Stores and uses a renewed identity.
-    fn adopt(&mut self, store: &Store, identity: Identity) -> Result<(), DaemonError> {
-        self.install(store, identity)?;
+    async fn adopt(&mut self, store: &Store, identity: Identity) -> Result<(), DaemonError> {
+        self.install(store, identity).await?;
         let expires = pki::expiry(&self.identity).unwrap_or_default();
         tracing::info!(expires_unix = expires, "renewed this node's certificate");
         Ok(())
     }
 
     /// Stores `identity` and uses it from the next connection on.
-    fn install(&mut self, store: &Store, identity: Identity) -> Result<(), DaemonError> {
-        store.set_identity(&identity)?;
+    async fn install(&mut self, store: &Store, identity: Identity) -> Result<(), DaemonError> {
+        store.set_identity_off_runtime(identity.clone()).await?;
         self.serve_with(&identity)?;
         if identity.token_signing_key.is_none() {
             self.client

@@ -13,7 +13,7 @@ use super::Daemon;
 
 impl Daemon {
     /// Answers what the root's API or placement controller asked.
-    pub(super) fn handle_root(&mut self, now: Now, request: RootRequest) {
+    pub(super) async fn handle_root(&mut self, now: Now, request: RootRequest) {
         match request {
             RootRequest::PlacementStatus { grouped, reply } => {
                 let _ = reply.send(self.report_placements(now, &grouped));
@@ -26,10 +26,10 @@ impl Daemon {
                 let _ = reply.send(self.publish_revocation(now, &revocation));
             }
             RootRequest::RotateMeshCa { step, reply } => {
-                let _ = reply.send(self.rotate_mesh_ca(now, step));
+                let _ = reply.send(self.rotate_mesh_ca(now, step).await);
             }
             RootRequest::RotateTokenKey { step, reply } => {
-                let _ = reply.send(self.rotate_token_key(now, step));
+                let _ = reply.send(self.rotate_token_key(now, step).await);
             }
             RootRequest::Query { node, query, reply } => {
                 let id = self.core.query(now, &node, query);
@@ -62,12 +62,24 @@ impl Daemon {
     }
 
     /// Every placement's report, after publishing the handovers and drains
-    /// that are done.
+    /// that are done. One step on purpose: a cluster is marked `Drained` in
+    /// the same turn of the loop as the reports that leave it out, so
+    /// `relayctl drain --wait` never sees the mark beside a status that
+    /// still counts the cluster (tests/tests/drain.rs). The controller asks
+    /// at least every 5 s.
     pub(super) fn report_placements(
         &mut self,
         now: Now,
         grouped: &BTreeSet<String>,
     ) -> BTreeMap<String, PlacementReport> {
+        self.publish_finished(now);
+        self.core
+            .placement_reports(relaymesh_protocol::placement::KEY_PREFIX, grouped)
+    }
+
+    /// Signs and publishes the handovers and drains the core finds done
+    /// (the new clusters ready, or the handover timed out).
+    fn publish_finished(&mut self, now: Now) {
         for base in self.core.finished_handovers(now) {
             if let Some(entry) = self.seal(now, base) {
                 self.core.upsert_local(now, entry);
@@ -79,8 +91,6 @@ impl Daemon {
                 tracing::warn!(%cluster, %error, "cannot mark the drain done");
             }
         }
-        self.core
-            .placement_reports(relaymesh_protocol::placement::KEY_PREFIX, grouped)
     }
 
     /// The placement controller's entries are every placement entry now

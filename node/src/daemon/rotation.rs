@@ -31,7 +31,7 @@ pub type RotationReply = oneshot::Sender<Result<MeshTrust, String>>;
 
 impl Daemon {
     /// At the root: takes `step` of a rotation of the mesh CA.
-    pub(super) fn rotate_mesh_ca(
+    pub(super) async fn rotate_mesh_ca(
         &mut self,
         now: Now,
         step: RotationStep,
@@ -45,6 +45,7 @@ impl Daemon {
         let identity = rotated.map_err(|error| error.to_string())?;
         self.renewal
             .trust(&self.store, identity.clone())
+            .await
             .map_err(|error| error.to_string())?;
         self.shared.identity.set(identity);
         let trust = self.publish_trust(now)?;
@@ -59,7 +60,7 @@ impl Daemon {
     }
 
     /// At the root: takes `step` of a rotation of the token-signing key.
-    pub(super) fn rotate_token_key(
+    pub(super) async fn rotate_token_key(
         &mut self,
         now: Now,
         step: RotationStep,
@@ -94,6 +95,7 @@ impl Daemon {
                 };
                 self.renewal
                     .trust(&self.store, identity.clone())
+                    .await
                     .map_err(|error| error.to_string())?;
                 self.shared.identity.set(identity);
                 self.store
@@ -150,7 +152,7 @@ impl Daemon {
     }
 
     /// On every node but the root: adopts the root's trust.
-    pub(super) fn adopt_mesh_trust(
+    pub(super) async fn adopt_mesh_trust(
         &mut self,
         now: Now,
         trust: &MeshTrust,
@@ -172,7 +174,7 @@ impl Daemon {
                 token_keys = trust.token_keys.len(),
                 "trusts the mesh CAs and the token key the root named"
             );
-            self.renewal.trust(&self.store, adopted.clone())?;
+            self.renewal.trust(&self.store, adopted.clone()).await?;
             self.shared.identity.set(adopted);
         }
         if pki::needs_mesh_signature(self.renewal.identity(), &trust.signer_key) {
@@ -185,7 +187,7 @@ impl Daemon {
         if rotating && identity.previous_issuer.is_none() {
             self.renewal.rotate_issuer(trust.signer_key);
         } else if !rotating && identity.previous_issuer.is_some() {
-            self.renewal.drop_previous_issuer(&self.store)?;
+            self.renewal.drop_previous_issuer(&self.store).await?;
         }
         self.report_mesh_ca(now);
         Ok(())
