@@ -6,41 +6,51 @@
 //! to the core, and execute the actions it returns in order. Link tasks only
 //! move frames; nothing outside the loop decides anything.
 
+mod agent_hooks;
 mod asked;
 mod bundles;
+mod children;
+mod event;
 mod inventory;
 pub mod labels;
 mod listener;
 mod moving;
+mod options;
+mod parent_link;
 mod parents;
 mod refusal_log;
 mod renewal;
 mod root_requests;
 pub mod root_services;
 mod rotation;
+mod sealing;
 mod serving;
+mod shared;
+mod signals;
+mod startup;
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use relaymesh_core::{Action, Core, CoreConfig, LinkId, LinkStats, Now, DEFAULT_LOG_KEEP};
-use relaymesh_protocol::message::{DownMessage, Hello, UpMessage};
-use relaymesh_protocol::{BundleId, Refusal, SliceEntry};
+use relaymesh_core::{Action, Core, LinkId, Now};
+use relaymesh_protocol::message::{DownMessage, UpMessage};
+use relaymesh_protocol::SliceEntry;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use crate::config::NodeConfig;
-use crate::deny_list::DenyList;
-use crate::identity::LiveIdentity;
-use crate::limits::{ConnectionGate, JoinRate, Limits, Refusals, StreamGate};
-use crate::pki::{self, Peer, PkiError};
+use crate::pki::{self, PkiError};
 use crate::store::{Store, StoreError};
 use crate::transport::uplink::{self, UplinkEvent};
-use crate::transport::LinkError;
-use root_services::RootRequest;
+
+use agent_hooks::{from_reconciler, FromReconciler};
+pub use agent_hooks::{AgentHooks, AgentSlice};
+pub(crate) use event::{BundleAccess, Event};
+pub use options::{Root, RunOptions, DEFAULT_PARENT_GRACE, DEFAULT_REFUSAL_LOG_INTERVAL};
+pub(crate) use shared::Shared;
+pub use signals::{cancel_on_signals, shutdown_signal};
 
 /// How often link statistics are sampled and the API's view refreshed.
 pub const STATS_INTERVAL: Duration = Duration::from_secs(1);
@@ -85,188 +95,6 @@ pub enum DaemonError {
     NoRootServices,
 }
 
-/// Events the loop handles.
-pub(crate) enum Event {
-    ChildConnected {
-        link: LinkId,
-        peer: Peer,
-        hello: Hello,
-        connection: quinn::Connection,
-        outgoing: mpsc::Sender<DownMessage>,
-        reply: oneshot::Sender<Result<(), Refusal>>,
-    },
-    ChildMessage {
-        link: LinkId,
-        message: UpMessage,
-    },
-    ChildDisconnected {
-        link: LinkId,
-    },
-    Uplink(UplinkEvent),
-    ParentMessage {
-        generation: u64,
-        message: DownMessage,
-    },
-    /// The join for a move ended (see `moving`).
-    Moved(Result<Box<crate::transport::join::Joined>, String>),
-    /// The old parent had its time to close the link of a node that left.
-    LeaveTimeout {
-        generation: u64,
-    },
-    ParentStreamEnded {
-        generation: u64,
-        reason: String,
-        /// The parent's refusal, if that is how the stream ended.
-        refusal: Option<Refusal>,
-    },
-    BundleFetched {
-        id: BundleId,
-        result: Result<(), bundles::FetchFailure>,
-    },
-    BundleAccess {
-        child: String,
-        id: BundleId,
-        reply: oneshot::Sender<BundleAccess>,
-    },
-    /// A child acknowledged every byte of a bundle this relay served it.
-    BundleServed {
-        child: String,
-        id: BundleId,
-        bytes: u64,
-    },
-    /// The parent answered a renewal request: the new chain, or why not.
-    Renewed(renewal::Answer),
-    /// At the root: its API or placement controller asks (see
-    /// [`root_services`]).
-    Root(RootRequest),
-    /// The answer to a query about this node's own cluster
-    /// ([`relaymesh_core::Action::Asked`]).
-    LocalAnswer {
-        id: relaymesh_core::QueryId,
-        answer: relaymesh_protocol::query::Answer,
-    },
-    /// Whether a node this relay did not admit may have it as parent: the
-    /// root's grant names this relay and the relay that issued its
-    /// certificate (`chain`, leaf first) among its candidate parents.
-    MayAttach {
-        node: String,
-        role: relaymesh_protocol::Role,
-        chain: Vec<Vec<u8>>,
-        reply: oneshot::Sender<Result<(), String>>,
-    },
-}
-
-/// Whether a child may have a bundle, and whether it is here yet.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum BundleAccess {
-    Held,
-    Pending,
-    Denied,
-}
-
-/// Everything the link tasks share with the loop.
-#[derive(Clone)]
-pub(crate) struct Shared {
-    pub identity: LiveIdentity,
-    pub store: Store,
-    pub events: mpsc::Sender<Event>,
-    /// Counts bundles stored, so a task waiting for one can wake up.
-    pub bundles_stored: watch::Receiver<u64>,
-    /// The core's status version, so the root's status writer wakes when
-    /// a placement's status may have changed.
-    pub placement_status: watch::Receiver<u64>,
-    /// The tree as the API serves it, published by the loop when the
-    /// core's inventory changed (at the root only: nothing else reads it).
-    pub inventory: root_services::SharedInventory,
-    pub config: Arc<NodeConfig>,
-    /// The revocations this relay holds, as the listener checks them.
-    pub deny: Arc<RwLock<DenyList>>,
-    /// How long the TLS certificates this relay signs for its children last.
-    pub node_cert_validity: Duration,
-    /// How long after a child's certificate expired this relay still
-    /// renews it (see [`pki::standing`]).
-    pub expired_cert_grace: Duration,
-    /// Connections open now, in all and per source address.
-    pub connections: Arc<ConnectionGate>,
-    /// Joins each source address may still start.
-    pub joins: Arc<JoinRate>,
-    /// Joins being worked on now.
-    pub joins_in_progress: StreamGate,
-    /// Refusals by the links and the API, until the loop counts them.
-    pub refusals: Arc<Refusals>,
-    /// The listener's refusals of peers logged lately (one line per peer
-    /// and reason per interval).
-    pub refusal_log: Arc<Mutex<refusal_log::RefusalLog>>,
-    /// Bundles being served, shared in memory, and the bound on serves.
-    pub serving: Arc<serving::Serving>,
-    /// The root's trust entry exists (the mesh rotated its CA or token
-    /// key at least once): nodes report what they hold of it from then on.
-    pub trust_published: Arc<std::sync::atomic::AtomicBool>,
-}
-
-/// How a daemon runs, beyond what its store holds.
-#[derive(Debug, Clone)]
-pub struct RunOptions {
-    /// How long the TLS certificates this relay signs for its children
-    /// (at join and renewal) last, and, at the root, its own.
-    pub node_cert_validity: Duration,
-    /// How long after a child's certificate expired this relay still
-    /// renews it over the link, unless the child is revoked.
-    pub expired_cert_grace: Duration,
-    /// The limits on what peers may cost this relay.
-    pub limits: Limits,
-    /// The QUIC endpoints to dial the parent from; empty (the default), the
-    /// uplink opens its own.
-    pub endpoints: uplink::Endpoints,
-    /// How long a node with candidate parents lets its parent stay silent
-    /// before it dials the others (see [`relaymesh_protocol::parents`]).
-    pub parent_grace: Duration,
-    /// How long an agent child may be disconnected before count-bounded
-    /// placements treat its cluster as lost and place it elsewhere;
-    /// `None`: never.
-    pub lost_after: Option<Duration>,
-    /// How long the listener stays quiet about a peer it refused (for one
-    /// reason) after logging it; the next line counts the refusals since.
-    pub refusal_log_interval: Duration,
-    /// The root's services, started when the configuration has an API
-    /// address; `None` in programs that are never the root (the edge
-    /// agent).
-    pub root: Option<Root>,
-}
-
-/// The root's services, as [`RunOptions`] carries them.
-#[derive(Clone)]
-pub struct Root(pub Arc<dyn root_services::RootServices>);
-
-impl std::fmt::Debug for Root {
-    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        formatter.write_str("Root(..)")
-    }
-}
-
-/// How long a parent may stay silent before a node with candidate parents
-/// re-parents, unless `--parent-grace` says otherwise.
-pub const DEFAULT_PARENT_GRACE: Duration = Duration::from_secs(30);
-
-/// How long the listener stays quiet about a refused peer after a line,
-/// unless `--refusal-log-interval` says otherwise.
-pub const DEFAULT_REFUSAL_LOG_INTERVAL: Duration = refusal_log::DEFAULT_INTERVAL;
-
-impl Default for RunOptions {
-    fn default() -> Self {
-        Self {
-            node_cert_validity: pki::DEFAULT_NODE_CERT_VALIDITY,
-            expired_cert_grace: pki::DEFAULT_EXPIRED_CERT_GRACE,
-            limits: Limits::default(),
-            endpoints: uplink::Endpoints::default(),
-            parent_grace: DEFAULT_PARENT_GRACE,
-            lost_after: None,
-            refusal_log_interval: DEFAULT_REFUSAL_LOG_INTERVAL,
-            root: None,
-        }
-    }
-}
-
 struct ChildHandle {
     connection: quinn::Connection,
     outgoing: mpsc::Sender<DownMessage>,
@@ -292,38 +120,7 @@ pub async fn run(data_dir: &Path, shutdown: CancellationToken) -> Result<(), Dae
     .await
 }
 
-/// What an edge agent's reconciler sees of its node: the slice, republished
-/// after every change and every bundle stored.
-#[derive(Debug, Clone, Default)]
-pub struct AgentSlice {
-    /// The entries assigned to this cluster.
-    pub entries: Arc<Vec<SliceEntry>>,
-    /// How many bundles were stored so far (a bundle an entry references may
-    /// arrive after the entry).
-    pub bundles_stored: u64,
-}
-
 pub use asked::{AskedQuery, ASKED_QUEUE};
-
-/// The channels between an agent's daemon and its reconciler.
-#[derive(Debug)]
-pub struct AgentHooks {
-    /// Where the daemon publishes the slice.
-    pub slice: watch::Sender<AgentSlice>,
-    /// Where the reconciler reports this cluster's status per placement
-    /// (`None` forgets a placement).
-    pub status: mpsc::Receiver<(String, Option<relaymesh_protocol::PlacementStatus>)>,
-    /// Where queries about the cluster go to be answered (at most
-    /// [`ASKED_QUEUE`] waiting; make the channel that long). `None`: the
-    /// agent answers that it has nothing to read.
-    pub queries: Option<mpsc::Sender<AskedQuery>>,
-    /// Whether the reconciler finds its cluster out of room (its replica
-    /// capacity): the node labels itself full while it is. `None`: never.
-    pub out_of_room: Option<watch::Receiver<bool>>,
-    /// Whether the reconciler finds its cluster's API not answering: the
-    /// node labels itself unreachable while it is. `None`: never.
-    pub unreachable: Option<watch::Receiver<bool>>,
-}
 
 /// Runs the relay whose store is already open (so a caller that changed its
 /// configuration does not open the directory twice), with `options` (the
@@ -356,74 +153,18 @@ async fn run_store(
             dir: data_dir.display().to_string(),
         });
     };
-    let persisted = store.load()?;
-    let partial = store.remove_partial_bundles()?;
-    if partial > 0 {
-        tracing::info!(
-            bundles = partial,
-            "removed bundles whose transfer did not finish"
-        );
-    }
-    let held = store.bundle_ids()?;
-    let core = Core::new(
-        CoreConfig {
-            name: identity.name.clone(),
-            role: identity.role,
-            parent: config.parent.as_ref().map(|parent| parent.name.clone()),
-            // A relay reports its issuer key, which the root records and
-            // names in tokens (see `store::issuer_keys`).
-            labels: crate::store::with_issuer_key_label(
-                config.labels.clone(),
-                identity
-                    .issuer
-                    .as_ref()
-                    .filter(|_| !identity.is_root())
-                    .and_then(|issuer| pki::public_key_sha256(&issuer.cert_der).ok()),
-            ),
-            capacity: config.capacity.clone(),
-            addresses: config.advertise.clone(),
-            version: env!("CARGO_PKG_VERSION").to_string(),
-            log_keep: DEFAULT_LOG_KEEP,
-            root_key: identity.token_key.clone(),
-            max_records_per_child: options.limits.max_records_per_child,
-            max_status_keys_per_child: options.limits.max_status_keys_per_child,
-        },
-        persisted,
-        held,
-        now(),
-    );
-    let mut core = core;
-    core.set_lost_after(now(), options.lost_after);
+    let core = startup::open_core(&store, &identity, &config, &options)?;
     let (events_tx, events_rx) = mpsc::channel(CHILD_QUEUE);
     let (stored_tx, stored_rx) = watch::channel(0u64);
     let (status_tx, status_rx) = watch::channel(0u64);
-    let shared = Shared {
-        placement_status: status_rx,
-        identity: LiveIdentity::new(identity),
-        store: store.clone(),
-        events: events_tx.clone(),
-        bundles_stored: stored_rx,
-        inventory: Default::default(),
-        config: Arc::new(config.clone()),
-        deny: Arc::new(RwLock::new(DenyList::from_entries(core.entries()))),
-        node_cert_validity: options.node_cert_validity,
-        expired_cert_grace: options.expired_cert_grace,
-        connections: ConnectionGate::new(&options.limits),
-        joins: Arc::new(JoinRate::new(options.limits.joins_per_minute_per_address)),
-        joins_in_progress: StreamGate::new(options.limits.max_concurrent_joins),
-        refusals: Arc::new(Refusals::default()),
-        refusal_log: Arc::new(Mutex::new(refusal_log::RefusalLog::new(
-            options.refusal_log_interval,
-            refusal_log::DEFAULT_CAPACITY,
-        ))),
-        serving: serving::Serving::new(
-            options.limits.max_concurrent_bundle_serves,
-            serving::BUNDLE_CACHE_BUDGET,
-        ),
-        trust_published: Arc::new(std::sync::atomic::AtomicBool::new(
-            core.mesh_trust().is_some(),
-        )),
-    };
+    let shared = startup::shared_state(
+        identity,
+        &config,
+        &store,
+        &core,
+        &options,
+        (events_tx.clone(), stored_rx, status_rx),
+    );
     tracing::info!(
         root = config.parent.is_none(),
         head = core.head(),
@@ -448,49 +189,21 @@ async fn run_store(
         &shared.identity.get(),
         &candidates,
     )?);
-    let mut parent_config = None;
-    let mut failover_config = None;
-    if let Some(parent) = config.parent.clone() {
-        let (uplink_tx, mut uplink_rx) = mpsc::channel(4);
-        let (parent_tx, parent_rx) = watch::channel(parent);
-        parent_config = Some(parent_tx);
-        let (failover_tx, failover) =
-            watch::channel(parents::failover(&candidates, options.parent_grace));
-        failover_config = Some(failover_tx);
-        tasks.spawn(
-            uplink::run(
-                parent_rx,
-                client,
-                failover,
-                options.endpoints.clone(),
-                uplink_tx,
-                reconnect_rx,
-                verdicts_rx,
-                shutdown.clone(),
-            )
-            .instrument(tracing::Span::current()),
-        );
-        let events = events_tx.clone();
-        tasks.spawn(async move {
-            while let Some(event) = uplink_rx.recv().await {
-                if events.send(Event::Uplink(event)).await.is_err() {
-                    break;
-                }
-            }
-        });
-    }
+    let uplink = startup::spawn_uplink(
+        &mut tasks,
+        &config,
+        &options,
+        &candidates,
+        startup::UplinkChannels {
+            client,
+            reconnect: reconnect_rx,
+            verdicts: verdicts_rx,
+            events: events_tx.clone(),
+        },
+        &shutdown,
+    );
     if let Some(api_listen) = &config.api_listen {
-        let Some(root) = &options.root else {
-            return Err(DaemonError::NoRootServices);
-        };
-        let serve = root
-            .0
-            .start(
-                api_listen.clone(),
-                root_services::RootHandle::new(shared.clone()),
-                shutdown.clone(),
-            )
-            .await?;
+        let serve = startup::start_root(api_listen, &options, &shared, &shutdown).await?;
         tasks.spawn(serve.instrument(tracing::Span::current()));
     }
 
@@ -512,7 +225,7 @@ async fn run_store(
         inventory_published: None,
         labels_counted: None,
         queries: BTreeMap::new(),
-        parent_config,
+        parent_config: uplink.parent_config,
         endpoints: options.endpoints.clone(),
         moving: false,
         renewal: renewal::Renewal::new(
@@ -523,7 +236,7 @@ async fn run_store(
             candidates.clone(),
         ),
         candidates,
-        failover: failover_config,
+        failover: uplink.failover,
     };
     daemon.rehome_if_needed();
     // A node that stopped between storing the root's trust and adopting it
@@ -809,91 +522,6 @@ impl Daemon {
         Ok(())
     }
 
-    /// `entry` signed again with the root's key now and the next serial,
-    /// even if its content is the one held (a rotation of the key).
-    fn reseal(&self, now: Now, mut entry: SliceEntry) -> Option<SliceEntry> {
-        let serial = relaymesh_core::seal::next_serial(Some(&entry), now.unix_ms);
-        let identity = self.shared.identity.get();
-        let signing_key = identity.token_signing_key.as_deref()?;
-        match relaymesh_core::seal::sign(signing_key, &mut entry, serial) {
-            Ok(()) => Some(entry),
-            Err(error) => {
-                tracing::error!(key = %entry.key, %error, "cannot sign a slice entry again");
-                None
-            }
-        }
-    }
-
-    /// Signs an entry the root decided ([`relaymesh_core::seal::seal_decided`]).
-    ///
-    /// An entry that cannot be signed is logged and left out: no node would
-    /// accept it.
-    fn seal(&self, now: Now, entry: SliceEntry) -> Option<SliceEntry> {
-        let held = self.core.entries().find(|held| held.key == entry.key);
-        let key = entry.key.clone();
-        let signed = match self.shared.identity.get().token_signing_key.as_deref() {
-            Some(signing_key) => {
-                relaymesh_core::seal::seal_decided(signing_key, held, entry, now.unix_ms)
-            }
-            None => Err(relaymesh_core::seal::SealError::BadSigningKey),
-        };
-        match signed {
-            Ok(entry) => Some(entry),
-            Err(error) => {
-                tracing::error!(%key, %error, "cannot sign a slice entry; it is not sent");
-                None
-            }
-        }
-    }
-
-    fn is_current(&self, generation: u64) -> bool {
-        self.parent
-            .as_ref()
-            .is_some_and(|parent| parent.generation == generation)
-    }
-
-    /// Opens the control stream on a new parent connection. The hello is
-    /// taken now, from the core's durable position.
-    fn parent_connected(&mut self, connection: quinn::Connection) {
-        self.generation += 1;
-        let generation = self.generation;
-        let hello = self.core.hello();
-        let (outgoing_tx, outgoing_rx) = mpsc::channel(CHILD_QUEUE);
-        self.parent = Some(ParentHandle {
-            generation,
-            connection: connection.clone(),
-            outgoing: Some(outgoing_tx),
-        });
-        let events = self.shared.events.clone();
-        tokio::spawn(async move {
-            let (reason, refusal) =
-                match parent_session(&connection, hello, generation, &events, outgoing_rx).await {
-                    Ok(()) => ("stream closed".to_string(), None),
-                    Err(LinkError::Refused(refusal)) => (refusal.to_string(), Some(refusal)),
-                    Err(error) => (error.to_string(), None),
-                };
-            let _ = events
-                .send(Event::ParentStreamEnded {
-                    generation,
-                    reason,
-                    refusal,
-                })
-                .await;
-        });
-    }
-
-    /// Tells the uplink that the parent welcomed (`None`) or refused this
-    /// node on the current connection, which sets when it dials next.
-    fn tell_uplink(&self, refusal: Option<Refusal>) {
-        let Some(parent) = &self.parent else { return };
-        let verdict = uplink::Verdict {
-            connection: parent.connection.stable_id(),
-            refusal,
-        };
-        // Never blocks the loop; the uplink takes them as they come.
-        let _ = self.verdicts.try_send(verdict);
-    }
-
     async fn execute(&mut self) -> Result<(), DaemonError> {
         while let Some(action) = self.core.poll_action() {
             match action {
@@ -962,194 +590,6 @@ impl Daemon {
             }
         }
         Ok(())
-    }
-
-    /// Adds a revocation to the deny list and closes every child link whose
-    /// certificates it covers (the core closed a revoked child's own link
-    /// already; this also catches a link opened with a certificate of a
-    /// revoked issuer).
-    fn revoked(&mut self, revocation: &relaymesh_protocol::Revocation) {
-        tracing::warn!(?revocation, "the root revoked");
-        let Ok(mut deny) = self.shared.deny.write() else {
-            return;
-        };
-        deny.insert(revocation);
-        let refused: Vec<(LinkId, String)> = self
-            .children
-            .iter()
-            .filter_map(|(link, child)| {
-                let chain = pki::connection_chain(&child.connection).ok()?;
-                Some((*link, deny.refuses_chain(&chain)?))
-            })
-            .collect();
-        drop(deny);
-        for (link, reason) in refused {
-            let refusal = Refusal::new(relaymesh_protocol::ErrorCode::Revoked, reason);
-            if self.close_child(link, &refusal) {
-                self.core.handle_child_disconnected(now(), link);
-            }
-        }
-    }
-
-    /// Tells a child why, then closes its connection; false if it is gone.
-    fn close_child(&mut self, link: LinkId, refusal: &Refusal) -> bool {
-        let Some(child) = self.children.remove(&link) else {
-            return false;
-        };
-        let _ = child
-            .outgoing
-            .try_send(DownMessage::Refused(refusal.clone()));
-        child
-            .connection
-            .close(1u32.into(), refusal.message.as_bytes());
-        true
-    }
-
-    fn fetch_bundle(&mut self, id: BundleId) {
-        let Some(connection) = self.parent.as_ref().map(|parent| parent.connection.clone()) else {
-            self.core.handle_bundle_failed(now(), id);
-            return;
-        };
-        let events = self.shared.events.clone();
-        let store = self.store.clone();
-        tokio::spawn(async move {
-            let result = bundles::fetch_into_store(&connection, &store, id).await;
-            let _ = events.send(Event::BundleFetched { id, result }).await;
-        });
-    }
-
-    fn sample_links(&mut self) {
-        let now = now();
-        self.count_refusals(now);
-        for (link, child) in &self.children {
-            let stats = child.connection.stats();
-            self.core.handle_link_stats(
-                now,
-                *link,
-                LinkStats {
-                    rtt: child.connection.rtt(),
-                    bytes_sent: stats.udp_tx.bytes,
-                    bytes_received: stats.udp_rx.bytes,
-                },
-            );
-        }
-    }
-}
-
-impl Daemon {
-    /// Hands the refusals the links and the API counted to the core, which
-    /// puts them in this node's own record; logged here, once a second at
-    /// most, rather than once per refused request.
-    fn count_refusals(&mut self, now: Now) {
-        for (limit, count) in self.shared.refusals.take() {
-            tracing::warn!(%limit, count, "refused requests over a limit");
-            self.core.count_limit_refusals(now, limit, count);
-        }
-    }
-}
-
-/// Runs the control stream to the parent until it ends.
-async fn parent_session(
-    connection: &quinn::Connection,
-    hello: Hello,
-    generation: u64,
-    events: &mpsc::Sender<Event>,
-    outgoing: mpsc::Receiver<UpMessage>,
-) -> Result<(), LinkError> {
-    let control = uplink::open_control(connection, hello).await?;
-    let mut recv = control.recv;
-    events
-        .send(Event::ParentMessage {
-            generation,
-            message: control.first,
-        })
-        .await
-        .map_err(|_| LinkError::Protocol("relay is stopping".into()))?;
-    let writer = tokio::spawn(uplink::pump_up(control.send, outgoing));
-    let result = async {
-        while let Some(message) = crate::transport::read_frame::<DownMessage>(&mut recv).await? {
-            if events
-                .send(Event::ParentMessage {
-                    generation,
-                    message,
-                })
-                .await
-                .is_err()
-            {
-                break;
-            }
-        }
-        Ok(())
-    }
-    .await;
-    writer.abort();
-    result
-}
-
-/// A token cancelled on SIGTERM or Ctrl-C, for a daemon's clean shutdown.
-pub fn cancel_on_signals() -> CancellationToken {
-    let token = CancellationToken::new();
-    let cancel = token.clone();
-    tokio::spawn(async move {
-        shutdown_signal().await;
-        tracing::info!("shutting down");
-        cancel.cancel();
-    });
-    token
-}
-
-/// Completes on Ctrl-C or SIGTERM (every binary that runs until stopped
-/// waits on it).
-pub async fn shutdown_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{signal, SignalKind};
-        if let Ok(mut terminate) = signal(SignalKind::terminate()) {
-            tokio::select! {
-                _ = terminate.recv() => {}
-                _ = tokio::signal::ctrl_c() => {}
-            }
-            return;
-        }
-    }
-    let _ = tokio::signal::ctrl_c().await;
-}
-
-/// What an agent's reconciler tells its daemon.
-// One at a time, moved out of the channel at once: boxing would only add
-// an allocation per status.
-#[allow(clippy::large_enum_variant)]
-enum FromReconciler {
-    /// The cluster's status of a placement (`None` forgets it).
-    Status(String, Option<relaymesh_protocol::PlacementStatus>),
-    /// Whether the cluster is out of room.
-    OutOfRoom(bool),
-    /// Whether the cluster's API does not answer.
-    Unreachable(bool),
-}
-
-/// The reconciler's next word; pending for good on a relay, and for a
-/// channel whose sender is gone.
-async fn from_reconciler(hooks: &mut Option<AgentHooks>) -> Option<FromReconciler> {
-    let Some(hooks) = hooks else {
-        return std::future::pending().await;
-    };
-    tokio::select! {
-        status = hooks.status.recv() => status.map(|(key, status)| FromReconciler::Status(key, status)),
-        out_of_room = next_flag(hooks.out_of_room.as_mut()) => Some(FromReconciler::OutOfRoom(out_of_room)),
-        unreachable = next_flag(hooks.unreachable.as_mut()) => Some(FromReconciler::Unreachable(unreachable)),
-    }
-}
-
-/// The next value of one of the reconciler's flags; pending for good
-/// without one, or once its sender is gone.
-async fn next_flag(receiver: Option<&mut watch::Receiver<bool>>) -> bool {
-    let Some(receiver) = receiver else {
-        return std::future::pending().await;
-    };
-    match receiver.changed().await {
-        Ok(()) => *receiver.borrow_and_update(),
-        Err(_) => std::future::pending().await,
     }
 }
 
