@@ -1,0 +1,169 @@
+use super::*;
+
+fn record(name: &str, parent: &str, role: Role) -> NodeRecord {
+    NodeRecord {
+        name: name.into(),
+        role,
+        parent: Some(parent.into()),
+        labels: Default::default(),
+        addresses: vec![],
+        version: String::new(),
+        link: None,
+        capacity: Default::default(),
+        refused_entries: 0,
+        limit_refusals: Default::default(),
+    }
+}
+
+/// A relay `m` with children `a` and `b`, and agent `x` under `a`.
+fn inventory() -> Inventory {
+    let own = NodeRecord {
+        parent: None,
+        ..record("m", "", Role::Relay)
+    };
+    let mut inventory = Inventory::restore(own, &Persisted::default(), 100);
+    let mut mutations = Vec::new();
+    for child in ["a", "b"] {
+        inventory.child_connected(record(child, "m", Role::Relay), 1, &mut mutations);
+    }
+    let update = InventoryUpdate::Delta {
+        upserts: vec![record("x", "a", Role::Agent)],
+        removals: vec![],
+    };
+    inventory.apply_from_child("a", update, &mut mutations);
+    inventory
+}
+
+fn report(inventory: &mut Inventory, child: &str, upserts: Vec<NodeRecord>, removals: &[&str]) {
+    let update = InventoryUpdate::Delta {
+        upserts,
+        removals: removals.iter().map(|name| name.to_string()).collect(),
+    };
+    inventory.apply_from_child(child, update, &mut Vec::new());
+}
+
+fn parent_of(inventory: &Inventory, name: &str) -> Option<String> {
+    inventory
+        .record(name)
+        .and_then(|record| record.parent.clone())
+}
+
+#[test]
+fn a_moved_node_goes_to_its_new_side_only_once_the_old_side_lets_go() {
+    let mut inventory = inventory();
+    inventory.set_moves([("x".to_string(), "b".to_string())].into());
+    report(
+        &mut inventory,
+        "b",
+        vec![record("x", "b", Role::Agent)],
+        &[],
+    );
+    assert_eq!(
+        parent_of(&inventory, "x").as_deref(),
+        Some("a"),
+        "a still holds x"
+    );
+    report(&mut inventory, "a", vec![], &["x"]);
+    assert_eq!(parent_of(&inventory, "x").as_deref(), Some("b"));
+    assert_eq!(inventory.take_admitted_claims(), ["b"]);
+}
+
+/// Relay `r` under `a` with `x` and relay `q` below it, and `z` below
+/// `q`, all reported by `a`.
+fn with_a_subtree() -> Inventory {
+    let mut inventory = inventory();
+    report(
+        &mut inventory,
+        "a",
+        vec![
+            record("r", "a", Role::Relay),
+            record("q", "r", Role::Relay),
+            record("y", "r", Role::Agent),
+            record("z", "q", Role::Agent),
+        ],
+        &[],
+    );
+    inventory
+}
+
+/// What `b` reports once `r` moved under it with its subtree.
+fn moved_subtree() -> Vec<NodeRecord> {
+    vec![
+        record("r", "b", Role::Relay),
+        record("q", "r", Role::Relay),
+        record("y", "r", Role::Agent),
+        record("z", "q", Role::Agent),
+    ]
+}
+
+#[test]
+fn a_moved_relay_takes_its_subtree_to_its_new_side_once_the_old_side_lets_go() {
+    let mut inventory = with_a_subtree();
+    inventory.set_moves([("r".to_string(), "b".to_string())].into());
+    report(&mut inventory, "b", moved_subtree(), &[]);
+    for node in ["r", "q", "y", "z"] {
+        assert_eq!(
+            inventory.index().via(node),
+            Some("a"),
+            "a still holds {node}"
+        );
+    }
+    // The old side's removals come in name order: q before r.
+    report(&mut inventory, "a", vec![], &["q", "r", "y", "z"]);
+    for node in ["r", "q", "y", "z"] {
+        assert_eq!(inventory.index().via(node), Some("b"), "b holds {node}");
+    }
+    assert_eq!(parent_of(&inventory, "r").as_deref(), Some("b"));
+    assert_eq!(parent_of(&inventory, "z").as_deref(), Some("q"));
+    assert_eq!(
+        inventory.aggregates().get("a").map(Aggregate::clusters),
+        Some(1)
+    );
+    assert_eq!(
+        inventory.aggregates().get("b").map(Aggregate::clusters),
+        Some(2)
+    );
+    assert!(inventory.take_admitted_claims().contains(&"b".to_string()));
+}
+
+#[test]
+fn without_a_move_no_child_lays_claim_to_a_relays_subtree() {
+    let mut inventory = with_a_subtree();
+    report(&mut inventory, "b", moved_subtree(), &[]);
+    report(&mut inventory, "a", vec![], &["q", "r", "y", "z"]);
+    for node in ["r", "q", "y", "z"] {
+        assert_eq!(
+            inventory.index().via(node),
+            None,
+            "b's word is not taken for {node}"
+        );
+    }
+}
+
+#[test]
+fn without_a_move_no_child_lays_claim_to_another_childs_node() {
+    let mut inventory = inventory();
+    report(
+        &mut inventory,
+        "b",
+        vec![record("x", "b", Role::Agent)],
+        &[],
+    );
+    report(&mut inventory, "a", vec![], &["x"]);
+    assert_eq!(
+        parent_of(&inventory, "x"),
+        None,
+        "b's word is not taken for x"
+    );
+    // Nor for a move to another relay.
+    let mut inventory = self::inventory();
+    inventory.set_moves([("x".to_string(), "elsewhere".to_string())].into());
+    report(
+        &mut inventory,
+        "b",
+        vec![record("x", "b", Role::Agent)],
+        &[],
+    );
+    report(&mut inventory, "a", vec![], &["x"]);
+    assert_eq!(parent_of(&inventory, "x"), None);
+}
