@@ -12,24 +12,26 @@
 //! refused with an error that says so rather than misread.
 
 mod bundles;
+mod error;
 mod issued_tokens;
 mod issuer_keys;
+mod node_state;
 pub mod permissions;
+mod slice_state;
 mod users;
 
-use std::collections::BTreeSet;
 use std::path::Path;
 
-use relaymesh_protocol::codec::{self, CodecError};
+use relaymesh_protocol::codec;
 use relaymesh_protocol::BundleId;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 pub use bundles::{BundleChunks, BundleWriter, BUNDLE_CHUNK_LEN};
+pub use error::StoreError;
 pub use issuer_keys::{reported_issuer_key, with_issuer_key_label, ISSUER_KEY_LABEL};
 pub use relaymesh_core::state::{Mutation, Persisted, Served};
 
-use crate::config::NodeConfig;
 use crate::identity::Identity;
 pub use issued_tokens::{used_by, with_join_token_label, TokenRecord, JOIN_TOKEN_LABEL};
 pub use users::UserRecord;
@@ -56,103 +58,6 @@ const LOCK_RETRIES: u32 = 150;
 /// one value and inventory records of protocol version 3; format 2 keeps
 /// bundles in chunks and records of protocol version 4.
 pub const STORE_FORMAT: u32 = 2;
-
-/// A failure of the store.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum StoreError {
-    /// sled failed (IO, corruption, or another process holds the directory).
-    #[error("store at {path}: {source}")]
-    Sled {
-        /// The data directory.
-        path: String,
-        /// sled's error.
-        #[source]
-        source: sled::Error,
-    },
-    /// A stored value did not decode.
-    #[error("store at {path}: corrupt value under {key:?}: {source}")]
-    Corrupt {
-        /// The data directory.
-        path: String,
-        /// The key whose value is corrupt.
-        key: String,
-        /// The decoding error.
-        #[source]
-        source: CodecError,
-    },
-    /// A key does not have the layout its prefix promises.
-    #[error("store at {path}: corrupt key {key:?}")]
-    CorruptKey {
-        /// The data directory.
-        path: String,
-        /// The key, lossily as text.
-        key: String,
-    },
-    /// A value could not be encoded.
-    #[error("cannot encode a value for the store: {0}")]
-    Encode(#[source] CodecError),
-    /// Another process holds the store's lock.
-    #[error("the store in {path} is in use by another process (a running relay or agent?)")]
-    Locked {
-        /// The data directory.
-        path: String,
-    },
-    /// Something in the data directory is open to the group or others.
-    #[error(
-        "{path} has mode {mode:04o}: a node's data directory holds its private keys and must be \
-         private to its owner; fix it with `chmod -R go-rwx {data_dir}`"
-    )]
-    NotPrivate {
-        /// The file or directory.
-        path: String,
-        /// Its permission bits.
-        mode: u32,
-        /// The data directory.
-        data_dir: String,
-    },
-    /// A file or directory of the data directory could not be read or changed.
-    #[error("{path}: {source}")]
-    Io {
-        /// The file or directory.
-        path: String,
-        /// The error.
-        #[source]
-        source: std::io::Error,
-    },
-    /// The directory holds no store.
-    #[error(
-        "{path} holds no relaymesh node: run `relay init`, `relay join` or `edge-agent join` first"
-    )]
-    Missing {
-        /// The data directory.
-        path: String,
-    },
-    /// The store was written by a build with another layout.
-    #[error(
-        "the store in {path} has format {found}, and this build reads format {STORE_FORMAT} only \
-         (format 1 is a relaymesh from before protocol version 4, which this build cannot talk \
-         to either): re-create the node with `relay init`, `relay join` or `edge-agent join` \
-         in a new data directory"
-    )]
-    Format {
-        /// The data directory.
-        path: String,
-        /// The format found.
-        found: u32,
-    },
-    /// A bundle's chunks do not add up to the bundle (some are missing, or
-    /// it was removed while being read).
-    #[error("store at {path}: bundle {id} is incomplete: {reason}")]
-    BundleIncomplete {
-        /// The data directory.
-        path: String,
-        /// The bundle.
-        id: BundleId,
-        /// What is missing.
-        reason: String,
-    },
-}
 
 /// The root API's TLS material: its server certificate chain (leaf first)
 /// and PKCS#8 key, and the API CA that signed it and signs users.
@@ -336,48 +241,6 @@ impl Store {
         self.db.open_tree(name).map_err(|e| self.sled(e))
     }
 
-    /// The node's identity, if it was initialized or joined.
-    pub fn identity(&self) -> Result<Option<Identity>, StoreError> {
-        let Some(mut identity) = self.read::<Identity>(&self.node, IDENTITY)? else {
-            return Ok(None);
-        };
-        identity.extra_anchors_der = self.read(&self.node, EXTRA_ANCHORS)?.unwrap_or_default();
-        identity.previous_issuer = self.read(&self.node, PREVIOUS_ISSUER)?.flatten();
-        Ok(Some(identity))
-    }
-
-    /// The node's configuration, if it was initialized or joined.
-    pub fn config(&self) -> Result<Option<NodeConfig>, StoreError> {
-        self.read(&self.node, CONFIG)
-    }
-
-    /// Writes identity, configuration and a fresh epoch at once: the node is
-    /// either fully set up or not at all.
-    pub fn initialize(
-        &self,
-        identity: &Identity,
-        config: &NodeConfig,
-        epoch: u64,
-    ) -> Result<(), StoreError> {
-        let mut node = sled::Batch::default();
-        node.insert(IDENTITY, encode(identity)?);
-        node.insert(EXTRA_ANCHORS, encode(&identity.extra_anchors_der)?);
-        node.insert(CONFIG, encode(config)?);
-        self.node.apply_batch(node).map_err(|e| self.sled(e))?;
-        self.apply(&[Mutation::SetEpoch(epoch)])?;
-        self.flush()
-    }
-
-    /// Replaces the node's identity (a renewed certificate) durably.
-    pub fn set_identity(&self, identity: &Identity) -> Result<(), StoreError> {
-        let mut node = sled::Batch::default();
-        node.insert(IDENTITY, encode(identity)?);
-        node.insert(EXTRA_ANCHORS, encode(&identity.extra_anchors_der)?);
-        node.insert(PREVIOUS_ISSUER, encode(&identity.previous_issuer)?);
-        self.node.apply_batch(node).map_err(|e| self.sled(e))?;
-        self.flush()
-    }
-
     /// [`Store::set_identity`] on tokio's blocking pool (it flushes): the
     /// loop waits for it, no runtime worker does.
     pub async fn set_identity_off_runtime(&self, identity: Identity) -> Result<(), StoreError> {
@@ -409,227 +272,6 @@ impl Store {
     /// The data directory the store lives in.
     pub fn dir(&self) -> &std::path::Path {
         std::path::Path::new(&self.path)
-    }
-
-    /// The root API's server certificate chain and key, if this is the root.
-    pub fn api_certificate(&self) -> Result<Option<ApiCertificate>, StoreError> {
-        self.read(&self.node, API_CERTIFICATE)
-    }
-
-    /// At the root, while its token-signing key rotates (`relayctl rotate
-    /// token-key`): the next key.
-    pub fn next_token_key(&self) -> Result<Option<TokenKey>, StoreError> {
-        Ok(self
-            .read::<Option<TokenKey>>(&self.node, NEXT_TOKEN_KEY)?
-            .flatten())
-    }
-
-    /// Keeps (or, with `None`, forgets) the next token-signing key, durably.
-    pub fn set_next_token_key(&self, key: Option<&TokenKey>) -> Result<(), StoreError> {
-        self.node
-            .insert(NEXT_TOKEN_KEY, encode(&key)?)
-            .map_err(|e| self.sled(e))?;
-        self.flush()
-    }
-
-    /// The API CA the root trusted before the one it signs with now, while
-    /// it rotates its API CA (`relayctl rotate api-ca`).
-    pub fn previous_api_ca(&self) -> Result<Option<crate::pki::ApiAuthority>, StoreError> {
-        Ok(self
-            .read::<Option<crate::pki::ApiAuthority>>(&self.node, PREVIOUS_API_CA)?
-            .flatten())
-    }
-
-    /// Keeps the root API's certificate, its CA and the CA before it (see
-    /// [`Store::previous_api_ca`]) in one write.
-    pub fn set_api_certificates(
-        &self,
-        certificate: &ApiCertificate,
-        previous_ca: Option<&crate::pki::ApiAuthority>,
-    ) -> Result<(), StoreError> {
-        let mut node = sled::Batch::default();
-        node.insert(API_CERTIFICATE, encode(certificate)?);
-        node.insert(PREVIOUS_API_CA, encode(&previous_ca)?);
-        self.node.apply_batch(node).map_err(|e| self.sled(e))?;
-        self.flush()
-    }
-
-    /// Keeps the root API's server certificate.
-    pub fn set_api_certificate(&self, certificate: &ApiCertificate) -> Result<(), StoreError> {
-        self.node
-            .insert(API_CERTIFICATE, encode(certificate)?)
-            .map_err(|e| self.sled(e))?;
-        Ok(())
-    }
-
-    /// Replaces the parent's addresses (`relay run` / `edge-agent run
-    /// --parent-address`) and makes it durable; `Ok(false)` if this node has
-    /// no parent to replace them for.
-    pub fn set_parent_addresses(&self, addresses: Vec<String>) -> Result<bool, StoreError> {
-        let Some(mut config) = self.config()? else {
-            return Ok(false);
-        };
-        let Some(parent) = config.parent.as_mut() else {
-            return Ok(false);
-        };
-        parent.addresses = addresses;
-        self.set_config(&config)?;
-        self.flush()?;
-        Ok(true)
-    }
-
-    /// The candidate parents this node joined with (empty for one parent;
-    /// see [`relaymesh_protocol::parents`]).
-    pub fn candidates(&self) -> Result<Vec<relaymesh_protocol::CandidateParent>, StoreError> {
-        Ok(self.read(&self.node, CANDIDATES)?.unwrap_or_default())
-    }
-
-    /// Keeps the candidate parents this node joined with.
-    pub fn set_candidates(
-        &self,
-        candidates: &[relaymesh_protocol::CandidateParent],
-    ) -> Result<(), StoreError> {
-        if candidates.is_empty() {
-            self.node.remove(CANDIDATES).map_err(|e| self.sled(e))?;
-        } else {
-            self.node
-                .insert(CANDIDATES, encode(&candidates.to_vec())?)
-                .map_err(|e| self.sled(e))?;
-        }
-        Ok(())
-    }
-
-    /// Replaces the configuration (for example, new parent addresses).
-    pub fn set_config(&self, config: &NodeConfig) -> Result<(), StoreError> {
-        self.node
-            .insert(CONFIG, encode(config)?)
-            .map_err(|e| self.sled(e))?;
-        Ok(())
-    }
-
-    /// Loads the core's durable state.
-    pub fn load(&self) -> Result<Persisted, StoreError> {
-        let mut persisted = Persisted {
-            epoch: self.read(&self.state, EPOCH)?.unwrap_or_default(),
-            head: self.read(&self.state, HEAD)?.unwrap_or_default(),
-            log_floor: self.read(&self.state, FLOOR)?.unwrap_or_default(),
-            parent_position: self.read(&self.state, PARENT_POSITION)?,
-            ancestors: self.read(&self.state, ANCESTORS)?.unwrap_or_default(),
-            ..Persisted::default()
-        };
-        for item in self.state.scan_prefix(ENTRY_PREFIX) {
-            let (key, value) = item.map_err(|e| self.sled(e))?;
-            let (revision, entry) = self.decode(&key, &value)?;
-            let name = String::from_utf8_lossy(&key[ENTRY_PREFIX.len()..]).into_owned();
-            persisted.entries.insert(name, (revision, entry));
-        }
-        for item in self.state.scan_prefix(LOG_PREFIX) {
-            let (key, value) = item.map_err(|e| self.sled(e))?;
-            let revision = log_revision(&key);
-            persisted.log.insert(revision, self.decode(&key, &value)?);
-        }
-        for item in self.state.scan_prefix(NODE_PREFIX) {
-            let (key, value) = item.map_err(|e| self.sled(e))?;
-            let (record, via): (relaymesh_protocol::NodeRecord, Option<String>) =
-                self.decode(&key, &value)?;
-            persisted.nodes.insert(record.name.clone(), (record, via));
-        }
-        for item in self.state.scan_prefix(SERVED_PREFIX) {
-            let (key, value) = item.map_err(|e| self.sled(e))?;
-            let rest = &key[SERVED_PREFIX.len()..];
-            let id = rest
-                .get(..32)
-                .and_then(|bytes| <[u8; 32]>::try_from(bytes).ok())
-                .map(BundleId);
-            let (Some(id), Some(child)) = (id, rest.get(32..)) else {
-                return Err(self.corrupt_key(&key));
-            };
-            let child = String::from_utf8_lossy(child).into_owned();
-            persisted
-                .served
-                .insert((id, child), self.decode(&key, &value)?);
-        }
-        for item in self.state.scan_prefix(SERVED_TOTAL_PREFIX) {
-            let (key, value) = item.map_err(|e| self.sled(e))?;
-            let child = String::from_utf8_lossy(&key[SERVED_TOTAL_PREFIX.len()..]).into_owned();
-            persisted
-                .served_totals
-                .insert(child, self.decode(&key, &value)?);
-        }
-        Ok(persisted)
-    }
-
-    /// Applies a batch of mutations atomically. Durable after [`Store::flush`].
-    pub fn apply(&self, mutations: &[Mutation]) -> Result<(), StoreError> {
-        let mut batch = sled::Batch::default();
-        let mut head: u64 = self.read(&self.state, HEAD)?.unwrap_or_default();
-        let mut floor: u64 = self.read(&self.state, FLOOR)?.unwrap_or_default();
-        // Log records this batch writes, which a TrimLog later in the same
-        // batch must see although they are not in sled yet.
-        let mut logged = BTreeSet::new();
-        // Likewise the transfer records this batch writes, for a ForgetServed.
-        let mut served_written = BTreeSet::new();
-        for mutation in mutations {
-            match mutation {
-                Mutation::SetEpoch(epoch) => batch.insert(EPOCH, encode(epoch)?),
-                Mutation::PutEntry { revision, entry } => batch.insert(
-                    prefixed(ENTRY_PREFIX, entry.key.as_bytes()),
-                    encode(&(revision, entry))?,
-                ),
-                Mutation::RemoveEntry(key) => batch.remove(prefixed(ENTRY_PREFIX, key.as_bytes())),
-                Mutation::LogChange { revision, key } => {
-                    batch.insert(prefixed(LOG_PREFIX, &revision.to_be_bytes()), encode(key)?);
-                    logged.insert(*revision);
-                    head = head.max(*revision);
-                    batch.insert(HEAD, encode(&head)?);
-                }
-                Mutation::TrimLog { floor: new_floor } => {
-                    let end = prefixed(LOG_PREFIX, &new_floor.to_be_bytes());
-                    for item in self.state.range(LOG_PREFIX.to_vec()..=end) {
-                        let (key, _) = item.map_err(|e| self.sled(e))?;
-                        batch.remove(key);
-                    }
-                    for revision in logged.range(..=*new_floor) {
-                        batch.remove(prefixed(LOG_PREFIX, &revision.to_be_bytes()));
-                    }
-                    floor = floor.max(*new_floor);
-                    batch.insert(FLOOR, encode(&floor)?);
-                }
-                Mutation::SetParentPosition(position) => {
-                    batch.insert(PARENT_POSITION, encode(position)?)
-                }
-                Mutation::ClearParentPosition => batch.remove(PARENT_POSITION),
-                Mutation::SetAncestors(ancestors) => batch.insert(ANCESTORS, encode(ancestors)?),
-                Mutation::PutNode { record, via } => batch.insert(
-                    prefixed(NODE_PREFIX, record.name.as_bytes()),
-                    encode(&(record, via))?,
-                ),
-                Mutation::RemoveNode(name) => batch.remove(prefixed(NODE_PREFIX, name.as_bytes())),
-                Mutation::RecordServed {
-                    child,
-                    bundle,
-                    bundle_total,
-                    link_total,
-                } => {
-                    let key = prefixed(&prefixed(SERVED_PREFIX, &bundle.0), child.as_bytes());
-                    batch.insert(key.clone(), encode(bundle_total)?);
-                    served_written.insert(key);
-                    let total = prefixed(SERVED_TOTAL_PREFIX, child.as_bytes());
-                    batch.insert(total, encode(link_total)?);
-                }
-                Mutation::ForgetServed(bundle) => {
-                    let prefix = prefixed(SERVED_PREFIX, &bundle.0);
-                    for item in self.state.scan_prefix(&prefix) {
-                        let (key, _) = item.map_err(|e| self.sled(e))?;
-                        batch.remove(key);
-                    }
-                    for key in served_written.iter().filter(|key| key.starts_with(&prefix)) {
-                        batch.remove(key.clone());
-                    }
-                }
-            }
-        }
-        self.state.apply_batch(batch).map_err(|e| self.sled(e))
     }
 
     /// Makes everything written so far durable.

@@ -1,0 +1,104 @@
+//! Why the store failed: sled's errors with the directory they happened in,
+//! undecodable values, a store of another format, a directory in use.
+
+use relaymesh_protocol::codec::CodecError;
+use relaymesh_protocol::BundleId;
+
+use super::STORE_FORMAT;
+
+/// A failure of the store.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// sled failed (IO, corruption, or another process holds the directory).
+    #[error("store at {path}: {source}")]
+    Sled {
+        /// The data directory.
+        path: String,
+        /// sled's error.
+        #[source]
+        source: sled::Error,
+    },
+    /// A stored value did not decode.
+    #[error("store at {path}: corrupt value under {key:?}: {source}")]
+    Corrupt {
+        /// The data directory.
+        path: String,
+        /// The key whose value is corrupt.
+        key: String,
+        /// The decoding error.
+        #[source]
+        source: CodecError,
+    },
+    /// A key does not have the layout its prefix promises.
+    #[error("store at {path}: corrupt key {key:?}")]
+    CorruptKey {
+        /// The data directory.
+        path: String,
+        /// The key, lossily as text.
+        key: String,
+    },
+    /// A value could not be encoded.
+    #[error("cannot encode a value for the store: {0}")]
+    Encode(#[source] CodecError),
+    /// Another process holds the store's lock.
+    #[error("the store in {path} is in use by another process (a running relay or agent?)")]
+    Locked {
+        /// The data directory.
+        path: String,
+    },
+    /// Something in the data directory is open to the group or others.
+    #[error(
+        "{path} has mode {mode:04o}: a node's data directory holds its private keys and must be \
+         private to its owner; fix it with `chmod -R go-rwx {data_dir}`"
+    )]
+    NotPrivate {
+        /// The file or directory.
+        path: String,
+        /// Its permission bits.
+        mode: u32,
+        /// The data directory.
+        data_dir: String,
+    },
+    /// A file or directory of the data directory could not be read or changed.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file or directory.
+        path: String,
+        /// The error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The directory holds no store.
+    #[error(
+        "{path} holds no relaymesh node: run `relay init`, `relay join` or `edge-agent join` first"
+    )]
+    Missing {
+        /// The data directory.
+        path: String,
+    },
+    /// The store was written by a build with another layout.
+    #[error(
+        "the store in {path} has format {found}, and this build reads format {STORE_FORMAT} only \
+         (format 1 is a relaymesh from before protocol version 4, which this build cannot talk \
+         to either): re-create the node with `relay init`, `relay join` or `edge-agent join` \
+         in a new data directory"
+    )]
+    Format {
+        /// The data directory.
+        path: String,
+        /// The format found.
+        found: u32,
+    },
+    /// A bundle's chunks do not add up to the bundle (some are missing, or
+    /// it was removed while being read).
+    #[error("store at {path}: bundle {id} is incomplete: {reason}")]
+    BundleIncomplete {
+        /// The data directory.
+        path: String,
+        /// The bundle.
+        id: BundleId,
+        /// What is missing.
+        reason: String,
+    },
+}
