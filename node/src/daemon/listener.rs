@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use relaymesh_protocol::limits::{MAX_BUNDLE_STREAMS, MAX_OPENING_FRAME_LEN};
+use relaymesh_protocol::limits::MAX_BUNDLE_STREAMS;
 use relaymesh_protocol::message::{
     DownMessage, JoinReply, JoinRequest, Open, RenewReply, RenewRequest, UpMessage,
 };
@@ -20,10 +20,10 @@ use super::refusal_log::Line;
 use super::{unix_ms, BundleAccess, DaemonError, Event, Shared, CHILD_QUEUE};
 use crate::admission::{self, TokenLedger};
 use crate::identity::Identity;
-use crate::limits::{Limit, StreamGate};
+use crate::limits::Limit;
 use crate::pki::{self, Peer};
 use crate::store::BundleChunks;
-use crate::transport::{bundle_transfer, expect_frame_within, read_frame, write_frame, LinkError};
+use crate::transport::{bundle_transfer, read_frame, write_frame, LinkError};
 
 /// How long a child may take to say what a new stream is for.
 const OPEN_TIMEOUT: Duration = Duration::from_secs(10);
@@ -32,6 +32,10 @@ const OPEN_TIMEOUT: Duration = Duration::from_secs(10);
 const BUNDLE_WAIT: Duration = Duration::from_secs(60);
 
 static NEXT_LINK: AtomicU64 = AtomicU64::new(1);
+
+mod session;
+
+use session::serve_connection;
 
 /// Opens the QUIC endpoint children dial.
 pub(super) fn open(listen: &str, identity: &Identity) -> Result<quinn::Endpoint, DaemonError> {
@@ -101,193 +105,6 @@ pub(super) async fn accept_loop(
     }
     endpoint.close(0u32.into(), b"relay shutting down");
     endpoint.wait_idle().await;
-}
-
-async fn serve_connection(
-    connection: quinn::Connection,
-    shared: Shared,
-    shutdown: CancellationToken,
-) {
-    let remote = connection.remote_address();
-    let (peer, issued_here) = match authenticate(&connection, &shared.identity.get()) {
-        Ok(authenticated) => authenticated,
-        Err(error) => {
-            let address = remote.ip().to_string();
-            if let Some(line) = refusal_line(&shared, &address, "unusable certificate") {
-                tracing::warn!(%remote, %error, times = line.times, over = %line.over, "unusable peer certificate");
-            }
-            connection.close(1u32.into(), b"unusable certificate");
-            return;
-        }
-    };
-    if let Some(peer) = &peer {
-        tracing::Span::current().record("peer", peer.name.as_str());
-    }
-    // A node another relay admitted may still have this one as parent, if
-    // the root granted it (see `relaymesh_protocol::parents`).
-    let mut refused_here = None;
-    let issued_here = match (&peer, issued_here) {
-        (Some(peer), false) => match may_attach(&connection, &shared, peer).await {
-            Ok(()) => {
-                tracing::info!(node = %peer.name, "a candidate parent serves a node another candidate admitted");
-                true
-            }
-            Err(reason) => {
-                refused_here = Some(reason);
-                false
-            }
-        },
-        (_, issued_here) => issued_here,
-    };
-    // A certificate that had expired when the connection was made lets it
-    // renew and nothing else (see `pki::standing`). One that expires while
-    // its connection is open changes nothing: TLS authenticates at the
-    // handshake, and renewed certificates are used from the next one on.
-    let expired_leaf = match &peer {
-        Some(_) => pki::connection_leaf(&connection)
-            .ok()
-            .flatten()
-            .and_then(|leaf| pki::leaf_not_after(&leaf).ok())
-            .filter(|not_after| unix_ms() / 1000 > *not_after),
-        None => None,
-    };
-    let not_admitted_here = |peer: &Peer| match &refused_here {
-        Some(reason) => Refusal::new(ErrorCode::Forbidden, reason.clone()),
-        None => not_admitted_here(peer),
-    };
-    let mut has_control = false;
-    let bundle_streams = StreamGate::new(MAX_BUNDLE_STREAMS);
-    loop {
-        let stream = tokio::select! {
-            stream = connection.accept_bi() => stream,
-            () = shutdown.cancelled() => return,
-        };
-        let Ok((mut send, mut recv)) = stream else {
-            return;
-        };
-        // Whoever the peer is, an opening frame is small: a stranger (a
-        // joining node) cannot make this relay allocate a large buffer.
-        let opening = expect_frame_within::<Open>(&mut recv, MAX_OPENING_FRAME_LEN);
-        let open = tokio::time::timeout(OPEN_TIMEOUT, opening).await;
-        let open = match open {
-            Ok(Ok(open)) => open,
-            Ok(Err(error)) => {
-                tracing::warn!(%error, "bad stream opening");
-                let refusal = Refusal::new(ErrorCode::Malformed, error.to_string());
-                let _ = write_frame(&mut send, &DownMessage::Refused(refusal)).await;
-                let _ = send.finish();
-                continue;
-            }
-            Err(_) => continue,
-        };
-        // Checked per stream, not per connection: a revocation can arrive
-        // while a connection is open.
-        let denied = match (&open, &peer) {
-            (Open::Control(_) | Open::Bundle(_) | Open::Renew(_), Some(_)) => {
-                revoked(&connection, &shared)
-            }
-            _ => None,
-        };
-        if let Some(reason) = denied {
-            let node = peer.as_ref().map_or("", |peer| peer.name.as_str());
-            if let Some(line) = refusal_line(&shared, node, "revoked") {
-                tracing::warn!(%node, %reason, times = line.times, over = %line.over, "refused a revoked node");
-            }
-            let refusal = Refusal::new(ErrorCode::Revoked, reason);
-            refuse_and_close(&connection, &mut send, &open, refusal).await;
-            return;
-        }
-        if let (Some(not_after), Some(peer)) = (expired_leaf, &peer) {
-            if let Some(refusal) = refuse_expired(&shared, peer, &open, not_after) {
-                refuse_and_close(&connection, &mut send, &open, refusal).await;
-                return;
-            }
-        }
-        match (open, &peer) {
-            (Open::Join(request), _) => {
-                let shared = shared.clone();
-                tokio::spawn(async move {
-                    let reply = admit(&shared, remote, &request);
-                    if let Err(error) = write_frame(&mut send, &reply).await {
-                        tracing::warn!(%error, "cannot answer join");
-                    }
-                    let _ = send.finish();
-                });
-            }
-            (Open::Renew(request), Some(peer)) => {
-                let reply = if issued_here {
-                    renew(&connection, &shared, &request)
-                } else {
-                    RenewReply::Refused(not_admitted_here(peer))
-                };
-                if let RenewReply::Refused(refusal) = &reply {
-                    let reason = format!("renewal: {}", refusal.code);
-                    if let Some(line) = refusal_line(&shared, &peer.name, &reason) {
-                        tracing::warn!(node = %peer.name, %refusal, times = line.times, over = %line.over, "refused a renewal");
-                    }
-                } else {
-                    tracing::info!(node = %peer.name, "renewed a child's certificate");
-                }
-                let _ = write_frame(&mut send, &reply).await;
-                let _ = send.finish();
-            }
-            (Open::Renew(_), None) => {
-                let _ = write_frame(&mut send, &RenewReply::Refused(unauthenticated())).await;
-                let _ = send.finish();
-            }
-            (Open::Control(_), Some(peer)) if !issued_here => {
-                let refusal = not_admitted_here(peer);
-                if let Some(line) = refusal_line(&shared, &peer.name, "not admitted here") {
-                    tracing::warn!(node = %peer.name, %refusal, times = line.times, over = %line.over, "refused a node this relay did not admit");
-                }
-                let _ = write_frame(&mut send, &DownMessage::Refused(refusal)).await;
-                let _ = send.finish();
-            }
-            (Open::Bundle(_), Some(peer)) if !issued_here => {
-                let _ = bundle_transfer::refuse(&mut send, not_admitted_here(peer)).await;
-            }
-            (Open::Control(hello), Some(peer)) if !has_control => {
-                has_control = true;
-                let shared = shared.clone();
-                let connection = connection.clone();
-                let peer = peer.clone();
-                tokio::spawn(
-                    control_stream(connection, peer, hello, send, recv, shared)
-                        .instrument(tracing::Span::current()),
-                );
-            }
-            (Open::Bundle(request), Some(peer)) => {
-                let Some(slot) = bundle_streams.admit() else {
-                    shared.refusals.count(Limit::BundleStreamsPerPeer);
-                    let _ = bundle_transfer::refuse(&mut send, too_many_bundle_streams()).await;
-                    continue;
-                };
-                let shared = shared.clone();
-                let child = peer.name.clone();
-                tokio::spawn(async move {
-                    let _slot = slot;
-                    if let Err(error) = serve_bundle(&shared, child, request.id, &mut send).await {
-                        tracing::warn!(bundle = %request.id, %error, "bundle transfer failed");
-                    }
-                });
-            }
-            (Open::Control(_), Some(_)) => {
-                let refusal =
-                    Refusal::new(ErrorCode::Malformed, "a connection has one control stream");
-                let _ = write_frame(&mut send, &DownMessage::Refused(refusal)).await;
-                let _ = send.finish();
-            }
-            (Open::Control(_), None) => {
-                tracing::info!("refused a control stream from a peer without a certificate");
-                let _ = write_frame(&mut send, &DownMessage::Refused(unauthenticated())).await;
-                let _ = send.finish();
-            }
-            (Open::Bundle(_), None) => {
-                tracing::info!("refused a bundle request from a peer without a certificate");
-                let _ = bundle_transfer::refuse(&mut send, unauthenticated()).await;
-            }
-        }
-    }
 }
 
 /// The peer's identity, and whether this relay issued its certificate: a
