@@ -1,7 +1,7 @@
 //! Starting the root's services when its daemon starts: the object store,
 //! the API (with its certificate and audit log), the placement controller
 //! and the renewal of the API's certificate. What the API asks of the
-//! running relay is [`backend`]'s.
+//! running relay is `serve::backend`'s.
 
 use std::sync::Arc;
 

@@ -1,24 +1,21 @@
-//! `testbed`: relaymesh's local trees, simulations and benchmarks.
+//! `testbed`'s command line: its commands, their flags and `--help`.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
-use relaymesh_testbed::cluster::{FailureRule, SimulatorOptions};
-use relaymesh_testbed::up::{self, Fleet, UpOptions};
-use relaymesh_testbed::{bench, demo};
+use relaymesh_testbed::cluster::FailureRule;
 
 /// relaymesh's testbed.
 #[derive(Debug, Parser)]
 #[command(name = "testbed", version)]
-struct Cli {
+pub(crate) struct Cli {
     #[command(subcommand)]
-    command: Command,
+    pub(crate) command: Command,
 }
 
 #[derive(Debug, Subcommand)]
-enum Command {
+pub(crate) enum Command {
     /// Benchmarks: in memory through real relay cores, and with real
     /// connections to hollow agents and simulated clusters. Each writes a
     /// JSON report; `scripts/bench` runs them all.
@@ -62,77 +59,77 @@ enum Command {
 }
 
 #[derive(Debug, Args)]
-struct ChaosArgs {
+pub(crate) struct ChaosArgs {
     /// How long faults and changes go on, in minutes (fractions allowed).
     #[arg(long, default_value_t = 10.0)]
-    minutes: f64,
+    pub(crate) minutes: f64,
     /// Hollow agents (clusters) in the fleet.
     #[arg(long, value_name = "N", default_value_t = 1000)]
-    hollow: usize,
+    pub(crate) hollow: usize,
     /// Relays under each relay of the level above, comma-separated (the
     /// first number is the root's children).
     #[arg(long, value_delimiter = ',', default_value = "2,4")]
-    relays_per_level: Vec<usize>,
+    pub(crate) relays_per_level: Vec<usize>,
     /// Seeds every random choice (the same seed gives the same draws; the
     /// fleet's timing still decides how many actions fit in the time).
     #[arg(long, default_value_t = 1)]
-    seed: u64,
+    pub(crate) seed: u64,
     /// The fleet's directory (cleared first if the testbed made it).
     #[arg(long, default_value = "target/chaos")]
-    dir: PathBuf,
+    pub(crate) dir: PathBuf,
     /// How long the clusters may take to converge after everything is
     /// healed and restarted.
     #[arg(long, default_value = "10m", value_parser = humantime::parse_duration)]
-    settle_timeout: Duration,
+    pub(crate) settle_timeout: Duration,
     /// Also write the summary, with every action, as JSON here.
     #[arg(long, value_name = "PATH")]
-    summary: Option<PathBuf>,
+    pub(crate) summary: Option<PathBuf>,
     /// Do not run `cargo build` for the daemons first (it runs only under
     /// `cargo run`).
     #[arg(long)]
-    no_build: bool,
+    pub(crate) no_build: bool,
 }
 
 #[derive(Debug, Args)]
-struct UpArgs {
+pub(crate) struct UpArgs {
     /// Relays under each relay of the level above, comma-separated (the
     /// first number is the root's children).
     #[arg(long, value_delimiter = ',', default_value = "2,2")]
-    relays_per_level: Vec<usize>,
+    pub(crate) relays_per_level: Vec<usize>,
     /// Edge agents (each with a simulated cluster), spread over the deepest level.
     #[arg(long, default_value_t = 8)]
-    agents: usize,
+    pub(crate) agents: usize,
     /// Run N hollow edge agents inside the testbed's process instead of
     /// `--agents` processes: each the real agent code with its own
     /// certificate, QUIC connection and store, applying to an in-memory
     /// cluster that simulates status like the others (docs/testbed.md).
     #[arg(long, value_name = "N", conflicts_with = "agents")]
-    hollow: Option<usize>,
+    pub(crate) hollow: Option<usize>,
     /// The fleet's directory (cleared first if the testbed made it).
     #[arg(long, default_value = "target/testbed")]
-    dir: PathBuf,
+    pub(crate) dir: PathBuf,
     /// The root's API port; the relays' QUIC ports follow it (0: any free ports).
     #[arg(long, default_value_t = 7400)]
-    base_port: u16,
+    pub(crate) base_port: u16,
     /// A file to write (JSON) once every node is connected.
     #[arg(long, value_name = "PATH")]
-    ready_file: Option<PathBuf>,
+    pub(crate) ready_file: Option<PathBuf>,
     /// How long simulated workloads take to become ready.
     #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
-    status_delay: Duration,
+    pub(crate) status_delay: Duration,
     /// Fail a workload (`name` or `namespace/name`) on a share of the
     /// clusters, as `shop/storefront=0.25` (repeatable). Images containing
     /// `fail` fail everywhere.
     #[arg(long = "fail", value_name = "WORKLOAD=FRACTION", value_parser = parse_failure)]
-    failures: Vec<FailureRule>,
+    pub(crate) failures: Vec<FailureRule>,
     /// Do not run `cargo build` for the daemons first (it runs only under
     /// `cargo run`).
     #[arg(long)]
-    no_build: bool,
+    pub(crate) no_build: bool,
 }
 
 #[derive(Debug, Subcommand)]
-enum Bench {
+pub(crate) enum Bench {
     /// A relay's sled store after many bundle replacements: its size on
     /// disk against the bundle bytes still live. Writes OUT_DIR/sled-churn.json.
     SledChurn {
@@ -390,456 +387,7 @@ enum Bench {
     },
 }
 
-fn main() -> anyhow::Result<()> {
-    match Cli::parse().command {
-        Command::Up(args) => run_fleet(args, None),
-        Command::Chaos(args) => run_chaos(args),
-        Command::Demo {
-            up,
-            manifests,
-            watch_for,
-        } => run_fleet(up, Some((manifests, watch_for))),
-        Command::Bench(Bench::SledChurn {
-            live,
-            replacements,
-            bundle_bytes,
-            dir,
-            out_dir,
-        }) => {
-            let report = bench::sled_churn::run(&bench::sled_churn::ChurnOptions {
-                live,
-                replacements,
-                bundle_bytes,
-                dir,
-            })?;
-            println!("report: {}", report.write(&out_dir)?.display());
-            Ok(())
-        }
-        Command::Bench(Bench::Peers {
-            clusters,
-            relays_per_level,
-            kubectl,
-            timeout,
-            dir,
-            out_dir,
-        }) => {
-            let options = bench::peers::PeersOptions {
-                clusters,
-                relays_per_level,
-                dir,
-                bin_dir: bin_dir()?,
-                kubectl,
-                timeout,
-            };
-            fleet_bench(
-                &options.dir,
-                &out_dir,
-                bench::peers::run_fleet(&options),
-                |run| bench::peers::report(&options, run),
-            )
-        }
-        Command::Bench(Bench::Nats {
-            subscribers,
-            relays_per_level,
-            payload_bytes,
-            timeout,
-            dir,
-            out_dir,
-        }) => {
-            let options = bench::nats::NatsOptions {
-                subscribers,
-                relays_per_level,
-                payload_bytes,
-                dir,
-                bin_dir: bin_dir()?,
-                timeout,
-            };
-            bench_logging(&options.dir)?;
-            let runtime = tokio::runtime::Runtime::new()?;
-            let runs = runtime.block_on(bench::nats::run(&options))?;
-            let report = bench::nats::report(&options, &runs);
-            println!("report: {}", report.write(&out_dir)?.display());
-            Ok(())
-        }
-        Command::Bench(Bench::Decode {
-            depths,
-            runs,
-            clients,
-            duration,
-            dir,
-            out,
-        }) => {
-            let options = bench::decode::DecodeOptions {
-                depths,
-                runs,
-                clients,
-                duration,
-                dir,
-                bin_dir: bin_dir()?,
-            };
-            bench_logging(&options.dir)?;
-            let report = bench::decode::run(&options)?;
-            write_report(&out, &report)?;
-            println!("report: {}", out.display());
-            let unmet = bench::decode::unmet_goals(&report);
-            anyhow::ensure!(unmet.is_empty(), "goals not met: {}", unmet.join("; "));
-            Ok(())
-        }
-        Command::Bench(Bench::Docs {
-            reports,
-            page,
-            plots,
-            note,
-        }) => {
-            let used = bench::docs::write(&reports, &page, &plots, note.as_deref())?;
-            println!("{} from {used} reports", page.display());
-            Ok(())
-        }
-        Command::Bench(Bench::Fanout {
-            agents,
-            relays_per_level,
-            star,
-            payload_bytes,
-            timeout,
-            dir,
-            out_dir,
-            run_json,
-        }) => {
-            let options = bench::fanout::FanoutOptions {
-                agents,
-                relays_per_level: if star { Vec::new() } else { relays_per_level },
-                payload_bytes,
-                dir,
-                bin_dir: bin_dir()?,
-                timeout,
-                name: if star { "fanout-star" } else { "fanout" }.to_string(),
-            };
-            bench_logging(&options.dir)?;
-            if let Some(path) = run_json {
-                // One size, for the parent below: its runs, no reports.
-                let runtime = tokio::runtime::Runtime::new()?;
-                let runs = runtime.block_on(bench::fanout::run_fleets(&options))?;
-                std::fs::write(&path, serde_json::to_vec(&runs)?)
-                    .with_context(|| format!("writing {}", path.display()))?;
-                return Ok(());
-            }
-            let runs = fanout_sizes_apart(&options)?;
-            let (fanout, egress, memory) = bench::fanout::reports(&options, &runs);
-            for report in [fanout, egress, memory] {
-                println!("report: {}", report.write(&out_dir)?.display());
-            }
-            Ok(())
-        }
-        Command::Bench(Bench::Latency {
-            agents,
-            relays_per_level,
-            changes,
-            timeout,
-            dir,
-            out_dir,
-        }) => {
-            let options = bench::latency::LatencyOptions {
-                agents,
-                relays_per_level,
-                changes,
-                dir,
-                bin_dir: bin_dir()?,
-                timeout,
-            };
-            fleet_bench(
-                &options.dir,
-                &out_dir,
-                bench::latency::run_fleet(&options),
-                |run| bench::latency::report(&options, run),
-            )
-        }
-        Command::Bench(Bench::Fanin {
-            agents,
-            relays_per_level,
-            timeout,
-            dir,
-            out_dir,
-        }) => {
-            let options = bench::fanin::FaninOptions {
-                agents,
-                relays_per_level,
-                dir,
-                bin_dir: bin_dir()?,
-                timeout,
-            };
-            fleet_bench(
-                &options.dir,
-                &out_dir,
-                bench::fanin::run_fleet(&options),
-                |run| bench::fanin::report(&options, run),
-            )
-        }
-        Command::Bench(Bench::Storm {
-            agents_per_relay,
-            payload_bytes,
-            timeout,
-            dir,
-            out_dir,
-        }) => {
-            let options = bench::storm::StormOptions {
-                agents_per_relay,
-                payload_bytes,
-                dir,
-                bin_dir: bin_dir()?,
-                timeout,
-            };
-            fleet_bench(
-                &options.dir,
-                &out_dir,
-                bench::storm::run_fleet(&options),
-                |run| bench::storm::report(&options, run),
-            )
-        }
-        Command::Bench(Bench::Placement {
-            clusters,
-            placements,
-            fanout,
-            out,
-        }) => {
-            let config = bench::placement::Config {
-                clusters,
-                placements,
-                fanout,
-            };
-            let report = bench::placement::run(&config)?;
-            write_report(&out, &report.to_report()?)?;
-            println!("report: {}", out.display());
-            Ok(())
-        }
-        Command::Bench(Bench::Simulation {
-            destinations,
-            levels,
-            keep_state,
-            out,
-        }) => {
-            let config = bench::simulation::Config {
-                destinations,
-                levels,
-                keep_state,
-            };
-            let report = bench::simulation::run(&config)?;
-            let common = report.to_report()?;
-            write_report(&out, &common)?;
-            println!("report: {}", out.display());
-            Ok(())
-        }
-    }
-}
-
-/// Writes a benchmark's JSON report, making its directory.
-fn write_report(out: &Path, report: &impl serde::Serialize) -> anyhow::Result<()> {
-    if let Some(dir) = out.parent().filter(|dir| !dir.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    }
-    let json = serde_json::to_string_pretty(report)?;
-    std::fs::write(out, json + "\n").with_context(|| format!("writing {}", out.display()))
-}
-
-/// `up`, and for `demo` the rollout of `demo`'s manifests.
-fn run_fleet(args: UpArgs, demo: Option<(PathBuf, Duration)>) -> anyhow::Result<()> {
-    let bin_dir = bin_dir()?;
-    if !args.no_build {
-        build_daemons(&bin_dir)?;
-    }
-    up::prepare_dir(&args.dir)?;
-    init_logging(&args.dir.join("logs").join("testbed.log"))?;
-    let options = UpOptions {
-        relays_per_level: args.relays_per_level,
-        agents: args.hollow.unwrap_or(args.agents),
-        hollow: args.hollow.is_some(),
-        dir: args.dir,
-        base_port: args.base_port,
-        ready_file: args.ready_file,
-        bin_dir,
-        simulator: SimulatorOptions {
-            delay: args.status_delay,
-            failures: args.failures,
-            ..SimulatorOptions::default()
-        },
-        proxied_uplinks: false,
-    };
-    let runtime = tokio::runtime::Runtime::new()?;
-    runtime.block_on(async {
-        let mut fleet = Fleet::start(&options).await?;
-        let outcome = match &demo {
-            Some((manifests, watch_for)) => {
-                demo::run(&fleet, manifests, *watch_for).await.map(|_| ())
-            }
-            None => Ok(()),
-        };
-        if let Err(error) = outcome {
-            eprintln!("demo: {error:#}");
-        }
-        fleet.print_next_steps();
-        fleet.run_until_signal().await;
-        fleet.shutdown().await;
-        Ok(())
-    })
-}
-
-/// `chaos`: the run, its summary, and a non-zero exit unless it converged.
-fn run_chaos(args: ChaosArgs) -> anyhow::Result<()> {
-    anyhow::ensure!(
-        args.minutes.is_finite() && args.minutes >= 0.0,
-        "--minutes must be a non-negative number"
-    );
-    let bin_dir = bin_dir()?;
-    if !args.no_build {
-        build_daemons(&bin_dir)?;
-    }
-    let options = relaymesh_testbed::chaos::ChaosOptions {
-        duration: Duration::from_secs_f64(args.minutes * 60.0),
-        agents: args.hollow,
-        relays_per_level: args.relays_per_level,
-        seed: args.seed,
-        dir: args.dir.clone(),
-        bin_dir,
-        settle_timeout: args.settle_timeout,
-        pause: (Duration::from_secs(1), Duration::from_secs(4)),
-    };
-    up::prepare_dir(&args.dir)?;
-    init_logging(&args.dir.join("logs").join("testbed.log"))?;
-    let runtime = tokio::runtime::Runtime::new()?;
-    let summary = runtime.block_on(relaymesh_testbed::chaos::run(&options))?;
-    print!("{}", summary.render());
-    if let Some(path) = &args.summary {
-        write_report(path, &summary)?;
-        println!("summary: {}", path.display());
-    }
-    anyhow::ensure!(summary.converged, "the fleet did not converge");
-    Ok(())
-}
-
-/// The directory of the testbed binary, where the daemons are too.
-fn bin_dir() -> anyhow::Result<PathBuf> {
-    Ok(std::env::current_exe()?
-        .parent()
-        .context("the testbed binary has no directory")?
-        .to_path_buf())
-}
-
-/// A benchmark's fleets log to `dir/testbed.log`, so stdout keeps one line
-/// per figure.
-/// Runs each fleet size of the fanout in a process of its own (this binary
-/// again, with `--run-json`), one after the other: ten thousand hollow
-/// agents need most of this machine's memory, and what an earlier size's
-/// agents leave behind in a process must not count against the next.
-fn fanout_sizes_apart(
-    options: &bench::fanout::FanoutOptions,
-) -> anyhow::Result<Vec<bench::fanout::FanoutRun>> {
-    let exe = std::env::current_exe().context("cannot find the testbed binary")?;
-    let mut runs = Vec::new();
-    for agents in &options.agents {
-        let json = options.dir.join(format!("{}-{agents}.json", options.name));
-        let mut command = std::process::Command::new(&exe);
-        command
-            .args(["bench", "fanout", "--agents", &agents.to_string()])
-            .arg("--payload-bytes")
-            .arg(options.payload_bytes.to_string())
-            .arg("--timeout")
-            .arg(humantime::format_duration(options.timeout).to_string())
-            .arg("--dir")
-            .arg(&options.dir)
-            .arg("--run-json")
-            .arg(&json);
-        if options.relays_per_level.is_empty() {
-            command.arg("--star");
-        } else {
-            let levels: Vec<String> = options
-                .relays_per_level
-                .iter()
-                .map(usize::to_string)
-                .collect();
-            command.arg("--relays-per-level").arg(levels.join(","));
-        }
-        let status = command
-            .status()
-            .with_context(|| format!("cannot run {}", exe.display()))?;
-        if !status.success() {
-            anyhow::bail!("the fanout to {agents} hollow agents failed ({status})");
-        }
-        let text =
-            std::fs::read(&json).with_context(|| format!("cannot read {}", json.display()))?;
-        let mut these: Vec<bench::fanout::FanoutRun> = serde_json::from_slice(&text)?;
-        runs.append(&mut these);
-    }
-    Ok(runs)
-}
-
-/// Runs a benchmark that brings up a fleet in `dir` (its log there too) and
-/// writes the one report it makes to `out_dir`.
-fn fleet_bench<R>(
-    dir: &Path,
-    out_dir: &Path,
-    run: impl std::future::Future<Output = anyhow::Result<R>>,
-    report: impl FnOnce(&R) -> bench::report::Report,
-) -> anyhow::Result<()> {
-    bench_logging(dir)?;
-    let runtime = tokio::runtime::Runtime::new()?;
-    let run = runtime.block_on(run)?;
-    println!("report: {}", report(&run).write(out_dir)?.display());
-    Ok(())
-}
-
-fn bench_logging(dir: &Path) -> anyhow::Result<()> {
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    init_logging(&dir.join("testbed.log"))
-}
-
-/// Under `cargo run` (which sets `CARGO`), builds the workspace's binaries,
-/// so the daemons are never stale. Not under `scripts/test`, which built
-/// them already and says so with `RELAYMESH_BINARIES_BUILT` (a `cargo
-/// build` there would undo the test build's units of some dependencies).
-fn build_daemons(bin_dir: &Path) -> anyhow::Result<()> {
-    if std::env::var_os("RELAYMESH_BINARIES_BUILT").is_some() {
-        return Ok(());
-    }
-    let Some(cargo) = std::env::var_os("CARGO") else {
-        return Ok(());
-    };
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.toml");
-    let mut command = std::process::Command::new(cargo);
-    command
-        .args([
-            "build",
-            "--quiet",
-            "--workspace",
-            "--bins",
-            "--manifest-path",
-        ])
-        .arg(manifest);
-    if bin_dir.file_name().is_some_and(|name| name == "release") {
-        command.arg("--release");
-    }
-    let status = command.status().context("cannot run cargo build")?;
-    anyhow::ensure!(status.success(), "building the daemons failed");
-    Ok(())
-}
-
-/// The testbed's own logs (and its simulated clusters') go to `path`;
-/// the terminal gets only what the user should read.
-fn init_logging(path: &Path) -> anyhow::Result<()> {
-    use tracing_subscriber::EnvFilter;
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-        .with_context(|| format!("cannot open {}", path.display()))?;
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::sync::Mutex::new(file))
-        .with_ansi(false)
-        .init();
-    Ok(())
-}
-
-fn parse_failure(text: &str) -> Result<FailureRule, String> {
+pub(crate) fn parse_failure(text: &str) -> Result<FailureRule, String> {
     let (workload, fraction) = text
         .split_once('=')
         .ok_or("expected WORKLOAD=FRACTION, as shop/storefront=0.25")?;

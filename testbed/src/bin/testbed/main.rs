@@ -1,0 +1,24 @@
+//! `testbed`: relaymesh's local trees, simulations and benchmarks.
+
+mod benches;
+mod cli;
+mod fleet;
+mod support;
+
+use clap::Parser;
+
+use cli::{Cli, Command};
+use fleet::{run_chaos, run_fleet};
+
+fn main() -> anyhow::Result<()> {
+    match Cli::parse().command {
+        Command::Up(args) => run_fleet(args, None),
+        Command::Chaos(args) => run_chaos(args),
+        Command::Demo {
+            up,
+            manifests,
+            watch_for,
+        } => run_fleet(up, Some((manifests, watch_for))),
+        Command::Bench(bench) => benches::run(bench),
+    }
+}
