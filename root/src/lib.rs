@@ -21,3 +21,4 @@ pub mod controller;
 pub mod kubeconfig;
 pub mod placement;
 pub mod serve;
+pub mod state;

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 use crate::api::{self, ApiTls};
+use crate::state::RootState;
 use relaymesh_apiserver::objects::ObjectStore;
 use relaymesh_node::daemon::root_services::{RootHandle, RootServices, Serving};
 use relaymesh_node::daemon::DaemonError;
@@ -65,8 +66,10 @@ pub(super) async fn serve_api(
         .await
         .map_err(listen_error)?;
     tracing::info!(%address, "serving the root API");
+    // The root's own state: the node's sled store, embedded.
+    let state: Arc<dyn RootState> = Arc::new(node.store().clone());
     let api_cert = Arc::new(api_cert::ApiCert::new(
-        node.store().clone(),
+        state.clone(),
         &certificate,
         node.store().previous_api_ca()?,
     )?);
@@ -106,9 +109,9 @@ pub(super) async fn serve_api(
     );
     // Revoked users, by name, with when: asked on every API request, so
     // kept in memory, loaded from the store (they survive a restart).
-    let revoked_users = node
-        .store()
-        .users()?
+    let revoked_users = state
+        .users()
+        .map_err(|error| listen_error(std::io::Error::other(error)))?
         .into_iter()
         .filter_map(|user| Some((user.name, user.revoked_unix?)))
         .collect();
@@ -119,7 +122,13 @@ pub(super) async fn serve_api(
                 .instrument(tracing::Span::current()),
         )
     };
-    let backend = Arc::new(RootBackend::new(node, watches, revoked_users, api_cert));
+    let backend = Arc::new(RootBackend::new(
+        node,
+        state,
+        watches,
+        revoked_users,
+        api_cert,
+    ));
     Ok(async move {
         let stopped = async move { shutdown.cancelled().await };
         if let Err(error) =

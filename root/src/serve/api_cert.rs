@@ -15,7 +15,7 @@
 //! handshake from then on gets the new material. Everything is stored
 //! before it is used, so a restart serves the same.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use relaymesh_apiserver::{Authenticator, ServingCert};
@@ -24,14 +24,16 @@ use tokio_util::sync::CancellationToken;
 use crate::api::{ApiAuthorities, ApiCaState};
 use relaymesh_node::daemon::{unix_ms, DaemonError};
 use relaymesh_node::pki::{self, ApiAuthority};
-use relaymesh_node::store::{ApiCertificate, Store};
+use relaymesh_node::store::ApiCertificate;
+
+use crate::state::RootState;
 
 /// How long the renewal loop sleeps at most before it looks again.
 const LOOK_AGAIN: Duration = Duration::from_secs(24 * 60 * 60);
 
 /// The API's TLS material, and where it is kept.
 pub(super) struct ApiCert {
-    store: Store,
+    store: Arc<dyn RootState>,
     serving: ServingCert,
     clients: Authenticator,
     authorities: ApiAuthorities,
@@ -44,7 +46,7 @@ impl ApiCert {
     /// Serves `certificate`, kept in `store`, with `previous` the API CA
     /// being retired if a rotation is under way.
     pub fn new(
-        store: Store,
+        store: Arc<dyn RootState>,
         certificate: &ApiCertificate,
         previous: Option<ApiAuthority>,
     ) -> Result<Self, DaemonError> {

@@ -14,6 +14,7 @@ use super::api_cert::ApiCert;
 use crate::api::{
     self, ApiError, Backend, IssuedToken, MoveRequest, NodeLink, NodeRevoked, TokenRequest,
 };
+use crate::state::RootState;
 use relaymesh_node::daemon::root_services::{RootHandle, RootRequest};
 use relaymesh_node::daemon::unix_ms;
 use relaymesh_node::limits::Limit;
@@ -50,6 +51,8 @@ fn ancestors(nodes: &[NodeRecord], node: &NodeRecord, root: &str) -> Result<Vec<
 
 pub(super) struct RootBackend {
     node: RootHandle,
+    /// The root's own state (users, issued tokens, issuer keys, keys).
+    state: Arc<dyn RootState>,
     watches: relaymesh_apiserver::WatchLimits,
     /// The users an admin revoked, with when (Unix seconds); the store
     /// holds the same.
@@ -61,12 +64,14 @@ pub(super) struct RootBackend {
 impl RootBackend {
     pub(super) fn new(
         node: RootHandle,
+        state: Arc<dyn RootState>,
         watches: relaymesh_apiserver::WatchLimits,
         revoked_users: std::collections::BTreeMap<String, u64>,
         api_cert: Arc<ApiCert>,
     ) -> Self {
         Self {
             node,
+            state,
             watches,
             revoked_users: std::sync::RwLock::new(revoked_users),
             api_cert,
@@ -130,8 +135,7 @@ impl RootBackend {
             // Its key as the root recorded it, never a name: see
             // `store::issuer_keys`.
             let issuer_key = self
-                .node
-                .store()
+                .state
                 .issuer_key(name)
                 .map_err(|error| ApiError::Internal(error.to_string()))?
                 .ok_or_else(|| ApiError::Invalid {
@@ -267,15 +271,13 @@ impl Backend for RootBackend {
             .map_err(|error| ApiError::Internal(error.to_string()))?;
         if request.role == Role::Relay {
             // A relay that joins again makes a new issuer key.
-            self.node
-                .store()
+            self.state
                 .expect_new_issuer_key(&request.name, claims.not_after_unix)
                 .map_err(|error| ApiError::Internal(error.to_string()))?;
         }
         // Remembered before it is handed out, so every token an admin holds
         // can be listed and revoked.
-        self.node
-            .store()
+        self.state
             .record_issued_token(
                 &TokenRecord {
                     id: claims.id,
@@ -316,23 +318,20 @@ impl Backend for RootBackend {
     }
 
     fn users(&self) -> Result<Vec<relaymesh_node::store::UserRecord>, ApiError> {
-        self.node
-            .store()
+        self.state
             .users()
             .map_err(|error| ApiError::Internal(error.to_string()))
     }
 
     fn record_user(&self, record: relaymesh_node::store::UserRecord) -> Result<(), ApiError> {
-        self.node
-            .store()
+        self.state
             .record_user(&record)
             .map_err(|error| ApiError::Internal(error.to_string()))
     }
 
     fn revoke_user(&self, name: &str) -> Result<relaymesh_node::store::UserRecord, ApiError> {
         let record = self
-            .node
-            .store()
+            .state
             .revoke_user(name, unix_ms() / 1000)
             .map_err(|error| ApiError::Internal(error.to_string()))?;
         if let Some(at) = record.revoked_unix {
@@ -355,16 +354,14 @@ impl Backend for RootBackend {
     }
 
     fn tokens(&self) -> Result<Vec<TokenRecord>, ApiError> {
-        self.node
-            .store()
+        self.state
             .issued_tokens()
             .map_err(|error| ApiError::Internal(error.to_string()))
     }
 
     async fn revoke_token(&self, id: [u8; 16]) -> Result<TokenRecord, ApiError> {
         let record = self
-            .node
-            .store()
+            .state
             .revoke_issued_token(&id)
             .map_err(|error| ApiError::Internal(error.to_string()))?
             .ok_or_else(|| {
@@ -410,8 +407,7 @@ impl Backend for RootBackend {
     fn mesh_trust(&self) -> Result<relaymesh_protocol::MeshTrust, ApiError> {
         let identity = self.node.identity().get();
         let next = self
-            .node
-            .store()
+            .state
             .next_token_key()
             .map_err(|error| ApiError::Internal(error.to_string()))?;
         pki::current_trust(
