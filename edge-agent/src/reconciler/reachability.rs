@@ -13,7 +13,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::Reconciler;
+use super::state::Reconciler;
 
 /// The reason placements and the cluster's record carry while its API does
 /// not answer.

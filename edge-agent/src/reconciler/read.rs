@@ -4,7 +4,8 @@
 
 use std::collections::BTreeMap;
 
-use super::{Placement, ReconcileError, Reconciler};
+use super::error::ReconcileError;
+use super::state::{Placement, Reconciler};
 use crate::manifest::{self, Manifest, ObjectRef};
 
 /// What reading a placement's bundles gave.

@@ -1,10 +1,15 @@
-//! Room for replicas: a cluster joined with `edge-agent join
-//! --max-replicas N` runs placements whose workloads ask for at most N
+//! Room for placements and replicas: a cluster joined with `edge-agent join
+//! --max-placements N` runs at most N placements, and one joined with
+//! `--max-replicas N` runs placements whose workloads ask for at most N
 //! replicas in all (`spec.replicas` of Deployments, StatefulSets and
 //! ReplicaSets, 1 where unset, read after customization: an override may
 //! set them per cluster).
 //!
-//! Only the agent can count them (the relays never read a bundle, and an
+//! Beyond its placement count, the placements it does not run yet wait,
+//! last by key, failing and saying why, until others leave: what already
+//! runs is never taken away for one that arrived later.
+//!
+//! Only the agent can count replicas (the relays never read a bundle, and an
 //! override may change the number per cluster), so the agent decides: a
 //! placement it does not run yet and that would pass the limit is not
 //! applied and fails saying so, until another leaves or shrinks; one it
@@ -13,10 +18,14 @@
 //! cluster is out of room, which labels it `relaymesh.dev/full` (see
 //! `Core::set_out_of_room`), so count-bounded placements go elsewhere.
 
-use serde_json::Value;
+use std::collections::BTreeSet;
 
+use serde_json::Value;
+use tokio::time::Instant;
+
+use super::error::ReconcileError;
 use super::read::{customized, Read};
-use super::{ReconcileError, Reconciler};
+use super::state::Reconciler;
 use crate::manifest::Manifest;
 use crate::prune::ApplySet;
 
@@ -55,6 +64,43 @@ pub(super) enum Room {
 }
 
 impl Reconciler {
+    /// Marks the placements this cluster has no room for: beyond its
+    /// capacity, the ones it never applied, last by key, wait (failing,
+    /// saying why) until others leave.
+    pub(super) fn check_capacity(
+        &mut self,
+        assigned: &BTreeSet<String>,
+    ) -> Result<(), ReconcileError> {
+        let Some(limit) = self.max_placements else {
+            return Ok(());
+        };
+        let applied = self.inventory.placements()?;
+        let mut room = limit.saturating_sub(
+            assigned
+                .iter()
+                .filter(|key| applied.contains_key(*key))
+                .count(),
+        );
+        for key in assigned {
+            let Some(placement) = self.placements.get_mut(key) else {
+                continue;
+            };
+            let over = if applied.contains_key(key) {
+                false
+            } else if room > 0 {
+                room -= 1;
+                false
+            } else {
+                true
+            };
+            if placement.over_capacity != over {
+                placement.over_capacity = over;
+                placement.due = Some(Instant::now());
+            }
+        }
+        Ok(())
+    }
+
     /// Whether the placement `key`, whose workloads ask for `asked`
     /// replicas, may run here. The others that run count with what they
     /// asked at their last pass; one that has not had a pass since the
@@ -115,7 +161,7 @@ impl Reconciler {
             .values()
             .any(|placement| placement.waiting_for_room);
         if used < self.replicas_used {
-            let now = tokio::time::Instant::now();
+            let now = Instant::now();
             for placement in self.placements.values_mut() {
                 if placement.waiting_for_room {
                     placement.due = Some(now);
