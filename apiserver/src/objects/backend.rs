@@ -6,12 +6,18 @@
 //! The store writes at most one batch at a time (it holds its lock), and
 //! every batch carries the new resourceVersion beside the objects, so a
 //! backend need not order concurrent writers.
+//!
+//! A scan hands out [`Bytes`], not owned vectors: lists read every object of
+//! a resource, and a backend that keeps its values in shared buffers (sled
+//! does) can lend them without copying each one.
+
+use bytes::Bytes;
 
 /// One write of a batch: the value to put at a key, or `None` to remove it.
 pub type Write = (Vec<u8>, Option<Vec<u8>>);
 
 /// A key and its value, as a scan yields them.
-pub type Entry = (Vec<u8>, Vec<u8>);
+pub type Entry = (Bytes, Bytes);
 
 /// Why a backend could not read or write.
 #[derive(Debug, thiserror::Error)]
@@ -59,7 +65,9 @@ impl ObjectBackend for sled::Tree {
         prefix: &[u8],
     ) -> Box<dyn Iterator<Item = Result<Entry, BackendError>> + 'a> {
         Box::new(sled::Tree::scan_prefix(self, prefix).map(|item| {
-            item.map(|(key, value)| (key.to_vec(), value.to_vec()))
+            // An `IVec` shares sled's buffer (or holds a short value
+            // inline): the `Bytes` keeps it alive instead of copying it.
+            item.map(|(key, value)| (Bytes::from_owner(key), Bytes::from_owner(value)))
                 .map_err(BackendError::from)
         }))
     }
@@ -102,8 +110,8 @@ mod tests {
         assert_eq!(
             scanned,
             vec![
-                (b"o/a".to_vec(), b"1".to_vec()),
-                (b"o/b".to_vec(), b"2".to_vec())
+                (Bytes::from_static(b"o/a"), Bytes::from_static(b"1")),
+                (Bytes::from_static(b"o/b"), Bytes::from_static(b"2"))
             ]
         );
         backend

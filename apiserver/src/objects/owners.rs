@@ -8,7 +8,7 @@ use std::collections::{BTreeSet, HashMap};
 
 use serde_json::Value;
 
-use super::ObjectKey;
+use super::key::ObjectKey;
 
 /// The uid and owner graph of the stored objects.
 #[derive(Debug, Default)]

@@ -11,7 +11,7 @@ use std::time::SystemTime;
 use rand::Rng;
 use serde_json::{Map, Value};
 
-use super::ObjectKey;
+use super::key::ObjectKey;
 
 /// A random RFC 4122 version 4 UUID, as Kubernetes uids are.
 pub fn new_uid() -> String {
