@@ -9,7 +9,7 @@
 //! the slice does). So what a relay's parent hears per second is bounded by
 //! membership changes, not by the size of the subtree.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use relaymesh_protocol::{InventoryUpdate, LinkStatus, NodeRecord, Role};
 use relaymesh_topology::aggregate::Aggregate;
@@ -22,6 +22,11 @@ pub(crate) struct Inventory {
     own: NodeRecord,
     /// Every node below this relay, with the child it lies under.
     nodes: BTreeMap<String, (NodeRecord, String)>,
+    /// The direct children among `nodes` (those under themselves), so
+    /// that finding them costs O(children), not a walk of the subtree:
+    /// every recut of a placement asks, twice for a bounded one, and at
+    /// the root the subtree is the whole fleet.
+    direct: BTreeSet<String>,
     index: SubtreeIndex,
     /// The measured part of each direct child's link (see the module
     /// documentation): shown by this relay, never sent up.
@@ -95,6 +100,7 @@ impl Inventory {
         let mut inventory = Self {
             own,
             nodes: BTreeMap::new(),
+            direct: BTreeSet::new(),
             index: SubtreeIndex::new(),
             measured: BTreeMap::new(),
             version: 0,
@@ -210,11 +216,7 @@ impl Inventory {
 
     /// The names of this relay's direct children, connected or not.
     pub fn direct_children(&self) -> Vec<String> {
-        self.nodes
-            .iter()
-            .filter(|(name, (_, via))| *name == via)
-            .map(|(name, _)| name.clone())
-            .collect()
+        self.direct.iter().cloned().collect()
     }
 
     /// The clusters below each direct child, summarised for placement.
@@ -576,6 +578,11 @@ impl Inventory {
             self.count(&record, &via, true);
             *self.held_per_child.entry(via.clone()).or_default() += 1;
         }
+        if record.name == via {
+            self.direct.insert(via.clone());
+        } else {
+            self.direct.remove(&record.name);
+        }
         self.nodes.insert(record.name.clone(), (record, via));
     }
 
@@ -583,6 +590,7 @@ impl Inventory {
         if self.measured.remove(name).is_some() {
             self.measured_version += 1;
         }
+        self.direct.remove(name);
         if let Some((old, via)) = self.nodes.remove(name) {
             self.version += 1;
             self.count(&old, &via, false);

@@ -167,3 +167,32 @@ fn without_a_move_no_child_lays_claim_to_another_childs_node() {
     report(&mut inventory, "a", vec![], &["x"]);
     assert_eq!(parent_of(&inventory, "x"), None);
 }
+
+/// The direct children a walk of the subtree finds.
+fn walked_children(inventory: &Inventory) -> Vec<String> {
+    inventory
+        .nodes
+        .iter()
+        .filter(|(name, (_, via))| *name == via)
+        .map(|(name, _)| name.clone())
+        .collect()
+}
+
+/// The index of direct children follows every change of the subtree:
+/// children joining, nodes below them, a moved subtree, a child removed.
+#[test]
+fn the_direct_children_index_follows_the_subtree() {
+    let mut inventory = with_a_subtree();
+    assert_eq!(inventory.direct_children(), ["a", "b"]);
+    assert_eq!(inventory.direct_children(), walked_children(&inventory));
+    inventory.set_moves([("r".to_string(), "b".to_string())].into());
+    report(&mut inventory, "b", moved_subtree(), &[]);
+    report(&mut inventory, "a", vec![], &["r", "q", "y", "z"]);
+    assert_eq!(parent_of(&inventory, "r").as_deref(), Some("b"));
+    assert_eq!(inventory.direct_children(), walked_children(&inventory));
+    inventory.child_connected(record("c", "m", Role::Relay), 2, &mut Vec::new());
+    assert_eq!(inventory.direct_children(), ["a", "b", "c"]);
+    inventory.remove_subtree("a", &mut Vec::new());
+    assert_eq!(inventory.direct_children(), ["b", "c"]);
+    assert_eq!(inventory.direct_children(), walked_children(&inventory));
+}
