@@ -203,3 +203,43 @@ pub(super) async fn start_root(
         )
         .await
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A node configured as the root (an API address) in a program that
+    /// cannot serve the root's API stops at once, saying so, instead of
+    /// running a root nobody can reach.
+    #[tokio::test]
+    async fn a_program_without_the_roots_services_refuses_to_be_the_root() {
+        let dir = tempfile::tempdir().expect("a directory");
+        let store = Store::create(dir.path()).expect("a store");
+        let mesh = pki::create_mesh("root", &["127.0.0.1".to_string()]).expect("a mesh");
+        let config = NodeConfig {
+            advertise: Vec::new(),
+            listen: None,
+            api_listen: Some("127.0.0.1:0".into()),
+            parent: None,
+            labels: Default::default(),
+            capacity: Default::default(),
+        };
+        store
+            .initialize(&mesh.identity, &config, 7)
+            .expect("initialized");
+        let result = super::super::run_with_store(
+            dir.path(),
+            store,
+            CancellationToken::new(),
+            None,
+            RunOptions::default(),
+        )
+        .await;
+        let error = result.expect_err("no root services");
+        assert!(matches!(error, DaemonError::NoRootServices), "{error}");
+        assert!(
+            error.to_string().contains("cannot serve the root's API"),
+            "{error}"
+        );
+    }
+}
