@@ -276,12 +276,7 @@ pub fn prune_action(adopted: bool) -> PruneAction {
 
 /// Whether a placement's slice entry body (`{"metadata": …, "spec": …}`)
 /// asks to adopt existing objects: only a JSON `true` at `spec.adopt` does.
-pub fn adopt_requested(body: &[u8]) -> bool {
-    serde_json::from_slice::<Value>(body).is_ok_and(|body| adopt_requested_in(&body))
-}
-
-/// The same, from the body already read as JSON.
-pub fn adopt_requested_in(body: &Value) -> bool {
+pub fn adopt_requested(body: &Value) -> bool {
     body.pointer("/spec/adopt").and_then(Value::as_bool) == Some(true)
 }
 

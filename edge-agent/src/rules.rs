@@ -29,15 +29,7 @@ impl PlacementRules {
     /// (`{"metadata": …, "spec": …}`). The root checked them before signing
     /// the entry; rules that do not compile here (a newer root's) are
     /// logged and left out, and the placement is applied all the same.
-    pub fn from_body(body: &[u8]) -> Self {
-        match serde_json::from_slice::<Value>(body) {
-            Ok(body) => Self::from_entry_body(&body),
-            Err(_) => Self::default(),
-        }
-    }
-
-    /// The same, from the body already read as JSON.
-    pub fn from_entry_body(body: &Value) -> Self {
+    pub fn from_body(body: &Value) -> Self {
         let rules_source = body.pointer("/spec/statusRules").cloned();
         let groups_source = body.pointer("/spec/statusGroupBy").cloned();
         let compiled = match rules::parse(rules_source.as_ref())
@@ -121,7 +113,7 @@ mod tests {
             },
         }))
         .expect("JSON");
-        let rules = PlacementRules::from_body(&body);
+        let rules = PlacementRules::from_body(&serde_json::from_slice(&body).expect("JSON"));
         let labels = BTreeMap::from([("region".to_string(), "eu".to_string())]);
         let web = json!({"kind": "Deployment", "status": {"readyReplicas": 3}});
         let summaries = rules.summaries([&web], "edge-1", &labels, &Phase::Ready);
@@ -133,10 +125,10 @@ mod tests {
         let grouped = groups::read(&summaries, "region").expect("grouped");
         assert_eq!((grouped[0].clusters, grouped[0].ready), (1, 1));
 
-        assert!(PlacementRules::from_body(b"{}")
+        assert!(PlacementRules::from_body(&json!({}))
             .summaries([&web], "edge-1", &labels, &Phase::Ready)
             .is_empty());
-        let other = PlacementRules::from_body(b"{\"spec\":{}}");
+        let other = PlacementRules::from_body(&json!({"spec": {}}));
         assert!(!rules.same_source(&other));
     }
 }

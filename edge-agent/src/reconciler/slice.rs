@@ -164,14 +164,14 @@ fn take_entry(
 fn read_spec(placement: &mut Placement, body: &[u8]) -> bool {
     placement.read_body = Some(body.to_vec());
     let body = serde_json::from_slice::<Value>(body).unwrap_or_default();
-    placement.spec_adopt = policy::adopt_requested_in(&body);
+    placement.spec_adopt = policy::adopt_requested(&body);
     placement.timing = timing_of(&body);
     let customization = customization_of(&body);
     if placement.customization.0 != customization.0 {
         placement.customization = customization;
         placement.applied = false;
     }
-    let rules = PlacementRules::from_entry_body(&body);
+    let rules = PlacementRules::from_body(&body);
     if placement.rules.same_source(&rules) {
         return false;
     }

@@ -58,16 +58,6 @@ impl Specs {
         self.lock().retain(|id, _| kept.contains(id));
     }
 
-    /// How many specs are held.
-    pub fn len(&self) -> usize {
-        self.lock().len()
-    }
-
-    /// Whether none is.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<SpecId, Parsed>> {
         // A panic elsewhere cannot leave the map half-written: every
         // change is one insert or one retain.
@@ -109,7 +99,7 @@ mod tests {
         let next = specs.of(&placement(2, true)).expect("valid");
         assert_eq!(next.status_rules.len(), 1, "a new generation is parsed");
         specs.retain(&[Specs::id(&placement(2, true))].into());
-        assert_eq!(specs.len(), 1);
+        assert_eq!(specs.lock().len(), 1);
         let invalid =
             json!({"metadata": {"name": "x", "namespace": "shop", "uid": "u-2", "generation": 1}});
         let error = specs.read(&invalid).expect_err("no spec");
