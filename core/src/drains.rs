@@ -106,7 +106,9 @@ impl Core {
     }
 
     /// Whether every count-bounded placement's selected clusters are all
-    /// ready, with no re-decision pending at the root.
+    /// ready and nothing else is counted ready (the status from below no
+    /// longer counts the drained cluster), with no re-decision pending at
+    /// the root.
     fn bounded_placements_ready(&self) -> bool {
         if self.recut_pending() {
             return false;
@@ -121,7 +123,10 @@ impl Core {
                 let ready = self
                     .placement_status(&entry.key)
                     .map_or(0, |status| status.counts.ready);
-                ready >= selected
+                // Equal, not at least: while the relays below still count
+                // the drained cluster's copy, ready is above selected, and
+                // a drain marked done then would show READY 3/2 (CI run 73).
+                ready == selected
             })
     }
 }
