@@ -274,11 +274,5 @@ pub fn prune_action(adopted: bool) -> PruneAction {
     }
 }
 
-/// Whether a placement's slice entry body (`{"metadata": …, "spec": …}`)
-/// asks to adopt existing objects: only a JSON `true` at `spec.adopt` does.
-pub fn adopt_requested(body: &Value) -> bool {
-    body.pointer("/spec/adopt").and_then(Value::as_bool) == Some(true)
-}
-
 #[cfg(test)]
 mod tests;

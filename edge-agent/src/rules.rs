@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use relaymesh_protocol::status::MAX_GROUP_LABELS;
 use relaymesh_protocol::RuleSummary;
-use relaymesh_topology::rules::{self, CompiledRules};
+use relaymesh_topology::rules::{CompiledRules, StatusRule};
 use relaymesh_topology::{groups, summary};
 use serde_json::Value;
 
@@ -18,23 +18,19 @@ use crate::status::Phase;
 /// What a placement asks its clusters to summarize.
 #[derive(Debug, Default)]
 pub struct PlacementRules {
-    /// The spec fields it was read from, to tell a change.
-    source: (Option<Value>, Option<Value>),
+    /// The rules and labels it was made from, to tell a change.
+    source: (Vec<StatusRule>, Vec<String>),
     compiled: Option<CompiledRules>,
     group_by: Vec<String>,
 }
 
 impl PlacementRules {
-    /// Reads the rules of a placement's slice entry `body`
-    /// (`{"metadata": …, "spec": …}`). The root checked them before signing
-    /// the entry; rules that do not compile here (a newer root's) are
-    /// logged and left out, and the placement is applied all the same.
-    pub fn from_body(body: &Value) -> Self {
-        let rules_source = body.pointer("/spec/statusRules").cloned();
-        let groups_source = body.pointer("/spec/statusGroupBy").cloned();
-        let compiled = match rules::parse(rules_source.as_ref())
-            .and_then(|rules| CompiledRules::compile(&rules))
-        {
+    /// Compiles a placement's status `rules` and takes its group labels,
+    /// both read from its slice entry's body. The root checked them before
+    /// signing the entry; rules that do not compile here (a newer root's)
+    /// are logged and left out, and the placement is applied all the same.
+    pub fn new(rules: Vec<StatusRule>, group_by: Vec<String>) -> Self {
+        let compiled = match CompiledRules::compile(&rules) {
             Ok(compiled) if !compiled.is_empty() => Some(compiled),
             Ok(_) => None,
             Err(error) => {
@@ -42,23 +38,14 @@ impl PlacementRules {
                 None
             }
         };
-        let group_by = groups_source
-            .as_ref()
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-            .take(MAX_GROUP_LABELS)
-            .map(str::to_string)
-            .collect();
         Self {
-            source: (rules_source, groups_source),
             compiled,
-            group_by,
+            group_by: group_by.iter().take(MAX_GROUP_LABELS).cloned().collect(),
+            source: (rules, group_by),
         }
     }
 
-    /// Whether `other` was read from the same spec fields.
+    /// Whether `other` was made from the same rules and labels.
     pub fn same_source(&self, other: &Self) -> bool {
         self.source == other.source
     }
@@ -94,15 +81,18 @@ impl PlacementRules {
 
 #[cfg(test)]
 mod tests {
+    use relaymesh_topology::spec::EntrySpec;
     use serde_json::json;
 
     use super::*;
 
     #[test]
     fn rules_and_groups_come_from_the_entry_body() {
-        let body = serde_json::to_vec(&json!({
+        let spec = relaymesh_topology::spec::PlacementSpec::from_object(&json!({
             "metadata": {"namespace": "shop", "name": "web"},
             "spec": {
+                "workloads": [{}],
+                "clusters": {"names": ["edge-1"]},
                 "statusRules": [{
                     "name": "ready",
                     "select": "object.status.readyReplicas",
@@ -112,8 +102,9 @@ mod tests {
                 "statusGroupBy": ["region"],
             },
         }))
-        .expect("JSON");
-        let rules = PlacementRules::from_body(&serde_json::from_slice(&body).expect("JSON"));
+        .expect("valid");
+        let read = EntrySpec::read(&spec.body()).expect("reads");
+        let rules = PlacementRules::new(read.status_rules, read.status_group_by);
         let labels = BTreeMap::from([("region".to_string(), "eu".to_string())]);
         let web = json!({"kind": "Deployment", "status": {"readyReplicas": 3}});
         let summaries = rules.summaries([&web], "edge-1", &labels, &Phase::Ready);
@@ -125,10 +116,10 @@ mod tests {
         let grouped = groups::read(&summaries, "region").expect("grouped");
         assert_eq!((grouped[0].clusters, grouped[0].ready), (1, 1));
 
-        assert!(PlacementRules::from_body(&json!({}))
+        assert!(PlacementRules::default()
             .summaries([&web], "edge-1", &labels, &Phase::Ready)
             .is_empty());
-        let other = PlacementRules::from_body(&json!({"spec": {}}));
+        let other = PlacementRules::new(Vec::new(), Vec::new());
         assert!(!rules.same_source(&other));
     }
 }

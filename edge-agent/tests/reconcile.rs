@@ -140,6 +140,40 @@ async fn applies_definition_custom_resource_namespace_and_config_map_in_one_pass
     Ok(())
 }
 
+/// A body this agent cannot read (here a version-11 root's JSON, as a
+/// store written then holds it) holds the placement back: it fails saying
+/// why, and nothing is applied uncustomized. The root's next body is.
+#[tokio::test]
+async fn a_placement_body_it_cannot_read_fails_and_applies_nothing() -> anyhow::Result<()> {
+    let cluster = Cluster::start().await?;
+    let dir = tempfile::tempdir()?;
+    let mut agent = Agent::start(&cluster, dir.path())?;
+    let objects = vec![config_map("shop", "conf", "1")];
+    let json = br#"{"metadata": {"namespace": "shop", "name": "web"}, "spec": {}}"#;
+    agent.assign_with_bodies(&[(KEY, objects.clone())], vec![json.to_vec()])?;
+    let status = agent
+        .status_of(KEY, |status| status.counts.failed == 1)
+        .await?;
+    let message = status.message.unwrap_or_default();
+    assert!(
+        message.contains("cannot read the placement's spec"),
+        "{message}"
+    );
+    assert_eq!(config_value(&cluster, "shop", "conf").await?, None);
+
+    agent.assign(&[(KEY, objects)])?;
+    agent
+        .status_of(KEY, |status| status.counts.ready == 1)
+        .await?;
+    assert_eq!(
+        config_value(&cluster, "shop", "conf").await?.as_deref(),
+        Some("1")
+    );
+    agent.stop().await?;
+    cluster.stop().await;
+    Ok(())
+}
+
 #[tokio::test]
 async fn an_image_change_is_applied_and_a_missing_namespace_created() -> anyhow::Result<()> {
     let cluster = Cluster::start().await?;

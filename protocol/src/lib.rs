@@ -42,6 +42,7 @@ pub use error::{ErrorCode, Refusal};
 pub use inventory::{InventoryUpdate, LinkStatus, NodeRecord, Role};
 pub use moves::{Move, MoveState};
 pub use parents::{CandidateParent, Parents};
+pub use placement::body::PlacementBody;
 pub use placement::{
     LabelRequirement, LabelSelector, PlacementTarget, Quota, SelectorOperator, Wave, UNLABELLED,
 };
@@ -55,7 +56,7 @@ pub use trust::MeshTrust;
 
 /// The newest protocol version this build speaks. The child offers a range in
 /// its `Hello`; the parent answers with the version both will use.
-pub const PROTOCOL_VERSION: u16 = 11;
+pub const PROTOCOL_VERSION: u16 = 12;
 
 /// The oldest protocol version this build still speaks. Version 2 appended
 /// the bundle-serve counters to `LinkStatus`; version 3 added the root's
@@ -77,10 +78,11 @@ pub const PROTOCOL_VERSION: u16 = 11;
 /// ([`status::PlacementStatus::applied_revisions`]); version 11 added the
 /// parent's cross-signed new issuer to a renewal's answer
 /// ([`message::RenewReply::Renewed`]'s `successor_der`), while its issuer
-/// key rotates. Older versions cannot
+/// key rotates; version 12 carries a placement entry's body as a typed
+/// [`PlacementBody`] where it was the Placement's JSON. Older versions cannot
 /// decode the longer records and the new messages, so nothing older is
 /// spoken (there are no deployments to keep).
-pub const MIN_PROTOCOL_VERSION: u16 = 11;
+pub const MIN_PROTOCOL_VERSION: u16 = 12;
 
 /// The QUIC ALPN identifier of version 1 of the relaymesh protocol.
 pub const ALPN: &[u8] = b"relaymesh/1";

@@ -10,6 +10,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+pub mod body;
+
 /// The prefix of every placement's slice key (`placement/NAMESPACE/NAME`).
 pub const KEY_PREFIX: &str = "placement/";
 

@@ -140,7 +140,7 @@ async fn reconcile(
     for (key, object) in placements {
         let built = specs
             .read(&object)
-            .and_then(|spec| placement::build(&spec, &object, &workloads));
+            .and_then(|spec| placement::build(&spec, &workloads));
         match built {
             Ok(packed) => {
                 let bundle = bytes::Bytes::from(packed.bundle);

@@ -53,26 +53,23 @@ pub struct Packed {
     pub rollout: relaymesh_topology::rollout::RolloutSpec,
 }
 
-/// Builds the entry and bundle of `placement`, whose spec is `spec` (from
-/// [`Specs`]), from every object the root holds (`objects`).
-pub fn build(
-    spec: &PlacementSpec,
-    placement: &Value,
-    objects: &[Value],
-) -> Result<Packed, PlacementError> {
+/// Builds the entry and bundle of the placement whose admitted spec is
+/// `spec` (from [`Specs`]), from every object the root holds (`objects`).
+pub fn build(spec: &PlacementSpec, objects: &[Value]) -> Result<Packed, PlacementError> {
     let selected: Vec<&Value> = objects
         .iter()
         .filter(|object| spec.selects_object(object))
         .collect();
     let bundle = pack(&selected);
     let id = BundleId::of(&bundle);
-    let body = canonical_json(&serde_json::json!({
-        "metadata": {
-            "namespace": spec.namespace,
-            "name": spec.name,
-        },
-        "spec": placement.get("spec").cloned().unwrap_or(Value::Null),
-    }));
+    // Too large to travel in one frame: refused like any invalid spec.
+    let body = spec
+        .body()
+        .encode()
+        .map_err(|error| PlacementError::Invalid {
+            field: "spec".to_string(),
+            message: format!("too large for a slice entry: {error}"),
+        })?;
     Ok(Packed {
         entry: SliceEntry {
             key: entry_key(&spec.namespace, &spec.name),

@@ -29,7 +29,8 @@ use relaymesh_protocol::message::{
     BundleReply, DownMessage, Hello, JoinGrant, Open, UpMessage, Welcome,
 };
 use relaymesh_protocol::{
-    BundleId, InventoryUpdate, NodeRecord, Role, SliceChange, SliceEntry, PROTOCOL_VERSION,
+    BundleId, InventoryUpdate, NodeRecord, PlacementBody, Role, SliceChange, SliceEntry,
+    PROTOCOL_VERSION,
 };
 use relaymesh_root::placement;
 use relaymesh_testbed::cluster::{SimulatedCluster, SimulatorOptions};
@@ -355,8 +356,10 @@ fn an_agent_refuses_what_a_compromised_relay_altered() -> anyhow::Result<()> {
         .context("eu holds the settings placement")?;
     drop(store);
 
-    let mut body: Value = serde_json::from_slice(&real.body)?;
-    body["spec"]["adopt"] = Value::Bool(true);
+    let mut body = PlacementBody::from_entry(&real)
+        .context("a placement entry")?
+        .context("its body decodes")?;
+    body.adopt = true;
     let evil = serde_json::json!({
         "apiVersion": "v1",
         "kind": "ConfigMap",
@@ -367,7 +370,7 @@ fn an_agent_refuses_what_a_compromised_relay_altered() -> anyhow::Result<()> {
     let evil_id = BundleId::of(&bundle);
     let forgery = Forgery {
         altered_body: SliceEntry {
-            body: serde_json::to_vec(&body)?,
+            body: body.encode()?,
             ..real.clone()
         },
         altered_bundle: SliceEntry {

@@ -288,30 +288,6 @@ fn adopted_objects_and_namespaces_are_released_not_deleted() {
     assert_eq!(prune_action(true), PruneAction::Release);
 }
 
-#[test]
-fn only_a_literal_true_asks_for_adoption() {
-    // Read as the reconciler reads an entry's body: unreadable is null.
-    let read = |body: &[u8]| serde_json::from_slice(body).unwrap_or_default();
-    assert!(adopt_requested(&read(
-        br#"{"metadata": {}, "spec": {"adopt": true}}"#
-    )));
-    for body in [
-        &br#"{"spec": {"adopt": false}}"#[..],
-        br#"{"spec": {"adopt": "true"}}"#,
-        br#"{"spec": {}}"#,
-        br#"{"adopt": true}"#,
-        b"{}",
-        b"not json",
-        b"",
-    ] {
-        assert!(
-            !adopt_requested(&read(body)),
-            "{}",
-            String::from_utf8_lossy(body)
-        );
-    }
-}
-
 /// Objects that change how the whole cluster behaves, each with its body
 /// and the category it falls into.
 fn cluster_controls() -> Vec<(ObjectRef, Value, Category)> {

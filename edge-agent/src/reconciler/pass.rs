@@ -47,6 +47,11 @@ async fn apply_placement(
         wait_for_capacity(reconciler.max_placements.unwrap_or_default(), placement);
         return Ok(Action::AwaitChange);
     }
+    if let Some(why) = &placement.unreadable {
+        placement.applied = false;
+        placement.problem = Some(why.clone());
+        return Ok(Action::AwaitChange);
+    }
     let applyset = ApplySet::of(key);
     let Some((manifests, not_customized)) = read_bundles(reconciler, &applyset, placement)? else {
         placement.applied = false;

@@ -33,7 +33,7 @@ pub(super) fn customized(
     let mut manifests = BTreeMap::new();
     let mut origins = BTreeMap::new();
     let mut not_customized = BTreeMap::new();
-    let customization = &placement.customization.1;
+    let customization = &placement.customization;
     for id in &placement.bundles {
         let Some(bytes) = reconciler.store.bundle(id)? else {
             tracing::debug!(bundle = %id, "waiting for a bundle");

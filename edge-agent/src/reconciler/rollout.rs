@@ -5,10 +5,9 @@
 use std::collections::BTreeMap;
 
 use relaymesh_protocol::BundleId;
-use serde_json::Value;
 use tokio::time::Instant;
 
-use super::state::{Placement, Timing};
+use super::state::Placement;
 use crate::status;
 
 /// Takes the rollout of slice `entry` into `placement`: its wave and the
@@ -64,18 +63,6 @@ fn self_bundles(
         entry.bundles.get(1).copied().into_iter().collect()
     };
     (bundles, Some((newest, admitted)))
-}
-
-/// A placement's rollout times, read from its slice entry's body (the root
-/// checked them; unreadable ones count as none).
-pub(super) fn timing_of(body: &Value) -> Timing {
-    match relaymesh_topology::spec::rollout::rollout(body.pointer("/spec/rollout")) {
-        Ok(spec) => Timing {
-            min_success: spec.min_success_time,
-            deadline: spec.progress_deadline,
-        },
-        Err(_) => Timing::default(),
-    }
 }
 
 /// How this cluster counts in its placement's rollout, and when that

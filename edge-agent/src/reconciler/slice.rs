@@ -8,16 +8,15 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use relaymesh_node::daemon::AgentSlice;
 use relaymesh_protocol::placement::KEY_PREFIX as PLACEMENT_PREFIX;
+use relaymesh_protocol::PlacementBody;
 use relaymesh_protocol::SliceEntry;
-use relaymesh_topology::customization::Customization;
-use serde_json::Value;
+use relaymesh_topology::spec::EntrySpec;
 use tokio::time::Instant;
 use tracing::Instrument as _;
 
 use super::error::ReconcileError;
-use super::rollout::{take_rollout, timing_of};
-use super::state::{Placement, Reconciler};
-use crate::policy;
+use super::rollout::take_rollout;
+use super::state::{Placement, Reconciler, Timing};
 use crate::rules::PlacementRules;
 
 /// What changed of the cluster itself with a slice.
@@ -136,7 +135,7 @@ fn take_entry(
     // The body is read (and its status rules compiled) once per
     // body, not on every slice the node publishes.
     let rules_changed = placement.read_body.as_deref() != Some(entry.body.as_slice())
-        && read_spec(placement, &entry.body);
+        && read_spec(placement, entry);
     if relabelled.labels || relabelled.annotations {
         // Templates and overrides may read them.
         placement.applied = false;
@@ -158,38 +157,48 @@ fn take_entry(
     rules_changed || relabelled.labels || wave_changed
 }
 
-/// Reads a placement's spec from its entry's `body`: whether it adopts,
-/// its rollout's times, its customization (a changed one is applied
-/// again) and its status rules. Returns whether its rules changed.
-fn read_spec(placement: &mut Placement, body: &[u8]) -> bool {
-    placement.read_body = Some(body.to_vec());
-    let body = serde_json::from_slice::<Value>(body).unwrap_or_default();
-    placement.spec_adopt = policy::adopt_requested(&body);
-    placement.timing = timing_of(&body);
-    let customization = customization_of(&body);
-    if placement.customization.0 != customization.0 {
-        placement.customization = customization;
+/// Reads a placement's spec from its entry's typed body: whether it
+/// adopts, its rollout's times, its customization (a changed one is
+/// applied again) and its status rules. A body this agent cannot read (a
+/// newer root's) holds the placement back, failing with why, rather than
+/// applying its objects uncustomized. Returns whether its rules changed.
+fn read_spec(placement: &mut Placement, entry: &SliceEntry) -> bool {
+    placement.read_body = Some(entry.body.clone());
+    // `sync_slice` takes only entries under the placement prefix.
+    let Some(decoded) = PlacementBody::from_entry(entry) else {
+        return false;
+    };
+    let read = decoded
+        .map_err(|error| error.to_string())
+        .and_then(|body| EntrySpec::read(&body).map_err(|error| error.to_string()));
+    let spec = match read {
+        Ok(spec) => {
+            placement.unreadable = None;
+            spec
+        }
+        Err(error) => {
+            tracing::warn!(%error, "placement body unreadable: not applied");
+            placement.unreadable = Some(format!(
+                "this agent cannot read the placement's spec (is the root newer?): {error}"
+            ));
+            placement.applied = false;
+            return false;
+        }
+    };
+    placement.spec_adopt = spec.adopt;
+    placement.timing = Timing {
+        min_success: spec.min_success_time,
+        deadline: spec.progress_deadline,
+    };
+    if placement.customization != spec.customization {
+        placement.customization = spec.customization;
         placement.applied = false;
     }
-    let rules = PlacementRules::from_body(&body);
+    let rules = PlacementRules::new(spec.status_rules, spec.status_group_by);
     if placement.rules.same_source(&rules) {
         return false;
     }
     placement.rules = rules;
     // Only what is reported changes: no pass is needed.
     true
-}
-
-/// A placement's `spec.customization`, read from its slice entry's body. The
-/// root checked it before signing; one this agent cannot read (a newer
-/// root's) is logged and left out.
-fn customization_of(body: &Value) -> (Option<Value>, Customization) {
-    let source = body.pointer("/spec/customization").cloned();
-    match relaymesh_topology::spec::customization(source.as_ref()) {
-        Ok(customization) => (source, customization),
-        Err(error) => {
-            tracing::warn!(%error, "customization left out");
-            (source, Customization::default())
-        }
-    }
 }

@@ -11,7 +11,6 @@ use relaymesh_node::daemon::AgentSlice;
 use relaymesh_node::store::Store;
 use relaymesh_protocol::{BundleId, PlacementStatus};
 use relaymesh_topology::customization::Customization;
-use serde_json::Value;
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
@@ -32,9 +31,11 @@ pub(super) struct Placement {
     pub(super) adopt: bool,
     /// Its status rules and group labels.
     pub(super) rules: PlacementRules,
-    /// Its templates and overrides, with the spec field they were read
-    /// from (to tell a change).
-    pub(super) customization: (Option<Value>, Customization),
+    /// Its templates and overrides.
+    pub(super) customization: Customization,
+    /// Why its entry's body could not be read: it is not applied, and
+    /// fails saying so.
+    pub(super) unreadable: Option<String>,
     /// The objects last read from its bundles.
     pub(super) desired: BTreeMap<ObjectRef, Manifest>,
     /// Every object of it was applied once (failures aside).

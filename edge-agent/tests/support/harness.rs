@@ -198,16 +198,30 @@ impl Agent {
         self.assign_with_spec(placements, &serde_json::json!({}))
     }
 
-    /// [`Agent::assign`] with `spec` as every placement's spec in its entry
-    /// body (as the root writes it: `{"metadata": …, "spec": …}`).
+    /// [`Agent::assign`] with `spec` as every placement's spec, read by the
+    /// root's admission code and carried in its entry's typed body as the
+    /// root writes it.
     pub fn assign_with_spec(
         &mut self,
         placements: &[(&str, Vec<Value>)],
         spec: &Value,
     ) -> anyhow::Result<Vec<SliceEntry>> {
-        let body = serde_json::to_vec(&serde_json::json!({"metadata": {}, "spec": spec}))?;
+        let bodies = placements
+            .iter()
+            .map(|(key, _)| body_for(key, spec))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        self.assign_with_bodies(placements, bodies)
+    }
+
+    /// [`Agent::assign`] with each placement's entry body given, byte for
+    /// byte.
+    pub fn assign_with_bodies(
+        &mut self,
+        placements: &[(&str, Vec<Value>)],
+        bodies: Vec<Vec<u8>>,
+    ) -> anyhow::Result<Vec<SliceEntry>> {
         let mut entries = Vec::new();
-        for (key, objects) in placements {
+        for ((key, objects), body) in placements.iter().zip(bodies) {
             let refs: Vec<&Value> = objects.iter().collect();
             let bytes = relaymesh_root::placement::pack(&refs);
             let id = BundleId::of(&bytes);
@@ -217,7 +231,7 @@ impl Agent {
                 key: (*key).to_string(),
                 target: Target::Everywhere,
                 bundles: vec![id],
-                body: body.clone(),
+                body,
                 // The reconciler takes entries the agent's core has checked.
                 serial: 0,
                 signature: Vec::new(),
@@ -369,4 +383,27 @@ impl Agent {
             bundles_stored: self.bundles_stored,
         });
     }
+}
+
+/// The body the root writes for placement `key` (`placement/NS/NAME`)
+/// whose spec is `spec`, with one workload term and this cluster named
+/// where `spec` has none.
+fn body_for(key: &str, spec: &Value) -> anyhow::Result<Vec<u8>> {
+    let (namespace, name) = key
+        .strip_prefix(relaymesh_protocol::placement::KEY_PREFIX)
+        .and_then(|rest| rest.split_once('/'))
+        .context("a placement key")?;
+    let mut spec = spec.clone();
+    if spec.get("workloads").is_none() {
+        spec["workloads"] = serde_json::json!([{}]);
+    }
+    if spec.get("clusters").is_none() {
+        spec["clusters"] = serde_json::json!({"names": ["edge-1"]});
+    }
+    let placement = serde_json::json!({
+        "metadata": {"namespace": namespace, "name": name},
+        "spec": spec,
+    });
+    let parsed = relaymesh_topology::spec::PlacementSpec::from_object(&placement)?;
+    Ok(parsed.body().encode()?)
 }

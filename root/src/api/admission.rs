@@ -7,7 +7,7 @@ use relaymesh_apiserver::ApiError;
 use relaymesh_protocol::{NodeRecord, Role};
 use serde_json::Value;
 
-use crate::placement::PlacementError;
+use crate::placement::{PlacementError, Specs};
 
 /// The warning for a Placement whose `spec.clusters.names` name clusters
 /// that `unknown_clusters` does not know: it is accepted (the cluster may
@@ -58,14 +58,20 @@ pub(super) fn unknown_names(records: &[NodeRecord], names: &[&str]) -> Vec<Strin
     unknown
 }
 
-/// A Placement is checked by the code that will place it.
-pub(super) fn validate_placement(namespace: Option<&str>, object: &Value) -> Result<(), ApiError> {
+/// A Placement is checked by the code that will place it, and what it
+/// reads is kept in `specs` for everyone who reads the stored object.
+pub(super) fn validate_placement(
+    specs: &Specs,
+    namespace: Option<&str>,
+    object: &Value,
+) -> Result<(), ApiError> {
     // The namespace comes from the URL when the object names none.
     let mut placement = object.clone();
     if let (Some(namespace), Some(metadata)) = (namespace, placement.get_mut("metadata")) {
         metadata["namespace"] = Value::from(namespace);
     }
-    crate::placement::PlacementSpec::from_object(&placement)
+    specs
+        .admit(&placement)
         .map(|_| ())
         .map_err(|PlacementError::Invalid { field, message }| ApiError::Invalid { field, message })
 }

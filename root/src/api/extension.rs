@@ -59,7 +59,9 @@ impl<B: Backend> Relaymesh<B> {
 impl<B: Backend> Extension for Relaymesh<B> {
     fn resources(&self) -> Vec<Resource> {
         let backend = Arc::clone(&self.backend);
-        own_resources(move |names| unknown_names(&backend.inventory().records, names))
+        own_resources(self.specs.clone(), move |names| {
+            unknown_names(&backend.inventory().records, names)
+        })
     }
 
     fn objects(&self, resource: &Resource) -> Vec<Value> {
@@ -139,6 +141,7 @@ mod tests {
     use super::super::admission::validate_placement;
     use super::super::types::{IssuedToken, TokenRequest};
     use super::*;
+    use crate::placement::Specs;
 
     /// A backend with an empty tree that refuses everything.
     struct NoTree;
@@ -188,9 +191,9 @@ mod tests {
                 "maxClusters": 2,
             },
         });
-        assert!(validate_placement(Some("shop"), &placement).is_ok());
+        assert!(validate_placement(&Specs::default(), Some("shop"), &placement).is_ok());
         placement["spec"]["maxClusters"] = json!("two");
-        let refused = validate_placement(Some("shop"), &placement);
+        let refused = validate_placement(&Specs::default(), Some("shop"), &placement);
         assert!(
             matches!(&refused, Err(ApiError::Invalid { field, .. }) if field == "spec.maxClusters"),
             "{refused:?}"
@@ -200,7 +203,7 @@ mod tests {
         placement["spec"]["maxClusters"] = json!(2);
         placement["spec"]["statusRules"] =
             json!([{"name": "ready", "aggregate": "sum", "select": "object.status.("}]);
-        let refused = validate_placement(Some("shop"), &placement);
+        let refused = validate_placement(&Specs::default(), Some("shop"), &placement);
         assert!(
             matches!(&refused, Err(ApiError::Invalid { field, message })
                 if field == "spec.statusRules[0].select"

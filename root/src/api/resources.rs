@@ -9,12 +9,13 @@ use serde_json::json;
 use super::admission::{unknown_cluster_warning, validate_placement};
 use super::groups::{MULTICLUSTER_GROUP, VERSION};
 use super::schemas;
-use crate::placement::RELAYMESH_GROUP;
+use crate::placement::{Specs, RELAYMESH_GROUP};
 
-/// relaymesh's own kinds, each with its schema; `unknown_clusters` says
-/// which of the names it is given no cluster of the tree has now, for the
-/// Placement's warnings.
+/// relaymesh's own kinds, each with its schema; Placements are admitted
+/// into `specs`; `unknown_clusters` says which of the names it is given no
+/// cluster of the tree has now, for the Placement's warnings.
 pub(super) fn own_resources(
+    specs: Specs,
     unknown_clusters: impl Fn(&[&str]) -> Vec<String> + Send + Sync + 'static,
 ) -> Vec<Resource> {
     let column =
@@ -31,7 +32,9 @@ pub(super) fn own_resources(
                 column("Ready", "integer", ".status.clusters.ready"),
             ])
             .schema(schemas::placement())
-            .validator(Validator::new(validate_placement))
+            .validator(Validator::new(move |namespace, placement| {
+                validate_placement(&specs, namespace, placement)
+            }))
             .warner(Warner::new(move |_, placement| {
                 unknown_cluster_warning(placement, &unknown_clusters)
             })),

@@ -201,13 +201,8 @@ fn repacking_a_bundle_keeps_its_floats_and_its_id() {
 fn bundles_are_canonical_and_stripped() {
     let a = object("apps/v1", "Deployment", Some("shop"), "web", "storefront");
     let b = object("v1", "ConfigMap", Some("shop"), "storefront-config", "x");
-    let one = build(
-        &spec_of(&placement()),
-        &placement(),
-        &[a.clone(), b.clone()],
-    )
-    .expect("packs");
-    let two = build(&spec_of(&placement()), &placement(), &[b, a.clone()]).expect("packs");
+    let one = build(&spec_of(&placement()), &[a.clone(), b.clone()]).expect("packs");
+    let two = build(&spec_of(&placement()), &[b, a.clone()]).expect("packs");
     assert_eq!(
         one.bundle, two.bundle,
         "order of the root's objects does not matter"
@@ -225,7 +220,7 @@ fn bundles_are_canonical_and_stripped() {
     // Editing a selected object makes a new bundle.
     let mut edited = a;
     edited["spec"]["x"] = json!(2);
-    let three = build(&spec_of(&placement()), &placement(), &[edited]).expect("packs");
+    let three = build(&spec_of(&placement()), &[edited]).expect("packs");
     assert_ne!(three.entry.bundles, one.entry.bundles);
     assert_eq!(one.entry.key, "placement/shop/storefront");
 }
