@@ -30,6 +30,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod renewal;
 pub mod seal;
 pub mod simulation;
 pub mod state;
@@ -181,10 +182,14 @@ pub enum Action {
     /// a mesh CA key other than the signer signed it, and say so with
     /// [`Core::set_certificate_labels`].
     MeshTrust(relaymesh_protocol::MeshTrust),
-    /// The relays above this node changed while it kept its parent (one of
-    /// them moved with its subtree): renew this node's certificate now, so
-    /// that its chain, and a relay's issuer chain, lead through them.
-    Renew,
+    /// Renew this node's certificate now (the core's [`renewal`] schedule
+    /// says when): ask the parent, or sign it at the root, then tell
+    /// [`Core::renewal`] what was done. `refresh_server`: a relay also
+    /// signs itself a new server certificate.
+    RenewCertificate {
+        /// Sign the listener's server certificate anew too.
+        refresh_server: bool,
+    },
     /// The root moves this node to another parent: join `to` with the
     /// move's token, store the new identity and parent, then call
     /// [`Core::re_parent`] and dial the new parent.
@@ -264,6 +269,8 @@ pub struct Core {
     /// `trust`), as labels: the mesh CA key its chain reaches, those it
     /// trusts, the key that signed it, and a relay's issuer key.
     certificate_labels: BTreeMap<String, String>,
+    /// When this node renews its certificate.
+    renewal: renewal::Renewal,
 }
 
 impl Core {
@@ -314,6 +321,7 @@ impl Core {
             out_of_room: false,
             cluster_unreachable: false,
             certificate_labels: BTreeMap::new(),
+            renewal: renewal::Renewal::default(),
         };
         for (child, total) in core.bundles.served_totals().clone() {
             core.inventory
@@ -464,6 +472,7 @@ impl Core {
             self.cuts.holds.deadline(),
             self.lost.check_at,
             self.queries.next_expiry(),
+            self.renewal.deadline(),
         ]
         .into_iter()
         .flatten()
@@ -492,6 +501,16 @@ impl Core {
         }
         self.retry_bundles(now);
         self.expire_queries(now);
+        if let Some(refresh_server) = self.renewal.start(now) {
+            self.actions
+                .push_back(Action::RenewCertificate { refresh_server });
+        }
+    }
+
+    /// This node's renewal schedule, which the driver tells what it did
+    /// (see [`renewal`]).
+    pub fn renewal(&mut self) -> &mut renewal::Renewal {
+        &mut self.renewal
     }
 
     /// Applies changes to the slice, then tells children and the bundle

@@ -467,6 +467,7 @@ impl Simulation {
             answers: BTreeMap::new(),
             asked: Vec::new(),
             traffic: Traffic::default(),
+            renewals: 0,
             ready: false,
         };
         self.nodes.push(node);

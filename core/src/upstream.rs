@@ -97,9 +97,9 @@ impl Core {
                 // Sent when the chain above changed: renew through it
                 // (a changed list asks for that itself).
                 if ancestors == self.ancestors {
-                    self.actions.push_back(Action::Renew);
+                    self.renew_through_ancestors(now);
                 }
-                self.set_ancestors(ancestors);
+                self.set_ancestors(now, ancestors);
             }
         }
     }
@@ -108,10 +108,10 @@ impl Core {
     /// last): after a relay above moved with its subtree, or after this
     /// node did. Stored and passed on to the children, whose links stay up
     /// (the entries that name one of them concern the whole subtree); the
-    /// certificate is renewed at once unless this is the first list
-    /// ([`Action::Renew`]), so that its chain, and a relay's issuer chain
-    /// (which the nodes joining below it check), lead through them.
-    fn set_ancestors(&mut self, ancestors: Vec<String>) {
+    /// certificate is renewed at once unless this is the first list, so
+    /// that its chain, and a relay's issuer chain (which the nodes joining
+    /// below it check), lead through them.
+    fn set_ancestors(&mut self, now: Now, ancestors: Vec<String>) {
         if ancestors == self.ancestors {
             return;
         }
@@ -121,8 +121,13 @@ impl Core {
         self.persist(vec![Mutation::SetAncestors(ancestors)]);
         self.chain_changed();
         if !first {
-            self.actions.push_back(Action::Renew);
+            self.renew_through_ancestors(now);
         }
+    }
+
+    fn renew_through_ancestors(&mut self, now: Now) {
+        tracing::info!("the relays above this node changed: renewing its certificate now");
+        self.renewal.renew_now(now);
     }
 
     /// This relay's issuer was signed again or the chain above it changed
@@ -152,7 +157,7 @@ impl Core {
     fn welcomed(&mut self, now: Now, welcome: Welcome) {
         tracing::info!(parent = %welcome.parent, version = welcome.version, "parent welcomed this relay");
         self.upstream.welcomed = Some(welcome.epoch);
-        self.set_ancestors(welcome.ancestors);
+        self.set_ancestors(now, welcome.ancestors);
         let records = self.inventory.full();
         let pieces = split(records, |record| 128 + record.labels.len() * 64);
         let count = pieces.len();

@@ -207,7 +207,16 @@ async fn run_store(
         tasks.spawn(serve.instrument(tracing::Span::current()));
     }
 
-    let live_identity = shared.identity.clone();
+    let mut core = core;
+    let renewal = renewal::Renewal::new(
+        shared.identity.clone(),
+        options.node_cert_validity,
+        client_tx,
+        server,
+        candidates.clone(),
+        core.renewal(),
+        now(),
+    );
     let mut daemon = Daemon {
         core,
         store,
@@ -228,13 +237,7 @@ async fn run_store(
         parent_config: uplink.parent_config,
         endpoints: options.endpoints.clone(),
         moving: false,
-        renewal: renewal::Renewal::new(
-            live_identity,
-            options.node_cert_validity,
-            client_tx,
-            server,
-            candidates.clone(),
-        ),
+        renewal,
         candidates,
         failover: uplink.failover,
     };
@@ -333,10 +336,6 @@ impl Daemon {
                     None => return Ok(()),
                 },
                 () = sleep_until(deadline) => self.core.handle_timeout(now()),
-                () = sleep_until(self.renewal.deadline()) => {
-                    let parent = self.parent.as_ref().map(|parent| parent.connection.clone());
-                    self.renewal.due(&self.store, parent, &self.shared.events).await?;
-                }
                 _ = stats.tick() => self.sample_links(),
                 Some(said) = from_reconciler(&mut self.hooks) => match said {
                     FromReconciler::Status(key, status) => {
@@ -418,7 +417,7 @@ impl Daemon {
                     // Nothing but a renewal is accepted on this connection.
                     let events = self.shared.events.clone();
                     self.renewal
-                        .renew_expired(&self.store, connection, &events)
+                        .renew_expired(&self.store, connection, &events, self.core.renewal(), now)
                         .await?;
                 } else {
                     self.parent_connected(connection);
@@ -490,7 +489,11 @@ impl Daemon {
             }
             Event::Root(request) => self.handle_root(now, request).await,
             Event::Renewed(answer) => {
-                match self.renewal.answered(&self.store, answer).await? {
+                let answered = self
+                    .renewal
+                    .answered(&self.store, answer, self.core.renewal(), now)
+                    .await?;
+                match answered {
                     None => {}
                     Some(renewal::AfterExpired::Redial) => {
                         let _ = self.reconnect.try_send(());
@@ -569,7 +572,20 @@ impl Daemon {
                     self.store.remove_bundle_off_runtime(id).await?;
                 }
                 Action::Revoked(revocation) => self.revoked(&revocation),
-                Action::Renew => self.renewal.renew_now(),
+                Action::RenewCertificate { refresh_server } => {
+                    let parent = self.parent.as_ref().map(|parent| parent.connection.clone());
+                    let events = self.shared.events.clone();
+                    self.renewal
+                        .due(
+                            &self.store,
+                            parent,
+                            &events,
+                            refresh_server,
+                            self.core.renewal(),
+                            now(),
+                        )
+                        .await?;
+                }
                 Action::MeshTrust(trust) => self.adopt_mesh_trust(now(), &trust).await?,
                 Action::Answered { query, answer } => {
                     if let Some(reply) = self.queries.remove(&query) {

@@ -44,8 +44,16 @@ impl Simulation {
                 self.nodes[id].bundles.retain(|(held, _)| *held != bundle);
             }
             Action::Revoked(revocation) => self.nodes[id].revocations.push(revocation),
-            // The simulation has no certificates.
-            Action::Renew | Action::MeshTrust(_) => {}
+            // The simulation has no certificates: a renewal is counted,
+            // asked and answered, and nothing is scheduled after it (a
+            // timer would keep the tree from going quiet).
+            Action::RenewCertificate { .. } => {
+                let node = &mut self.nodes[id];
+                node.renewals += 1;
+                node.core.renewal().asked();
+                node.core.renewal().answered();
+            }
+            Action::MeshTrust(_) => {}
             Action::Answered { query, answer } => {
                 self.nodes[id].answers.insert(query, answer);
             }

@@ -39,6 +39,8 @@ pub struct Node {
     /// them with [`Core::handle_local_answer`].
     pub(super) asked: Vec<(QueryId, Query)>,
     pub(super) traffic: Traffic,
+    /// How many times its core had it renew its certificate.
+    pub(super) renewals: u32,
     /// Whether it waits in the simulation's queue of cores to run.
     pub(super) ready: bool,
 }
@@ -47,6 +49,12 @@ impl Node {
     /// Its name.
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// How many times its core had it renew its certificate
+    /// ([`Action::RenewCertificate`](crate::Action::RenewCertificate)).
+    pub fn renewals(&self) -> u32 {
+        self.renewals
     }
 
     /// Its core.

@@ -208,5 +208,11 @@ fn a_moved_relay_takes_its_clusters_along_counted_once_at_every_step() {
         // Its link to eu-west stayed up, and it knows the relays above
         // it now (the entries that name one of them concern it).
         assert_eq!(net[node].core().ancestors(), ["root", "us", "eu-west"]);
+        // Its certificate's chain must lead through them: renewed, without
+        // a join.
+        assert!(net[node].renewals() >= 1, "{node} renewed");
+    }
+    for node in ["u1", "root", "us"] {
+        assert_eq!(net[node].renewals(), 0, "{node}'s ancestors did not change");
     }
 }

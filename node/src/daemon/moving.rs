@@ -69,7 +69,9 @@ impl Daemon {
         config.parent = Some(parent.clone());
         self.store.set_config(&config)?;
         self.drop_candidates()?;
-        self.renewal.replace(&self.store, identity.clone()).await?;
+        self.renewal
+            .replace(&self.store, identity.clone(), self.core.renewal(), now)
+            .await?;
         self.tell_children_if_issuer_changed();
         self.shared.config = std::sync::Arc::new(config);
         if let Some(dial) = &self.parent_config {

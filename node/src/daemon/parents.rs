@@ -11,7 +11,7 @@ use relaymesh_protocol::{CandidateParent, Parents, Role};
 
 use std::time::Duration;
 
-use super::{Daemon, DaemonError};
+use super::{now, Daemon, DaemonError};
 use crate::config::ParentConfig;
 use crate::pki;
 use crate::transport::{join, uplink};
@@ -139,7 +139,7 @@ impl Daemon {
         if signer.as_ref().ok() != Some(&candidate.issuer_key) {
             let issued = pki::chain_issuer_path(&identity.tls_chain_der, &identity.anchors());
             tracing::info!(parent = %parent.name, ?issued, "this node's certificate is not its parent's yet: asking it to renew");
-            self.renewal.rehome(&candidate);
+            self.renewal.rehome(&candidate, self.core.renewal(), now());
         }
     }
 
@@ -194,7 +194,7 @@ impl Daemon {
             dial.send_replace(parent.clone());
         }
         self.core.fail_over(now, &parent.name);
-        self.renewal.rehome(&candidate);
+        self.renewal.rehome(&candidate, self.core.renewal(), now);
         tracing::warn!(parent = %parent.name, "re-parented to a candidate parent");
         Ok(())
     }

@@ -1,7 +1,8 @@
 //! Renewing this node's TLS certificate while it runs (see
-//! [`crate::pki`]'s renewal): when two thirds of the time left have passed,
-//! the root signs its own again and every other node asks its parent over
-//! the current link. The new certificate is stored, used for every later
+//! [`crate::pki`]'s renewal): when the core's schedule says
+//! ([`relaymesh_core::renewal`]), the root signs its own again and every
+//! other node asks its parent over the current link. This module does the
+//! asking and the installing, and tells the schedule what it did. The new certificate is stored, used for every later
 //! connection to the parent and, at a relay, served to its children; links
 //! already open stay as they are.
 //!
@@ -17,32 +18,21 @@ use relaymesh_protocol::message::{Open, RenewReply, RenewRequest};
 use relaymesh_protocol::Refusal;
 use tokio::sync::{mpsc, watch};
 
+use relaymesh_core::renewal::Renewal as Schedule;
+use relaymesh_core::Now;
+
 use super::{unix_ms, DaemonError, Event};
 use crate::identity::{Identity, LiveIdentity};
 use crate::pki;
 use crate::store::Store;
 use crate::transport::{expect_frame, write_frame, LinkError};
 
-/// How soon a failed renewal is tried again, at most.
-const RETRY: Duration = Duration::from_secs(60);
-
-/// How often a relay signs itself a new server certificate (valid for
-/// [`pki::SERVER_CERT_VALIDITY`]) even when it cannot renew its own: its
-/// children keep their parent through a long outage above it.
-const SERVER_CERT_REFRESH: Duration = Duration::from_secs(24 * 60 * 60);
-
 /// The renewal state the loop keeps.
 pub(super) struct Renewal {
     identity: Identity,
     /// The identity the daemon's tasks read, replaced with `identity`.
     live: LiveIdentity,
-    /// When the listener's server certificate was signed.
-    server_signed: tokio::time::Instant,
     validity: Duration,
-    /// When to renew next.
-    due: tokio::time::Instant,
-    /// A request is on its way to the parent.
-    asking: bool,
     client: watch::Sender<quinn::ClientConfig>,
     server: Option<quinn::Endpoint>,
     /// The node's candidate parents, which its client configuration
@@ -58,9 +48,6 @@ pub(super) struct Renewal {
     /// A relay's issuer certificate or the chain above it changed since
     /// the last [`Renewal::take_issuer_changed`].
     issuer_changed: bool,
-    /// [`Renewal::renew_now`] was asked while a request was on its way:
-    /// its answer may come from before the change, so ask again after it.
-    again: bool,
     /// The connection (quinn's `stable_id`) made with an expired
     /// certificate, on which a renewal is asked before anything else.
     expired_on: Option<usize>,
@@ -113,32 +100,31 @@ pub(super) enum AfterExpired {
 }
 
 impl Renewal {
-    /// Starts with `live`'s certificate; `client` is the uplink's
-    /// configuration and `server` the listener's endpoint, both replaced on
-    /// each renewal.
+    /// Starts with `live`'s certificate, scheduled in `when`; `client` is
+    /// the uplink's configuration and `server` the listener's endpoint,
+    /// both replaced on each renewal.
     pub fn new(
         live: LiveIdentity,
         validity: Duration,
         client: watch::Sender<quinn::ClientConfig>,
         server: Option<quinn::Endpoint>,
         candidates: Vec<relaymesh_protocol::CandidateParent>,
+        when: &mut Schedule,
+        now: Now,
     ) -> Self {
         let identity = Identity::clone(&live.get());
-        let due = next_due(&identity);
+        when.installed(now, pki::expiry(&identity).unwrap_or_default());
+        when.server_signed(now);
         Self {
             identity,
             live,
-            server_signed: tokio::time::Instant::now(),
             validity,
-            due,
-            asking: false,
             client,
             server,
             candidates,
             rehome: None,
             resigning: false,
             issuer_changed: false,
-            again: false,
             expired_on: None,
             rotating: None,
             reissue: false,
@@ -154,29 +140,30 @@ impl Renewal {
     /// The node re-parented to `parent`: its certificate is renewed by it
     /// now, through `parent`'s issuer, so that it no longer rests on the
     /// old parent's.
-    pub fn rehome(&mut self, parent: &relaymesh_protocol::CandidateParent) {
+    pub fn rehome(
+        &mut self,
+        parent: &relaymesh_protocol::CandidateParent,
+        when: &mut Schedule,
+        now: Now,
+    ) {
         self.rehome = Some(parent.issuer_key);
         self.resigning = false;
-        self.due = tokio::time::Instant::now();
+        when.due_now(now);
     }
 
     /// A mesh CA key other than `signer_key`, which signs under the mesh
     /// now, signed this node's certificate (a rotation of the mesh CA):
     /// the parent (the root) signs it again now, and a relay's issuer too.
-    pub fn resign(&mut self, signer_key: [u8; 32]) {
+    pub fn resign(&mut self, signer_key: [u8; 32], when: &mut Schedule, now: Now) {
         tracing::info!("the root signs with a new mesh CA: renewing this node's certificate now");
         self.rehome = Some(signer_key);
         self.resigning = true;
-        if self.asking {
-            self.again = true;
-        } else {
-            self.due = tokio::time::Instant::now();
-        }
+        when.renew_now(now);
     }
 
     /// The root rotates its mesh CA (signing with `during_ca` now): this
     /// relay makes a new issuer key and has its parent sign it now.
-    pub fn rotate_issuer(&mut self, during_ca: [u8; 32]) {
+    pub fn rotate_issuer(&mut self, during_ca: [u8; 32], when: &mut Schedule, now: Now) {
         if self.rotating.is_some() {
             return;
         }
@@ -184,7 +171,7 @@ impl Renewal {
             Ok(Some(request)) => {
                 tracing::info!("the mesh CA rotates: this relay makes a new issuer key and has its parent sign it");
                 self.rotating = Some((request, during_ca));
-                self.renew_now();
+                when.renew_now(now);
             }
             Ok(None) => {}
             Err(error) => tracing::error!(%error, "cannot make a new issuer key"),
@@ -194,34 +181,33 @@ impl Renewal {
     /// The rotation of the mesh CA finished: this relay no longer serves
     /// the children its previous issuer key signed (they renewed through
     /// the new one), and forgets that key.
-    pub async fn drop_previous_issuer(&mut self, store: &Store) -> Result<(), DaemonError> {
+    pub async fn drop_previous_issuer(
+        &mut self,
+        store: &Store,
+        when: &mut Schedule,
+        now: Now,
+    ) -> Result<(), DaemonError> {
         tracing::info!("the mesh CA rotation finished: this relay drops its previous issuer key");
         let identity = pki::without_previous_issuer(&self.identity);
-        self.install(store, identity).await
+        self.install(store, identity, when, now).await
     }
 
     /// Stores and uses `identity`, which trusts other mesh CAs than the
     /// current one, from the next connection on (links already open stay
     /// as they are).
-    pub async fn trust(&mut self, store: &Store, identity: Identity) -> Result<(), DaemonError> {
-        self.install(store, identity).await
+    pub async fn trust(
+        &mut self,
+        store: &Store,
+        identity: Identity,
+        when: &mut Schedule,
+        now: Now,
+    ) -> Result<(), DaemonError> {
+        self.install(store, identity, when, now).await
     }
 
     /// The identity this node uses now.
     pub fn identity(&self) -> &Identity {
         &self.identity
-    }
-
-    /// The relays above this node changed (one moved with its subtree):
-    /// renew now, so that the chain above this node's certificate, and
-    /// above a relay's issuer, leads through them.
-    pub fn renew_now(&mut self) {
-        tracing::info!("the relays above this node changed: renewing its certificate now");
-        if self.asking {
-            self.again = true;
-        } else {
-            self.due = tokio::time::Instant::now();
-        }
     }
 
     /// Whether this relay's issuer was signed again or the chain above it
@@ -246,6 +232,8 @@ impl Renewal {
         store: &Store,
         connection: quinn::Connection,
         events: &mpsc::Sender<Event>,
+        when: &mut Schedule,
+        now: Now,
     ) -> Result<(), DaemonError> {
         let expired_for = pki::expiry(&self.identity)
             .map_or(0, |not_after| (unix_ms() / 1000).saturating_sub(not_after));
@@ -254,37 +242,40 @@ impl Renewal {
             "this node's certificate has expired; asking the parent to renew it (it does within its grace period, unless this node was revoked)"
         );
         self.expired_on = Some(connection.stable_id());
-        self.due(store, Some(connection), events).await
+        self.due(store, Some(connection), events, false, when, now)
+            .await
     }
 
-    /// When the loop should call [`Renewal::due`].
-    pub fn deadline(&self) -> Option<tokio::time::Instant> {
-        (!self.asking).then_some(self.due)
-    }
-
-    /// Renews now: at the root by itself; elsewhere by asking the parent on
-    /// `parent`, whose answer comes back as [`Event::Renewed`].
+    /// Renews now (the core said so): at the root by itself; elsewhere by
+    /// asking the parent on `parent`, whose answer comes back as
+    /// [`Event::Renewed`]. `refresh_server`: a relay signs itself a new
+    /// server certificate (valid for [`pki::SERVER_CERT_VALIDITY`]) even
+    /// when it cannot renew its own, so its children keep their parent
+    /// through a long outage above it.
     pub async fn due(
         &mut self,
         store: &Store,
         parent: Option<quinn::Connection>,
         events: &mpsc::Sender<Event>,
+        refresh_server: bool,
+        when: &mut Schedule,
+        now: Now,
     ) -> Result<(), DaemonError> {
-        if self.server_signed.elapsed() >= SERVER_CERT_REFRESH {
-            self.serve_with(&self.identity.clone())?;
+        if refresh_server {
+            self.serve_with(&self.identity.clone(), when, now)?;
         }
         match pki::renew_at_root(&self.identity, self.validity) {
-            Ok(Some(renewed)) => return self.adopt(store, renewed).await,
+            Ok(Some(renewed)) => return self.adopt(store, renewed, when, now).await,
             Ok(None) => {}
             Err(error) => {
                 tracing::error!(%error, "cannot renew the root's certificate");
-                self.retry();
+                when.retry(now, false);
                 return Ok(());
             }
         }
         let Some(connection) = parent else {
             // Asked again once the parent is back (or in a minute).
-            self.retry();
+            when.retry(now, false);
             return Ok(());
         };
         // A new issuer key is signed by the parent; after re-parenting,
@@ -308,11 +299,11 @@ impl Renewal {
             Ok(request) => request,
             Err(error) => {
                 tracing::error!(%error, "cannot make a renewal request");
-                self.retry();
+                when.retry(now, false);
                 return Ok(());
             }
         };
-        self.asking = true;
+        when.asked();
         let events = events.clone();
         tokio::spawn(async move {
             let answer = Answer {
@@ -331,8 +322,10 @@ impl Renewal {
         &mut self,
         store: &Store,
         answer: Answer,
+        when: &mut Schedule,
+        now: Now,
     ) -> Result<Option<AfterExpired>, DaemonError> {
-        self.asking = false;
+        when.answered();
         let on_expired = self
             .expired_on
             .take_if(|connection| *connection == answer.connection)
@@ -387,12 +380,12 @@ impl Renewal {
                         tracing::info!("uses the certificate its new parent signed");
                     }
                 }
-                self.adopt(store, identity).await?;
+                self.adopt(store, identity, when, now).await?;
                 Ok(on_expired.then_some(AfterExpired::Redial))
             }
             Err(Failure::Refused(refusal)) if on_expired => {
                 tracing::error!(%refusal, "the parent refused to renew this node's expired certificate");
-                self.retry();
+                when.retry(now, false);
                 Ok(Some(AfterExpired::Refused {
                     connection: answer.connection,
                     refusal,
@@ -402,16 +395,12 @@ impl Renewal {
                 // Asked again while this one was on its way (the root's
                 // trust arrived), or with this relay's issuer: that one
                 // goes now, not after the pause.
-                let again = std::mem::take(&mut self.again) || self.reissue;
                 if self.reissue {
                     tracing::info!(%error, "renewing again");
                 } else {
                     tracing::warn!(%error, "certificate renewal failed; retrying");
                 }
-                self.retry();
-                if again {
-                    self.due = tokio::time::Instant::now();
-                }
+                when.retry(now, self.reissue);
                 Ok(on_expired.then_some(AfterExpired::Redial))
             }
         }
@@ -419,24 +408,42 @@ impl Renewal {
 
     /// Stores and uses the identity a move's join gave this node, from the
     /// next connection on.
-    pub async fn replace(&mut self, store: &Store, identity: Identity) -> Result<(), DaemonError> {
-        self.install(store, identity).await?;
+    pub async fn replace(
+        &mut self,
+        store: &Store,
+        identity: Identity,
+        when: &mut Schedule,
+        now: Now,
+    ) -> Result<(), DaemonError> {
+        self.install(store, identity, when, now).await?;
         tracing::info!("uses the certificate its new parent signed");
         Ok(())
     }
 
     /// Stores and uses a renewed identity.
-    async fn adopt(&mut self, store: &Store, identity: Identity) -> Result<(), DaemonError> {
-        self.install(store, identity).await?;
+    async fn adopt(
+        &mut self,
+        store: &Store,
+        identity: Identity,
+        when: &mut Schedule,
+        now: Now,
+    ) -> Result<(), DaemonError> {
+        self.install(store, identity, when, now).await?;
         let expires = pki::expiry(&self.identity).unwrap_or_default();
         tracing::info!(expires_unix = expires, "renewed this node's certificate");
         Ok(())
     }
 
     /// Stores `identity` and uses it from the next connection on.
-    async fn install(&mut self, store: &Store, identity: Identity) -> Result<(), DaemonError> {
+    async fn install(
+        &mut self,
+        store: &Store,
+        identity: Identity,
+        when: &mut Schedule,
+        now: Now,
+    ) -> Result<(), DaemonError> {
         store.set_identity_off_runtime(identity.clone()).await?;
-        self.serve_with(&identity)?;
+        self.serve_with(&identity, when, now)?;
         if identity.token_signing_key.is_none() {
             self.client
                 .send_replace(pki::quic_client_config_among(&identity, &self.candidates)?);
@@ -450,42 +457,24 @@ impl Renewal {
         self.issuer_changed |= chain(&identity) != chain(&self.identity);
         self.live.set(identity.clone());
         self.identity = identity;
-        self.due = next_due(&self.identity);
-        if std::mem::take(&mut self.again) {
-            self.due = tokio::time::Instant::now();
-        }
+        when.installed(now, pki::expiry(&self.identity).unwrap_or_default());
         Ok(())
     }
 
     /// Has the listener serve new connections with a server certificate
     /// signed for `identity` now.
-    fn serve_with(&mut self, identity: &Identity) -> Result<(), DaemonError> {
+    fn serve_with(
+        &mut self,
+        identity: &Identity,
+        when: &mut Schedule,
+        now: Now,
+    ) -> Result<(), DaemonError> {
         if let Some(server) = &self.server {
             server.set_server_config(Some(pki::quic_server_config(identity)?));
-            self.server_signed = tokio::time::Instant::now();
+            when.server_signed(now);
         }
         Ok(())
     }
-
-    fn retry(&mut self) {
-        let left = pki::expiry(&self.identity)
-            .unwrap_or_default()
-            .saturating_sub(unix_ms() / 1000);
-        let wait = RETRY.min(Duration::from_secs(left / 10).max(Duration::from_secs(1)));
-        self.due = tokio::time::Instant::now() + wait;
-        // The retry asks through the chain as it is by then.
-        self.again = false;
-    }
-}
-
-/// Two thirds of the time the certificate has left, from now: in steady
-/// state that is two thirds of its lifetime, and a node that restarts late
-/// in a certificate's life still renews before it ends.
-fn next_due(identity: &Identity) -> tokio::time::Instant {
-    let left = pki::expiry(identity)
-        .unwrap_or_default()
-        .saturating_sub(unix_ms() / 1000);
-    tokio::time::Instant::now() + Duration::from_secs(left / 3 * 2).max(Duration::from_secs(1))
 }
 
 /// What a parent's renewal gave: the TLS chain, the issuer chain if it

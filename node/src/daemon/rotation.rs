@@ -44,7 +44,7 @@ impl Daemon {
         };
         let identity = rotated.map_err(|error| error.to_string())?;
         self.renewal
-            .trust(&self.store, identity.clone())
+            .trust(&self.store, identity.clone(), self.core.renewal(), now)
             .await
             .map_err(|error| error.to_string())?;
         self.shared.identity.set(identity);
@@ -94,7 +94,7 @@ impl Daemon {
                     ..self.renewal.identity().clone()
                 };
                 self.renewal
-                    .trust(&self.store, identity.clone())
+                    .trust(&self.store, identity.clone(), self.core.renewal(), now)
                     .await
                     .map_err(|error| error.to_string())?;
                 self.shared.identity.set(identity);
@@ -174,20 +174,26 @@ impl Daemon {
                 token_keys = trust.token_keys.len(),
                 "trusts the mesh CAs and the token key the root named"
             );
-            self.renewal.trust(&self.store, adopted.clone()).await?;
+            self.renewal
+                .trust(&self.store, adopted.clone(), self.core.renewal(), now)
+                .await?;
             self.shared.identity.set(adopted);
         }
         if pki::needs_mesh_signature(self.renewal.identity(), &trust.signer_key) {
-            self.renewal.resign(trust.signer_key);
+            self.renewal
+                .resign(trust.signer_key, self.core.renewal(), now);
         }
         // A relay's issuer key rotates once in each rotation of the mesh
         // CA, and the old one goes when it finishes.
         let identity = self.renewal.identity();
         let rotating = trust.anchors.len() > 1;
         if rotating && identity.previous_issuer.is_none() {
-            self.renewal.rotate_issuer(trust.signer_key);
+            self.renewal
+                .rotate_issuer(trust.signer_key, self.core.renewal(), now);
         } else if !rotating && identity.previous_issuer.is_some() {
-            self.renewal.drop_previous_issuer(&self.store).await?;
+            self.renewal
+                .drop_previous_issuer(&self.store, self.core.renewal(), now)
+                .await?;
         }
         self.report_mesh_ca(now);
         Ok(())
