@@ -15,7 +15,7 @@ pub const MAX_FETCH_BACKOFF: Duration = Duration::from_secs(30);
 
 #[derive(Debug)]
 pub(crate) struct Bundles {
-    held: BTreeSet<BundleId>,
+    pub(crate) held: BTreeSet<BundleId>,
     fetching: BTreeMap<BundleId, Fetch>,
     /// Completed transfers of each held bundle to each child.
     served: BTreeMap<(BundleId, String), Served>,

@@ -31,6 +31,7 @@
 #![warn(missing_docs)]
 
 pub mod renewal;
+pub mod rollouts;
 pub mod seal;
 pub mod simulation;
 pub mod state;
@@ -271,6 +272,8 @@ pub struct Core {
     certificate_labels: BTreeMap<String, String>,
     /// When this node renews its certificate.
     renewal: renewal::Renewal,
+    /// At the root: each staged placement's rollout.
+    rollouts: rollouts::Rollouts,
 }
 
 impl Core {
@@ -322,6 +325,7 @@ impl Core {
             cluster_unreachable: false,
             certificate_labels: BTreeMap::new(),
             renewal: renewal::Renewal::default(),
+            rollouts: rollouts::Rollouts::default(),
         };
         for (child, total) in core.bundles.served_totals().clone() {
             core.inventory

@@ -41,6 +41,13 @@ pub(crate) struct RootHandovers {
     by_key: BTreeMap<String, Handover>,
 }
 
+impl RootHandovers {
+    /// The entry placement `key`'s spec says, while it hands over.
+    pub(crate) fn base(&self, key: &str) -> Option<&SliceEntry> {
+        self.by_key.get(key).map(|handover| &handover.base)
+    }
+}
+
 /// Whether `target` selects the cluster of `record`, as every relay
 /// resolves it.
 fn selects(target: &PlacementTarget, record: &NodeRecord) -> bool {

@@ -5,7 +5,8 @@
 
 use std::time::Duration;
 
-use relaymesh_protocol::{BundleId, SliceEntry};
+use relaymesh_core::rollouts::RolloutInput;
+use relaymesh_protocol::SliceEntry;
 use tokio::sync::{broadcast, oneshot};
 use tokio_util::sync::CancellationToken;
 
@@ -13,7 +14,6 @@ use crate::placement::{self, Specs};
 use relaymesh_apiserver::objects::{ObjectEvent, ObjectKey, ObjectStore, WatchEventType};
 use relaymesh_core::PlacementReport;
 use relaymesh_node::daemon::root_services::{RootHandle, RootRequest};
-use rollout::Rollouts;
 
 mod rollout;
 
@@ -35,24 +35,17 @@ pub(super) async fn run(
     let mut events = objects.subscribe();
     let mut status = node.placement_status();
     let mut status_tick = tokio::time::interval(STATUS_INTERVAL);
-    let mut rollouts = Rollouts::default();
     let mut built = Built::new();
     let mut rebuild = true;
     loop {
         if rebuild {
-            match reconcile(&objects, &node, &mut rollouts, &specs).await {
+            match reconcile(&objects, &node, &specs).await {
                 Ok(generations) => built = generations,
                 Err(error) => tracing::warn!(%error, "cannot rebuild placements"),
             }
         }
-        match write_status(&objects, &node, &mut rollouts, &specs, &built).await {
-            // A rollout's wave changed: publish it now.
-            Ok(true) => {
-                rebuild = true;
-                continue;
-            }
-            Ok(false) => {}
-            Err(error) => tracing::warn!(%error, "cannot update placement status"),
+        if let Err(error) = write_status(&objects, &node, &specs, &built).await {
+            tracing::warn!(%error, "cannot update placement status");
         }
         // Objects changing rebuild the placements; a status from below
         // (written within a debounce, not at the next tick: status latency
@@ -108,12 +101,12 @@ fn is_placement_status(event: &ObjectEvent) -> bool {
 /// ([`placement::PlacementsOfWorkloads`]) until the next build.
 type Built = std::collections::BTreeMap<String, i64>;
 
-/// Rebuilds every placement's entry and hands the set to the core; returns
-/// the generation each entry was built from.
+/// Rebuilds every placement's entry and hands the set to the core, each
+/// with what the API says of its rollout; returns the generation each entry
+/// was built from.
 async fn reconcile(
     objects: &ObjectStore,
     node: &RootHandle,
-    rollouts: &mut Rollouts,
     specs: &Specs,
 ) -> Result<Built, ControllerError> {
     // Generations first: a write after this read moves them on, so an
@@ -135,8 +128,7 @@ async fn reconcile(
     });
     let workloads: Vec<serde_json::Value> =
         workloads.into_iter().map(|(_, object)| object).collect();
-    let mut entries: Vec<SliceEntry> = Vec::new();
-    let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
+    let mut entries: Vec<(SliceEntry, RolloutInput)> = Vec::new();
     for (key, object) in placements {
         let built = specs
             .read(&object)
@@ -152,16 +144,14 @@ async fn reconcile(
                     }
                 }
                 tracing::debug!(placement = %key.name, objects = packed.objects, "placement built");
-                let stored = |id: &BundleId| node.store().has_bundle(id);
-                let entry = rollouts.shape(&object, &packed.rollout, packed.entry, stored, &now)?;
-                entries.push(entry);
+                let rollout = rollout::input(&object, &packed.rollout);
+                entries.push((packed.entry, rollout));
             }
             Err(error) => {
                 tracing::warn!(placement = %key.name, %error, "invalid placement skipped")
             }
         }
     }
-    rollouts.retain(&entries.iter().map(|entry| entry.key.clone()).collect());
     let (reply, done) = oneshot::channel();
     node.send(RootRequest::SetPlacements { entries, reply })
         .await
@@ -174,16 +164,14 @@ async fn reconcile(
 /// ([`placement::status::render`]): how many clusters it selects (from the
 /// root's split), how they are doing (merged up the tree; selected clusters
 /// that have not reported yet are pending), which fail and why, and its
-/// conditions, and its rollout (deciding the next wave). True if a
-/// rollout's wave changed, so the entries must be built again.
+/// conditions, and its rollout (whose next wave the core decides as it
+/// reports).
 async fn write_status(
     objects: &ObjectStore,
     node: &RootHandle,
-    rollouts: &mut Rollouts,
     specs: &Specs,
     built: &Built,
-) -> Result<bool, ControllerError> {
-    let mut waves_changed = false;
+) -> Result<(), ControllerError> {
     let (placements, _) = objects.list(placement::RELAYMESH_GROUP, "placements", None)?;
     let placements: Vec<_> = placements
         .into_iter()
@@ -206,16 +194,20 @@ async fn write_status(
             .map(|(object, ..)| Specs::id(object))
             .collect(),
     );
-    let grouped = placements
+    let gates_open = placements
         .iter()
-        .filter(|(_, _, _, spec)| {
-            spec.as_ref()
-                .is_some_and(|spec| spec.rollout.max_unavailable_per_group.is_some())
+        .filter_map(|(object, namespace, name, spec)| {
+            let spec = spec
+                .as_ref()
+                .filter(|spec| !spec.rollout.gates.is_empty())?;
+            Some((
+                placement::entry_key(namespace, name),
+                rollout::gates_open(&spec.rollout, &object["status"]),
+            ))
         })
-        .map(|(_, namespace, name, _)| placement::entry_key(namespace, name))
         .collect();
     let (reply, selected) = oneshot::channel();
-    node.send(RootRequest::PlacementStatus { grouped, reply })
+    node.send(RootRequest::PlacementStatus { gates_open, reply })
         .await
         .map_err(|_| ControllerError::Stopping)?;
     let selected = selected.await.map_err(|_| ControllerError::Stopping)?;
@@ -228,11 +220,10 @@ async fn write_status(
         let count = &report.selected;
         let status = &report.status;
         let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
-        let rollout = spec.as_ref().and_then(|spec| {
-            let open = rollout::gates_open(&spec.rollout, &object["status"]);
-            waves_changed |= rollouts.advance(&key, &spec.rollout, report, open, &now);
-            rollouts.render(&key, &spec.rollout)
-        });
+        let rollout = spec
+            .as_ref()
+            .zip(report.rollout.as_ref())
+            .and_then(|(spec, rollout)| rollout::render(rollout, &spec.rollout));
         if *count == 1 && !status.objects.is_empty() {
             if let Some(spec) = &spec {
                 singletons.push((std::sync::Arc::clone(spec), report));
@@ -244,10 +235,12 @@ async fn write_status(
             .get(&key)
             .copied()
             .or_else(|| object["metadata"]["generation"].as_i64());
-        let revision = report
-            .bundles
-            .first()
-            .map(|&newest| rollouts.target(&key, newest));
+        // The newest revision, or the previous one while an abort of the
+        // newest sends the clusters back to it.
+        let revision = report.bundles.first().map(|&newest| match &report.rollout {
+            Some(rollout) if rollout.revision == newest => rollout.target(),
+            _ => newest,
+        });
         let mut written = placement::status::render(
             &object["status"],
             generation,
@@ -301,7 +294,7 @@ async fn write_status(
     if !singletons.is_empty() {
         copy_singleton_status(objects, &singletons)?;
     }
-    Ok(waves_changed)
+    Ok(())
 }
 
 /// Copies the one cluster's status of each object of a single-destination

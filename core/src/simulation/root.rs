@@ -2,11 +2,13 @@
 //! next serial, publishes them (with their bundles), and orders moves and
 //! grants of candidate parents, as the real root does through its loop.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use relaymesh_protocol::{BundleId, SliceEntry, Target};
 
 use super::{Simulation, SimulationError};
+use crate::rollouts::RolloutInput;
 use crate::seal::{self, SealError};
 
 impl Simulation {
@@ -54,6 +56,41 @@ impl Simulation {
         self.mark_ready(root);
         self.run();
         Ok(())
+    }
+
+    /// Places `entry` at the root as the root's daemon does with the
+    /// placement controller's entries: shaped by its rollout
+    /// ([`Core::roll_out`](crate::Core::roll_out)), handed over, signed and
+    /// upserted; runs.
+    pub fn place(
+        &mut self,
+        entry: SliceEntry,
+        rollout: RolloutInput,
+    ) -> Result<(), SimulationError> {
+        let root = self.root.ok_or(SimulationError::Root("it has none yet"))?;
+        let now = self.now();
+        let core = &mut self.nodes[root].core;
+        let entry = core.roll_out(now, entry, rollout);
+        let entry = core.hand_over(now, entry);
+        self.upsert_at_root(entry, &[])
+    }
+
+    /// Has the root's core decide the next wave of every rollout from what
+    /// the tree reported, as it does when the root's status is read, and
+    /// signs and upserts the entries it changed; runs. Returns how many
+    /// changed.
+    pub fn advance_rollouts(
+        &mut self,
+        gates_open: &BTreeMap<String, bool>,
+    ) -> Result<usize, SimulationError> {
+        let root = self.root.ok_or(SimulationError::Root("it has none yet"))?;
+        let now = self.now();
+        let changed = self.nodes[root].core.advance_rollouts(now, gates_open);
+        let count = changed.len();
+        for entry in changed {
+            self.upsert_at_root(entry, &[])?;
+        }
+        Ok(count)
     }
 
     /// Orders `node` to move under relay `to`, as `relayctl move` does (the

@@ -470,16 +470,16 @@ fn a_bounded_placement_s_wave_follows_the_order_among_the_clusters_chosen() {
     assert_eq!(by_value.values().sum::<u64>(), 3, "{by_value:?}");
 }
 
-/// A Progressive rollout across the tree, decided as the root's controller
-/// decides it (`topology::rollout::next_wave` on what the root's status
-/// says of the newest revision) and split by every relay's core: never
-/// more than `maxConcurrency` clusters updating, each wave larger by the
-/// ones that succeeded, until every cluster runs the newest revision.
+/// A Progressive rollout across the tree, decided by the root's core
+/// (`rollouts`: `topology::rollout::next_wave` on what the root's status
+/// says of the newest revision, each time the status is read) and split by
+/// every relay's core: never more than `maxConcurrency` clusters updating,
+/// each wave larger by the ones that succeeded, until every cluster runs
+/// the newest revision. The test only plays the agents.
 #[test]
 fn a_progressive_rollout_goes_in_waves_across_the_tree() {
-    use relaymesh_topology::rollout::{
-        next_wave, Amount, Observed, Position, RolloutSpec, State, Strategy,
-    };
+    use crate::rollouts::{Phase, RolloutInput};
+    use relaymesh_topology::rollout::{Amount, RolloutSpec, Strategy};
 
     let mut net = fleet();
     let key = "placement/shop/rolling";
@@ -490,45 +490,35 @@ fn a_progressive_rollout_goes_in_waves_across_the_tree() {
         max_concurrency: Amount::Count(2),
         ..RolloutSpec::default()
     };
-    let mut position = Position::default();
+    let mut entry = placement(key, all_clusters());
+    entry.bundles = vec![newest];
+    net.place(
+        entry,
+        RolloutInput {
+            spec,
+            ..RolloutInput::default()
+        },
+    )
+    .expect("placed");
+    net.settle();
     let mut waves = Vec::new();
     let mut succeeded = BTreeSet::new();
     for _ in 0..10 {
-        let root = net.0["root"].core();
-        let reported = root
-            .placement_status(key)
-            .and_then(|status| {
-                status
-                    .revisions
-                    .iter()
-                    .find(|counts| counts.revision == newest)
-                    .map(relaymesh_topology::rollout::Counts::from)
-            })
-            .unwrap_or_default();
-        let observed = Observed {
-            selected: root.placement_selected(key).unwrap_or(6),
-            handed: root.placement_wave(key).unwrap_or(0),
-            counts: reported,
-            gates_open: true,
-            groups: Vec::new(),
-        };
-        let step = next_wave(&spec, &position, &observed);
-        position = step.position.clone();
-        let target = relaymesh_protocol::PlacementTarget {
-            wave: Some(Box::new(step.wave.clone())),
-            ..all_clusters()
-        };
-        upsert_at_root(&mut net, placement(key, target));
+        net.advance_rollouts(&BTreeMap::new()).expect("advanced");
         net.settle();
+        let phase = net.0["root"]
+            .core()
+            .rollout(key)
+            .map(|rollout| rollout.phase);
+        if phase == Some(Phase::Complete) {
+            break;
+        }
         let running = in_wave(&net, key);
         waves.push(running.len());
         assert!(
             running.len() - running.intersection(&succeeded).count() <= 2,
             "at most maxConcurrency updating: {running:?}"
         );
-        if step.state == State::Complete {
-            break;
-        }
         // Those in the wave succeed on the newest revision; the others
         // wait on the previous one.
         let now = net.now();
@@ -552,6 +542,15 @@ fn a_progressive_rollout_goes_in_waves_across_the_tree() {
         succeeded = running;
         net.settle();
     }
-    assert_eq!(waves, [2, 4, 6, 6], "two more each wave, then complete");
-    assert_eq!(in_wave(&net, key).len(), 6);
+    assert_eq!(waves, [2, 4, 6], "two more each wave, then complete");
+    // Complete: every cluster runs the newest revision, no wave any more.
+    assert_eq!(agents_with(&net, key).len(), 6);
+    for agent in agents {
+        let entry = net.0[agent].core().entries().find(|entry| entry.key == key);
+        let entry = entry.expect("the entry");
+        assert_eq!(entry.bundles, [newest]);
+        assert!(matches!(&entry.target, Target::Placement(target) if target.wave.is_none()));
+    }
+    let rollout = net.0["root"].core().rollout(key).expect("a rollout");
+    assert_eq!(rollout.history[0].outcome, "Complete");
 }

@@ -243,9 +243,7 @@ fn an_unbounded_placement_moves_make_before_break_across_the_tree() {
         "both, while us gets ready"
     );
     // What the placement's status is written from says so.
-    let reports = net.0["root"]
-        .core()
-        .placement_reports("placement/", &Default::default());
+    let reports = net.0["root"].core().placement_reports("placement/");
     let report = &reports[key];
     assert_eq!(report.leaving, ["e1", "e2", "e3"]);
     assert_eq!(report.selected, 6);

@@ -1,10 +1,11 @@
 //! At the root: what the API and the placement controller ask of the loop,
 //! each answered from the core and signed with the root's key. The
-//! decisions are the core's (`relaymesh_core`'s `root_handover`, `drains`,
-//! `report`); the loop signs and publishes them.
+//! decisions are the core's (`relaymesh_core`'s `rollouts`,
+//! `root_handover`, `drains`, `report`); the loop signs and publishes them.
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use relaymesh_core::rollouts::RolloutInput;
 use relaymesh_core::{Now, PlacementReport};
 use relaymesh_protocol::{BundleId, Move, Revocation, SliceEntry, Target};
 
@@ -15,8 +16,8 @@ impl Daemon {
     /// Answers what the root's API or placement controller asked.
     pub(super) async fn handle_root(&mut self, now: Now, request: RootRequest) {
         match request {
-            RootRequest::PlacementStatus { grouped, reply } => {
-                let _ = reply.send(self.report_placements(now, &grouped));
+            RootRequest::PlacementStatus { gates_open, reply } => {
+                let _ = reply.send(self.report_placements(now, &gates_open));
             }
             RootRequest::SetPlacements { entries, reply } => {
                 self.set_placements(now, entries);
@@ -70,11 +71,16 @@ impl Daemon {
     pub(super) fn report_placements(
         &mut self,
         now: Now,
-        grouped: &BTreeSet<String>,
+        gates_open: &BTreeMap<String, bool>,
     ) -> BTreeMap<String, PlacementReport> {
         self.publish_finished(now);
+        for entry in self.core.advance_rollouts(now, gates_open) {
+            if let Some(entry) = self.seal(now, entry) {
+                self.core.upsert_local(now, entry);
+            }
+        }
         self.core
-            .placement_reports(relaymesh_protocol::placement::KEY_PREFIX, grouped)
+            .placement_reports(relaymesh_protocol::placement::KEY_PREFIX)
     }
 
     /// Signs and publishes the handovers and drains the core finds done
@@ -96,8 +102,8 @@ impl Daemon {
     /// The placement controller's entries are every placement entry now
     /// (their bundles already stored): the others go, each changed one is
     /// handed over and signed.
-    pub(super) fn set_placements(&mut self, now: Now, entries: Vec<SliceEntry>) {
-        let wanted: BTreeSet<String> = entries.iter().map(|entry| entry.key.clone()).collect();
+    pub(super) fn set_placements(&mut self, now: Now, entries: Vec<(SliceEntry, RolloutInput)>) {
+        let wanted: BTreeSet<String> = entries.iter().map(|(entry, _)| entry.key.clone()).collect();
         let stale: Vec<String> = self
             .core
             .entries_with_prefix(relaymesh_protocol::placement::KEY_PREFIX)
@@ -106,9 +112,11 @@ impl Daemon {
             .collect();
         for key in stale {
             self.core.forget_handover(&key);
+            self.core.forget_rollout(&key);
             self.core.remove_local(now, &key);
         }
-        for entry in entries {
+        for (entry, rollout) in entries {
+            let entry = self.core.roll_out(now, entry, rollout);
             let entry = self.core.hand_over(now, entry);
             let Some(entry) = self.seal(now, entry) else {
                 continue;

@@ -34,13 +34,13 @@ pub enum RootRequest {
         id: BundleId,
         reply: oneshot::Sender<()>,
     },
-    /// How many clusters each placement selects, and how they are doing,
-    /// by slice key.
+    /// How many clusters each placement selects, how they are doing and
+    /// where its rollout stands, by slice key; the core first decides the
+    /// next wave of every rollout, which the loop signs and sends down.
     PlacementStatus {
-        /// The placements whose rollouts have groups
-        /// (`maxUnavailablePerGroup`): only theirs carry `parts` and
-        /// `by_value`, which cost O(children) and O(aggregates).
-        grouped: std::collections::BTreeSet<String>,
+        /// Per placement with rollout gates: whether every gate is a
+        /// condition set `True` on the Placement.
+        gates_open: BTreeMap<String, bool>,
         reply: oneshot::Sender<BTreeMap<String, relaymesh_core::PlacementReport>>,
     },
     /// The root revoked a node or a token: sign it and send it down.
@@ -95,9 +95,10 @@ pub enum RootRequest {
         reply: oneshot::Sender<Vec<relaymesh_protocol::Revocation>>,
     },
     /// The root's placement controller: these are all placement entries now
-    /// (their bundles are already stored).
+    /// (their bundles are already stored), each with what the API knows of
+    /// its rollout.
     SetPlacements {
-        entries: Vec<SliceEntry>,
+        entries: Vec<(SliceEntry, relaymesh_core::rollouts::RolloutInput)>,
         reply: oneshot::Sender<()>,
     },
 }
