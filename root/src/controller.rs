@@ -249,14 +249,19 @@ async fn write_status(
             revision,
             &now,
         );
+        // An invalid spec (refused at admission, so stored before a
+        // change of the rules) summarizes nothing and has no bound.
         let rules = spec.as_ref().map_or(&[][..], |spec| &spec.status_rules[..]);
-        placement::status::add_summaries(&mut written, &object["spec"], rules, status);
+        let group_by = spec
+            .as_ref()
+            .map_or(&[][..], |spec| &spec.status_group_by[..]);
+        placement::status::add_summaries(&mut written, group_by, rules, status);
         placement::status::add_handover(&mut written, &report.leaving);
         placement::status::add_unknown(&mut written, &report.unknown);
         placement::status::add_shortfall(
             &mut written,
             &object["status"],
-            &object["spec"],
+            spec.as_ref().and_then(|spec| spec.target.max_clusters),
             *count,
             generation,
             &now,

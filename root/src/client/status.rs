@@ -93,6 +93,18 @@ pub enum GroupError {
     },
 }
 
+/// The labels a Placement the API served groups its status by
+/// (`spec.statusGroupBy`), as the user wrote them: what `--by` may name.
+pub fn grouped_by(placement: &Value) -> Vec<String> {
+    placement["spec"]["statusGroupBy"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .map(str::to_string)
+        .collect()
+}
+
 /// The rows of `summary`'s groups by `label` (each with `key` or `other`,
 /// `clusters`, `ready`, `failed`).
 pub fn groups_by<'a>(summary: &'a Value, label: &str) -> Result<&'a [Value], GroupError> {

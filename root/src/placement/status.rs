@@ -87,12 +87,12 @@ pub fn add_handover(status: &mut Value, leaving: &[String]) {
 pub fn add_shortfall(
     status: &mut Value,
     previous: &Value,
-    spec: &Value,
+    max_clusters: Option<u32>,
     selected: u64,
     generation: Option<i64>,
     now: &str,
 ) {
-    let Some(bound) = spec.get("maxClusters").and_then(Value::as_u64) else {
+    let Some(bound) = max_clusters.map(u64::from) else {
         return;
     };
     let shortfall = bound.saturating_sub(selected);
@@ -292,14 +292,14 @@ pub fn render(
     Value::Object(status)
 }
 
-/// Adds to `status` (as [`render`] made it) what the placement's `spec`
+/// Adds to `status` (as [`render`] made it) what the placement's spec
 /// asks the tree to summarize: `rules`, each of its status rules' result
-/// (`specified`, compiled once per generation: [`rules::present`]), and
-/// `groups`, the phase counts per value of each `statusGroupBy` label.
+/// (`specified`, read at admission: [`rules::present`]), and `groups`, the
+/// phase counts per value of each `statusGroupBy` label (`group_by`).
 /// Rules the spec no longer has are not shown.
 pub fn add_summaries(
     status: &mut Value,
-    spec: &Value,
+    group_by: &[String],
     specified: &[rules::StatusRule],
     reported: &PlacementStatus,
 ) {
@@ -324,9 +324,8 @@ pub fn add_summaries(
             .collect();
         fields.insert("rules".into(), Value::Array(results));
     }
-    let labels = group_labels(spec);
-    if !labels.is_empty() {
-        let by_label: Vec<Value> = labels
+    if !group_by.is_empty() {
+        let by_label: Vec<Value> = group_by
             .iter()
             .map(|label| {
                 let rows: Vec<Value> = groups::read(&reported.rules, label)
@@ -350,17 +349,6 @@ pub fn add_summaries(
             .collect();
         fields.insert("groups".into(), Value::Array(by_label));
     }
-}
-
-/// The labels of `spec.statusGroupBy`.
-pub fn group_labels(spec: &Value) -> Vec<String> {
-    spec.get("statusGroupBy")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .map(str::to_string)
-        .collect()
 }
 
 /// Whether `old` and `new` say the same thing, timestamps aside: the writer

@@ -150,7 +150,7 @@ pub(super) async fn watch(
     loop {
         let object = self::placement(client, namespace, placement).await?;
         if let Some(label) = by {
-            let named = relaymesh_root::placement::status::group_labels(&object["spec"]);
+            let named = status::grouped_by(&object);
             if !named.iter().any(|named| named == label) {
                 bail!(status::GroupError::NotGrouped {
                     placement: format!("{namespace}/{placement}"),

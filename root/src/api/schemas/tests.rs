@@ -306,10 +306,22 @@ fn the_status_the_root_writes_fits() {
     );
     // Written by the root once the status names unknown clusters.
     status["clusters"]["unknown"] = json!(["edge-9"]);
-    let specified = relaymesh_topology::rules::parse(spec.get("statusRules")).expect("rules");
-    crate::placement::status::add_summaries(&mut status, spec, &specified, &reported);
+    let parsed = crate::placement::PlacementSpec::from_object(&full_placement()).expect("valid");
+    crate::placement::status::add_summaries(
+        &mut status,
+        &parsed.status_group_by,
+        &parsed.status_rules,
+        &reported,
+    );
     crate::placement::status::add_handover(&mut status, &["edge-2".to_string()]);
-    crate::placement::status::add_shortfall(&mut status, &Value::Null, spec, 2, Some(2), now);
+    crate::placement::status::add_shortfall(
+        &mut status,
+        &Value::Null,
+        parsed.target.max_clusters,
+        2,
+        Some(2),
+        now,
+    );
     status["rollout"] = json!({
         "strategy": "Progressive", "revision": "6c1f", "previousRevision": "0b9e",
         "phase": "Progressing", "message": "1 of 2 clusters done", "startedAt": now,

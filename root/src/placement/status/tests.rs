@@ -149,9 +149,9 @@ fn conditions_someone_else_set_are_kept() {
 
 #[test]
 fn a_bound_the_clusters_cannot_fill_says_so() {
-    let spec = json!({"maxClusters": 3});
+    let spec = Some(3);
     let mut status = render(&json!({}), Some(1), 2, &reported(2, 0, 0, &[]), "now");
-    add_shortfall(&mut status, &json!({}), &spec, 2, Some(1), "now");
+    add_shortfall(&mut status, &json!({}), spec, 2, Some(1), "now");
     assert_eq!(status["clusters"]["shortfall"], 1);
     assert_eq!(condition(&status, "Satisfied")["status"], "False");
     assert_eq!(
@@ -159,7 +159,7 @@ fn a_bound_the_clusters_cannot_fill_says_so() {
         "NotEnoughClusters"
     );
     let mut full = render(&status, Some(1), 3, &reported(3, 0, 0, &[]), "now");
-    add_shortfall(&mut full, &status, &spec, 3, Some(1), "later");
+    add_shortfall(&mut full, &status, spec, 3, Some(1), "later");
     assert!(full["clusters"].get("shortfall").is_none());
     assert_eq!(condition(&full, "Satisfied")["status"], "True");
     let satisfied = full["conditions"].as_array().map_or(0, |all| {
@@ -167,7 +167,7 @@ fn a_bound_the_clusters_cannot_fill_says_so() {
     });
     assert_eq!(satisfied, 1, "{full}");
     let mut unbounded = render(&json!({}), Some(1), 2, &reported(2, 0, 0, &[]), "now");
-    add_shortfall(&mut unbounded, &json!({}), &json!({}), 2, Some(1), "now");
+    add_shortfall(&mut unbounded, &json!({}), None, 2, Some(1), "now");
     assert!(condition(&unbounded, "Satisfied").is_null());
 }
 
