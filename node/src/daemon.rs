@@ -163,7 +163,11 @@ async fn run_store(
         &store,
         &core,
         &options,
-        (events_tx.clone(), stored_rx, status_rx),
+        startup::SharedChannels {
+            events: events_tx.clone(),
+            bundles_stored: stored_rx,
+            placement_status: status_rx,
+        },
     );
     tracing::info!(
         root = config.parent.is_none(),

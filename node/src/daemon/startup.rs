@@ -70,20 +70,30 @@ pub(super) fn open_core(
     Ok(core)
 }
 
-/// What the link tasks share with the loop: the loop's event channel, and
-/// where it publishes the bundles stored and the status version.
+/// The channels the link tasks share with the loop.
+pub(super) struct SharedChannels {
+    /// The loop's event channel.
+    pub events: mpsc::Sender<Event>,
+    /// Where the loop publishes how many bundles it stored.
+    pub bundles_stored: watch::Receiver<u64>,
+    /// Where the loop publishes the status version.
+    pub placement_status: watch::Receiver<u64>,
+}
+
+/// What the link tasks share with the loop.
 pub(super) fn shared_state(
     identity: Identity,
     config: &NodeConfig,
     store: &Store,
     core: &Core,
     options: &RunOptions,
-    (events, bundles_stored, placement_status): (
-        mpsc::Sender<Event>,
-        watch::Receiver<u64>,
-        watch::Receiver<u64>,
-    ),
+    channels: SharedChannels,
 ) -> Shared {
+    let SharedChannels {
+        events,
+        bundles_stored,
+        placement_status,
+    } = channels;
     Shared {
         placement_status,
         identity: LiveIdentity::new(identity),
