@@ -199,7 +199,13 @@ impl Agent {
         let id = BundleId::of(&bytes);
         self.store.put_bundle(&id, &bytes)?;
         self.bundles_stored += 1;
-        let body = serde_json::to_vec(&json!({"metadata": {}, "spec": {}}))?;
+        // The body the root writes for a placement with a default spec.
+        let body = relaymesh_protocol::PlacementBody {
+            namespace: "shop".into(),
+            name: "web".into(),
+            ..Default::default()
+        }
+        .encode()?;
         self.publish(vec![SliceEntry {
             key: KEY.to_string(),
             target: Target::Everywhere,
