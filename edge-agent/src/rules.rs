@@ -7,7 +7,6 @@
 
 use std::collections::BTreeMap;
 
-use relaymesh_protocol::status::MAX_GROUP_LABELS;
 use relaymesh_protocol::RuleSummary;
 use relaymesh_topology::rules::{CompiledRules, StatusRule};
 use relaymesh_topology::{groups, summary};
@@ -26,7 +25,8 @@ pub struct PlacementRules {
 
 impl PlacementRules {
     /// Compiles a placement's status `rules` and takes its group labels,
-    /// both read from its slice entry's body. The root checked them before
+    /// both read from its slice entry's body (`EntrySpec`, which keeps at
+    /// most `MAX_GROUP_LABELS` labels). The root checked them before
     /// signing the entry; rules that do not compile here (a newer root's)
     /// are logged and left out, and the placement is applied all the same.
     pub fn new(rules: Vec<StatusRule>, group_by: Vec<String>) -> Self {
@@ -40,7 +40,7 @@ impl PlacementRules {
         };
         Self {
             compiled,
-            group_by: group_by.iter().take(MAX_GROUP_LABELS).cloned().collect(),
+            group_by: group_by.clone(),
             source: (rules, group_by),
         }
     }

@@ -131,10 +131,7 @@ impl ObjectStore {
         mut object: Value,
         dry_run: bool,
     ) -> Result<Value, ObjectError> {
-        if !object.is_object() {
-            return Err(ObjectError::NotAnObject);
-        }
-        depth::check_value(&object)?;
+        storable(&object)?;
         let mut state = self.lock();
         let encoded = key.encode();
         if self.inner.tree.contains(encoded.as_bytes())? {
@@ -158,10 +155,7 @@ impl ObjectStore {
         mut object: Value,
         dry_run: bool,
     ) -> Result<Value, ObjectError> {
-        if !object.is_object() {
-            return Err(ObjectError::NotAnObject);
-        }
-        depth::check_value(&object)?;
+        storable(&object)?;
         let mut state = self.lock();
         let encoded = key.encode();
         let Some(bytes) = self.inner.tree.get(encoded.as_bytes())? else {
@@ -313,4 +307,13 @@ fn version_write(resource_version: u64) -> Write {
         RESOURCE_VERSION_KEY.to_vec(),
         Some(resource_version.to_string().into_bytes()),
     )
+}
+
+/// Whether `object` may be stored: a JSON object, nested no deeper than the
+/// limit.
+fn storable(object: &Value) -> Result<(), ObjectError> {
+    if !object.is_object() {
+        return Err(ObjectError::NotAnObject);
+    }
+    Ok(depth::check_value(object)?)
 }

@@ -8,9 +8,10 @@
 //! renders the core's [`Rollout`] as `Placement.status.rollout`.
 
 use std::str::FromStr;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, UNIX_EPOCH};
 
 use relaymesh_core::rollouts::{HistoryRecord, Phase, Rollout, RolloutInput};
+use relaymesh_node::daemon::unix_ms;
 use relaymesh_protocol::BundleId;
 use relaymesh_topology::rollout::{wave_at, Counts, Position, RolloutSpec, Strategy};
 use serde_json::{json, Value};
@@ -145,7 +146,7 @@ fn load(status: &Value, spec: &RolloutSpec) -> Option<Rollout> {
         position,
         phase,
         message: status["message"].as_str().unwrap_or_default().to_string(),
-        started_ms: millis(&status["startedAt"]).unwrap_or_else(now_ms),
+        started_ms: millis(&status["startedAt"]).unwrap_or_else(unix_ms),
         counts: Counts::default(),
         reached: 0,
         groups: Vec::new(),
@@ -174,14 +175,6 @@ fn timestamp(ms: u64) -> String {
 fn millis(value: &Value) -> Option<u64> {
     let time = humantime::parse_rfc3339_weak(value.as_str()?).ok()?;
     u64::try_from(time.duration_since(UNIX_EPOCH).ok()?.as_millis()).ok()
-}
-
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |since| {
-            u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
-        })
 }
 
 #[cfg(test)]
