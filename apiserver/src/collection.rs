@@ -10,7 +10,7 @@ use super::query::Query;
 use super::resources::{Resource, Source};
 use super::selector::{FieldSelector, LabelSelector};
 use super::{ApiError, Extension};
-use crate::objects::ObjectError;
+use crate::objects::{BackendError, ObjectError};
 
 /// Which objects of a resource a list or watch wants.
 #[derive(Debug, Clone)]
@@ -94,6 +94,10 @@ pub(super) fn store_error(resource: &Resource, name: &str, error: ObjectError) -
             "Operation cannot be fulfilled on {qualified} {name:?}: the object has been modified; please apply your changes to the latest version and try again"
         )),
         ObjectError::Gone { .. } => ApiError::Gone(error.to_string()),
+        // No quorum, or the backend out of reach: 503, never a stale
+        // answer; the client retries.
+        ObjectError::Storage(BackendError::Unavailable(message)) => ApiError::Unavailable(message),
+        ObjectError::Storage(BackendError::Compacted { .. }) => ApiError::Gone(error.to_string()),
         ObjectError::NotAnObject => ApiError::BadRequest(error.to_string()),
         ObjectError::TooDeep(too_deep) => too_deep_error(too_deep),
         other => ApiError::Internal(other.to_string()),

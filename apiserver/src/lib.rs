@@ -56,6 +56,7 @@ use crate::objects::ObjectStore;
 mod attributes;
 mod audit;
 mod authz;
+pub mod blocking;
 pub mod body;
 mod builtins;
 mod collection;
@@ -65,6 +66,7 @@ mod crud;
 mod deletion;
 pub mod depth;
 mod discovery;
+pub mod etcd;
 mod extension;
 mod field_validation;
 #[doc(hidden)]

@@ -36,6 +36,7 @@ mod history;
 mod key;
 pub(crate) mod owners;
 mod quarantine;
+mod replica;
 mod scan;
 mod stamp;
 mod store;
@@ -43,7 +44,9 @@ mod store;
 mod tests;
 mod write;
 
-pub use backend::{BackendError, Entry, ObjectBackend, Write};
+pub use backend::{
+    BackendError, Change, Entry, Expect, FeedItem, ObjectBackend, Replicated, Stored, Write,
+};
 pub use dependents::{GenerationDependents, StoreReader};
 pub use error::ObjectError;
 pub use history::{ObjectEvent, WatchEventType, HISTORY_LEN};

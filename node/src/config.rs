@@ -31,3 +31,30 @@ pub struct ParentConfig {
     /// Addresses to try; the child measures each and keeps the nearest.
     pub addresses: Vec<String>,
 }
+
+/// Where the root keeps the objects its API serves (`relay init --store`);
+/// the node's own state (identity, slice, keys) stays in its sled store.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ObjectsStore {
+    /// The node's sled store, the embedded default.
+    #[default]
+    Sled,
+    /// An etcd cluster.
+    Etcd(EtcdStore),
+}
+
+/// An etcd cluster the root's objects live in.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EtcdStore {
+    /// Client URLs (`http://host:2379`, or `https://…` with TLS).
+    pub endpoints: Vec<String>,
+    /// The prefix every key goes under, so one etcd cluster can hold more
+    /// than one root.
+    pub prefix: String,
+    /// The CA that signed etcd's serving certificates (PEM), for TLS.
+    pub ca_file: Option<std::path::PathBuf>,
+    /// A client certificate (PEM) etcd authenticates this root by.
+    pub cert_file: Option<std::path::PathBuf>,
+    /// The client certificate's key (PEM).
+    pub key_file: Option<std::path::PathBuf>,
+}

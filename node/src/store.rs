@@ -98,6 +98,8 @@ const EXTRA_ANCHORS: &[u8] = b"extra-anchors";
 const PREVIOUS_ISSUER: &[u8] = b"previous-issuer";
 const CONFIG: &[u8] = b"config";
 const CANDIDATES: &[u8] = b"candidates";
+/// [`Store::objects_store`]: sled unless `relay init --store etcd`.
+const OBJECTS_STORE: &[u8] = b"objects-store";
 const API_CERTIFICATE: &[u8] = b"api-certificate";
 /// [`Store::next_token_key`].
 const NEXT_TOKEN_KEY: &[u8] = b"next-token-key";

@@ -19,6 +19,7 @@ pub mod api;
 pub mod client;
 pub mod controller;
 pub mod kubeconfig;
+pub mod objects_store;
 pub mod placement;
 pub mod serve;
 pub mod state;

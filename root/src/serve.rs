@@ -9,7 +9,6 @@ use tokio_util::sync::CancellationToken;
 
 use crate::api::{self, ApiTls};
 use crate::state::RootState;
-use relaymesh_apiserver::objects::ObjectStore;
 use relaymesh_node::daemon::root_services::{RootHandle, RootServices, Serving};
 use relaymesh_node::daemon::DaemonError;
 use tracing::Instrument;
@@ -90,7 +89,7 @@ pub(super) async fn serve_api(
             audit_path.display()
         )))
     })?;
-    let objects = ObjectStore::open(node.store().open_tree("objects")?)
+    let objects = crate::objects_store::open(node.store())
         .map_err(|error| listen_error(std::io::Error::other(error)))?;
     // One cache of Placement specs for the API, the controller and the
     // store's generation dependents.

@@ -14,6 +14,7 @@ pub mod bench;
 pub mod chaos;
 pub mod cluster;
 pub mod demo;
+pub mod etcd;
 pub mod faults;
 pub mod hollow;
 pub mod ports;

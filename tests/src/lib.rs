@@ -230,6 +230,15 @@ impl Mesh {
 
     /// [`Mesh::init`], with `run_args` added to the root's `relay run`.
     pub fn init_with(run_args: &[&str]) -> anyhow::Result<(Self, RelayProcess)> {
+        Self::init_full(&[], run_args)
+    }
+
+    /// [`Mesh::init`], with `init_args` added to `relay init` (`--store
+    /// etcd`, ...) and `run_args` to the root's `relay run`.
+    pub fn init_full(
+        init_args: &[&str],
+        run_args: &[&str],
+    ) -> anyhow::Result<(Self, RelayProcess)> {
         let dir = tempfile::tempdir()?;
         let api_port = free_tcp_port()?;
         let mesh = Self {
@@ -245,7 +254,8 @@ impl Mesh {
                 .arg("--data-dir")
                 .arg(&data_dir)
                 .args(["--name", "root", "--listen", &listen])
-                .args(["--api-listen", &format!("127.0.0.1:{api_port}")]),
+                .args(["--api-listen", &format!("127.0.0.1:{api_port}")])
+                .args(init_args),
         )?;
         let root = mesh.start_with("root", run_args)?;
         mesh.wait_for_api()?;

@@ -9,6 +9,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use serde_json::Value;
 use tracing::warn;
 
+use super::backend::Stored;
 use super::error::ObjectError;
 use super::key::ObjectKey;
 
@@ -24,9 +25,9 @@ impl Quarantine {
         &self,
         key: &ObjectKey,
         encoded: &str,
-        bytes: &[u8],
+        stored: &Stored,
     ) -> Result<Value, ObjectError> {
-        decode_object(encoded, bytes).map_err(|error| ObjectError::Quarantined {
+        decode_stored(encoded, stored).map_err(|error| ObjectError::Quarantined {
             key: key.clone(),
             reason: self.record(encoded, &error),
         })
@@ -34,9 +35,9 @@ impl Quarantine {
 
     /// A listed object, or `None` (quarantining it) if it cannot be
     /// decoded.
-    pub(super) fn decode_listed(&self, key: &[u8], bytes: &[u8]) -> Option<Value> {
+    pub(super) fn decode_listed(&self, key: &[u8], stored: &Stored) -> Option<Value> {
         let encoded = String::from_utf8_lossy(key);
-        match decode_object(&encoded, bytes) {
+        match decode_stored(&encoded, stored) {
             Ok(object) => Some(object),
             Err(error) => {
                 self.record(&encoded, &error);
@@ -81,6 +82,19 @@ impl Quarantine {
         // A map of keys, consistent after every statement.
         self.entries.lock().unwrap_or_else(PoisonError::into_inner)
     }
+}
+
+/// The object `stored` at `key`, with the resourceVersion of the write
+/// that stored it when the backend numbers its writes.
+pub(super) fn decode_stored(key: &str, stored: &Stored) -> Result<Value, ObjectError> {
+    let mut object = decode_object(key, &stored.value)?;
+    if let Some(revision) = stored.revision {
+        if !object.is_object() {
+            return Err(ObjectError::NotAnObject);
+        }
+        super::stamp::set_resource_version(&mut object, revision);
+    }
+    Ok(object)
 }
 
 /// The object stored as `bytes` at `key`.

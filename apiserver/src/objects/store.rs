@@ -3,7 +3,7 @@
 //! `write.rs`; both take the one lock here, which is what makes a list and
 //! its resourceVersion, or a watch's replay and its receiver, consistent.
 
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
 
 use serde_json::{json, Value};
 use tokio::sync::broadcast;
@@ -39,10 +39,14 @@ pub(super) struct Inner {
     pub(super) quarantine: Quarantine,
     /// Whose generation a write moves on besides the written object's.
     pub(super) dependents: OnceLock<Arc<dyn GenerationDependents>>,
+    /// Signalled whenever a replicated backend's feed moves
+    /// `State::resource_version` on.
+    pub(super) caught_up: Condvar,
 }
 
 pub(super) struct State {
-    /// The last resourceVersion handed out.
+    /// The last resourceVersion handed out (on a replicated backend: the
+    /// revision up to which the feed has handed every change over).
     pub(super) resource_version: u64,
     /// The latest events, from which watches resume.
     pub(super) history: History,
@@ -60,14 +64,18 @@ impl ObjectStore {
     /// Opens the store on `tree`, creating the initial namespaces if
     /// missing.
     pub fn open_on(tree: Box<dyn ObjectBackend>) -> Result<Self, ObjectError> {
-        let resource_version = match tree.get(RESOURCE_VERSION_KEY)? {
-            Some(bytes) => {
-                serde_json::from_slice(&bytes).map_err(|source| ObjectError::Corrupt {
+        let resource_version = match (tree.replicated(), tree.get(RESOURCE_VERSION_KEY)?) {
+            // A replicated backend numbers its writes: the store starts at
+            // a fence, its latest revision and a change of its own, which a
+            // replay of the history can wait for (`Replicated::changes`).
+            (Some(replicated), _) => replicated.fence()?,
+            (None, Some(stored)) => {
+                serde_json::from_slice(&stored.value).map_err(|source| ObjectError::Corrupt {
                     key: "resourceVersion".into(),
                     source,
                 })?
             }
-            None => 0,
+            (None, None) => 0,
         };
         let (events, _) = broadcast::channel(BROADCAST_CAPACITY);
         let store = Self {
@@ -81,9 +89,16 @@ impl ObjectStore {
                 events,
                 quarantine: Quarantine::default(),
                 dependents: OnceLock::new(),
+                caught_up: Condvar::new(),
             }),
         };
-        {
+        if let Some(replicated) = store.replicated() {
+            // The index and the feed start at one revision, so that no
+            // change is missed or counted twice.
+            let owners = store.owners_at(resource_version)?;
+            store.lock().owners = owners;
+            store.follow_feed(replicated, resource_version)?;
+        } else {
             let mut state = store.lock();
             for (key, object) in store.list_all()? {
                 state.owners.insert(&key, &object);
@@ -106,7 +121,11 @@ impl ObjectStore {
                     "spec": {"finalizers": ["kubernetes"]},
                     "status": {"phase": "Active"},
                 });
-                store.create(&key, namespace)?;
+                match store.create(&key, namespace) {
+                    // Another replica, starting too, came first.
+                    Ok(_) | Err(ObjectError::AlreadyExists(_)) => {}
+                    Err(error) => return Err(error),
+                }
             }
         }
         info!(resource_version, "object store open");
@@ -144,9 +163,13 @@ impl ObjectStore {
         resource: &str,
         namespace: Option<&str>,
     ) -> Result<(Vec<Value>, u64), ObjectError> {
+        let wanted = prefix(group, resource, namespace);
+        if let Some(replicated) = self.replicated() {
+            return self.list_replicated(replicated, &wanted);
+        }
         // Holding the lock makes the list and its version consistent.
         let state = self.lock();
-        let objects = self.scan().objects(&prefix(group, resource, namespace))?;
+        let objects = self.scan().objects(&wanted)?;
         Ok((objects, state.resource_version))
     }
 
@@ -162,11 +185,15 @@ impl ObjectStore {
         namespace: Option<&str>,
         resource_version: u64,
     ) -> Result<Vec<Value>, ObjectError> {
+        let wanted = prefix(group, resource, namespace);
+        if let Some(replicated) = self.replicated() {
+            // The backend keeps every version until it compacts them.
+            return self.list_at_replicated(replicated, &wanted, resource_version);
+        }
         let state = self.lock();
         state
             .history
             .reaches(resource_version, state.resource_version)?;
-        let wanted = prefix(group, resource, namespace);
         let mut objects = self.scan().by_encoded_key(&wanted)?;
         state
             .history
@@ -219,6 +246,9 @@ impl ObjectStore {
         &self,
         resource_version: u64,
     ) -> Result<(Vec<ObjectEvent>, broadcast::Receiver<ObjectEvent>), ObjectError> {
+        if let Some(replicated) = self.replicated() {
+            return self.watch_replicated(replicated, resource_version);
+        }
         let state = self.lock();
         let events = state.history.since(resource_version)?;
         Ok((events, self.inner.events.subscribe()))

@@ -56,6 +56,9 @@ impl ObjectStore {
         key: &ObjectKey,
         finalizers: &[&str],
     ) -> Result<Value, ObjectError> {
+        if let Some(replicated) = self.replicated() {
+            return self.mark_replicated(replicated, key, finalizers);
+        }
         let mut state = self.lock();
         let encoded = key.encode();
         let Some(bytes) = self.inner.tree.get(encoded.as_bytes())? else {
@@ -72,6 +75,9 @@ impl ObjectStore {
 
     /// Deletes the object at `key` and returns its last state.
     pub fn delete(&self, key: &ObjectKey) -> Result<Value, ObjectError> {
+        if let Some(replicated) = self.replicated() {
+            return self.delete_replicated(replicated, key);
+        }
         let mut state = self.lock();
         let encoded = key.encode();
         let Some(bytes) = self.inner.tree.get(encoded.as_bytes())? else {
@@ -100,13 +106,16 @@ impl ObjectStore {
     /// it; watches see it deleted (as an object holding only its name).
     /// False if it is not quarantined.
     pub fn remove_quarantined(&self, key: &ObjectKey) -> Result<bool, ObjectError> {
+        if let Some(replicated) = self.replicated() {
+            return self.remove_quarantined_replicated(replicated, key);
+        }
         let mut state = self.lock();
         let encoded = key.encode();
         let Some(bytes) = self.inner.tree.get(encoded.as_bytes())? else {
             self.inner.quarantine.forget(&encoded);
             return Ok(false);
         };
-        if decode_object(&encoded, &bytes).is_ok() {
+        if decode_object(&encoded, &bytes.value).is_ok() {
             return Ok(false);
         }
         let resource_version = state.resource_version + 1;
@@ -131,6 +140,9 @@ impl ObjectStore {
         mut object: Value,
         dry_run: bool,
     ) -> Result<Value, ObjectError> {
+        if let Some(replicated) = self.replicated() {
+            return self.create_replicated(replicated, key, object, dry_run);
+        }
         storable(&object)?;
         let mut state = self.lock();
         let encoded = key.encode();
@@ -155,6 +167,9 @@ impl ObjectStore {
         mut object: Value,
         dry_run: bool,
     ) -> Result<Value, ObjectError> {
+        if let Some(replicated) = self.replicated() {
+            return self.update_replicated(replicated, key, object, dry_run);
+        }
         storable(&object)?;
         let mut state = self.lock();
         let encoded = key.encode();
@@ -281,12 +296,6 @@ impl ObjectStore {
         previous: Option<Value>,
     ) {
         state.resource_version += 1;
-        if let Some(previous) = &previous {
-            state.owners.remove(key, previous);
-        }
-        if event_type != WatchEventType::Deleted {
-            state.owners.insert(key, &object);
-        }
         let event = ObjectEvent {
             event_type,
             key: key.clone(),
@@ -295,6 +304,18 @@ impl ObjectStore {
             previous: previous.map(Arc::new),
         };
         debug!(%key, resource_version = state.resource_version, ?event_type, "object changed");
+        self.record(state, event);
+    }
+
+    /// Keeps the owner index and the history in step with `event`, and
+    /// broadcasts it.
+    pub(super) fn record(&self, state: &mut State, event: ObjectEvent) {
+        if let Some(previous) = &event.previous {
+            state.owners.remove(&event.key, previous);
+        }
+        if event.event_type != WatchEventType::Deleted {
+            state.owners.insert(&event.key, &event.object);
+        }
         state.history.push(event.clone());
         // No subscribers is fine.
         let _ = self.inner.events.send(event);
@@ -311,7 +332,7 @@ fn version_write(resource_version: u64) -> Write {
 
 /// Whether `object` may be stored: a JSON object, nested no deeper than the
 /// limit.
-fn storable(object: &Value) -> Result<(), ObjectError> {
+pub(super) fn storable(object: &Value) -> Result<(), ObjectError> {
     if !object.is_object() {
         return Err(ObjectError::NotAnObject);
     }

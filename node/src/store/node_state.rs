@@ -4,7 +4,8 @@
 
 use super::{
     encode, ApiCertificate, Mutation, Store, StoreError, TokenKey, API_CERTIFICATE, CANDIDATES,
-    CONFIG, EXTRA_ANCHORS, IDENTITY, NEXT_TOKEN_KEY, PREVIOUS_API_CA, PREVIOUS_ISSUER,
+    CONFIG, EXTRA_ANCHORS, IDENTITY, NEXT_TOKEN_KEY, OBJECTS_STORE, PREVIOUS_API_CA,
+    PREVIOUS_ISSUER,
 };
 use crate::config::NodeConfig;
 use crate::identity::Identity;
@@ -117,6 +118,19 @@ impl Store {
         self.set_config(&config)?;
         self.flush()?;
         Ok(true)
+    }
+
+    /// Where the root's API keeps its objects.
+    pub fn objects_store(&self) -> Result<crate::config::ObjectsStore, StoreError> {
+        Ok(self.read(&self.node, OBJECTS_STORE)?.unwrap_or_default())
+    }
+
+    /// Keeps where the root's API keeps its objects.
+    pub fn set_objects_store(&self, store: &crate::config::ObjectsStore) -> Result<(), StoreError> {
+        self.node
+            .insert(OBJECTS_STORE, encode(store)?)
+            .map_err(|e| self.sled(e))?;
+        Ok(())
     }
 
     /// The candidate parents this node joined with (empty for one parent;

@@ -9,7 +9,7 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context as _};
 use clap::{Parser, Subcommand};
-use relaymesh_node::config::NodeConfig;
+use relaymesh_node::config::{EtcdStore, NodeConfig, ObjectsStore};
 use relaymesh_node::limits::{self, Limits};
 use relaymesh_node::logging::{self, LogFormat};
 use relaymesh_node::store::{ApiCertificate, Store};
@@ -75,6 +75,8 @@ enum Command {
         /// More names or IPs the API certificate must cover (repeatable).
         #[arg(long, value_name = "HOST")]
         api_host: Vec<String>,
+        #[command(flatten)]
+        store: StoreArgs,
     },
     /// Join an existing mesh below the relay the token names.
     Join {
@@ -252,6 +254,70 @@ impl LimitArgs {
     }
 }
 
+/// Where the root keeps the objects its API serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum StoreKind {
+    /// The root's own sled store, in --data-dir (one machine).
+    Sled,
+    /// An etcd cluster (--etcd-endpoints): the objects survive the loss of
+    /// this machine's disk.
+    Etcd,
+}
+
+/// `relay init`'s choice of object store.
+#[derive(Debug, clap::Args)]
+struct StoreArgs {
+    /// Where the API's objects live: `sled` in --data-dir, or `etcd`.
+    #[arg(long, value_enum, default_value = "sled")]
+    store: StoreKind,
+    /// etcd client URLs, with --store etcd (comma-separated or repeated).
+    #[arg(long, value_name = "URL", value_delimiter = ',')]
+    etcd_endpoints: Vec<String>,
+    /// The key prefix of this root's objects in etcd; it must be empty.
+    #[arg(long, value_name = "PREFIX", default_value = relaymesh_root::objects_store::DEFAULT_ETCD_PREFIX)]
+    etcd_prefix: String,
+    /// The CA (PEM) of etcd's serving certificates, for https endpoints.
+    #[arg(long, value_name = "FILE")]
+    etcd_ca: Option<PathBuf>,
+    /// A client certificate (PEM) for etcd, with --etcd-key.
+    #[arg(long, value_name = "FILE", requires = "etcd_key")]
+    etcd_cert: Option<PathBuf>,
+    /// The client certificate's key (PEM).
+    #[arg(long, value_name = "FILE", requires = "etcd_cert")]
+    etcd_key: Option<PathBuf>,
+}
+
+impl StoreArgs {
+    fn objects_store(self) -> anyhow::Result<ObjectsStore> {
+        match self.store {
+            StoreKind::Sled => {
+                if !self.etcd_endpoints.is_empty() {
+                    bail!("--etcd-endpoints needs --store etcd");
+                }
+                Ok(ObjectsStore::Sled)
+            }
+            StoreKind::Etcd => {
+                if self.etcd_endpoints.is_empty() {
+                    bail!("--store etcd needs --etcd-endpoints URL[,URL…]");
+                }
+                let absolute = |path: Option<PathBuf>| -> anyhow::Result<Option<PathBuf>> {
+                    path.map(|path| {
+                        std::path::absolute(&path).with_context(|| format!("{}", path.display()))
+                    })
+                    .transpose()
+                };
+                Ok(ObjectsStore::Etcd(EtcdStore {
+                    endpoints: self.etcd_endpoints,
+                    prefix: self.etcd_prefix,
+                    ca_file: absolute(self.etcd_ca)?,
+                    cert_file: absolute(self.etcd_cert)?,
+                    key_file: absolute(self.etcd_key)?,
+                }))
+            }
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     relaymesh_node::store::permissions::restrict_new_files();
@@ -268,7 +334,16 @@ async fn execute(command: Command) -> anyhow::Result<()> {
             api_listen,
             advertise,
             api_host,
-        } => init(&data_dir, &name, listen, api_listen, advertise, api_host),
+            store,
+        } => init(
+            &data_dir,
+            &name,
+            listen,
+            api_listen,
+            advertise,
+            api_host,
+            store.objects_store()?,
+        ),
         Command::Join {
             data_dir,
             name,
@@ -313,10 +388,17 @@ fn init(
     api_listen: String,
     advertise: Vec<String>,
     api_hosts: Vec<String>,
+    objects_store: ObjectsStore,
 ) -> anyhow::Result<()> {
     relaymesh_protocol::name::validate(name).context("--name")?;
     logging::set_node(name);
+    if let ObjectsStore::Etcd(etcd) = &objects_store {
+        // Before anything is written: a root must not take over another
+        // root's keys, nor start on an etcd it cannot reach.
+        relaymesh_root::objects_store::check_new(etcd).context("--store etcd")?;
+    }
     let store = open_new_store(data_dir)?;
+    store.set_objects_store(&objects_store)?;
     let api_address: std::net::SocketAddr = api_listen
         .parse()
         .with_context(|| format!("--api-listen {api_listen:?} is not an IP:port"))?;

@@ -1,0 +1,181 @@
+//! A local etcd cluster of real `etcd` processes (Debian's `etcd-server`,
+//! 3.4) on loopback ports, for the tests and benchmarks of the root on
+//! etcd: members can be killed with SIGKILL and started again on the same
+//! data, as an operator's would be.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use relaymesh_apiserver::etcd::{Etcd, EtcdConfig};
+
+use crate::ports;
+
+/// Where Debian's `etcd-server` puts the server.
+pub const ETCD_BINARY: &str = "/usr/bin/etcd";
+
+/// How long a member may take to answer after it starts.
+const START_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// One member: its ports, its data and its process (while it runs).
+struct Member {
+    name: String,
+    client_port: u16,
+    peer_port: u16,
+    data: PathBuf,
+    log: PathBuf,
+    process: Option<Child>,
+}
+
+/// A local etcd cluster. Its members are killed when it is dropped.
+pub struct EtcdCluster {
+    members: Vec<Member>,
+    initial_cluster: String,
+}
+
+impl EtcdCluster {
+    /// Starts `size` members under `dir` and waits until the cluster
+    /// answers.
+    pub fn start(dir: &Path, size: usize) -> Result<Self> {
+        if !Path::new(ETCD_BINARY).exists() {
+            bail!(
+                "{ETCD_BINARY} is missing: install Debian's etcd-server (scripts/test-deps does)"
+            );
+        }
+        let mut members = Vec::with_capacity(size);
+        for index in 0..size {
+            let name = format!("etcd-{index}");
+            members.push(Member {
+                data: dir.join(&name),
+                log: dir.join(format!("{name}.log")),
+                name,
+                client_port: ports::tcp()?,
+                peer_port: ports::tcp()?,
+                process: None,
+            });
+        }
+        let initial_cluster = members
+            .iter()
+            .map(|member| format!("{}=http://127.0.0.1:{}", member.name, member.peer_port))
+            .collect::<Vec<_>>()
+            .join(",");
+        let mut cluster = Self {
+            members,
+            initial_cluster,
+        };
+        for index in 0..size {
+            cluster.spawn(index)?;
+        }
+        cluster.wait_healthy()?;
+        Ok(cluster)
+    }
+
+    /// Every member's client URL.
+    pub fn endpoints(&self) -> Vec<String> {
+        self.members
+            .iter()
+            .map(|member| format!("http://127.0.0.1:{}", member.client_port))
+            .collect()
+    }
+
+    /// A connection to the cluster, keys under `prefix`.
+    pub fn connect(&self, prefix: &str) -> Result<Etcd> {
+        Ok(Etcd::connect(&EtcdConfig {
+            endpoints: self.endpoints(),
+            tls: None,
+            prefix: prefix.to_string(),
+        })?)
+    }
+
+    /// Kills member `index` with SIGKILL.
+    pub fn kill(&mut self, index: usize) -> Result<()> {
+        let member = self
+            .members
+            .get_mut(index)
+            .with_context(|| format!("no etcd member {index}"))?;
+        if let Some(mut process) = member.process.take() {
+            process.kill().ok();
+            process.wait().ok();
+        }
+        Ok(())
+    }
+
+    /// Starts member `index` again on its data.
+    pub fn restart(&mut self, index: usize) -> Result<()> {
+        self.kill(index)?;
+        self.spawn(index)
+    }
+
+    /// Waits until a linearizable read succeeds (a quorum answers).
+    pub fn wait_healthy(&self) -> Result<()> {
+        let deadline = Instant::now() + START_TIMEOUT;
+        let mut last = None;
+        while Instant::now() < deadline {
+            match self.connect("/health/").and_then(|etcd| Ok(etcd.check()?)) {
+                Ok(_) => return Ok(()),
+                Err(error) => last = Some(error),
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        bail!(
+            "etcd did not answer within {START_TIMEOUT:?}: {}; logs: {}",
+            last.map_or_else(String::new, |error| format!("{error:#}")),
+            self.members
+                .iter()
+                .map(|member| member.log.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    }
+
+    fn spawn(&mut self, index: usize) -> Result<()> {
+        let initial_cluster = self.initial_cluster.clone();
+        let member = &mut self.members[index];
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&member.log)
+            .with_context(|| format!("opening {}", member.log.display()))?;
+        let client = format!("http://127.0.0.1:{}", member.client_port);
+        let peer = format!("http://127.0.0.1:{}", member.peer_port);
+        let state = if member.data.exists() {
+            "existing"
+        } else {
+            "new"
+        };
+        let process = Command::new(ETCD_BINARY)
+            .args(["--name", &member.name])
+            .arg("--data-dir")
+            .arg(&member.data)
+            .args(["--listen-client-urls", &client])
+            .args(["--advertise-client-urls", &client])
+            .args(["--listen-peer-urls", &peer])
+            .args(["--initial-advertise-peer-urls", &peer])
+            .args(["--initial-cluster", &initial_cluster])
+            .args(["--initial-cluster-state", state])
+            .args(["--initial-cluster-token", "relaymesh-testbed"])
+            // Small and quick: loopback, a test's worth of data.
+            .args(["--heartbeat-interval", "50", "--election-timeout", "500"])
+            .args(["--quota-backend-bytes", "1073741824"])
+            .args(["--logger", "zap", "--log-outputs", "stderr"])
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .spawn()
+            .with_context(|| format!("starting {ETCD_BINARY}"))?;
+        member.process = Some(process);
+        Ok(())
+    }
+}
+
+impl Drop for EtcdCluster {
+    fn drop(&mut self) {
+        for member in &mut self.members {
+            if let Some(mut process) = member.process.take() {
+                process.kill().ok();
+                process.wait().ok();
+            }
+        }
+    }
+}

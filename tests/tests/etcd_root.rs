@@ -1,0 +1,158 @@
+//! A root whose objects live on a 3-member etcd cluster (`relay init
+//! --store etcd`), driven with the real kubectl:
+//!
+//! * what `kubectl apply` stores is in etcd, under the root's prefix, and a
+//!   placement made there reaches its cluster (the placement controller
+//!   follows etcd's feed);
+//! * a second `relay init` on the same prefix is refused before it writes;
+//! * one etcd member killed changes nothing; two killed make the API answer
+//!   503 with a message (never stale data), while the cluster below keeps
+//!   what it runs; with the quorum back, the API answers again by itself.
+
+use std::process::Command;
+use std::time::Duration;
+
+use anyhow::{bail, Context as _};
+use relaymesh_testbed::cluster::{SimulatedCluster, SimulatorOptions};
+use relaymesh_testbed::etcd::EtcdCluster;
+use relaymesh_tests::{
+    binary, connected_under, free_tcp_port, free_udp_port, kubectl, wait_for, web_image,
+    web_workload, Mesh,
+};
+
+const SETTLE: Duration = Duration::from_secs(90);
+
+#[test]
+fn a_root_on_etcd_serves_places_and_says_when_etcd_has_no_quorum() -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Runtime::new()?;
+    let etcd_dir = tempfile::tempdir()?;
+    let mut etcd = EtcdCluster::start(etcd_dir.path(), 3)?;
+    let endpoints = etcd.endpoints().join(",");
+    let (mesh, _root) = Mesh::init_full(&["--store", "etcd", "--etcd-endpoints", &endpoints], &[])?;
+
+    // A second root on the same prefix is refused, and writes nothing.
+    let other = mesh.dir.path().join("other-root");
+    let output = Command::new(binary("relay")?)
+        .arg("init")
+        .arg("--data-dir")
+        .arg(&other)
+        .args(["--listen", &format!("127.0.0.1:{}", free_udp_port()?)])
+        .args(["--api-listen", &format!("127.0.0.1:{}", free_tcp_port()?)])
+        .args(["--store", "etcd", "--etcd-endpoints", &endpoints])
+        .output()?;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "a second root took the prefix");
+    assert!(stderr.contains("already holds keys"), "{stderr}");
+    assert!(
+        !other.exists(),
+        "the refused init wrote {}",
+        other.display()
+    );
+
+    let cluster = runtime.block_on(SimulatedCluster::start(
+        "edge-1",
+        &mesh.dir.path().join("cluster-edge-1"),
+        SimulatorOptions::default(),
+    ))?;
+    let _agent = mesh.add_agent_for("edge-1", "root", "region=eu", cluster.kubeconfig())?;
+    wait_for("edge-1 in the tree", SETTLE, || {
+        Ok(connected_under(&mesh.tree()?, "edge-1", "root").then_some(()))
+    })
+    .with_context(|| mesh.logs())?;
+
+    apply(
+        &mesh,
+        &web_workload("nginx:1.27", 1, "{names: [edge-1]}", ""),
+    )?;
+    wait_for("web on edge-1", SETTLE, || {
+        Ok((web_image(cluster.kubeconfig())?.as_deref() == Some("nginx:1.27")).then_some(()))
+    })
+    .with_context(|| mesh.logs())?;
+    // Stored in etcd, under the root's prefix.
+    let stored = etcd
+        .connect("/relaymesh/")?
+        .get_value(b"o/apps/deployments/shop/web")?;
+    assert!(stored.is_some(), "the Deployment is not in etcd");
+
+    // One member down: the API goes on.
+    etcd.kill(2)?;
+    apply(
+        &mesh,
+        &web_workload("nginx:1.28", 1, "{names: [edge-1]}", ""),
+    )?;
+    wait_for("nginx:1.28 on edge-1", SETTLE, || {
+        Ok((web_image(cluster.kubeconfig())?.as_deref() == Some("nginx:1.28")).then_some(()))
+    })
+    .with_context(|| mesh.logs())?;
+
+    // Two down: 503 with a message, and the cluster keeps what it runs.
+    etcd.kill(1)?;
+    let output = kubectl(
+        &mesh.kubeconfig(),
+        &[
+            "get",
+            "deployment",
+            "web",
+            "-n",
+            "shop",
+            "--request-timeout",
+            "30s",
+        ],
+        None,
+    )?;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "a read without quorum succeeded");
+    assert!(
+        stderr.contains("storage unavailable") || stderr.contains("ServiceUnavailable"),
+        "kubectl said: {stderr}"
+    );
+    assert_eq!(
+        web_image(cluster.kubeconfig())?.as_deref(),
+        Some("nginx:1.28"),
+        "the cluster lost what it runs"
+    );
+
+    // Quorum back: the API answers again, with what was acknowledged.
+    etcd.restart(1)?;
+    etcd.restart(2)?;
+    etcd.wait_healthy()?;
+    let image = wait_for("the API back", SETTLE, || {
+        let output = kubectl(
+            &mesh.kubeconfig(),
+            &[
+                "get",
+                "deployment",
+                "web",
+                "-n",
+                "shop",
+                "-o",
+                "jsonpath={.spec.template.spec.containers[0].image}",
+            ],
+            None,
+        )?;
+        Ok(output
+            .status
+            .success()
+            .then(|| String::from_utf8_lossy(&output.stdout).into_owned()))
+    })
+    .with_context(|| mesh.logs())?;
+    assert_eq!(image, "nginx:1.28");
+    // And a change made now reaches the cluster.
+    apply(
+        &mesh,
+        &web_workload("nginx:1.29", 1, "{names: [edge-1]}", ""),
+    )?;
+    wait_for("nginx:1.29 on edge-1", SETTLE, || {
+        Ok((web_image(cluster.kubeconfig())?.as_deref() == Some("nginx:1.29")).then_some(()))
+    })
+    .with_context(|| mesh.logs())?;
+    Ok(())
+}
+
+fn apply(mesh: &Mesh, yaml: &str) -> anyhow::Result<()> {
+    let output = kubectl(&mesh.kubeconfig(), &["apply", "-f", "-"], Some(yaml))?;
+    if !output.status.success() {
+        bail!("kubectl apply: {}", String::from_utf8_lossy(&output.stderr));
+    }
+    Ok(())
+}
