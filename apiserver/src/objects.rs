@@ -50,6 +50,6 @@ pub use backend::{
 pub use dependents::{GenerationDependents, StoreReader};
 pub use error::ObjectError;
 pub use history::{ObjectEvent, WatchEventType, HISTORY_LEN};
-pub use key::ObjectKey;
+pub use key::{ObjectKey, OBJECT_PREFIX};
 pub use stamp::new_uid;
 pub use store::{ObjectStore, INITIAL_NAMESPACES};

@@ -4,7 +4,7 @@
 //! etcd.
 
 use relaymesh_apiserver::etcd::{Certificate, Etcd, EtcdConfig, Identity, TlsOptions};
-use relaymesh_apiserver::objects::{BackendError, ObjectError, ObjectStore};
+use relaymesh_apiserver::objects::{BackendError, ObjectError, ObjectStore, OBJECT_PREFIX};
 use relaymesh_node::config::{EtcdStore, ObjectsStore};
 use relaymesh_node::store::{Store, StoreError};
 
@@ -32,6 +32,25 @@ pub enum ObjectsStoreError {
     /// The object store could not open.
     #[error(transparent)]
     Objects(#[from] ObjectError),
+    /// `migrate-store` was asked of a root already on etcd.
+    #[error("this root's objects are on etcd already ({endpoints})")]
+    AlreadyOnEtcd {
+        /// Its endpoints.
+        endpoints: String,
+    },
+    /// `--etcd-endpoints` was given to a root on sled.
+    #[error(
+        "this root's objects are in its sled store, not on etcd: use relay migrate-store --to etcd"
+    )]
+    NotOnEtcd,
+    /// etcd does not hold every object copied.
+    #[error("etcd holds {found} objects after the copy, not {expected}; the root stays on sled")]
+    Incomplete {
+        /// How many were copied.
+        expected: usize,
+        /// How many etcd holds.
+        found: usize,
+    },
     /// The prefix already holds another root's objects.
     #[error("etcd already holds keys under {prefix:?}: another root's objects? Choose another --etcd-prefix, or empty it")]
     NotEmpty {
@@ -88,5 +107,67 @@ pub fn check_new(config: &EtcdStore) -> Result<(), ObjectsStoreError> {
             prefix: config.prefix.clone(),
         });
     }
+    Ok(())
+}
+
+/// How many keys one etcd transaction of a migration writes: below etcd's
+/// default limit of 128 operations per transaction.
+const MIGRATION_BATCH: usize = 100;
+
+/// What [`migrate_to_etcd`] moved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Migrated {
+    /// How many objects were copied.
+    pub objects: usize,
+}
+
+/// Copies the objects of a root on sled into etcd, byte for byte (uids,
+/// generations and every field as they were, so the placement controller
+/// decides nothing new and no cluster re-applies anything), checks that
+/// etcd holds every one of them, and only then points the root at etcd.
+/// The sled copy stays in the data directory, unused, as it was at the
+/// migration. The root must be stopped (its store is locked while it runs).
+pub fn migrate_to_etcd(store: &Store, to: &EtcdStore) -> Result<Migrated, ObjectsStoreError> {
+    if let ObjectsStore::Etcd(current) = store.objects_store()? {
+        return Err(ObjectsStoreError::AlreadyOnEtcd {
+            endpoints: current.endpoints.join(","),
+        });
+    }
+    check_new(to)?;
+    let etcd = connect(to)?;
+    let tree = store.open_tree("objects")?;
+    let mut batch = Vec::with_capacity(MIGRATION_BATCH);
+    let mut objects = 0;
+    for item in tree.scan_prefix(OBJECT_PREFIX.as_bytes()) {
+        let (key, value) = item.map_err(|error| ObjectError::Storage(BackendError::from(error)))?;
+        batch.push((key.to_vec(), Some(value.to_vec())));
+        objects += 1;
+        if batch.len() == MIGRATION_BATCH {
+            etcd.apply_all(std::mem::take(&mut batch))?;
+        }
+    }
+    if !batch.is_empty() {
+        etcd.apply_all(batch)?;
+    }
+    let (copied, _) = etcd.range(OBJECT_PREFIX.as_bytes(), None)?;
+    if copied.len() != objects {
+        return Err(ObjectsStoreError::Incomplete {
+            expected: objects,
+            found: copied.len(),
+        });
+    }
+    store.set_objects_store(&ObjectsStore::Etcd(to.clone()))?;
+    Ok(Migrated { objects })
+}
+
+/// Points a root on etcd at other endpoints of its cluster (members
+/// replaced, or a cluster restored from a snapshot), keeping its prefix and
+/// TLS files. Nothing is copied.
+pub fn set_etcd_endpoints(store: &Store, endpoints: Vec<String>) -> Result<(), ObjectsStoreError> {
+    let ObjectsStore::Etcd(mut config) = store.objects_store()? else {
+        return Err(ObjectsStoreError::NotOnEtcd);
+    };
+    config.endpoints = endpoints;
+    store.set_objects_store(&ObjectsStore::Etcd(config))?;
     Ok(())
 }

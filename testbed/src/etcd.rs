@@ -15,6 +15,9 @@ use crate::ports;
 /// Where Debian's `etcd-server` puts the server.
 pub const ETCD_BINARY: &str = "/usr/bin/etcd";
 
+/// Where Debian's `etcd-client` puts etcd's command line (snapshots).
+pub const ETCDCTL_BINARY: &str = "/usr/bin/etcdctl";
+
 /// How long a member may take to answer after it starts.
 const START_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -38,6 +41,74 @@ impl EtcdCluster {
     /// Starts `size` members under `dir` and waits until the cluster
     /// answers.
     pub fn start(dir: &Path, size: usize) -> Result<Self> {
+        Self::prepare(dir, size)?.run_all()
+    }
+
+    /// A new cluster of `size` members under `dir` whose data is restored
+    /// from `snapshot` (`etcdctl snapshot restore`, the documented
+    /// procedure), started and answering.
+    pub fn restore(dir: &Path, snapshot: &Path, size: usize) -> Result<Self> {
+        let cluster = Self::prepare(dir, size)?;
+        for member in &cluster.members {
+            let output = Command::new(ETCDCTL_BINARY)
+                .env("ETCDCTL_API", "3")
+                .arg("snapshot")
+                .arg("restore")
+                .arg(snapshot)
+                .args(["--name", &member.name])
+                .arg("--data-dir")
+                .arg(&member.data)
+                .args(["--initial-cluster", &cluster.initial_cluster])
+                .args(["--initial-cluster-token", "relaymesh-testbed-restored"])
+                .args([
+                    "--initial-advertise-peer-urls",
+                    &format!("http://127.0.0.1:{}", member.peer_port),
+                ])
+                .output()
+                .with_context(|| format!("running {ETCDCTL_BINARY}"))?;
+            if !output.status.success() {
+                bail!(
+                    "etcdctl snapshot restore: {}",
+                    String::from_utf8_lossy(&output.stderr)
+                );
+            }
+        }
+        cluster.run_all()
+    }
+
+    /// Saves a snapshot of the cluster's data to `path` (`etcdctl snapshot
+    /// save`).
+    pub fn snapshot(&self, path: &Path) -> Result<()> {
+        let endpoint = self
+            .endpoints()
+            .into_iter()
+            .next()
+            .context("an etcd cluster without members")?;
+        let output = Command::new(ETCDCTL_BINARY)
+            .env("ETCDCTL_API", "3")
+            .args(["--endpoints", &endpoint, "snapshot", "save"])
+            .arg(path)
+            .output()
+            .with_context(|| format!("running {ETCDCTL_BINARY}"))?;
+        if !output.status.success() {
+            bail!(
+                "etcdctl snapshot save: {}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+        }
+        Ok(())
+    }
+
+    fn run_all(mut self) -> Result<Self> {
+        for index in 0..self.members.len() {
+            self.spawn(index)?;
+        }
+        self.wait_healthy()?;
+        Ok(self)
+    }
+
+    fn prepare(dir: &Path, size: usize) -> Result<Self> {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         if !Path::new(ETCD_BINARY).exists() {
             bail!(
                 "{ETCD_BINARY} is missing: install Debian's etcd-server (scripts/test-deps does)"
@@ -60,15 +131,10 @@ impl EtcdCluster {
             .map(|member| format!("{}=http://127.0.0.1:{}", member.name, member.peer_port))
             .collect::<Vec<_>>()
             .join(",");
-        let mut cluster = Self {
+        Ok(Self {
             members,
             initial_cluster,
-        };
-        for index in 0..size {
-            cluster.spawn(index)?;
-        }
-        cluster.wait_healthy()?;
-        Ok(cluster)
+        })
     }
 
     /// Every member's client URL.

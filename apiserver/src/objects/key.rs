@@ -8,8 +8,9 @@ use std::fmt;
 
 /// The backend key of the persisted resourceVersion counter.
 pub(super) const RESOURCE_VERSION_KEY: &[u8] = b"m/resourceVersion";
-/// The prefix of object keys.
-pub(super) const OBJECT_PREFIX: &str = "o/";
+/// The prefix of object keys in the backend's keyspace (what a migration
+/// between backends copies).
+pub const OBJECT_PREFIX: &str = "o/";
 
 /// Where an object lives: its group, plural resource, namespace and name.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -105,6 +105,11 @@ enum Command {
         /// keeps the nearest. Saved for later runs.
         #[arg(long, value_name = "HOST:PORT")]
         parent_address: Vec<String>,
+        /// At a root on etcd: replace its etcd endpoints (comma-separated or
+        /// repeated), as after restoring a snapshot into a new cluster.
+        /// Saved for later runs.
+        #[arg(long, value_name = "URL", value_delimiter = ',')]
+        etcd_endpoints: Vec<String>,
         /// How long the TLS certificates this relay signs for its children last
         /// (at join and at renewal, between 10s and 366d); at the root, its own
         /// too. Nodes renew theirs over the link when two thirds of the time
@@ -156,6 +161,18 @@ enum Command {
         refusal_log_interval: std::time::Duration,
         #[command(flatten)]
         limits: LimitArgs,
+    },
+    /// Move a stopped root's objects from its sled store onto etcd, check
+    /// that etcd holds every one, then point the root at etcd.
+    MigrateStore {
+        /// The root's data directory.
+        #[arg(long, value_name = "DIR")]
+        data_dir: PathBuf,
+        /// Where to: `etcd` (the only target).
+        #[arg(long, value_enum)]
+        to: MigrateTarget,
+        #[command(flatten)]
+        etcd: EtcdArgs,
     },
     /// Print what a stopped relay's store holds, as JSON: identity, slice
     /// entries, bundles (re-hashed), bundle transfers completed to each child
@@ -264,13 +281,27 @@ enum StoreKind {
     Etcd,
 }
 
+/// What `relay migrate-store` moves a root's objects to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum MigrateTarget {
+    /// An etcd cluster (--etcd-endpoints).
+    Etcd,
+}
+
 /// `relay init`'s choice of object store.
 #[derive(Debug, clap::Args)]
 struct StoreArgs {
     /// Where the API's objects live: `sled` in --data-dir, or `etcd`.
     #[arg(long, value_enum, default_value = "sled")]
     store: StoreKind,
-    /// etcd client URLs, with --store etcd (comma-separated or repeated).
+    #[command(flatten)]
+    etcd: EtcdArgs,
+}
+
+/// Where an etcd cluster is and how to reach it.
+#[derive(Debug, clap::Args)]
+struct EtcdArgs {
+    /// etcd client URLs (comma-separated or repeated).
     #[arg(long, value_name = "URL", value_delimiter = ',')]
     etcd_endpoints: Vec<String>,
     /// The key prefix of this root's objects in etcd; it must be empty.
@@ -291,30 +322,34 @@ impl StoreArgs {
     fn objects_store(self) -> anyhow::Result<ObjectsStore> {
         match self.store {
             StoreKind::Sled => {
-                if !self.etcd_endpoints.is_empty() {
+                if !self.etcd.etcd_endpoints.is_empty() {
                     bail!("--etcd-endpoints needs --store etcd");
                 }
                 Ok(ObjectsStore::Sled)
             }
-            StoreKind::Etcd => {
-                if self.etcd_endpoints.is_empty() {
-                    bail!("--store etcd needs --etcd-endpoints URL[,URL…]");
-                }
-                let absolute = |path: Option<PathBuf>| -> anyhow::Result<Option<PathBuf>> {
-                    path.map(|path| {
-                        std::path::absolute(&path).with_context(|| format!("{}", path.display()))
-                    })
-                    .transpose()
-                };
-                Ok(ObjectsStore::Etcd(EtcdStore {
-                    endpoints: self.etcd_endpoints,
-                    prefix: self.etcd_prefix,
-                    ca_file: absolute(self.etcd_ca)?,
-                    cert_file: absolute(self.etcd_cert)?,
-                    key_file: absolute(self.etcd_key)?,
-                }))
-            }
+            StoreKind::Etcd => Ok(ObjectsStore::Etcd(self.etcd.etcd_store()?)),
         }
+    }
+}
+
+impl EtcdArgs {
+    fn etcd_store(self) -> anyhow::Result<EtcdStore> {
+        if self.etcd_endpoints.is_empty() {
+            bail!("etcd needs --etcd-endpoints URL[,URL…]");
+        }
+        let absolute = |path: Option<PathBuf>| -> anyhow::Result<Option<PathBuf>> {
+            path.map(|path| {
+                std::path::absolute(&path).with_context(|| format!("{}", path.display()))
+            })
+            .transpose()
+        };
+        Ok(EtcdStore {
+            endpoints: self.etcd_endpoints,
+            prefix: self.etcd_prefix,
+            ca_file: absolute(self.etcd_ca)?,
+            cert_file: absolute(self.etcd_cert)?,
+            key_file: absolute(self.etcd_key)?,
+        })
     }
 }
 
@@ -354,6 +389,7 @@ async fn execute(command: Command) -> anyhow::Result<()> {
         Command::Run {
             data_dir,
             parent_address,
+            etcd_endpoints,
             node_cert_validity,
             expired_cert_grace,
             lost_after,
@@ -375,9 +411,28 @@ async fn execute(command: Command) -> anyhow::Result<()> {
                 root: Some(daemon::Root(std::sync::Arc::new(root))),
                 ..Default::default()
             };
+            if !etcd_endpoints.is_empty() {
+                let store = open_store(&data_dir)?;
+                relaymesh_root::objects_store::set_etcd_endpoints(&store, etcd_endpoints)
+                    .context("--etcd-endpoints")?;
+            }
             run(&data_dir, parent_address, options).await
         }
         Command::Inspect { data_dir } => inspect(&data_dir),
+        Command::MigrateStore { data_dir, to, etcd } => {
+            let MigrateTarget::Etcd = to;
+            let target = etcd.etcd_store()?;
+            let store = open_store(&data_dir)?;
+            let migrated = relaymesh_root::objects_store::migrate_to_etcd(&store, &target)?;
+            println!(
+                "moved {} objects to etcd ({}), prefix {:?}; the root now runs on etcd",
+                migrated.objects,
+                target.endpoints.join(","),
+                target.prefix
+            );
+            println!("next: relay run --data-dir {}", data_dir.display());
+            Ok(())
+        }
     }
 }
 

@@ -1,0 +1,165 @@
+//! Moving a root's objects, with the fleet running below it:
+//!
+//! * `relay migrate-store --to etcd` moves a stopped sled root onto etcd;
+//! * a root on etcd is restored from `etcdctl snapshot save` into a new
+//!   etcd cluster (`etcdctl snapshot restore`), and `relay run
+//!   --etcd-endpoints` points it there.
+//!
+//! Either way the root serves what it had, no cluster is asked to change
+//! anything (its audit log gains no line about the placed workload), and a
+//! change made afterwards reaches the cluster.
+
+use std::process::Command;
+use std::time::Duration;
+
+use anyhow::{bail, Context as _};
+use relaymesh_testbed::cluster::{SimulatedCluster, SimulatorOptions};
+use relaymesh_testbed::etcd::EtcdCluster;
+use relaymesh_tests::{
+    app_workload, audited, binary, connected_under, kubectl, kubectl_get, wait_for, web_image,
+    web_workload, Mesh, RelayProcess,
+};
+
+const SETTLE: Duration = Duration::from_secs(90);
+
+/// Cluster edge-1 joined under the root and running `shop/web`: the
+/// cluster and its agent.
+fn placed(
+    mesh: &Mesh,
+    runtime: &tokio::runtime::Runtime,
+) -> anyhow::Result<(SimulatedCluster, RelayProcess)> {
+    let cluster = runtime.block_on(SimulatedCluster::start(
+        "edge-1",
+        &mesh.dir.path().join("cluster-edge-1"),
+        SimulatorOptions::default(),
+    ))?;
+    let agent = mesh.add_agent_for("edge-1", "root", "region=eu", cluster.kubeconfig())?;
+    wait_for("edge-1 in the tree", SETTLE, || {
+        Ok(connected_under(&mesh.tree()?, "edge-1", "root").then_some(()))
+    })
+    .with_context(|| mesh.logs())?;
+    apply(
+        mesh,
+        &web_workload("nginx:1.27", 1, "{names: [edge-1]}", ""),
+    )?;
+    wait_for("web on edge-1", SETTLE, || {
+        Ok((web_image(cluster.kubeconfig())?.as_deref() == Some("nginx:1.27")).then_some(()))
+    })
+    .with_context(|| mesh.logs())?;
+    Ok((cluster, agent))
+}
+
+/// After the root came back: it serves `shop/web`, a new placement reaches
+/// edge-1, and by then the cluster was asked nothing about `shop` since
+/// `before` audit lines.
+fn nothing_reapplied(mesh: &Mesh, cluster: &SimulatedCluster, before: usize) -> anyhow::Result<()> {
+    mesh.wait_for_api()?;
+    let web = kubectl_get(&mesh.kubeconfig(), &["deployment", "web", "-n", "shop"])?
+        .context("the root lost deployment shop/web")?;
+    assert_eq!(
+        web["spec"]["template"]["spec"]["containers"][0]["image"],
+        "nginx:1.27"
+    );
+    // A later change on the same link: once it has arrived, anything the
+    // move would have re-sent has too.
+    apply(
+        mesh,
+        &app_workload("tools", "api", "busybox:1.36", 1, "{names: [edge-1]}", ""),
+    )?;
+    wait_for("tools/api on edge-1", SETTLE, || {
+        kubectl_get(cluster.kubeconfig(), &["deployment", "api", "-n", "tools"])
+    })
+    .with_context(|| mesh.logs())?;
+    let audit = audited(cluster.audit_log())?;
+    assert!(
+        audit[..before.min(audit.len())]
+            .iter()
+            .any(|line| line.to_string().contains("shop")),
+        "the first apply of shop/web is not in the cluster's audit log: {audit:?}"
+    );
+    let about_shop: Vec<_> = audit[before.min(audit.len())..]
+        .iter()
+        .filter(|line| line.to_string().contains("shop"))
+        .collect();
+    assert!(
+        about_shop.is_empty(),
+        "the cluster was asked to change shop/web again: {about_shop:?}"
+    );
+    Ok(())
+}
+
+#[test]
+fn migrate_store_moves_a_sled_root_onto_etcd_without_reapplying() -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Runtime::new()?;
+    let etcd_dir = tempfile::tempdir()?;
+    let etcd = EtcdCluster::start(etcd_dir.path(), 1)?;
+    let endpoints = etcd.endpoints().join(",");
+    let (mesh, mut root) = Mesh::init()?;
+    let (cluster, _agent) = placed(&mesh, &runtime)?;
+    let before = audited(cluster.audit_log())?.len();
+
+    root.stop()?;
+    let output = Command::new(binary("relay")?)
+        .arg("migrate-store")
+        .arg("--data-dir")
+        .arg(mesh.data_dir("root"))
+        .args(["--to", "etcd", "--etcd-endpoints", &endpoints])
+        .output()?;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    if !output.status.success() {
+        bail!("migrate-store: {}", String::from_utf8_lossy(&output.stderr));
+    }
+    assert!(stdout.contains("moved"), "{stdout}");
+    // Once is enough: a second run says the root is on etcd already.
+    let again = Command::new(binary("relay")?)
+        .arg("migrate-store")
+        .arg("--data-dir")
+        .arg(mesh.data_dir("root"))
+        .args(["--to", "etcd", "--etcd-endpoints", &endpoints])
+        .output()?;
+    assert!(!again.status.success());
+    assert!(String::from_utf8_lossy(&again.stderr).contains("on etcd already"));
+    assert!(
+        etcd.connect("/relaymesh/")?
+            .get_value(b"o/apps/deployments/shop/web")?
+            .is_some(),
+        "the Deployment is not in etcd"
+    );
+
+    let _root = mesh.start("root")?;
+    nothing_reapplied(&mesh, &cluster, before)
+}
+
+#[test]
+fn a_root_on_etcd_comes_back_from_a_snapshot_in_a_new_cluster() -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Runtime::new()?;
+    let etcd_dir = tempfile::tempdir()?;
+    let old = EtcdCluster::start(&etcd_dir.path().join("old"), 1)?;
+    let (mesh, mut root) = Mesh::init_full(
+        &[
+            "--store",
+            "etcd",
+            "--etcd-endpoints",
+            &old.endpoints().join(","),
+        ],
+        &[],
+    )?;
+    let (cluster, _agent) = placed(&mesh, &runtime)?;
+    let before = audited(cluster.audit_log())?.len();
+
+    let snapshot = etcd_dir.path().join("snapshot.db");
+    old.snapshot(&snapshot)?;
+    root.stop()?;
+    drop(old);
+    let new = EtcdCluster::restore(&etcd_dir.path().join("new"), &snapshot, 3)?;
+    let _root = mesh.start_with("root", &["--etcd-endpoints", &new.endpoints().join(",")])?;
+    nothing_reapplied(&mesh, &cluster, before)
+}
+
+fn apply(mesh: &Mesh, yaml: &str) -> anyhow::Result<()> {
+    let output = kubectl(&mesh.kubeconfig(), &["apply", "-f", "-"], Some(yaml))?;
+    if !output.status.success() {
+        bail!("kubectl apply: {}", String::from_utf8_lossy(&output.stderr));
+    }
+    Ok(())
+}
