@@ -20,4 +20,5 @@ pub mod report;
 pub mod root;
 pub mod simulation;
 pub mod sled_churn;
+pub mod store;
 pub mod storm;

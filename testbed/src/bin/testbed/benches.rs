@@ -10,6 +10,27 @@ use crate::support::{bench_logging, bin_dir, write_report};
 
 pub(crate) fn run(chosen: Bench) -> anyhow::Result<()> {
     match chosen {
+        Bench::Store {
+            writes,
+            writers,
+            etcd_members,
+            dir,
+            out_dir,
+        } => {
+            anyhow::ensure!(
+                writers > 0 && writes > 0,
+                "--writes and --writers must be more than 0"
+            );
+            let report = bench::store::run(&bench::store::StoreOptions {
+                writes,
+                writers,
+                etcd_members,
+                dir,
+                bin_dir: bin_dir()?,
+            })?;
+            println!("report: {}", report.write(&out_dir)?.display());
+            Ok(())
+        }
         Bench::SledChurn {
             live,
             replacements,

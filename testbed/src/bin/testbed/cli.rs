@@ -130,6 +130,26 @@ pub(crate) struct UpArgs {
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum Bench {
+    /// The root API's write rate and latency with its objects in sled and
+    /// on a local etcd cluster (real `relay` and `etcd` processes). Writes
+    /// OUT_DIR/store.json.
+    Store {
+        /// ConfigMaps created per backend.
+        #[arg(long, default_value_t = 2000)]
+        writes: usize,
+        /// Writers sending them at once.
+        #[arg(long, default_value_t = 8)]
+        writers: usize,
+        /// Members of the etcd cluster.
+        #[arg(long, default_value_t = 3)]
+        etcd_members: usize,
+        /// Where the roots and etcd keep their data.
+        #[arg(long, default_value = "target/bench/fleets")]
+        dir: PathBuf,
+        /// Where the report goes.
+        #[arg(long, default_value = "target/bench")]
+        out_dir: PathBuf,
+    },
     /// A relay's sled store after many bundle replacements: its size on
     /// disk against the bundle bytes still live. Writes OUT_DIR/sled-churn.json.
     SledChurn {
