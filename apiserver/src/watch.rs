@@ -364,6 +364,7 @@ async fn stream<E: Extension>(
     ticker.tick().await;
     let mut last_version = options.resource_version;
     let mut live = live;
+    let mut restarts = objects.restarts();
     let ended = 'watch: loop {
         let next = async {
             match live.as_mut() {
@@ -398,6 +399,13 @@ async fn stream<E: Extension>(
         let lines = tokio::select! {
             () = &mut deadline => break None,
             _ = stop.changed() => break None,
+            Ok(()) = restarts.changed() => {
+                // Changes were lost under this watch: the client must
+                // start over from a list.
+                let status = Status::from_error(&ApiError::Gone("the store's history started over".into()));
+                let _ = sender.push(encoder.error(&status), Duration::ZERO).await;
+                break None;
+            }
             () = sender.closed() => break None,
             _ = ticker.tick(), if options.bookmarks => {
                 last_version = last_version.max(objects.resource_version());

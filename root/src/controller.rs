@@ -33,6 +33,9 @@ pub(super) async fn run(
     shutdown: CancellationToken,
 ) {
     let mut events = objects.subscribe();
+    // Changes lost under the store (etcd compacted them while its feed
+    // was cut off): only a rebuild from everything is right then.
+    let mut restarts = objects.restarts();
     let mut status = node.placement_status();
     let mut status_tick = tokio::time::interval(STATUS_INTERVAL);
     let mut built = Built::new();
@@ -57,6 +60,7 @@ pub(super) async fn run(
                 Err(broadcast::error::RecvError::Closed) => return,
             },
             Ok(()) = status.changed() => false,
+            Ok(()) = restarts.changed() => true,
             _ = status_tick.tick() => false,
             () = shutdown.cancelled() => return,
         };

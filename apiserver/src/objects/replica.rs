@@ -95,6 +95,8 @@ impl ObjectStore {
                 if let Ok(owners) = owners {
                     state.owners = owners;
                 }
+                drop(state);
+                self.inner.restarts.send_modify(|restarts| *restarts += 1);
             }
         }
         self.inner.caught_up.notify_all();

@@ -42,6 +42,9 @@ pub(super) struct Inner {
     /// Signalled whenever a replicated backend's feed moves
     /// `State::resource_version` on.
     pub(super) caught_up: Condvar,
+    /// How many times the history started over because changes were lost
+    /// (a replicated backend compacted them while the feed was broken).
+    pub(super) restarts: tokio::sync::watch::Sender<u64>,
 }
 
 pub(super) struct State {
@@ -90,6 +93,7 @@ impl ObjectStore {
                 quarantine: Quarantine::default(),
                 dependents: OnceLock::new(),
                 caught_up: Condvar::new(),
+                restarts: tokio::sync::watch::Sender::new(0),
             }),
         };
         if let Some(replicated) = store.replicated() {
@@ -231,6 +235,14 @@ impl ObjectStore {
     /// `Lagged` and should start over from a list.
     pub fn subscribe(&self) -> broadcast::Receiver<ObjectEvent> {
         self.inner.events.subscribe()
+    }
+
+    /// Changes whenever the store's history starts over because changes
+    /// were lost (on a replicated backend, compacted while its feed was
+    /// broken): a watch must end with 410 Gone, a controller must read
+    /// everything again. Never changes on a local backend.
+    pub fn restarts(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.inner.restarts.subscribe()
     }
 
     /// The last resourceVersion handed out.
