@@ -96,7 +96,9 @@ pub(super) fn store_error(resource: &Resource, name: &str, error: ObjectError) -
         ObjectError::Gone { .. } => ApiError::Gone(error.to_string()),
         // No quorum, or the backend out of reach: 503, never a stale
         // answer; the client retries.
-        ObjectError::Storage(BackendError::Unavailable(message)) => ApiError::Unavailable(message),
+        ObjectError::Storage(BackendError::Unavailable(message)) => {
+            ApiError::Unavailable(format!("storage unavailable: {message}"))
+        }
         ObjectError::Storage(BackendError::Compacted { .. }) => ApiError::Gone(error.to_string()),
         ObjectError::NotAnObject => ApiError::BadRequest(error.to_string()),
         ObjectError::TooDeep(too_deep) => too_deep_error(too_deep),

@@ -267,16 +267,23 @@ impl Etcd {
     {
         let client = self.shared.client.clone();
         self.run(async move {
-            let mut last;
+            // Inside `run`'s own bound, so that the answer names etcd's
+            // last refusal rather than only the time.
+            let deadline = Instant::now() + REQUEST_TIMEOUT - RETRY_EVERY;
+            let mut last = None;
             loop {
-                match attempt(client.clone()).await {
-                    Ok(answer) => return Ok(answer),
-                    Err(error) => last = error,
+                match tokio::time::timeout_at(deadline, attempt(client.clone())).await {
+                    Ok(Ok(answer)) => return Ok(answer),
+                    Ok(Err(error)) if !retryable(&error) => return Err(unavailable(&error)),
+                    Ok(Err(error)) => {
+                        debug!(%error, "etcd refused a request; trying again");
+                        last = Some(error);
+                    }
+                    Err(_) => return Err(timed_out(last.as_ref())),
                 }
-                if !retryable(&last) {
-                    return Err(unavailable(&last));
+                if Instant::now() + RETRY_EVERY >= deadline {
+                    return Err(timed_out(last.as_ref()));
                 }
-                debug!(error = %last, "etcd refused a request; trying again");
                 tokio::time::sleep(RETRY_EVERY).await;
             }
         })
@@ -625,6 +632,15 @@ fn retryable(error: &etcd_client::Error) -> bool {
         etcd_client::Error::TransportError(_) | etcd_client::Error::IoError(_) => true,
         _ => false,
     }
+}
+
+/// No answer within [`REQUEST_TIMEOUT`], with etcd's last refusal if any.
+fn timed_out(last: Option<&etcd_client::Error>) -> BackendError {
+    let seconds = REQUEST_TIMEOUT.as_secs();
+    BackendError::Unavailable(match last {
+        Some(error) => format!("etcd did not answer within {seconds}s; last: {error}"),
+        None => format!("etcd did not answer within {seconds}s (no quorum, or out of reach)"),
+    })
 }
 
 fn unavailable(error: &etcd_client::Error) -> BackendError {

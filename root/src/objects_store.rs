@@ -27,7 +27,7 @@ pub enum ObjectsStoreError {
         source: std::io::Error,
     },
     /// etcd could not be reached or answered an error.
-    #[error("etcd: {0}")]
+    #[error("cannot use etcd")]
     Etcd(#[from] BackendError),
     /// The object store could not open.
     #[error(transparent)]

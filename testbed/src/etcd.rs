@@ -8,7 +8,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use relaymesh_apiserver::etcd::{Etcd, EtcdConfig};
+use relaymesh_apiserver::etcd::{Certificate, Etcd, EtcdConfig, Identity, TlsOptions};
 
 use crate::ports;
 
@@ -31,10 +31,27 @@ struct Member {
     process: Option<Child>,
 }
 
+/// PEM files for an etcd cluster that serves TLS and asks its clients for
+/// a certificate (`--client-cert-auth`).
+#[derive(Debug, Clone)]
+pub struct EtcdTls {
+    /// The CA that signed the server's and the clients' certificates.
+    pub ca: PathBuf,
+    /// The members' serving certificate (for 127.0.0.1).
+    pub server_cert: PathBuf,
+    /// Its key.
+    pub server_key: PathBuf,
+    /// A client certificate the cluster accepts.
+    pub client_cert: PathBuf,
+    /// Its key.
+    pub client_key: PathBuf,
+}
+
 /// A local etcd cluster. Its members are killed when it is dropped.
 pub struct EtcdCluster {
     members: Vec<Member>,
     initial_cluster: String,
+    tls: Option<EtcdTls>,
 }
 
 impl EtcdCluster {
@@ -42,6 +59,13 @@ impl EtcdCluster {
     /// answers.
     pub fn start(dir: &Path, size: usize) -> Result<Self> {
         Self::prepare(dir, size)?.run_all()
+    }
+
+    /// [`EtcdCluster::start`], serving its clients over TLS with `tls`.
+    pub fn start_tls(dir: &Path, size: usize, tls: EtcdTls) -> Result<Self> {
+        let mut cluster = Self::prepare(dir, size)?;
+        cluster.tls = Some(tls);
+        cluster.run_all()
     }
 
     /// A new cluster of `size` members under `dir` whose data is restored
@@ -84,7 +108,17 @@ impl EtcdCluster {
             .into_iter()
             .next()
             .context("an etcd cluster without members")?;
-        let output = Command::new(ETCDCTL_BINARY)
+        let mut command = Command::new(ETCDCTL_BINARY);
+        if let Some(tls) = &self.tls {
+            command
+                .arg("--cacert")
+                .arg(&tls.ca)
+                .arg("--cert")
+                .arg(&tls.client_cert)
+                .arg("--key")
+                .arg(&tls.client_key);
+        }
+        let output = command
             .env("ETCDCTL_API", "3")
             .args(["--endpoints", &endpoint, "snapshot", "save"])
             .arg(path)
@@ -134,6 +168,7 @@ impl EtcdCluster {
         Ok(Self {
             members,
             initial_cluster,
+            tls: None,
         })
     }
 
@@ -141,17 +176,37 @@ impl EtcdCluster {
     pub fn endpoints(&self) -> Vec<String> {
         self.members
             .iter()
-            .map(|member| format!("http://127.0.0.1:{}", member.client_port))
+            .map(|member| format!("{}://127.0.0.1:{}", self.scheme(), member.client_port))
             .collect()
     }
 
-    /// A connection to the cluster, keys under `prefix`.
+    /// A connection to the cluster, keys under `prefix` (with the client
+    /// certificate, when the cluster serves TLS).
     pub fn connect(&self, prefix: &str) -> Result<Etcd> {
+        let tls = match &self.tls {
+            Some(tls) => Some(
+                TlsOptions::new()
+                    .ca_certificate(Certificate::from_pem(std::fs::read(&tls.ca)?))
+                    .identity(Identity::from_pem(
+                        std::fs::read(&tls.client_cert)?,
+                        std::fs::read(&tls.client_key)?,
+                    )),
+            ),
+            None => None,
+        };
         Ok(Etcd::connect(&EtcdConfig {
             endpoints: self.endpoints(),
-            tls: None,
+            tls,
             prefix: prefix.to_string(),
         })?)
+    }
+
+    fn scheme(&self) -> &'static str {
+        if self.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        }
     }
 
     /// Kills member `index` with SIGKILL.
@@ -197,20 +252,33 @@ impl EtcdCluster {
 
     fn spawn(&mut self, index: usize) -> Result<()> {
         let initial_cluster = self.initial_cluster.clone();
+        let scheme = self.scheme();
+        let tls = self.tls.clone();
         let member = &mut self.members[index];
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(&member.log)
             .with_context(|| format!("opening {}", member.log.display()))?;
-        let client = format!("http://127.0.0.1:{}", member.client_port);
+        let client = format!("{scheme}://127.0.0.1:{}", member.client_port);
         let peer = format!("http://127.0.0.1:{}", member.peer_port);
         let state = if member.data.exists() {
             "existing"
         } else {
             "new"
         };
-        let process = Command::new(ETCD_BINARY)
+        let mut command = Command::new(ETCD_BINARY);
+        if let Some(tls) = &tls {
+            command
+                .arg("--cert-file")
+                .arg(&tls.server_cert)
+                .arg("--key-file")
+                .arg(&tls.server_key)
+                .arg("--trusted-ca-file")
+                .arg(&tls.ca)
+                .arg("--client-cert-auth");
+        }
+        let process = command
             .args(["--name", &member.name])
             .arg("--data-dir")
             .arg(&member.data)

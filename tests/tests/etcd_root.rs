@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context as _};
 use relaymesh_testbed::cluster::{SimulatedCluster, SimulatorOptions};
-use relaymesh_testbed::etcd::EtcdCluster;
+use relaymesh_testbed::etcd::{EtcdCluster, EtcdTls};
 use relaymesh_tests::{
     binary, connected_under, free_tcp_port, free_udp_port, kubectl, wait_for, web_image,
     web_workload, Mesh,
@@ -154,5 +154,101 @@ fn apply(mesh: &Mesh, yaml: &str) -> anyhow::Result<()> {
     if !output.status.success() {
         bail!("kubectl apply: {}", String::from_utf8_lossy(&output.stderr));
     }
+    Ok(())
+}
+
+/// PEM files: a CA, a serving certificate for 127.0.0.1 and a client
+/// certificate it signed, written under `dir` with `prefix`.
+fn certificates(dir: &std::path::Path, prefix: &str) -> anyhow::Result<EtcdTls> {
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
+    let ca_key = KeyPair::generate()?;
+    let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca = ca_params.self_signed(&ca_key)?;
+    let issuer = Issuer::new(ca_params, ca_key);
+    let server_key = KeyPair::generate()?;
+    let server = CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()])?
+        .signed_by(&server_key, &issuer)?;
+    let client_key = KeyPair::generate()?;
+    let client =
+        CertificateParams::new(vec!["root".to_string()])?.signed_by(&client_key, &issuer)?;
+    let write = |name: &str, pem: String| -> anyhow::Result<std::path::PathBuf> {
+        let path = dir.join(format!("{prefix}-{name}.pem"));
+        std::fs::write(&path, pem)?;
+        Ok(path)
+    };
+    Ok(EtcdTls {
+        ca: write("ca", ca.pem())?,
+        server_cert: write("server", server.pem())?,
+        server_key: write("server-key", server_key.serialize_pem())?,
+        client_cert: write("client", client.pem())?,
+        client_key: write("client-key", client_key.serialize_pem())?,
+    })
+}
+
+#[test]
+fn a_root_reaches_etcd_over_tls_with_a_client_certificate_and_refuses_a_wrong_one(
+) -> anyhow::Result<()> {
+    let etcd_dir = tempfile::tempdir()?;
+    let tls = certificates(etcd_dir.path(), "etcd")?;
+    let etcd = EtcdCluster::start_tls(&etcd_dir.path().join("data"), 1, tls.clone())?;
+    let endpoints = etcd.endpoints().join(",");
+    let with = |ca: &std::path::Path, cert: &std::path::Path, key: &std::path::Path| {
+        vec![
+            "--store".to_string(),
+            "etcd".to_string(),
+            "--etcd-endpoints".to_string(),
+            endpoints.clone(),
+            "--etcd-ca".to_string(),
+            ca.display().to_string(),
+            "--etcd-cert".to_string(),
+            cert.display().to_string(),
+            "--etcd-key".to_string(),
+            key.display().to_string(),
+        ]
+    };
+
+    // A client certificate from another CA: refused, saying etcd is out of
+    // reach, and nothing written.
+    let stranger = certificates(etcd_dir.path(), "stranger")?;
+    let refused_dir = etcd_dir.path().join("refused-root");
+    let output = Command::new(binary("relay")?)
+        .arg("init")
+        .arg("--data-dir")
+        .arg(&refused_dir)
+        .args(["--listen", &format!("127.0.0.1:{}", free_udp_port()?)])
+        .args(["--api-listen", &format!("127.0.0.1:{}", free_tcp_port()?)])
+        .args(with(&tls.ca, &stranger.client_cert, &stranger.client_key))
+        .output()?;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        !output.status.success(),
+        "a stranger's certificate was accepted"
+    );
+    assert!(stderr.contains("etcd"), "{stderr}");
+    assert!(
+        !refused_dir.exists(),
+        "the refused init wrote {}",
+        refused_dir.display()
+    );
+
+    // The right one: the root serves and its objects are in etcd.
+    let args = with(&tls.ca, &tls.client_cert, &tls.client_key);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (mesh, _root) = Mesh::init_full(&args, &[])?;
+    let output = kubectl(
+        &mesh.kubeconfig(),
+        &["create", "configmap", "over-tls", "--from-literal=a=b"],
+        None,
+    )?;
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let stored = etcd
+        .connect("/relaymesh/")?
+        .get_value(b"o//configmaps/default/over-tls")?;
+    assert!(stored.is_some(), "the ConfigMap is not in etcd");
     Ok(())
 }
