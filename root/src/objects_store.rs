@@ -6,7 +6,11 @@
 use relaymesh_apiserver::etcd::{Certificate, Etcd, EtcdConfig, Identity, TlsOptions};
 use relaymesh_apiserver::objects::{BackendError, ObjectError, ObjectStore, OBJECT_PREFIX};
 use relaymesh_node::config::{EtcdStore, ObjectsStore};
-use relaymesh_node::store::{Store, StoreError};
+use std::sync::Arc;
+
+use relaymesh_node::store::{ApiCertificate, Store, StoreError};
+
+use crate::state::{EtcdState, RootState, SecretsError, SecretsKey, StateError, SECRETS_KEY_FILE};
 
 /// The key prefix of a root on etcd unless `--etcd-prefix` says otherwise.
 pub const DEFAULT_ETCD_PREFIX: &str = "/relaymesh/";
@@ -51,6 +55,12 @@ pub enum ObjectsStoreError {
         /// How many etcd holds.
         found: usize,
     },
+    /// The secrets key could not be made or read.
+    #[error(transparent)]
+    Secrets(#[from] SecretsError),
+    /// The root's state could not be read or written.
+    #[error(transparent)]
+    State(#[from] StateError),
     /// The prefix already holds another root's objects.
     #[error("etcd already holds keys under {prefix:?}: another root's objects? Choose another --etcd-prefix, or empty it")]
     NotEmpty {
@@ -59,15 +69,47 @@ pub enum ObjectsStoreError {
     },
 }
 
-/// Opens the object store the node's configuration names.
-pub fn open(store: &Store) -> Result<ObjectStore, ObjectsStoreError> {
+/// What the root's API keeps: its objects and its own state.
+pub struct Opened {
+    /// The objects the API serves.
+    pub objects: ObjectStore,
+    /// Users, tokens, the API's certificates.
+    pub state: Arc<dyn RootState>,
+}
+
+/// Opens the object store and the root's state the node's configuration
+/// names: both in the node's sled store, or both on etcd (the state's
+/// secrets sealed with the data directory's `secrets.key`).
+pub fn open(store: &Store) -> Result<Opened, ObjectsStoreError> {
     match store.objects_store()? {
-        ObjectsStore::Sled => Ok(ObjectStore::open(store.open_tree("objects")?)?),
+        ObjectsStore::Sled => Ok(Opened {
+            objects: ObjectStore::open(store.open_tree("objects")?)?,
+            state: Arc::new(store.clone()),
+        }),
         ObjectsStore::Etcd(config) => {
+            let key = SecretsKey::load(&store.dir().join(SECRETS_KEY_FILE))?;
             let etcd = connect(&config)?;
-            Ok(ObjectStore::open_on(Box::new(etcd))?)
+            Ok(Opened {
+                state: Arc::new(EtcdState::new(&etcd, store.clone(), key)),
+                objects: ObjectStore::open_on(Box::new(etcd))?,
+            })
         }
     }
+}
+
+/// Puts a new root on etcd (`relay init --store etcd`): records the
+/// choice, makes the secrets key (0600) and stores the API's certificate
+/// in etcd, sealed. [`check_new`] must have passed.
+pub fn init_on_etcd(
+    store: &Store,
+    config: &EtcdStore,
+    certificate: &ApiCertificate,
+) -> Result<(), ObjectsStoreError> {
+    let key = SecretsKey::create(&store.dir().join(SECRETS_KEY_FILE))?;
+    let etcd = connect(config)?;
+    EtcdState::new(&etcd, store.clone(), key).set_api_certificates(certificate, None)?;
+    store.set_objects_store(&ObjectsStore::Etcd(config.clone()))?;
+    Ok(())
 }
 
 /// Connects to the etcd cluster `config` names.
@@ -124,9 +166,11 @@ pub struct Migrated {
 /// Copies the objects of a root on sled into etcd, byte for byte (uids,
 /// generations and every field as they were, so the placement controller
 /// decides nothing new and no cluster re-applies anything), checks that
-/// etcd holds every one of them, and only then points the root at etcd.
-/// The sled copy stays in the data directory, unused, as it was at the
-/// migration. The root must be stopped (its store is locked while it runs).
+/// etcd holds every one of them, copies the root's users, tokens and API
+/// certificates (sealed with the data directory's secrets key, made if
+/// missing), and only then points the root at etcd. The sled copy stays in
+/// the data directory, unused, as it was at the migration. The root must be
+/// stopped (its store is locked while it runs).
 pub fn migrate_to_etcd(store: &Store, to: &EtcdStore) -> Result<Migrated, ObjectsStoreError> {
     if let ObjectsStore::Etcd(current) = store.objects_store()? {
         return Err(ObjectsStoreError::AlreadyOnEtcd {
@@ -155,6 +199,29 @@ pub fn migrate_to_etcd(store: &Store, to: &EtcdStore) -> Result<Migrated, Object
             expected: objects,
             found: copied.len(),
         });
+    }
+    // The root's own state goes with them, its secrets sealed.
+    let key_path = store.dir().join(SECRETS_KEY_FILE);
+    let key = match SecretsKey::load(&key_path) {
+        Ok(key) => key,
+        Err(SecretsError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+            SecretsKey::create(&key_path)?
+        }
+        Err(error) => return Err(error.into()),
+    };
+    let state = EtcdState::new(&etcd, store.clone(), key);
+    let sled: &dyn RootState = store;
+    for user in sled.users()? {
+        state.record_user(&user)?;
+    }
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.as_secs());
+    for token in sled.issued_tokens()? {
+        state.record_issued_token(&token, now)?;
+    }
+    if let Some(certificate) = sled.api_certificate()? {
+        state.set_api_certificates(&certificate, sled.previous_api_ca()?.as_ref())?;
     }
     store.set_objects_store(&ObjectsStore::Etcd(to.clone()))?;
     Ok(Migrated { objects })

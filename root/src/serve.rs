@@ -8,7 +8,6 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 use crate::api::{self, ApiTls};
-use crate::state::RootState;
 use relaymesh_node::daemon::root_services::{RootHandle, RootServices, Serving};
 use relaymesh_node::daemon::DaemonError;
 use tracing::Instrument;
@@ -56,21 +55,26 @@ pub(super) async fn serve_api(
         address: address.to_string(),
         source,
     };
-    let certificate = node.store().api_certificate()?.ok_or_else(|| {
-        listen_error(std::io::Error::other(
-            "this relay has no API certificate (only the root serves the API)",
-        ))
-    })?;
+    let opened = crate::objects_store::open(node.store())
+        .map_err(|error| listen_error(std::io::Error::other(error)))?;
+    let (objects, state) = (opened.objects, opened.state);
+    let state_error = |error: crate::state::StateError| listen_error(std::io::Error::other(error));
+    let certificate = state
+        .api_certificate()
+        .map_err(state_error)?
+        .ok_or_else(|| {
+            listen_error(std::io::Error::other(
+                "this relay has no API certificate (only the root serves the API)",
+            ))
+        })?;
     let listener = tokio::net::TcpListener::bind(address)
         .await
         .map_err(listen_error)?;
     tracing::info!(%address, "serving the root API");
-    // The root's own state: the node's sled store, embedded.
-    let state: Arc<dyn RootState> = Arc::new(node.store().clone());
     let api_cert = Arc::new(api_cert::ApiCert::new(
         state.clone(),
         &certificate,
-        node.store().previous_api_ca()?,
+        state.previous_api_ca().map_err(state_error)?,
     )?);
     let tls = ApiTls {
         server: relaymesh_apiserver::ApiTls {
@@ -89,8 +93,6 @@ pub(super) async fn serve_api(
             audit_path.display()
         )))
     })?;
-    let objects = crate::objects_store::open(node.store())
-        .map_err(|error| listen_error(std::io::Error::other(error)))?;
     // One cache of Placement specs for the API, the controller and the
     // store's generation dependents.
     let specs = crate::placement::Specs::default();

@@ -1,11 +1,19 @@
 //! The root's own state, behind a trait: users, the tokens it issued, the
 //! relays' issuer keys, the next token-signing key and the API's
-//! certificates. The node's sled store is the embedded implementation; a
-//! replicated one (issue 33: etcd) implements the same trait. The objects
-//! the API serves sit behind `relaymesh_apiserver::objects::ObjectBackend`.
+//! certificates. The node's sled store is the embedded implementation;
+//! [`EtcdState`] keeps users, tokens and the API's certificates (sealed
+//! with [`SecretsKey`]) on etcd for a root whose objects are there. The
+//! objects the API serves sit behind
+//! `relaymesh_apiserver::objects::ObjectBackend`.
 //!
 //! What the root's loop itself keeps (its slice, its identity, the issuer
 //! keys it records from the inventory) stays in the node's store.
+
+mod etcd;
+mod secrets;
+
+pub use etcd::{EtcdState, STATE_PREFIX};
+pub use secrets::{SecretsError, SecretsKey, SECRETS_KEY_FILE};
 
 use relaymesh_node::pki::ApiAuthority;
 use relaymesh_node::store::{ApiCertificate, Store, StoreError, TokenKey, TokenRecord, UserRecord};

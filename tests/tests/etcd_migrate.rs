@@ -119,12 +119,18 @@ fn migrate_store_moves_a_sled_root_onto_etcd_without_reapplying() -> anyhow::Res
         .output()?;
     assert!(!again.status.success());
     assert!(String::from_utf8_lossy(&again.stderr).contains("on etcd already"));
+    let connection = etcd.connect("/relaymesh/")?;
     assert!(
-        etcd.connect("/relaymesh/")?
+        connection
             .get_value(b"o/apps/deployments/shop/web")?
             .is_some(),
         "the Deployment is not in etcd"
     );
+    // The root's own state went with them: the token edge-1 joined with,
+    // and the API's certificate (the root serves with it below).
+    let (tokens, _) = connection.range(b"s/tokens/", None)?;
+    assert_eq!(tokens.len(), 1, "the issued token was not moved");
+    assert!(connection.get_value(b"s/api-certificate")?.is_some());
 
     let _root = mesh.start("root")?;
     nothing_reapplied(&mesh, &cluster, before)

@@ -9,6 +9,7 @@
 //!   503 with a message (never stale data), while the cluster below keeps
 //!   what it runs; with the quorum back, the API answers again by itself.
 
+use std::os::unix::fs::PermissionsExt as _;
 use std::process::Command;
 use std::time::Duration;
 
@@ -28,7 +29,8 @@ fn a_root_on_etcd_serves_places_and_says_when_etcd_has_no_quorum() -> anyhow::Re
     let etcd_dir = tempfile::tempdir()?;
     let mut etcd = EtcdCluster::start(etcd_dir.path(), 3)?;
     let endpoints = etcd.endpoints().join(",");
-    let (mesh, _root) = Mesh::init_full(&["--store", "etcd", "--etcd-endpoints", &endpoints], &[])?;
+    let (mesh, mut root) =
+        Mesh::init_full(&["--store", "etcd", "--etcd-endpoints", &endpoints], &[])?;
 
     // A second root on the same prefix is refused, and writes nothing.
     let other = mesh.dir.path().join("other-root");
@@ -68,11 +70,24 @@ fn a_root_on_etcd_serves_places_and_says_when_etcd_has_no_quorum() -> anyhow::Re
         Ok((web_image(cluster.kubeconfig())?.as_deref() == Some("nginx:1.27")).then_some(()))
     })
     .with_context(|| mesh.logs())?;
-    // Stored in etcd, under the root's prefix.
-    let stored = etcd
-        .connect("/relaymesh/")?
-        .get_value(b"o/apps/deployments/shop/web")?;
+    // Stored in etcd, under the root's prefix: the objects, the token
+    // edge-1 joined with, and the API's certificate, sealed.
+    let connection = etcd.connect("/relaymesh/")?;
+    let stored = connection.get_value(b"o/apps/deployments/shop/web")?;
     assert!(stored.is_some(), "the Deployment is not in etcd");
+    let (tokens, _) = connection.range(b"s/tokens/", None)?;
+    assert_eq!(tokens.len(), 1, "the issued token is not in etcd");
+    let (sealed, _) = connection
+        .get_value(b"s/api-certificate")?
+        .context("the API certificate is not in etcd")?;
+    assert!(
+        relaymesh_protocol::codec::decode::<relaymesh_node::store::ApiCertificate>(&sealed)
+            .is_err(),
+        "the API certificate is in etcd in plaintext"
+    );
+    let key_file = mesh.data_dir("root").join("secrets.key");
+    let mode = std::fs::metadata(&key_file)?.permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "{}", key_file.display());
 
     // One member down: the API goes on.
     etcd.kill(2)?;
@@ -146,6 +161,25 @@ fn a_root_on_etcd_serves_places_and_says_when_etcd_has_no_quorum() -> anyhow::Re
         Ok((web_image(cluster.kubeconfig())?.as_deref() == Some("nginx:1.29")).then_some(()))
     })
     .with_context(|| mesh.logs())?;
+
+    // A secrets key others may read: the root refuses to start, saying so.
+    root.stop()?;
+    std::fs::set_permissions(&key_file, std::fs::Permissions::from_mode(0o644))?;
+    let output = Command::new(binary("relay")?)
+        .arg("run")
+        .arg("--data-dir")
+        .arg(mesh.data_dir("root"))
+        .output()?;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        !output.status.success(),
+        "the root ran with a 0644 secrets key"
+    );
+    // The node's check of its data directory, or the key's own, names it.
+    assert!(
+        stderr.contains("secrets.key") && stderr.contains("0644"),
+        "{stderr}"
+    );
     Ok(())
 }
 

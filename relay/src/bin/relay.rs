@@ -453,7 +453,6 @@ fn init(
         relaymesh_root::objects_store::check_new(etcd).context("--store etcd")?;
     }
     let store = open_new_store(data_dir)?;
-    store.set_objects_store(&objects_store)?;
     let api_address: std::net::SocketAddr = api_listen
         .parse()
         .with_context(|| format!("--api-listen {api_listen:?} is not an IP:port"))?;
@@ -474,11 +473,19 @@ fn init(
         labels: Default::default(),
         capacity: Default::default(),
     };
-    store.set_api_certificate(&ApiCertificate {
+    let api_certificate = ApiCertificate {
         chain_der: mesh.api_cert.chain_der.clone(),
         key_der: mesh.api_cert.key_der.clone(),
         authority: mesh.api_authority.clone(),
-    })?;
+    };
+    match &objects_store {
+        ObjectsStore::Sled => store.set_api_certificate(&api_certificate)?,
+        // In etcd, sealed with a new secrets key in the data directory.
+        ObjectsStore::Etcd(etcd) => {
+            relaymesh_root::objects_store::init_on_etcd(&store, etcd, &api_certificate)
+                .context("--store etcd")?
+        }
+    }
     store.initialize(&mesh.identity, &config, rand::random())?;
     let server_host = if api_address.ip().is_unspecified() {
         "127.0.0.1".to_string()
