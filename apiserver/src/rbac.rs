@@ -330,6 +330,9 @@ pub struct Rbac {
 
 struct Cache {
     events: broadcast::Receiver<ObjectEvent>,
+    /// The store's history starting over (changes lost under a replicated
+    /// store): the kept copy cannot be trusted then.
+    restarts: tokio::sync::watch::Receiver<u64>,
     policy: Option<Arc<Policy>>,
 }
 
@@ -343,10 +346,12 @@ impl Rbac {
     /// The authorizer of the roles and bindings stored in `objects`.
     pub fn new(objects: ObjectStore) -> Self {
         let events = objects.subscribe();
+        let restarts = objects.restarts();
         Self {
             objects,
             cache: Mutex::new(Cache {
                 events,
+                restarts,
                 policy: None,
             }),
         }
@@ -368,6 +373,10 @@ impl Rbac {
                 Err(TryRecvError::Lagged(_)) => cache.policy = None,
                 Err(TryRecvError::Empty | TryRecvError::Closed) => break,
             }
+        }
+        if cache.restarts.has_changed().unwrap_or(false) {
+            cache.restarts.mark_unchanged();
+            cache.policy = None;
         }
         if let Some(policy) = &cache.policy {
             return Ok(policy.clone());
