@@ -545,3 +545,6 @@ fn too_contended(key: &ObjectKey) -> ObjectError {
     ))
     .into()
 }
+
+#[cfg(test)]
+mod tests;
