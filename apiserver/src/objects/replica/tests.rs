@@ -195,9 +195,12 @@ impl Replicated for Memory {
     }
 
     fn fence(&self) -> Result<u64, BackendError> {
-        Ok(self
-            .commit(b"fence", Some(Vec::new()), Expect::Absent)?
-            .map_or_else(|| self.revision(), Ok)?)
+        let expect = match self.get(b"fence")?.and_then(|stored| stored.revision) {
+            Some(revision) => Expect::Revision(revision),
+            None => Expect::Absent,
+        };
+        self.commit(b"fence", Some(Vec::new()), expect)?
+            .map_or_else(|| self.revision(), Ok)
     }
 }
 
