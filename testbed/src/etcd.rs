@@ -74,28 +74,21 @@ impl EtcdCluster {
     pub fn restore(dir: &Path, snapshot: &Path, size: usize) -> Result<Self> {
         let cluster = Self::prepare(dir, size)?;
         for member in &cluster.members {
-            let output = Command::new(ETCDCTL_BINARY)
-                .env("ETCDCTL_API", "3")
-                .arg("snapshot")
-                .arg("restore")
-                .arg(snapshot)
-                .args(["--name", &member.name])
-                .arg("--data-dir")
-                .arg(&member.data)
-                .args(["--initial-cluster", &cluster.initial_cluster])
-                .args(["--initial-cluster-token", "relaymesh-testbed-restored"])
-                .args([
-                    "--initial-advertise-peer-urls",
-                    &format!("http://127.0.0.1:{}", member.peer_port),
-                ])
-                .output()
-                .with_context(|| format!("running {ETCDCTL_BINARY}"))?;
-            if !output.status.success() {
-                bail!(
-                    "etcdctl snapshot restore: {}",
-                    String::from_utf8_lossy(&output.stderr)
-                );
-            }
+            etcdctl(
+                Command::new(ETCDCTL_BINARY)
+                    .arg("snapshot")
+                    .arg("restore")
+                    .arg(snapshot)
+                    .args(["--name", &member.name])
+                    .arg("--data-dir")
+                    .arg(&member.data)
+                    .args(["--initial-cluster", &cluster.initial_cluster])
+                    .args(["--initial-cluster-token", "relaymesh-testbed-restored"])
+                    .args([
+                        "--initial-advertise-peer-urls",
+                        &format!("http://127.0.0.1:{}", member.peer_port),
+                    ]),
+            )?;
         }
         cluster.run_all()
     }
@@ -118,19 +111,11 @@ impl EtcdCluster {
                 .arg("--key")
                 .arg(&tls.client_key);
         }
-        let output = command
-            .env("ETCDCTL_API", "3")
-            .args(["--endpoints", &endpoint, "snapshot", "save"])
-            .arg(path)
-            .output()
-            .with_context(|| format!("running {ETCDCTL_BINARY}"))?;
-        if !output.status.success() {
-            bail!(
-                "etcdctl snapshot save: {}",
-                String::from_utf8_lossy(&output.stderr)
-            );
-        }
-        Ok(())
+        etcdctl(
+            command
+                .args(["--endpoints", &endpoint, "snapshot", "save"])
+                .arg(path),
+        )
     }
 
     fn run_all(mut self) -> Result<Self> {
@@ -312,4 +297,20 @@ impl Drop for EtcdCluster {
             }
         }
     }
+}
+
+/// Runs `etcdctl` (v3 API) as `command` says; its stderr if it fails.
+fn etcdctl(command: &mut Command) -> Result<()> {
+    let output = command
+        .env("ETCDCTL_API", "3")
+        .output()
+        .with_context(|| format!("running {ETCDCTL_BINARY}"))?;
+    if !output.status.success() {
+        bail!(
+            "etcdctl {:?}: {}",
+            command.get_args().take(2).collect::<Vec<_>>(),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    Ok(())
 }

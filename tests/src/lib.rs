@@ -366,6 +366,19 @@ impl Mesh {
         Ok(())
     }
 
+    /// Places `shop/web` running `image` on the clusters `clusters` selects
+    /// ([`web_workload`]) and waits until the cluster behind `kubeconfig`
+    /// runs it.
+    pub fn place_web(&self, image: &str, clusters: &str, kubeconfig: &Path) -> anyhow::Result<()> {
+        self.apply(&web_workload(image, 1, clusters, ""))?;
+        wait_for(
+            &format!("{image} on {}", kubeconfig.display()),
+            Duration::from_secs(90),
+            || Ok((web_image(kubeconfig)?.as_deref() == Some(image)).then_some(())),
+        )
+        .with_context(|| self.logs())
+    }
+
     /// `relayctl status NAME -n NAMESPACE -o json`: one placement's status.
     pub fn placement_status(&self, name: &str, namespace: &str) -> anyhow::Result<Value> {
         let stdout = self.relayctl_ok(&["status", name, "-n", namespace, "-o", "json"])?;

@@ -16,8 +16,7 @@ use anyhow::{bail, Context as _};
 use relaymesh_testbed::cluster::{SimulatedCluster, SimulatorOptions};
 use relaymesh_testbed::etcd::EtcdCluster;
 use relaymesh_tests::{
-    app_workload, audited, binary, connected_under, kubectl, kubectl_get, wait_for, web_image,
-    web_workload, Mesh, RelayProcess,
+    app_workload, audited, binary, connected_under, kubectl_get, wait_for, Mesh, RelayProcess,
 };
 
 const SETTLE: Duration = Duration::from_secs(90);
@@ -38,14 +37,7 @@ fn placed(
         Ok(connected_under(&mesh.tree()?, "edge-1", "root").then_some(()))
     })
     .with_context(|| mesh.logs())?;
-    apply(
-        mesh,
-        &web_workload("nginx:1.27", 1, "{names: [edge-1]}", ""),
-    )?;
-    wait_for("web on edge-1", SETTLE, || {
-        Ok((web_image(cluster.kubeconfig())?.as_deref() == Some("nginx:1.27")).then_some(()))
-    })
-    .with_context(|| mesh.logs())?;
+    mesh.place_web("nginx:1.27", "{names: [edge-1]}", cluster.kubeconfig())?;
     Ok((cluster, agent))
 }
 
@@ -62,10 +54,14 @@ fn nothing_reapplied(mesh: &Mesh, cluster: &SimulatedCluster, before: usize) -> 
     );
     // A later change on the same link: once it has arrived, anything the
     // move would have re-sent has too.
-    apply(
-        mesh,
-        &app_workload("tools", "api", "busybox:1.36", 1, "{names: [edge-1]}", ""),
-    )?;
+    mesh.apply(&app_workload(
+        "tools",
+        "api",
+        "busybox:1.36",
+        1,
+        "{names: [edge-1]}",
+        "",
+    ))?;
     wait_for("tools/api on edge-1", SETTLE, || {
         kubectl_get(cluster.kubeconfig(), &["deployment", "api", "-n", "tools"])
     })
@@ -160,12 +156,4 @@ fn a_root_on_etcd_comes_back_from_a_snapshot_in_a_new_cluster() -> anyhow::Resul
     let new = EtcdCluster::restore(&etcd_dir.path().join("new"), &snapshot, 3)?;
     let _root = mesh.start_with("root", &["--etcd-endpoints", &new.endpoints().join(",")])?;
     nothing_reapplied(&mesh, &cluster, before)
-}
-
-fn apply(mesh: &Mesh, yaml: &str) -> anyhow::Result<()> {
-    let output = kubectl(&mesh.kubeconfig(), &["apply", "-f", "-"], Some(yaml))?;
-    if !output.status.success() {
-        bail!("kubectl apply: {}", String::from_utf8_lossy(&output.stderr));
-    }
-    Ok(())
 }

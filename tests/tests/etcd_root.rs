@@ -13,12 +13,11 @@ use std::os::unix::fs::PermissionsExt as _;
 use std::process::Command;
 use std::time::Duration;
 
-use anyhow::{bail, Context as _};
+use anyhow::Context as _;
 use relaymesh_testbed::cluster::{SimulatedCluster, SimulatorOptions};
 use relaymesh_testbed::etcd::{EtcdCluster, EtcdTls};
 use relaymesh_tests::{
-    binary, connected_under, free_tcp_port, free_udp_port, kubectl, wait_for, web_image,
-    web_workload, Mesh,
+    binary, connected_under, free_tcp_port, free_udp_port, kubectl, wait_for, web_image, Mesh,
 };
 
 const SETTLE: Duration = Duration::from_secs(90);
@@ -62,14 +61,7 @@ fn a_root_on_etcd_serves_places_and_says_when_etcd_has_no_quorum() -> anyhow::Re
     })
     .with_context(|| mesh.logs())?;
 
-    apply(
-        &mesh,
-        &web_workload("nginx:1.27", 1, "{names: [edge-1]}", ""),
-    )?;
-    wait_for("web on edge-1", SETTLE, || {
-        Ok((web_image(cluster.kubeconfig())?.as_deref() == Some("nginx:1.27")).then_some(()))
-    })
-    .with_context(|| mesh.logs())?;
+    mesh.place_web("nginx:1.27", "{names: [edge-1]}", cluster.kubeconfig())?;
     // Stored in etcd, under the root's prefix: the objects, the token
     // edge-1 joined with, and the API's certificate, sealed.
     let connection = etcd.connect("/relaymesh/")?;
@@ -91,14 +83,7 @@ fn a_root_on_etcd_serves_places_and_says_when_etcd_has_no_quorum() -> anyhow::Re
 
     // One member down: the API goes on.
     etcd.kill(2)?;
-    apply(
-        &mesh,
-        &web_workload("nginx:1.28", 1, "{names: [edge-1]}", ""),
-    )?;
-    wait_for("nginx:1.28 on edge-1", SETTLE, || {
-        Ok((web_image(cluster.kubeconfig())?.as_deref() == Some("nginx:1.28")).then_some(()))
-    })
-    .with_context(|| mesh.logs())?;
+    mesh.place_web("nginx:1.28", "{names: [edge-1]}", cluster.kubeconfig())?;
 
     // Two down: 503 with a message, and the cluster keeps what it runs.
     etcd.kill(1)?;
@@ -153,14 +138,7 @@ fn a_root_on_etcd_serves_places_and_says_when_etcd_has_no_quorum() -> anyhow::Re
     .with_context(|| mesh.logs())?;
     assert_eq!(image, "nginx:1.28");
     // And a change made now reaches the cluster.
-    apply(
-        &mesh,
-        &web_workload("nginx:1.29", 1, "{names: [edge-1]}", ""),
-    )?;
-    wait_for("nginx:1.29 on edge-1", SETTLE, || {
-        Ok((web_image(cluster.kubeconfig())?.as_deref() == Some("nginx:1.29")).then_some(()))
-    })
-    .with_context(|| mesh.logs())?;
+    mesh.place_web("nginx:1.29", "{names: [edge-1]}", cluster.kubeconfig())?;
 
     // A secrets key others may read: the root refuses to start, saying so.
     root.stop()?;
@@ -180,14 +158,6 @@ fn a_root_on_etcd_serves_places_and_says_when_etcd_has_no_quorum() -> anyhow::Re
         stderr.contains("secrets.key") && stderr.contains("0644"),
         "{stderr}"
     );
-    Ok(())
-}
-
-fn apply(mesh: &Mesh, yaml: &str) -> anyhow::Result<()> {
-    let output = kubectl(&mesh.kubeconfig(), &["apply", "-f", "-"], Some(yaml))?;
-    if !output.status.success() {
-        bail!("kubectl apply: {}", String::from_utf8_lossy(&output.stderr));
-    }
     Ok(())
 }
 

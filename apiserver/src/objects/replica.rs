@@ -300,14 +300,16 @@ impl ObjectStore {
     ) -> Result<Value, ObjectError> {
         storable(&object)?;
         let encoded = key.encode();
-        if self.inner.tree.contains(encoded.as_bytes())? {
-            return Err(ObjectError::AlreadyExists(key.clone()));
-        }
         stamp::new_object(&mut object, key, SystemTime::now());
         if dry_run {
+            if self.inner.tree.contains(encoded.as_bytes())? {
+                return Err(ObjectError::AlreadyExists(key.clone()));
+            }
             stamp::set_resource_version(&mut object, self.resource_version());
             return Ok(object);
         }
+        // One round trip: the transaction itself says whether the name is
+        // taken.
         let Some(revision) = self.commit(replicated, &encoded, Some(&object), Expect::Absent)?
         else {
             return Err(ObjectError::AlreadyExists(key.clone()));
@@ -488,14 +490,7 @@ impl ObjectStore {
         old: Option<&Value>,
         new: Option<&Value>,
     ) -> Result<(), ObjectError> {
-        let Some(dependents) = self.inner.dependents.get() else {
-            return Ok(());
-        };
-        let reader = super::dependents::StoreReader::new(self.scan());
-        for dependent in dependents.dependents(key, old, new, &reader) {
-            if &dependent == key {
-                continue;
-            }
+        for dependent in self.dependents_of_write(key, old, new) {
             let encoded = dependent.encode();
             for _ in 0..COMMIT_ATTEMPTS {
                 let Ok((stored, version)) = self.read_for_write(&dependent, &encoded) else {

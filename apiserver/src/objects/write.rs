@@ -213,14 +213,7 @@ impl ObjectStore {
         old: Option<&Value>,
         new: Option<&Value>,
     ) -> Result<(), ObjectError> {
-        let Some(dependents) = self.inner.dependents.get() else {
-            return Ok(());
-        };
-        let reader = StoreReader::new(self.scan());
-        for dependent in dependents.dependents(key, old, new, &reader) {
-            if &dependent == key {
-                continue;
-            }
+        for dependent in self.dependents_of_write(key, old, new) {
             let encoded = dependent.encode();
             let Some(bytes) = self.inner.tree.get(encoded.as_bytes())? else {
                 continue;
@@ -244,6 +237,23 @@ impl ObjectStore {
             self.replace(state, &dependent, &encoded, object, stored)?;
         }
         Ok(())
+    }
+
+    /// The objects whose generation the write of `key` from `old` to `new`
+    /// moves on (`GenerationDependents`), `key` itself left out.
+    pub(super) fn dependents_of_write(
+        &self,
+        key: &ObjectKey,
+        old: Option<&Value>,
+        new: Option<&Value>,
+    ) -> Vec<ObjectKey> {
+        let Some(dependents) = self.inner.dependents.get() else {
+            return Vec::new();
+        };
+        let reader = StoreReader::new(self.scan());
+        let mut found = dependents.dependents(key, old, new, &reader);
+        found.retain(|dependent| dependent != key);
+        found
     }
 
     /// Writes `object` over `old` at the next resourceVersion and publishes
