@@ -162,8 +162,9 @@ enum Command {
         #[command(flatten)]
         limits: LimitArgs,
     },
-    /// Move a stopped root's objects from its sled store onto etcd, check
-    /// that etcd holds every one, then point the root at etcd.
+    /// Move a stopped root's objects, users, tokens and API certificates
+    /// from its sled store onto etcd, check that etcd holds every object,
+    /// then point the root at etcd.
     MigrateStore {
         /// The root's data directory.
         #[arg(long, value_name = "DIR")]
@@ -276,8 +277,9 @@ impl LimitArgs {
 enum StoreKind {
     /// The root's own sled store, in --data-dir (one machine).
     Sled,
-    /// An etcd cluster (--etcd-endpoints): the objects survive the loss of
-    /// this machine's disk.
+    /// An etcd cluster (--etcd-endpoints), with the API's users, tokens and
+    /// certificates (keys sealed with DIR/secrets.key); the node's own
+    /// identity stays in --data-dir (docs/operations.md).
     Etcd,
 }
 
@@ -291,7 +293,7 @@ enum MigrateTarget {
 /// `relay init`'s choice of object store.
 #[derive(Debug, clap::Args)]
 struct StoreArgs {
-    /// Where the API's objects live: `sled` in --data-dir, or `etcd`.
+    /// Where the API's objects and state live: `sled` in --data-dir, or `etcd`.
     #[arg(long, value_enum, default_value = "sled")]
     store: StoreKind,
     #[command(flatten)]
