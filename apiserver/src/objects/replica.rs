@@ -69,12 +69,16 @@ impl ObjectStore {
         Ok(())
     }
 
-    /// Takes one item of the feed: records the change, or the progress.
+    /// Takes one item of the feed: records the change, or starts the
+    /// history over.
     fn take_feed(&self, item: FeedItem) {
         match item {
             FeedItem::Change(change) => {
                 let mut state = self.lock();
-                if change.revision <= state.resource_version {
+                // Strictly older only: one transaction's changes share a
+                // revision, and a feed that watches again starts after the
+                // last revision it handed over, so none comes twice.
+                if change.revision < state.resource_version {
                     return;
                 }
                 state.resource_version = change.revision;
