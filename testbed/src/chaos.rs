@@ -146,6 +146,7 @@ pub async fn run(options: &ChaosOptions) -> anyhow::Result<ChaosSummary> {
         bin_dir: options.bin_dir.clone(),
         simulator: SimulatorOptions::default(),
         proxied_uplinks: true,
+        etcd_members: 0,
     };
     let mut fleet = Fleet::start(&up).await?;
     let result = Chaos::new(&fleet, options).drive(&mut fleet).await;

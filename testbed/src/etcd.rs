@@ -22,6 +22,7 @@ pub const ETCDCTL_BINARY: &str = "/usr/bin/etcdctl";
 const START_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// One member: its ports, its data and its process (while it runs).
+#[derive(Debug)]
 struct Member {
     name: String,
     client_port: u16,
@@ -48,6 +49,7 @@ pub struct EtcdTls {
 }
 
 /// A local etcd cluster. Its members are killed when it is dropped.
+#[derive(Debug)]
 pub struct EtcdCluster {
     members: Vec<Member>,
     initial_cluster: String,

@@ -20,6 +20,7 @@ use tokio::process::Command;
 use tracing::{info, warn};
 
 use crate::cluster::{SimulatedCluster, SimulatorOptions};
+use crate::etcd::EtcdCluster;
 use crate::faults::{FaultHandle, Proxy};
 
 pub mod counting;
@@ -68,6 +69,9 @@ pub struct UpOptions {
     /// partitioned ([`Fleet::uplink`]). Agents always dial their relay
     /// directly.
     pub proxied_uplinks: bool,
+    /// Put the root's API on a local etcd cluster of this many members
+    /// (`relay init --store etcd`); 0: the root's own sled store.
+    pub etcd_members: usize,
 }
 
 impl UpOptions {
@@ -92,6 +96,7 @@ impl UpOptions {
             bin_dir,
             simulator: SimulatorOptions::default(),
             proxied_uplinks: false,
+            etcd_members: 0,
         })
     }
 }
@@ -113,6 +118,9 @@ pub struct Fleet {
     /// The fault proxy in front of each relay's parent, by relay name, with
     /// [`UpOptions::proxied_uplinks`].
     uplinks: BTreeMap<String, Proxy>,
+    /// The root's etcd cluster, with [`UpOptions::etcd_members`]; stopped
+    /// after the daemons.
+    etcd: Option<EtcdCluster>,
 }
 
 impl Fleet {
@@ -130,6 +138,7 @@ impl Fleet {
             clusters: Vec::new(),
             hollow: None,
             uplinks: BTreeMap::new(),
+            etcd: None,
         };
         match fleet.bring_up(options).await {
             Ok(()) => Ok(fleet),
@@ -248,6 +257,12 @@ impl Fleet {
         if self.plan.agents.len() > LISTED_CLUSTERS {
             println!("  … and {} more", self.plan.agents.len() - LISTED_CLUSTERS);
         }
+        if let Some(etcd) = &self.etcd {
+            println!(
+                "The root's API keeps its objects on etcd: {} (data in {dir}/etcd).",
+                etcd.endpoints().join(",")
+            );
+        }
         if self.hollow.is_some() {
             println!(
                 "\nTry:\n  kubectl --kubeconfig {dir}/root.kubeconfig apply -f examples/storefront/\n  \
@@ -302,6 +317,7 @@ impl Fleet {
             hollow.shutdown().await;
         }
         self.daemons.stop_all().await;
+        self.etcd.take();
         self.uplinks.clear();
         for cluster in self.clusters.drain(..) {
             let name = cluster.name().to_string();
@@ -336,6 +352,20 @@ impl Fleet {
         // Each relay's QUIC address, for the proxies of its children.
         let mut addresses =
             BTreeMap::from([(ROOT.to_string(), SocketAddr::from(([127, 0, 0, 1], listen)))]);
+        let mut store_args = Vec::new();
+        if options.etcd_members > 0 {
+            let (dir, members) = (self.dir.join("etcd"), options.etcd_members);
+            println!("starting etcd ({members} members, Debian's etcd-server)");
+            let etcd =
+                tokio::task::spawn_blocking(move || EtcdCluster::start(&dir, members)).await??;
+            store_args = vec![
+                "--store".to_string(),
+                "etcd".to_string(),
+                "--etcd-endpoints".to_string(),
+                etcd.endpoints().join(","),
+            ];
+            self.etcd = Some(etcd);
+        }
         println!("starting root (API on 127.0.0.1:{api})");
         run_logged(
             Command::new(self.binary("relay"))
@@ -346,7 +376,8 @@ impl Fleet {
                 .arg("--listen")
                 .arg(format!("127.0.0.1:{listen}"))
                 .arg("--api-listen")
-                .arg(format!("127.0.0.1:{api}")),
+                .arg(format!("127.0.0.1:{api}"))
+                .args(&store_args),
             &self.log(ROOT),
         )
         .await?;

@@ -126,6 +126,10 @@ pub(crate) struct UpArgs {
     /// `cargo run`).
     #[arg(long)]
     pub(crate) no_build: bool,
+    /// Put the root's API on a local etcd cluster of N members (Debian's
+    /// etcd-server, data in DIR/etcd) instead of the root's sled store.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub(crate) etcd_members: usize,
 }
 
 #[derive(Debug, Subcommand)]

@@ -33,6 +33,7 @@ pub(crate) fn run_fleet(args: UpArgs, demo: Option<(PathBuf, Duration)>) -> anyh
             ..SimulatorOptions::default()
         },
         proxied_uplinks: false,
+        etcd_members: args.etcd_members,
     };
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async {
