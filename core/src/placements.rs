@@ -58,9 +58,16 @@ pub(crate) struct Cuts {
 impl Cuts {
     /// Whether what `child` reports of placement `key` is left out of this
     /// relay's merged status: the child is kept only until its replacement
-    /// is ready (a handover with nothing left to it, or a drain).
+    /// is ready (a handover with nothing left to it, or a drain), or the
+    /// placement's cut no longer gives it to the child at all. A child that
+    /// lost the placement still reports its copy until its agent has
+    /// removed it: counted, a drained cluster showed READY 3/2 right after
+    /// its drain was done (CI run 82).
     pub(super) fn status_left_out(&self, key: &str, child: &str) -> bool {
-        self.holds.dropped(key, child)
+        self.by_key
+            .get(key)
+            .is_some_and(|cut| cut.get(child).is_none())
+            || self.holds.dropped(key, child)
             || self
                 .drained
                 .get(key)

@@ -111,6 +111,38 @@ fn a_drained_cluster_still_reporting_is_not_counted_beside_its_replacement() {
     assert_eq!(ready_at_root(&net), Some(1));
 }
 
+/// Once the drain is done, the drained cluster no longer receives the
+/// placement but may still report its copy until its agent has removed
+/// it: that report is not counted either (CI run 82: READY 3/2 right after
+/// `relayctl drain --wait`, the hold released and the stale report
+/// counted again).
+#[test]
+fn a_drained_cluster_reporting_after_the_drain_is_done_is_not_counted() {
+    let key = "placement/shop/one";
+    let (mut net, drained) = held_ready(key);
+    net.settle();
+    set_label(&mut net, &drained, DRAINING, "true");
+    replacement_ready(&mut net, key, &drained);
+    net.settle();
+
+    // Its agent has not removed its copy yet, and still says it is ready.
+    let now = net.now();
+    net.core_mut(&drained)
+        .expect("the drained cluster")
+        .set_own_status(now, key, Some(ready()));
+    set_label(&mut net, &drained, DRAINING, "done");
+    assert!(!agents_with(&net, key).contains(&drained));
+    let status = net.0["root"]
+        .core()
+        .placement_status(key)
+        .expect("a status");
+    assert_eq!(net.0["root"].core().placement_selected(key), Some(1));
+    assert_eq!(
+        status.counts.ready, 1,
+        "only the replacement is counted: {status:?}"
+    );
+}
+
 /// The root's side: the drain is done only once the replacement reports
 /// ready and the counts had time to settle, not on the drained cluster's
 /// own copy; then the root publishes the drain `done` and the drained
