@@ -7,7 +7,11 @@
 //! * a second `relay init` on the same prefix is refused before it writes;
 //! * one etcd member killed changes nothing; two killed make the API answer
 //!   503 with a message (never stale data), while the cluster below keeps
-//!   what it runs; with the quorum back, the API answers again by itself.
+//!   what it runs; with the quorum back, the API answers again by itself;
+//! * the root reaches etcd over TLS with a client certificate, and a
+//!   stranger's certificate is refused at `relay init`;
+//! * a watch from a version seen before the root restarted gets every
+//!   later change, from etcd's history.
 
 use std::os::unix::fs::PermissionsExt as _;
 use std::process::Command;
@@ -254,5 +258,71 @@ fn a_root_reaches_etcd_over_tls_with_a_client_certificate_and_refuses_a_wrong_on
         .connect("/relaymesh/")?
         .get_value(b"o//configmaps/default/over-tls")?;
     assert!(stored.is_some(), "the ConfigMap is not in etcd");
+    Ok(())
+}
+
+/// `kubectl`'s output, or the error with its stderr.
+fn kubectl_ok(mesh: &Mesh, args: &[&str]) -> anyhow::Result<String> {
+    let output = kubectl(&mesh.kubeconfig(), args, None)?;
+    anyhow::ensure!(
+        output.status.success(),
+        "kubectl {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+#[test]
+fn a_watch_resumes_across_a_root_restart_from_the_version_it_saw() -> anyhow::Result<()> {
+    let etcd_dir = tempfile::tempdir()?;
+    let etcd = EtcdCluster::start(etcd_dir.path(), 1)?;
+    let endpoints = etcd.endpoints().join(",");
+    let (mesh, mut root) =
+        Mesh::init_full(&["--store", "etcd", "--etcd-endpoints", &endpoints], &[])?;
+    kubectl_ok(&mesh, &["create", "configmap", "one", "--from-literal=a=1"])?;
+    let seen = kubectl_ok(
+        &mesh,
+        &[
+            "get",
+            "configmap",
+            "one",
+            "-o",
+            "jsonpath={.metadata.resourceVersion}",
+        ],
+    )?;
+    kubectl_ok(&mesh, &["create", "configmap", "two", "--from-literal=a=2"])?;
+    kubectl_ok(&mesh, &["delete", "configmap", "one"])?;
+
+    // A new process: its own history starts empty, etcd's does not.
+    root.stop()?;
+    let _root = mesh.start("root")?;
+    mesh.wait_for_api()?;
+    let path = format!(
+        "/api/v1/namespaces/default/configmaps?watch=1&resourceVersion={seen}&timeoutSeconds=2"
+    );
+    let stream = kubectl_ok(&mesh, &["get", "--raw", &path])?;
+    let events: Vec<(String, String)> = stream
+        .lines()
+        .map(serde_json::from_str::<serde_json::Value>)
+        .collect::<Result<Vec<_>, _>>()?
+        .iter()
+        .map(|event| {
+            (
+                event["type"].as_str().unwrap_or_default().to_string(),
+                event["object"]["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        events,
+        vec![
+            ("ADDED".to_string(), "two".to_string()),
+            ("DELETED".to_string(), "one".to_string()),
+        ],
+        "the changes after {seen}, none missed: {stream}"
+    );
     Ok(())
 }
