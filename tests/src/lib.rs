@@ -957,6 +957,17 @@ pub fn kubectl_cache_dir(kubeconfig: &Path) -> anyhow::Result<PathBuf> {
     )))
 }
 
+/// [`kubectl`]'s stdout, or an error with its stderr.
+pub fn kubectl_ok(kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> anyhow::Result<String> {
+    let output = kubectl(kubeconfig, args, stdin)?;
+    anyhow::ensure!(
+        output.status.success(),
+        "kubectl {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
 /// Runs `kubectl --kubeconfig KUBECONFIG ARGS`, with `stdin` piped in if
 /// given.
 pub fn kubectl(kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> anyhow::Result<Output> {

@@ -21,7 +21,8 @@ use anyhow::Context as _;
 use relaymesh_testbed::cluster::{SimulatedCluster, SimulatorOptions};
 use relaymesh_testbed::etcd::{EtcdCluster, EtcdTls};
 use relaymesh_tests::{
-    binary, connected_under, free_tcp_port, free_udp_port, kubectl, wait_for, web_image, Mesh,
+    binary, connected_under, free_tcp_port, free_udp_port, kubectl, kubectl_ok, wait_for,
+    web_image, Mesh,
 };
 
 const SETTLE: Duration = Duration::from_secs(90);
@@ -261,17 +262,6 @@ fn a_root_reaches_etcd_over_tls_with_a_client_certificate_and_refuses_a_wrong_on
     Ok(())
 }
 
-/// `kubectl`'s output, or the error with its stderr.
-fn kubectl_ok(mesh: &Mesh, args: &[&str]) -> anyhow::Result<String> {
-    let output = kubectl(&mesh.kubeconfig(), args, None)?;
-    anyhow::ensure!(
-        output.status.success(),
-        "kubectl {args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
-}
-
 #[test]
 fn a_watch_resumes_across_a_root_restart_from_the_version_it_saw() -> anyhow::Result<()> {
     let etcd_dir = tempfile::tempdir()?;
@@ -279,9 +269,13 @@ fn a_watch_resumes_across_a_root_restart_from_the_version_it_saw() -> anyhow::Re
     let endpoints = etcd.endpoints().join(",");
     let (mesh, mut root) =
         Mesh::init_full(&["--store", "etcd", "--etcd-endpoints", &endpoints], &[])?;
-    kubectl_ok(&mesh, &["create", "configmap", "one", "--from-literal=a=1"])?;
+    kubectl_ok(
+        &mesh.kubeconfig(),
+        &["create", "configmap", "one", "--from-literal=a=1"],
+        None,
+    )?;
     let seen = kubectl_ok(
-        &mesh,
+        &mesh.kubeconfig(),
         &[
             "get",
             "configmap",
@@ -289,9 +283,14 @@ fn a_watch_resumes_across_a_root_restart_from_the_version_it_saw() -> anyhow::Re
             "-o",
             "jsonpath={.metadata.resourceVersion}",
         ],
+        None,
     )?;
-    kubectl_ok(&mesh, &["create", "configmap", "two", "--from-literal=a=2"])?;
-    kubectl_ok(&mesh, &["delete", "configmap", "one"])?;
+    kubectl_ok(
+        &mesh.kubeconfig(),
+        &["create", "configmap", "two", "--from-literal=a=2"],
+        None,
+    )?;
+    kubectl_ok(&mesh.kubeconfig(), &["delete", "configmap", "one"], None)?;
 
     // A new process: its own history starts empty, etcd's does not.
     root.stop()?;
@@ -300,7 +299,7 @@ fn a_watch_resumes_across_a_root_restart_from_the_version_it_saw() -> anyhow::Re
     let path = format!(
         "/api/v1/namespaces/default/configmaps?watch=1&resourceVersion={seen}&timeoutSeconds=2"
     );
-    let stream = kubectl_ok(&mesh, &["get", "--raw", &path])?;
+    let stream = kubectl_ok(&mesh.kubeconfig(), &["get", "--raw", &path], None)?;
     let events: Vec<(String, String)> = stream
         .lines()
         .map(serde_json::from_str::<serde_json::Value>)

@@ -18,7 +18,7 @@ use relaymesh_node::transport::{expect_frame, resolve, write_frame};
 use relaymesh_node::{pki, token};
 use relaymesh_protocol::message::{JoinReply, JoinRequest, Open};
 use relaymesh_protocol::{ErrorCode, Role, PROTOCOL_VERSION};
-use relaymesh_tests::{connected_under, find_node, kubectl, wait_for, Mesh};
+use relaymesh_tests::{connected_under, find_node, kubectl, kubectl_ok, wait_for, Mesh};
 use serde_json::Value;
 
 /// The attacker's address: another loopback address than the one the real
@@ -285,17 +285,6 @@ fn the_root_api_refuses_oversized_requests_from_kubectl_and_counts_them() -> any
         anyhow::bail!("{error:#}\n{}", mesh.logs());
     }
     Ok(())
-}
-
-/// kubectl's stdout, or an error with its stderr.
-fn kubectl_ok(kubeconfig: &Path, args: &[&str], stdin: Option<&str>) -> anyhow::Result<String> {
-    let output = kubectl(kubeconfig, args, stdin)?;
-    anyhow::ensure!(
-        output.status.success(),
-        "kubectl {args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
 }
 
 /// The JSON patch: `/x`, then 200 operations that each add a level.
