@@ -63,6 +63,9 @@ pub(super) fn select<E: Extension>(
             .map_err(|error| store_error(resource, "", error))?;
         (objects, version.to_string())
     } else {
+        if let Some(reason) = context.extension.views_unavailable() {
+            return Err(ApiError::Unavailable(reason));
+        }
         (context.extension.objects(resource), String::new())
     };
     let objects = objects

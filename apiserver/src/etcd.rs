@@ -36,6 +36,9 @@ use crate::objects::{
 
 pub use etcd_client::{Certificate, Identity, TlsOptions};
 
+mod guarded;
+pub use guarded::GuardedOp;
+
 /// How long one call may take, retries included, before the caller is
 /// told etcd is unavailable. Longer than an etcd leader election (1 s by
 /// default), so losing one member does not fail requests.

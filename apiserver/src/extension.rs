@@ -69,6 +69,13 @@ pub trait Extension: Send + Sync + 'static {
         Vec::new()
     }
 
+    /// Why the read-only resources cannot be served now (`503`), or `None`
+    /// (the default) when [`Extension::objects`] answers: a server whose
+    /// views would be stale says so rather than serve them as current.
+    fn views_unavailable(&self) -> Option<String> {
+        None
+    }
+
     /// A number that changes whenever [`Extension::objects`] of `resource`
     /// would, so a watch renders the objects only after a change; `None`
     /// (the default) when the extension cannot tell, and watches render and

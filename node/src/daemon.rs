@@ -177,7 +177,7 @@ async fn run_store(
 
     let mut tasks = tokio::task::JoinSet::new();
     let mut server = None;
-    if let Some(listen) = &config.listen {
+    if let Some(listen) = config.listen.as_ref().filter(|_| !options.standby) {
         let endpoint = listener::open(listen, &shared.identity.get())?;
         server = Some(endpoint.clone());
         tracing::info!(address = %listen, "accepting children");
@@ -555,6 +555,13 @@ impl Daemon {
                     }
                 }
                 Action::SendDown { link, message } => {
+                    if self.dirty && self.store.mirrored() {
+                        // A replicated root: a child may see nothing the
+                        // next leader would not know (serials only grow,
+                        // nothing is applied twice).
+                        self.store.flush_async().await?;
+                        self.dirty = false;
+                    }
                     if let Some(child) = self.children.get(&link) {
                         if child.outgoing.try_send(message).is_err() {
                             tracing::warn!(link, "child link is backed up; closing it");

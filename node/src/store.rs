@@ -15,12 +15,14 @@ mod bundles;
 mod error;
 mod issued_tokens;
 mod issuer_keys;
+pub mod journal;
 mod node_state;
 pub mod permissions;
 mod slice_state;
 mod users;
 
 use std::path::Path;
+use std::sync::Arc;
 
 use relaymesh_protocol::codec;
 use relaymesh_protocol::BundleId;
@@ -34,6 +36,7 @@ pub use relaymesh_core::state::{Mutation, Persisted, Served};
 
 use crate::identity::Identity;
 pub use issued_tokens::{used_by, with_join_token_label, TokenRecord, JOIN_TOKEN_LABEL};
+use journal::{Journal, Journaled};
 pub use users::UserRecord;
 
 /// The sled page cache a relay uses. Sled's default (1 GiB) is far more than a
@@ -80,13 +83,15 @@ pub type TokenKey = (Vec<u8>, Vec<u8>);
 pub struct Store {
     path: String,
     db: sled::Db,
-    node: sled::Tree,
-    state: sled::Tree,
+    node: Journaled,
+    state: Journaled,
     /// Bundle id → its length (8 bytes, big-endian): the bundles held.
-    bundles: sled::Tree,
+    bundles: Journaled,
     /// Bundle id + chunk index (4 bytes, big-endian) → the chunk's bytes.
-    bundle_chunks: sled::Tree,
-    tokens: sled::Tree,
+    bundle_chunks: Journaled,
+    tokens: Journaled,
+    /// What the trees above recorded for a mirror (a replicated root's).
+    journal: Arc<Journal>,
 }
 
 const FORMAT: &[u8] = b"format";
@@ -198,13 +203,19 @@ impl Store {
             path: path.clone(),
             source,
         };
-        let tree = |name: &str| db.open_tree(name).map_err(sled_error);
+        let journal = Arc::new(Journal::default());
+        let tree = |name: &str| {
+            db.open_tree(name)
+                .map(|tree| Journaled::new(tree, name, journal.clone()))
+                .map_err(sled_error)
+        };
         let store = Self {
             node: tree("node")?,
             state: tree("state")?,
             bundles: tree("bundles")?,
             bundle_chunks: tree("bundle-chunks")?,
             tokens: tree("tokens")?,
+            journal: journal.clone(),
             path: path.clone(),
             db,
         };
@@ -243,6 +254,75 @@ impl Store {
         self.db.open_tree(name).map_err(|e| self.sled(e))
     }
 
+    /// A tree of the node's own state, its writes journaled (see
+    /// [`journal`]).
+    fn journaled(&self, name: &str) -> Result<Journaled, StoreError> {
+        let tree = self.open_tree(name)?;
+        Ok(Journaled::new(tree, name, self.journal.clone()))
+    }
+
+    /// From now on, hands every write to the node's own state to `mirror`
+    /// at each flush (a replicated root's leader). `false` if a mirror was
+    /// set already.
+    pub fn set_mirror(&self, mirror: Arc<dyn journal::Mirror>) -> bool {
+        self.journal.set_mirror(mirror)
+    }
+
+    /// Whether writes go to a mirror too (a replicated root's leader).
+    pub fn mirrored(&self) -> bool {
+        self.journal.recording()
+    }
+
+    /// Every key of the node's own state ([`journal::MIRRORED_TREES`]),
+    /// but the replica's own keys: what a mirror's checkpoint holds.
+    pub fn image(&self) -> Result<Vec<journal::Op>, StoreError> {
+        let mut ops = Vec::new();
+        for name in journal::MIRRORED_TREES {
+            for item in self.open_tree(name)?.iter() {
+                let (key, value) = item.map_err(|e| self.sled(e))?;
+                if !journal::is_local(name, &key) {
+                    ops.push(journal::Op {
+                        tree: name.to_string(),
+                        key: key.to_vec(),
+                        value: Some(value.to_vec()),
+                    });
+                }
+            }
+        }
+        Ok(ops)
+    }
+
+    /// Replaces the node's own state with `ops` applied to nothing (a
+    /// mirror's checkpoint and log), keeping the replica's own keys, and
+    /// flushes: a replica taking over as the root.
+    pub fn replace_image(&self, ops: &[journal::Op]) -> Result<(), StoreError> {
+        for name in journal::MIRRORED_TREES {
+            let tree = self.open_tree(name)?;
+            let mut batch = sled::Batch::default();
+            for key in tree.iter().keys() {
+                let key = key.map_err(|e| self.sled(e))?;
+                if !journal::is_local(name, &key) {
+                    batch.remove(key);
+                }
+            }
+            tree.apply_batch(batch).map_err(|e| self.sled(e))?;
+        }
+        for op in ops {
+            if !journal::MIRRORED_TREES.contains(&op.tree.as_str())
+                || journal::is_local(&op.tree, &op.key)
+            {
+                return Err(self.corrupt_key(&op.key));
+            }
+            let tree = self.open_tree(&op.tree)?;
+            match &op.value {
+                Some(value) => tree.insert(&op.key, value.as_slice()).map(drop),
+                None => tree.remove(&op.key).map(drop),
+            }
+            .map_err(|e| self.sled(e))?;
+        }
+        self.flush()
+    }
+
     /// [`Store::set_identity`] on tokio's blocking pool (it flushes): the
     /// loop waits for it, no runtime worker does.
     pub async fn set_identity_off_runtime(&self, identity: Identity) -> Result<(), StoreError> {
@@ -276,9 +356,21 @@ impl Store {
         std::path::Path::new(&self.path)
     }
 
-    /// Makes everything written so far durable.
+    /// Makes everything written so far durable: on disk and, at a
+    /// replicated root, in its mirror.
     pub fn flush(&self) -> Result<(), StoreError> {
-        self.db.flush().map(drop).map_err(|e| self.sled(e))
+        self.db.flush().map(drop).map_err(|e| self.sled(e))?;
+        self.ship()
+    }
+
+    /// Hands the journal to the mirror, if there is one.
+    fn ship(&self) -> Result<(), StoreError> {
+        self.journal
+            .ship(&|| self.image().unwrap_or_default())
+            .map_err(|reason| StoreError::Mirror {
+                path: self.path.clone(),
+                reason,
+            })
     }
 
     /// [`Store::apply`] on tokio's blocking pool: the daemon's event loop
@@ -303,7 +395,14 @@ impl Store {
     /// Makes everything written so far durable, without blocking the runtime
     /// (see [`flush_off_runtime`]).
     pub async fn flush_async(&self) -> Result<(), StoreError> {
-        flush_off_runtime(&self.db).await.map_err(|e| self.sled(e))
+        flush_off_runtime(&self.db)
+            .await
+            .map_err(|e| self.sled(e))?;
+        if self.journal.recording() {
+            let store = self.clone();
+            self.off_runtime(move || store.ship()).await?;
+        }
+        Ok(())
     }
 
     /// Records join token `id` as used, unless it already was. Returns whether

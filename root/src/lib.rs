@@ -21,5 +21,6 @@ pub mod controller;
 pub mod kubeconfig;
 pub mod objects_store;
 pub mod placement;
+pub mod replicas;
 pub mod serve;
 pub mod state;

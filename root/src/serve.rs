@@ -25,6 +25,10 @@ pub const AUDIT_LOG: &str = "audit.log";
 pub struct RootApi {
     /// The bounds on the API's watches.
     pub watches: relaymesh_apiserver::WatchLimits,
+    /// Set at a standby replica of a replicated root (why it answers
+    /// nothing about the tree): it serves the objects in etcd, and neither
+    /// the placement controller nor the API certificate's renewal runs.
+    pub standby: Option<String>,
 }
 
 impl RootServices for RootApi {
@@ -35,9 +39,9 @@ impl RootServices for RootApi {
         shutdown: CancellationToken,
     ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<Serving, DaemonError>> + Send>>
     {
-        let watches = self.watches;
+        let (watches, standby) = (self.watches, self.standby.clone());
         Box::pin(async move {
-            let serve = serve_api(&address, node, watches, shutdown).await?;
+            let serve = serve_api(&address, node, watches, standby, shutdown).await?;
             Ok(Box::pin(serve) as Serving)
         })
     }
@@ -49,6 +53,7 @@ pub(super) async fn serve_api(
     address: &str,
     node: RootHandle,
     watches: relaymesh_apiserver::WatchLimits,
+    standby: Option<String>,
     shutdown: CancellationToken,
 ) -> Result<impl std::future::Future<Output = ()>, DaemonError> {
     let listen_error = |source| DaemonError::Listen {
@@ -99,15 +104,18 @@ pub(super) async fn serve_api(
     objects.set_generation_dependents(Arc::new(crate::placement::PlacementsOfWorkloads {
         specs: specs.clone(),
     }));
-    let controller = tokio::spawn(
-        crate::controller::run(
-            objects.clone(),
-            node.clone(),
-            specs.clone(),
-            shutdown.clone(),
+    // One controller in the fleet: a standby's would fight the leader's.
+    let controller = standby.is_none().then(|| {
+        tokio::spawn(
+            crate::controller::run(
+                objects.clone(),
+                node.clone(),
+                specs.clone(),
+                shutdown.clone(),
+            )
+            .instrument(tracing::Span::current()),
         )
-        .instrument(tracing::Span::current()),
-    );
+    });
     // Revoked users, by name, with when: asked on every API request, so
     // kept in memory, loaded from the store (they survive a restart).
     let revoked_users = state
@@ -116,19 +124,20 @@ pub(super) async fn serve_api(
         .into_iter()
         .filter_map(|user| Some((user.name, user.revoked_unix?)))
         .collect();
-    let renewing = {
+    let renewing = standby.is_none().then(|| {
         let (api_cert, shutdown) = (api_cert.clone(), shutdown.clone());
         tokio::spawn(
             async move { api_cert.renew_before_expiry(shutdown).await }
                 .instrument(tracing::Span::current()),
         )
-    };
+    });
     let backend = Arc::new(RootBackend::new(
         node,
         state,
         watches,
         revoked_users,
         api_cert,
+        standby,
     ));
     Ok(async move {
         let stopped = async move { shutdown.cancelled().await };
@@ -137,7 +146,8 @@ pub(super) async fn serve_api(
         {
             tracing::error!(%error, "root API stopped");
         }
-        let _ = controller.await;
-        let _ = renewing.await;
+        for task in [controller, renewing].into_iter().flatten() {
+            let _ = task.await;
+        }
     })
 }

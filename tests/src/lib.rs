@@ -239,6 +239,17 @@ impl Mesh {
         init_args: &[&str],
         run_args: &[&str],
     ) -> anyhow::Result<(Self, RelayProcess)> {
+        let listen = format!("127.0.0.1:{}", free_udp_port()?);
+        Self::init_full_listening(init_args, run_args, &listen)
+    }
+
+    /// [`Mesh::init_full`] with the root's mesh address `listen` (chosen
+    /// beforehand, to be advertised with others).
+    pub fn init_full_listening(
+        init_args: &[&str],
+        run_args: &[&str],
+        listen: &str,
+    ) -> anyhow::Result<(Self, RelayProcess)> {
         let dir = tempfile::tempdir()?;
         let api_port = free_tcp_port()?;
         let mesh = Self {
@@ -246,14 +257,13 @@ impl Mesh {
             api_port,
             env: Mutex::new(BTreeMap::new()),
         };
-        let listen = format!("127.0.0.1:{}", free_udp_port()?);
         let data_dir = mesh.data_dir("root");
         run_ok(
             Command::new(binary("relay")?)
                 .arg("init")
                 .arg("--data-dir")
                 .arg(&data_dir)
-                .args(["--name", "root", "--listen", &listen])
+                .args(["--name", "root", "--listen", listen])
                 .args(["--api-listen", &format!("127.0.0.1:{api_port}")])
                 .args(init_args),
         )?;

@@ -175,6 +175,9 @@ fn read<E: Extension>(
             .get(&resource.key(namespace, name))
             .map_err(|error| store_error(resource, name, error))?
     } else {
+        if let Some(reason) = context.extension.views_unavailable() {
+            return Err(ApiError::Unavailable(reason));
+        }
         context
             .extension
             .objects(resource)

@@ -37,6 +37,9 @@ pub struct RunOptions {
     /// address; `None` in programs that are never the root (the edge
     /// agent).
     pub root: Option<Root>,
+    /// A standby replica of a replicated root: it serves the root's API
+    /// (its services say how) but accepts no child; the leader does.
+    pub standby: bool,
 }
 
 /// The root's services, as [`RunOptions`] carries them.
@@ -68,6 +71,7 @@ impl Default for RunOptions {
             lost_after: None,
             refusal_log_interval: DEFAULT_REFUSAL_LOG_INTERVAL,
             root: None,
+            standby: false,
         }
     }
 }

@@ -158,7 +158,7 @@ impl Store {
     }
 
     fn remove_chunks(&self, id: &BundleId) -> Result<(), StoreError> {
-        let mut batch = sled::Batch::default();
+        let mut batch = super::journal::Batch::default();
         for item in self.bundle_chunks.scan_prefix(id.0) {
             let (key, _) = item.map_err(|e| self.sled(e))?;
             batch.remove(key);

@@ -19,6 +19,15 @@ pub enum StoreError {
         #[source]
         source: sled::Error,
     },
+    /// The mirror of a replicated root refused the journal (etcd out of
+    /// reach, or this replica no longer the leader).
+    #[error("store at {path}: its mirror refused the writes: {reason}")]
+    Mirror {
+        /// The data directory.
+        path: String,
+        /// The mirror's reason.
+        reason: String,
+    },
     /// A stored value did not decode.
     #[error("store at {path}: corrupt value under {key:?}: {source}")]
     Corrupt {

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use super::{encode, Store, StoreError};
 
 /// The sled tree of issued tokens, keyed by token id.
-const TREE: &str = "issued_tokens";
+pub(super) const TREE: &str = "issued_tokens";
 
 /// How long a record is kept after its token expired, so `relayctl token
 /// list` still shows recent ones as expired.
@@ -79,7 +79,7 @@ impl Store {
         record: &TokenRecord,
         now_unix: u64,
     ) -> Result<(), StoreError> {
-        let tree = self.open_tree(TREE)?;
+        let tree = self.journaled(TREE)?;
         for old in self.issued_tokens()? {
             if old.not_after_unix.saturating_add(KEEP_EXPIRED_SECS) < now_unix {
                 tree.remove(old.id).map_err(|e| self.sled(e))?;
@@ -92,7 +92,7 @@ impl Store {
 
     /// Every token the root issued and still remembers, oldest first.
     pub fn issued_tokens(&self) -> Result<Vec<TokenRecord>, StoreError> {
-        let tree = self.open_tree(TREE)?;
+        let tree = self.journaled(TREE)?;
         let mut records = Vec::new();
         for item in tree.iter() {
             let (key, value) = item.map_err(|e| self.sled(e))?;
@@ -105,7 +105,7 @@ impl Store {
     /// Marks token `id` revoked; returns its record (`None` if the root
     /// never issued it or has forgotten it).
     pub fn revoke_issued_token(&self, id: &[u8; 16]) -> Result<Option<TokenRecord>, StoreError> {
-        let tree = self.open_tree(TREE)?;
+        let tree = self.journaled(TREE)?;
         let Some(value) = tree.get(id).map_err(|e| self.sled(e))? else {
             return Ok(None);
         };

@@ -29,11 +29,11 @@ use super::{encode, Store, StoreError};
 pub const ISSUER_KEY_LABEL: &str = "relaymesh.dev/issuer-key";
 
 /// The sled tree of recorded keys, keyed by relay name.
-const TREE: &str = "issuer_keys";
+pub(super) const TREE: &str = "issuer_keys";
 /// The sled tree of the relays whose key changed in a rotation of the mesh
 /// CA, keyed by relay name, with the key hash of the CA the root signed
 /// with then (the rotation it belongs to).
-const ROTATED: &str = "issuer_keys_rotated";
+pub(super) const ROTATED: &str = "issuer_keys_rotated";
 
 /// `labels` with [`ISSUER_KEY_LABEL`] set to `key` (a relay's own record;
 /// the root has none: its children's certificates come from the mesh CA).
@@ -92,8 +92,8 @@ impl Store {
         now_unix: u64,
         rotating: Option<[u8; 32]>,
     ) -> Result<bool, StoreError> {
-        let tree = self.open_tree(TREE)?;
-        let rotated = self.open_tree(ROTATED)?;
+        let tree = self.journaled(TREE)?;
+        let rotated = self.journaled(ROTATED)?;
         let mut changed = false;
         let mut replaced = false;
         for record in records.iter().filter(|record| record.role == Role::Relay) {
@@ -169,14 +169,14 @@ impl Store {
             return Ok(());
         };
         recorded.replaceable_until_unix = recorded.replaceable_until_unix.max(not_after_unix);
-        self.open_tree(TREE)?
+        self.journaled(TREE)?
             .insert(relay.as_bytes(), encode(&recorded)?)
             .map_err(|e| self.sled(e))?;
         self.flush()
     }
 
     fn recorded_issuer_key(&self, relay: &str) -> Result<Option<Recorded>, StoreError> {
-        let tree = self.open_tree(TREE)?;
+        let tree = self.journaled(TREE)?;
         let Some(value) = tree.get(relay.as_bytes()).map_err(|e| self.sled(e))? else {
             return Ok(None);
         };

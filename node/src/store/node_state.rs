@@ -34,7 +34,7 @@ impl Store {
         config: &NodeConfig,
         epoch: u64,
     ) -> Result<(), StoreError> {
-        let mut node = sled::Batch::default();
+        let mut node = super::journal::Batch::default();
         node.insert(IDENTITY, encode(identity)?);
         node.insert(EXTRA_ANCHORS, encode(&identity.extra_anchors_der)?);
         node.insert(CONFIG, encode(config)?);
@@ -45,7 +45,7 @@ impl Store {
 
     /// Replaces the node's identity (a renewed certificate) durably.
     pub fn set_identity(&self, identity: &Identity) -> Result<(), StoreError> {
-        let mut node = sled::Batch::default();
+        let mut node = super::journal::Batch::default();
         node.insert(IDENTITY, encode(identity)?);
         node.insert(EXTRA_ANCHORS, encode(&identity.extra_anchors_der)?);
         node.insert(PREVIOUS_ISSUER, encode(&identity.previous_issuer)?);
@@ -89,7 +89,7 @@ impl Store {
         certificate: &ApiCertificate,
         previous_ca: Option<&crate::pki::ApiAuthority>,
     ) -> Result<(), StoreError> {
-        let mut node = sled::Batch::default();
+        let mut node = super::journal::Batch::default();
         node.insert(API_CERTIFICATE, encode(certificate)?);
         node.insert(PREVIOUS_API_CA, encode(&previous_ca)?);
         self.node.apply_batch(node).map_err(|e| self.sled(e))?;

@@ -67,7 +67,7 @@ impl Store {
 
     /// Applies a batch of mutations atomically. Durable after [`Store::flush`].
     pub fn apply(&self, mutations: &[Mutation]) -> Result<(), StoreError> {
-        let mut batch = sled::Batch::default();
+        let mut batch = super::journal::Batch::default();
         let mut head: u64 = self.read(&self.state, HEAD)?.unwrap_or_default();
         let mut floor: u64 = self.read(&self.state, FLOOR)?.unwrap_or_default();
         // Log records this batch writes, which a TrimLog later in the same

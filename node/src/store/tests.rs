@@ -319,3 +319,152 @@ fn a_store_held_open_is_refused_as_locked() -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// A mirror in memory: the groups it took, and how many more to refuse
+/// (`Refused`) or put off (`Unavailable`) first.
+#[derive(Default)]
+struct MemoryMirror {
+    groups: std::sync::Mutex<Vec<Vec<journal::Op>>>,
+    refuse: std::sync::atomic::AtomicUsize,
+    put_off: std::sync::atomic::AtomicUsize,
+}
+
+impl journal::Mirror for MemoryMirror {
+    fn ship(
+        &self,
+        ops: &[journal::Op],
+        _image: &dyn Fn() -> Vec<journal::Op>,
+    ) -> Result<(), journal::MirrorError> {
+        use std::sync::atomic::Ordering;
+        let take = |counter: &std::sync::atomic::AtomicUsize| {
+            counter
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                .is_ok()
+        };
+        if take(&self.refuse) {
+            return Err(journal::MirrorError::Refused("not the leader".into()));
+        }
+        if take(&self.put_off) {
+            return Err(journal::MirrorError::Unavailable("no quorum".into()));
+        }
+        self.groups.lock().expect("not poisoned").push(ops.to_vec());
+        Ok(())
+    }
+}
+
+impl MemoryMirror {
+    fn shipped(&self) -> Vec<journal::Op> {
+        self.groups.lock().expect("not poisoned").concat()
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    /// What a leader's flushes hand its mirror, replayed into another
+    /// store, is that leader's core state: the next leader starts exactly
+    /// where the last flush left it.
+    #[test]
+    fn a_store_loaded_from_its_mirror_is_the_store_at_its_last_flush(
+        batches in prop::collection::vec(prop::collection::vec(mutation(), 0..6), 1..10),
+        bundle in prop::collection::vec(any::<u8>(), 0..(2 * BUNDLE_CHUNK_LEN)),
+    ) {
+        let fail = |e: StoreError| TestCaseError::fail(e.to_string());
+        let leader = Store::temporary("leader").map_err(fail)?;
+        let mirror = std::sync::Arc::new(MemoryMirror::default());
+        prop_assert!(leader.set_mirror(mirror.clone()));
+        for batch in &batches {
+            leader.apply(batch).map_err(fail)?;
+            leader.flush().map_err(fail)?;
+        }
+        let id = BundleId::of(&bundle);
+        leader.put_bundle(&id, &bundle).map_err(fail)?;
+        leader.flush().map_err(fail)?;
+
+        let next = Store::temporary("next").map_err(fail)?;
+        next.replace_image(&mirror.shipped()).map_err(fail)?;
+        prop_assert_eq!(next.load().map_err(fail)?, leader.load().map_err(fail)?);
+        prop_assert_eq!(next.bundle(&id).map_err(fail)?, Some(bundle));
+        prop_assert_eq!(next.image().map_err(fail)?, leader.image().map_err(fail)?);
+    }
+}
+
+/// A replica's own keys (its configuration, candidates, where its objects
+/// live) never reach the mirror, and loading a mirror keeps them.
+#[test]
+fn a_replicas_own_keys_stay_its_own() -> anyhow::Result<()> {
+    let mesh = crate::pki::create_mesh("root", &["127.0.0.1".to_string()])?;
+    let config = |listen: &str| crate::config::NodeConfig {
+        advertise: vec![listen.to_string()],
+        listen: Some(listen.to_string()),
+        api_listen: Some("127.0.0.1:6443".into()),
+        parent: None,
+        labels: Default::default(),
+        capacity: Default::default(),
+    };
+    let leader = Store::temporary("leader")?;
+    let mirror = std::sync::Arc::new(MemoryMirror::default());
+    assert!(leader.set_mirror(mirror.clone()));
+    assert!(
+        !leader.set_mirror(mirror.clone()),
+        "a second mirror was set"
+    );
+    leader.initialize(&mesh.identity, &config("127.0.0.1:7001"), 7)?;
+    let shipped = mirror.shipped();
+    assert!(shipped.iter().any(|op| op.key == IDENTITY), "{shipped:?}");
+    assert!(
+        !shipped.iter().any(|op| op.key == CONFIG),
+        "the configuration was mirrored"
+    );
+
+    let standby = Store::temporary("standby")?;
+    standby.set_config(&config("127.0.0.1:7002"))?;
+    standby.replace_image(&shipped)?;
+    assert_eq!(
+        standby.identity()?.map(|identity| identity.name),
+        Some("root".into())
+    );
+    assert_eq!(
+        standby.config()?.and_then(|config| config.listen),
+        Some("127.0.0.1:7002".into())
+    );
+    // A mirror that names a replica's own key is refused, not applied.
+    let foreign = journal::Op {
+        tree: "node".into(),
+        key: CONFIG.to_vec(),
+        value: Some(vec![1]),
+    };
+    assert!(standby.replace_image(&[foreign]).is_err());
+    Ok(())
+}
+
+/// A flush waits out a mirror that is unavailable (no etcd quorum) and
+/// ships once; a refusal (another replica leads) is an error that keeps
+/// the writes, in order, for the next flush.
+#[test]
+fn a_flush_waits_for_an_unavailable_mirror_and_keeps_refused_writes() -> anyhow::Result<()> {
+    let store = Store::temporary("leader")?;
+    let mirror = std::sync::Arc::new(MemoryMirror::default());
+    store.set_mirror(mirror.clone());
+    mirror.put_off.store(2, std::sync::atomic::Ordering::SeqCst);
+    store.apply(&[Mutation::SetEpoch(1)])?;
+    store.flush()?;
+    assert_eq!(mirror.groups.lock().expect("not poisoned").len(), 1);
+
+    mirror.refuse.store(1, std::sync::atomic::Ordering::SeqCst);
+    store.apply(&[Mutation::SetEpoch(2)])?;
+    let error = store.flush().expect_err("refused");
+    assert!(error.to_string().contains("not the leader"), "{error}");
+    store.apply(&[Mutation::SetEpoch(3)])?;
+    store.flush()?;
+    let groups = mirror.groups.lock().expect("not poisoned").clone();
+    assert_eq!(groups.len(), 2);
+    let epochs: Vec<u64> = groups[1]
+        .iter()
+        .filter(|op| op.key == EPOCH)
+        .filter_map(|op| op.value.as_deref())
+        .map(codec::decode::<u64>)
+        .collect::<Result<_, _>>()?;
+    assert_eq!(epochs, vec![2, 3], "the refused write first, then the next");
+    Ok(())
+}

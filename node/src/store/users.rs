@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use super::{encode, Store, StoreError};
 
 /// The sled tree of users, keyed by name.
-const TREE: &str = "users";
+pub(super) const TREE: &str = "users";
 
 /// A user of the root's API.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -36,7 +36,7 @@ impl Store {
     /// Records a certificate issued to `record.name`, replacing what was
     /// recorded for that user; a revoked user stays revoked.
     pub fn record_user(&self, record: &UserRecord) -> Result<(), StoreError> {
-        let tree = self.open_tree(TREE)?;
+        let tree = self.journaled(TREE)?;
         let revoked_unix = match tree.get(record.name.as_bytes()).map_err(|e| self.sled(e))? {
             Some(value) => {
                 let old: UserRecord = self.decode(record.name.as_bytes(), &value)?;
@@ -55,7 +55,7 @@ impl Store {
 
     /// Every user recorded, by name.
     pub fn users(&self) -> Result<Vec<UserRecord>, StoreError> {
-        let tree = self.open_tree(TREE)?;
+        let tree = self.journaled(TREE)?;
         let mut records = Vec::new();
         for item in tree.iter() {
             let (key, value) = item.map_err(|e| self.sled(e))?;
@@ -67,7 +67,7 @@ impl Store {
     /// Revokes user `name` at `now_unix` (recording it if it was not) and
     /// returns its record; a user revoked before keeps its first time.
     pub fn revoke_user(&self, name: &str, now_unix: u64) -> Result<UserRecord, StoreError> {
-        let tree = self.open_tree(TREE)?;
+        let tree = self.journaled(TREE)?;
         let mut record = match tree.get(name.as_bytes()).map_err(|e| self.sled(e))? {
             Some(value) => self.decode::<UserRecord>(name.as_bytes(), &value)?,
             None => UserRecord {

@@ -75,6 +75,14 @@ enum Command {
         /// More names or IPs the API certificate must cover (repeatable).
         #[arg(long, value_name = "HOST")]
         api_host: Vec<String>,
+        /// Add a replica to a root on etcd (with --store etcd and the same
+        /// --etcd-* options) instead of creating a mesh; needs --secrets-key.
+        #[arg(long, requires = "secrets_key")]
+        join_root: bool,
+        /// With --join-root: a copy of the first replica's DIR/secrets.key
+        /// (mode 0600), which opens the root's keys in etcd.
+        #[arg(long, value_name = "FILE", requires = "join_root")]
+        secrets_key: Option<PathBuf>,
         #[command(flatten)]
         store: StoreArgs,
     },
@@ -366,11 +374,31 @@ async fn execute(command: Command) -> anyhow::Result<()> {
     match command {
         Command::Init {
             data_dir,
+            name: _,
+            listen,
+            api_listen,
+            advertise,
+            api_host: _,
+            join_root: true,
+            secrets_key: Some(secrets_key),
+            store,
+        } => join_root(
+            &data_dir,
+            listen,
+            api_listen,
+            advertise,
+            &secrets_key,
+            store,
+        ),
+        Command::Init {
+            data_dir,
             name,
             listen,
             api_listen,
             advertise,
             api_host,
+            join_root: _,
+            secrets_key: _,
             store,
         } => init(
             &data_dir,
@@ -400,8 +428,10 @@ async fn execute(command: Command) -> anyhow::Result<()> {
             limits,
         } => {
             let limits = limits.limits();
+            let watches = relaymesh_root::api::watch_limits(&limits);
             let root = relaymesh_root::serve::RootApi {
-                watches: relaymesh_root::api::watch_limits(&limits),
+                standby: None,
+                watches,
             };
             let options = daemon::RunOptions {
                 node_cert_validity,
@@ -418,7 +448,7 @@ async fn execute(command: Command) -> anyhow::Result<()> {
                 relaymesh_root::objects_store::set_etcd_endpoints(&store, etcd_endpoints)
                     .context("--etcd-endpoints")?;
             }
-            run(&data_dir, parent_address, options).await
+            run(&data_dir, parent_address, options, watches).await
         }
         Command::Inspect { data_dir } => inspect(&data_dir),
         Command::MigrateStore { data_dir, to, etcd } => {
@@ -517,6 +547,53 @@ fn init(
     Ok(())
 }
 
+/// `relay init --join-root`: a new replica of a root on etcd.
+fn join_root(
+    data_dir: &Path,
+    listen: String,
+    api_listen: String,
+    advertise: Vec<String>,
+    secrets_key: &Path,
+    store_args: StoreArgs,
+) -> anyhow::Result<()> {
+    let ObjectsStore::Etcd(etcd) = store_args.objects_store()? else {
+        bail!("--join-root needs --store etcd and the root's --etcd-* options");
+    };
+    let store = open_new_store(data_dir)?;
+    let config = NodeConfig {
+        advertise: if advertise.is_empty() {
+            vec![listen.clone()]
+        } else {
+            advertise
+        },
+        listen: Some(listen),
+        api_listen: Some(api_listen.clone()),
+        parent: None,
+        labels: Default::default(),
+        capacity: Default::default(),
+    };
+    relaymesh_root::replicas::join(
+        &store,
+        relaymesh_root::replicas::Joining {
+            etcd,
+            secrets_key,
+            config,
+        },
+    )
+    .context("--join-root")?;
+    let name = store
+        .identity()?
+        .map(|identity| identity.name)
+        .unwrap_or_default();
+    println!(
+        "joined root {name:?} as a replica in {}; its API will listen on {api_listen}",
+        data_dir.display()
+    );
+    println!("admin kubeconfig: the first replica's, with its server set to this replica");
+    println!("next: relay run --data-dir {}", data_dir.display());
+    Ok(())
+}
+
 async fn join(
     data_dir: &Path,
     name: &str,
@@ -567,6 +644,7 @@ async fn run(
     data_dir: &Path,
     parent_addresses: Vec<String>,
     options: daemon::RunOptions,
+    watches: relaymesh_apiserver::WatchLimits,
 ) -> anyhow::Result<()> {
     let range = pki::MIN_NODE_CERT_VALIDITY..=pki::MAX_NODE_CERT_VALIDITY;
     if !range.contains(&options.node_cert_validity) {
@@ -594,6 +672,22 @@ async fn run(
     tracing::info!(limits = ?options.limits, "limits");
     if options.lost_after.is_some_and(|after| after.is_zero()) {
         bail!("--lost-after must be more than zero");
+    }
+    if matches!(store.objects_store()?, ObjectsStore::Etcd(_)) {
+        // A root on etcd is one of its replicas: standby until it leads.
+        let standby = relaymesh_root::serve::RootApi {
+            watches,
+            standby: Some(
+                "this replica of the root is a standby: the leader answers about the tree".into(),
+            ),
+        };
+        let replica = relaymesh_root::replicas::Replica {
+            options,
+            standby: daemon::Root(std::sync::Arc::new(standby)),
+        };
+        relaymesh_root::replicas::run(data_dir, store, daemon::cancel_on_signals(), replica)
+            .await?;
+        return Ok(());
     }
     daemon::run_with_store(data_dir, store, daemon::cancel_on_signals(), None, options).await?;
     Ok(())

@@ -24,6 +24,12 @@ pub trait Backend: Send + Sync + 'static {
     /// The tree as the root knows it.
     fn inventory(&self) -> Inventory;
 
+    /// Why this replica of a replicated root answers nothing about the
+    /// tree (it is a standby; the leader does), or `None` when it does.
+    fn standby(&self) -> Option<String> {
+        None
+    }
+
     /// Issues a single-use join token for `request`.
     fn create_token(&self, request: TokenRequest) -> Result<IssuedToken, ApiError>;
 

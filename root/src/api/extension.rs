@@ -75,6 +75,10 @@ impl<B: Backend> Extension for Relaymesh<B> {
         inventory::objects(view, &self.backend.inventory())
     }
 
+    fn views_unavailable(&self) -> Option<String> {
+        self.backend.standby()
+    }
+
     fn objects_version(&self, resource: &Resource) -> Option<u64> {
         let views = [RELAYMESH_GROUP, MULTICLUSTER_GROUP];
         views
@@ -124,6 +128,9 @@ impl<B: Backend> Extension for Relaymesh<B> {
     }
 
     async fn call(&self, call: Call) -> Result<Response<ApiBody>, ApiError> {
+        if let Some(reason) = self.backend.standby() {
+            return Err(ApiError::Unavailable(reason));
+        }
         handlers::call(&*self.backend, &self.authorities, &self.specs, call).await
     }
 

@@ -59,6 +59,8 @@ pub(super) struct RootBackend {
     revoked_users: std::sync::RwLock<std::collections::BTreeMap<String, u64>>,
     /// The API's serving certificate.
     api_cert: Arc<ApiCert>,
+    /// Why this replica answers nothing about the tree, if it is a standby.
+    standby: Option<String>,
 }
 
 impl RootBackend {
@@ -68,6 +70,7 @@ impl RootBackend {
         watches: relaymesh_apiserver::WatchLimits,
         revoked_users: std::collections::BTreeMap<String, u64>,
         api_cert: Arc<ApiCert>,
+        standby: Option<String>,
     ) -> Self {
         Self {
             node,
@@ -75,6 +78,7 @@ impl RootBackend {
             watches,
             revoked_users: std::sync::RwLock::new(revoked_users),
             api_cert,
+            standby,
         }
     }
 
@@ -191,6 +195,10 @@ fn subtree(nodes: &[NodeRecord], name: &str) -> Vec<String> {
 }
 
 impl Backend for RootBackend {
+    fn standby(&self) -> Option<String> {
+        self.standby.clone()
+    }
+
     fn inventory(&self) -> api::Inventory {
         self.node.inventory()
     }

@@ -89,6 +89,29 @@ impl SecretsKey {
         Self::from_bytes(&bytes, path)
     }
 
+    /// Copies the key file `from` (which must be private) to `to` (0600;
+    /// it must not exist): a new replica's copy of the root's key.
+    pub fn copy(from: &Path, to: &Path) -> Result<Self, SecretsError> {
+        let key = Self::load(from)?;
+        let io = |source| SecretsError::Io {
+            path: to.to_path_buf(),
+            source,
+        };
+        let text = std::fs::read(from).map_err(|source| SecretsError::Io {
+            path: from.to_path_buf(),
+            source,
+        })?;
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(to)
+            .map_err(io)?;
+        file.write_all(&text).map_err(io)?;
+        file.sync_all().map_err(io)?;
+        Ok(key)
+    }
+
     /// Reads the key at `path`, refusing a file others may read.
     pub fn load(path: &Path) -> Result<Self, SecretsError> {
         let io = |source| SecretsError::Io {
