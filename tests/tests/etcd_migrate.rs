@@ -1,14 +1,17 @@
 //! Moving a root's objects, with the fleet running below it:
 //!
 //! * `relay migrate-store --to etcd` moves a stopped sled root onto etcd;
-//! * a root on etcd is restored from `etcdctl snapshot save` into a new
-//!   etcd cluster (`etcdctl snapshot restore`), and `relay run
-//!   --etcd-endpoints` points it there.
+//! * a root on etcd whose disk is lost too is restored from `etcdctl
+//!   snapshot save` into a new etcd cluster (`etcdctl snapshot restore`)
+//!   and a new replica (`relay init --join-root` with the kept secrets
+//!   key) at the old address.
 //!
 //! Either way the root serves what it had, no cluster is asked to change
 //! anything (its audit log gains no line about the placed workload), and a
 //! change made afterwards reaches the cluster.
 
+use std::io::Write as _;
+use std::os::unix::fs::OpenOptionsExt as _;
 use std::process::Command;
 use std::time::Duration;
 
@@ -16,7 +19,8 @@ use anyhow::{bail, Context as _};
 use relaymesh_testbed::cluster::{SimulatedCluster, SimulatorOptions};
 use relaymesh_testbed::etcd::EtcdCluster;
 use relaymesh_tests::{
-    app_workload, audited, binary, connected_under, kubectl_get, wait_for, Mesh, RelayProcess,
+    app_workload, audited, binary, connected_under, free_udp_port, kubectl_get, run_ok, wait_for,
+    Mesh, RelayProcess,
 };
 
 const SETTLE: Duration = Duration::from_secs(90);
@@ -45,7 +49,7 @@ fn placed(
 /// edge-1, and by then the cluster was asked nothing about `shop` since
 /// `before` audit lines.
 fn nothing_reapplied(mesh: &Mesh, cluster: &SimulatedCluster, before: usize) -> anyhow::Result<()> {
-    mesh.wait_for_api()?;
+    mesh.wait_for_api().with_context(|| mesh.logs())?;
     let web = kubectl_get(&mesh.kubeconfig(), &["deployment", "web", "-n", "shop"])?
         .context("the root lost deployment shop/web")?;
     assert_eq!(
@@ -137,7 +141,8 @@ fn a_root_on_etcd_comes_back_from_a_snapshot_in_a_new_cluster() -> anyhow::Resul
     let runtime = tokio::runtime::Runtime::new()?;
     let etcd_dir = tempfile::tempdir()?;
     let old = EtcdCluster::start(&etcd_dir.path().join("old"), 1)?;
-    let (mesh, mut root) = Mesh::init_full(
+    let listen = format!("127.0.0.1:{}", free_udp_port()?);
+    let (mesh, mut root) = Mesh::init_full_listening(
         &[
             "--store",
             "etcd",
@@ -145,6 +150,7 @@ fn a_root_on_etcd_comes_back_from_a_snapshot_in_a_new_cluster() -> anyhow::Resul
             &old.endpoints().join(","),
         ],
         &[],
+        &listen,
     )?;
     let (cluster, _agent) = placed(&mesh, &runtime)?;
     let before = audited(cluster.audit_log())?.len();
@@ -153,7 +159,32 @@ fn a_root_on_etcd_comes_back_from_a_snapshot_in_a_new_cluster() -> anyhow::Resul
     old.snapshot(&snapshot)?;
     root.stop()?;
     drop(old);
+    // The root's disk is lost too: what the operator kept is the snapshot,
+    // the secrets key and the admin kubeconfig.
+    let kept = tempfile::tempdir()?;
+    let key = kept.path().join("secrets.key");
+    std::fs::copy(mesh.data_dir("root").join("secrets.key"), &key)?;
+    let kubeconfig = std::fs::read(mesh.kubeconfig())?;
+    std::fs::remove_dir_all(mesh.data_dir("root"))?;
+
     let new = EtcdCluster::restore(&etcd_dir.path().join("new"), &snapshot, 3)?;
-    let _root = mesh.start_with("root", &["--etcd-endpoints", &new.endpoints().join(",")])?;
+    run_ok(
+        Command::new(binary("relay")?)
+            .args(["init", "--join-root", "--secrets-key"])
+            .arg(&key)
+            .arg("--data-dir")
+            .arg(mesh.data_dir("root"))
+            .args(["--listen", &listen])
+            .args(["--api-listen", &format!("127.0.0.1:{}", mesh.api_port)])
+            .args(["--store", "etcd", "--etcd-endpoints"])
+            .arg(new.endpoints().join(",")),
+    )?;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(mesh.kubeconfig())?
+        .write_all(&kubeconfig)?;
+    let _root = mesh.start("root")?;
     nothing_reapplied(&mesh, &cluster, before)
 }
