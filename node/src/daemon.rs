@@ -178,7 +178,7 @@ async fn run_store(
     let mut tasks = tokio::task::JoinSet::new();
     let mut server = None;
     if let Some(listen) = config.listen.as_ref().filter(|_| !options.standby) {
-        let endpoint = listener::open(listen, &shared.identity.get())?;
+        let endpoint = listener::open(listen, &shared.identity.get(), options.link_idle_timeout)?;
         server = Some(endpoint.clone());
         tracing::info!(address = %listen, "accepting children");
         tasks.spawn(
@@ -220,7 +220,8 @@ async fn run_store(
         candidates.clone(),
         core.renewal(),
         now(),
-    );
+    )
+    .with_link_idle_timeout(options.link_idle_timeout);
     let mut daemon = Daemon {
         core,
         store,

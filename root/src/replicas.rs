@@ -29,6 +29,11 @@ use crate::state::{SecretsError, SecretsKey, SECRETS_KEY_FILE};
 use election::{Election, Role};
 use mirror::EtcdMirror;
 
+/// How long a link to a replica's child may stay silent: shorter than a
+/// relay's (`pki::IDLE_TIMEOUT`), so that children find a killed leader
+/// gone, and dial the next, within a few seconds.
+pub const LINK_IDLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(4);
+
 /// Where replicas record the addresses children may dial them at.
 const REPLICAS_PREFIX: &str = "r/replicas/";
 
@@ -116,10 +121,12 @@ pub async fn run(
         })
     };
     tracing::info!(replica = %me, "standing by");
+    let mut options = replica.options;
+    options.link_idle_timeout = options.link_idle_timeout.min(LINK_IDLE_TIMEOUT);
     let standby = RunOptions {
         standby: true,
         root: Some(replica.standby),
-        ..replica.options.clone()
+        ..options.clone()
     };
     daemon::run_with_store(data_dir, store.clone(), standby_stop, None, standby).await?;
     elected.abort();
@@ -138,7 +145,7 @@ pub async fn run(
             lost
         })
     };
-    let result = daemon::run_with_store(data_dir, store, leader_stop, None, replica.options).await;
+    let result = daemon::run_with_store(data_dir, store, leader_stop, None, options).await;
     drop(election);
     if !lost.is_finished() {
         lost.abort();

@@ -10,6 +10,7 @@
 pub mod decode;
 pub mod docs;
 pub mod fanin;
+pub mod failover;
 pub mod fanout;
 pub mod fleet;
 pub mod latency;

@@ -147,6 +147,7 @@ pub async fn run(options: &ChaosOptions) -> anyhow::Result<ChaosSummary> {
         simulator: SimulatorOptions::default(),
         proxied_uplinks: true,
         etcd_members: 0,
+        root_replicas: 1,
     };
     let mut fleet = Fleet::start(&up).await?;
     let result = Chaos::new(&fleet, options).drive(&mut fleet).await;

@@ -24,22 +24,20 @@ use crate::etcd::EtcdCluster;
 use crate::faults::{FaultHandle, Proxy};
 
 pub mod counting;
+mod fleet_dir;
 pub mod hollow;
+mod next_steps;
 pub mod plan;
 pub mod processes;
+pub mod replicas;
 
 use hollow::HollowAgents;
 use plan::{Plan, ROOT};
+pub use fleet_dir::prepare_dir;
 use processes::{run_logged, Daemons};
-
-/// The file that marks a directory as a testbed's, so `up` may clear it.
-const MARKER: &str = ".testbed";
 
 /// How long one stage (a level of relays, the agents) may take to connect.
 const STAGE_TIMEOUT: Duration = Duration::from_secs(120);
-
-/// How many clusters `print_next_steps` lists by name.
-const LISTED_CLUSTERS: usize = 20;
 
 /// How often the tree is polled while waiting.
 const POLL: Duration = Duration::from_millis(300);
@@ -72,6 +70,9 @@ pub struct UpOptions {
     /// Put the root's API on a local etcd cluster of this many members
     /// (`relay init --store etcd`); 0: the root's own sled store.
     pub etcd_members: usize,
+    /// Replicas of the root, itself included (with `etcd_members`): the
+    /// root's children know them all, and one leads ([`replicas`]).
+    pub root_replicas: usize,
 }
 
 impl UpOptions {
@@ -97,6 +98,7 @@ impl UpOptions {
             simulator: SimulatorOptions::default(),
             proxied_uplinks: false,
             etcd_members: 0,
+            root_replicas: 1,
         })
     }
 }
@@ -121,6 +123,8 @@ pub struct Fleet {
     /// The root's etcd cluster, with [`UpOptions::etcd_members`]; stopped
     /// after the daemons.
     etcd: Option<EtcdCluster>,
+    /// The root's replicas, the root first.
+    replicas: Vec<replicas::RootReplica>,
 }
 
 impl Fleet {
@@ -139,6 +143,7 @@ impl Fleet {
             hollow: None,
             uplinks: BTreeMap::new(),
             etcd: None,
+            replicas: Vec::new(),
         };
         match fleet.bring_up(options).await {
             Ok(()) => Ok(fleet),
@@ -235,58 +240,6 @@ impl Fleet {
         .await
     }
 
-    /// Tells the user what runs and what to try.
-    pub fn print_next_steps(&self) {
-        let dir = self.dir.display();
-        let bin = self.bin_dir.display();
-        let hollow = if self.hollow.is_some() { "hollow " } else { "" };
-        println!(
-            "\nA fleet of {} relays and {} {hollow}edge agents with simulated clusters is running.",
-            self.plan.relays.len() + 1,
-            self.plan.agents.len()
-        );
-        println!("Clusters:");
-        for agent in self.plan.agents.iter().take(LISTED_CLUSTERS) {
-            println!(
-                "  {:<14} under {:<10} {}",
-                agent.name,
-                agent.parent,
-                agent.labels_flag()
-            );
-        }
-        if self.plan.agents.len() > LISTED_CLUSTERS {
-            println!("  … and {} more", self.plan.agents.len() - LISTED_CLUSTERS);
-        }
-        if let Some(etcd) = &self.etcd {
-            println!(
-                "The root's API keeps its objects on etcd: {} (data in {dir}/etcd).",
-                etcd.endpoints().join(",")
-            );
-        }
-        if self.hollow.is_some() {
-            println!(
-                "\nTry:\n  kubectl --kubeconfig {dir}/root.kubeconfig apply -f examples/storefront/\n  \
-                 {bin}/relayctl --kubeconfig {dir}/root.kubeconfig tree\n  \
-                 {bin}/relayctl --kubeconfig {dir}/root.kubeconfig get placements -A\n\
-                 Hollow clusters live in this process and have no kubeconfig. \
-                 Logs are in {dir}/logs/. Press Ctrl-C to stop everything."
-            );
-            return;
-        }
-        let example = self
-            .plan
-            .agents
-            .first()
-            .map_or("NAME", |agent| agent.name.as_str());
-        println!(
-            "\nTry:\n  kubectl --kubeconfig {dir}/root.kubeconfig apply -f examples/storefront/\n  \
-             {bin}/relayctl --kubeconfig {dir}/root.kubeconfig tree\n  \
-             {bin}/relayctl --kubeconfig {dir}/root.kubeconfig get placements -A\n  \
-             kubectl --kubeconfig {dir}/clusters/{example}.kubeconfig get deploy -n shop\n\
-             Logs are in {dir}/logs/. Press Ctrl-C to stop everything."
-        );
-    }
-
     /// Runs until Ctrl-C or SIGTERM, reporting daemons that exit meanwhile.
     pub async fn run_until_signal(&mut self) {
         let signal = shutdown_signal();
@@ -346,9 +299,18 @@ impl Fleet {
                 );
             }
         }
+        if options.root_replicas > 1 && options.etcd_members == 0 {
+            bail!("root replicas need the root on etcd (--etcd-members)");
+        }
         let mut ports = Ports::new(options.base_port);
-        let api = ports.tcp()?;
-        let listen = ports.udp()?;
+        for index in 0..options.root_replicas.max(1) {
+            self.replicas.push(replicas::RootReplica {
+                name: replicas::replica_name(index),
+                api_port: ports.tcp()?,
+                listen_port: ports.udp()?,
+            });
+        }
+        let (api, listen) = (self.replicas[0].api_port, self.replicas[0].listen_port);
         // Each relay's QUIC address, for the proxies of its children.
         let mut addresses =
             BTreeMap::from([(ROOT.to_string(), SocketAddr::from(([127, 0, 0, 1], listen)))]);
@@ -377,6 +339,9 @@ impl Fleet {
                 .arg(format!("127.0.0.1:{listen}"))
                 .arg("--api-listen")
                 .arg(format!("127.0.0.1:{api}"))
+                .args(self.replicas.iter().flat_map(|replica| {
+                    ["--advertise".to_string(), format!("127.0.0.1:{}", replica.listen_port)]
+                }))
                 .args(&store_args),
             &self.log(ROOT),
         )
@@ -393,6 +358,9 @@ impl Fleet {
             &self.log(ROOT),
         )?;
         self.wait_connected("the root's API", &[]).await?;
+        if self.replicas.len() > 1 {
+            self.start_replicas(&store_args).await?;
+        }
 
         for level in 1..=self.plan.depth() {
             let relays: Vec<_> = self
@@ -645,37 +613,6 @@ pub fn connected_nodes(tree: &Value) -> BTreeMap<&str, Option<&str>> {
         }
     }
     found
-}
-
-/// Makes `dir` a fresh fleet directory: creates it, or clears it if a
-/// testbed made it; refuses any other non-empty directory. Creates its
-/// `logs`, `clusters` and `nodes` subdirectories.
-pub fn prepare_dir(dir: &Path) -> anyhow::Result<()> {
-    if dir.exists() {
-        let empty = std::fs::read_dir(dir)
-            .with_context(|| format!("cannot read {}", dir.display()))?
-            .next()
-            .is_none();
-        if !empty {
-            if !dir.join(MARKER).exists() {
-                bail!(
-                    "{} is not empty and was not made by the testbed; choose another --dir",
-                    dir.display()
-                );
-            }
-            std::fs::remove_dir_all(dir)
-                .with_context(|| format!("cannot clear {}", dir.display()))?;
-        }
-    }
-    for sub in ["logs", "clusters", "nodes"] {
-        std::fs::create_dir_all(dir.join(sub))
-            .with_context(|| format!("cannot create {}", dir.join(sub).display()))?;
-    }
-    std::fs::write(
-        dir.join(MARKER),
-        "made by `testbed up`; it clears this directory when it starts\n",
-    )?;
-    Ok(())
 }
 
 /// Hands out ports: consecutive from a base, or free ones (see

@@ -9,7 +9,10 @@
 //! * a watch on one replica, itself restarted in between, resumed from the
 //!   last resourceVersion it saw, gets every acknowledged create;
 //! * a standby answers 503 for the tree (the leader answers it), and the
-//!   root's node state in etcd is sealed.
+//!   root's node state in etcd is sealed;
+//! * one etcd member killed changes nothing; two make every replica answer
+//!   503 while the clusters keep what they run; with the quorum back the
+//!   replicas recover by themselves.
 
 use std::collections::BTreeSet;
 use std::io::BufRead as _;
@@ -191,7 +194,7 @@ fn names(set: &BTreeSet<String>) -> Vec<&str> {
 fn three_root_replicas_lose_nothing_acknowledged_through_five_leader_kills() -> anyhow::Result<()> {
     let runtime = tokio::runtime::Runtime::new()?;
     let etcd_dir = tempfile::tempdir()?;
-    let etcd = EtcdCluster::start(etcd_dir.path(), 3)?;
+    let mut etcd = EtcdCluster::start(etcd_dir.path(), 3)?;
     let endpoints = etcd.endpoints().join(",");
     // Every replica's mesh address is advertised from the start, so the
     // children know them all.
@@ -425,5 +428,36 @@ fn three_root_replicas_lose_nothing_acknowledged_through_five_leader_kills() -> 
         )
     );
     assert!(watched.len() >= present.len());
+
+    // One etcd member down changes nothing: a change still reaches every
+    // cluster.
+    etcd.kill(2)?;
+    place(&replicas, "nginx:3.0")?;
+    // Two down: every replica answers 503 with a message, never stale
+    // data, and the clusters keep what they run.
+    etcd.kill(1)?;
+    for replica in &replicas {
+        let output = kubectl(
+            &replica.kubeconfig,
+            &["get", "configmaps", "-n", "writes", "--request-timeout", "30s"],
+            None,
+        )?;
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success(), "{} answered without quorum", replica.name);
+        assert!(
+            stderr.contains("storage unavailable") || stderr.contains("ServiceUnavailable"),
+            "{}: kubectl said: {stderr}",
+            replica.name
+        );
+    }
+    for cluster in &clusters {
+        assert_eq!(web_image(cluster.kubeconfig())?.as_deref(), Some("nginx:3.0"));
+    }
+    // The quorum back: the replicas recover by themselves, and the next
+    // change reaches every cluster.
+    etcd.restart(1)?;
+    etcd.restart(2)?;
+    etcd.wait_healthy()?;
+    place(&replicas, "nginx:3.1")?;
     Ok(())
 }

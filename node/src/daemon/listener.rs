@@ -38,7 +38,11 @@ mod session;
 use session::serve_connection;
 
 /// Opens the QUIC endpoint children dial.
-pub(super) fn open(listen: &str, identity: &Identity) -> Result<quinn::Endpoint, DaemonError> {
+pub(super) fn open(
+    listen: &str,
+    identity: &Identity,
+    idle: std::time::Duration,
+) -> Result<quinn::Endpoint, DaemonError> {
     let listen_error = |source| DaemonError::Listen {
         address: listen.to_string(),
         source,
@@ -46,7 +50,7 @@ pub(super) fn open(listen: &str, identity: &Identity) -> Result<quinn::Endpoint,
     let address: SocketAddr = listen.parse().map_err(|error: std::net::AddrParseError| {
         listen_error(std::io::Error::new(std::io::ErrorKind::InvalidInput, error))
     })?;
-    let config = pki::quic_server_config(identity)?;
+    let config = pki::quic_server_config_idle(identity, idle)?;
     let socket = std::net::UdpSocket::bind(address).map_err(listen_error)?;
     quinn::Endpoint::new(
         pki::quic_endpoint_config(identity),

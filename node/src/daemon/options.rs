@@ -40,6 +40,10 @@ pub struct RunOptions {
     /// A standby replica of a replicated root: it serves the root's API
     /// (its services say how) but accepts no child; the leader does.
     pub standby: bool,
+    /// How long a link to a child may stay silent before it ends (the
+    /// child's own limit holds if lower): how soon children notice this
+    /// node is gone.
+    pub link_idle_timeout: Duration,
 }
 
 /// The root's services, as [`RunOptions`] carries them.
@@ -72,6 +76,7 @@ impl Default for RunOptions {
             refusal_log_interval: DEFAULT_REFUSAL_LOG_INTERVAL,
             root: None,
             standby: false,
+            link_idle_timeout: pki::IDLE_TIMEOUT,
         }
     }
 }

@@ -59,6 +59,8 @@ pub(super) struct Renewal {
     /// signed its issuer (its parent's key rotated after the link was
     /// made): ask again at once, with its issuer.
     reissue: bool,
+    /// How long the links to children may stay silent.
+    idle: Duration,
 }
 
 /// What a parent answered to a renewal asked on the connection
@@ -128,7 +130,15 @@ impl Renewal {
             expired_on: None,
             rotating: None,
             reissue: false,
+            idle: pki::IDLE_TIMEOUT,
         }
+    }
+
+    /// Serves children with links that end after `idle` without a word
+    /// (see [`pki::quic_server_config_idle`]).
+    pub fn with_link_idle_timeout(mut self, idle: Duration) -> Self {
+        self.idle = idle;
+        self
     }
 
     /// The candidate parents the client configuration accepts, from the
@@ -470,7 +480,7 @@ impl Renewal {
         now: Now,
     ) -> Result<(), DaemonError> {
         if let Some(server) = &self.server {
-            server.set_server_config(Some(pki::quic_server_config(identity)?));
+            server.set_server_config(Some(pki::quic_server_config_idle(identity, self.idle)?));
             when.server_signed(now);
         }
         Ok(())

@@ -83,6 +83,16 @@ impl ring::hkdf::KeyType for CidKeyLen {
 /// the only trust anchor. One whose leaf alone has expired is let through
 /// for renewal (see `pki/grace.rs`).
 pub fn quic_server_config(identity: &Identity) -> Result<quinn::ServerConfig, PkiError> {
+    quic_server_config_idle(identity, IDLE_TIMEOUT)
+}
+
+/// [`quic_server_config`] with links that end after `idle` without a word
+/// (children keep their own limit; the lower one holds). A replicated
+/// root's is shorter, so its children find a dead leader sooner.
+pub fn quic_server_config_idle(
+    identity: &Identity,
+    idle: Duration,
+) -> Result<quinn::ServerConfig, PkiError> {
     let provider = ring_provider();
     let client_verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
         Arc::new(mesh_roots(&identity.anchors())?),
@@ -112,7 +122,7 @@ pub fn quic_server_config(identity: &Identity) -> Result<quinn::ServerConfig, Pk
     tls.alpn_protocols = vec![ALPN.to_vec()];
     let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(Arc::new(tls))?;
     let mut config = quinn::ServerConfig::with_crypto(Arc::new(crypto));
-    config.transport_config(transport());
+    config.transport_config(transport_idle(idle));
     Ok(config)
 }
 
@@ -678,11 +688,16 @@ fn client_config(mut tls: rustls::ClientConfig) -> Result<quinn::ClientConfig, P
 }
 
 fn transport() -> Arc<quinn::TransportConfig> {
+    transport_idle(IDLE_TIMEOUT)
+}
+
+fn transport_idle(idle: Duration) -> Arc<quinn::TransportConfig> {
     let mut transport = quinn::TransportConfig::default();
-    transport.keep_alive_interval(Some(KEEP_ALIVE));
-    transport.max_idle_timeout(Some(quinn::IdleTimeout::from(quinn::VarInt::from_u32(
-        IDLE_TIMEOUT_MS,
-    ))));
+    // A keep-alive at least twice per idle period, so one lost does not
+    // end a live link.
+    transport.keep_alive_interval(Some(KEEP_ALIVE.min(idle / 2)));
+    let millis = u32::try_from(idle.as_millis()).unwrap_or(IDLE_TIMEOUT_MS);
+    transport.max_idle_timeout(Some(quinn::IdleTimeout::from(quinn::VarInt::from_u32(millis))));
     Arc::new(transport)
 }
 

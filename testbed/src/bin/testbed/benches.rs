@@ -162,6 +162,30 @@ pub(crate) fn run(chosen: Bench) -> anyhow::Result<()> {
             }
             Ok(())
         }
+        Bench::Failover {
+            kills,
+            agents,
+            relays_per_level,
+            timeout,
+            dir,
+            out_dir,
+        } => {
+            anyhow::ensure!(kills > 0, "--kills must be more than 0");
+            let options = bench::failover::FailoverOptions {
+                kills,
+                agents,
+                relays_per_level,
+                dir,
+                bin_dir: bin_dir()?,
+                timeout,
+            };
+            fleet_bench(
+                &options.dir,
+                &out_dir,
+                bench::failover::run_fleet(&options),
+                |run| bench::failover::report(&options, run),
+            )
+        }
         Bench::Latency {
             agents,
             relays_per_level,

@@ -130,6 +130,11 @@ pub(crate) struct UpArgs {
     /// etcd-server, data in DIR/etcd) instead of the root's sled store.
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub(crate) etcd_members: usize,
+    /// Run N replicas of the root (with --etcd-members): `root` and
+    /// `root-2`…, each with its own API port and its kubeconfig in
+    /// DIR/replicas/; one leads, the others stand by.
+    #[arg(long, value_name = "N", default_value_t = 1, requires = "etcd_members")]
+    pub(crate) root_replicas: usize,
 }
 
 #[derive(Debug, Subcommand)]
@@ -306,6 +311,31 @@ pub(crate) enum Bench {
         /// instead of reports (what each size's own process does).
         #[arg(long, hide = true)]
         run_json: Option<PathBuf>,
+    },
+    /// Root failover: 3 root replicas on a 3-member etcd cluster and N
+    /// hollow agents; the leading replica is killed (SIGKILL) again and
+    /// again while a placed Deployment changes through the others. Times
+    /// from each kill: the change accepted, a new leader, the change on
+    /// every cluster. Writes OUT_DIR/failover.json.
+    Failover {
+        /// How many times the leader is killed.
+        #[arg(long, default_value_t = 5)]
+        kills: usize,
+        /// Hollow agents.
+        #[arg(long, default_value_t = 100)]
+        agents: usize,
+        /// Relays under each relay of the level above, comma-separated.
+        #[arg(long, value_delimiter = ',', default_value = "2")]
+        relays_per_level: Vec<usize>,
+        /// How long each wait may take.
+        #[arg(long, default_value = "120s", value_parser = humantime::parse_duration)]
+        timeout: Duration,
+        /// Where the fleet lives while it runs.
+        #[arg(long, default_value = "target/bench/fleets")]
+        dir: PathBuf,
+        /// Where the report goes.
+        #[arg(long, default_value = "target/bench")]
+        out_dir: PathBuf,
     },
     /// Status latency: N hollow agents below three levels run a Deployment
     /// the root placed on all of them; one cluster at a time it becomes

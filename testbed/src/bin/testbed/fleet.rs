@@ -34,6 +34,7 @@ pub(crate) fn run_fleet(args: UpArgs, demo: Option<(PathBuf, Duration)>) -> anyh
         },
         proxied_uplinks: false,
         etcd_members: args.etcd_members,
+        root_replicas: args.root_replicas,
     };
     let runtime = tokio::runtime::Runtime::new()?;
     runtime.block_on(async {
