@@ -86,3 +86,44 @@ pub(crate) fn forbidden(user: &User, attributes: &Attributes) -> String {
         }
     }
 }
+
+/// Why a request was not authorized.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Denied {
+    /// The policy does not allow it: a `403` with the reason, worded as
+    /// kube-apiserver words it.
+    Forbidden(String),
+    /// The policy could not be read (its store out of reach): a `503`,
+    /// since nothing was decided.
+    Unavailable(String),
+}
+
+impl Denied {
+    /// The reason, as the answer says it.
+    pub fn reason(&self) -> &str {
+        match self {
+            Self::Forbidden(reason) | Self::Unavailable(reason) => reason,
+        }
+    }
+}
+
+impl From<String> for Denied {
+    fn from(reason: String) -> Self {
+        Self::Forbidden(reason)
+    }
+}
+
+impl From<&str> for Denied {
+    fn from(reason: &str) -> Self {
+        Self::Forbidden(reason.to_string())
+    }
+}
+
+impl From<Denied> for crate::ApiError {
+    fn from(denied: Denied) -> Self {
+        match denied {
+            Denied::Forbidden(reason) => Self::Forbidden(reason),
+            Denied::Unavailable(reason) => Self::Unavailable(reason),
+        }
+    }
+}

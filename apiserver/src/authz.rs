@@ -4,6 +4,7 @@
 //! `kubectl auth whoami`). Who may do what is the extension's policy
 //! ([`crate::Extension::authorize`]).
 
+use crate::Denied;
 use serde_json::{json, Value};
 
 use super::attributes::Attributes;
@@ -45,7 +46,7 @@ pub(super) fn decide<E: Extension>(
     extension: &E,
     user: &User,
     attributes: &Attributes,
-) -> Result<(), String> {
+) -> Result<(), Denied> {
     match attributes {
         Attributes::Discovery | Attributes::SelfReview => Ok(()),
         Attributes::NonResource { verb, path } if verb == "get" && is_discovery_path(path) => {
@@ -114,7 +115,7 @@ pub(super) fn access_review<E: Extension>(
     let decision = decide(extension, user, &attributes);
     let status = match &decision {
         Ok(()) => json!({"allowed": true, "reason": "allowed by the server's policy"}),
-        Err(reason) => json!({"allowed": false, "reason": reason}),
+        Err(denied) => json!({"allowed": false, "reason": denied.reason()}),
     };
     review.insert("apiVersion".into(), json!("authorization.k8s.io/v1"));
     review.insert("kind".into(), json!("SelfSubjectAccessReview"));
@@ -143,14 +144,14 @@ mod tests {
     struct Policy;
 
     impl Extension for Policy {
-        fn authorize(&self, user: &User, attributes: &Attributes) -> Result<(), String> {
+        fn authorize(&self, user: &User, attributes: &Attributes) -> Result<(), Denied> {
             let Attributes::Resource { verb, .. } = attributes else {
                 return Err("not a resource request".into());
             };
             if verb == "get" || user.groups.iter().any(|group| group == "operators") {
                 Ok(())
             } else {
-                Err(format!("{} may not {verb}", user.name))
+                Err(format!("{} may not {verb}", user.name).into())
             }
         }
     }

@@ -3,6 +3,7 @@
 //! tree's Clusters and Relays, join tokens and revocations this way; the
 //! testbed's simulated clusters use [`Plain`], which adds nothing.
 
+use crate::Denied;
 use std::future::Future;
 
 use hyper::{Method, Response};
@@ -95,11 +96,12 @@ pub trait Extension: Send + Sync + 'static {
     }
 
     /// Whether `user` may do what `attributes` says; `Err` carries the
-    /// reason for the `403`, worded as kube-apiserver words it. The default
+    /// reason for the `403` (or the `503` when the policy cannot be read),
+    /// worded as kube-apiserver words it. The default
     /// lets every authenticated user do everything (kube-apiserver's
     /// `AlwaysAllow` mode), which only suits a server whose client CA signs
     /// nothing but its operators' certificates.
-    fn authorize(&self, user: &User, attributes: &Attributes) -> Result<(), String> {
+    fn authorize(&self, user: &User, attributes: &Attributes) -> Result<(), Denied> {
         let _ = (user, attributes);
         Ok(())
     }

@@ -94,7 +94,7 @@ mod validation;
 mod watch;
 mod watch_gate;
 
-pub use attributes::Attributes;
+pub use attributes::{Attributes, Denied};
 pub use audit::AuditLog;
 pub use extension::{Call, Extension, ExtensionRoute, Plain};
 pub use field_validation::{check_schema, SchemaFindings};

@@ -23,6 +23,8 @@
 //! waiting before each decision) drop the copy when one of them changes, so
 //! a decision always sees every write that finished before it.
 
+use crate::objects::BackendError;
+use crate::Denied;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -394,13 +396,17 @@ impl Rbac {
 
     /// Whether `user` may do what `attributes` say; `Err` carries the
     /// reason for the 403, as kube-apiserver words it.
-    pub fn authorize(&self, user: &User, attributes: &Attributes) -> Result<(), String> {
-        let policy = self
-            .policy()
-            .map_err(|error| format!("{}: RBAC: {error}", forbidden(user, attributes)))?;
+    pub fn authorize(&self, user: &User, attributes: &Attributes) -> Result<(), Denied> {
+        let policy = self.policy().map_err(|error| match &error {
+            // Nothing was decided: the client may try again.
+            RbacError::Store(ObjectError::Storage(BackendError::Unavailable(reason))) => {
+                Denied::Unavailable(format!("storage unavailable: {reason}"))
+            }
+            _ => Denied::Forbidden(format!("{}: RBAC: {error}", forbidden(user, attributes))),
+        })?;
         match policy.allowed_by(user, attributes) {
             Some(_) => Ok(()),
-            None => Err(forbidden(user, attributes)),
+            None => Err(Denied::Forbidden(forbidden(user, attributes))),
         }
     }
 }

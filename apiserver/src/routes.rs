@@ -223,7 +223,7 @@ async fn dispatch<E: Extension>(
     let route = route.ok_or_else(not_found)?;
     if let Some(user) = user {
         let attributes = route.attributes(request.method(), request.uri().query());
-        authz::decide(&*context.extension, user, &attributes).map_err(ApiError::Forbidden)?;
+        authz::decide(&*context.extension, user, &attributes)?;
     }
     if !route.methods().contains(request.method()) {
         let mut reply = error_reply(&ApiError::MethodNotAllowed(format!(

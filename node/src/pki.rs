@@ -56,7 +56,8 @@ pub use mesh::create_mesh;
 pub use quic_tls::{
     chain_issuer_path, chain_signer_key, connection_chain, connection_leaf, connection_peer,
     public_key_sha256, quic_client_config, quic_client_config_among, quic_endpoint_config,
-    quic_join_client_config, quic_server_config, quic_server_config_idle, IDLE_TIMEOUT, SERVER_CERT_VALIDITY,
+    quic_join_client_config, quic_server_config, quic_server_config_idle, IDLE_TIMEOUT,
+    SERVER_CERT_VALIDITY,
 };
 pub use renewal::{
     expiry, issuer_renewal_request, rehomed_identity, renew_at_root, renewal_request,

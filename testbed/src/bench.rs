@@ -9,8 +9,8 @@
 
 pub mod decode;
 pub mod docs;
-pub mod fanin;
 pub mod failover;
+pub mod fanin;
 pub mod fanout;
 pub mod fleet;
 pub mod latency;

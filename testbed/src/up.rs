@@ -31,9 +31,9 @@ pub mod plan;
 pub mod processes;
 pub mod replicas;
 
+pub use fleet_dir::prepare_dir;
 use hollow::HollowAgents;
 use plan::{Plan, ROOT};
-pub use fleet_dir::prepare_dir;
 use processes::{run_logged, Daemons};
 
 /// How long one stage (a level of relays, the agents) may take to connect.
@@ -340,7 +340,10 @@ impl Fleet {
                 .arg("--api-listen")
                 .arg(format!("127.0.0.1:{api}"))
                 .args(self.replicas.iter().flat_map(|replica| {
-                    ["--advertise".to_string(), format!("127.0.0.1:{}", replica.listen_port)]
+                    [
+                        "--advertise".to_string(),
+                        format!("127.0.0.1:{}", replica.listen_port),
+                    ]
                 }))
                 .args(&store_args),
             &self.log(ROOT),

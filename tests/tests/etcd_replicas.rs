@@ -26,8 +26,8 @@ use anyhow::Context as _;
 use relaymesh_testbed::cluster::{SimulatedCluster, SimulatorOptions};
 use relaymesh_testbed::etcd::EtcdCluster;
 use relaymesh_tests::{
-    binary, connected_under, free_tcp_port, free_udp_port, kubectl, kubectl_cache_dir, run_ok,
-    wait_for, web_image, web_workload, Mesh, RelayProcess,
+    audited, binary, connected_under, free_tcp_port, free_udp_port, kubectl, kubectl_cache_dir,
+    run_ok, wait_for, web_image, web_workload, Mesh, RelayProcess,
 };
 
 const SETTLE: Duration = Duration::from_secs(120);
@@ -439,11 +439,22 @@ fn three_root_replicas_lose_nothing_acknowledged_through_five_leader_kills() -> 
     for replica in &replicas {
         let output = kubectl(
             &replica.kubeconfig,
-            &["get", "configmaps", "-n", "writes", "--request-timeout", "30s"],
+            &[
+                "get",
+                "configmaps",
+                "-n",
+                "writes",
+                "--request-timeout",
+                "30s",
+            ],
             None,
         )?;
         let stderr = String::from_utf8_lossy(&output.stderr);
-        assert!(!output.status.success(), "{} answered without quorum", replica.name);
+        assert!(
+            !output.status.success(),
+            "{} answered without quorum",
+            replica.name
+        );
         assert!(
             stderr.contains("storage unavailable") || stderr.contains("ServiceUnavailable"),
             "{}: kubectl said: {stderr}",
@@ -451,7 +462,10 @@ fn three_root_replicas_lose_nothing_acknowledged_through_five_leader_kills() -> 
         );
     }
     for cluster in &clusters {
-        assert_eq!(web_image(cluster.kubeconfig())?.as_deref(), Some("nginx:3.0"));
+        assert_eq!(
+            web_image(cluster.kubeconfig())?.as_deref(),
+            Some("nginx:3.0")
+        );
     }
     // The quorum back: the replicas recover by themselves, and the next
     // change reaches every cluster.
@@ -459,5 +473,25 @@ fn three_root_replicas_lose_nothing_acknowledged_through_five_leader_kills() -> 
     etcd.restart(2)?;
     etcd.wait_healthy()?;
     place(&replicas, "nginx:3.1")?;
+
+    // Nothing was applied twice: each cluster was asked to change shop/web
+    // once per image placed (1.0, one per kill, 3.0, 3.1), however many
+    // leaders it reconnected to.
+    for cluster in &clusters {
+        let writes: Vec<_> = audited(cluster.audit_log())?
+            .into_iter()
+            .filter(|line| {
+                line["path"]
+                    .as_str()
+                    .is_some_and(|path| path.contains("/namespaces/shop/deployments/web"))
+            })
+            .collect();
+        assert_eq!(
+            writes.len(),
+            KILLS + 3,
+            "{} was asked to change shop/web: {writes:?}",
+            cluster.name()
+        );
+    }
     Ok(())
 }

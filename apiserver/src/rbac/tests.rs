@@ -240,7 +240,7 @@ struct Decider {
 }
 
 impl Extension for Decider {
-    fn authorize(&self, user: &User, attributes: &Attributes) -> Result<(), String> {
+    fn authorize(&self, user: &User, attributes: &Attributes) -> Result<(), Denied> {
         self.rbac.authorize(user, attributes)
     }
 }

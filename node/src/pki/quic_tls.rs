@@ -697,7 +697,9 @@ fn transport_idle(idle: Duration) -> Arc<quinn::TransportConfig> {
     // end a live link.
     transport.keep_alive_interval(Some(KEEP_ALIVE.min(idle / 2)));
     let millis = u32::try_from(idle.as_millis()).unwrap_or(IDLE_TIMEOUT_MS);
-    transport.max_idle_timeout(Some(quinn::IdleTimeout::from(quinn::VarInt::from_u32(millis))));
+    transport.max_idle_timeout(Some(quinn::IdleTimeout::from(quinn::VarInt::from_u32(
+        millis,
+    ))));
     Arc::new(transport)
 }
 

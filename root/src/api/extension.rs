@@ -11,7 +11,7 @@ use relaymesh_apiserver::http::ApiBody;
 use relaymesh_apiserver::objects::ObjectStore;
 use relaymesh_apiserver::rbac::Rbac;
 use relaymesh_apiserver::{
-    ApiError, ApiLimit, Attributes, Call, Extension, ExtensionRoute, Resource, User,
+    ApiError, ApiLimit, Attributes, Call, Denied, Extension, ExtensionRoute, Resource, User,
 };
 use serde_json::Value;
 
@@ -91,7 +91,7 @@ impl<B: Backend> Extension for Relaymesh<B> {
         Some(users::revoked_message(&user.name, revoked_unix))
     }
 
-    fn authorize(&self, user: &User, attributes: &Attributes) -> Result<(), String> {
+    fn authorize(&self, user: &User, attributes: &Attributes) -> Result<(), Denied> {
         self.rbac.authorize(user, attributes)
     }
 

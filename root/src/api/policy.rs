@@ -118,7 +118,10 @@ pub fn admit_placement(
         namespace: namespace.map(str::to_string),
         name: None,
     };
-    let may_place = |namespace: Option<&str>| rbac.authorize(user, &create(namespace));
+    let may_place = |namespace: Option<&str>| {
+        rbac.authorize(user, &create(namespace))
+            .map_err(|denied| denied.reason().to_string())
+    };
     if may_place(None).is_ok() {
         return Ok(());
     }

@@ -1,5 +1,5 @@
 use relaymesh_apiserver::rbac::Rbac;
-use relaymesh_apiserver::{Attributes, User};
+use relaymesh_apiserver::{Attributes, Denied, User};
 
 use super::*;
 
@@ -145,7 +145,7 @@ fn the_default_policy_gives_each_group_exactly_its_rights() {
         .expect_err("a viewer may not create");
     assert_eq!(
         reason,
-        "deployments.apps is forbidden: User \"someone\" cannot create resource \"deployments\" in API group \"apps\" in the namespace \"default\""
+        Denied::Forbidden("deployments.apps is forbidden: User \"someone\" cannot create resource \"deployments\" in API group \"apps\" in the namespace \"default\"".into())
     );
 }
 
