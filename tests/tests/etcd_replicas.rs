@@ -65,20 +65,30 @@ fn leader(etcd: &EtcdCluster, replicas: &[Replica]) -> anyhow::Result<Option<usi
     }))
 }
 
-/// `kubectl apply` of `yaml` through the first replica that takes it.
-fn apply_anywhere(replicas: &[Replica], yaml: &str) -> anyhow::Result<()> {
-    wait_for("a replica that takes the apply", SETTLE, || {
+/// What `read` answers through the first running replica that answers.
+fn through_any_replica<T>(
+    replicas: &[Replica],
+    read: impl Fn(&std::path::Path) -> anyhow::Result<T>,
+) -> anyhow::Result<T> {
+    wait_for("a replica that answers", SETTLE, || {
         for replica in replicas.iter().filter(|replica| replica.process.is_some()) {
-            let output = kubectl(
-                &replica.kubeconfig,
-                &["apply", "-f", "-", "--request-timeout", "10s"],
-                Some(yaml),
-            )?;
-            if output.status.success() {
-                return Ok(Some(()));
+            if let Ok(answer) = read(&replica.kubeconfig) {
+                return Ok(Some(answer));
             }
         }
         Ok(None)
+    })
+}
+
+/// `kubectl apply` of `yaml` through the first replica that takes it.
+fn apply_anywhere(replicas: &[Replica], yaml: &str) -> anyhow::Result<()> {
+    through_any_replica(replicas, |kubeconfig| {
+        relaymesh_tests::kubectl_ok(
+            kubeconfig,
+            &["apply", "-f", "-", "--request-timeout", "10s"],
+            Some(yaml),
+        )
+        .map(drop)
     })
 }
 
@@ -362,21 +372,9 @@ fn three_root_replicas_lose_nothing_acknowledged_through_five_leader_kills() -> 
         "few writes: {}",
         acknowledged.len()
     );
-    let present: BTreeSet<String> = relaymesh_tests::kubectl_ok(
-        &replicas[0].kubeconfig,
-        &[
-            "get",
-            "configmaps",
-            "-n",
-            "writes",
-            "-o",
-            "jsonpath={.items[*].metadata.name}",
-        ],
-        None,
-    )
-    .or_else(|_| {
+    let present: BTreeSet<String> = through_any_replica(&replicas, |kubeconfig| {
         relaymesh_tests::kubectl_ok(
-            &replicas[1].kubeconfig,
+            kubeconfig,
             &[
                 "get",
                 "configmaps",

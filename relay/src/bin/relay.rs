@@ -493,18 +493,7 @@ fn init(
         hosts.push(api_address.ip().to_string());
     }
     let mesh = pki::create_mesh(name, &hosts).context("cannot create the mesh CA")?;
-    let config = NodeConfig {
-        advertise: if advertise.is_empty() {
-            vec![listen.clone()]
-        } else {
-            advertise
-        },
-        listen: Some(listen),
-        api_listen: Some(api_listen),
-        parent: None,
-        labels: Default::default(),
-        capacity: Default::default(),
-    };
+    let config = root_config(listen, api_listen, advertise);
     let api_certificate = ApiCertificate {
         chain_der: mesh.api_cert.chain_der.clone(),
         key_der: mesh.api_cert.key_der.clone(),
@@ -547,6 +536,23 @@ fn init(
     Ok(())
 }
 
+/// A root's (or root replica's) configuration: children dial `advertise`,
+/// or `listen` if none is given.
+fn root_config(listen: String, api_listen: String, advertise: Vec<String>) -> NodeConfig {
+    NodeConfig {
+        advertise: if advertise.is_empty() {
+            vec![listen.clone()]
+        } else {
+            advertise
+        },
+        listen: Some(listen),
+        api_listen: Some(api_listen),
+        parent: None,
+        labels: Default::default(),
+        capacity: Default::default(),
+    }
+}
+
 /// `relay init --join-root`: a new replica of a root on etcd.
 fn join_root(
     data_dir: &Path,
@@ -560,18 +566,7 @@ fn join_root(
         bail!("--join-root needs --store etcd and the root's --etcd-* options");
     };
     let store = open_new_store(data_dir)?;
-    let config = NodeConfig {
-        advertise: if advertise.is_empty() {
-            vec![listen.clone()]
-        } else {
-            advertise
-        },
-        listen: Some(listen),
-        api_listen: Some(api_listen.clone()),
-        parent: None,
-        labels: Default::default(),
-        capacity: Default::default(),
-    };
+    let config = root_config(listen, api_listen.clone(), advertise);
     relaymesh_root::replicas::join(
         &store,
         relaymesh_root::replicas::Joining {

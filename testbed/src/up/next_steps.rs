@@ -35,6 +35,20 @@ impl Fleet {
                 etcd.endpoints().join(",")
             );
         }
+        if self.replicas.len() > 1 {
+            println!(
+                "The root runs as {} replicas (one leads):",
+                self.replicas.len()
+            );
+            for replica in &self.replicas {
+                println!(
+                    "  {:<8} API 127.0.0.1:{:<6} kubeconfig {}",
+                    replica.name,
+                    replica.api_port,
+                    self.replica_kubeconfig(&replica.name).display()
+                );
+            }
+        }
         if self.hollow.is_some() {
             println!(
                 "\nTry:\n  kubectl --kubeconfig {dir}/root.kubeconfig apply -f examples/storefront/\n  \
