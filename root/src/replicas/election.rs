@@ -1,7 +1,7 @@
 //! Which replica of a replicated root is the leader: the one whose lease
 //! holds the leader key in etcd. A thread per replica campaigns (tries to
-//! take the key every [`CAMPAIGN_EVERY`]) and, once it holds the key,
-//! renews the lease every [`RENEW_EVERY`].
+//! take the key every half second) and, once it holds the key,
+//! renews the lease every second.
 //!
 //! - A leader steps down ([`Role::Lost`]) when etcd says its lease ended;
 //!   while etcd cannot be reached it keeps trying (see `lead`).
