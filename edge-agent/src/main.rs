@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{bail, Context as _};
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory as _, Parser, Subcommand};
 use relaymesh_edge_agent::agent;
 use relaymesh_edge_agent::cluster::{self, ClusterAccess, ClusterError};
 use relaymesh_edge_agent::policy::{AdoptionScope, Category, Policy, ADOPTION_IS_NOT_A_CATEGORY};
@@ -31,13 +31,17 @@ ranges, the kube-system namespaces; `edge-agent run --allow` opens them, see \
 unless the Placement says `spec.adopt: true` and the agent runs with \
 `--allow-adopt` for that namespace.";
 
+// Every line shorter than 80 columns: clap wraps longer ones in a narrow
+// terminal, and a wrapped command breaks when pasted.
 const EXAMPLES: &str = "\
 Examples:
   TOKEN=$(relayctl token create --role agent --name edge-1 --parent eu-west)
-  edge-agent join --data-dir ./edge-1 --name edge-1 --token \"$TOKEN\" --labels region=eu,zone=eu-west-1a,tier=edge \\
+  edge-agent join --data-dir ./edge-1 --name edge-1 --token \"$TOKEN\" \\
+      --labels region=eu,zone=eu-west-1a,tier=edge \\
       --kubeconfig ~/.kube/edge-1.yaml
   edge-agent run --data-dir ./edge-1
-  edge-agent run --data-dir ./edge-1 --allow cluster-rbac --allow-adopt legacy,billing";
+  edge-agent run --data-dir ./edge-1 \\
+      --allow cluster-rbac --allow-adopt legacy,billing";
 
 /// The relaymesh edge agent.
 #[derive(Debug, Parser)]
@@ -247,10 +251,27 @@ enum Command {
         #[arg(long, value_name = "DIR")]
         data_dir: PathBuf,
     },
+    /// Print a shell completion script (bash, zsh, fish, elvish,
+    /// powershell): `source <(edge-agent completions bash)`, or save it where
+    /// the shell loads completions (docs/install.md).
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Command::Completions { shell } = cli.command {
+        clap_complete::generate(
+            shell,
+            &mut Cli::command(),
+            "edge-agent",
+            &mut std::io::stdout(),
+        );
+        return ExitCode::SUCCESS;
+    }
     relaymesh_node::store::permissions::restrict_new_files();
     logging::init(cli.log_format, "info", relaymesh_protocol::Role::Agent);
     relaymesh_node::process::block_on_main(execute(cli.command))
@@ -258,6 +279,7 @@ fn main() -> ExitCode {
 
 async fn execute(command: Command) -> anyhow::Result<()> {
     match command {
+        Command::Completions { .. } => Ok(()),
         Command::Join {
             data_dir,
             name,

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{bail, Context as _};
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory as _, Parser, Subcommand};
 use relaymesh_node::config::{EtcdStore, NodeConfig, ObjectsStore};
 use relaymesh_node::limits::{self, Limits};
 use relaymesh_node::logging::{self, LogFormat};
@@ -27,14 +27,18 @@ Each relay keeps its slice of the desired state, the bundles it references and t
 inventory of its subtree in a sled store in its data directory, so it restarts from \
 there with nothing else.";
 
+// Every line shorter than 80 columns, so that none wraps and breaks when
+// pasted (`tests/tests/kubectl_plugin.rs`).
 const EXAMPLES: &str = "\
 Examples:
   # A new mesh: the root relay
-  relay init --data-dir ./root --name root --listen 127.0.0.1:7443 --api-listen 127.0.0.1:6443
+  relay init --data-dir ./root --name root \\
+      --listen 127.0.0.1:7443 --api-listen 127.0.0.1:6443
   relay run --data-dir ./root &
 
   # A relay below it
-  TOKEN=$(relayctl --kubeconfig ./root/admin.kubeconfig token create --role relay --name eu)
+  export KUBECONFIG=./root/admin.kubeconfig
+  TOKEN=$(relayctl token create --role relay --name eu)
   relay join --data-dir ./eu --name eu --token \"$TOKEN\" --listen 127.0.0.1:7444
   relay run --data-dir ./eu &
 
@@ -190,6 +194,14 @@ enum Command {
         /// The relay's data directory.
         #[arg(long, value_name = "DIR")]
         data_dir: PathBuf,
+    },
+    /// Print a shell completion script (bash, zsh, fish, elvish,
+    /// powershell): `source <(relay completions bash)`, or save it where
+    /// the shell loads completions (docs/install.md).
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
     },
 }
 
@@ -365,6 +377,10 @@ impl EtcdArgs {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Command::Completions { shell } = cli.command {
+        clap_complete::generate(shell, &mut Cli::command(), "relay", &mut std::io::stdout());
+        return ExitCode::SUCCESS;
+    }
     relaymesh_node::store::permissions::restrict_new_files();
     logging::init(cli.log_format, "info", Role::Relay);
     relaymesh_node::process::block_on_main(execute(cli.command))
@@ -372,6 +388,7 @@ fn main() -> ExitCode {
 
 async fn execute(command: Command) -> anyhow::Result<()> {
     match command {
+        Command::Completions { .. } => Ok(()),
         Command::Init {
             data_dir,
             name: _,

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{CommandFactory as _, Parser, Subcommand, ValueEnum};
 use relaymesh_root::client::{Client, ClientError};
 use relaymesh_root::kubeconfig;
 use tracing_subscriber::EnvFilter;
@@ -31,10 +31,13 @@ HTTPS API. It authenticates with the client certificate of a kubeconfig (the one
 `relay init` wrote, or one from `relayctl user create`), found as kubectl finds it: --kubeconfig, else the first existing file in KUBECONFIG, else \
 ~/.kube/config.";
 
+// Every line shorter than 80 columns, so that none wraps and breaks when
+// pasted (`tests/tests/kubectl_plugin.rs`).
 const EXAMPLES: &str = "\
 Examples:
-  # A join token for a relay named eu-west that joins under \"eu\", valid 30 minutes
-  TOKEN=$(relayctl token create --role relay --name eu-west --parent eu --ttl 30m)
+  # A token for a relay named eu-west under \"eu\", valid 30 minutes
+  TOKEN=$(relayctl token create --role relay --name eu-west \\
+      --parent eu --ttl 30m)
 
   # A kubeconfig for alice, who may read but not change anything
   relayctl user create alice --group viewers -o alice.kubeconfig
@@ -43,13 +46,13 @@ Examples:
   # The tree, with link health
   relayctl tree
   relayctl tree -o json | jq '.children[].name'
-  relayctl link edge-7          # measured by edge-7's parent, asked through the tree
+  relayctl link edge-7     # measured by edge-7's parent, through the tree
 
   # Submit workloads and a placement, then see where it went
   relayctl apply -f examples/storefront/
   relayctl get placements -n shop
   relayctl explain storefront -n shop
-  relayctl status storefront -n shop     # ready/selected, failing clusters and why
+  relayctl status storefront -n shop   # ready/selected, failures and why
   relayctl watch storefront -n shop --timeout 2m && echo rolled out
   relayctl get clusters
 
@@ -370,6 +373,14 @@ enum Command {
         #[command(subcommand)]
         command: BundleCommand,
     },
+    /// Print a shell completion script (bash, zsh, fish, elvish,
+    /// powershell): `source <(relayctl completions bash)`, or save it where
+    /// the shell loads completions (docs/install.md).
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -409,6 +420,19 @@ fn structured(output: Format, value: &impl serde::Serialize) -> anyhow::Result<O
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Command::Completions { shell } = cli.command {
+        // Named for how it was called, so `kubectl-relaymesh` completes too.
+        let name = std::env::args()
+            .next()
+            .and_then(|path| {
+                std::path::Path::new(&path)
+                    .file_name()
+                    .map(|name| name.to_string_lossy().into_owned())
+            })
+            .unwrap_or_else(|| "relayctl".into());
+        clap_complete::generate(shell, &mut Cli::command(), name, &mut std::io::stdout());
+        return ExitCode::SUCCESS;
+    }
     init_tracing(cli.verbose);
     let result = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -429,6 +453,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         .context("cannot load the kubeconfig")?;
     let client = Client::new(&credentials).context("cannot use the kubeconfig's credentials")?;
     match cli.command {
+        Command::Completions { .. } => {}
         Command::Token { command } => tokens::run(&client, command).await?,
         Command::Revoke {
             list: true, output, ..

@@ -56,6 +56,14 @@ pub(crate) enum Command {
         #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
         watch_for: Duration,
     },
+    /// Print a shell completion script (bash, zsh, fish, elvish,
+    /// powershell): `source <(testbed completions bash)`, or save it where
+    /// the shell loads completions (docs/install.md).
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
 }
 
 #[derive(Debug, Args)]

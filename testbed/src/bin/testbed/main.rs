@@ -5,7 +5,7 @@ mod cli;
 mod fleet;
 mod support;
 
-use clap::Parser;
+use clap::{CommandFactory as _, Parser};
 
 use cli::{Cli, Command};
 use fleet::{run_chaos, run_fleet};
@@ -20,5 +20,14 @@ fn main() -> anyhow::Result<()> {
             watch_for,
         } => run_fleet(up, Some((manifests, watch_for))),
         Command::Bench(bench) => benches::run(bench),
+        Command::Completions { shell } => {
+            clap_complete::generate(
+                shell,
+                &mut Cli::command(),
+                "testbed",
+                &mut std::io::stdout(),
+            );
+            Ok(())
+        }
     }
 }
