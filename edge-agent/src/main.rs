@@ -238,6 +238,12 @@ enum Command {
         /// runs; placements that select by label follow.
         #[arg(long, value_name = "LABELS")]
         labels: Option<String>,
+        /// Join first, as cluster NAME with the token in RELAYMESH_TOKEN
+        /// (and --labels), if DIR holds no agent yet; later starts just
+        /// run. For a Pod whose data directory starts as an empty volume
+        /// (deploy/edge-agent).
+        #[arg(long, value_name = "NAME")]
+        join_as: Option<String>,
         // `--kubeconfig` and `--in-cluster` replace the access the agent
         // joined with.
         #[command(flatten)]
@@ -305,12 +311,31 @@ async fn execute(command: Command) -> anyhow::Result<()> {
             parent_address,
             parent_grace,
             labels,
+            join_as,
             cluster,
             policy,
         } => {
             let policy = Policy::new(&policy.allow, &policy.deny)
                 .context("--allow/--deny")?
                 .allowing_adoption(policy.allow_adopt);
+            if let Some(name) = join_as.filter(|_| !joined(&data_dir)) {
+                let token = std::env::var("RELAYMESH_TOKEN").map_err(|_| {
+                    anyhow::anyhow!(
+                        "--join-as: {} holds no agent yet, and RELAYMESH_TOKEN holds no join token",
+                        data_dir.display()
+                    )
+                })?;
+                let access = cluster.access()?;
+                if access.is_none() && !cluster.no_cluster {
+                    return Err(ClusterError::NotConfigured.into());
+                }
+                let registration = Registration {
+                    labels: labels.as_deref().unwrap_or(""),
+                    max_placements: None,
+                    max_replicas: None,
+                };
+                join(&data_dir, &name, token.trim(), registration, access).await?;
+            }
             if let Some(labels) = labels {
                 relabel(&data_dir, &labels)?;
             }
@@ -504,6 +529,15 @@ fn cluster_access(store: &Store, given: &ClusterArgs) -> anyhow::Result<Option<C
         Err(ClusterError::NotConfigured) if given.no_cluster => Ok(None),
         Err(error) => Err(error.into()),
     }
+}
+
+/// Whether `data_dir` holds a joined agent already (`run --join-as`).
+fn joined(data_dir: &Path) -> bool {
+    data_dir.join("store").is_dir()
+        && Store::open_existing(data_dir)
+            .ok()
+            .and_then(|store| store.identity().ok().flatten())
+            .is_some()
 }
 
 fn open_store(data_dir: &Path) -> anyhow::Result<Store> {
