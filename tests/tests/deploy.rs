@@ -5,14 +5,17 @@
 //!   and volume, as the files say;
 //! * `edge-agent run --join-as`, what that Deployment runs, joins on its
 //!   first start (an empty data directory) and only runs after that, with
-//!   the token spent.
+//!   the token spent;
+//! * the systemd units pass `systemd-analyze verify` without a warning.
 
 use std::path::Path;
 use std::time::Duration;
 
 use anyhow::Context as _;
 use relaymesh_testbed::cluster::{SimulatedCluster, SimulatorOptions};
-use relaymesh_tests::{connected_under, kubectl_get, kubectl_ok, wait_for, web_image, Mesh};
+use relaymesh_tests::{
+    binary, connected_under, kubectl_get, kubectl_ok, wait_for, web_image, Mesh,
+};
 
 const SETTLE: Duration = Duration::from_secs(90);
 
@@ -165,5 +168,56 @@ fn run_join_as_joins_on_the_first_start_only() -> anyhow::Result<()> {
     );
     let log = std::fs::read_to_string(mesh.dir.path().join("edge-1.log"))?;
     assert_eq!(log.matches("transport::join: joining").count(), 1, "{log}");
+    Ok(())
+}
+
+#[test]
+fn the_systemd_units_verify_without_a_warning() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let units = repo().join("deploy/systemd");
+    let mut verified = 0;
+    for entry in std::fs::read_dir(&units)? {
+        let path = entry?.path();
+        if path.extension().is_none_or(|ext| ext != "service") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path)?;
+        // verify checks that ExecStart's program exists: point it at the
+        // binaries this build made.
+        let mut local = text.clone();
+        for program in ["relay", "edge-agent"] {
+            local = local.replace(
+                &format!("/usr/local/bin/{program} "),
+                &format!("{} ", binary(program)?.display()),
+            );
+        }
+        assert_ne!(local, text, "{} runs no relaymesh program", path.display());
+        let copy = dir.path().join(path.file_name().context("a file name")?);
+        std::fs::write(&copy, local)?;
+        let output = std::process::Command::new("systemd-analyze")
+            .arg("verify")
+            .arg(&copy)
+            .output()?;
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(output.status.success(), "{}: {stderr}", path.display());
+        // A value systemd cannot parse is only a warning, and ignored.
+        assert!(stderr.trim().is_empty(), "{}: {stderr}", path.display());
+        for hardening in [
+            "NoNewPrivileges=yes",
+            "ProtectSystem=strict",
+            "User=relaymesh",
+        ] {
+            assert!(
+                text.contains(hardening),
+                "{}: no {hardening}",
+                path.display()
+            );
+        }
+        verified += 1;
+    }
+    assert_eq!(
+        verified, 2,
+        "a unit for the relay and one for the edge agent"
+    );
     Ok(())
 }
