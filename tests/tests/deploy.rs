@@ -152,6 +152,29 @@ fn run_join_as_joins_on_the_first_start_only() -> anyhow::Result<()> {
     })
     .with_context(|| mesh.logs())?;
     mesh.place_web("nginx:1.27", "{names: [edge-1]}", cluster.kubeconfig())?;
+    // relayctl get clusters shows labels as kubectl does.
+    let table = mesh.relayctl_ok(&[
+        "get",
+        "clusters",
+        "--show-labels",
+        "-L",
+        "region",
+        "-o",
+        "wide",
+    ])?;
+    let lines: Vec<&str> = table.lines().collect();
+    assert!(
+        lines[0].contains("REGION") && lines[0].ends_with("LABELS"),
+        "{table}"
+    );
+    let row = lines
+        .iter()
+        .find(|line| line.starts_with("edge-1"))
+        .context("no edge-1 row")?;
+    assert!(
+        row.contains("   eu   ") && row.contains("region=eu"),
+        "{table}"
+    );
 
     // Started again with the same token, spent now (a second join would be
     // refused): it just runs.

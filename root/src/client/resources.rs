@@ -152,12 +152,40 @@ impl Client {
 /// columns, cells left-aligned; with `namespaces`, a NAMESPACE column first
 /// (from each row's object metadata), as `kubectl get -A` prints.
 pub fn render_table(table: &Value, namespaces: bool) -> String {
+    render_table_as(
+        table,
+        &TableView {
+            namespaces,
+            ..TableView::default()
+        },
+    )
+}
+
+/// How `kubectl get` would show a Table: which columns beyond the default
+/// ones, as its flags ask.
+#[derive(Debug, Clone, Default)]
+pub struct TableView {
+    /// A NAMESPACE column first (`-A`).
+    pub namespaces: bool,
+    /// The columns of priority above 0 too (`-o wide`).
+    pub wide: bool,
+    /// A LABELS column last (`--show-labels`).
+    pub show_labels: bool,
+    /// A column per label key, its value in each row (`-L KEY`).
+    pub label_columns: Vec<String>,
+}
+
+/// [`render_table`] with `view`'s columns, as `kubectl get -o wide
+/// --show-labels -L KEY` prints them; the labels come from each row's
+/// object metadata.
+pub fn render_table_as(table: &Value, view: &TableView) -> String {
+    let namespaces = view.namespaces;
     let columns: Vec<(usize, String)> = table["columnDefinitions"]
         .as_array()
         .into_iter()
         .flatten()
         .enumerate()
-        .filter(|(_, column)| column["priority"].as_u64().unwrap_or(0) == 0)
+        .filter(|(_, column)| view.wide || column["priority"].as_u64().unwrap_or(0) == 0)
         .map(|(index, column)| {
             (
                 index,
@@ -168,6 +196,10 @@ pub fn render_table(table: &Value, namespaces: bool) -> String {
     let mut header: Vec<String> = columns.iter().map(|(_, name)| name.clone()).collect();
     if namespaces {
         header.insert(0, "NAMESPACE".into());
+    }
+    header.extend(view.label_columns.iter().map(|key| key.to_uppercase()));
+    if view.show_labels {
+        header.push("LABELS".into());
     }
     let mut rows: Vec<Vec<String>> = vec![header];
     for row in table["rows"].as_array().into_iter().flatten() {
@@ -185,6 +217,28 @@ pub fn render_table(table: &Value, namespaces: bool) -> String {
                 .as_str()
                 .unwrap_or_default();
             line.insert(0, namespace.to_string());
+        }
+        let labels = &row["object"]["metadata"]["labels"];
+        for key in &view.label_columns {
+            line.push(
+                labels[key.as_str()]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+            );
+        }
+        if view.show_labels {
+            let pairs: Vec<String> = labels
+                .as_object()
+                .into_iter()
+                .flatten()
+                .map(|(key, value)| format!("{key}={}", value.as_str().unwrap_or_default()))
+                .collect();
+            line.push(if pairs.is_empty() {
+                "<none>".into()
+            } else {
+                pairs.join(",")
+            });
         }
         rows.push(line);
     }
@@ -328,6 +382,26 @@ mod tests {
         assert_eq!(
             render_table(&with_object, true),
             "NAMESPACE   NAME\nshop        web\n"
+        );
+        // -o wide --show-labels -L region, as kubectl prints them.
+        let clusters = json!({
+            "columnDefinitions": [{"name": "Name", "priority": 0}, {"name": "Cordoned", "priority": 1}],
+            "rows": [
+                {"cells": ["edge-1", false], "object": {"metadata": {"labels": {"region": "eu", "tier": "edge"}}}},
+                {"cells": ["edge-2", true], "object": {"metadata": {}}},
+            ],
+        });
+        let view = TableView {
+            wide: true,
+            show_labels: true,
+            label_columns: vec!["region".into()],
+            ..TableView::default()
+        };
+        assert_eq!(
+            render_table_as(&clusters, &view),
+            "NAME     CORDONED   REGION   LABELS\n\
+             edge-1   false      eu       region=eu,tier=edge\n\
+             edge-2   true                <none>\n"
         );
     }
 }

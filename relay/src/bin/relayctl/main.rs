@@ -271,6 +271,13 @@ enum Command {
         /// Output format.
         #[arg(short, long, value_enum, default_value_t = GetFormat::Table)]
         output: GetFormat,
+        /// A LABELS column with every label (tables).
+        #[arg(long)]
+        show_labels: bool,
+        /// A column per label key, with its value (tables; comma-separated
+        /// or repeated), as kubectl's -L.
+        #[arg(short = 'L', long, value_name = "KEY", value_delimiter = ',')]
+        label_columns: Vec<String>,
     },
     /// Show a cluster's recent events, newest first, asked of its agent.
     ///
@@ -398,6 +405,8 @@ enum BundleCommand {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum GetFormat {
     Table,
+    /// The table with the kind's wide columns too.
+    Wide,
     Json,
     Yaml,
 }
@@ -507,8 +516,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             resource,
             cluster: Some(cluster),
             namespace,
-            all_namespaces: _,
             output,
+            ..
         } => objects::get_from(&client, &cluster, &resource, &namespace, output).await?,
         Command::Events {
             cluster,
@@ -522,7 +531,17 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             namespace,
             all_namespaces,
             output,
-        } => objects::get(&client, &resource, &namespace, all_namespaces, output).await?,
+            show_labels,
+            label_columns,
+        } => {
+            let view = relaymesh_root::client::resources::TableView {
+                namespaces: all_namespaces,
+                wide: output == GetFormat::Wide,
+                show_labels,
+                label_columns,
+            };
+            objects::get(&client, &resource, &namespace, view, output).await?
+        }
         Command::Explain {
             placement,
             namespace,

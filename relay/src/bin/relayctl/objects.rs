@@ -62,7 +62,7 @@ pub(super) async fn get_from(
     match output {
         GetFormat::Json => println!("{}", serde_json::to_string_pretty(object)?),
         GetFormat::Yaml => print!("{}", serde_yaml::to_string(object)?),
-        GetFormat::Table => {
+        GetFormat::Table | GetFormat::Wide => {
             let state = match cluster::stale_note(&reply) {
                 Some(_) => "stale",
                 None => "live",
@@ -105,7 +105,7 @@ pub(super) async fn events(
     match output {
         GetFormat::Json => println!("{}", serde_json::to_string_pretty(&reply)?),
         GetFormat::Yaml => print!("{}", serde_yaml::to_string(&reply)?),
-        GetFormat::Table => print!(
+        GetFormat::Table | GetFormat::Wide => print!(
             "{}",
             cluster::render_events(&reply, std::time::SystemTime::now())
         ),
@@ -118,18 +118,18 @@ pub(super) async fn get(
     client: &Client,
     resource: &str,
     namespace: &str,
-    all_namespaces: bool,
+    view: resources::TableView,
     output: GetFormat,
 ) -> anyhow::Result<()> {
     let resource = known_resource(resource);
-    let namespace = (!all_namespaces).then_some(namespace);
+    let namespace = (!view.namespaces).then_some(namespace);
     match output {
-        GetFormat::Table => {
+        GetFormat::Table | GetFormat::Wide => {
             let table = client
                 .table(&resource, namespace)
                 .await
                 .with_context(|| format!("cannot list {}", resource.plural))?;
-            print!("{}", resources::render_table(&table, all_namespaces));
+            print!("{}", resources::render_table_as(&table, &view));
         }
         GetFormat::Json | GetFormat::Yaml => {
             let list = client
