@@ -419,6 +419,19 @@ impl Core {
         self.inventory.measured()
     }
 
+    /// This relay's direct children, connected or not, each with its link
+    /// as its record has it and this relay measured it.
+    pub fn child_links(&self) -> Vec<(String, relaymesh_protocol::LinkStatus)> {
+        self.inventory
+            .direct_children()
+            .into_iter()
+            .filter_map(|name| {
+                let link = self.inventory.measured_link(&name)?;
+                Some((name, link))
+            })
+            .collect()
+    }
+
     /// A number that changes whenever [`Core::inventory_records`] do.
     pub fn inventory_version(&self) -> u64 {
         self.inventory.version()

@@ -44,6 +44,7 @@ pub mod health;
 pub mod inventory;
 pub mod labels;
 pub mod manifest;
+pub mod metrics;
 pub mod order;
 pub mod policy;
 pub mod prune;

@@ -250,6 +250,8 @@ enum Command {
         cluster: ClusterArgs,
         #[command(flatten)]
         policy: PolicyArgs,
+        #[command(flatten)]
+        metrics: relaymesh_node::metrics::MetricsArgs,
     },
     /// Print what a stopped agent's store holds, as JSON.
     Inspect {
@@ -314,7 +316,10 @@ async fn execute(command: Command) -> anyhow::Result<()> {
             join_as,
             cluster,
             policy,
+            metrics,
         } => {
+            let metrics = metrics.start().await.context("--metrics-listen")?;
+            relaymesh_edge_agent::metrics::register();
             let policy = Policy::new(&policy.allow, &policy.deny)
                 .context("--allow/--deny")?
                 .allowing_adoption(policy.allow_adopt);
@@ -341,6 +346,7 @@ async fn execute(command: Command) -> anyhow::Result<()> {
             }
             let options = RunOptions {
                 parent_grace,
+                metrics,
                 ..RunOptions::default()
             };
             run(&data_dir, parent_address, &cluster, policy, options).await

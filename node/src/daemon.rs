@@ -14,6 +14,7 @@ mod event;
 mod inventory;
 pub mod labels;
 mod listener;
+mod metrics_sampler;
 mod moving;
 mod options;
 mod parent_link;
@@ -245,6 +246,9 @@ async fn run_store(
         renewal,
         candidates,
         failover: uplink.failover,
+        metrics: options
+            .metrics
+            .then(metrics_sampler::MetricsSampler::default),
     };
     daemon.rehome_if_needed();
     // A node that stopped between storing the root's trust and adopting it
@@ -322,6 +326,8 @@ struct Daemon {
     /// Where the answers to the core's queries go. Bounded by the core,
     /// which answers every query it was asked within its timeout.
     queries: BTreeMap<relaymesh_core::QueryId, oneshot::Sender<relaymesh_protocol::query::Answer>>,
+    /// What the metrics endpoint needs from the loop, when it is served.
+    metrics: Option<metrics_sampler::MetricsSampler>,
 }
 
 impl Daemon {
@@ -341,7 +347,10 @@ impl Daemon {
                     None => return Ok(()),
                 },
                 () = sleep_until(deadline) => self.core.handle_timeout(now()),
-                _ = stats.tick() => self.sample_links(),
+                _ = stats.tick() => {
+                    self.sample_links();
+                    self.publish_metrics();
+                }
                 Some(said) = from_reconciler(&mut self.hooks) => match said {
                     FromReconciler::Status(key, status) => {
                         self.core.set_own_status(now(), &key, status);
@@ -358,6 +367,9 @@ impl Daemon {
             self.publish_slice();
             self.publish_inventory();
             let version = self.core.status_version();
+            if let Some(metrics) = &mut self.metrics {
+                metrics.status_version(version);
+            }
             self.status.send_if_modified(|published| {
                 let changed = *published != version;
                 *published = version;
@@ -396,6 +408,9 @@ impl Daemon {
                     .core
                     .handle_child_connected(now, link, &peer.name, peer.role, hello);
                 if result.is_ok() {
+                    if let Some(metrics) = &mut self.metrics {
+                        metrics.child_connected(&peer.name);
+                    }
                     self.children.insert(
                         link,
                         ChildHandle {
@@ -425,6 +440,9 @@ impl Daemon {
                         .renew_expired(&self.store, connection, &events, self.core.renewal(), now)
                         .await?;
                 } else {
+                    if let Some(metrics) = &mut self.metrics {
+                        metrics.parent_connected(&parent.name);
+                    }
                     self.parent_connected(connection);
                 }
             }
@@ -549,6 +567,9 @@ impl Daemon {
                         .as_ref()
                         .and_then(|parent| parent.outgoing.as_ref());
                     if let Some(sender) = sender {
+                        if let Some(metrics) = &mut self.metrics {
+                            metrics.sent_up(&message);
+                        }
                         if sender.try_send(message).is_err() {
                             tracing::warn!("parent link is backed up; reconnecting");
                             let _ = self.reconnect.try_send(());

@@ -26,6 +26,7 @@ pub mod identity;
 pub mod inspect;
 pub mod limits;
 pub mod logging;
+pub mod metrics;
 pub mod pki;
 pub mod process;
 pub mod store;

@@ -356,11 +356,19 @@ impl Store {
         std::path::Path::new(&self.path)
     }
 
+    /// The store's size on disk, in bytes.
+    pub fn size_on_disk(&self) -> Result<u64, StoreError> {
+        self.db.size_on_disk().map_err(|e| self.sled(e))
+    }
+
     /// Makes everything written so far durable: on disk and, at a
     /// replicated root, in its mirror.
     pub fn flush(&self) -> Result<(), StoreError> {
+        let started = std::time::Instant::now();
         self.db.flush().map(drop).map_err(|e| self.sled(e))?;
-        self.ship()
+        self.ship()?;
+        crate::metrics::STORE_FLUSH.observe(started.elapsed().as_secs_f64());
+        Ok(())
     }
 
     /// Hands the journal to the mirror, if there is one.
@@ -395,6 +403,7 @@ impl Store {
     /// Makes everything written so far durable, without blocking the runtime
     /// (see [`flush_off_runtime`]).
     pub async fn flush_async(&self) -> Result<(), StoreError> {
+        let started = std::time::Instant::now();
         flush_off_runtime(&self.db)
             .await
             .map_err(|e| self.sled(e))?;
@@ -402,6 +411,7 @@ impl Store {
             let store = self.clone();
             self.off_runtime(move || store.ship()).await?;
         }
+        crate::metrics::STORE_FLUSH.observe(started.elapsed().as_secs_f64());
         Ok(())
     }
 

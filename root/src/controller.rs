@@ -39,6 +39,7 @@ pub(super) async fn run(
     let mut status = node.placement_status();
     let mut status_tick = tokio::time::interval(STATUS_INTERVAL);
     let mut built = Built::new();
+    let mut metrics = crate::metrics::PlacementMetrics::default();
     let mut rebuild = true;
     loop {
         if rebuild {
@@ -47,7 +48,7 @@ pub(super) async fn run(
                 Err(error) => tracing::warn!(%error, "cannot rebuild placements"),
             }
         }
-        if let Err(error) = write_status(&objects, &node, &specs, &built).await {
+        if let Err(error) = write_status(&objects, &node, &specs, &built, &mut metrics).await {
             tracing::warn!(%error, "cannot update placement status");
         }
         // Objects changing rebuild the placements; a status from below
@@ -175,6 +176,7 @@ async fn write_status(
     node: &RootHandle,
     specs: &Specs,
     built: &Built,
+    metrics: &mut crate::metrics::PlacementMetrics,
 ) -> Result<(), ControllerError> {
     let (placements, _) = objects.list(placement::RELAYMESH_GROUP, "placements", None)?;
     let placements: Vec<_> = placements
@@ -282,6 +284,7 @@ async fn write_status(
                 fields.insert("rollout".into(), rollout);
             }
         }
+        metrics.placement(&namespace, &name, &written["clusters"], revision, status);
         if placement::status::same(&object["status"], &written) {
             continue;
         }
@@ -300,6 +303,7 @@ async fn write_status(
             }
         }
     }
+    metrics.finish_round();
     if !singletons.is_empty() {
         copy_singleton_status(objects, &singletons)?;
     }

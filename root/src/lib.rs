@@ -19,6 +19,7 @@ pub mod api;
 pub mod client;
 pub mod controller;
 pub mod kubeconfig;
+pub mod metrics;
 pub mod objects_store;
 pub mod placement;
 pub mod replicas;

@@ -22,6 +22,7 @@ use super::state::{Placement, Reconciler};
 use crate::applier::{to_value, Applier};
 use crate::inventory::PlacementRecord;
 use crate::manifest::{Manifest, ObjectRef};
+use crate::metrics;
 use crate::order::{self, Stage};
 use crate::prune::ApplySet;
 use crate::status;
@@ -60,18 +61,27 @@ async fn apply_placement(
     if !has_room(reconciler, key, placement, &manifests)? {
         return Ok(Action::AwaitChange);
     }
-    let recorded = record(reconciler, key, &applyset, &manifests).await?;
-    let admission = Admission::new(reconciler, &manifests, &not_customized, placement.adopt)?;
-    let mut outcome = apply_objects(reconciler, placement, &manifests, admission).await?;
-    prune_left(
-        reconciler,
-        key,
-        &applyset,
-        recorded,
-        &manifests,
-        &mut outcome,
-    )
-    .await?;
+    let started = std::time::Instant::now();
+    metrics::APPLIES.inc();
+    let applied = async {
+        let recorded = record(reconciler, key, &applyset, &manifests).await?;
+        let admission = Admission::new(reconciler, &manifests, &not_customized, placement.adopt)?;
+        let mut outcome = apply_objects(reconciler, placement, &manifests, admission).await?;
+        prune_left(
+            reconciler,
+            key,
+            &applyset,
+            recorded,
+            &manifests,
+            &mut outcome,
+        )
+        .await?;
+        Ok::<_, ReconcileError>(outcome)
+    }
+    .await;
+    metrics::APPLY.observe(started.elapsed().as_secs_f64());
+    let outcome = applied.inspect_err(|_| metrics::APPLY_ERRORS.inc())?;
+    metrics::APPLY_ERRORS.inc_by(outcome.errors.len() as u64);
     tracing::info!(
         objects = manifests.len(),
         failed = outcome.errors.len(),

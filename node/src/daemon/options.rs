@@ -44,6 +44,9 @@ pub struct RunOptions {
     /// child's own limit holds if lower): how soon children notice this
     /// node is gone.
     pub link_idle_timeout: Duration,
+    /// The metrics endpoint is served: the loop samples its state for it
+    /// each second.
+    pub metrics: bool,
 }
 
 /// The root's services, as [`RunOptions`] carries them.
@@ -77,6 +80,7 @@ impl Default for RunOptions {
             root: None,
             standby: false,
             link_idle_timeout: pki::IDLE_TIMEOUT,
+            metrics: false,
         }
     }
 }

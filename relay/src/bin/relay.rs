@@ -172,6 +172,8 @@ enum Command {
               default_value = "1m", value_parser = humantime::parse_duration)]
         refusal_log_interval: std::time::Duration,
         #[command(flatten)]
+        metrics: relaymesh_node::metrics::MetricsArgs,
+        #[command(flatten)]
         limits: LimitArgs,
     },
     /// Move a stopped root's objects, users, tokens and API certificates
@@ -442,8 +444,11 @@ async fn execute(command: Command) -> anyhow::Result<()> {
             lost_after,
             parent_grace,
             refusal_log_interval,
+            metrics,
             limits,
         } => {
+            let metrics = metrics.start().await.context("--metrics-listen")?;
+            relaymesh_root::metrics::register();
             let limits = limits.limits();
             let watches = relaymesh_root::api::watch_limits(&limits);
             let root = relaymesh_root::serve::RootApi {
@@ -458,6 +463,7 @@ async fn execute(command: Command) -> anyhow::Result<()> {
                 refusal_log_interval,
                 limits,
                 root: Some(daemon::Root(std::sync::Arc::new(root))),
+                metrics,
                 ..Default::default()
             };
             if !etcd_endpoints.is_empty() {
