@@ -100,6 +100,7 @@ pub use extension::{Call, Extension, ExtensionRoute, Plain};
 pub use field_validation::{check_schema, SchemaFindings};
 pub use limits::{ApiLimit, WatchLimits};
 pub use resources::{api_version, Resource, Validator, Warner};
+pub use table::of_objects as table_of_objects;
 pub use tls::{user_of, Authenticator, PeerIdentity, ServingCert, User};
 pub use validation::label_error;
 

@@ -49,6 +49,15 @@ impl IncludeObject {
     }
 }
 
+/// The Table this server would print for `objects` of the built-in kind
+/// `plural` in `group` (Name, the kind's columns, Age, the wide ones), for
+/// objects it did not store itself: relayctl shows one cluster's copy of an
+/// object as `kubectl get` on that cluster would.
+pub fn of_objects(group: &str, plural: &str, objects: &[Value], now: SystemTime) -> Value {
+    let resource = Resource::new(group, "v1", plural, "", true);
+    render(&resource, objects, IncludeObject::Object, "", now)
+}
+
 /// Whether an `Accept` header asks for a Table.
 pub(super) fn is_requested(accept: &str) -> bool {
     accept.contains("as=Table")

@@ -119,6 +119,27 @@ fn a_clusters_live_object_and_events_are_read_through_the_tree_then_stale() -> a
     assert!(live["metadata"].get("managedFields").is_none(), "{live}");
     let output = relayctl(&mesh, GET_WEB)?;
     assert!(output.stderr.is_empty(), "live: {}", text(&output.stderr));
+    // As a table, the kind's own columns, as kubectl on edge-1 prints them.
+    let table = relayctl(&mesh, &GET_WEB[..6])?;
+    let table = text(&table.stdout);
+    let header: Vec<&str> = table
+        .lines()
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        header,
+        ["NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE"],
+        "{table}"
+    );
+    assert!(
+        table
+            .lines()
+            .nth(1)
+            .is_some_and(|row| row.starts_with("web ")),
+        "{table}"
+    );
     let yaml = relayctl(
         &mesh,
         &[

@@ -146,6 +146,30 @@ fn a_drained_cluster_keeps_its_copy_until_its_replacement_is_ready() -> anyhow::
     let object = mesh.cluster_object(NAMES[drained])?;
     assert_eq!(object["status"]["cordoned"], true, "{object}");
     assert_eq!(object["status"]["drain"], "Drained", "{object}");
+    // `relayctl get clusters -o wide` shows it, as kubectl shows a node.
+    let table = mesh.relayctl_ok(&["get", "clusters", "-o", "wide"])?;
+    let header: Vec<&str> = table
+        .lines()
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .collect();
+    let row: Vec<&str> = table
+        .lines()
+        .find(|line| line.starts_with(NAMES[drained]))
+        .unwrap_or("")
+        .split_whitespace()
+        .collect();
+    let cell = |column: &str| {
+        let index = header.iter().position(|name| *name == column)?;
+        row.get(index).copied()
+    };
+    assert_eq!(cell("CORDONED"), Some("true"), "{table}");
+    assert_eq!(cell("DRAIN"), Some("Drained"), "{table}");
+    assert!(
+        header.contains(&"CPU") && header.contains(&"MEMORY"),
+        "{table}"
+    );
     let status = wait_for("the placement ready on two", SETTLE, || {
         let output = mesh.relayctl(&["status", "web", "-n", "shop", "-o", "json"])?;
         let status: Value = serde_json::from_slice(&output.stdout).unwrap_or_default();

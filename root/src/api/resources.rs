@@ -20,6 +20,7 @@ pub(super) fn own_resources(
 ) -> Vec<Resource> {
     let column =
         |name: &str, kind: &str, path: &str| json!({"name": name, "type": kind, "jsonPath": path});
+    let wide = |name: &str, kind: &str, path: &str| json!({"name": name, "type": kind, "jsonPath": path, "priority": 1});
     let connected = column("Connected", "boolean", ".status.connected");
     vec![
         Resource::new(RELAYMESH_GROUP, VERSION, "placements", "Placement", true)
@@ -45,6 +46,12 @@ pub(super) fn own_resources(
                 connected.clone(),
                 column("Reachable", "boolean", ".status.reachable"),
                 column("Relay-Path", "string", ".status.relayPath"),
+                // `-o wide`: what scheduling sees.
+                wide("Cordoned", "boolean", ".status.cordoned"),
+                wide("Drain", "string", ".status.drain"),
+                wide("CPU", "string", ".status.capacity.cpu"),
+                wide("Memory", "string", ".status.capacity.memory"),
+                wide("Pods", "string", ".status.capacity.pods"),
             ]),
         Resource::new(RELAYMESH_GROUP, VERSION, "relays", "Relay", false)
             .read_only()

@@ -9,6 +9,23 @@ use serde_json::Value;
 
 use super::{Client, ClientError, GROUP_PATH, REQUEST_TIMEOUT};
 
+/// The Table `kubectl get` on the cluster would print for `object`: the
+/// kind's usual columns (READY, UP-TO-DATE and AVAILABLE for a
+/// Deployment), as the root's API prints its own objects of that kind.
+pub fn object_table(kind: &KindRef, object: &Value) -> Value {
+    let lower = kind.kind.to_lowercase();
+    let plural = match lower.strip_suffix('s') {
+        Some(_) => format!("{lower}es"),
+        None => format!("{lower}s"),
+    };
+    relaymesh_apiserver::table_of_objects(
+        &kind.group,
+        &plural,
+        std::slice::from_ref(object),
+        SystemTime::now(),
+    )
+}
+
 /// A kind, as the query names it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KindRef {
@@ -244,6 +261,31 @@ mod tests {
             version: version.into(),
             kind: kind.into(),
         })
+    }
+
+    #[test]
+    fn a_deployment_shows_its_kinds_columns() {
+        let deployment = kind("apps", "v1", "Deployment").expect("a kind");
+        let object = json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web", "namespace": "shop"},
+            "spec": {"replicas": 2},
+            "status": {"readyReplicas": 1, "updatedReplicas": 2, "availableReplicas": 1},
+        });
+        let table = object_table(&deployment, &object);
+        let text = crate::client::resources::render_table_as(&table, &Default::default());
+        let mut lines = text.lines();
+        let header: Vec<&str> = lines.next().expect("a header").split_whitespace().collect();
+        assert_eq!(header, ["NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE"]);
+        let row: Vec<&str> = lines.next().expect("a row").split_whitespace().collect();
+        assert_eq!(&row[..4], ["web", "1/2", "2", "1"]);
+        let service = kind("", "v1", "Service").expect("a kind");
+        let table = object_table(
+            &service,
+            &json!({"metadata": {"name": "web"}, "spec": {"type": "ClusterIP"}}),
+        );
+        let text = crate::client::resources::render_table_as(&table, &Default::default());
+        assert!(text.starts_with("NAME") && text.contains("TYPE"), "{text}");
     }
 
     #[test]

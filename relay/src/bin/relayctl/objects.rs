@@ -63,25 +63,14 @@ pub(super) async fn get_from(
         GetFormat::Json => println!("{}", serde_json::to_string_pretty(object)?),
         GetFormat::Yaml => print!("{}", serde_yaml::to_string(object)?),
         GetFormat::Table | GetFormat::Wide => {
-            let state = match cluster::stale_note(&reply) {
-                Some(_) => "stale",
-                None => "live",
+            // As `kubectl get` on the cluster prints it; a stale copy was
+            // said so on stderr above.
+            let view = resources::TableView {
+                wide: output == GetFormat::Wide,
+                ..Default::default()
             };
-            let rows = [
-                ["CLUSTER", "NAMESPACE", "NAME", "KIND", "STATE"].map(str::to_string),
-                [
-                    cluster.to_string(),
-                    object["metadata"]["namespace"]
-                        .as_str()
-                        .unwrap_or("")
-                        .into(),
-                    name.to_string(),
-                    kind_ref.kind.clone(),
-                    state.into(),
-                ],
-            ]
-            .map(|row| row.to_vec());
-            print!("{}", resources::render_rows(&rows));
+            let table = cluster::object_table(&kind_ref, object);
+            print!("{}", resources::render_table_as(&table, &view));
         }
     }
     Ok(())
