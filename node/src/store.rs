@@ -35,7 +35,9 @@ pub use issuer_keys::{reported_issuer_key, with_issuer_key_label, ISSUER_KEY_LAB
 pub use relaymesh_core::state::{Mutation, Persisted, Served};
 
 use crate::identity::Identity;
-pub use issued_tokens::{used_by, with_join_token_label, TokenRecord, JOIN_TOKEN_LABEL};
+pub use issued_tokens::{
+    joined_at_ms, used_by, with_join_token_label, TokenRecord, JOINED_AT_LABEL, JOIN_TOKEN_LABEL,
+};
 use journal::{Journal, Journaled};
 pub use users::UserRecord;
 

@@ -170,6 +170,18 @@ fn a_drained_cluster_keeps_its_copy_until_its_replacement_is_ready() -> anyhow::
         header.contains(&"CPU") && header.contains(&"MEMORY"),
         "{table}"
     );
+    // Its AGE is since it joined, as its record says.
+    let age = cell("AGE").unwrap_or("");
+    assert!(age.ends_with('s') || age.ends_with('m'), "{table}");
+    let joined = object["metadata"]["creationTimestamp"]
+        .as_str()
+        .unwrap_or("");
+    let joined = humantime::parse_rfc3339(joined).with_context(|| format!("{object}"))?;
+    let since = std::time::SystemTime::now().duration_since(joined)?;
+    assert!(
+        since < Duration::from_secs(3600),
+        "joined {since:?} ago: {object}"
+    );
     let status = wait_for("the placement ready on two", SETTLE, || {
         let output = mesh.relayctl(&["status", "web", "-n", "shop", "-o", "json"])?;
         let status: Value = serde_json::from_slice(&output.stdout).unwrap_or_default();

@@ -25,8 +25,14 @@ const KEEP_EXPIRED_SECS: u64 = 7 * 24 * 60 * 60;
 /// joined with (its id in hex).
 pub const JOIN_TOKEN_LABEL: &str = "relaymesh.dev/join-token";
 
-/// `labels` with [`JOIN_TOKEN_LABEL`] set to `id` (set at join, in the
-/// node's configuration).
+/// The label of a node's own inventory record that says when it joined,
+/// in seconds since the Unix epoch: the `creationTimestamp` of its views at
+/// the root (their AGE). The node says it of itself, so it is shown, never
+/// trusted for anything else.
+pub const JOINED_AT_LABEL: &str = "relaymesh.dev/joined-at";
+
+/// `labels` with [`JOIN_TOKEN_LABEL`] set to `id` and [`JOINED_AT_LABEL`]
+/// to now (set at join, in the node's configuration).
 pub fn with_join_token_label(
     mut labels: BTreeMap<String, String>,
     id: &[u8; 16],
@@ -35,7 +41,19 @@ pub fn with_join_token_label(
         JOIN_TOKEN_LABEL.to_string(),
         relaymesh_protocol::revocation::hex(id),
     );
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.as_secs());
+    labels.insert(JOINED_AT_LABEL.to_string(), now.to_string());
     labels
+}
+
+/// When the node of `record` joined, as it says ([`JOINED_AT_LABEL`]), in
+/// milliseconds since the Unix epoch; `None` for nodes that joined before
+/// nodes said it.
+pub fn joined_at_ms(record: &NodeRecord) -> Option<u64> {
+    let seconds: u64 = record.labels.get(JOINED_AT_LABEL)?.parse().ok()?;
+    seconds.checked_mul(1000)
 }
 
 /// The node that reports it joined with token `record`: of the token's
@@ -134,6 +152,34 @@ mod tests {
             not_after_unix,
             revoked: false,
         }
+    }
+
+    #[test]
+    fn a_node_says_when_it_joined() {
+        let labels = with_join_token_label(BTreeMap::new(), &[1; 16]);
+        let record = NodeRecord {
+            name: "edge-1".into(),
+            role: Role::Agent,
+            parent: Some("eu".into()),
+            labels,
+            addresses: Vec::new(),
+            version: String::new(),
+            link: None,
+            capacity: BTreeMap::new(),
+            refused_entries: 0,
+            limit_refusals: BTreeMap::new(),
+        };
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("after 1970")
+            .as_millis() as u64;
+        let joined = joined_at_ms(&record).expect("stamped");
+        assert!(joined <= now && now - joined < 60_000, "{joined} vs {now}");
+        let mut garbled = record;
+        garbled
+            .labels
+            .insert(JOINED_AT_LABEL.into(), "yesterday".into());
+        assert_eq!(joined_at_ms(&garbled), None);
     }
 
     #[test]

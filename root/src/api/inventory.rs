@@ -100,6 +100,9 @@ fn cluster(
         status["drain"] = Value::from(drain);
     }
     let mut metadata = json!({"name": record.name, "labels": record.labels});
+    if let Some(joined) = relaymesh_node::store::joined_at_ms(record) {
+        metadata["creationTimestamp"] = json!(rfc3339(joined));
+    }
     if let Some(annotations) = annotations.filter(|annotations| !annotations.is_empty()) {
         metadata["annotations"] = json!(annotations);
     }

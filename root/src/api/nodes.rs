@@ -43,10 +43,14 @@ pub(super) struct NodeList {
 }
 
 #[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
 struct ObjectMeta {
     name: String,
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     labels: BTreeMap<String, String>,
+    /// When the node joined, as it says (`relaymesh.dev/joined-at`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    creation_timestamp: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -211,6 +215,7 @@ impl<'a> Tree<'a> {
             metadata: ObjectMeta {
                 name: record.name.clone(),
                 labels: record.labels.clone(),
+                creation_timestamp: relaymesh_node::store::joined_at_ms(record).map(rfc3339),
             },
             spec: NodeSpec {
                 parent: record.parent.clone(),
@@ -303,6 +308,7 @@ pub(super) fn link_object(link: &super::NodeLink) -> LinkObject {
         metadata: ObjectMeta {
             name: link.name.clone(),
             labels: BTreeMap::new(),
+            creation_timestamp: None,
         },
         parent: link.parent.clone(),
         connected: status.connected,
