@@ -175,3 +175,26 @@ pub trait Extension: Send + Sync + 'static {
 pub struct Plain;
 
 impl Extension for Plain {}
+
+/// A plain Kubernetes API server that authorizes as a cluster's does: RBAC
+/// from its stored roles and bindings, `ServiceAccount` subjects included
+/// ([`Rbac::with_service_accounts`]).
+#[derive(Debug)]
+pub struct RbacEnforced(Rbac);
+
+impl RbacEnforced {
+    /// RBAC over the roles and bindings in `objects`.
+    pub fn new(objects: ObjectStore) -> Self {
+        Self(Rbac::new(objects).with_service_accounts())
+    }
+}
+
+impl Extension for RbacEnforced {
+    fn authorize(&self, user: &User, attributes: &Attributes) -> Result<(), Denied> {
+        self.0.authorize(user, attributes)
+    }
+
+    fn rbac(&self) -> Option<&Rbac> {
+        Some(&self.0)
+    }
+}

@@ -96,7 +96,7 @@ mod watch_gate;
 
 pub use attributes::{Attributes, Denied};
 pub use audit::AuditLog;
-pub use extension::{Call, Extension, ExtensionRoute, Plain};
+pub use extension::{Call, Extension, ExtensionRoute, Plain, RbacEnforced};
 pub use field_validation::{check_schema, SchemaFindings};
 pub use limits::{ApiLimit, WatchLimits};
 pub use resources::{api_version, Resource, Validator, Warner};

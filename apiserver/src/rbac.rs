@@ -116,6 +116,9 @@ pub struct Policy {
     cluster_bindings: Vec<(String, ClusterRoleBinding)>,
     /// By namespace.
     bindings: HashMap<String, Vec<(String, RoleBinding)>>,
+    /// `ServiceAccount` subjects are the users Kubernetes names after them
+    /// ([`Rbac::with_service_accounts`]).
+    service_accounts: bool,
 }
 
 /// `object` as the RBAC kind `T`.
@@ -232,7 +235,7 @@ impl Policy {
         mut visit: impl FnMut(Grant<'_>, &[PolicyRule]) -> bool,
     ) -> bool {
         for (name, binding) in &self.cluster_bindings {
-            if applies(binding.subjects.as_deref(), user) {
+            if applies(binding.subjects.as_deref(), user, self.service_accounts) {
                 if let Some(rules) = self.role_rules(&binding.role_ref, "") {
                     let grant = Grant {
                         binding: name,
@@ -249,7 +252,7 @@ impl Policy {
             return false;
         };
         for (name, binding) in self.bindings.get(namespace).into_iter().flatten() {
-            if applies(binding.subjects.as_deref(), user) {
+            if applies(binding.subjects.as_deref(), user, self.service_accounts) {
                 if let Some(rules) = self.role_rules(&binding.role_ref, namespace) {
                     let grant = Grant {
                         binding: name,
@@ -309,14 +312,21 @@ impl Grant<'_> {
 }
 
 /// Whether one of `subjects` is `user` or one of its groups (kube-apiserver's
-/// `appliesTo`); ServiceAccounts are nobody here.
-fn applies(subjects: Option<&[Subject]>, user: &User) -> bool {
+/// `appliesTo`). A ServiceAccount is nobody, unless `service_accounts`:
+/// then it is the user `system:serviceaccount:NAMESPACE:NAME`, as
+/// Kubernetes names it.
+fn applies(subjects: Option<&[Subject]>, user: &User, service_accounts: bool) -> bool {
     subjects.unwrap_or_default().iter().any(|subject| {
         let core = subject.api_group.as_deref().unwrap_or(GROUP);
         match subject.kind.as_str() {
             "User" if core == GROUP || core.is_empty() => subject.name == user.name,
             "Group" if core == GROUP || core.is_empty() => {
                 subject.name == AUTHENTICATED || user.groups.contains(&subject.name)
+            }
+            "ServiceAccount" if service_accounts => {
+                subject.namespace.as_deref().is_some_and(|namespace| {
+                    user.name == format!("system:serviceaccount:{namespace}:{}", subject.name)
+                })
             }
             _ => false,
         }
@@ -328,6 +338,7 @@ fn applies(subjects: Option<&[Subject]>, user: &User) -> bool {
 pub struct Rbac {
     objects: ObjectStore,
     cache: Mutex<Cache>,
+    service_accounts: bool,
 }
 
 struct Cache {
@@ -356,7 +367,22 @@ impl Rbac {
                 restarts,
                 policy: None,
             }),
+            service_accounts: false,
         }
+    }
+
+    /// This authorizer with `ServiceAccount` subjects bound to the users
+    /// Kubernetes names after them (`system:serviceaccount:NS:NAME`), as a
+    /// cluster's API server does. The root leaves them nobody: it has no
+    /// service accounts, and a binding copied from a cluster must grant
+    /// nothing there.
+    pub fn with_service_accounts(mut self) -> Self {
+        self.service_accounts = true;
+        // A policy kept so far was read without them.
+        if let Ok(cache) = self.cache.get_mut() {
+            cache.policy = None;
+        }
+        self
     }
 
     /// The roles and bindings as stored now: the kept copy, unless an
@@ -384,7 +410,9 @@ impl Rbac {
             return Ok(policy.clone());
         }
         // Events sent from here on drop this copy at the next decision.
-        let policy = Arc::new(Policy::load(&self.objects)?);
+        let mut policy = Policy::load(&self.objects)?;
+        policy.service_accounts = self.service_accounts;
+        let policy = Arc::new(policy);
         debug!(
             cluster_roles = policy.cluster_roles.len(),
             bindings = policy.cluster_bindings.len(),

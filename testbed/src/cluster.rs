@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use relaymesh_apiserver::objects::{ObjectError, ObjectKey, ObjectStore};
-use relaymesh_apiserver::{ApiError, ApiTls, Plain};
+use relaymesh_apiserver::{ApiError, ApiTls, Plain, RbacEnforced};
 use relaymesh_node::pki::{self, PkiError};
 use relaymesh_root::kubeconfig::{admin_kubeconfig, write_private};
 use serde_json::json;
@@ -98,6 +98,8 @@ pub enum ClusterError {
 pub struct SimulatedCluster {
     name: String,
     address: SocketAddr,
+    /// The CA its API trusts for client certificates, with its key.
+    authority: pki::ApiAuthority,
     kubeconfig: PathBuf,
     /// Every request that asked to change something, a JSON line each (see
     /// [`relaymesh_apiserver::AuditLog`]).
@@ -128,6 +130,28 @@ impl SimulatedCluster {
         dir: &Path,
         options: SimulatorOptions,
     ) -> Result<Self, ClusterError> {
+        Self::start_as(name, dir, options, false).await
+    }
+
+    /// [`SimulatedCluster::start`], authorizing as a real cluster does: RBAC
+    /// from the roles and bindings stored in it, service accounts included.
+    /// The admin kubeconfig is bound to a `cluster-admin` ClusterRole (as
+    /// kubeadm binds `system:masters`); [`SimulatedCluster::kubeconfig_for`]
+    /// makes others.
+    pub async fn start_with_rbac(
+        name: &str,
+        dir: &Path,
+        options: SimulatorOptions,
+    ) -> Result<Self, ClusterError> {
+        Self::start_as(name, dir, options, true).await
+    }
+
+    async fn start_as(
+        name: &str,
+        dir: &Path,
+        options: SimulatorOptions,
+        rbac: bool,
+    ) -> Result<Self, ClusterError> {
         std::fs::create_dir_all(dir).map_err(|source| ClusterError::Io {
             path: dir.to_path_buf(),
             source,
@@ -150,6 +174,9 @@ impl SimulatedCluster {
             }
         }
 
+        if rbac {
+            bind_cluster_admin(&objects)?;
+        }
         let mesh = pki::create_mesh(name, &["127.0.0.1".to_string()])?;
         let tls = ApiTls {
             client_ca_der: mesh.api_authority.cert_der.clone(),
@@ -185,17 +212,30 @@ impl SimulatedCluster {
         let mut server_stop = stopped.clone();
         // A plain Kubernetes API server: it is no relay, so it has no tree,
         // issues no tokens and takes no bundles.
-        let server = tokio::spawn(relaymesh_apiserver::serve(
-            listener,
-            tls,
-            Arc::new(Plain),
-            objects.clone(),
-            Some(audit),
-            async move {
-                // Either a send or the sender's drop ends the server.
-                let _ = server_stop.changed().await;
-            },
-        ));
+        let stopped_server = async move {
+            // Either a send or the sender's drop ends the server.
+            let _ = server_stop.changed().await;
+        };
+        let server = if rbac {
+            let extension = Arc::new(RbacEnforced::new(objects.clone()));
+            tokio::spawn(relaymesh_apiserver::serve(
+                listener,
+                tls,
+                extension,
+                objects.clone(),
+                Some(audit),
+                stopped_server,
+            ))
+        } else {
+            tokio::spawn(relaymesh_apiserver::serve(
+                listener,
+                tls,
+                Arc::new(Plain),
+                objects.clone(),
+                Some(audit),
+                stopped_server,
+            ))
+        };
         let simulator = tokio::spawn(simulator::run(
             objects.clone(),
             name.to_string(),
@@ -206,6 +246,7 @@ impl SimulatedCluster {
         Ok(Self {
             name: name.to_string(),
             address,
+            authority: mesh.api_authority,
             kubeconfig,
             audit_log,
             objects,
@@ -237,6 +278,45 @@ impl SimulatedCluster {
         &self.kubeconfig
     }
 
+    /// Writes a kubeconfig for `user` in `groups` next to the admin's (a
+    /// client certificate from the cluster's CA, valid for a day): for a
+    /// service account, `system:serviceaccount:NAMESPACE:NAME`, as the
+    /// cluster's RBAC names it. Returns its path.
+    pub fn kubeconfig_for(&self, user: &str, groups: &[&str]) -> Result<PathBuf, ClusterError> {
+        let key = pki::new_user_key(user)?;
+        let cert_der = pki::sign_user_cert(
+            &self.authority,
+            &key.csr_der,
+            user,
+            groups,
+            Duration::from_secs(24 * 3600),
+        )?;
+        let text = admin_kubeconfig(
+            &self.name,
+            &format!("https://{}", self.address),
+            &pki::authority_pem(&self.authority),
+            &pki::der_to_pem(&cert_der, "CERTIFICATE"),
+            &pki::der_to_pem(&key.key_der, "PRIVATE KEY"),
+        );
+        let file: String = user
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        let dir = self.kubeconfig.parent().unwrap_or(Path::new("."));
+        let path = dir.join(format!("{file}.kubeconfig"));
+        write_private(&path, &text).map_err(|source| ClusterError::Io {
+            path: path.clone(),
+            source,
+        })?;
+        Ok(path)
+    }
+
     /// Its object store, for tests that look behind the API.
     pub fn objects(&self) -> &ObjectStore {
         &self.objects
@@ -256,4 +336,39 @@ impl SimulatedCluster {
         info!(cluster = %self.name, "simulated cluster stopped");
         Ok(())
     }
+}
+
+/// What kubeadm gives `system:masters`: everything, here bound to the admin
+/// user of the cluster's admin kubeconfig ([`pki::ADMIN_USER`]).
+fn bind_cluster_admin(objects: &ObjectStore) -> Result<(), ClusterError> {
+    const RBAC: &str = "rbac.authorization.k8s.io";
+    let role = ObjectKey::new(RBAC, "clusterroles", None, "cluster-admin");
+    if objects.get(&role)?.is_none() {
+        objects.create(
+            &role,
+            json!({
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "ClusterRole",
+                "metadata": {"name": "cluster-admin"},
+                "rules": [
+                    {"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]},
+                    {"nonResourceURLs": ["*"], "verbs": ["*"]},
+                ],
+            }),
+        )?;
+    }
+    let binding = ObjectKey::new(RBAC, "clusterrolebindings", None, "cluster-admin");
+    if objects.get(&binding)?.is_none() {
+        objects.create(
+            &binding,
+            json!({
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "ClusterRoleBinding",
+                "metadata": {"name": "cluster-admin"},
+                "roleRef": {"apiGroup": RBAC, "kind": "ClusterRole", "name": "cluster-admin"},
+                "subjects": [{"apiGroup": RBAC, "kind": "User", "name": pki::ADMIN_USER}],
+            }),
+        )?;
+    }
+    Ok(())
 }

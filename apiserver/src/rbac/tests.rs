@@ -146,7 +146,7 @@ fn a_role_binding_grants_only_in_its_namespace() {
 }
 
 #[test]
-fn subjects_are_users_and_groups_never_service_accounts() {
+fn subjects_are_users_and_groups_and_service_accounts_only_on_a_cluster() {
     let (_dir, store) = team_store();
     put(
         &store,
@@ -169,6 +169,22 @@ fn subjects_are_users_and_groups_never_service_accounts() {
     assert!(rbac
         .authorize(&user("system:serviceaccount:team-b:deployer", &[]), &create)
         .is_err());
+
+    // A cluster's API server: the service account is its user, and only it.
+    let rbac = rbac.with_service_accounts();
+    assert!(rbac
+        .authorize(&user("system:serviceaccount:team-b:deployer", &[]), &create)
+        .is_ok());
+    for other in [
+        "system:serviceaccount:team-a:deployer",
+        "system:serviceaccount:team-b:builder",
+        "deployer",
+    ] {
+        assert!(
+            rbac.authorize(&user(other, &[]), &create).is_err(),
+            "{other}"
+        );
+    }
 }
 
 #[test]
