@@ -1,6 +1,6 @@
 //! Answers to queries about this cluster that reach the agent through the
-//! tree: one live object ([`Query::Object`]) and recent events
-//! ([`Query::Events`]).
+//! tree: live objects ([`Query::Object`]: one, or every managed one of a
+//! kind) and recent events ([`Query::Events`]).
 //!
 //! What the agent shows is its own decision, as what it applies is (see
 //! docs/security.md, "Reading from clusters"): only objects relaymesh
@@ -34,6 +34,10 @@ pub const READ_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The longest event message shown, in bytes; longer ones are cut.
 const MAX_MESSAGE_LEN: usize = 1024;
+
+/// The most objects one list answers with ([`Query::Object`] without a
+/// name): each is read live, within [`READ_TIMEOUT`] for all.
+pub const MAX_LISTED: usize = 50;
 
 /// Reads this cluster to answer queries.
 pub struct Answerer {
@@ -99,7 +103,11 @@ impl Answerer {
                     namespace: namespace.clone(),
                     name: name.clone(),
                 };
-                self.object(&reference).await.map(Answer::Object)
+                if name.is_empty() {
+                    self.list(&reference).await.map(Answer::Object)
+                } else {
+                    self.object(&reference).await.map(Answer::Object)
+                }
             }
             Query::Events { namespace, limit } => self
                 .events(namespace.as_deref(), *limit)
@@ -165,6 +173,83 @@ impl Answerer {
                     json.len()
                 ),
             ));
+        }
+        Ok(self.observation(json))
+    }
+
+    /// The objects of `kind`'s kind that relaymesh manages here, in its
+    /// namespace (every namespace without one), read live: a `List` of at
+    /// most [`MAX_LISTED`] by name, cut further to fit an answer
+    /// (`metadata.remainingItemCount` says how many were left out).
+    async fn list(&mut self, kind: &ObjectRef) -> Result<Observation, (ErrorCode, String)> {
+        let default_namespace = self.applier.client().default_namespace().to_string();
+        let inventory =
+            |error: crate::inventory::InventoryError| (ErrorCode::Internal, error.to_string());
+        let mut managed: BTreeSet<ObjectRef> = self
+            .inventory
+            .placements()
+            .map_err(inventory)?
+            .into_values()
+            .flat_map(|record| record.objects)
+            .chain(self.inventory.adopted().map_err(inventory)?)
+            .filter(|object| object.group == kind.group && object.kind == kind.kind)
+            .map(|mut object| {
+                object.version.clone_from(&kind.version);
+                object
+            })
+            .collect();
+        if kind.group.is_empty() && kind.kind == "Namespace" {
+            for name in self.inventory.created_namespaces().map_err(inventory)? {
+                managed.insert(ObjectRef {
+                    name,
+                    namespace: None,
+                    ..kind.clone()
+                });
+            }
+        }
+        let mut items = Vec::new();
+        let mut left_out = 0usize;
+        for mut reference in managed {
+            let namespace = reference.namespace.as_deref().unwrap_or(&default_namespace);
+            if kind
+                .namespace
+                .as_deref()
+                .is_some_and(|wanted| wanted != namespace)
+            {
+                continue;
+            }
+            if items.len() == MAX_LISTED {
+                left_out += 1;
+                continue;
+            }
+            let namespaced = self
+                .applier
+                .kind(&reference)
+                .await
+                .map_err(|error| (ErrorCode::NotFound, error.to_string()))?
+                .namespaced;
+            if namespaced && reference.namespace.is_none() {
+                reference.namespace = Some(default_namespace.clone());
+            }
+            let unavailable =
+                |error: applier::ApplyError| (ErrorCode::Unavailable, error.to_string());
+            if let Some(live) = self.applier.get(&reference).await.map_err(unavailable)? {
+                let mut object = applier::to_value(&live);
+                redact(&mut object);
+                items.push(object);
+            }
+        }
+        let list = |items: &[Value], left_out: usize| {
+            let mut list = json!({"apiVersion": "v1", "kind": "List", "items": items});
+            if left_out > 0 {
+                list["metadata"] = json!({"remainingItemCount": left_out});
+            }
+            serde_json::to_vec(&list).map_err(|error| (ErrorCode::Internal, error.to_string()))
+        };
+        let mut json = list(&items, left_out)?;
+        while json.len() > MAX_ANSWER_JSON_LEN && items.pop().is_some() {
+            left_out += 1;
+            json = list(&items, left_out)?;
         }
         Ok(self.observation(json))
     }

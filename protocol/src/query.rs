@@ -49,9 +49,11 @@ pub enum Query {
         version: String,
         /// The kind, as `Deployment`.
         kind: String,
-        /// The namespace; `None` for a cluster-scoped object.
+        /// The namespace; `None` for a cluster-scoped object, or, to list,
+        /// every namespace.
         namespace: Option<String>,
-        /// The object's name.
+        /// The object's name; empty to list every object of the kind the
+        /// agent manages (the answer's JSON is then a `List`).
         name: String,
     },
     /// The recent events of the agent's cluster, newest first, in

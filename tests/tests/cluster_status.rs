@@ -140,6 +140,56 @@ fn a_clusters_live_object_and_events_are_read_through_the_tree_then_stale() -> a
             .is_some_and(|row| row.starts_with("web ")),
         "{table}"
     );
+    // Without a name: every Deployment relaymesh manages there.
+    for args in [
+        &["get", "deploy", "-n", "shop", "--cluster", "edge-1"][..],
+        &["get", "deployments", "-A", "--cluster", "edge-1"][..],
+    ] {
+        let output = relayctl(&mesh, args)?;
+        assert!(
+            output.status.success(),
+            "{args:?}: {}",
+            text(&output.stderr)
+        );
+        let table = text(&output.stdout);
+        let rows: Vec<Vec<&str>> = table
+            .lines()
+            .map(|line| line.split_whitespace().collect())
+            .collect();
+        let web = if args.contains(&"-A") {
+            ["shop", "web"].as_slice()
+        } else {
+            ["web"].as_slice()
+        };
+        assert_eq!(rows.len(), 2, "{table}");
+        assert_eq!(&rows[1][..web.len()], web, "{table}");
+    }
+    let list = relayctl(
+        &mesh,
+        &[
+            "get",
+            "deploy",
+            "-n",
+            "shop",
+            "--cluster",
+            "edge-1",
+            "-o",
+            "json",
+        ],
+    )?;
+    let list: Value = serde_json::from_slice(&list.stdout).context("a list as JSON")?;
+    assert_eq!(list["kind"], "List", "{list}");
+    assert_eq!(list["items"][0]["metadata"]["name"], "web", "{list}");
+    // Nothing relaymesh manages in another namespace.
+    let none = relayctl(
+        &mesh,
+        &["get", "deploy", "-n", "kube-system", "--cluster", "edge-1"],
+    )?;
+    assert!(
+        none.status.success() && none.stdout.is_empty(),
+        "{}",
+        text(&none.stderr)
+    );
     let yaml = relayctl(
         &mesh,
         &[

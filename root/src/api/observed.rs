@@ -23,8 +23,9 @@ pub(super) const DEFAULT_EVENTS: u32 = 100;
 const MAX_PARAMETER_LEN: usize = 253;
 
 /// The [`Query::Object`] the parameters of `GET .../clusters/NAME/object`
-/// ask: `kind`, `version` and `name` required, `group` (empty for the core
-/// group) and `namespace` optional.
+/// ask: `kind` and `version` required, `group` (empty for the core group),
+/// `namespace` and `name` optional; without `name`, every object of the
+/// kind the agent manages (in `namespace`, or everywhere), as a `List`.
 pub(super) fn object_query(query: Option<&str>) -> Result<Query, ApiError> {
     let parameters = Parameters::parse(query)?;
     let required = |key: &str| {
@@ -36,7 +37,7 @@ pub(super) fn object_query(query: Option<&str>) -> Result<Query, ApiError> {
         version: required("version")?,
         kind: required("kind")?,
         namespace: parameter(&parameters, "namespace")?.filter(|namespace| !namespace.is_empty()),
-        name: required("name")?,
+        name: parameter(&parameters, "name")?.unwrap_or_default(),
     })
 }
 
@@ -124,7 +125,12 @@ mod tests {
         assert!(
             matches!(core, Ok(Query::Object { group, namespace: None, .. }) if group.is_empty())
         );
-        assert!(object_query(Some("version=v1&kind=Deployment")).is_err());
+        // Without a name: a list of the kind.
+        assert!(matches!(
+            object_query(Some("version=v1&kind=Deployment")),
+            Ok(Query::Object { name, .. }) if name.is_empty()
+        ));
+        assert!(object_query(Some("version=v1&name=web")).is_err());
         let long = format!("version=v1&kind=K&name={}", "n".repeat(300));
         assert!(object_query(Some(&long)).is_err());
 

@@ -9,21 +9,16 @@ use serde_json::Value;
 
 use super::{Client, ClientError, GROUP_PATH, REQUEST_TIMEOUT};
 
-/// The Table `kubectl get` on the cluster would print for `object`: the
+/// The Table `kubectl get` on the cluster would print for `objects`: the
 /// kind's usual columns (READY, UP-TO-DATE and AVAILABLE for a
 /// Deployment), as the root's API prints its own objects of that kind.
-pub fn object_table(kind: &KindRef, object: &Value) -> Value {
+pub fn object_table(kind: &KindRef, objects: &[Value]) -> Value {
     let lower = kind.kind.to_lowercase();
     let plural = match lower.strip_suffix('s') {
         Some(_) => format!("{lower}es"),
         None => format!("{lower}s"),
     };
-    relaymesh_apiserver::table_of_objects(
-        &kind.group,
-        &plural,
-        std::slice::from_ref(object),
-        SystemTime::now(),
-    )
+    relaymesh_apiserver::table_of_objects(&kind.group, &plural, objects, SystemTime::now())
 }
 
 /// A kind, as the query names it.
@@ -272,7 +267,7 @@ mod tests {
             "spec": {"replicas": 2},
             "status": {"readyReplicas": 1, "updatedReplicas": 2, "availableReplicas": 1},
         });
-        let table = object_table(&deployment, &object);
+        let table = object_table(&deployment, &[object]);
         let text = crate::client::resources::render_table_as(&table, &Default::default());
         let mut lines = text.lines();
         let header: Vec<&str> = lines.next().expect("a header").split_whitespace().collect();
@@ -282,7 +277,7 @@ mod tests {
         let service = kind("", "v1", "Service").expect("a kind");
         let table = object_table(
             &service,
-            &json!({"metadata": {"name": "web"}, "spec": {"type": "ClusterIP"}}),
+            &[json!({"metadata": {"name": "web"}, "spec": {"type": "ClusterIP"}})],
         );
         let text = crate::client::resources::render_table_as(&table, &Default::default());
         assert!(text.starts_with("NAME") && text.contains("TYPE"), "{text}");

@@ -248,18 +248,19 @@ enum Command {
     },
     /// List objects of a resource as a table: placements, clusters, relays, or any kind.
     ///
-    /// With --cluster, show one object as that cluster holds it now (status
-    /// included): KIND/NAME is asked of the cluster's agent through the
-    /// tree. KIND is a short name (deploy, deployment, deployments), one
+    /// With --cluster, show objects as that cluster holds them now (status
+    /// included), asked of the cluster's agent through the tree: KIND/NAME
+    /// for one, KIND for every one relaymesh manages there (-n, or -A; at
+    /// most 50). KIND is a short name (deploy, deployment, deployments), one
     /// qualified by its group (deployments.apps), or Kind.version.group. The
     /// agent shows only objects relaymesh manages there, and Secrets without
     /// their data. When the agent is out of reach, the answer is the last
     /// state a relay saw, with a note on stderr saying how old it is.
     Get {
         /// The resource: placements (pl), clusters, relays, clusterprofiles, or a kind's plural;
-        /// with --cluster, KIND/NAME.
+        /// with --cluster, KIND or KIND/NAME.
         resource: String,
-        /// Read KIND/NAME from this cluster (its agent), not the root.
+        /// Read from this cluster (its agent), not the root.
         #[arg(long, value_name = "CLUSTER")]
         cluster: Option<String>,
         /// The namespace (namespaced resources).
@@ -516,9 +517,13 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             resource,
             cluster: Some(cluster),
             namespace,
+            all_namespaces,
             output,
             ..
-        } => objects::get_from(&client, &cluster, &resource, &namespace, output).await?,
+        } => {
+            let namespace = (!all_namespaces).then_some(namespace.as_str());
+            objects::get_from(&client, &cluster, &resource, namespace, output).await?
+        }
         Command::Events {
             cluster,
             namespace,

@@ -34,17 +34,17 @@ pub(super) async fn apply(
     Ok(())
 }
 
-/// `relayctl get KIND/NAME --cluster CLUSTER`.
+/// `relayctl get KIND[/NAME] --cluster CLUSTER`: one object, or (without
+/// a name) every one of the kind relaymesh manages there, in `namespace`
+/// (`None`: every namespace).
 pub(super) async fn get_from(
     client: &Client,
     cluster: &str,
     resource: &str,
-    namespace: &str,
+    namespace: Option<&str>,
     output: GetFormat,
 ) -> anyhow::Result<()> {
-    let (kind, name) = resource
-        .split_once('/')
-        .with_context(|| format!("with --cluster, give KIND/NAME, not {resource:?}"))?;
+    let (kind, name) = resource.split_once('/').unwrap_or((resource, ""));
     let kind_ref = cluster::kind_ref(kind).with_context(|| {
         format!(
             "unknown kind {kind:?}: use one of {} (or plural.group), or Kind.version.group",
@@ -52,7 +52,7 @@ pub(super) async fn get_from(
         )
     })?;
     let reply = client
-        .cluster_object(cluster, &kind_ref, Some(namespace), name)
+        .cluster_object(cluster, &kind_ref, namespace, name)
         .await
         .with_context(|| format!("cannot read {resource} from cluster {cluster}"))?;
     if let Some(note) = cluster::stale_note(&reply) {
@@ -66,11 +66,23 @@ pub(super) async fn get_from(
             // As `kubectl get` on the cluster prints it; a stale copy was
             // said so on stderr above.
             let view = resources::TableView {
+                namespaces: name.is_empty() && namespace.is_none(),
                 wide: output == GetFormat::Wide,
                 ..Default::default()
             };
-            let table = cluster::object_table(&kind_ref, object);
+            let objects = match object["kind"].as_str() {
+                Some("List") => object["items"].as_array().cloned().unwrap_or_default(),
+                _ => vec![object.clone()],
+            };
+            if objects.is_empty() {
+                eprintln!("No resources found in {cluster} that relaymesh manages.");
+                return Ok(());
+            }
+            let table = cluster::object_table(&kind_ref, &objects);
             print!("{}", resources::render_table_as(&table, &view));
+            if let Some(left_out) = object["metadata"]["remainingItemCount"].as_u64() {
+                eprintln!("{left_out} more not shown: name one, or narrow with -n");
+            }
         }
     }
     Ok(())
