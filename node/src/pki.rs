@@ -35,6 +35,7 @@ mod mesh;
 mod quic_tls;
 mod renewal;
 mod rotation;
+mod server_verifier;
 #[cfg(test)]
 mod tests;
 mod users;
@@ -54,10 +55,9 @@ pub use issuer_rotation::{
 };
 pub use mesh::create_mesh;
 pub use quic_tls::{
-    chain_issuer_path, chain_signer_key, connection_chain, connection_leaf, connection_peer,
-    public_key_sha256, quic_client_config, quic_client_config_among, quic_endpoint_config,
-    quic_join_client_config, quic_server_config, quic_server_config_idle, IDLE_TIMEOUT,
-    SERVER_CERT_VALIDITY,
+    connection_chain, connection_leaf, connection_peer, quic_client_config,
+    quic_client_config_among, quic_endpoint_config, quic_join_client_config, quic_server_config,
+    quic_server_config_idle, IDLE_TIMEOUT, SERVER_CERT_VALIDITY,
 };
 pub use renewal::{
     expiry, issuer_renewal_request, rehomed_identity, renew_at_root, renewal_request,
@@ -67,6 +67,7 @@ pub use rotation::{
     chain_ca_key, current_trust, finish_mesh_ca_rotation, needs_mesh_signature, short_key,
     start_mesh_ca_rotation, with_mesh_trust, RotationStep,
 };
+pub use server_verifier::{chain_issuer_path, chain_signer_key, public_key_sha256};
 pub use users::{
     authority_pem, create_api_authority, new_user_key, resign_api_cert, sign_user_cert,
     validity_unix, ApiAuthority, UserKey, UserName, MAX_USER_CERT_VALIDITY,

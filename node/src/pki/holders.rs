@@ -27,7 +27,7 @@ pub fn holder_of(der: &[u8]) -> Result<Option<Holder>, PkiError> {
     let not_before = u64::try_from(cert.validity().not_before.timestamp()).unwrap_or(0);
     let issued_unix = not_before.saturating_add(super::certs::BACKDATE_SECS);
     let name = if cert.is_ca() {
-        super::quic_tls::relay_of_issuer(der)
+        super::server_verifier::relay_of_issuer(der)
     } else {
         Some(peer_of(der)?.name)
     };

@@ -181,9 +181,10 @@ pub fn rehomed_identity(
     check_renewed_leaf(identity, &chain_der)?;
     let anchors = identity.anchors();
     verify_chain(&anchors, &chain_der)?;
-    let signer = super::quic_tls::chain_signer_key(&chain_der, &anchors).map_err(mismatch)?;
+    let signer =
+        super::server_verifier::chain_signer_key(&chain_der, &anchors).map_err(mismatch)?;
     if signer != *issuer_key {
-        let path = super::quic_tls::chain_issuer_path(&chain_der, &anchors);
+        let path = super::server_verifier::chain_issuer_path(&chain_der, &anchors);
         return Err(mismatch(format!(
             "issuer key mismatch: the certificate was not signed by the issuer key the root recorded for the new parent (it was issued through {path:?})"
         )));
