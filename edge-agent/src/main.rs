@@ -51,6 +51,9 @@ struct Cli {
     #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
 
+    #[command(flatten)]
+    config: relaymesh_node::config_file::ConfigArg,
+
     #[command(subcommand)]
     command: Command,
 }
@@ -270,7 +273,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli: Cli = relaymesh_node::config_file::parse();
     if let Command::Completions { shell } = cli.command {
         clap_complete::generate(
             shell,

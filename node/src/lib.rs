@@ -20,6 +20,7 @@
 
 pub mod admission;
 pub mod config;
+pub mod config_file;
 pub mod daemon;
 pub mod deny_list;
 pub mod identity;

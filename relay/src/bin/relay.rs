@@ -53,6 +53,9 @@ struct Cli {
     #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
 
+    #[command(flatten)]
+    config: relaymesh_node::config_file::ConfigArg,
+
     #[command(subcommand)]
     command: Command,
 }
@@ -378,7 +381,7 @@ impl EtcdArgs {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli: Cli = relaymesh_node::config_file::parse();
     if let Command::Completions { shell } = cli.command {
         clap_complete::generate(shell, &mut Cli::command(), "relay", &mut std::io::stdout());
         return ExitCode::SUCCESS;
