@@ -85,11 +85,8 @@ pub(super) fn error_reply(error: &ApiError) -> Response<ApiBody> {
     response
 }
 
-pub(super) fn reply(
-    status: StatusCode,
-    content_type: &'static str,
-    bytes: Vec<u8>,
-) -> Response<ApiBody> {
+/// A reply of `content_type` holding `bytes`.
+pub fn reply(status: StatusCode, content_type: &'static str, bytes: Vec<u8>) -> Response<ApiBody> {
     let mut response = Response::new(Full::new(Bytes::from(bytes)).boxed_unsync());
     *response.status_mut() = status;
     response

@@ -18,6 +18,7 @@
 pub mod api;
 pub mod client;
 pub mod controller;
+pub mod dashboard;
 pub mod kubeconfig;
 pub mod metrics;
 pub mod objects_store;

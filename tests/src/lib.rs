@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context as _};
 use serde_json::Value;
 
+pub mod chromium;
 mod reader;
 
 pub use reader::ApiReader;

@@ -90,6 +90,7 @@ pub(super) async fn call<B: Backend>(
         (endpoint::LINK, _) => link(backend, argument(&call, 0), argument(&call, 1)).await,
         (endpoint::OBJECT | endpoint::EVENTS, _) => observe(backend, &call).await,
         (endpoint::SUBTREE, _) => subtree(backend, &call).await,
+        (endpoint::DASHBOARD, _) => crate::dashboard::asset(&argument(&call, 0)),
         (other, _) => Err(ApiError::NotFound(format!("nothing serves {other}"))),
     }
 }

@@ -33,6 +33,7 @@ pub(super) mod endpoint {
     pub(in crate::api) const OBJECT: &str = "object";
     pub(in crate::api) const EVENTS: &str = "events";
     pub(in crate::api) const SUBTREE: &str = "subtree";
+    pub(in crate::api) const DASHBOARD: &str = "dashboard";
 }
 
 const GET: &[Method] = &[Method::GET];
@@ -55,6 +56,14 @@ pub(super) fn route(method: &Method, path: &str) -> Option<ExtensionRoute> {
             subresource(resource, name, below)
         }
         ["relaymesh", VERSION, rest @ ..] => raw(rest),
+        ["dashboard", ..] => {
+            let name = crate::dashboard::asset_name(path)?;
+            let attributes = Attributes::NonResource {
+                verb: "get".into(),
+                path: path.to_string(),
+            };
+            extension_route(endpoint::DASHBOARD, &[name], GET, attributes, 0)
+        }
         _ => None,
     }
 }
