@@ -79,10 +79,29 @@ pub const PROTOCOL_VERSION: u16 = 12;
 /// parent's cross-signed new issuer to a renewal's answer
 /// ([`message::RenewReply::Renewed`]'s `successor_der`), while its issuer
 /// key rotates; version 12 carries a placement entry's body as a typed
-/// [`PlacementBody`] where it was the Placement's JSON. Older versions cannot
-/// decode the longer records and the new messages, so nothing older is
-/// spoken (there are no deployments to keep).
+/// [`PlacementBody`] where it was the Placement's JSON. Nothing older is
+/// spoken: version 12 is the first release's (v0.1.0). From it on, a
+/// release keeps this at or below the previous release's
+/// [`PROTOCOL_VERSION`], so a node works with a parent and children one
+/// release behind (docs/production.md, "Version skew").
 pub const MIN_PROTOCOL_VERSION: u16 = 12;
 
 /// The QUIC ALPN identifier of version 1 of the relaymesh protocol.
 pub const ALPN: &[u8] = b"relaymesh/1";
+
+#[cfg(test)]
+mod version_skew {
+    use super::{MIN_PROTOCOL_VERSION, PROTOCOL_VERSION};
+
+    /// The protocol version of the previous release (`git tag`): raise it
+    /// when a release that changed [`PROTOCOL_VERSION`] is tagged.
+    const PREVIOUS_RELEASE: u16 = 12;
+
+    #[test]
+    fn this_build_speaks_the_previous_releases_protocol() {
+        assert!(
+            (MIN_PROTOCOL_VERSION..=PROTOCOL_VERSION).contains(&PREVIOUS_RELEASE),
+            "a node must speak its neighbours' protocol one release behind"
+        );
+    }
+}

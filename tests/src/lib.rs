@@ -66,6 +66,25 @@ pub fn relayctl_as(kubeconfig: &Path, args: &[&str]) -> anyhow::Result<Output> {
         .output()?)
 }
 
+/// The directory holding `relay`, `relayctl` and `edge-agent` of the
+/// release before this build's version, built once by
+/// `scripts/previous-release` (docs/production.md, "Version skew").
+pub fn previous_release() -> anyhow::Result<PathBuf> {
+    bin_dir()?;
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/previous-release");
+    let output = Command::new(&script)
+        .output()
+        .context("scripts/previous-release")?;
+    if !output.status.success() {
+        bail!(
+            "scripts/previous-release: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    let dir = String::from_utf8_lossy(&output.stdout).trim().to_string();
+    Ok(PathBuf::from(dir))
+}
+
 /// The path of one of the workspace's binaries.
 pub fn binary(name: &str) -> anyhow::Result<PathBuf> {
     Ok(bin_dir()?.join(name))
@@ -221,6 +240,9 @@ pub struct Mesh {
     pub api_port: u16,
     /// Environment variables per node, for its joins and runs.
     env: Mutex<BTreeMap<String, Vec<(String, String)>>>,
+    /// Where a node's programs come from, when not from this build (an
+    /// older release's, for version skew).
+    binaries: Mutex<BTreeMap<String, PathBuf>>,
 }
 
 impl Mesh {
@@ -251,16 +273,36 @@ impl Mesh {
         run_args: &[&str],
         listen: &str,
     ) -> anyhow::Result<(Self, RelayProcess)> {
+        Self::init_from(None, init_args, run_args, listen)
+    }
+
+    /// [`Mesh::init`] with a root run by the `relay` in `binaries` (an
+    /// older release's).
+    pub fn init_with_binaries(binaries: &Path) -> anyhow::Result<(Self, RelayProcess)> {
+        let listen = format!("127.0.0.1:{}", free_udp_port()?);
+        Self::init_from(Some(binaries), &[], &[], &listen)
+    }
+
+    fn init_from(
+        root_binaries: Option<&Path>,
+        init_args: &[&str],
+        run_args: &[&str],
+        listen: &str,
+    ) -> anyhow::Result<(Self, RelayProcess)> {
         let dir = tempfile::tempdir()?;
         let api_port = free_tcp_port()?;
         let mesh = Self {
             dir,
             api_port,
             env: Mutex::new(BTreeMap::new()),
+            binaries: Mutex::new(BTreeMap::new()),
         };
+        if let Some(binaries) = root_binaries {
+            mesh.use_binaries("root", binaries)?;
+        }
         let data_dir = mesh.data_dir("root");
         run_ok(
-            Command::new(binary("relay")?)
+            mesh.command("relay", "root")?
                 .arg("init")
                 .arg("--data-dir")
                 .arg(&data_dir)
@@ -284,6 +326,16 @@ impl Mesh {
         })
     }
 
+    /// Runs node `name`'s later `init`, `join` and `run` with the programs
+    /// in `dir` (an older release's) instead of this build's.
+    pub fn use_binaries(&self, name: &str, dir: &Path) -> anyhow::Result<()> {
+        self.binaries
+            .lock()
+            .map_err(|_| anyhow::anyhow!("a test panicked while choosing a node's programs"))?
+            .insert(name.to_string(), dir.to_path_buf());
+        Ok(())
+    }
+
     /// Gives node `name`'s later `join` and `run` processes (relay or edge
     /// agent) these environment variables, as `LD_PRELOAD` of libfaketime
     /// for a node whose clock is off.
@@ -303,7 +355,16 @@ impl Mesh {
     /// A command for one of node `name`'s processes, with its environment
     /// ([`Mesh::set_env`]).
     pub fn command(&self, binary_name: &str, name: &str) -> anyhow::Result<Command> {
-        let mut command = Command::new(binary(binary_name)?);
+        let program = self
+            .binaries
+            .lock()
+            .map_err(|_| anyhow::anyhow!("a test panicked while choosing a node's programs"))?
+            .get(name)
+            .map(|dir| dir.join(binary_name));
+        let mut command = Command::new(match program {
+            Some(program) => program,
+            None => binary(binary_name)?,
+        });
         let env = self
             .env
             .lock()
