@@ -60,7 +60,10 @@ impl Browser {
         let request = json!({"id": id, "method": method, "params": params});
         self.socket.send(Message::text(request.to_string()))?;
         loop {
-            let message = self.socket.read().with_context(|| format!("{method}: no answer"))?;
+            let message = self
+                .socket
+                .read()
+                .with_context(|| format!("{method}: no answer"))?;
             let Message::Text(text) = message else {
                 continue;
             };
