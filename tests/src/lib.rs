@@ -85,6 +85,31 @@ pub fn previous_release() -> anyhow::Result<PathBuf> {
     Ok(PathBuf::from(dir))
 }
 
+/// `GET /metrics` on a node's `--metrics-listen` address: the body of its
+/// `200` answer in Prometheus's text format, or `None` while nothing
+/// listens there.
+pub fn scrape_metrics(address: &str) -> anyhow::Result<Option<String>> {
+    use std::io::{Read as _, Write as _};
+    let Ok(mut stream) = std::net::TcpStream::connect(address) else {
+        return Ok(None);
+    };
+    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+    stream.write_all(b"GET /metrics HTTP/1.0\r\nHost: metrics\r\n\r\n")?;
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer)?;
+    let (head, body) = answer
+        .split_once("\r\n\r\n")
+        .context("no HTTP header end")?;
+    if !(head.starts_with("HTTP/1.0 200") || head.starts_with("HTTP/1.1 200")) {
+        bail!("{address}: {head}");
+    }
+    if !head.contains("text/plain; version=0.0.4") {
+        bail!("{address}: not Prometheus's text format: {head}");
+    }
+    observe(format_args!("{address}: {body}"));
+    Ok(Some(body.to_string()))
+}
+
 /// The path of one of the workspace's binaries.
 pub fn binary(name: &str) -> anyhow::Result<PathBuf> {
     Ok(bin_dir()?.join(name))

@@ -3,28 +3,18 @@
 //! (metrics address, log format, labels), and a key that is no flag stops
 //! the program before it starts, naming the key and the file.
 
-use std::io::{Read as _, Write as _};
-use std::net::TcpStream;
 use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{ensure, Context as _};
-use relaymesh_tests::{connected_under, free_tcp_port, observe, run_ok, wait_for, Mesh};
+use relaymesh_tests::{connected_under, free_tcp_port, run_ok, scrape_metrics, wait_for, Mesh};
 use serde_json::Value;
 
 const SETTLE: Duration = Duration::from_secs(60);
 
-/// Whether `address` serves metrics.
+/// Whether `address` serves a node's metrics.
 fn serves_metrics(address: &str) -> anyhow::Result<bool> {
-    let Ok(mut stream) = TcpStream::connect(address) else {
-        return Ok(false);
-    };
-    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
-    stream.write_all(b"GET /metrics HTTP/1.0\r\n\r\n")?;
-    let mut answer = String::new();
-    stream.read_to_string(&mut answer)?;
-    observe(&answer);
-    Ok(answer.starts_with("HTTP/1.0 200") && answer.contains("relaymesh_link_up"))
+    Ok(scrape_metrics(address)?.is_some_and(|body| body.contains("relaymesh_link_up")))
 }
 
 fn write(path: &Path, text: &str) -> anyhow::Result<String> {

@@ -5,15 +5,16 @@
 //! and the rules file and the Grafana dashboard name only served metrics.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{Read as _, Write as _};
-use std::net::TcpStream;
+use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use anyhow::{bail, ensure, Context as _};
 use relaymesh_testbed::cluster::{SimulatedCluster, SimulatorOptions};
-use relaymesh_tests::{connected_under, free_tcp_port, kubectl, observe, wait_for, Mesh};
+use relaymesh_tests::{
+    connected_under, free_tcp_port, kubectl, observe, scrape_metrics, wait_for, Mesh,
+};
 use serde_json::Value;
 
 const SETTLE: Duration = Duration::from_secs(90);
@@ -52,24 +53,7 @@ fn repo_file(path: &str) -> PathBuf {
 
 /// `GET /metrics` at `address`: the body of a 200 answer.
 fn scrape(address: &str) -> anyhow::Result<String> {
-    let mut stream = TcpStream::connect(address).with_context(|| format!("connect {address}"))?;
-    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
-    stream.write_all(b"GET /metrics HTTP/1.0\r\nHost: metrics\r\n\r\n")?;
-    let mut answer = String::new();
-    stream.read_to_string(&mut answer)?;
-    let (head, body) = answer
-        .split_once("\r\n\r\n")
-        .context("no HTTP header end")?;
-    ensure!(
-        head.starts_with("HTTP/1.0 200") || head.starts_with("HTTP/1.1 200"),
-        "{head}"
-    );
-    ensure!(
-        head.contains("text/plain; version=0.0.4"),
-        "content type: {head}"
-    );
-    observe(format_args!("{address}: {body}"));
-    Ok(body.to_string())
+    scrape_metrics(address)?.with_context(|| format!("nothing listens on {address}"))
 }
 
 /// `promtool check metrics` on `text`: its complaints, empty when clean.
