@@ -57,6 +57,14 @@ pub fn summary(store: &Store) -> Result<Option<Value>, StoreError> {
         "served": served,
         "nodes": persisted.nodes.keys().collect::<Vec<_>>(),
         "digest": store.digest()?,
+        // The store's layout: the format this open found, the release that
+        // opened it before, and the backup taken if this open migrated it.
+        "store": {
+            "format": crate::store::STORE_FORMAT,
+            "formatFound": store.opened().found,
+            "lastOpenedBy": store.opened().written_by,
+            "backup": store.opened().backup,
+        },
     })))
 }
 

@@ -8,11 +8,13 @@
 //!
 //! Bundles are kept in chunks of [`BUNDLE_CHUNK_LEN`] bytes (`store::bundles`),
 //! so a relay serves and receives one without holding it whole in memory.
-//! The layout has a version, [`STORE_FORMAT`]; a store of another format is
-//! refused with an error that says so rather than misread.
+//! The layout has a version, [`STORE_FORMAT`]; an older store is migrated
+//! forward on open after a backup, and a newer one is refused with an error
+//! that says so rather than misread (see [`format`]).
 
 mod bundles;
 mod error;
+pub mod format;
 mod issued_tokens;
 mod issuer_keys;
 pub mod journal;
@@ -58,11 +60,7 @@ const TEMPORARY_SEGMENT_BYTES: usize = 256 * 1024;
 /// than a second (a unit test that reopens a store failed so under CI load).
 const LOCK_RETRIES: u32 = 150;
 
-/// The layout of the store this build reads and writes. Format 1 (never
-/// written down: a store without a format is one) kept each bundle whole in
-/// one value and inventory records of protocol version 3; format 2 keeps
-/// bundles in chunks and records of protocol version 4.
-pub const STORE_FORMAT: u32 = 2;
+pub use format::STORE_FORMAT;
 
 /// The root API's TLS material: its server certificate chain (leaf first)
 /// and PKCS#8 key, and the API CA that signed it and signs users.
@@ -94,9 +92,10 @@ pub struct Store {
     tokens: Journaled,
     /// What the trees above recorded for a mirror (a replicated root's).
     journal: Arc<Journal>,
+    /// The format found on open, and what opening did about it.
+    opened: format::Opened,
 }
 
-const FORMAT: &[u8] = b"format";
 const IDENTITY: &[u8] = b"identity";
 /// [`Identity::extra_anchors_der`], apart from the identity so that
 /// identities stored before rotations existed decode as they are.
@@ -175,7 +174,7 @@ impl Store {
                 other => break other.map_err(sled_error)?,
             }
         };
-        Self::on(db, path)
+        Self::on(db, path, Some(dir))
     }
 
     /// A store that lives in memory and is gone when its last handle is
@@ -196,15 +195,17 @@ impl Store {
                 path: label.to_string(),
                 source,
             })?;
-        Self::on(db, label.to_string())
+        Self::on(db, label.to_string(), None)
     }
 
-    /// The store on an open database: its trees, and its format checked.
-    fn on(db: sled::Db, path: String) -> Result<Self, StoreError> {
+    /// The store on an open database: its format checked (and migrated,
+    /// with a backup in `dir` if it has one), then its trees.
+    fn on(db: sled::Db, path: String, dir: Option<&Path>) -> Result<Self, StoreError> {
         let sled_error = |source| StoreError::Sled {
             path: path.clone(),
             source,
         };
+        let opened = format::open(&db, &db.open_tree("node").map_err(sled_error)?, dir, &path)?;
         let journal = Arc::new(Journal::default());
         let tree = |name: &str| {
             db.open_tree(name)
@@ -219,35 +220,16 @@ impl Store {
             tokens: tree("tokens")?,
             journal: journal.clone(),
             path: path.clone(),
+            opened,
             db,
         };
-        store.check_format()?;
         Ok(store)
     }
 
-    /// Refuses a store of another format, and marks a new one with this
-    /// build's.
-    fn check_format(&self) -> Result<(), StoreError> {
-        let found = match self.node.get(FORMAT).map_err(|e| self.sled(e))? {
-            Some(value) => <[u8; 4]>::try_from(value.as_ref())
-                .map(u32::from_be_bytes)
-                .map_err(|_| self.corrupt_key(FORMAT))?,
-            None if self.node.is_empty() && self.state.is_empty() && self.bundles.is_empty() => {
-                self.node
-                    .insert(FORMAT, &STORE_FORMAT.to_be_bytes())
-                    .map_err(|e| self.sled(e))?;
-                self.flush()?;
-                STORE_FORMAT
-            }
-            None => 1,
-        };
-        if found != STORE_FORMAT {
-            return Err(StoreError::Format {
-                path: self.path.clone(),
-                found,
-            });
-        }
-        Ok(())
+    /// The format the store had when opened, the release that opened it
+    /// before, and the backup taken if opening migrated it.
+    pub fn opened(&self) -> &format::Opened {
+        &self.opened
     }
 
     /// Opens (or creates) the sled tree `name` in the store's database, for

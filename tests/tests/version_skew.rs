@@ -3,7 +3,9 @@
 //! `scripts/previous-release`) and this build's in one tree. Placements
 //! flow down and status flows up with an old root above new relays and
 //! agents, and with an old agent below new relays; an old agent's data
-//! directory is then run by the new agent, which keeps its identity.
+//! directory is then run by the new agent, which keeps its identity and
+//! migrates the store after a backup, and the downgrade back (docs/
+//! production.md, "Downgrades") is refused until that backup is restored.
 
 use std::time::Duration;
 
@@ -107,8 +109,18 @@ fn an_old_root_runs_new_relays_and_agents() -> anyhow::Result<()> {
     ready(&mesh, 1)
 }
 
+/// Waits for a node started on a store it must refuse to exit with an
+/// error, and returns its log.
+fn refused(process: &mut relaymesh_tests::RelayProcess) -> anyhow::Result<String> {
+    let status = wait_for("the old agent to refuse the store", SETTLE, || {
+        process.exit_status()
+    })?;
+    anyhow::ensure!(!status.success(), "the old agent ran on a newer store");
+    Ok(std::fs::read_to_string(&process.log)?)
+}
+
 #[test]
-fn new_relays_run_an_old_agent_which_upgrades_in_place() -> anyhow::Result<()> {
+fn new_relays_run_an_old_agent_which_upgrades_in_place_and_back() -> anyhow::Result<()> {
     let old = previous_release()?;
     let old_version = previous_version(&old)?;
     let runtime = tokio::runtime::Runtime::new()?;
@@ -138,7 +150,7 @@ fn new_relays_run_an_old_agent_which_upgrades_in_place() -> anyhow::Result<()> {
     // The upgrade: the same data directory, this build's agent.
     agent.stop()?;
     mesh.use_binaries("edge-1", &bin_dir()?)?;
-    let _agent = mesh.start_agent("edge-1")?;
+    agent = mesh.start_agent("edge-1")?;
     wait_for("the upgraded agent's version", SETTLE, || {
         reported(
             &mesh,
@@ -147,5 +159,34 @@ fn new_relays_run_an_old_agent_which_upgrades_in_place() -> anyhow::Result<()> {
     })
     .with_context(|| mesh.logs())?;
     mesh.place_web("nginx:1.28", "{names: [edge-1]}", cluster.kubeconfig())?;
+    ready(&mesh, 1)?;
+
+    // The upgrade migrated the store, and kept the old format beside it.
+    let data_dir = mesh.data_dir("edge-1");
+    let backup = data_dir.join("store.format-2.backup");
+    anyhow::ensure!(backup.is_dir(), "no backup at {}", backup.display());
+
+    // The downgrade: the old agent refuses the migrated store, untouched,
+    // and runs once the backup is back in its place.
+    agent.stop()?;
+    mesh.use_binaries("edge-1", &old)?;
+    let mut refusing = mesh.start_agent("edge-1")?;
+    let log = refused(&mut refusing)?;
+    anyhow::ensure!(log.contains("has format 3"), "{log}");
+    std::fs::rename(data_dir.join("store"), data_dir.join("store.format-3"))?;
+    std::fs::rename(&backup, data_dir.join("store"))?;
+    let _agent = mesh.start_agent("edge-1")?;
+    wait_for("the downgraded agent's version", SETTLE, || {
+        reported(
+            &mesh,
+            &[
+                ("edge-1", &old_version),
+                ("root", CURRENT),
+                ("site", CURRENT),
+            ],
+        )
+    })
+    .with_context(|| mesh.logs())?;
+    mesh.place_web("nginx:1.29", "{names: [edge-1]}", cluster.kubeconfig())?;
     ready(&mesh, 1)
 }

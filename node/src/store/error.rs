@@ -4,7 +4,7 @@
 use relaymesh_protocol::codec::CodecError;
 use relaymesh_protocol::BundleId;
 
-use super::STORE_FORMAT;
+use super::format::{OLDEST_MIGRATED_FORMAT, STORE_FORMAT};
 
 /// A failure of the store.
 #[derive(Debug, thiserror::Error)]
@@ -86,18 +86,34 @@ pub enum StoreError {
         /// The data directory.
         path: String,
     },
-    /// The store was written by a build with another layout.
+    /// The store was written by a build too old to migrate from.
     #[error(
-        "the store in {path} has format {found}, and this build reads format {STORE_FORMAT} only \
-         (format 1 is a relaymesh from before protocol version 4, which this build cannot talk \
-         to either): re-create the node with `relay init`, `relay join` or `edge-agent join` \
-         in a new data directory"
+        "the store in {path} has format {found}, and this build migrates formats \
+         {OLDEST_MIGRATED_FORMAT} to {STORE_FORMAT} only (format 1 is a relaymesh from before \
+         protocol version 4, which this build cannot talk to either): re-create the node with \
+         `relay init`, `relay join` or `edge-agent join` in a new data directory"
     )]
     Format {
         /// The data directory.
         path: String,
         /// The format found.
         found: u32,
+    },
+    /// The store was written by a newer build, whose layout this one would
+    /// misread.
+    #[error(
+        "the store in {path} has format {found}, written by relaymesh {written_by}, and this \
+         build reads formats up to {STORE_FORMAT}: run that release or a newer one, or, to \
+         downgrade, restore the backup that release took when it migrated the store \
+         ({path}/store.format-{STORE_FORMAT}.backup; docs/production.md, \"Downgrades\")"
+    )]
+    NewerFormat {
+        /// The data directory.
+        path: String,
+        /// The format found.
+        found: u32,
+        /// The release that last opened the store, as it recorded.
+        written_by: String,
     },
     /// A bundle's chunks do not add up to the bundle (some are missing, or
     /// it was removed while being read).

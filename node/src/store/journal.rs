@@ -30,7 +30,8 @@ pub const MIRRORED_TREES: &[&str] = &[
 
 /// The keys of the `node` tree that belong to one replica alone.
 const LOCAL_KEYS: &[&[u8]] = &[
-    super::FORMAT,
+    super::format::FORMAT,
+    super::format::WRITTEN_BY,
     super::CONFIG,
     super::CANDIDATES,
     super::OBJECTS_STORE,
