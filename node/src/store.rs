@@ -10,7 +10,7 @@
 //! so a relay serves and receives one without holding it whole in memory.
 //! The layout has a version, [`STORE_FORMAT`]; an older store is migrated
 //! forward on open after a backup, and a newer one is refused with an error
-//! that says so rather than misread (see [`format`]).
+//! that says so rather than misread (see [`format`](mod@format)).
 
 mod bundles;
 mod error;

@@ -22,7 +22,7 @@ use super::StoreError;
 ///   bundle whole in one value and inventory records of protocol version 3.
 ///   No migration: this build cannot talk to such a relay either.
 /// - 2 keeps bundles in chunks and records of protocol version 4 (0.1.0).
-/// - 3 records which release last opened the store ([`WRITTEN_BY`]), so that
+/// - 3 records which release last opened the store (`written-by`), so that
 ///   `inspect` and a refusal of a newer store can name it (0.2.0).
 pub const STORE_FORMAT: u32 = 3;
 
@@ -58,7 +58,7 @@ const MIGRATIONS: &[Migration] = &[Migration {
     },
 }];
 
-/// What [`open`] found and did.
+/// What opening the store found and did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Opened {
     /// The format the store had before this open.
