@@ -1,10 +1,40 @@
 //! At the root: the tree as its API serves it, republished after the core's
 //! inventory, its link measurements or the clusters' annotations changed.
+//!
+//! A publish copies every record, so it runs on a tick of its own
+//! ([`PUBLISH_INTERVAL`]) rather than after every event: after every event,
+//! each child's acknowledgement or report cost a copy of the whole tree, and
+//! a root with 2,000 children spent half its CPU there (docs/benchmarks.md,
+//! "Profiles").
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::{Interval, MissedTickBehavior};
 
 use super::{now, unix_ms, Daemon};
+
+/// How often, at most, the API's view of the tree is refreshed: what the
+/// API serves lags the core by up to this much.
+pub(super) const PUBLISH_INTERVAL: Duration = Duration::from_millis(200);
+
+/// The ticks of a root's publishes; the first is at once.
+pub(super) fn publish_ticks() -> Interval {
+    let mut ticks = tokio::time::interval(PUBLISH_INTERVAL);
+    ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    ticks
+}
+
+/// The next publish tick; pending for good on a node without an API.
+pub(super) async fn next_tick(ticks: &mut Option<Interval>) {
+    match ticks {
+        Some(ticks) => {
+            ticks.tick().await;
+        }
+        None => std::future::pending().await,
+    }
+}
 
 impl Daemon {
     /// Hands the API a new copy of the inventory, only of what changed
