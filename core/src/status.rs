@@ -79,7 +79,7 @@ impl Core {
 
     /// The merged status of one placement below (and at) this node.
     pub fn placement_status(&self, key: &str) -> Option<PlacementStatus> {
-        self.merged().remove(key).map(|status| *status)
+        self.merged_key(key)
     }
 
     /// What each child reported for placement `key`, by child name: its
@@ -292,35 +292,43 @@ impl Core {
             .chain(self.statuses.children.values().flat_map(BTreeMap::keys))
             .collect();
         keys.into_iter()
-            .map(|key| {
-                let mut parts: Vec<PlacementStatus> = Vec::new();
-                if let Some(own) = self.statuses.own.get(key) {
-                    parts.push(PlacementStatus::clone(own));
-                }
-                for (child, reported) in &self.statuses.children {
-                    let Some(status) = reported.get(key) else {
-                        continue;
-                    };
-                    if self.cuts.status_left_out(key, child) {
-                        // Kept only until its replacement is ready: the
-                        // placement's counts are those of the new clusters.
-                        continue;
-                    }
-                    if self.links_by_name.contains_key(child) {
-                        parts.push(PlacementStatus::clone(status));
-                    } else {
-                        // Its clusters are offline now: counted so, and
-                        // neither named as failing nor summed by rules on
-                        // what they said last.
-                        parts.push(PlacementStatus {
-                            counts: self.offline_counts(child, key, status),
-                            message: status.message.clone(),
-                            ..PlacementStatus::default()
-                        });
-                    }
-                }
-                (key.clone(), Box::new(summary::merge(&parts)))
-            })
+            .filter_map(|key| Some((key.clone(), Box::new(self.merged_key(key)?))))
             .collect()
+    }
+
+    /// One placement's merged status: O(children), where [`Self::merged`]
+    /// is O(children × placements).
+    fn merged_key(&self, key: &str) -> Option<PlacementStatus> {
+        let mut parts: Vec<PlacementStatus> = Vec::new();
+        // Reported at all, if only by children whose reports are left out.
+        let mut known = false;
+        if let Some(own) = self.statuses.own.get(key) {
+            parts.push(PlacementStatus::clone(own));
+            known = true;
+        }
+        for (child, reported) in &self.statuses.children {
+            let Some(status) = reported.get(key) else {
+                continue;
+            };
+            known = true;
+            if self.cuts.status_left_out(key, child) {
+                // Kept only until its replacement is ready: the
+                // placement's counts are those of the new clusters.
+                continue;
+            }
+            if self.links_by_name.contains_key(child) {
+                parts.push(PlacementStatus::clone(status));
+            } else {
+                // Its clusters are offline now: counted so, and
+                // neither named as failing nor summed by rules on
+                // what they said last.
+                parts.push(PlacementStatus {
+                    counts: self.offline_counts(child, key, status),
+                    message: status.message.clone(),
+                    ..PlacementStatus::default()
+                });
+            }
+        }
+        known.then(|| summary::merge(&parts))
     }
 }
