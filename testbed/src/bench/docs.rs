@@ -65,13 +65,51 @@ pub fn write(
         .strip_prefix(page.parent().unwrap_or(Path::new("")))
         .unwrap_or(plots)
         .to_path_buf();
-    let text = render(&found, note, |report, index, series| {
+    let mut text = render(&found, note, |report, index, series| {
         let file = format!("{}-{index}.svg", report.benchmark);
         plot(series, &plots.join(&file))?;
         Ok(link_dir.join(file))
     })?;
+    text.push_str(&profiles(plots, &link_dir)?);
     std::fs::write(page, text).with_context(|| format!("writing {}", page.display()))?;
     Ok(found.len())
+}
+
+/// The "Profiles" section: the tables `scripts/profile` wrote beside the
+/// plots (`profile-NAME.md`, made by `scripts/profile-top` from perf's
+/// samples), their links made relative to the page; empty without any.
+fn profiles(plots: &Path, link_dir: &Path) -> anyhow::Result<String> {
+    let mut found = Vec::new();
+    if let Ok(entries) = std::fs::read_dir(plots) {
+        for entry in entries {
+            let path = entry?.path();
+            let name = path
+                .file_name()
+                .and_then(|name| name.to_str())
+                .unwrap_or("");
+            if name.starts_with("profile-") && name.ends_with(".md") {
+                found.push(path);
+            }
+        }
+    }
+    if found.is_empty() {
+        return Ok(String::new());
+    }
+    found.sort();
+    let mut section = String::from(
+        "\n## Profiles\n\n\
+         `scripts/profile` records each run below with `perf record -g` (release builds \
+         with frame pointers, every process of the run) and names its top costs with \
+         `scripts/profile-top`: shares of each process kind's samples.\n",
+    );
+    let prefix = format!("{}/", link_dir.display());
+    for path in found {
+        let table = std::fs::read_to_string(&path)
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        section.push('\n');
+        section.push_str(&table.replace("](profile-", &format!("]({prefix}profile-")));
+    }
+    Ok(section)
 }
 
 /// The page's Markdown; `plot` draws a series and says where it is.
@@ -322,6 +360,27 @@ mod tests {
             "{table}"
         );
         assert!(star_against_tree(&reports[..1]).is_none());
+        Ok(())
+    }
+
+    #[test]
+    fn profile_tables_beside_the_plots_make_the_profiles_section() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let plots = dir.path().join("bench");
+        assert_eq!(profiles(&plots, Path::new("bench"))?, "", "none yet");
+        std::fs::create_dir_all(&plots)?;
+        std::fs::write(
+            plots.join("profile-star.md"),
+            "### `star`\n\nFlamegraph: [profile-star.svg](profile-star.svg).\n",
+        )?;
+        std::fs::write(plots.join("fanout-0.svg"), "<svg/>")?;
+        let section = profiles(&plots, Path::new("bench"))?;
+        assert!(section.starts_with("\n## Profiles\n"), "{section}");
+        assert!(
+            section.contains("[profile-star.svg](bench/profile-star.svg)"),
+            "{section}"
+        );
+        assert!(!section.contains("fanout-0"), "{section}");
         Ok(())
     }
 }

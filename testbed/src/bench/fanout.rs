@@ -170,6 +170,20 @@ pub fn reports(options: &FanoutOptions, runs: &[FanoutRun]) -> (Report, Report, 
             run.agents_cpu,
             "s",
         ));
+        fanout.figure(Figure::new(
+            format!("relay CPU per agent, N = {n}"),
+            relay_cpu_per_agent_ms(run),
+            "ms",
+        ));
+        let mut per_delivery = Figure::new(
+            format!("CPU per delivery, relays and agents, N = {n}"),
+            (run.relays_cpu + run.agents_cpu) * 1000.0 / n.max(1) as f64,
+            "ms",
+        );
+        if goal_applies {
+            per_delivery = per_delivery.with_goal("under 1 ms at N = 10,000", |v| v < 1.0);
+        }
+        fanout.figure(per_delivery);
         let ideal = run.root_children as f64 * run.bundle_bytes as f64;
         egress.figure(Figure::new(
             format!("root wire bytes for the bundle, N = {n}"),
@@ -220,6 +234,22 @@ pub fn reports(options: &FanoutOptions, runs: &[FanoutRun]) -> (Report, Report, 
         }
         memory.figure(figure);
     }
+    // A relay's cost per child, flat in its number of children: the star's
+    // root at 5,000 children against 500.
+    let at = |agents: usize| runs.iter().find(|run| run.agents == agents);
+    if let (true, Some(small), Some(large)) =
+        (options.relays_per_level.is_empty(), at(500), at(5_000))
+    {
+        fanout.figure(
+            Figure::new(
+                "relay CPU per child at 5,000 children / at 500".to_string(),
+                relay_cpu_per_agent_ms(large)
+                    / relay_cpu_per_agent_ms(small).max(f64::MIN_POSITIVE),
+                "ratio",
+            )
+            .with_goal("at most 1.2", |v| v <= 1.2),
+        );
+    }
     let points = |value: fn(&FanoutRun) -> f64| -> Vec<(f64, f64)> {
         runs.iter()
             .map(|run| (run.agents as f64, value(run)))
@@ -248,6 +278,15 @@ pub fn reports(options: &FanoutOptions, runs: &[FanoutRun]) -> (Report, Report, 
             },
         ],
     });
+    fanout.series.push(Series {
+        title: "Relay CPU per agent while the bundle goes out".into(),
+        x_label: "hollow agents".into(),
+        y_label: "ms of CPU, all relays".into(),
+        lines: vec![Line {
+            label: "relay CPU / N".into(),
+            points: points(relay_cpu_per_agent_ms),
+        }],
+    });
     egress.series.push(Series {
         title: "Bytes the root sends for one bundle".into(),
         x_label: "hollow agents".into(),
@@ -273,6 +312,12 @@ pub fn reports(options: &FanoutOptions, runs: &[FanoutRun]) -> (Report, Report, 
         }],
     });
     (fanout, egress, memory)
+}
+
+/// The relays' CPU while the bundle went out, per agent, in ms: in the
+/// star, the root's cost per child.
+fn relay_cpu_per_agent_ms(run: &FanoutRun) -> f64 {
+    run.relays_cpu * 1000.0 / run.agents.max(1) as f64
 }
 
 /// The tree's shape, for people.
