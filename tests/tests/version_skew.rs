@@ -109,6 +109,18 @@ fn an_old_root_runs_new_relays_and_agents() -> anyhow::Result<()> {
     ready(&mesh, 1)
 }
 
+/// Waits for agent edge-1 to report `version` below this build's root and
+/// relay.
+fn agent_runs(mesh: &Mesh, what: &str, version: &str) -> anyhow::Result<()> {
+    wait_for(what, SETTLE, || {
+        reported(
+            mesh,
+            &[("edge-1", version), ("root", CURRENT), ("site", CURRENT)],
+        )
+    })
+    .with_context(|| mesh.logs())
+}
+
 /// Waits for a node started on a store it must refuse to exit with an
 /// error, and returns its log.
 fn refused(process: &mut relaymesh_tests::RelayProcess) -> anyhow::Result<String> {
@@ -133,17 +145,7 @@ fn new_relays_run_an_old_agent_which_upgrades_in_place_and_back() -> anyhow::Res
     ))?;
     mesh.use_binaries("edge-1", &old)?;
     let mut agent = mesh.add_agent_for("edge-1", "site", "region=eu", cluster.kubeconfig())?;
-    wait_for("the old agent's version", SETTLE, || {
-        reported(
-            &mesh,
-            &[
-                ("edge-1", &old_version),
-                ("root", CURRENT),
-                ("site", CURRENT),
-            ],
-        )
-    })
-    .with_context(|| mesh.logs())?;
+    agent_runs(&mesh, "the old agent's version", &old_version)?;
     mesh.place_web("nginx:1.27", "{names: [edge-1]}", cluster.kubeconfig())?;
     ready(&mesh, 1)?;
 
@@ -151,13 +153,7 @@ fn new_relays_run_an_old_agent_which_upgrades_in_place_and_back() -> anyhow::Res
     agent.stop()?;
     mesh.use_binaries("edge-1", &bin_dir()?)?;
     agent = mesh.start_agent("edge-1")?;
-    wait_for("the upgraded agent's version", SETTLE, || {
-        reported(
-            &mesh,
-            &[("edge-1", CURRENT), ("root", CURRENT), ("site", CURRENT)],
-        )
-    })
-    .with_context(|| mesh.logs())?;
+    agent_runs(&mesh, "the upgraded agent's version", CURRENT)?;
     mesh.place_web("nginx:1.28", "{names: [edge-1]}", cluster.kubeconfig())?;
     ready(&mesh, 1)?;
 
@@ -176,17 +172,7 @@ fn new_relays_run_an_old_agent_which_upgrades_in_place_and_back() -> anyhow::Res
     std::fs::rename(data_dir.join("store"), data_dir.join("store.format-3"))?;
     std::fs::rename(&backup, data_dir.join("store"))?;
     let _agent = mesh.start_agent("edge-1")?;
-    wait_for("the downgraded agent's version", SETTLE, || {
-        reported(
-            &mesh,
-            &[
-                ("edge-1", &old_version),
-                ("root", CURRENT),
-                ("site", CURRENT),
-            ],
-        )
-    })
-    .with_context(|| mesh.logs())?;
+    agent_runs(&mesh, "the downgraded agent's version", &old_version)?;
     mesh.place_web("nginx:1.29", "{names: [edge-1]}", cluster.kubeconfig())?;
     ready(&mesh, 1)
 }
