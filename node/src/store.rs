@@ -38,7 +38,8 @@ pub use relaymesh_core::state::{Mutation, Persisted, Served};
 
 use crate::identity::Identity;
 pub use issued_tokens::{
-    joined_at_ms, used_by, with_join_token_label, TokenRecord, JOINED_AT_LABEL, JOIN_TOKEN_LABEL,
+    joined_at_ms, used_by, with_join_token_label, PruneGate, TokenRecord, JOINED_AT_LABEL,
+    JOIN_TOKEN_LABEL, KEEP_EXPIRED_SECS, PRUNE_EVERY_SECS,
 };
 use journal::{Journal, Journaled};
 pub use users::UserRecord;
@@ -94,6 +95,8 @@ pub struct Store {
     journal: Arc<Journal>,
     /// The format found on open, and what opening did about it.
     opened: format::Opened,
+    /// When issuing a token last forgot the expired ones.
+    tokens_pruned: Arc<issued_tokens::PruneGate>,
 }
 
 const IDENTITY: &[u8] = b"identity";
@@ -221,6 +224,7 @@ impl Store {
             journal: journal.clone(),
             path: path.clone(),
             opened,
+            tokens_pruned: Arc::default(),
             db,
         };
         Ok(store)

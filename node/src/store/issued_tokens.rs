@@ -19,7 +19,32 @@ pub(super) const TREE: &str = "issued_tokens";
 
 /// How long a record is kept after its token expired, so `relayctl token
 /// list` still shows recent ones as expired.
-const KEEP_EXPIRED_SECS: u64 = 7 * 24 * 60 * 60;
+pub const KEEP_EXPIRED_SECS: u64 = 7 * 24 * 60 * 60;
+
+/// How often, at most, issuing a token also forgets the records past
+/// [`KEEP_EXPIRED_SECS`]: forgetting reads every record, and a root
+/// issuing a token per joining cluster paid that on every one (O(tokens)
+/// per join; issue 35's profile of 5,000 joins).
+pub const PRUNE_EVERY_SECS: u64 = 60 * 60;
+
+/// When expired token records were last forgotten, shared by the clones of
+/// one store (or one etcd state): see [`PRUNE_EVERY_SECS`].
+#[derive(Debug, Default)]
+pub struct PruneGate(std::sync::atomic::AtomicU64);
+
+impl PruneGate {
+    /// Whether a prune is due at `now_unix` (the first always is, and a
+    /// clock set back makes one due); if so, records it as done now.
+    pub fn due(&self, now_unix: u64) -> bool {
+        use std::sync::atomic::Ordering;
+        let last = self.0.load(Ordering::Relaxed);
+        let due = last == 0 || now_unix < last || now_unix >= last.saturating_add(PRUNE_EVERY_SECS);
+        if due {
+            self.0.store(now_unix.max(1), Ordering::Relaxed);
+        }
+        due
+    }
+}
 
 /// The label of a node's own inventory record that names the token it
 /// joined with (its id in hex).
@@ -98,9 +123,11 @@ impl Store {
         now_unix: u64,
     ) -> Result<(), StoreError> {
         let tree = self.journaled(TREE)?;
-        for old in self.issued_tokens()? {
-            if old.not_after_unix.saturating_add(KEEP_EXPIRED_SECS) < now_unix {
-                tree.remove(old.id).map_err(|e| self.sled(e))?;
+        if self.tokens_pruned.due(now_unix) {
+            for old in self.issued_tokens()? {
+                if old.not_after_unix.saturating_add(KEEP_EXPIRED_SECS) < now_unix {
+                    tree.remove(old.id).map_err(|e| self.sled(e))?;
+                }
             }
         }
         tree.insert(record.id, encode(record)?)
@@ -218,5 +245,34 @@ mod tests {
             .map(|r| r.id)
             .collect();
         assert_eq!(ids, vec![[3; 16]]);
+    }
+
+    #[test]
+    fn expired_records_are_forgotten_at_most_hourly() {
+        let store = Store::temporary("tokens").expect("test");
+        let now = 10_000_000;
+        store
+            .record_issued_token(&record(1, now + 600), now)
+            .expect("test");
+        // A week after record 1 expired, and more than an hour after the
+        // last prune: one is due, and forgets it.
+        let past_week = now + 600 + KEEP_EXPIRED_SECS + 1;
+        store
+            .record_issued_token(&record(2, past_week + 600), past_week)
+            .expect("test");
+        let kept = |store: &Store| {
+            store
+                .issued_tokens()
+                .expect("test")
+                .iter()
+                .map(|r| r.id[0])
+                .collect::<Vec<u8>>()
+        };
+        assert_eq!(kept(&store), vec![2]);
+        let gate = PruneGate::default();
+        assert!(gate.due(100), "the first is due");
+        assert!(!gate.due(100 + PRUNE_EVERY_SECS - 1));
+        assert!(gate.due(100 + PRUNE_EVERY_SECS));
+        assert!(gate.due(50), "a clock set back");
     }
 }

@@ -14,7 +14,9 @@ use std::sync::Arc;
 use relaymesh_apiserver::etcd::Etcd;
 use relaymesh_apiserver::objects::{Expect, Replicated};
 use relaymesh_node::pki::ApiAuthority;
-use relaymesh_node::store::{ApiCertificate, Store, TokenKey, TokenRecord, UserRecord};
+use relaymesh_node::store::{
+    ApiCertificate, PruneGate, Store, TokenKey, TokenRecord, UserRecord, KEEP_EXPIRED_SECS,
+};
 use relaymesh_protocol::codec;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -33,16 +35,14 @@ const TOKENS: &str = "tokens/";
 const API_CERTIFICATE: &str = "api-certificate";
 const PREVIOUS_API_CA: &str = "api-ca-previous";
 
-/// How long a token's record is kept after it expired (as in the node's
-/// store), so `relayctl token list` still shows recent ones.
-const KEEP_EXPIRED_SECS: u64 = 7 * 24 * 60 * 60;
-
 /// The root's state in etcd; the node's store for what its loop writes.
 #[derive(Clone)]
 pub struct EtcdState {
     etcd: Etcd,
     node: Store,
     key: Arc<SecretsKey>,
+    /// When issuing a token last forgot the expired ones.
+    tokens_pruned: Arc<PruneGate>,
 }
 
 impl EtcdState {
@@ -52,6 +52,7 @@ impl EtcdState {
             etcd: etcd.within(STATE_PREFIX),
             node,
             key: Arc::new(key),
+            tokens_pruned: Arc::default(),
         }
     }
 
@@ -169,9 +170,11 @@ impl RootState for EtcdState {
 
     fn record_issued_token(&self, record: &TokenRecord, now_unix: u64) -> Result<(), StateError> {
         let mut writes = Vec::new();
-        for old in self.issued_tokens()? {
-            if old.not_after_unix.saturating_add(KEEP_EXPIRED_SECS) < now_unix {
-                writes.push((token_key(&old.id).into_bytes(), None));
+        if self.tokens_pruned.due(now_unix) {
+            for old in self.issued_tokens()? {
+                if old.not_after_unix.saturating_add(KEEP_EXPIRED_SECS) < now_unix {
+                    writes.push((token_key(&old.id).into_bytes(), None));
+                }
             }
         }
         writes.push((
