@@ -238,6 +238,7 @@ async fn run_store(
         hooks,
         published: None,
         inventory_published: None,
+        inventory_not_before: std::time::Instant::now(),
         inventory_tick: config
             .api_listen
             .as_ref()
@@ -313,6 +314,8 @@ struct Daemon {
     inventory_published: Option<(u64, u64, (usize, u64))>,
     /// When the inventory is next published to the API (a root's only).
     inventory_tick: Option<tokio::time::Interval>,
+    /// No copy of the node list before this (see `inventory::COPY_SHARE`).
+    inventory_not_before: std::time::Instant,
     /// The slice's head when the `labels/` entries were last counted, and
     /// what they counted: the count walks those entries, so it is taken
     /// again only when the slice changed.
