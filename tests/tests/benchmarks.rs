@@ -49,7 +49,7 @@ async fn a_bundle_reaches_every_hollow_agent_through_a_tree_once_per_link() -> a
         assert!(run.relays == 4, "root, eu and two relays below it");
     }
     let (fanout, egress, memory) = fanout::reports(&options, &runs);
-    assert_eq!(fanout.figures.len(), 6 * runs.len());
+    assert_eq!(fanout.figures.len(), 8 * runs.len());
     assert_eq!(egress.figures.len(), 3 * runs.len());
     assert_eq!(memory.figures.len(), runs.len());
     std::fs::remove_dir_all(&options.dir)?;
