@@ -238,11 +238,6 @@ async fn run_store(
         hooks,
         published: None,
         inventory_published: None,
-        inventory_not_before: std::time::Instant::now(),
-        inventory_tick: config
-            .api_listen
-            .as_ref()
-            .map(|_| inventory::publish_ticks()),
         labels_counted: None,
         queries: BTreeMap::new(),
         parent_config: uplink.parent_config,
@@ -312,10 +307,6 @@ struct Daemon {
     /// The core's inventory and link measurement versions, and the version
     /// of its `labels/` entries, last published to the API.
     inventory_published: Option<(u64, u64, (usize, u64))>,
-    /// When the inventory is next published to the API (a root's only).
-    inventory_tick: Option<tokio::time::Interval>,
-    /// No copy of the node list before this (see `inventory::COPY_SHARE`).
-    inventory_not_before: std::time::Instant,
     /// The slice's head when the `labels/` entries were last counted, and
     /// what they counted: the count walks those entries, so it is taken
     /// again only when the slice changed.
@@ -360,7 +351,6 @@ impl Daemon {
                     self.sample_links();
                     self.publish_metrics();
                 }
-                () = inventory::next_tick(&mut self.inventory_tick) => self.publish_inventory(),
                 Some(said) = from_reconciler(&mut self.hooks) => match said {
                     FromReconciler::Status(key, status) => {
                         self.core.set_own_status(now(), &key, status);
@@ -375,6 +365,7 @@ impl Daemon {
             }
             self.execute().await?;
             self.publish_slice();
+            self.publish_inventory();
             let version = self.core.status_version();
             if let Some(metrics) = &mut self.metrics {
                 metrics.status_version(version);

@@ -1,47 +1,10 @@
 //! At the root: the tree as its API serves it, republished after the core's
 //! inventory, its link measurements or the clusters' annotations changed.
-//!
-//! A publish copies every record, so it runs on a tick of its own
-//! ([`PUBLISH_INTERVAL`]) rather than after every event: after every event,
-//! each child's acknowledgement or report cost a copy of the whole tree, and
-//! a root with 2,000 children spent half its CPU there (docs/benchmarks.md,
-//! "Profiles").
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
-
-use tokio::time::{Interval, MissedTickBehavior};
 
 use super::{now, unix_ms, Daemon};
-
-/// How often, at most, the API's view of the tree is refreshed: what the
-/// API serves lags the core by up to this much.
-pub(super) const PUBLISH_INTERVAL: Duration = Duration::from_millis(200);
-
-/// The most of the loop's time copying the node list may take: after a
-/// copy that took `t`, the next waits `t × (1 / COPY_SHARE − 1)` at least.
-/// Below a few thousand nodes a copy takes well under a millisecond and the
-/// tick alone sets the pace; at 5,000 one took about 25 ms, and five a
-/// second were an eighth of the root's CPU (docs/benchmarks.md, Profiles).
-const COPY_SHARE: u32 = 20;
-
-/// The ticks of a root's publishes; the first is at once.
-pub(super) fn publish_ticks() -> Interval {
-    let mut ticks = tokio::time::interval(PUBLISH_INTERVAL);
-    ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
-    ticks
-}
-
-/// The next publish tick; pending for good on a node without an API.
-pub(super) async fn next_tick(ticks: &mut Option<Interval>) {
-    match ticks {
-        Some(ticks) => {
-            ticks.tick().await;
-        }
-        None => std::future::pending().await,
-    }
-}
 
 impl Daemon {
     /// Hands the API a new copy of the inventory, only of what changed
@@ -82,11 +45,6 @@ impl Daemon {
                     .map_or(true, |inventory| *inventory.annotations != *annotations)
             });
         let records_changed = last.map(|(records, _, _)| records) != Some(current.0);
-        if records_changed && std::time::Instant::now() < self.inventory_not_before {
-            // Published at a later tick: not marked as done.
-            self.inventory_published = last;
-            return;
-        }
         let measured_changed = last.map(|(_, measured, _)| measured) != Some(current.1);
         if !records_changed && !measured_changed && annotations.is_none() {
             return;
@@ -96,10 +54,7 @@ impl Daemon {
         };
         let mut keys_changed = false;
         if records_changed {
-            let started = std::time::Instant::now();
             inventory.records = self.core.inventory_records().cloned().collect();
-            self.inventory_not_before =
-                std::time::Instant::now() + started.elapsed() * (COPY_SHARE - 1);
             if self.shared.identity.get().token_signing_key.is_some() {
                 match self.shared.store.record_issuer_keys(
                     &inventory.records,
