@@ -19,7 +19,7 @@ use super::server_verifier::{
 use super::{is_issued_by, peer_of, Peer, PkiError};
 use crate::identity::Identity;
 
-/// How often an idle link sends a keep-alive.
+/// How often a child sends a keep-alive on an idle link.
 const KEEP_ALIVE: Duration = Duration::from_secs(2);
 /// How long a link may hear nothing before it is considered dead.
 const IDLE_TIMEOUT_MS: u32 = 10_000;
@@ -123,7 +123,7 @@ pub fn quic_server_config_idle(
     tls.alpn_protocols = vec![ALPN.to_vec()];
     let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(Arc::new(tls))?;
     let mut config = quinn::ServerConfig::with_crypto(Arc::new(crypto));
-    config.transport_config(transport_idle(idle));
+    config.transport_config(server_transport(idle));
     Ok(config)
 }
 
@@ -337,15 +337,39 @@ fn client_config(mut tls: rustls::ClientConfig) -> Result<quinn::ClientConfig, P
     tls.alpn_protocols = vec![ALPN.to_vec()];
     let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(Arc::new(tls))?;
     let mut config = quinn::ClientConfig::new(Arc::new(crypto));
-    config.transport_config(transport());
+    config.transport_config(client_transport());
     Ok(config)
 }
 
-fn transport() -> Arc<quinn::TransportConfig> {
-    transport_idle(IDLE_TIMEOUT)
+/// A parent's side of its children's links. Only the child keeps an idle
+/// link alive: each child ping costs its parent a packet in and an
+/// acknowledgement out, and a ping of the parent's own would double that
+/// for every idle child. A dead child is still found by the idle timeout,
+/// which any packet from the child resets.
+fn server_transport(idle: Duration) -> Arc<quinn::TransportConfig> {
+    let mut transport = transport_idle(idle);
+    transport.keep_alive_interval(None);
+    // Children open bidirectional streams only: the control stream, a
+    // renewal, joins, and at most MAX_BUNDLE_STREAMS transfers (more are
+    // refused by the listener, so the refusal stays reachable). quinn
+    // keeps an entry per stream it allows, on every connection.
+    let streams = relaymesh_protocol::limits::MAX_BUNDLE_STREAMS + 8;
+    transport.max_concurrent_bidi_streams(quinn::VarInt::from_u32(
+        u32::try_from(streams).unwrap_or(u32::MAX),
+    ));
+    transport.max_concurrent_uni_streams(quinn::VarInt::from_u32(0));
+    Arc::new(transport)
 }
 
-fn transport_idle(idle: Duration) -> Arc<quinn::TransportConfig> {
+/// A child's side of the link to its parent: the parent opens no stream.
+fn client_transport() -> Arc<quinn::TransportConfig> {
+    let mut transport = transport_idle(IDLE_TIMEOUT);
+    transport.max_concurrent_bidi_streams(quinn::VarInt::from_u32(0));
+    transport.max_concurrent_uni_streams(quinn::VarInt::from_u32(0));
+    Arc::new(transport)
+}
+
+fn transport_idle(idle: Duration) -> quinn::TransportConfig {
     let mut transport = quinn::TransportConfig::default();
     // A keep-alive at least twice per idle period, so one lost does not
     // end a live link.
@@ -354,7 +378,7 @@ fn transport_idle(idle: Duration) -> Arc<quinn::TransportConfig> {
     transport.max_idle_timeout(Some(quinn::IdleTimeout::from(quinn::VarInt::from_u32(
         millis,
     ))));
-    Arc::new(transport)
+    transport
 }
 
 fn certificate_chain(chain_der: &[Vec<u8>]) -> Vec<CertificateDer<'static>> {
