@@ -10,6 +10,7 @@
 //! membership changes, not by the size of the subtree.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use relaymesh_protocol::{InventoryUpdate, LinkStatus, NodeRecord, Role};
 use relaymesh_topology::aggregate::Aggregate;
@@ -19,9 +20,12 @@ use crate::state::{Mutation, Persisted};
 
 #[derive(Debug)]
 pub(crate) struct Inventory {
-    own: NodeRecord,
-    /// Every node below this relay, with the child it lies under.
-    nodes: BTreeMap<String, (NodeRecord, String)>,
+    own: Arc<NodeRecord>,
+    /// Every node below this relay, with the child it lies under. Shared,
+    /// so that a driver's copy of every record (the root's API has one
+    /// after each change) costs a pointer per record, not a deep clone;
+    /// a record changes by copy on write.
+    nodes: BTreeMap<String, (Arc<NodeRecord>, String)>,
     /// The direct children among `nodes` (those under themselves), so
     /// that finding them costs O(children), not a walk of the subtree:
     /// every recut of a placement asks, twice for a bounded one, and at
@@ -36,6 +40,10 @@ pub(crate) struct Inventory {
     version: u64,
     /// Counts changes of `measured`.
     measured_version: u64,
+    /// The names whose record changed or went since a driver last took
+    /// them (see [`Inventory::take_touched`]); `None` until one asks, so a
+    /// relay that keeps no copy keeps no names either.
+    touched: Option<BTreeSet<String>>,
     /// Changes not yet sent up: a record to upsert, or `None` to remove.
     pending_up: BTreeMap<String, Option<NodeRecord>>,
     /// Pieces of a child's full inventory, until its last piece arrives.
@@ -98,13 +106,14 @@ impl Inventory {
     /// lowered since: the limit applies to records that arrive.
     pub fn restore(own: NodeRecord, persisted: &Persisted, max_records_per_child: usize) -> Self {
         let mut inventory = Self {
-            own,
+            own: Arc::new(own),
             nodes: BTreeMap::new(),
             direct: BTreeSet::new(),
             index: SubtreeIndex::new(),
             measured: BTreeMap::new(),
             version: 0,
             measured_version: 0,
+            touched: None,
             pending_up: BTreeMap::new(),
             assembling: BTreeMap::new(),
             aggregates: BTreeMap::new(),
@@ -144,6 +153,37 @@ impl Inventory {
         inventory
     }
 
+    /// Counts a change of `name`'s record (or its removal).
+    fn touch(&mut self, name: &str) {
+        self.version += 1;
+        if let Some(touched) = &mut self.touched {
+            if !touched.contains(name) {
+                touched.insert(name.to_string());
+            }
+        }
+    }
+
+    /// The names whose record changed or went since the last call, for a
+    /// driver that keeps a copy of [`Inventory::all_shared`] current at
+    /// O(changes); `None` the first time (copy every record then).
+    pub fn take_touched(&mut self) -> Option<BTreeSet<String>> {
+        match &mut self.touched {
+            Some(touched) => Some(std::mem::take(touched)),
+            None => {
+                self.touched = Some(BTreeSet::new());
+                None
+            }
+        }
+    }
+
+    /// The record of `name`, this node's own included, shared.
+    pub fn record_shared(&self, name: &str) -> Option<&Arc<NodeRecord>> {
+        if name == self.own.name {
+            return Some(&self.own);
+        }
+        self.nodes.get(name).map(|(record, _)| record)
+    }
+
     /// This node's own record.
     pub fn own(&self) -> &NodeRecord {
         &self.own
@@ -156,6 +196,11 @@ impl Inventory {
     /// This relay's record and every record below it, as reported up:
     /// without the measurements of its children's links.
     pub fn all(&self) -> impl Iterator<Item = &NodeRecord> {
+        self.all_shared().map(|record| &**record)
+    }
+
+    /// [`Inventory::all`], shared: copying it costs a pointer per record.
+    pub fn all_shared(&self) -> impl Iterator<Item = &Arc<NodeRecord>> {
         std::iter::once(&self.own).chain(self.nodes.values().map(|(record, _)| record))
     }
 
@@ -203,15 +248,16 @@ impl Inventory {
 
     /// Changes this node's own record and owes it to the parent.
     pub fn update_own(&mut self, update: impl FnOnce(&mut NodeRecord)) {
-        update(&mut self.own);
-        self.version += 1;
+        update(Arc::make_mut(&mut self.own));
+        let name = self.own.name.clone();
+        self.touch(&name);
         self.pending_up
-            .insert(self.own.name.clone(), Some(self.own.clone()));
+            .insert(self.own.name.clone(), Some(NodeRecord::clone(&self.own)));
     }
 
     /// The record of a node below this relay.
     pub fn record(&self, name: &str) -> Option<&NodeRecord> {
-        self.nodes.get(name).map(|(record, _)| record)
+        self.nodes.get(name).map(|(record, _)| &**record)
     }
 
     /// The names of this relay's direct children, connected or not.
@@ -315,7 +361,7 @@ impl Inventory {
         if via != child {
             return false;
         }
-        let mut record = record.clone();
+        let mut record = NodeRecord::clone(record);
         let via = via.clone();
         let changed = match value {
             Some(value) => {
@@ -359,13 +405,22 @@ impl Inventory {
     /// (not persisted here: the core keeps the totals durably).
     pub fn child_served(&mut self, child: &str, times: u64, bytes: u64) {
         if let Some((record, _)) = self.nodes.get_mut(child) {
-            let link = record.link.get_or_insert_with(LinkStatus::default);
-            if (link.bundles_served, link.bundle_bytes_served) != (times, bytes) {
+            if record.link.is_none() {
+                Arc::make_mut(record).link = Some(LinkStatus::default());
+            }
+            let served = record.link.as_ref().map_or((0, 0), |link| {
+                (link.bundles_served, link.bundle_bytes_served)
+            });
+            if served != (times, bytes) {
+                // Copied on write only when it changes: a driver's copy
+                // may share it.
+                let record = Arc::make_mut(record);
+                let link = record.link.get_or_insert_with(LinkStatus::default);
                 link.bundles_served = times;
                 link.bundle_bytes_served = bytes;
-                self.version += 1;
-                self.pending_up
-                    .insert(child.to_string(), Some(record.clone()));
+                let record = record.clone();
+                self.touch(child);
+                self.pending_up.insert(child.to_string(), Some(record));
             }
         }
     }
@@ -507,7 +562,7 @@ impl Inventory {
             outcome.refused.push(record.name);
             return;
         }
-        if self.nodes.get(&record.name).map(|(current, _)| current) == Some(&record) {
+        if self.nodes.get(&record.name).map(|(current, _)| &**current) == Some(&record) {
             return;
         }
         outcome.membership_changed |= is_new;
@@ -566,7 +621,7 @@ impl Inventory {
     }
 
     fn put_node(&mut self, record: NodeRecord, via: String) {
-        self.version += 1;
+        self.touch(&record.name);
         let unchanged = self.nodes.get(&record.name).is_some_and(|(old, old_via)| {
             old.role == record.role && old.labels == record.labels && *old_via == via
         });
@@ -583,7 +638,8 @@ impl Inventory {
         } else {
             self.direct.remove(&record.name);
         }
-        self.nodes.insert(record.name.clone(), (record, via));
+        self.nodes
+            .insert(record.name.clone(), (Arc::new(record), via));
     }
 
     fn drop_node(&mut self, name: &str) {
@@ -592,7 +648,7 @@ impl Inventory {
         }
         self.direct.remove(name);
         if let Some((old, via)) = self.nodes.remove(name) {
-            self.version += 1;
+            self.touch(name);
             self.count(&old, &via, false);
             self.release_hold(&via);
         }
@@ -633,10 +689,14 @@ impl Inventory {
         mutations: &mut Vec<Mutation>,
         update: impl FnOnce(&mut LinkStatus),
     ) {
+        if !self.nodes.contains_key(child) {
+            return;
+        }
+        self.touch(child);
         let Some((record, via)) = self.nodes.get_mut(child) else {
             return;
         };
-        self.version += 1;
+        let record = Arc::make_mut(record);
         let link = record.link.get_or_insert_with(LinkStatus::default);
         let was_connected = link.connected;
         update(link);
@@ -684,7 +744,7 @@ fn depth(record: &NodeRecord, limit: usize, parent_of: impl Fn(&str) -> Option<S
     depth
 }
 
-fn depth_in(record: &NodeRecord, nodes: &BTreeMap<String, (NodeRecord, String)>) -> usize {
+fn depth_in(record: &NodeRecord, nodes: &BTreeMap<String, (Arc<NodeRecord>, String)>) -> usize {
     depth(record, nodes.len(), |name| {
         nodes
             .get(name)

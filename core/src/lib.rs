@@ -412,6 +412,25 @@ impl Core {
         self.inventory.all()
     }
 
+    /// [`Core::inventory_records`], shared: a copy of them all costs a
+    /// pointer per record (a record changes by copy on write).
+    pub fn inventory_records_shared(&self) -> impl Iterator<Item = &std::sync::Arc<NodeRecord>> {
+        self.inventory.all_shared()
+    }
+
+    /// The names among [`Core::inventory_records`] that changed or went
+    /// since the last call: a driver keeps its copy current at O(changes)
+    /// with [`Core::inventory_record_shared`]. `None` the first time: copy
+    /// them all then.
+    pub fn take_inventory_changes(&mut self) -> Option<std::collections::BTreeSet<String>> {
+        self.inventory.take_touched()
+    }
+
+    /// One of [`Core::inventory_records`] by name, shared.
+    pub fn inventory_record_shared(&self, name: &str) -> Option<&std::sync::Arc<NodeRecord>> {
+        self.inventory.record_shared(name)
+    }
+
     /// What this relay measured of its direct children's links, by child:
     /// RTT, bytes, acknowledged revision and lag (its `connected` and
     /// `changed_unix_ms` are not set; the records have them).

@@ -64,6 +64,14 @@ pub const CHILD_QUEUE: usize = 4096;
 /// per connection, taken as they come.
 const VERDICT_QUEUE: usize = 8;
 
+/// The most events the loop handles before it carries out what they
+/// asked for (sends, store writes) and republishes the inventory: events
+/// already queued when one arrives join its batch, so that under a burst
+/// (a reconnect storm, a fleet acknowledging a revision) those costs are
+/// paid once per batch, not once per event. Nothing waits for a batch to
+/// fill: an event alone is carried out at once.
+const EVENT_BATCH: usize = 64;
+
 /// Why the daemon could not start or had to stop.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -239,6 +247,7 @@ async fn run_store(
         published: None,
         inventory_published: None,
         labels_counted: None,
+        rotating_published: None,
         queries: BTreeMap::new(),
         parent_config: uplink.parent_config,
         endpoints: options.endpoints.clone(),
@@ -311,6 +320,10 @@ struct Daemon {
     /// what they counted: the count walks those entries, so it is taken
     /// again only when the slice changed.
     labels_counted: Option<(u64, (usize, u64))>,
+    /// The mesh CA rotation (its signer key, if one is under way) when the
+    /// relays' issuer keys were last recorded: a change records them all
+    /// again, not only the changed records'.
+    rotating_published: Option<Option<[u8; 32]>>,
     /// This node's certificate and when to renew it.
     renewal: renewal::Renewal,
     /// The parent the uplink dials (replaced when the node moves).
@@ -343,7 +356,13 @@ impl Daemon {
             tokio::select! {
                 () = shutdown.cancelled() => return Ok(()),
                 event = events.recv() => match event {
-                    Some(event) => self.handle(event).await?,
+                    Some(event) => {
+                        self.handle(event).await?;
+                        for _ in 1..EVENT_BATCH {
+                            let Ok(event) = events.try_recv() else { break };
+                            self.handle(event).await?;
+                        }
+                    }
                     None => return Ok(()),
                 },
                 () = sleep_until(deadline) => self.core.handle_timeout(now()),
@@ -549,12 +568,18 @@ impl Daemon {
     }
 
     async fn execute(&mut self) -> Result<(), DaemonError> {
+        // Consecutive writes go to the store as one batch (in order, and
+        // before any action after them: an acknowledgement flushes them).
+        let mut writes = Vec::new();
         while let Some(action) = self.core.poll_action() {
+            if !matches!(action, Action::Persist(_)) && !writes.is_empty() {
+                self.store
+                    .apply_off_runtime(std::mem::take(&mut writes))
+                    .await?;
+                self.dirty = true;
+            }
             match action {
-                Action::Persist(mutations) => {
-                    self.store.apply_off_runtime(mutations).await?;
-                    self.dirty = true;
-                }
+                Action::Persist(mutations) => writes.extend(mutations),
                 Action::SendUp(message) => {
                     if matches!(message, UpMessage::Ack { .. }) && self.dirty {
                         // The durability contract: nothing is acknowledged
@@ -637,6 +662,10 @@ impl Daemon {
                     }
                 }
             }
+        }
+        if !writes.is_empty() {
+            self.store.apply_off_runtime(writes).await?;
+            self.dirty = true;
         }
         Ok(())
     }

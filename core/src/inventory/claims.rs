@@ -182,7 +182,7 @@ impl Inventory {
         let leaving: Vec<NodeRecord> = self
             .index
             .under(&via)
-            .filter_map(|name| self.nodes.get(name).map(|(record, _)| record))
+            .filter_map(|name| self.nodes.get(name).map(|(record, _)| &**record))
             .filter(|record| record.role == Role::Agent && self.lies_below(&record.name, node))
             .cloned()
             .collect();

@@ -196,3 +196,51 @@ fn the_direct_children_index_follows_the_subtree() {
     assert_eq!(inventory.direct_children(), ["b", "c"]);
     assert_eq!(inventory.direct_children(), walked_children(&inventory));
 }
+
+#[test]
+fn a_copy_of_every_record_shares_those_that_did_not_change() {
+    let mut inventory = inventory();
+    let copy: BTreeMap<String, Arc<NodeRecord>> = inventory
+        .all_shared()
+        .map(|record| (record.name.clone(), Arc::clone(record)))
+        .collect();
+    assert_eq!(
+        inventory.take_touched(),
+        None,
+        "the first time: copy them all"
+    );
+    let mut mutations = Vec::new();
+    inventory.child_disconnected("b", 2, &mut mutations);
+    inventory.child_served("a", 1, 10);
+    inventory.child_served("a", 1, 10);
+    assert_eq!(
+        inventory.take_touched(),
+        Some(["a".to_string(), "b".to_string()].into()),
+        "the names of what changed, once each"
+    );
+    assert_eq!(inventory.take_touched(), Some(BTreeSet::new()));
+    for record in inventory.all_shared() {
+        let before = &copy[&record.name];
+        let changed = record.name == "a" || record.name == "b";
+        assert_eq!(
+            !Arc::ptr_eq(before, record),
+            changed,
+            "{} copied on write only if it changed",
+            record.name
+        );
+    }
+    // What the copy holds is what was, not what is.
+    assert!(copy["b"].link.as_ref().is_some_and(|link| link.connected));
+    assert!(!inventory.record("b").is_some_and(is_connected));
+    assert_eq!(
+        copy["a"].link.as_ref().map(|link| link.bundles_served),
+        Some(0)
+    );
+    assert_eq!(
+        inventory
+            .record("a")
+            .and_then(|a| a.link.as_ref())
+            .map(|link| link.bundles_served),
+        Some(1)
+    );
+}

@@ -4,6 +4,8 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use relaymesh_protocol::NodeRecord;
+
 use super::{now, unix_ms, Daemon};
 
 impl Daemon {
@@ -54,16 +56,38 @@ impl Daemon {
         };
         let mut keys_changed = false;
         if records_changed {
-            inventory.records = self.core.inventory_records().cloned().collect();
+            let rotating = self
+                .core
+                .mesh_trust()
+                .filter(|trust| trust.anchors.len() > 1)
+                .map(|trust| trust.signer_key);
+            let changes = self
+                .core
+                .take_inventory_changes()
+                .filter(|_| self.rotating_published == Some(rotating));
+            self.rotating_published = Some(rotating);
+            // Most often no request holds the copy: it changes in place.
+            let records = Arc::make_mut(&mut inventory.records);
+            let changed: Vec<Arc<NodeRecord>> = match changes {
+                Some(names) => names
+                    .iter()
+                    .filter_map(|name| {
+                        let record = self.core.inventory_record_shared(name);
+                        put_sorted(records, name, record);
+                        record.cloned()
+                    })
+                    .collect(),
+                None => {
+                    *records = self.core.inventory_records_shared().cloned().collect();
+                    records.clone()
+                }
+            };
             if self.shared.identity.get().token_signing_key.is_some() {
-                match self.shared.store.record_issuer_keys(
-                    &inventory.records,
-                    unix_ms() / 1000,
-                    self.core
-                        .mesh_trust()
-                        .filter(|trust| trust.anchors.len() > 1)
-                        .map(|trust| trust.signer_key),
-                ) {
+                match self
+                    .shared
+                    .store
+                    .record_issuer_keys(&changed, unix_ms() / 1000, rotating)
+                {
                     Ok(changed) => keys_changed = changed,
                     Err(error) => {
                         tracing::error!(%error, "cannot record the relays' issuer keys")
@@ -94,5 +118,92 @@ impl Daemon {
             .filter(|labels| !labels.annotations.is_empty())
             .map(|labels| (labels.node, labels.annotations))
             .collect()
+    }
+}
+
+/// Puts `record` (or, if `None`, the absence of `name`) into `records`,
+/// which hold this node's own record first and the others by name, as
+/// [`relaymesh_core::Core::inventory_records`] yields them: O(log n) to
+/// find, and a move of pointers to insert or remove.
+fn put_sorted(records: &mut Vec<Arc<NodeRecord>>, name: &str, record: Option<&Arc<NodeRecord>>) {
+    if records.first().is_some_and(|own| own.name == name) {
+        if let (Some(record), Some(own)) = (record, records.first_mut()) {
+            *own = Arc::clone(record);
+        }
+        return;
+    }
+    let below = records.len().min(1);
+    match records[below..].binary_search_by(|held| held.name.as_str().cmp(name)) {
+        Ok(at) => match record {
+            Some(record) => records[below + at] = Arc::clone(record),
+            None => {
+                records.remove(below + at);
+            }
+        },
+        Err(at) => {
+            if let Some(record) = record {
+                records.insert(below + at, Arc::clone(record));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+
+    use proptest::prelude::*;
+    use relaymesh_protocol::{NodeRecord, Role};
+
+    use super::put_sorted;
+
+    fn node(name: &str, version: u8) -> Arc<NodeRecord> {
+        Arc::new(NodeRecord {
+            name: name.into(),
+            role: Role::Agent,
+            parent: Some("root".into()),
+            labels: Default::default(),
+            addresses: vec![],
+            version: version.to_string(),
+            link: None,
+            capacity: Default::default(),
+            refused_entries: 0,
+            limit_refusals: Default::default(),
+        })
+    }
+
+    proptest! {
+        /// Kept current change by change, the copy is what a whole copy
+        /// would be: the own record first, the others by name.
+        #[test]
+        fn changes_put_in_place_match_a_whole_copy(
+            changes in proptest::collection::vec((0u8..40, proptest::option::of(0u8..4)), 0..200)
+        ) {
+            let own = node("root", 0);
+            let mut held = BTreeMap::new();
+            let mut records = vec![Arc::clone(&own)];
+            for (at, change) in changes {
+                let name = format!("edge-{at}");
+                let record = change.map(|version| node(&name, version));
+                match &record {
+                    Some(record) => held.insert(name.clone(), Arc::clone(record)),
+                    None => held.remove(&name),
+                };
+                put_sorted(&mut records, &name, record.as_ref());
+            }
+            let whole: Vec<_> = std::iter::once(own).chain(held.into_values()).collect();
+            prop_assert_eq!(records, whole);
+        }
+    }
+
+    #[test]
+    fn the_own_record_stays_first_whatever_its_name() {
+        let mut records = vec![node("zz-root", 0), node("a", 0)];
+        put_sorted(&mut records, "zz-root", Some(&node("zz-root", 1)));
+        put_sorted(&mut records, "b", Some(&node("b", 0)));
+        let names: Vec<_> = records.iter().map(|record| record.name.as_str()).collect();
+        assert_eq!(names, ["zz-root", "a", "b"]);
+        assert_eq!(records[0].version, "1");
     }
 }

@@ -113,8 +113,11 @@ pub struct Inventory {
     pub version: u64,
     /// Every node the root knows (itself included): relays and agents, with
     /// the link status each node's parent reports up (connectivity, since
-    /// when, bundle transfers).
-    pub records: Arc<[NodeRecord]>,
+    /// when, bundle transfers): this node first, then by name. Each
+    /// record is shared with the core, and the loop changes the list in
+    /// place unless a request holds it: a change costs O(log n), not a
+    /// copy of the fleet.
+    pub records: Arc<Vec<Arc<NodeRecord>>>,
     /// What the root measured of its own children's links (RTT, bytes,
     /// acknowledged revision, lag), by child. Deeper links are measured by
     /// their parents, which keep it: not reported here.

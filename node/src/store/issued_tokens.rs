@@ -85,14 +85,20 @@ pub fn joined_at_ms(record: &NodeRecord) -> Option<u64> {
 /// name, role and parent, carrying its id in [`JOIN_TOKEN_LABEL`]. A node
 /// can only say this of itself, and only of a token issued for its own
 /// name under its own parent.
-pub fn used_by<'a>(record: &TokenRecord, nodes: &'a [NodeRecord]) -> Option<&'a NodeRecord> {
+pub fn used_by<'a>(
+    record: &TokenRecord,
+    nodes: &'a [impl std::borrow::Borrow<NodeRecord>],
+) -> Option<&'a NodeRecord> {
     let id = relaymesh_protocol::revocation::hex(&record.id);
-    nodes.iter().find(|node| {
-        node.name == record.name
-            && node.role == record.role
-            && node.parent.as_deref() == Some(record.parent.as_str())
-            && node.labels.get(JOIN_TOKEN_LABEL) == Some(&id)
-    })
+    nodes
+        .iter()
+        .map(std::borrow::Borrow::borrow)
+        .find(|node: &&NodeRecord| {
+            node.name == record.name
+                && node.role == record.role
+                && node.parent.as_deref() == Some(record.parent.as_str())
+                && node.labels.get(JOIN_TOKEN_LABEL) == Some(&id)
+        })
 }
 
 /// A token the root issued.

@@ -88,7 +88,7 @@ impl Store {
     /// once. Whether a recorded key changed.
     pub fn record_issuer_keys(
         &self,
-        records: &[NodeRecord],
+        records: &[impl std::borrow::Borrow<NodeRecord>],
         now_unix: u64,
         rotating: Option<[u8; 32]>,
     ) -> Result<bool, StoreError> {
@@ -96,7 +96,8 @@ impl Store {
         let rotated = self.journaled(ROTATED)?;
         let mut changed = false;
         let mut replaced = false;
-        for record in records.iter().filter(|record| record.role == Role::Relay) {
+        let records = records.iter().map(std::borrow::Borrow::borrow);
+        for record in records.filter(|record: &&NodeRecord| record.role == Role::Relay) {
             let Some(reported) = reported_issuer_key(record) else {
                 continue;
             };

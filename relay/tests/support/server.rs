@@ -39,7 +39,7 @@ impl Backend for FakeBackend {
         format!("{records:?}").hash(&mut hasher);
         Inventory {
             version: hasher.finish(),
-            records: records.into(),
+            records: std::sync::Arc::new(records.into_iter().map(std::sync::Arc::new).collect()),
             measured: Default::default(),
             annotations: Default::default(),
         }

@@ -6,6 +6,7 @@
 use relaymesh_apiserver::ApiError;
 use relaymesh_protocol::{NodeRecord, Role};
 use serde_json::Value;
+use std::sync::Arc;
 
 use crate::placement::{PlacementError, Specs};
 
@@ -40,7 +41,7 @@ pub(super) fn unknown_cluster_warning(
 
 /// Which of `names` no agent in `records` has, in the order given: one
 /// pass over the inventory, however many names.
-pub(super) fn unknown_names(records: &[NodeRecord], names: &[&str]) -> Vec<String> {
+pub(super) fn unknown_names(records: &[Arc<NodeRecord>], names: &[&str]) -> Vec<String> {
     let mut found = vec![false; names.len()];
     for record in records.iter().filter(|record| record.role == Role::Agent) {
         for (index, name) in names.iter().enumerate() {
@@ -96,7 +97,7 @@ mod tests {
             version: "0.1.0".into(),
             link: None,
         };
-        let records = [record("edge-1", Role::Agent), record("eu", Role::Relay)];
+        let records = [record("edge-1", Role::Agent), record("eu", Role::Relay)].map(Arc::new);
         let unknown = |names: &[&str]| unknown_names(&records, names);
         let placement = |names: Value| json!({"spec": {"clusters": {"names": names}}});
         assert!(unknown_cluster_warning(&placement(json!(["edge-1"])), unknown).is_empty());

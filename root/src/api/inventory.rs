@@ -45,6 +45,7 @@ pub(super) fn objects(source: View, inventory: &super::Inventory) -> Vec<Value> 
                 .collect();
             let mut agents: Vec<&NodeRecord> = records
                 .iter()
+                .map(|record| &**record)
                 .filter(|record| record.role == Role::Agent)
                 .collect();
             agents.sort_by(|a, b| a.name.cmp(&b.name));
@@ -174,6 +175,7 @@ fn cluster_profile(record: &NodeRecord) -> Value {
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
+    use std::sync::Arc;
 
     use relaymesh_protocol::LinkStatus;
 
@@ -201,12 +203,15 @@ mod tests {
     fn records() -> super::super::Inventory {
         super::super::Inventory {
             version: 1,
-            records: vec![
-                record("root", Role::Relay, None),
-                record("eu", Role::Relay, Some("root")),
-                record("edge-1", Role::Agent, Some("eu")),
-            ]
-            .into(),
+            records: Arc::new(
+                [
+                    record("root", Role::Relay, None),
+                    record("eu", Role::Relay, Some("root")),
+                    record("edge-1", Role::Agent, Some("eu")),
+                ]
+                .map(Arc::new)
+                .into(),
+            ),
             measured: Default::default(),
             annotations: std::sync::Arc::new(
                 [(
@@ -258,11 +263,11 @@ mod tests {
             true
         );
         let mut records = inventory.records.to_vec();
-        records[2].labels.insert(
+        Arc::make_mut(&mut records[2]).labels.insert(
             relaymesh_topology::placement::UNREACHABLE_LABEL.to_string(),
             "true".to_string(),
         );
-        inventory.records = records.into();
+        inventory.records = Arc::new(records);
         let cluster = &objects(View::Clusters, &inventory)[0];
         assert_eq!(cluster["status"]["reachable"], false, "{cluster}");
         assert_eq!(cluster["status"]["connected"], true, "{cluster}");

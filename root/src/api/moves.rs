@@ -8,6 +8,7 @@
 //! under its new parent, then `Settled`. The token's text is never shown.
 //! This module checks requests and shapes replies; it does no IO.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use relaymesh_protocol::{Move, MoveState, NodeRecord, Role};
@@ -81,7 +82,11 @@ pub(super) fn parse_request(body: &[u8]) -> Result<MoveRequest, ApiError> {
 /// would make chains longer than certificate verification accepts: it
 /// keeps its issuer key, and every certificate it and the relays below it
 /// issued stays valid under its new place.
-pub fn check_move(nodes: &[NodeRecord], node: &str, to: &str) -> Result<(String, Role), ApiError> {
+pub fn check_move(
+    nodes: &[Arc<NodeRecord>],
+    node: &str,
+    to: &str,
+) -> Result<(String, Role), ApiError> {
     let record_of = |name: &str| nodes.iter().find(|record| record.name == name);
     let parent_of = |name: &str| record_of(name).and_then(|record| record.parent.clone());
     // The relays from `name` up to the root, `name` first; bounded, so a
@@ -219,7 +224,11 @@ mod tests {
     }
 
     /// root ← eu ← mid ← below ← edge, root ← us ← d2 ← d3 ← d4, root ← ap.
-    fn tree() -> Vec<NodeRecord> {
+    fn tree() -> Vec<Arc<NodeRecord>> {
+        tree_records().into_iter().map(Arc::new).collect()
+    }
+
+    fn tree_records() -> Vec<NodeRecord> {
         vec![
             node("eu", "root", Role::Relay),
             node("mid", "eu", Role::Relay),
@@ -257,7 +266,7 @@ mod tests {
             assert!(error.contains(why), "{node} to {to}: {error}");
         }
         let mut deeper = nodes;
-        deeper.push(node("deepest", "below", Role::Relay));
+        deeper.push(Arc::new(node("deepest", "below", Role::Relay)));
         let error = check_move(&deeper, "mid", "d4")
             .expect_err("too deep")
             .to_string();

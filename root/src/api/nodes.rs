@@ -13,6 +13,7 @@
 //! that has a parent.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
 
 use relaymesh_protocol::{LinkStatus, NodeRecord, Role};
@@ -105,7 +106,7 @@ pub(super) fn kind_of(role: Role) -> &'static str {
 /// The objects of every node with `role`, sorted by name; `measured` holds
 /// what the root measured of its children's links.
 pub(super) fn list(
-    records: &[NodeRecord],
+    records: &[Arc<NodeRecord>],
     measured: &BTreeMap<String, LinkStatus>,
     role: Role,
 ) -> NodeList {
@@ -129,7 +130,7 @@ pub(super) fn list(
 
 /// The object of the node `name` with `role`, if there is one.
 #[cfg(test)]
-pub(super) fn get(records: &[NodeRecord], role: Role, name: &str) -> Option<NodeObject> {
+pub(super) fn get(records: &[Arc<NodeRecord>], role: Role, name: &str) -> Option<NodeObject> {
     let record = records
         .iter()
         .find(|record| record.role == role && record.name == name)?;
@@ -144,10 +145,10 @@ struct Tree<'a> {
 }
 
 impl<'a> Tree<'a> {
-    fn new(records: &'a [NodeRecord], measured: &'a BTreeMap<String, LinkStatus>) -> Self {
+    fn new(records: &'a [Arc<NodeRecord>], measured: &'a BTreeMap<String, LinkStatus>) -> Self {
         let known: HashMap<&str, &NodeRecord> = records
             .iter()
-            .map(|record| (record.name.as_str(), record))
+            .map(|record| (record.name.as_str(), &**record))
             .collect();
         let mut children: HashMap<&str, Vec<&str>> = HashMap::new();
         for record in known.values() {
@@ -385,7 +386,11 @@ mod tests {
         }
     }
 
-    fn mesh() -> Vec<NodeRecord> {
+    fn mesh() -> Vec<Arc<NodeRecord>> {
+        mesh_records().into_iter().map(Arc::new).collect()
+    }
+
+    fn mesh_records() -> Vec<NodeRecord> {
         vec![
             record("root", Role::Relay, None),
             record("eu", Role::Relay, Some("root")),
@@ -428,7 +433,7 @@ mod tests {
     fn link_measurements_are_shown_for_the_roots_children_only() {
         let mut records = mesh();
         for record in &mut records {
-            if let Some(link) = &mut record.link {
+            if let Some(link) = &mut Arc::make_mut(record).link {
                 link.bundles_served = 2;
             }
         }
@@ -467,9 +472,10 @@ mod tests {
     #[test]
     fn objects_have_the_documented_shape() {
         let mut records = mesh();
-        records[1].labels.insert("region".into(), "eu".into());
-        records[1].addresses.push("10.0.0.1:7443".into());
-        records[1].link = Some(LinkStatus {
+        let eu = Arc::make_mut(&mut records[1]);
+        eu.labels.insert("region".into(), "eu".into());
+        eu.addresses.push("10.0.0.1:7443".into());
+        eu.link = Some(LinkStatus {
             connected: false,
             changed_unix_ms: 1_795_305_000_000,
             ..LinkStatus::default()
@@ -499,8 +505,8 @@ mod tests {
     #[test]
     fn agent_list_and_cycles() {
         let mut records = mesh();
-        records.push(record("a", Role::Relay, Some("b")));
-        records.push(record("b", Role::Relay, Some("a")));
+        records.push(Arc::new(record("a", Role::Relay, Some("b"))));
+        records.push(Arc::new(record("b", Role::Relay, Some("a"))));
         let agents = serde_json::to_value(list(&records, &BTreeMap::new(), Role::Agent))
             .expect("serializes");
         assert_eq!(agents["kind"], "AgentList");

@@ -10,6 +10,7 @@
 
 use relaymesh_protocol::{NodeRecord, Revocation};
 use serde_json::{json, Map, Value};
+use std::sync::Arc;
 
 use super::nodes::{check_type_meta, invalid, rfc3339, API_VERSION};
 use super::{ApiError, NodeRevoked};
@@ -66,7 +67,11 @@ fn state(record: &TokenRecord, used: bool, now_unix: u64) -> &'static str {
 /// whether a node of its name and role is in the tree under its parent;
 /// `status.usedBy` names that node when it reports it joined with this very
 /// token (see [`relaymesh_node::store::used_by`]).
-pub(super) fn token_object(record: &TokenRecord, nodes: &[NodeRecord], now_unix: u64) -> Value {
+pub(super) fn token_object(
+    record: &TokenRecord,
+    nodes: &[Arc<NodeRecord>],
+    now_unix: u64,
+) -> Value {
     let used_by = relaymesh_node::store::used_by(record, nodes).map(|node| node.name.clone());
     let in_tree = nodes.iter().any(|node| {
         node.name == record.name
@@ -98,7 +103,11 @@ pub(super) fn token_object(record: &TokenRecord, nodes: &[NodeRecord], now_unix:
 }
 
 /// Every issued token as a `JoinTokenList`.
-pub(super) fn token_list(records: &[TokenRecord], nodes: &[NodeRecord], now_unix: u64) -> Value {
+pub(super) fn token_list(
+    records: &[TokenRecord],
+    nodes: &[Arc<NodeRecord>],
+    now_unix: u64,
+) -> Value {
     let items: Vec<Value> = records
         .iter()
         .map(|record| token_object(record, nodes, now_unix))
@@ -233,7 +242,7 @@ mod tests {
             refused_entries: 0,
             limit_refusals: Default::default(),
         };
-        let object = token_object(&record, std::slice::from_ref(&node), 1_500);
+        let object = token_object(&record, &[Arc::new(node.clone())], 1_500);
         assert_eq!(object["status"]["state"], "Valid");
         assert_eq!(object["status"]["nodeInTree"], true);
         assert!(object["status"].get("usedBy").is_none());
@@ -242,7 +251,7 @@ mod tests {
         joined.labels =
             relaymesh_node::store::with_join_token_label(Default::default(), &record.id);
         for now in [1_500, 2_500] {
-            let object = token_object(&record, std::slice::from_ref(&joined), now);
+            let object = token_object(&record, &[Arc::new(joined.clone())], now);
             assert_eq!(object["status"]["state"], "Used");
             assert_eq!(object["status"]["usedBy"], "edge-1");
         }
@@ -251,7 +260,7 @@ mod tests {
         elsewhere.parent = Some("eu".into());
         let mut other = node.clone();
         other.labels = relaymesh_node::store::with_join_token_label(Default::default(), &[2; 16]);
-        for nodes in [[elsewhere], [other]] {
+        for nodes in [[Arc::new(elsewhere)], [Arc::new(other)]] {
             assert_eq!(
                 token_object(&record, &nodes, 1_500)["status"]["state"],
                 "Valid"

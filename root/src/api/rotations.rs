@@ -10,6 +10,7 @@
 
 use relaymesh_protocol::{MeshTrust, NodeRecord};
 use serde_json::{json, Map, Value};
+use std::sync::Arc;
 
 use super::nodes::{check_type_meta, invalid, API_VERSION};
 use super::ApiError;
@@ -62,7 +63,7 @@ impl Rotated {
     pub(super) fn pending<'a>(
         self,
         trust: &MeshTrust,
-        nodes: &'a [NodeRecord],
+        nodes: &'a [Arc<NodeRecord>],
         published: bool,
     ) -> Vec<&'a str> {
         let label = match self {
@@ -229,7 +230,7 @@ pub(super) fn api_ca_object(state: &crate::api::ApiCaState) -> Value {
 /// while the rotation lasts, a relay's issuer key rotated in it
 /// ([`relaymesh_core::ISSUER_ROTATED_LABEL`]). `nodes` holds its parent's
 /// record.
-fn moved_to_ca(trust: &MeshTrust, node: &NodeRecord, nodes: &[NodeRecord]) -> bool {
+fn moved_to_ca(trust: &MeshTrust, node: &NodeRecord, nodes: &[Arc<NodeRecord>]) -> bool {
     let signer = relaymesh_node::pki::short_key(&trust.signer_key);
     let wanted: std::collections::BTreeSet<String> = short_keys(trust).into_iter().collect();
     let trusted: Option<std::collections::BTreeSet<String>> = node
@@ -248,7 +249,7 @@ fn moved_to_ca(trust: &MeshTrust, node: &NodeRecord, nodes: &[NodeRecord]) -> bo
 
 /// The key (short hex) `node`'s parent signs with now: the root's mesh CA
 /// key, or the issuer key a relay reports.
-fn parent_key(trust: &MeshTrust, node: &NodeRecord, nodes: &[NodeRecord]) -> Option<String> {
+fn parent_key(trust: &MeshTrust, node: &NodeRecord, nodes: &[Arc<NodeRecord>]) -> Option<String> {
     let parent = nodes
         .iter()
         .find(|record| Some(&record.name) == node.parent.as_ref())?;

@@ -7,6 +7,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
+use std::sync::Arc;
 
 use relaymesh_protocol::query::ChildCut;
 use relaymesh_protocol::{NodeRecord, PlacementTarget, Quota, Role};
@@ -46,7 +47,7 @@ pub struct Splits {
 
 /// Asks the root (the relay of `nodes` without a parent), then every relay
 /// its answers name, level by level, how it split placement `key`.
-pub async fn ask_splits<F, Fut, E>(nodes: &[NodeRecord], key: &str, ask: F) -> Splits
+pub async fn ask_splits<F, Fut, E>(nodes: &[Arc<NodeRecord>], key: &str, ask: F) -> Splits
 where
     F: Fn(String) -> Fut,
     Fut: Future<Output = Result<RelaySplit, E>>,
@@ -102,12 +103,12 @@ where
 /// (the root's inventory, for roles, labels and paths).
 pub fn explain(
     spec: &PlacementSpec,
-    nodes: &[NodeRecord],
+    nodes: &[Arc<NodeRecord>],
     splits: &Splits,
 ) -> Result<Value, PlacementError> {
     let records: BTreeMap<&str, &NodeRecord> = nodes
         .iter()
-        .map(|node| (node.name.as_str(), node))
+        .map(|node| (node.name.as_str(), &**node))
         .collect();
     let paths = paths(nodes);
     // Selected by its labels: named clusters are told apart below.
@@ -251,7 +252,7 @@ fn describe(spec: &PlacementSpec) -> String {
 }
 
 /// Each node's path from the root, as `root/eu/eu-west/edge-1`.
-fn paths(nodes: &[NodeRecord]) -> BTreeMap<String, String> {
+fn paths(nodes: &[Arc<NodeRecord>]) -> BTreeMap<String, String> {
     let parents: BTreeMap<&str, &str> = nodes
         .iter()
         .filter_map(|node| Some((node.name.as_str(), node.parent.as_deref()?)))
@@ -310,7 +311,11 @@ mod tests {
         }
     }
 
-    fn tree() -> Vec<NodeRecord> {
+    fn tree() -> Vec<Arc<NodeRecord>> {
+        tree_records().into_iter().map(Arc::new).collect()
+    }
+
+    fn tree_records() -> Vec<NodeRecord> {
         vec![
             node("root", None, Role::Relay, &[]),
             node("eu", Some("root"), Role::Relay, &[]),
@@ -366,7 +371,7 @@ mod tests {
         assert_eq!(explained["matching"], 2);
         // A drained cluster is no candidate of a bounded placement.
         let mut drained = tree();
-        drained[3].labels.insert(
+        Arc::make_mut(&mut drained[3]).labels.insert(
             relaymesh_topology::placement::DRAINING_LABEL.into(),
             "true".into(),
         );

@@ -23,7 +23,11 @@ use relaymesh_node::{pki, token};
 
 /// The relays between the root (`root`, not included) and `node` (not
 /// included), top-down, from the inventory's parent links.
-fn ancestors(nodes: &[NodeRecord], node: &NodeRecord, root: &str) -> Result<Vec<String>, ApiError> {
+fn ancestors(
+    nodes: &[Arc<NodeRecord>],
+    node: &NodeRecord,
+    root: &str,
+) -> Result<Vec<String>, ApiError> {
     let mut path = Vec::new();
     let mut parent = node.parent.as_deref();
     while let Some(name) = parent {
@@ -110,7 +114,7 @@ impl RootBackend {
     /// between the root and it. `field` is what a refusal names.
     fn token_parent(
         &self,
-        nodes: &[NodeRecord],
+        nodes: &[Arc<NodeRecord>],
         name: &str,
         field: &str,
     ) -> Result<token::TokenParent, ApiError> {
@@ -179,7 +183,7 @@ fn root_is_no_candidate(field: &str) -> ApiError {
 }
 
 /// `name` and every node below it, from the inventory's parent links.
-fn subtree(nodes: &[NodeRecord], name: &str) -> Vec<String> {
+fn subtree(nodes: &[Arc<NodeRecord>], name: &str) -> Vec<String> {
     let mut names = vec![name.to_string()];
     let mut index = 0;
     while index < names.len() {

@@ -527,12 +527,15 @@ fn every_view_fits_its_schema() {
     };
     let inventory = crate::api::Inventory {
         version: 1,
-        records: vec![
-            record("root", Role::Relay, None),
-            record("eu", Role::Relay, Some("root")),
-            record("edge-1", Role::Agent, Some("eu")),
-        ]
-        .into(),
+        records: std::sync::Arc::new(
+            [
+                record("root", Role::Relay, None),
+                record("eu", Role::Relay, Some("root")),
+                record("edge-1", Role::Agent, Some("eu")),
+            ]
+            .map(std::sync::Arc::new)
+            .into(),
+        ),
         measured: std::sync::Arc::new(BTreeMap::from([(
             "eu".to_string(),
             LinkStatus {
