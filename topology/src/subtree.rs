@@ -10,6 +10,10 @@ use relaymesh_protocol::NodeRecord;
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SubtreeIndex {
     via: BTreeMap<String, String>,
+    /// `via` by child: the names under each direct child, the child
+    /// included, so that listing one child's subtree costs its size, not a
+    /// walk of every node (at the root, the fleet) for each child's report.
+    members: BTreeMap<String, BTreeSet<String>>,
 }
 
 /// A child tried to report a node it may not speak for.
@@ -67,10 +71,11 @@ impl SubtreeIndex {
 
     /// The names of the nodes under `child`, the child included.
     pub fn under<'a>(&'a self, child: &'a str) -> impl Iterator<Item = &'a str> + 'a {
-        self.via
-            .iter()
-            .filter(move |(_, via)| via.as_str() == child)
-            .map(|(name, _)| name.as_str())
+        self.members
+            .get(child)
+            .into_iter()
+            .flatten()
+            .map(String::as_str)
     }
 
     /// Checks that `child` may report `record` and, if so, indexes it. A child
@@ -96,7 +101,16 @@ impl SubtreeIndex {
                 });
             }
         }
-        self.via.insert(record.name.clone(), child.to_string());
+        if self
+            .via
+            .insert(record.name.clone(), child.to_string())
+            .is_none()
+        {
+            self.members
+                .entry(child.to_string())
+                .or_default()
+                .insert(record.name.clone());
+        }
         Ok(())
     }
 
@@ -104,6 +118,7 @@ impl SubtreeIndex {
     pub fn remove(&mut self, child: &str, node: &str) -> bool {
         if self.via.get(node).map(String::as_str) == Some(child) {
             self.via.remove(node);
+            self.forget_member(child, node);
             return true;
         }
         false
@@ -112,15 +127,24 @@ impl SubtreeIndex {
     /// Forgets everything under `child` but the child itself, and returns the
     /// names forgotten.
     pub fn clear_below(&mut self, child: &str) -> BTreeSet<String> {
-        let below: BTreeSet<String> = self
-            .under(child)
-            .filter(|name| *name != child)
-            .map(str::to_string)
-            .collect();
+        let mut below = self.members.remove(child).unwrap_or_default();
+        if below.remove(child) {
+            self.members
+                .insert(child.to_string(), BTreeSet::from([child.to_string()]));
+        }
         for name in &below {
             self.via.remove(name);
         }
         below
+    }
+
+    fn forget_member(&mut self, child: &str, node: &str) {
+        if let Some(members) = self.members.get_mut(child) {
+            members.remove(node);
+            if members.is_empty() {
+                self.members.remove(child);
+            }
+        }
     }
 }
 
@@ -163,5 +187,53 @@ mod tests {
         assert!(!index.remove("us", "eu-west"));
         assert_eq!(index.clear_below("eu").len(), 1);
         assert!(index.contains("eu") && !index.contains("eu-west"));
+    }
+
+    /// What `under` answered before it had its own index: a walk of every
+    /// node.
+    fn walked(index: &SubtreeIndex, child: &str) -> Vec<String> {
+        let via = &index.via;
+        via.iter()
+            .filter(|(_, via)| via.as_str() == child)
+            .map(|(name, _)| name.clone())
+            .collect()
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn under_lists_what_a_walk_of_every_node_finds(
+            steps in proptest::collection::vec((0u8..3, 0u8..3, 0u8..12), 0..150)
+        ) {
+            let mut index = SubtreeIndex::new();
+            let children = ["a", "b", "c"];
+            for (op, child, node) in steps {
+                let child = children[usize::from(child)];
+                // Nodes hang under the child or under a node of its subtree.
+                let name = format!("n{node}");
+                let parent = index
+                    .under(child)
+                    .filter(|held| *held != name)
+                    .last()
+                    .unwrap_or(child)
+                    .to_string();
+                match op {
+                    0 => {
+                        let _ = index.admit(child, &record(child, "root"));
+                        let _ = index.admit(child, &record(&name, &parent));
+                    }
+                    1 => {
+                        index.remove(child, &name);
+                    }
+                    _ => {
+                        let cleared = index.clear_below(child);
+                        proptest::prop_assert!(!cleared.contains(child));
+                    }
+                }
+                for child in children {
+                    let listed: Vec<String> = index.under(child).map(str::to_string).collect();
+                    proptest::prop_assert_eq!(listed, walked(&index, child));
+                }
+            }
+        }
     }
 }
