@@ -44,6 +44,9 @@ pub(crate) struct Inventory {
     /// them (see [`Inventory::take_touched`]); `None` until one asks, so a
     /// relay that keeps no copy keeps no names either.
     touched: Option<BTreeSet<String>>,
+    /// The same for `measured`: every acknowledgement moves a child's
+    /// acknowledged revision.
+    measured_touched: Option<BTreeSet<String>>,
     /// Changes not yet sent up: a record to upsert, or `None` to remove.
     pending_up: BTreeMap<String, Option<NodeRecord>>,
     /// Pieces of a child's full inventory, until its last piece arrives.
@@ -114,6 +117,7 @@ impl Inventory {
             version: 0,
             measured_version: 0,
             touched: None,
+            measured_touched: None,
             pending_up: BTreeMap::new(),
             assembling: BTreeMap::new(),
             aggregates: BTreeMap::new(),
@@ -171,6 +175,17 @@ impl Inventory {
             Some(touched) => Some(std::mem::take(touched)),
             None => {
                 self.touched = Some(BTreeSet::new());
+                None
+            }
+        }
+    }
+
+    /// [`Inventory::take_touched`] for [`Inventory::measured`].
+    pub fn take_measured_touched(&mut self) -> Option<BTreeSet<String>> {
+        match &mut self.measured_touched {
+            Some(touched) => Some(std::mem::take(touched)),
+            None => {
+                self.measured_touched = Some(BTreeSet::new());
                 None
             }
         }
@@ -391,11 +406,15 @@ impl Inventory {
     /// sent up.
     pub fn child_measured(&mut self, child: &str, update: impl FnOnce(&mut LinkStatus)) {
         if self.nodes.get(child).is_some_and(|(_, via)| via == child) {
+            let is_new = !self.measured.contains_key(child);
             let measured = self.measured.entry(child.to_string()).or_default();
             let before = measured.clone();
             update(measured);
-            if *measured != before {
+            if is_new || *measured != before {
                 self.measured_version += 1;
+                if let Some(touched) = &mut self.measured_touched {
+                    touched.insert(child.to_string());
+                }
             }
         }
     }
@@ -645,6 +664,9 @@ impl Inventory {
     fn drop_node(&mut self, name: &str) {
         if self.measured.remove(name).is_some() {
             self.measured_version += 1;
+            if let Some(touched) = &mut self.measured_touched {
+                touched.insert(name.to_string());
+            }
         }
         self.direct.remove(name);
         if let Some((old, via)) = self.nodes.remove(name) {

@@ -426,6 +426,12 @@ impl Core {
         self.inventory.take_touched()
     }
 
+    /// The children whose [`Core::link_measurements`] changed or went
+    /// since the last call; `None` the first time (copy them all then).
+    pub fn take_link_measurement_changes(&mut self) -> Option<std::collections::BTreeSet<String>> {
+        self.inventory.take_measured_touched()
+    }
+
     /// One of [`Core::inventory_records`] by name, shared.
     pub fn inventory_record_shared(&self, name: &str) -> Option<&std::sync::Arc<NodeRecord>> {
         self.inventory.record_shared(name)

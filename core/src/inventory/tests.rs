@@ -244,3 +244,26 @@ fn a_copy_of_every_record_shares_those_that_did_not_change() {
         Some(1)
     );
 }
+
+#[test]
+fn the_children_whose_measurements_changed_are_named_once() {
+    let mut inventory = inventory();
+    assert_eq!(inventory.take_measured_touched(), None, "the first time: copy them all");
+    inventory.child_measured("a", |link| link.acked_revision = 3);
+    inventory.child_measured("a", |link| link.acked_revision = 4);
+    inventory.child_measured("b", |link| link.acked_revision = 0);
+    inventory.child_measured("x", |link| link.acked_revision = 9);
+    assert_eq!(
+        inventory.take_measured_touched(),
+        Some(["a".to_string(), "b".to_string()].into()),
+        "a changed twice; b was measured for the first time; x is no direct child"
+    );
+    inventory.child_measured("b", |link| link.acked_revision = 0);
+    inventory.remove_subtree("a", &mut Vec::new());
+    assert_eq!(
+        inventory.take_measured_touched(),
+        Some(["a".to_string()].into()),
+        "an unchanged measurement is no change; a child that went is one"
+    );
+    assert!(!inventory.measured().contains_key("a"));
+}

@@ -96,7 +96,26 @@ impl Daemon {
             }
         }
         if measured_changed {
-            inventory.measured = Arc::new(self.core.link_measurements().clone());
+            // Every acknowledgement changes one child's: put those, in
+            // place unless a request holds the map.
+            let changes = self.core.take_link_measurement_changes();
+            let all = self.core.link_measurements();
+            let measured = Arc::make_mut(&mut inventory.measured);
+            match changes {
+                Some(children) => {
+                    for child in children {
+                        match all.get(&child) {
+                            Some(link) => {
+                                measured.insert(child, link.clone());
+                            }
+                            None => {
+                                measured.remove(&child);
+                            }
+                        }
+                    }
+                }
+                None => measured.clone_from(all),
+            }
         }
         if let Some(annotations) = annotations {
             inventory.annotations = Arc::new(annotations);
