@@ -248,7 +248,11 @@ fn a_copy_of_every_record_shares_those_that_did_not_change() {
 #[test]
 fn the_children_whose_measurements_changed_are_named_once() {
     let mut inventory = inventory();
-    assert_eq!(inventory.take_measured_touched(), None, "the first time: copy them all");
+    assert_eq!(
+        inventory.take_measured_touched(),
+        None,
+        "the first time: copy them all"
+    );
     inventory.child_measured("a", |link| link.acked_revision = 3);
     inventory.child_measured("a", |link| link.acked_revision = 4);
     inventory.child_measured("b", |link| link.acked_revision = 0);
