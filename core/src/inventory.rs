@@ -41,12 +41,11 @@ pub(crate) struct Inventory {
     /// Counts changes of `measured`.
     measured_version: u64,
     /// The names whose record changed or went since a driver last took
-    /// them (see [`Inventory::take_touched`]); `None` until one asks, so a
-    /// relay that keeps no copy keeps no names either.
-    touched: Option<BTreeSet<String>>,
+    /// them (see [`Inventory::take_touched`]).
+    touched: Touched,
     /// The same for `measured`: every acknowledgement moves a child's
     /// acknowledged revision.
-    measured_touched: Option<BTreeSet<String>>,
+    measured_touched: Touched,
     /// Changes not yet sent up: a record to upsert, or `None` to remove.
     pending_up: BTreeMap<String, Option<NodeRecord>>,
     /// Pieces of a child's full inventory, until its last piece arrives.
@@ -116,8 +115,8 @@ impl Inventory {
             measured: BTreeMap::new(),
             version: 0,
             measured_version: 0,
-            touched: None,
-            measured_touched: None,
+            touched: Touched::default(),
+            measured_touched: Touched::default(),
             pending_up: BTreeMap::new(),
             assembling: BTreeMap::new(),
             aggregates: BTreeMap::new(),
@@ -160,35 +159,19 @@ impl Inventory {
     /// Counts a change of `name`'s record (or its removal).
     fn touch(&mut self, name: &str) {
         self.version += 1;
-        if let Some(touched) = &mut self.touched {
-            if !touched.contains(name) {
-                touched.insert(name.to_string());
-            }
-        }
+        self.touched.note(name);
     }
 
     /// The names whose record changed or went since the last call, for a
     /// driver that keeps a copy of [`Inventory::all_shared`] current at
     /// O(changes); `None` the first time (copy every record then).
     pub fn take_touched(&mut self) -> Option<BTreeSet<String>> {
-        match &mut self.touched {
-            Some(touched) => Some(std::mem::take(touched)),
-            None => {
-                self.touched = Some(BTreeSet::new());
-                None
-            }
-        }
+        self.touched.take()
     }
 
     /// [`Inventory::take_touched`] for [`Inventory::measured`].
     pub fn take_measured_touched(&mut self) -> Option<BTreeSet<String>> {
-        match &mut self.measured_touched {
-            Some(touched) => Some(std::mem::take(touched)),
-            None => {
-                self.measured_touched = Some(BTreeSet::new());
-                None
-            }
-        }
+        self.measured_touched.take()
     }
 
     /// The record of `name`, this node's own included, shared.
@@ -412,9 +395,7 @@ impl Inventory {
             update(measured);
             if is_new || *measured != before {
                 self.measured_version += 1;
-                if let Some(touched) = &mut self.measured_touched {
-                    touched.insert(child.to_string());
-                }
+                self.measured_touched.note(child);
             }
         }
     }
@@ -664,9 +645,7 @@ impl Inventory {
     fn drop_node(&mut self, name: &str) {
         if self.measured.remove(name).is_some() {
             self.measured_version += 1;
-            if let Some(touched) = &mut self.measured_touched {
-                touched.insert(name.to_string());
-            }
+            self.measured_touched.note(name);
         }
         self.direct.remove(name);
         if let Some((old, via)) = self.nodes.remove(name) {
@@ -731,6 +710,32 @@ impl Inventory {
         });
         self.pending_up
             .insert(child.to_string(), Some(record.clone()));
+    }
+}
+
+/// Names that changed since a driver last took them; nothing is kept
+/// until one first asks, so a node that keeps no copy keeps no names.
+#[derive(Debug, Default)]
+struct Touched(Option<BTreeSet<String>>);
+
+impl Touched {
+    fn note(&mut self, name: &str) {
+        if let Some(names) = &mut self.0 {
+            if !names.contains(name) {
+                names.insert(name.to_string());
+            }
+        }
+    }
+
+    /// The names since the last call; `None` the first time.
+    fn take(&mut self) -> Option<BTreeSet<String>> {
+        match &mut self.0 {
+            Some(names) => Some(std::mem::take(names)),
+            None => {
+                self.0 = Some(BTreeSet::new());
+                None
+            }
+        }
     }
 }
 
