@@ -215,8 +215,15 @@ impl Core {
             return;
         }
         self.statuses.dirty = false;
+        if !self.upstream.has_parent() {
+            // The root reports to no one: its services ask for one
+            // placement's status at a time (`placement_status`), and a
+            // merge of every placement over every child here, at each
+            // flush, was an eighth of its loop in a star of 5,000.
+            return;
+        }
         let merged = self.merged();
-        if !self.upstream.has_parent() || !self.upstream.connected() {
+        if !self.upstream.connected() {
             self.statuses.reported = merged;
             return;
         }
