@@ -102,6 +102,11 @@ pub(crate) struct InventoryOutcome {
 }
 
 mod claims;
+mod measured;
+mod touched;
+
+use measured::reported_part;
+use touched::Touched;
 
 impl Inventory {
     /// The inventory as stored. What was stored stays, even above a limit
@@ -169,11 +174,6 @@ impl Inventory {
         self.touched.take()
     }
 
-    /// [`Inventory::take_touched`] for [`Inventory::measured`].
-    pub fn take_measured_touched(&mut self) -> Option<BTreeSet<String>> {
-        self.measured_touched.take()
-    }
-
     /// The record of `name`, this node's own included, shared.
     pub fn record_shared(&self, name: &str) -> Option<&Arc<NodeRecord>> {
         if name == self.own.name {
@@ -202,46 +202,9 @@ impl Inventory {
         std::iter::once(&self.own).chain(self.nodes.values().map(|(record, _)| record))
     }
 
-    /// What this relay measured of its direct children's links, by child
-    /// (`connected` and `changed_unix_ms` are the records'; see
-    /// [`Inventory::all`]).
-    pub fn measured(&self) -> &BTreeMap<String, LinkStatus> {
-        &self.measured
-    }
-
     /// Changes whenever a record of [`Inventory::all`] does.
     pub fn version(&self) -> u64 {
         self.version
-    }
-
-    /// Changes whenever [`Inventory::measured`] does.
-    pub fn measured_version(&self) -> u64 {
-        self.measured_version
-    }
-
-    /// This relay's record and every record below it, its direct children's
-    /// with what this relay measured of their links.
-    pub fn all_measured(&self) -> impl Iterator<Item = NodeRecord> + '_ {
-        self.all().map(|record| self.with_measured(record))
-    }
-
-    /// The link of `name`, with this relay's measurements of it if it is a
-    /// direct child.
-    pub fn measured_link(&self, name: &str) -> Option<LinkStatus> {
-        self.with_measured(self.record(name)?).link
-    }
-
-    /// `record`, with the measurements of its link if it is a direct child.
-    fn with_measured(&self, record: &NodeRecord) -> NodeRecord {
-        let mut record = record.clone();
-        if let (Some(measured), Some(link)) = (self.measured.get(&record.name), &mut record.link) {
-            link.rtt_micros = measured.rtt_micros;
-            link.bytes_sent = measured.bytes_sent;
-            link.bytes_received = measured.bytes_received;
-            link.acked_revision = measured.acked_revision;
-            link.revision_lag = measured.revision_lag;
-        }
-        record
     }
 
     /// Changes this node's own record and owes it to the parent.
@@ -382,22 +345,6 @@ impl Inventory {
             .insert(record.name.clone(), Some(record.clone()));
         self.put_node(record, via);
         true
-    }
-
-    /// Updates what the transport measured of a direct child's link (RTT,
-    /// bytes, acknowledged revision, lag). Kept here: neither persisted nor
-    /// sent up.
-    pub fn child_measured(&mut self, child: &str, update: impl FnOnce(&mut LinkStatus)) {
-        if self.nodes.get(child).is_some_and(|(_, via)| via == child) {
-            let is_new = !self.measured.contains_key(child);
-            let measured = self.measured.entry(child.to_string()).or_default();
-            let before = measured.clone();
-            update(measured);
-            if is_new || *measured != before {
-                self.measured_version += 1;
-                self.measured_touched.note(child);
-            }
-        }
     }
 
     /// Updates the bundle transfers completed to a direct child. They
@@ -713,47 +660,9 @@ impl Inventory {
     }
 }
 
-/// Names that changed since a driver last took them; nothing is kept
-/// until one first asks, so a node that keeps no copy keeps no names.
-#[derive(Debug, Default)]
-struct Touched(Option<BTreeSet<String>>);
-
-impl Touched {
-    fn note(&mut self, name: &str) {
-        if let Some(names) = &mut self.0 {
-            if !names.contains(name) {
-                names.insert(name.to_string());
-            }
-        }
-    }
-
-    /// The names since the last call; `None` the first time.
-    fn take(&mut self) -> Option<BTreeSet<String>> {
-        match &mut self.0 {
-            Some(names) => Some(std::mem::take(names)),
-            None => {
-                self.0 = Some(BTreeSet::new());
-                None
-            }
-        }
-    }
-}
-
 /// Whether a record says its node is connected to its parent.
 fn is_connected(record: &NodeRecord) -> bool {
     record.link.as_ref().is_some_and(|link| link.connected)
-}
-
-/// The part of a link's status that goes up the tree: connectivity and
-/// bundle transfers, never the per-second measurements.
-fn reported_part(link: &LinkStatus) -> LinkStatus {
-    LinkStatus {
-        connected: link.connected,
-        changed_unix_ms: link.changed_unix_ms,
-        bundles_served: link.bundles_served,
-        bundle_bytes_served: link.bundle_bytes_served,
-        ..LinkStatus::default()
-    }
 }
 
 /// How many ancestors `record` has, following `parent_of`; stops at `limit`
