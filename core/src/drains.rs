@@ -22,7 +22,7 @@ pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(300);
 /// How long every count-bounded placement must have been ready, after the
 /// root saw the cluster's record say it is draining, before the drain is
 /// done. The drained cluster's parent leaves its status out of the counts
-/// in the flush that sends its record up (`Cuts::status_left_out`);
+/// in the flush that sends its record up (`Cuts::left_out_of`);
 /// relays above may send the two a coalescing interval apart, so this is
 /// long enough for the counts to catch up with the record, and the
 /// drained cluster's copy is never what makes a placement look ready.

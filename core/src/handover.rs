@@ -64,12 +64,11 @@ impl Holds {
         self.by_key.contains_key(key)
     }
 
-    /// Whether `child` is kept for placement `key` with nothing of it left
-    /// in the new cut: its status is no longer the placement's.
-    pub fn dropped(&self, key: &str, child: &str) -> bool {
-        self.by_key
-            .get(key)
-            .is_some_and(|hold| hold.dropped.contains(child))
+    /// The children kept for placement `key` with nothing of it left in
+    /// the new cut, if it is handing over: their statuses are no longer
+    /// the placement's.
+    pub fn dropped_in(&self, key: &str) -> Option<&BTreeSet<String>> {
+        self.by_key.get(key).map(|hold| &hold.dropped)
     }
 
     /// The children kept for placement `key` with nothing of it left.

@@ -3,6 +3,7 @@
 //! (`topology::summary`) and forwarded to the parent as changes, coalesced
 //! with the inventory. A disconnected child's clusters count as offline.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 
 use relaymesh_protocol::message::UpMessage;
@@ -88,10 +89,11 @@ impl Core {
     ///
     /// [`merged`]: Self::placement_status
     pub fn placement_by_child(&self, key: &str) -> Vec<ChildCounts> {
+        let left_out = self.cuts.left_out_of(key);
         self.statuses
             .children
             .iter()
-            .filter(|(child, _)| !self.cuts.status_left_out(key, child))
+            .filter(|(child, _)| !left_out.contains(child))
             .filter_map(|(child, reported)| {
                 let status = reported.get(key)?;
                 let counts = match self.links_by_name.contains_key(child) {
@@ -304,38 +306,41 @@ impl Core {
     }
 
     /// One placement's merged status: O(children), where [`Self::merged`]
-    /// is O(children × placements).
+    /// is O(children × placements). Borrows what connected children
+    /// reported: a copy of each was a third of the cost at the root of a
+    /// star of 5,000 (docs/performance.md).
     fn merged_key(&self, key: &str) -> Option<PlacementStatus> {
-        let mut parts: Vec<PlacementStatus> = Vec::new();
+        let mut parts: Vec<Cow<'_, PlacementStatus>> = Vec::new();
         // Reported at all, if only by children whose reports are left out.
         let mut known = false;
         if let Some(own) = self.statuses.own.get(key) {
-            parts.push(PlacementStatus::clone(own));
+            parts.push(Cow::Borrowed(own));
             known = true;
         }
+        let left_out = self.cuts.left_out_of(key);
         for (child, reported) in &self.statuses.children {
             let Some(status) = reported.get(key) else {
                 continue;
             };
             known = true;
-            if self.cuts.status_left_out(key, child) {
+            if left_out.contains(child) {
                 // Kept only until its replacement is ready: the
                 // placement's counts are those of the new clusters.
                 continue;
             }
             if self.links_by_name.contains_key(child) {
-                parts.push(PlacementStatus::clone(status));
+                parts.push(Cow::Borrowed(status));
             } else {
                 // Its clusters are offline now: counted so, and
                 // neither named as failing nor summed by rules on
                 // what they said last.
-                parts.push(PlacementStatus {
+                parts.push(Cow::Owned(PlacementStatus {
                     counts: self.offline_counts(child, key, status),
                     message: status.message.clone(),
                     ..PlacementStatus::default()
-                });
+                }));
             }
         }
-        known.then(|| summary::merge(&parts))
+        known.then(|| summary::merge(parts.iter().map(Cow::as_ref)))
     }
 }

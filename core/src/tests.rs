@@ -521,6 +521,20 @@ fn placements_resolve_level_by_level_to_exactly_the_right_clusters() {
         (1..=2).contains(&eu),
         "spread over both regions: {chosen:?}"
     );
+
+    // The root's count of what each selects is the clusters that got it,
+    // and the sum of its children's parts.
+    for key in [
+        "placement/shop/eu",
+        "placement/shop/named",
+        "placement/shop/three",
+    ] {
+        let root = net.0["root"].core();
+        let parts: u64 = root.placement_parts(key).iter().map(|p| p.selected).sum();
+        let got = u64::try_from(agents_with(&net, key).len()).expect("small");
+        assert_eq!(root.placement_selected(key), Some(got), "{key}");
+        assert_eq!(parts, got, "{key}");
+    }
 }
 
 #[test]

@@ -21,6 +21,19 @@ mod rollout;
 /// `kubectl apply` of many objects rebuilds once.
 const DEBOUNCE: Duration = Duration::from_millis(100);
 
+/// A status report asks the node's loop for every placement's status
+/// (O(children) each). After a report that took the loop `t` to answer
+/// (waiting in its queue included), the next status-only round waits
+/// `REPORT_PACE × t`, so reports keep at most a tenth of a busy loop; a
+/// report every 100 ms was two fifths of the root's loop in a star of
+/// 5,000 (docs/performance.md). Object changes still rebuild after
+/// [`DEBOUNCE`].
+const REPORT_PACE: u32 = 9;
+
+/// The longest a status change waits for the next report, however slow
+/// the last one was.
+const MAX_STATUS_PAUSE: Duration = Duration::from_secs(2);
+
 /// How often placement status is refreshed when no object changes (clusters
 /// joining or leaving change what a placement selects).
 const STATUS_INTERVAL: Duration = Duration::from_secs(5);
@@ -41,6 +54,7 @@ pub(super) async fn run(
     let mut built = Built::new();
     let mut metrics = crate::metrics::PlacementMetrics::default();
     let mut rebuild = true;
+    let mut report_took = Duration::ZERO;
     loop {
         if rebuild {
             match reconcile(&objects, &node, &specs).await {
@@ -48,8 +62,9 @@ pub(super) async fn run(
                 Err(error) => tracing::warn!(%error, "cannot rebuild placements"),
             }
         }
-        if let Err(error) = write_status(&objects, &node, &specs, &built, &mut metrics).await {
-            tracing::warn!(%error, "cannot update placement status");
+        match write_status(&objects, &node, &specs, &built, &mut metrics).await {
+            Ok(took) => report_took = took,
+            Err(error) => tracing::warn!(%error, "cannot update placement status"),
         }
         // Objects changing rebuild the placements; a status from below
         // (written within a debounce, not at the next tick: status latency
@@ -65,7 +80,11 @@ pub(super) async fn run(
             _ = status_tick.tick() => false,
             () = shutdown.cancelled() => return,
         };
-        tokio::time::sleep(DEBOUNCE).await;
+        tokio::time::sleep(match rebuild {
+            true => DEBOUNCE,
+            false => status_pause(report_took),
+        })
+        .await;
         // The status write itself changes objects: only other changes
         // call for a rebuild.
         loop {
@@ -76,6 +95,14 @@ pub(super) async fn run(
             }
         }
     }
+}
+
+/// How long a status-only round waits after a report that took the
+/// node's loop `report_took` ([`REPORT_PACE`]).
+fn status_pause(report_took: Duration) -> Duration {
+    report_took
+        .saturating_mul(REPORT_PACE)
+        .clamp(DEBOUNCE, MAX_STATUS_PAUSE)
 }
 
 /// Whether `event` is only a status changing (as this controller writes
@@ -170,14 +197,14 @@ async fn reconcile(
 /// root's split), how they are doing (merged up the tree; selected clusters
 /// that have not reported yet are pending), which fail and why, and its
 /// conditions, and its rollout (whose next wave the core decides as it
-/// reports).
+/// reports). Returns how long the node's loop took to report.
 async fn write_status(
     objects: &ObjectStore,
     node: &RootHandle,
     specs: &Specs,
     built: &Built,
     metrics: &mut crate::metrics::PlacementMetrics,
-) -> Result<(), ControllerError> {
+) -> Result<Duration, ControllerError> {
     let (placements, _) = objects.list(placement::RELAYMESH_GROUP, "placements", None)?;
     let placements: Vec<_> = placements
         .into_iter()
@@ -213,10 +240,12 @@ async fn write_status(
         })
         .collect();
     let (reply, selected) = oneshot::channel();
+    let asked = tokio::time::Instant::now();
     node.send(RootRequest::PlacementStatus { gates_open, reply })
         .await
         .map_err(|_| ControllerError::Stopping)?;
     let selected = selected.await.map_err(|_| ControllerError::Stopping)?;
+    let took = asked.elapsed();
     let mut singletons = Vec::new();
     for (mut object, namespace, name, spec) in placements {
         let key = placement::entry_key(&namespace, &name);
@@ -307,7 +336,7 @@ async fn write_status(
     if !singletons.is_empty() {
         copy_singleton_status(objects, &singletons)?;
     }
-    Ok(())
+    Ok(took)
 }
 
 /// Copies the one cluster's status of each object of a single-destination
@@ -361,4 +390,21 @@ enum ControllerError {
     Store(#[from] relaymesh_node::store::StoreError),
     #[error("the relay is stopping")]
     Stopping,
+}
+
+#[cfg(test)]
+mod pace_tests {
+    use super::*;
+
+    #[test]
+    fn a_slow_report_spaces_the_next_but_never_past_the_cap() {
+        assert_eq!(status_pause(Duration::ZERO), DEBOUNCE);
+        assert_eq!(status_pause(Duration::from_millis(5)), DEBOUNCE);
+        assert_eq!(
+            status_pause(Duration::from_millis(30)),
+            Duration::from_millis(270)
+        );
+        assert_eq!(status_pause(Duration::from_secs(1)), MAX_STATUS_PAUSE);
+        assert_eq!(status_pause(Duration::MAX), MAX_STATUS_PAUSE);
+    }
 }

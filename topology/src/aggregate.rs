@@ -133,22 +133,33 @@ impl Aggregate {
     /// that label is not counted at all.
     pub fn supply(&self, selector: Option<&LabelSelector>, spread_by: Option<&str>) -> Supply {
         let mut supply = Supply::default();
-        for (labels, count) in &self.counts {
-            if selector.is_some_and(|selector| !selector::matches(selector, labels)) {
-                continue;
-            }
-            match spread_by {
-                None => supply.total = supply.total.saturating_add(*count),
-                Some(key) => {
-                    if let Some(value) = labels.get(key) {
-                        supply.total = supply.total.saturating_add(*count);
-                        let per_value = supply.per_value.entry(value.clone()).or_default();
-                        *per_value = per_value.saturating_add(*count);
-                    }
-                }
+        for (labels, count) in self.matching(selector, spread_by) {
+            supply.total = supply.total.saturating_add(count);
+            if let Some(value) = spread_by.and_then(|key| labels.get(key)) {
+                let per_value = supply.per_value.entry(value.clone()).or_default();
+                *per_value = per_value.saturating_add(count);
             }
         }
         supply
+    }
+
+    /// [`Self::supply`]'s total alone, with no map of values built.
+    pub fn supply_total(&self, selector: Option<&LabelSelector>, spread_by: Option<&str>) -> u64 {
+        self.matching(selector, spread_by)
+            .fold(0u64, |total, (_, count)| total.saturating_add(count))
+    }
+
+    /// The label sets [`Self::supply`] counts, with their clusters.
+    fn matching<'a>(
+        &'a self,
+        selector: Option<&'a LabelSelector>,
+        spread_by: Option<&'a str>,
+    ) -> impl Iterator<Item = (&'a Labels, u64)> + 'a {
+        self.counts.iter().filter_map(move |(labels, count)| {
+            let selected = selector.is_none_or(|selector| selector::matches(selector, labels));
+            let spread = spread_by.is_none_or(|key| labels.contains_key(key));
+            (selected && spread).then_some((labels, *count))
+        })
     }
 }
 
@@ -289,6 +300,22 @@ mod tests {
             let mut sum = supply(&a);
             sum.merge(&supply(&b));
             prop_assert_eq!(supply(&merged(&a, &b)), sum);
+        }
+
+        #[test]
+        fn supply_total_is_the_supplys_total(
+            a in aggregate(),
+            key in "[a-c]",
+            value in "[x-z]",
+            selected in any::<bool>(),
+            spread in proptest::option::of("[a-c]"),
+        ) {
+            let selector = selector::parse(&format!("{key}={value}")).expect("valid");
+            let selector = selected.then_some(&selector);
+            prop_assert_eq!(
+                a.supply_total(selector, spread.as_deref()),
+                a.supply(selector, spread.as_deref()).total
+            );
         }
     }
 }
