@@ -358,6 +358,11 @@ fn server_transport(idle: Duration) -> Arc<quinn::TransportConfig> {
         u32::try_from(streams).unwrap_or(u32::MAX),
     ));
     transport.max_concurrent_uni_streams(quinn::VarInt::from_u32(0));
+    // No segmentation offload: quinn keeps each connection's transmit
+    // buffer at its largest, and a GSO batch made it 13 KB on every idle
+    // link, a third of a link's heap (docs/performance.md). A bundle goes
+    // out in more system calls instead.
+    transport.enable_segmentation_offload(false);
     Arc::new(transport)
 }
 
