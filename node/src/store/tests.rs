@@ -149,9 +149,28 @@ fn tokens_are_claimed_once_and_expire() -> anyhow::Result<()> {
     let store = Store::open(dir.path())?;
     assert!(store.claim_token([1; 16], 100, 10)?);
     assert!(!store.claim_token([1; 16], 100, 10)?);
-    // Claiming another token after the first expired forgets the first.
+    // An expired claim no longer holds its id, forgotten or not.
     assert!(store.claim_token([2; 16], 300, 200)?);
     assert!(store.claim_token([1; 16], 400, 200)?);
+    assert!(!store.claim_token([1; 16], 400, 300)?);
+    assert!(!store.claim_token([2; 16], 300, 300)?, "expires after 300");
+    Ok(())
+}
+
+#[test]
+fn claims_forget_expired_ones_at_most_once_per_prune_period() -> anyhow::Result<()> {
+    use crate::store::issued_tokens::PRUNE_EVERY_SECS;
+    let dir = tempfile::tempdir()?;
+    let store = Store::open(dir.path())?;
+    let claimed = |store: &Store| store.tokens.iter().count();
+    assert!(store.claim_token([1; 16], 100, 10)?);
+    // Expired, but the last prune was at 10: kept.
+    assert!(store.claim_token([2; 16], 1_000_000, 200)?);
+    assert_eq!(claimed(&store), 2);
+    // A prune period later, the next claim forgets it.
+    assert!(store.claim_token([3; 16], 1_000_000, 10 + PRUNE_EVERY_SECS)?);
+    assert_eq!(claimed(&store), 2, "[1] forgotten, [2] and [3] held");
+    assert!(!store.claim_token([2; 16], 1_000_000, 10 + PRUNE_EVERY_SECS)?);
     Ok(())
 }
 

@@ -388,31 +388,29 @@ async fn measure(
         .await
         .context("cannot create the Placement")?;
 
-    // The root's bytes are read as soon as the bundle has crossed its links
-    // (the first sample after every link served it), not after the whole
-    // fleet applied it, so the figure holds the bundle's bytes and not a
-    // minute of keep-alives.
-    let egress = async {
-        let grown = next_root_links(fleet, &before, options.timeout, |now| {
-            now.iter().all(|(name, link)| {
-                link.bundle_bytes_served > before.get(name).map_or(0, |old| old.bundle_bytes_served)
-            })
-        })
-        .await?;
-        next_root_links(fleet, &grown, NEXT_SAMPLE, |_| true).await
-    };
-    let applied = wait_applied(
+    let (mut latencies, root_status) = wait_applied(
         hollow.clusters(),
         &placements,
         options.timeout,
         start,
         agents,
-    );
-    let (applied, after) = tokio::join!(applied, egress);
-    let (mut latencies, root_status) = applied?;
+    )
+    .await?;
     let relays_cpu = cpu(&pids) - relays_cpu_before;
     let agents_cpu = cpu_seconds(std::process::id()).unwrap_or(0.0) - agents_cpu_before;
-    let after = after.context("the root's link statistics never showed the bundle")?;
+    // The root's bytes are read only now: each read lists every node, O(N)
+    // work of the root's for the benchmark, which read once a second
+    // during the fanout was a quarter of the root's CPU in a star of
+    // 5,000 and so of the per-child figure (docs/performance.md). Read
+    // after the fanout, they hold a few keep-alives besides the bundle.
+    let grown = next_root_links(fleet, &before, options.timeout, |now| {
+        now.iter().all(|(name, link)| {
+            link.bundle_bytes_served > before.get(name).map_or(0, |old| old.bundle_bytes_served)
+        })
+    })
+    .await
+    .context("the root's link statistics never showed the bundle")?;
+    let after = next_root_links(fleet, &grown, NEXT_SAMPLE, |_| true).await?;
     let all_applied = latencies.iter().copied().fold(0.0, f64::max);
     let p50 = quantile(&mut latencies, 0.5);
     let p99 = quantile(&mut latencies, 0.99);
