@@ -106,8 +106,13 @@ pub enum DaemonError {
 
 struct ChildHandle {
     connection: quinn::Connection,
-    outgoing: mpsc::Sender<DownMessage>,
+    outgoing: mpsc::Sender<ChildBound>,
 }
+
+/// What the loop queues for a child's writer. Boxed: a queue allocates
+/// its slots 32 at a time, and 32 unboxed messages were 4.9 KB on every
+/// link, idle or not (heaptrack, docs/performance.md).
+pub(crate) type ChildBound = Box<DownMessage>;
 
 struct ParentHandle {
     generation: u64,
@@ -610,7 +615,7 @@ impl Daemon {
                         self.dirty = false;
                     }
                     if let Some(child) = self.children.get(&link) {
-                        if child.outgoing.try_send(message).is_err() {
+                        if child.outgoing.try_send(Box::new(message)).is_err() {
                             tracing::warn!(link, "child link is backed up; closing it");
                             child.connection.close(1u32.into(), b"backed up");
                         }

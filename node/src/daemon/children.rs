@@ -43,7 +43,7 @@ impl Daemon {
         };
         let _ = child
             .outgoing
-            .try_send(DownMessage::Refused(refusal.clone()));
+            .try_send(Box::new(DownMessage::Refused(refusal.clone())));
         child
             .connection
             .close(1u32.into(), refusal.message.as_bytes());

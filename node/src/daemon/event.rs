@@ -7,7 +7,7 @@ use relaymesh_protocol::{BundleId, Refusal};
 use tokio::sync::{mpsc, oneshot};
 
 use super::root_services::RootRequest;
-use super::{bundles, renewal};
+use super::{bundles, renewal, ChildBound};
 use crate::pki::Peer;
 use crate::transport::uplink::UplinkEvent;
 
@@ -18,7 +18,7 @@ pub(crate) enum Event {
         peer: Peer,
         hello: Hello,
         connection: quinn::Connection,
-        outgoing: mpsc::Sender<DownMessage>,
+        outgoing: mpsc::Sender<ChildBound>,
         reply: oneshot::Sender<Result<(), Refusal>>,
     },
     ChildMessage {

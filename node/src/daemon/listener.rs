@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use super::refusal_log::Line;
-use super::{unix_ms, BundleAccess, DaemonError, Event, Shared, CHILD_QUEUE};
+use super::{unix_ms, BundleAccess, ChildBound, DaemonError, Event, Shared, CHILD_QUEUE};
 use crate::admission::{self, TokenLedger};
 use crate::identity::Identity;
 use crate::limits::Limit;
@@ -324,7 +324,7 @@ async fn control_stream(
     shared: Shared,
 ) {
     let link = NEXT_LINK.fetch_add(1, Ordering::Relaxed);
-    let (outgoing_tx, mut outgoing_rx) = mpsc::channel::<DownMessage>(CHILD_QUEUE);
+    let (outgoing_tx, mut outgoing_rx) = mpsc::channel::<ChildBound>(CHILD_QUEUE);
     let (reply_tx, reply_rx) = oneshot::channel();
     let connected = Event::ChildConnected {
         link,
@@ -353,13 +353,17 @@ async fn control_stream(
         }
         Err(_) => return,
     }
-    let writer = tokio::spawn(async move {
+    // The writer runs in this task beside the reader, not in one of its
+    // own: a task per idle link cost its parent about 2 KB more
+    // (docs/performance.md). Both loops stay alive across polls, so
+    // neither is cancelled mid-frame; the writer goes when the reader ends.
+    let writer = async {
         while let Some(message) = outgoing_rx.recv().await {
-            write_frame(&mut send, &message).await?;
+            write_frame(&mut send, &*message).await?;
         }
         Ok::<(), LinkError>(())
-    });
-    let result: Result<(), LinkError> = async {
+    };
+    let reader = async {
         while let Some(message) = read_frame::<UpMessage>(&mut recv).await? {
             if shared
                 .events
@@ -370,16 +374,27 @@ async fn control_stream(
                 break;
             }
         }
-        Ok(())
-    }
-    .await;
+        Ok::<(), LinkError>(())
+    };
+    tokio::pin!(writer, reader);
+    let mut writing = true;
+    let result = loop {
+        tokio::select! {
+            written = &mut writer, if writing => {
+                writing = false;
+                if let Err(error) = written {
+                    tracing::debug!(child = %peer.name, %error, "cannot write to the child");
+                }
+            }
+            read = &mut reader => break read,
+        }
+    };
     if let Err(error) = result {
         tracing::info!(child = %peer.name, %error, "control stream ended");
         if matches!(error, LinkError::Codec(_)) {
             connection.close(1u32.into(), b"malformed frame");
         }
     }
-    writer.abort();
     let _ = shared.events.send(Event::ChildDisconnected { link }).await;
 }
 
