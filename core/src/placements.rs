@@ -413,15 +413,8 @@ impl Core {
     /// report, and the map was a sixth of its loop in a star of 5,000.
     pub fn placement_selected(&self, key: &str) -> Option<u64> {
         let (target, split) = self.split_of(key)?;
-        let aggregates = self.inventory.aggregates();
         let selected = split.per_child.iter().fold(0u64, |sum, (child, share)| {
-            let part = match share {
-                ChildShare::Quota(quota) => u64::from(quota.total),
-                ChildShare::Unbounded => aggregates.get(child).map_or(0, |aggregate| {
-                    aggregate.supply_total(target.selector.as_ref(), target.spread_by.as_deref())
-                }),
-            };
-            sum.saturating_add(part)
+            sum.saturating_add(self.share_selected(target, child, share))
         });
         let named = self.named_not_counted(target).count();
         Some(selected.saturating_add(u64::try_from(named).unwrap_or(u64::MAX)))
@@ -507,19 +500,7 @@ impl Core {
         let (target, split) = self.split_of(key)?;
         let mut by_child: BTreeMap<String, u64> = BTreeMap::new();
         for (child, share) in &split.per_child {
-            let selected = match share {
-                ChildShare::Quota(quota) => u64::from(quota.total),
-                ChildShare::Unbounded => {
-                    self.inventory
-                        .aggregates()
-                        .get(child)
-                        .map_or(0, |aggregate| {
-                            aggregate
-                                .supply_total(target.selector.as_ref(), target.spread_by.as_deref())
-                        })
-                }
-            };
-            by_child.insert(child.clone(), selected);
+            by_child.insert(child.clone(), self.share_selected(target, child, share));
         }
         for name in self.named_not_counted(target) {
             let via = self.inventory.index().via(name).unwrap_or(name);
@@ -528,6 +509,23 @@ impl Core {
             *selected = selected.saturating_add(1);
         }
         Some(by_child)
+    }
+
+    /// How many of `child`'s clusters its share of `target` selects: its
+    /// quota, or with no bound its matching supply.
+    fn share_selected(&self, target: &PlacementTarget, child: &str, share: &ChildShare) -> u64 {
+        match share {
+            ChildShare::Quota(quota) => u64::from(quota.total),
+            ChildShare::Unbounded => {
+                self.inventory
+                    .aggregates()
+                    .get(child)
+                    .map_or(0, |aggregate| {
+                        aggregate
+                            .supply_total(target.selector.as_ref(), target.spread_by.as_deref())
+                    })
+            }
+        }
     }
 
     /// Placement `key`'s target and last split, if the root split it.

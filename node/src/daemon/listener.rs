@@ -353,17 +353,13 @@ async fn control_stream(
         }
         Err(_) => return,
     }
-    // The writer runs in this task beside the reader, not in one of its
-    // own: a task per idle link cost its parent about 2 KB more
-    // (docs/performance.md). Both loops stay alive across polls, so
-    // neither is cancelled mid-frame; the writer goes when the reader ends.
-    let writer = async {
+    let writer = tokio::spawn(async move {
         while let Some(message) = outgoing_rx.recv().await {
             write_frame(&mut send, &*message).await?;
         }
         Ok::<(), LinkError>(())
-    };
-    let reader = async {
+    });
+    let result: Result<(), LinkError> = async {
         while let Some(message) = read_frame::<UpMessage>(&mut recv).await? {
             if shared
                 .events
@@ -374,27 +370,16 @@ async fn control_stream(
                 break;
             }
         }
-        Ok::<(), LinkError>(())
-    };
-    tokio::pin!(writer, reader);
-    let mut writing = true;
-    let result = loop {
-        tokio::select! {
-            written = &mut writer, if writing => {
-                writing = false;
-                if let Err(error) = written {
-                    tracing::debug!(child = %peer.name, %error, "cannot write to the child");
-                }
-            }
-            read = &mut reader => break read,
-        }
-    };
+        Ok(())
+    }
+    .await;
     if let Err(error) = result {
         tracing::info!(child = %peer.name, %error, "control stream ended");
         if matches!(error, LinkError::Codec(_)) {
             connection.close(1u32.into(), b"malformed frame");
         }
     }
+    writer.abort();
     let _ = shared.events.send(Event::ChildDisconnected { link }).await;
 }
 
