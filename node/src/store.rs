@@ -570,5 +570,6 @@ fn expired(record: &[u8], now_unix: u64) -> bool {
         .map(|bytes| u64::from_be_bytes(bytes) < now_unix)
         .unwrap_or(true)
 }
+
 #[cfg(test)]
 mod tests;
