@@ -32,6 +32,13 @@ impl ChildLink {
     pub fn sent(&self) -> u64 {
         self.sent
     }
+
+    /// Revisions sent and not yet acknowledged. A child is sent only the
+    /// changes that concern it, so one that acknowledged all it was sent
+    /// is current although its revision is behind the head.
+    fn lag(&self) -> u64 {
+        self.sent.saturating_sub(self.acked)
+    }
 }
 
 /// The protocol version both sides speak, if any.
@@ -155,7 +162,7 @@ impl Core {
                     return;
                 }
                 child.acked = child.acked.max(revision);
-                let (acked, lag) = (child.acked, self.slice.head() - child.acked);
+                let (acked, lag) = (child.acked, child.lag());
                 self.inventory.child_measured(&name, |status| {
                     status.acked_revision = acked;
                     status.revision_lag = lag;
@@ -231,7 +238,7 @@ impl Core {
             return;
         };
         let name = child.name.clone();
-        let lag = self.slice.head() - child.acked;
+        let lag = child.lag();
         self.inventory.child_measured(&name, |status| {
             status.rtt_micros = stats.rtt.as_micros() as u64;
             status.bytes_sent = stats.bytes_sent;
@@ -292,8 +299,19 @@ impl Core {
                         }
                     }
                 })
-                .collect();
-            let base = self.children.get(&link).map_or(0, |child| child.sent);
+                .collect::<Vec<_>>();
+            let Some(base) = self.children.get(&link).map(|child| child.sent) else {
+                continue;
+            };
+            // A change that does not concern the child is not sent: an
+            // empty delta on every change made each change cost every
+            // child in the tree a message, a store write and an
+            // acknowledgement (issue 35's storm profile). Only a child whose
+            // position would leave the log is moved on, so that it resumes
+            // with a delta (`Slice::keeps`).
+            if changes.is_empty() && self.slice.keeps(base) {
+                continue;
+            }
             self.send_delta(link, base, changes);
         }
     }

@@ -135,6 +135,16 @@ impl Slice {
         changed
     }
 
+    /// Whether a child at revision `base` may stay there while the head
+    /// moves on without changes for it: its position is still within the
+    /// newer half of the log, so that a link resumed from it gets a delta
+    /// ([`Slice::keys_since`]), not a snapshot. Past that, the child is sent
+    /// an empty delta that moves it to the head; that costs one message per
+    /// child every `log_keep / 2` changes instead of one every change.
+    pub fn keeps(&self, base: u64) -> bool {
+        base <= self.head && self.head - base < (self.log_keep / 2).max(1)
+    }
+
     /// The keys changed after `base`, oldest change first, or `None` if the
     /// log no longer reaches back to `base` (or `base` is from the future).
     pub fn keys_since(&self, base: u64) -> Option<Vec<String>> {

@@ -271,6 +271,54 @@ fn a_child_too_far_behind_gets_a_snapshot() {
 }
 
 #[test]
+fn a_change_goes_only_to_the_children_it_concerns() {
+    let mut net = three_levels();
+    let (us_before, eu_before) = (
+        net["us"].traffic().messages_from_parent,
+        net["eu"].traffic().messages_from_parent,
+    );
+    net.publish("west", Target::Subtrees(vec!["eu-west".into()]), b"w");
+    // us is not told of a change that is not its own: no message, no
+    // store write, no acknowledgement.
+    assert_eq!(net["us"].traffic().messages_from_parent, us_before);
+    assert!(net["eu"].traffic().messages_from_parent > eu_before);
+    assert!(net.keys("eu-west").contains("west"));
+    // It acknowledged all it was sent, so it does not lag.
+    net.advance(INVENTORY_COALESCE * 2);
+    let link = net.record("root", "us").and_then(|record| record.link);
+    assert_eq!(link.map(|link| link.revision_lag), Some(0));
+}
+
+#[test]
+fn an_idle_child_is_moved_on_before_it_leaves_the_log_and_resumes_with_a_delta() {
+    let mut net = three_levels();
+    let before = net["us"].traffic().messages_from_parent;
+    // log_keep is 8 in these tests: us is moved on once it is 4 behind.
+    for i in 0..12 {
+        net.publish(
+            &format!("west-{i}"),
+            Target::Subtrees(vec!["eu-west".into()]),
+            format!("{i}").as_bytes(),
+        );
+        let head = net["root"].core().head();
+        let position = net["us"].persisted().parent_position.map(|p| p.revision);
+        assert!(
+            position.is_some_and(|revision| head - revision < 4),
+            "us at {position:?}, the root's head at {head}"
+        );
+    }
+    let sent = net["us"].traffic().messages_from_parent - before;
+    assert!(sent > 0 && sent < 12, "{sent} messages for 12 changes");
+    // Its position is in the log: it resumes with a delta, not a snapshot.
+    net.disconnect("us");
+    net.publish("west-last", Target::Subtrees(vec!["eu-west".into()]), b"l");
+    let before = net["us"].traffic().messages_from_parent;
+    net.connect("us");
+    assert_eq!(net["us"].traffic().messages_from_parent - before, 2);
+    assert!(net.keys("us").is_empty());
+}
+
+#[test]
 fn a_restarted_relay_converges_from_its_store() {
     let mut net = three_levels();
     net.publish("a", Target::Everywhere, b"a");

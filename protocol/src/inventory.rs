@@ -103,7 +103,9 @@ pub struct LinkStatus {
     pub bytes_received: u64,
     /// The newest slice revision the child acknowledged as durable.
     pub acked_revision: u64,
-    /// How many revisions the child is behind the parent's head.
+    /// How many revisions were sent to the child and not yet acknowledged
+    /// (a child is sent only the changes that concern it, so a current
+    /// child may be behind the parent's head).
     pub revision_lag: u64,
     /// When `connected` last changed, in milliseconds since the Unix epoch.
     pub changed_unix_ms: u64,
