@@ -358,11 +358,12 @@ fn server_transport(idle: Duration) -> Arc<quinn::TransportConfig> {
         u32::try_from(streams).unwrap_or(u32::MAX),
     ));
     transport.max_concurrent_uni_streams(quinn::VarInt::from_u32(0));
-    // No segmentation offload: quinn keeps each connection's transmit
-    // buffer at its largest, and a GSO batch made it 13 KB on every idle
-    // link, a third of a link's heap (docs/performance.md). A bundle goes
-    // out in more system calls instead.
-    transport.enable_segmentation_offload(false);
+    // Segmentation offload stays on: quinn keeps each connection's
+    // transmit buffer at a GSO batch (about 11 KB more per idle link in
+    // heaptrack, not visible in the RSS), but one datagram per system call
+    // cost the star at 2,000 a third more relay CPU per child
+    // (docs/performance.md, "Decisions").
+    transport.enable_segmentation_offload(true);
     Arc::new(transport)
 }
 
