@@ -22,9 +22,20 @@ use tokio::task::JoinHandle;
 use crate::applier::to_value;
 use crate::manifest::{ObjectRef, PART_OF_LABEL};
 
+/// What a watch tells the reconciler.
+#[derive(Debug, Clone)]
+pub enum ClusterEvent {
+    /// A managed object changed or was deleted.
+    Object(ObjectEvent),
+    /// The watch on a kind lists its objects again, after a break it could
+    /// not resume from (410 Gone): a deletion meanwhile is not reported,
+    /// so none of them counts as held as written any more.
+    Relisted(ApiResource),
+}
+
 /// Something happened to a managed object in the cluster.
 #[derive(Debug, Clone)]
-pub struct ClusterEvent {
+pub struct ObjectEvent {
     /// Which object.
     pub reference: ObjectRef,
     /// The ApplySet it says it belongs to.
@@ -86,13 +97,27 @@ async fn forward(
 ) {
     let config = watcher::Config::default().labels(PART_OF_LABEL);
     let mut stream = watcher(api, config).default_backoff().boxed();
+    // Every list after the first starts the watch over after a break.
+    let mut listed = false;
     while let Some(item) = stream.next().await {
         let (object, deleted) = match item {
             Ok(watcher::Event::Apply(object) | watcher::Event::InitApply(object)) => {
                 (object, false)
             }
             Ok(watcher::Event::Delete(object)) => (object, true),
-            Ok(watcher::Event::Init | watcher::Event::InitDone) => continue,
+            Ok(watcher::Event::Init) => {
+                if listed
+                    && events
+                        .send(ClusterEvent::Relisted(resource.clone()))
+                        .await
+                        .is_err()
+                {
+                    return;
+                }
+                listed = true;
+                continue;
+            }
+            Ok(watcher::Event::InitDone) => continue,
             Err(error) => {
                 tracing::debug!(kind = %resource.kind, %error, "watch interrupted; retrying");
                 continue;
@@ -114,11 +139,11 @@ async fn forward(
             .as_ref()
             .and_then(|labels| labels.get(PART_OF_LABEL))
             .cloned();
-        let event = ClusterEvent {
+        let event = ClusterEvent::Object(ObjectEvent {
             reference,
             applyset_id,
             object: (!deleted).then(|| to_value(&object)),
-        };
+        });
         if events.send(event).await.is_err() {
             return;
         }

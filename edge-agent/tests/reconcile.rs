@@ -8,7 +8,9 @@ mod harness;
 
 use harness::{eventually, stays, Agent, Cluster};
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use relaymesh_apiserver::objects::ObjectKey;
 use relaymesh_edge_agent::manifest::PART_OF_LABEL;
+use relaymesh_edge_agent::prune::ApplySet;
 use serde_json::{json, Value};
 
 const KEY: &str = "placement/shop/web";
@@ -349,6 +351,108 @@ async fn a_rejected_object_fails_the_placement_and_the_rest_applies() -> anyhow:
         .status_of(KEY, |status| status.counts.ready == 1)
         .await?;
     assert_eq!(status.message, None);
+    agent.stop().await?;
+    cluster.stop().await;
+    Ok(())
+}
+
+/// The audit path of ConfigMap `name` in namespace `shop`.
+fn config_map_path(name: &str) -> String {
+    format!("/api/v1/namespaces/shop/configmaps/{name}")
+}
+
+#[tokio::test]
+async fn a_pass_writes_only_the_objects_whose_manifest_changed() -> anyhow::Result<()> {
+    let cluster = Cluster::start().await?;
+    let dir = tempfile::tempdir()?;
+    let mut agent = Agent::start(&cluster, dir.path())?;
+    let parent = ApplySet::of(KEY).parent_name;
+    let parent = format!("/api/v1/namespaces/relaymesh-system/configmaps/{parent}");
+    agent.assign(&[(
+        KEY,
+        vec![
+            namespace("shop"),
+            config_map("shop", "same", "1"),
+            config_map("shop", "changed", "1"),
+        ],
+    )])?;
+    agent
+        .status_of(KEY, |status| status.counts.ready == 1)
+        .await?;
+    assert_eq!(cluster.writes_to(&config_map_path("same"))?, 1);
+    assert_eq!(cluster.writes_to(&parent)?, 1);
+
+    // A new bundle in which one object changed: that one is written, the
+    // namespace, the other object and the ApplySet parent are not.
+    agent.assign(&[(
+        KEY,
+        vec![
+            namespace("shop"),
+            config_map("shop", "same", "1"),
+            config_map("shop", "changed", "2"),
+        ],
+    )])?;
+    eventually("the changed object is written", || async {
+        Ok(
+            (config_value(&cluster, "shop", "changed").await?.as_deref() == Some("2"))
+                .then_some(()),
+        )
+    })
+    .await?;
+    agent
+        .status_of(KEY, |status| status.counts.ready == 1)
+        .await?;
+    assert_eq!(cluster.writes_to(&config_map_path("changed"))?, 2);
+    assert_eq!(cluster.writes_to(&config_map_path("same"))?, 1);
+    assert_eq!(cluster.writes_to("/api/v1/namespaces/shop")?, 1);
+    assert_eq!(cluster.writes_to(&parent)?, 1);
+
+    // Drift takes an object out of what the agent holds as written: the
+    // next pass writes it again.
+    cluster
+        .api("v1", "ConfigMap", Some("shop"))
+        .await?
+        .patch(
+            "same",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"data": {"key": "edited"}})),
+        )
+        .await?;
+    eventually("the edited object is restored", || async {
+        Ok((config_value(&cluster, "shop", "same").await?.as_deref() == Some("1")).then_some(()))
+    })
+    .await?;
+    agent.stop().await?;
+    cluster.stop().await;
+    Ok(())
+}
+
+#[tokio::test]
+async fn an_object_deleted_while_its_watch_was_broken_is_written_again() -> anyhow::Result<()> {
+    let mut cluster = Cluster::start().await?;
+    let dir = tempfile::tempdir()?;
+    let mut agent = Agent::start(&cluster, dir.path())?;
+    agent.assign(&[(
+        KEY,
+        vec![namespace("shop"), config_map("shop", "kept", "1")],
+    )])?;
+    agent
+        .status_of(KEY, |status| status.counts.ready == 1)
+        .await?;
+
+    // Deleted while the API is down: no watch event tells the agent.
+    cluster.stop_api().await;
+    cluster.delete_unseen(&ObjectKey {
+        group: String::new(),
+        resource: "configmaps".into(),
+        namespace: Some("shop".into()),
+        name: "kept".into(),
+    })?;
+    cluster.restart_api().await?;
+    eventually("the deleted object is written again", || async {
+        Ok((config_value(&cluster, "shop", "kept").await?.as_deref() == Some("1")).then_some(()))
+    })
+    .await?;
     agent.stop().await?;
     cluster.stop().await;
     Ok(())

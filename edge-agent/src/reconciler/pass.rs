@@ -64,12 +64,12 @@ async fn apply_placement(
     let started = std::time::Instant::now();
     metrics::APPLIES.inc();
     let applied = async {
-        let recorded = record(reconciler, key, &applyset, &manifests).await?;
+        let recorded = record(reconciler, key, &applyset, placement, &manifests).await?;
         let admission = Admission::new(reconciler, &manifests, &not_customized, placement.adopt)?;
         let mut outcome = apply_objects(reconciler, placement, &manifests, admission).await?;
         prune_left(
             reconciler,
-            key,
+            (key, placement),
             &applyset,
             recorded,
             &manifests,
@@ -165,12 +165,14 @@ struct Recorded {
 }
 
 /// Adds the objects of `manifests` to placement `key`'s record, and
-/// writes its ApplySet parent with them, before the cluster is touched: a
-/// crash mid-pass must not leave an object we created unrecorded.
+/// writes its ApplySet parent with them (unless this run wrote it with the
+/// same objects already), before the cluster is touched: a crash mid-pass
+/// must not leave an object we created unrecorded.
 async fn record(
     reconciler: &mut Reconciler,
     key: &str,
     applyset: &ApplySet,
+    placement: &mut Placement,
     manifests: &BTreeMap<ObjectRef, Manifest>,
 ) -> Result<Recorded, ReconcileError> {
     let inventory = reconciler.inventory.clone();
@@ -184,13 +186,29 @@ async fn record(
         .collect();
     record.objects.extend(manifests.keys().cloned());
     inventory.set_placement(key, &record).await?;
-    if let Err(error) = applyset
-        .write_parent(&mut reconciler.applier, &record.objects)
+    write_parent(reconciler, applyset, placement, &record.objects).await;
+    Ok(Recorded { record, stale })
+}
+
+/// Writes the ApplySet parent of `placement` with `objects`, unless this
+/// run wrote it with those already.
+async fn write_parent(
+    reconciler: &mut Reconciler,
+    applyset: &ApplySet,
+    placement: &mut Placement,
+    objects: &BTreeSet<ObjectRef>,
+) {
+    if placement.parent_written.as_ref() == Some(objects) {
+        return;
+    }
+    placement.parent_written = None;
+    match applyset
+        .write_parent(&mut reconciler.applier, objects)
         .await
     {
-        tracing::warn!(%error, "cannot write the ApplySet parent");
+        Ok(()) => placement.parent_written = Some(objects.clone()),
+        Err(error) => tracing::warn!(%error, "cannot write the ApplySet parent"),
     }
-    Ok(Recorded { record, stale })
 }
 
 /// What applying a placement's objects gave: what its status and drift
@@ -205,6 +223,8 @@ struct Outcome {
     live: BTreeMap<ObjectRef, status::Live>,
     /// The resourceVersion each apply returned.
     written: BTreeMap<ObjectRef, String>,
+    /// The objects the cluster holds as this pass wrote or found them.
+    held: BTreeSet<ObjectRef>,
 }
 
 impl Outcome {
@@ -233,7 +253,35 @@ impl Outcome {
         if let Some(version) = live.metadata.resource_version {
             self.written.insert(reference.clone(), version);
         }
+        self.held.insert(reference.clone());
     }
+
+    /// Keeps what the last pass learnt of `reference`, which the cluster
+    /// still holds as written then; `origin` is the bundle it comes from
+    /// now.
+    fn kept(&mut self, reference: &ObjectRef, origin: Option<&BundleId>, placement: &Placement) {
+        if let Some(health) = placement.health.get(reference) {
+            self.health.insert(reference.clone(), health.clone());
+        }
+        if let (Some(bundle), Some(live)) = (origin, placement.live.get(reference)) {
+            let live = status::Live {
+                bundle: *bundle,
+                object: live.object.clone(),
+            };
+            self.live.insert(reference.clone(), live);
+        }
+        if let Some(version) = placement.written.get(reference) {
+            self.written.insert(reference.clone(), version.clone());
+        }
+        self.held.insert(reference.clone());
+    }
+}
+
+/// Whether the cluster holds `manifest` as this run last wrote it, so
+/// that writing it again would change nothing.
+fn is_held(placement: &Placement, manifest: &Manifest) -> bool {
+    let reference = &manifest.reference;
+    placement.held.contains(reference) && placement.desired.get(reference) == Some(manifest)
 }
 
 /// Applies `manifests` in dependency order, each once `admission` admits
@@ -250,6 +298,11 @@ async fn apply_objects(
     let mut definitions = Vec::new();
     for manifest in &ordered {
         let reference = &manifest.reference;
+        if is_held(placement, manifest) {
+            tracing::trace!(object = %reference, "held as written; not written again");
+            outcome.kept(reference, placement.origins.get(reference), placement);
+            continue;
+        }
         if order::stage_of(manifest) > Stage::Definitions {
             await_definitions(
                 &mut reconciler.applier,
@@ -305,7 +358,7 @@ async fn await_definitions(
 /// now: `manifests`, and what could not be pruned (an error of the pass).
 async fn prune_left(
     reconciler: &mut Reconciler,
-    key: &str,
+    (key, placement): (&str, &mut Placement),
     applyset: &ApplySet,
     recorded: Recorded,
     manifests: &BTreeMap<ObjectRef, Manifest>,
@@ -323,12 +376,7 @@ async fn prune_left(
     record.objects = manifests.keys().chain(remaining.keys()).cloned().collect();
     inventory.set_placement(key, &record).await?;
     if pruned_any {
-        if let Err(error) = applyset
-            .write_parent(&mut reconciler.applier, &record.objects)
-            .await
-        {
-            tracing::warn!(%error, "cannot write the ApplySet parent");
-        }
+        write_parent(reconciler, applyset, placement, &record.objects).await;
         reconciler.prune_namespaces().await?;
     }
     Ok(())
@@ -352,6 +400,7 @@ fn settle(
     placement.health = outcome.health;
     placement.live = outcome.live;
     placement.written = outcome.written;
+    placement.held = outcome.held;
     // What the policy refused, another try would refuse again.
     let retry = placement
         .errors

@@ -3,7 +3,7 @@
 //! reconciler share, so they read one another's state without importing one
 //! another.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use kube::Client;
@@ -54,6 +54,15 @@ pub(super) struct Placement {
     /// The resourceVersion our last apply returned, per object: watch
     /// events carrying it are our own writes.
     pub(super) written: BTreeMap<ObjectRef, String>,
+    /// The objects of `desired` the cluster holds as this run of the agent
+    /// last wrote them: a pass does not write them again while their
+    /// manifest is unchanged (a no-op server-side apply is still a request
+    /// and a write to the cluster's store). Drift, a deletion or a broken
+    /// watch on their kind takes them out.
+    pub(super) held: BTreeSet<ObjectRef>,
+    /// The objects the ApplySet parent was last written with by this run:
+    /// a pass that records the same set does not write it again.
+    pub(super) parent_written: Option<BTreeSet<ObjectRef>>,
     /// The revision its last pass applied (the first of the bundles it
     /// applied then): what its status says it runs, so the root counts it
     /// as running the newest revision only once it does.

@@ -16,7 +16,7 @@ use kube::api::{DynamicObject, GroupVersionKind};
 use kube::discovery::ApiResource;
 use kube::{Api, Client};
 use relaymesh_apiserver::objects::ObjectStore;
-use relaymesh_apiserver::{ApiError, ApiTls, Plain};
+use relaymesh_apiserver::{ApiError, ApiTls, AuditLog, Plain};
 use relaymesh_edge_agent::cluster::ClusterAccess;
 use relaymesh_edge_agent::policy::Policy;
 use relaymesh_edge_agent::reconciler::{ReconcileError, Reconciler};
@@ -43,6 +43,11 @@ pub struct Cluster {
     tls: ApiTls,
     address: std::net::SocketAddr,
     objects: ObjectStore,
+    /// Where `objects` keeps them, for a restarted API server's store.
+    tree: sled::Tree,
+    /// The API server's audit log: a line per request that asks to change
+    /// something.
+    audit: PathBuf,
     stop: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<Result<(), ApiError>>>,
     _dir: tempfile::TempDir,
@@ -62,8 +67,10 @@ impl Cluster {
         let address = listener.local_addr()?;
         let dir = tempfile::tempdir()?;
         let db = sled::open(dir.path().join("objects"))?;
-        let objects = ObjectStore::open(db.open_tree("objects")?)?;
-        let (stop, task) = serve(listener, &tls, &objects);
+        let tree = db.open_tree("objects")?;
+        let objects = ObjectStore::open(tree.clone())?;
+        let audit = dir.path().join("audit.log");
+        let (stop, task) = serve(listener, &tls, &objects, &audit)?;
         let kubeconfig = dir.path().join("kubeconfig");
         let text = relaymesh_root::kubeconfig::admin_kubeconfig(
             "test",
@@ -82,6 +89,8 @@ impl Cluster {
             tls,
             address,
             objects,
+            tree,
+            audit,
             stop: Some(stop),
             task: Some(task),
             _dir: dir,
@@ -99,10 +108,14 @@ impl Cluster {
         }
     }
 
-    /// Serves the same objects at the same address again.
+    /// Serves the same objects at the same address again, from a store
+    /// opened again: its watch history starts over, as kube-apiserver's
+    /// watch cache does after a restart, so a watch resuming from before
+    /// gets 410 Gone and lists again.
     pub async fn restart_api(&mut self) -> anyhow::Result<()> {
+        self.objects = ObjectStore::open(self.tree.clone())?;
         let listener = TcpListener::bind(self.address).await?;
-        let (stop, task) = serve(listener, &self.tls, &self.objects);
+        let (stop, task) = serve(listener, &self.tls, &self.objects, &self.audit)?;
         self.stop = Some(stop);
         self.task = Some(task);
         Ok(())
@@ -144,26 +157,55 @@ impl Cluster {
     pub async fn stop(mut self) {
         self.stop_api().await;
     }
+
+    /// How many requests that change something (any method but GET) the
+    /// API server answered for `path` (without its query), as its audit
+    /// log says.
+    pub fn writes_to(&self, path: &str) -> anyhow::Result<usize> {
+        let text = std::fs::read_to_string(&self.audit)?;
+        let mut count = 0;
+        for line in text.lines() {
+            let line: Value = serde_json::from_str(line)?;
+            if line["path"] == path {
+                count += 1;
+            }
+        }
+        Ok(count)
+    }
+
+    /// Deletes an object from the cluster's store directly, as happens
+    /// unseen while the API is down (see [`Cluster::stop_api`]).
+    pub fn delete_unseen(
+        &self,
+        key: &relaymesh_apiserver::objects::ObjectKey,
+    ) -> anyhow::Result<()> {
+        self.objects.delete(key)?;
+        Ok(())
+    }
 }
+
+/// A running API server: what stops it, and its task.
+type Serving = (oneshot::Sender<()>, JoinHandle<Result<(), ApiError>>);
 
 /// Serves `objects` on `listener` until the returned sender fires.
 fn serve(
     listener: TcpListener,
     tls: &ApiTls,
     objects: &ObjectStore,
-) -> (oneshot::Sender<()>, JoinHandle<Result<(), ApiError>>) {
+    audit: &std::path::Path,
+) -> anyhow::Result<Serving> {
     let (stop, stopped) = oneshot::channel::<()>();
     let task = tokio::spawn(relaymesh_apiserver::serve(
         listener,
         tls.clone(),
         Arc::new(Plain),
         objects.clone(),
-        None,
+        Some(AuditLog::open(audit)?),
         async move {
             let _ = stopped.await;
         },
     ));
-    (stop, task)
+    Ok((stop, task))
 }
 
 /// One agent's node: its sled store and a running reconciler on it.
