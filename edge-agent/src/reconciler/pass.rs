@@ -176,7 +176,8 @@ async fn record(
     manifests: &BTreeMap<ObjectRef, Manifest>,
 ) -> Result<Recorded, ReconcileError> {
     let inventory = reconciler.inventory.clone();
-    let mut record = inventory.placement(key)?.unwrap_or_default();
+    let stored = inventory.placement(key)?;
+    let mut record = stored.clone().unwrap_or_default();
     record.applyset_id.clone_from(&applyset.id);
     let stale = record
         .objects
@@ -185,7 +186,10 @@ async fn record(
         .cloned()
         .collect();
     record.objects.extend(manifests.keys().cloned());
-    inventory.set_placement(key, &record).await?;
+    // Each write waits for sled's flush: none when nothing is new.
+    if stored.as_ref() != Some(&record) {
+        inventory.set_placement(key, &record).await?;
+    }
     write_parent(reconciler, applyset, placement, &record.objects).await;
     Ok(Recorded { record, stale })
 }
@@ -373,8 +377,11 @@ async fn prune_left(
             .errors
             .insert(object.clone(), format!("cannot prune: {error}"));
     }
-    record.objects = manifests.keys().chain(remaining.keys()).cloned().collect();
-    inventory.set_placement(key, &record).await?;
+    let holds: BTreeSet<ObjectRef> = manifests.keys().chain(remaining.keys()).cloned().collect();
+    if holds != record.objects {
+        record.objects = holds;
+        inventory.set_placement(key, &record).await?;
+    }
     if pruned_any {
         write_parent(reconciler, applyset, placement, &record.objects).await;
         reconciler.prune_namespaces().await?;
