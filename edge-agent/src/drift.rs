@@ -8,7 +8,7 @@
 //! change, or nothing. The watcher relists after a broken watch, so drift
 //! that happened while it was down is still seen.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use futures::StreamExt as _;
 use kube::api::DynamicObject;
@@ -27,10 +27,16 @@ use crate::manifest::{ObjectRef, PART_OF_LABEL};
 pub enum ClusterEvent {
     /// A managed object changed or was deleted.
     Object(ObjectEvent),
-    /// The watch on a kind lists its objects again, after a break it could
-    /// not resume from (410 Gone): a deletion meanwhile is not reported,
-    /// so none of them counts as held as written any more.
-    Relisted(ApiResource),
+    /// The watch on a kind listed its objects (when it started, and again
+    /// after a break it could not resume from, 410 Gone): the managed
+    /// objects of that kind the list did not hold are gone, which no
+    /// deletion event reports.
+    Listed {
+        /// The kind.
+        resource: ApiResource,
+        /// The namespace and name of every object the list held.
+        present: BTreeSet<(Option<String>, String)>,
+    },
 }
 
 /// Something happened to a managed object in the cluster.
@@ -97,27 +103,35 @@ async fn forward(
 ) {
     let config = watcher::Config::default().labels(PART_OF_LABEL);
     let mut stream = watcher(api, config).default_backoff().boxed();
-    // Every list after the first starts the watch over after a break.
-    let mut listed = false;
+    // What the list under way held so far.
+    let mut listing: Option<BTreeSet<(Option<String>, String)>> = None;
     while let Some(item) = stream.next().await {
         let (object, deleted) = match item {
-            Ok(watcher::Event::Apply(object) | watcher::Event::InitApply(object)) => {
+            Ok(watcher::Event::Apply(object)) => (object, false),
+            Ok(watcher::Event::InitApply(object)) => {
+                if let (Some(present), Some(name)) = (&mut listing, &object.metadata.name) {
+                    present.insert((object.metadata.namespace.clone(), name.clone()));
+                }
                 (object, false)
             }
             Ok(watcher::Event::Delete(object)) => (object, true),
             Ok(watcher::Event::Init) => {
-                if listed
-                    && events
-                        .send(ClusterEvent::Relisted(resource.clone()))
-                        .await
-                        .is_err()
-                {
-                    return;
-                }
-                listed = true;
+                listing = Some(BTreeSet::new());
                 continue;
             }
-            Ok(watcher::Event::InitDone) => continue,
+            Ok(watcher::Event::InitDone) => {
+                if let Some(present) = listing.take() {
+                    let resource = resource.clone();
+                    if events
+                        .send(ClusterEvent::Listed { resource, present })
+                        .await
+                        .is_err()
+                    {
+                        return;
+                    }
+                }
+                continue;
+            }
             Err(error) => {
                 tracing::debug!(kind = %resource.kind, %error, "watch interrupted; retrying");
                 continue;

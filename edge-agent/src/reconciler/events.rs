@@ -1,12 +1,15 @@
 //! Reacting to the watch events on the objects the agent manages: drift
 //! (a change that is not the agent's own write, or a deletion) makes the
 //! object's placement due again, no sooner than [`DRIFT_SPACING`] after its
-//! last pass; a changed health is reported. A watch that started over
-//! makes the placements holding objects of its kind pass again.
+//! last pass; a changed health is reported. A managed object missing from
+//! its kind's list (a watch starting, or starting over after 410 Gone) was
+//! deleted unseen, and is restored the same way.
 
 use tokio::time::Instant;
 
 use super::schedule::DRIFT_SPACING;
+use std::collections::BTreeSet;
+
 use kube::discovery::ApiResource;
 
 use super::state::{Placement, Reconciler};
@@ -19,21 +22,57 @@ impl Reconciler {
     pub(super) async fn handle_event(&mut self, event: ClusterEvent) {
         match event {
             ClusterEvent::Object(event) => self.handle_object(event).await,
-            ClusterEvent::Relisted(resource) => self.forget_held(&resource),
+            ClusterEvent::Listed { resource, present } => {
+                self.find_missing(&resource, &present).await;
+            }
         }
     }
 
-    /// After a watch on `resource`'s kind started over: none of its objects
-    /// counts as held as written, and their placements pass again to write
-    /// them (a deletion while it was broken is not reported by the list).
-    fn forget_held(&mut self, resource: &ApiResource) {
-        let of_kind =
-            |object: &ObjectRef| object.group == resource.group && object.kind == resource.kind;
-        for (key, placement) in &mut self.placements {
-            let held = placement.held.len();
-            placement.held.retain(|object| !of_kind(object));
-            if placement.held.len() != held && placement.applied {
-                tracing::info!(placement = %key, kind = %resource.kind, "watch started over; writing its objects of that kind again");
+    /// After a watch listed `resource`'s kind (`present` is what it
+    /// held): a managed object of that kind missing from the list may have
+    /// been deleted unseen, or written after the list was taken; one the
+    /// cluster does not hold (or that cannot be read) is not held as
+    /// written any more, and its placement passes again to write it.
+    async fn find_missing(
+        &mut self,
+        resource: &ApiResource,
+        present: &BTreeSet<(Option<String>, String)>,
+    ) {
+        // A namespaced object written without a namespace lands in the
+        // client's default one.
+        let default_namespace = self.applier.client().default_namespace().to_string();
+        let listed = |object: &ObjectRef| {
+            let name = object.name.clone();
+            present.contains(&(object.namespace.clone(), name.clone()))
+                || (object.namespace.is_none()
+                    && present.contains(&(Some(default_namespace.clone()), name)))
+        };
+        let missing: Vec<(String, ObjectRef)> = self
+            .placements
+            .iter()
+            .flat_map(|(key, placement)| {
+                placement
+                    .held
+                    .iter()
+                    .filter(|object| {
+                        object.group == resource.group
+                            && object.kind == resource.kind
+                            && !listed(object)
+                    })
+                    .map(move |object| (key.clone(), object.clone()))
+            })
+            .collect();
+        for (key, object) in missing {
+            if let Ok(Some(_)) = self.applier.get(&object).await {
+                continue;
+            }
+            let Some(placement) = self.placements.get_mut(&key) else {
+                continue;
+            };
+            tracing::info!(placement = %key, %object, "managed object gone from the cluster; restoring it");
+            placement.held.remove(&object);
+            placement.live.remove(&object);
+            if placement.applied {
                 make_due(placement);
             }
         }
