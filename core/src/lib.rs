@@ -52,6 +52,7 @@ mod report;
 mod revocations;
 mod root_handover;
 mod slice;
+mod sorted;
 mod status;
 mod trust;
 mod upstream;

@@ -18,6 +18,7 @@ use relaymesh_topology::rollout::{add_to_supply, split_wave, wave_supply, WaveCh
 
 use super::cut::{shared, Cut};
 use super::handover::Holds;
+use super::sorted::Cursor;
 use super::{Core, Now, INVENTORY_COALESCE};
 
 /// One child's part of a placement (see [`Core::placement_parts`]).
@@ -81,11 +82,17 @@ pub(super) struct LeftOut<'a> {
     drained: Option<&'a BTreeSet<String>>,
 }
 
-impl LeftOut<'_> {
-    pub(super) fn contains(&self, child: &str) -> bool {
-        self.cut.is_some_and(|cut| !cut.contains_key(child))
-            || self.dropped.is_some_and(|dropped| dropped.contains(child))
-            || self.drained.is_some_and(|drained| drained.contains(child))
+impl<'a> LeftOut<'a> {
+    /// Whether a child's report is left out, for children asked in
+    /// ascending name order: the cut is walked once (see `sorted.rs`).
+    pub(super) fn in_order(&self) -> impl FnMut(&str) -> bool + 'a {
+        let mut cut = self.cut.map(Cursor::new);
+        let (dropped, drained) = (self.dropped, self.drained);
+        move |child| {
+            cut.as_mut().is_some_and(|cut| !cut.contains(child))
+                || dropped.is_some_and(|dropped| dropped.contains(child))
+                || drained.is_some_and(|drained| drained.contains(child))
+        }
     }
 }
 
@@ -413,8 +420,9 @@ impl Core {
     /// report, and the map was a sixth of its loop in a star of 5,000.
     pub fn placement_selected(&self, key: &str) -> Option<u64> {
         let (target, split) = self.split_of(key)?;
+        let mut aggregates = Cursor::new(self.inventory.aggregates());
         let selected = split.per_child.iter().fold(0u64, |sum, (child, share)| {
-            sum.saturating_add(self.share_selected(target, child, share))
+            sum.saturating_add(share_selected(target, aggregates.get(child), share))
         });
         let named = self.named_not_counted(target).count();
         Some(selected.saturating_add(u64::try_from(named).unwrap_or(u64::MAX)))
@@ -499,8 +507,10 @@ impl Core {
     fn selected_by_child(&self, key: &str) -> Option<BTreeMap<String, u64>> {
         let (target, split) = self.split_of(key)?;
         let mut by_child: BTreeMap<String, u64> = BTreeMap::new();
+        let mut aggregates = Cursor::new(self.inventory.aggregates());
         for (child, share) in &split.per_child {
-            by_child.insert(child.clone(), self.share_selected(target, child, share));
+            let selected = share_selected(target, aggregates.get(child), share);
+            by_child.insert(child.clone(), selected);
         }
         for name in self.named_not_counted(target) {
             let via = self.inventory.index().via(name).unwrap_or(name);
@@ -509,23 +519,6 @@ impl Core {
             *selected = selected.saturating_add(1);
         }
         Some(by_child)
-    }
-
-    /// How many of `child`'s clusters its share of `target` selects: its
-    /// quota, or with no bound its matching supply.
-    fn share_selected(&self, target: &PlacementTarget, child: &str, share: &ChildShare) -> u64 {
-        match share {
-            ChildShare::Quota(quota) => u64::from(quota.total),
-            ChildShare::Unbounded => {
-                self.inventory
-                    .aggregates()
-                    .get(child)
-                    .map_or(0, |aggregate| {
-                        aggregate
-                            .supply_total(target.selector.as_ref(), target.spread_by.as_deref())
-                    })
-            }
-        }
     }
 
     /// Placement `key`'s target and last split, if the root split it.
@@ -681,4 +674,20 @@ pub(super) fn reported_by_value(
         *sum = sum.saturating_add(clusters);
     }
     by_value
+}
+
+/// How many of a child's clusters its share of `target` selects: its
+/// quota, or with no bound its matching supply (`aggregate` is the
+/// child's).
+fn share_selected(
+    target: &PlacementTarget,
+    aggregate: Option<&Aggregate>,
+    share: &ChildShare,
+) -> u64 {
+    match share {
+        ChildShare::Quota(quota) => u64::from(quota.total),
+        ChildShare::Unbounded => aggregate.map_or(0, |aggregate| {
+            aggregate.supply_total(target.selector.as_ref(), target.spread_by.as_deref())
+        }),
+    }
 }

@@ -11,6 +11,7 @@ use relaymesh_protocol::query::ChildCounts;
 use relaymesh_protocol::{PlacementStatus, StatusUpdate};
 use relaymesh_topology::summary;
 
+use super::sorted::Cursor;
 use super::{Action, Core, Now};
 use relaymesh_protocol::limits::Limit;
 
@@ -89,14 +90,15 @@ impl Core {
     ///
     /// [`merged`]: Self::placement_status
     pub fn placement_by_child(&self, key: &str) -> Vec<ChildCounts> {
-        let left_out = self.cuts.left_out_of(key);
+        let mut left_out = self.cuts.left_out_of(key).in_order();
+        let mut links = Cursor::new(&self.links_by_name);
         self.statuses
             .children
             .iter()
-            .filter(|(child, _)| !left_out.contains(child))
+            .filter(|(child, _)| !left_out(child))
             .filter_map(|(child, reported)| {
                 let status = reported.get(key)?;
-                let counts = match self.links_by_name.contains_key(child) {
+                let counts = match links.contains(child) {
                     true => status.counts,
                     false => self.offline_counts(child, key, status),
                 };
@@ -317,18 +319,19 @@ impl Core {
             parts.push(Cow::Borrowed(own));
             known = true;
         }
-        let left_out = self.cuts.left_out_of(key);
+        let mut left_out = self.cuts.left_out_of(key).in_order();
+        let mut links = Cursor::new(&self.links_by_name);
         for (child, reported) in &self.statuses.children {
             let Some(status) = reported.get(key) else {
                 continue;
             };
             known = true;
-            if left_out.contains(child) {
+            if left_out(child) {
                 // Kept only until its replacement is ready: the
                 // placement's counts are those of the new clusters.
                 continue;
             }
-            if self.links_by_name.contains_key(child) {
+            if links.contains(child) {
                 parts.push(Cow::Borrowed(status));
             } else {
                 // Its clusters are offline now: counted so, and
