@@ -252,7 +252,7 @@ async fn run_store(
         published: None,
         inventory_published: None,
         labels_counted: None,
-        rotating_published: None,
+        rotating_published: Recorded::Never,
         queries: BTreeMap::new(),
         parent_config: uplink.parent_config,
         endpoints: options.endpoints.clone(),
@@ -325,10 +325,10 @@ struct Daemon {
     /// what they counted: the count walks those entries, so it is taken
     /// again only when the slice changed.
     labels_counted: Option<(u64, (usize, u64))>,
-    /// The mesh CA rotation (its signer key, if one is under way) when the
-    /// relays' issuer keys were last recorded: a change records them all
-    /// again, not only the changed records'.
-    rotating_published: Option<Option<[u8; 32]>>,
+    /// The mesh CA rotation when the relays' issuer keys were last
+    /// recorded: a change records them all again, not only the changed
+    /// records'.
+    rotating_published: Recorded,
     /// This node's certificate and when to renew it.
     renewal: renewal::Renewal,
     /// The parent the uplink dials (replaced when the node moves).
@@ -346,6 +346,16 @@ struct Daemon {
     queries: BTreeMap<relaymesh_core::QueryId, oneshot::Sender<relaymesh_protocol::query::Answer>>,
     /// What the metrics endpoint needs from the loop, when it is served.
     metrics: Option<metrics_sampler::MetricsSampler>,
+}
+
+/// What the relays' issuer keys were last recorded with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Recorded {
+    /// Not recorded yet.
+    Never,
+    /// Recorded while the mesh CA rotation with this signer key was under
+    /// way (`None`: no rotation).
+    During(Option<[u8; 32]>),
 }
 
 impl Daemon {

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use relaymesh_protocol::NodeRecord;
 
-use super::{now, unix_ms, Daemon};
+use super::{now, unix_ms, Daemon, Recorded};
 
 impl Daemon {
     /// Hands the API a new copy of the inventory, only of what changed
@@ -64,8 +64,8 @@ impl Daemon {
             let changes = self
                 .core
                 .take_inventory_changes()
-                .filter(|_| self.rotating_published == Some(rotating));
-            self.rotating_published = Some(rotating);
+                .filter(|_| self.rotating_published == Recorded::During(rotating));
+            self.rotating_published = Recorded::During(rotating);
             // Most often no request holds the copy: it changes in place.
             let records = Arc::make_mut(&mut inventory.records);
             let changed: Vec<Arc<NodeRecord>> = match changes {
