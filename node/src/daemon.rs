@@ -252,7 +252,7 @@ async fn run_store(
         published: None,
         inventory_published: None,
         labels_counted: None,
-        rotating_published: Recorded::Never,
+        rotating_published: inventory::Recorded::Never,
         queries: BTreeMap::new(),
         parent_config: uplink.parent_config,
         endpoints: options.endpoints.clone(),
@@ -328,7 +328,7 @@ struct Daemon {
     /// The mesh CA rotation when the relays' issuer keys were last
     /// recorded: a change records them all again, not only the changed
     /// records'.
-    rotating_published: Recorded,
+    rotating_published: inventory::Recorded,
     /// This node's certificate and when to renew it.
     renewal: renewal::Renewal,
     /// The parent the uplink dials (replaced when the node moves).
@@ -346,16 +346,6 @@ struct Daemon {
     queries: BTreeMap<relaymesh_core::QueryId, oneshot::Sender<relaymesh_protocol::query::Answer>>,
     /// What the metrics endpoint needs from the loop, when it is served.
     metrics: Option<metrics_sampler::MetricsSampler>,
-}
-
-/// What the relays' issuer keys were last recorded with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Recorded {
-    /// Not recorded yet.
-    Never,
-    /// Recorded while the mesh CA rotation with this signer key was under
-    /// way (`None`: no rotation).
-    During(Option<[u8; 32]>),
 }
 
 impl Daemon {

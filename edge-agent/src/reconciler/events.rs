@@ -5,13 +5,12 @@
 //! its kind's list (a watch starting, or starting over after 410 Gone) was
 //! deleted unseen, and is restored the same way.
 
-use tokio::time::Instant;
-
-use super::schedule::DRIFT_SPACING;
 use std::collections::BTreeSet;
 
 use kube::discovery::ApiResource;
+use tokio::time::Instant;
 
+use super::schedule::DRIFT_SPACING;
 use super::state::{Placement, Reconciler};
 use crate::drift::{ClusterEvent, ObjectEvent};
 use crate::manifest::{self, ObjectRef};

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use relaymesh_protocol::NodeRecord;
 
-use super::{now, unix_ms, Daemon, Recorded};
+use super::{now, unix_ms, Daemon};
 
 impl Daemon {
     /// Hands the API a new copy of the inventory, only of what changed
@@ -225,4 +225,14 @@ mod tests {
         assert_eq!(names, ["zz-root", "a", "b"]);
         assert_eq!(records[0].version, "1");
     }
+}
+
+/// What the relays' issuer keys were last recorded with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Recorded {
+    /// Not recorded yet.
+    Never,
+    /// Recorded while the mesh CA rotation with this signer key was under
+    /// way (`None`: no rotation).
+    During(Option<[u8; 32]>),
 }
