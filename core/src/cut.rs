@@ -1,7 +1,7 @@
 //! How a relay holds one placement's entries per child: alike children
 //! share one entry.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use relaymesh_protocol::SliceEntry;
@@ -34,6 +34,32 @@ pub(crate) fn shared(per_child: BTreeMap<String, SliceEntry>) -> Cut {
             (child, entry)
         })
         .collect()
+}
+
+/// A digest of what `cut` gives each child: equal cuts, equal digests.
+/// Persisted per placement, it tells a restarted relay whether its first
+/// cut is the one its children hold. Each distinct entry is encoded once,
+/// however many children share it. `None` if an entry does not encode
+/// (then it never compares equal, and children are sent the cut again).
+pub(crate) fn digest(cut: &Cut) -> Option<[u8; 32]> {
+    let mut entries: HashMap<*const SliceEntry, ring::digest::Digest> = HashMap::new();
+    let mut context = ring::digest::Context::new(&ring::digest::SHA256);
+    for (child, entry) in cut {
+        let pointer = Arc::as_ptr(entry);
+        let of_entry = match entries.get(&pointer) {
+            Some(of_entry) => *of_entry,
+            None => {
+                let bytes = relaymesh_protocol::codec::encode(&**entry).ok()?;
+                let of_entry = ring::digest::digest(&ring::digest::SHA256, &bytes);
+                entries.insert(pointer, of_entry);
+                of_entry
+            }
+        };
+        context.update(&(child.len() as u64).to_le_bytes());
+        context.update(child.as_bytes());
+        context.update(of_entry.as_ref());
+    }
+    context.finish().as_ref().try_into().ok()
 }
 
 #[cfg(test)]
@@ -77,5 +103,37 @@ mod tests {
                     seen
                 });
         assert_eq!(distinct.len(), 2, "one copy of each distinct entry");
+    }
+
+    proptest::proptest! {
+        /// The digest sees what each child gets, not how entries are
+        /// shared: equal cuts digest alike, a cut that differs for one
+        /// child (its entry, or whether it has one) does not.
+        #[test]
+        fn the_digest_tells_cuts_apart_by_what_each_child_gets(
+            bytes in proptest::collection::vec(0u8..3, 0..12),
+            changed in 0usize..12,
+            drop in proptest::bool::ANY,
+        ) {
+            let per_child: BTreeMap<String, SliceEntry> = bytes
+                .iter()
+                .enumerate()
+                .map(|(index, byte)| (format!("c{index}"), entry(*byte)))
+                .collect();
+            let unshared: Cut = per_child
+                .iter()
+                .map(|(child, entry)| (child.clone(), Arc::new(entry.clone())))
+                .collect();
+            proptest::prop_assert_eq!(digest(&shared(per_child.clone())), digest(&unshared));
+            if let Some(child) = per_child.keys().nth(changed % per_child.len().max(1)).cloned() {
+                let mut other = per_child.clone();
+                if drop {
+                    other.remove(&child);
+                } else if let Some(entry) = other.get_mut(&child) {
+                    entry.body[0] += 3;
+                }
+                proptest::prop_assert_ne!(digest(&shared(per_child)), digest(&shared(other)));
+            }
+        }
     }
 }

@@ -130,14 +130,11 @@ impl Core {
             .and_then(|resume| Some((resume.revision, self.slice.keys_since(resume.revision)?)))
         {
             Some((base, keys)) => {
-                let mut changes: Vec<SliceChange> =
+                // A placement cut anew while the child was away is in the
+                // log too (`Slice::touch`): a child that acknowledged the
+                // head gets an empty delta, its "up to date".
+                let changes: Vec<SliceChange> =
                     keys.iter().map(|key| self.change_for(name, key)).collect();
-                // Placement cuts may have changed while the child was away.
-                for change in self.placement_resync(name) {
-                    if !keys.iter().any(|key| key == change.key()) {
-                        changes.push(change);
-                    }
-                }
                 if let Some(child) = self.children.get_mut(&link) {
                     child.acked = base;
                 }
@@ -269,7 +266,8 @@ impl Core {
                 .entry(&change.key)
                 .is_some_and(|entry| matches!(entry.target, Target::Placement(_)));
             if was_placement || is_placement {
-                before.insert(change.key.clone(), self.recut(now, &change.key));
+                // Logged already: the entry itself changed at the head.
+                before.insert(change.key.clone(), self.recut(now, &change.key).0);
             }
         }
         let links: Vec<(LinkId, String)> = self

@@ -313,7 +313,7 @@ impl Core {
             children: BTreeMap::new(),
             links_by_name: BTreeMap::new(),
             inventory_flush_at: None,
-            cuts: Cuts::default(),
+            cuts: Cuts::restored(&persisted),
             root_handovers: root_handover::RootHandovers::default(),
             drains: drains::Drains::default(),
             statuses: Statuses::new(config.max_status_keys_per_child),

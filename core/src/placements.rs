@@ -16,7 +16,7 @@ use relaymesh_topology::placement::{
 };
 use relaymesh_topology::rollout::{add_to_supply, split_wave, wave_supply, WaveChild};
 
-use super::cut::{shared, Cut};
+use super::cut::{digest, shared, Cut};
 use super::handover::Holds;
 use super::sorted::Cursor;
 use super::{Core, Now, INVENTORY_COALESCE};
@@ -54,9 +54,20 @@ pub(crate) struct Cuts {
     /// stay until the drain is done, their statuses are no longer the
     /// placement's.
     drained: BTreeMap<String, BTreeSet<String>>,
+    /// The digest of each placement's cut, as persisted: whether a cut
+    /// changed, across restarts too.
+    digests: BTreeMap<String, [u8; 32]>,
 }
 
 impl Cuts {
+    /// No cuts yet, and the digests of those before a restart.
+    pub(crate) fn restored(persisted: &crate::state::Persisted) -> Self {
+        Self {
+            digests: persisted.cut_digests.clone(),
+            ..Self::default()
+        }
+    }
+
     /// The children whose reports of placement `key` are left out of this
     /// relay's merged status (its maps looked up once, for every child): a
     /// child kept only until its replacement is ready (a handover with
@@ -112,8 +123,35 @@ impl Core {
         }
     }
 
-    /// Re-decides one placement entry; returns the cut it had before.
-    pub(super) fn recut(&mut self, now: Instant, key: &str) -> Cut {
+    /// Re-decides one placement entry; returns the cut it had before, and
+    /// whether the new one differs from the last one persisted (a
+    /// restarted relay's first cut is compared with the one before the
+    /// restart).
+    pub(super) fn recut(&mut self, now: Instant, key: &str) -> (Cut, bool) {
+        let old = self.decide(now, key);
+        let stored = self.cuts.digests.get(key);
+        let digest = match self.cuts.by_key.get(key) {
+            // A cut whose digest fails is always taken for changed.
+            Some(cut) => match digest(cut) {
+                Some(digest) if stored == Some(&digest) => return (old, false),
+                digest => digest,
+            },
+            None if stored.is_none() => return (old, false),
+            None => None,
+        };
+        match digest {
+            Some(digest) => self.cuts.digests.insert(key.to_string(), digest),
+            None => self.cuts.digests.remove(key),
+        };
+        self.persist(vec![crate::state::Mutation::SetCutDigest {
+            key: key.to_string(),
+            digest,
+        }]);
+        (old, true)
+    }
+
+    /// Decides one placement entry anew; returns the cut it had before.
+    fn decide(&mut self, now: Instant, key: &str) -> Cut {
         let old = self.cuts.by_key.remove(key).unwrap_or_default();
         let Some(entry) = self.slice.entry(key).cloned() else {
             self.cuts.previous.remove(key);
@@ -571,10 +609,28 @@ impl Core {
     }
 
     /// Decides every placement again without telling anyone (at start-up).
+    /// A cut that differs from the one before the restart is logged, so
+    /// children resuming from before it are sent it again.
     pub(super) fn recut_all_quietly(&mut self, now: Instant) {
-        for key in self.placement_keys() {
-            self.recut(now, &key);
+        let keys = self.placement_keys();
+        let gone: Vec<String> = self
+            .cuts
+            .digests
+            .keys()
+            .filter(|key| !keys.contains(key))
+            .cloned()
+            .collect();
+        let mut mutations = Vec::new();
+        for key in gone {
+            self.cuts.digests.remove(&key);
+            mutations.push(crate::state::Mutation::SetCutDigest { key, digest: None });
         }
+        for key in keys {
+            if self.recut(now, &key).1 {
+                self.slice.touch(&key, &mut mutations);
+            }
+        }
+        self.persist(mutations);
     }
 
     /// After the clusters below changed: decides every placement again and
@@ -582,8 +638,14 @@ impl Core {
     pub(super) fn recut_all(&mut self, now: Instant) {
         let mut changes: BTreeMap<String, Vec<SliceChange>> = BTreeMap::new();
         let mut forgotten = Vec::new();
+        let mut logged = Vec::new();
         for key in self.placement_keys() {
-            let old = self.recut(now, &key);
+            let (old, changed) = self.recut(now, &key);
+            if changed {
+                // Before any delta goes out, so that one carrying the new
+                // cut ends at a revision after it.
+                self.slice.touch(&key, &mut logged);
+            }
             let new = self.cuts.by_key.get(&key).cloned().unwrap_or_default();
             for child in old.keys().chain(new.keys()) {
                 if old.get(child) == new.get(child) {
@@ -606,6 +668,7 @@ impl Core {
                 }
             }
         }
+        self.persist(logged);
         for (child, changes) in changes {
             if let Some(&link) = self.links_by_name.get(&child) {
                 let base = self.children.get(&link).map_or(0, |c| c.sent());
@@ -615,20 +678,6 @@ impl Core {
         for (child, key) in forgotten {
             self.forget_child_placement_status(&child, &key);
         }
-    }
-
-    /// Every placement entry's removal or cut for `child`: sent on a resumed
-    /// link, because cuts may have changed while the child was away.
-    pub(super) fn placement_resync(&self, child: &str) -> Vec<SliceChange> {
-        self.placement_keys()
-            .into_iter()
-            .map(
-                |key| match self.cuts.by_key.get(&key).and_then(|cut| cut.get(child)) {
-                    Some(entry) => SliceChange::Upsert(SliceEntry::clone(entry)),
-                    None => SliceChange::Remove(key),
-                },
-            )
-            .collect()
     }
 
     /// Whether placements are to be decided again soon (the clusters below

@@ -119,20 +119,39 @@ impl Slice {
                     self.entries.remove(&key).map(|(_, before)| *before)
                 }
             };
-            mutations.push(Mutation::LogChange {
-                revision: self.head,
-                key: key.clone(),
-            });
-            self.log.insert(self.head, key.clone());
+            self.log_change(&key, mutations);
             changed.push(Changed { key, before });
         }
+        self.trim(mutations);
+        changed
+    }
+
+    /// Records that what `key` gives the children changed although its
+    /// entry did not (a placement cut anew): a revision of its own, so a
+    /// child that resumes from before it is sent the key again
+    /// ([`Slice::keys_since`]), and one from after it is not.
+    pub fn touch(&mut self, key: &str, mutations: &mut Vec<Mutation>) {
+        self.head += 1;
+        self.log_change(key, mutations);
+        self.trim(mutations);
+    }
+
+    /// Logs `key` at the head, which the caller has just moved on.
+    fn log_change(&mut self, key: &str, mutations: &mut Vec<Mutation>) {
+        mutations.push(Mutation::LogChange {
+            revision: self.head,
+            key: key.to_string(),
+        });
+        self.log.insert(self.head, key.to_string());
+    }
+
+    fn trim(&mut self, mutations: &mut Vec<Mutation>) {
         if self.log.len() as u64 > self.log_keep {
             let floor = self.head - self.log_keep;
             self.log.retain(|revision, _| *revision > floor);
             self.floor = floor;
             mutations.push(Mutation::TrimLog { floor });
         }
-        changed
     }
 
     /// Whether a child at revision `base` may stay there while the head
@@ -253,5 +272,33 @@ mod tests {
         slice.apply([SliceChange::Remove("labels/a".into())], &mut mutations);
         assert_ne!(slice.prefix_version("labels/"), added);
         assert_eq!(slice.entries_with_prefix("labels/").count(), 1);
+    }
+
+    #[test]
+    fn a_touch_logs_a_key_at_a_revision_of_its_own_and_survives_a_restart() {
+        let mut slice = Slice::restore(&Persisted::default(), 3);
+        let mut mutations = Vec::new();
+        slice.apply([SliceChange::Upsert(entry("p", 1))], &mut mutations);
+        slice.apply([SliceChange::Upsert(entry("q", 1))], &mut mutations);
+        slice.touch("p", &mut mutations);
+        assert_eq!(slice.head(), 3);
+        assert_eq!(slice.keys_since(2), Some(vec!["p".into()]));
+        assert_eq!(slice.keys_since(3), Some(vec![]));
+        assert_eq!(
+            slice.entry("p"),
+            Some(&entry("p", 1)),
+            "the entry is as it was"
+        );
+        // Touches count against the log like any change.
+        slice.touch("p", &mut mutations);
+        assert_eq!(slice.keys_since(0), None);
+
+        let mut persisted = Persisted::default();
+        for mutation in &mutations {
+            persisted.apply(mutation);
+        }
+        let restored = Slice::restore(&persisted, 3);
+        assert_eq!(restored.head(), 4);
+        assert_eq!(restored.keys_since(2), Some(vec!["p".into()]));
     }
 }

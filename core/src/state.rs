@@ -69,6 +69,15 @@ pub enum Mutation {
     /// Forgets the per-bundle transfer records of a bundle this relay no
     /// longer holds; the per-link totals stay.
     ForgetServed(BundleId),
+    /// What a placement's cut among the children is now, as a digest
+    /// (`None`: the placement is gone), so that a restarted relay can tell
+    /// whether its first cut differs from the one its children hold.
+    SetCutDigest {
+        /// The placement entry's key.
+        key: String,
+        /// The digest of the cut.
+        digest: Option<[u8; 32]>,
+    },
 }
 
 /// Completed bundle transfers: how many, and their payload bytes.
@@ -113,6 +122,8 @@ pub struct Persisted {
     pub served: BTreeMap<(BundleId, String), Served>,
     /// Bundle transfers to each child, in all.
     pub served_totals: BTreeMap<String, Served>,
+    /// The digest of each placement's last cut among the children.
+    pub cut_digests: BTreeMap<String, [u8; 32]>,
 }
 
 impl Persisted {
@@ -157,6 +168,14 @@ impl Persisted {
             Mutation::ForgetServed(bundle) => {
                 self.served.retain(|(id, _), _| id != bundle);
             }
+            Mutation::SetCutDigest { key, digest } => match digest {
+                Some(digest) => {
+                    self.cut_digests.insert(key.clone(), *digest);
+                }
+                None => {
+                    self.cut_digests.remove(key);
+                }
+            },
         }
     }
 }

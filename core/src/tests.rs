@@ -713,6 +713,51 @@ fn a_child_resuming_after_a_placement_changed_gets_its_cut_not_the_whole_entry()
 }
 
 #[test]
+fn a_child_that_acknowledged_the_head_resumes_with_only_up_to_date() {
+    // Issue 35: every resumed link was sent every placement's cut again,
+    // the children that held them all too.
+    let mut net = fleet();
+    let in_eu = relaymesh_protocol::PlacementTarget {
+        selector: region("eu"),
+        ..Default::default()
+    };
+    upsert_at_root(&mut net, placement("placement/shop/eu", in_eu));
+    upsert_at_root(&mut net, placement("placement/shop/all", all_clusters()));
+    net.settle();
+    assert_eq!(
+        agents_with(&net, "placement/shop/eu"),
+        set(&["e1", "e2", "e3"])
+    );
+    let changes = |net: &Net, node: &str| net[node].traffic().slice_changes_from_parent;
+    for child in ["eu", "eu-west", "e3", "u1"] {
+        net.disconnect(child);
+        let before = changes(&net, child);
+        net.connect(child);
+        assert_eq!(changes(&net, child), before, "{child} was sent changes");
+    }
+    // Nor after their parent restarted: its first cuts are the ones its
+    // children hold (their digests were persisted).
+    net.restart("eu");
+    let before: Vec<u64> = ["eu-west", "e3"]
+        .iter()
+        .map(|child| changes(&net, child))
+        .collect();
+    for node in ["eu", "eu-west", "e3"] {
+        net.connect(node);
+    }
+    net.settle();
+    let after: Vec<u64> = ["eu-west", "e3"]
+        .iter()
+        .map(|child| changes(&net, child))
+        .collect();
+    assert_eq!(after, before);
+    assert_eq!(
+        agents_with(&net, "placement/shop/all"),
+        set(&["e1", "e2", "e3", "u1", "u2", "u3"])
+    );
+}
+
+#[test]
 fn a_relay_that_alters_entries_is_refused_below_and_raises_an_alarm() {
     let alterations: [Alteration; 4] = [
         |entry| entry.body = b"something else".to_vec(),

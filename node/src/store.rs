@@ -128,6 +128,8 @@ const NODE_PREFIX: &[u8] = b"n/";
 const SERVED_PREFIX: &[u8] = b"s/";
 /// `t/` + child name: transfers of any bundle to a child.
 const SERVED_TOTAL_PREFIX: &[u8] = b"t/";
+/// `c/` + placement key: the digest of the placement's last cut.
+const CUT_DIGEST_PREFIX: &[u8] = b"c/";
 
 impl Store {
     /// Opens the store in `dir`, which must already hold one (so a typo in

@@ -117,6 +117,11 @@ impl Simulation {
         let now = self.now();
         let child_node = &mut self.nodes[child];
         child_node.traffic.messages_from_parent += 1;
+        child_node.traffic.slice_changes_from_parent += match &message {
+            DownMessage::Delta { changes, .. } => changes.len() as u64,
+            DownMessage::Snapshot { entries, .. } => entries.len() as u64,
+            _ => 0,
+        };
         child_node.traffic.events += 1;
         child_node.core.handle_parent_message(now, message);
         self.mark_ready(child);

@@ -16,6 +16,9 @@ pub struct Traffic {
     pub events: u64,
     /// Messages received from its parent.
     pub messages_from_parent: u64,
+    /// Slice changes (of deltas) and entries (of snapshots) in them: what
+    /// a resumed link cost beyond its greeting.
+    pub slice_changes_from_parent: u64,
     /// Messages received from its children.
     pub messages_from_children: u64,
     /// Inventory records (upserts and removals) in the messages received
@@ -45,6 +48,7 @@ impl AddAssign<&Traffic> for Traffic {
     fn add_assign(&mut self, other: &Traffic) {
         self.events += other.events;
         self.messages_from_parent += other.messages_from_parent;
+        self.slice_changes_from_parent += other.slice_changes_from_parent;
         self.messages_from_children += other.messages_from_children;
         self.inventory_records_from_children += other.inventory_records_from_children;
         self.messages_to_parent += other.messages_to_parent;

@@ -279,3 +279,37 @@ fn an_unbounded_placement_moves_make_before_break_across_the_tree() {
         .handover_leaving(key)
         .is_empty());
 }
+
+#[test]
+fn a_child_resuming_after_its_parent_restarted_gets_the_cut_the_restart_changed() {
+    // A handover's holds are not persisted: a restarted eu-west no longer
+    // keeps e1's copy. e1 resumes from a revision it acknowledged before
+    // the restart; only eu-west's log says its cut changed since.
+    let mut net = gold_on_e1(&["e2"]);
+    tier(&mut net, "e1", None);
+    settle_briefly(&mut net);
+    assert_eq!(agents_with(&net, KEY), set(&["e1", "e2"]));
+    // e1 acknowledges eu-west's head: nothing it was sent says more.
+    net.publish("for-e1", Target::Subtrees(vec!["e1".into()]), b"x");
+    settle_briefly(&mut net);
+    let head = net["eu-west"].core().head();
+    let position = net["e1"].persisted().parent_position;
+    assert_eq!(position.map(|p| p.revision), Some(head));
+    net.restart("eu-west");
+    for node in ["eu-west", "e1", "e2"] {
+        net.connect(node);
+    }
+    settle_briefly(&mut net);
+    let relay = net["eu-west"].core();
+    let entry = relay
+        .entries()
+        .find(|entry| entry.key == KEY)
+        .expect("held");
+    let given: BTreeSet<String> = ["e1", "e2"]
+        .into_iter()
+        .filter(|child| relay.entry_for_child(entry, child).is_some())
+        .map(str::to_string)
+        .collect();
+    assert_eq!(given, set(&["e2"]), "the restart ended the hold");
+    assert_eq!(agents_with(&net, KEY), given);
+}

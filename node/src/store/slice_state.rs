@@ -8,8 +8,8 @@ use relaymesh_protocol::BundleId;
 
 use super::{
     encode, log_revision, prefixed, Mutation, Persisted, Store, StoreError, ANCESTORS,
-    ENTRY_PREFIX, EPOCH, FLOOR, HEAD, LOG_PREFIX, NODE_PREFIX, PARENT_POSITION, SERVED_PREFIX,
-    SERVED_TOTAL_PREFIX,
+    CUT_DIGEST_PREFIX, ENTRY_PREFIX, EPOCH, FLOOR, HEAD, LOG_PREFIX, NODE_PREFIX, PARENT_POSITION,
+    SERVED_PREFIX, SERVED_TOTAL_PREFIX,
 };
 
 impl Store {
@@ -61,6 +61,13 @@ impl Store {
             persisted
                 .served_totals
                 .insert(child, self.decode(&key, &value)?);
+        }
+        for item in self.state.scan_prefix(CUT_DIGEST_PREFIX) {
+            let (key, value) = item.map_err(|e| self.sled(e))?;
+            let placement = String::from_utf8_lossy(&key[CUT_DIGEST_PREFIX.len()..]).into_owned();
+            persisted
+                .cut_digests
+                .insert(placement, self.decode(&key, &value)?);
         }
         Ok(persisted)
     }
@@ -131,6 +138,13 @@ impl Store {
                     }
                     for key in served_written.iter().filter(|key| key.starts_with(&prefix)) {
                         batch.remove(key.clone());
+                    }
+                }
+                Mutation::SetCutDigest { key, digest } => {
+                    let key = prefixed(CUT_DIGEST_PREFIX, key.as_bytes());
+                    match digest {
+                        Some(digest) => batch.insert(key, encode(digest)?),
+                        None => batch.remove(key),
                     }
                 }
             }

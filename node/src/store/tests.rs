@@ -60,6 +60,8 @@ fn mutation() -> impl Strategy<Value = Mutation> {
             },
         }),
         (0u8..3).prop_map(|byte| Mutation::ForgetServed(BundleId::of(&[byte]))),
+        (key(), proptest::option::of(any::<[u8; 32]>()))
+            .prop_map(|(key, digest)| Mutation::SetCutDigest { key, digest }),
     ]
 }
 

@@ -306,6 +306,8 @@ fn difference(after: &Traffic, before: &Traffic) -> Traffic {
     Traffic {
         events: after.events - before.events,
         messages_from_parent: after.messages_from_parent - before.messages_from_parent,
+        slice_changes_from_parent: after.slice_changes_from_parent
+            - before.slice_changes_from_parent,
         messages_from_children: after.messages_from_children - before.messages_from_children,
         inventory_records_from_children: after.inventory_records_from_children
             - before.inventory_records_from_children,
