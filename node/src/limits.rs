@@ -12,6 +12,9 @@
 //!   and per source address): the listener, with the [`ConnectionGate`],
 //!   a [`StreamGate`] and the [`JoinRate`] here, before any TLS or token
 //!   work;
+//! * TLS handshakes at once, from everyone: the listener, with a semaphore
+//!   (`daemon/listener.rs`); a connection over the bound waits its turn
+//!   for up to [`HANDSHAKE_WAIT`], then is refused;
 //! * bundle streams per peer: the listener, with a [`StreamGate`] per
 //!   connection (the bound is `protocol::limits::MAX_BUNDLE_STREAMS`);
 //! * bundle serves at once, from everyone: the listener, with a semaphore
@@ -56,6 +59,17 @@ pub const DEFAULT_MAX_CONCURRENT_JOINS: usize = 16;
 /// one to end (they are queued, not refused).
 pub const DEFAULT_MAX_CONCURRENT_BUNDLE_SERVES: usize = 64;
 
+/// The TLS handshakes a relay works on at once, from everyone: each signs
+/// with the relay's key and verifies a certificate chain. More wait their
+/// turn for up to [`HANDSHAKE_WAIT`].
+pub const DEFAULT_MAX_CONCURRENT_HANDSHAKES: usize = 64;
+
+/// How long a new connection waits for a turn at its handshake before it
+/// is refused (QUIC `CONNECTION_REFUSED`, counted as `handshakes`): well
+/// inside a child's own handshake timeout (the link's idle timeout, 10 s),
+/// so a child never gives up on a connection the relay is about to take.
+pub const HANDSHAKE_WAIT: Duration = Duration::from_secs(3);
+
 /// The API watches one user (a certificate's common name) may have open at
 /// once at the root.
 pub const DEFAULT_MAX_API_WATCHES_PER_USER: usize = 16;
@@ -88,6 +102,9 @@ pub struct Limits {
     pub max_status_keys_per_child: usize,
     /// Bundle serves run at once, from everyone; more wait their turn.
     pub max_concurrent_bundle_serves: usize,
+    /// TLS handshakes worked on at once, from everyone; more wait their
+    /// turn, for up to [`HANDSHAKE_WAIT`].
+    pub max_concurrent_handshakes: usize,
     /// API watches one user may have open at once (the root only).
     pub max_api_watches_per_user: usize,
     /// API watches open at once, from everyone (the root only).
@@ -104,6 +121,7 @@ impl Default for Limits {
             max_records_per_child: relaymesh_core::DEFAULT_MAX_RECORDS_PER_CHILD,
             max_status_keys_per_child: relaymesh_core::DEFAULT_MAX_STATUS_KEYS_PER_CHILD,
             max_concurrent_bundle_serves: DEFAULT_MAX_CONCURRENT_BUNDLE_SERVES,
+            max_concurrent_handshakes: DEFAULT_MAX_CONCURRENT_HANDSHAKES,
             max_api_watches_per_user: DEFAULT_MAX_API_WATCHES_PER_USER,
             max_api_watches: DEFAULT_MAX_API_WATCHES,
         }

@@ -77,11 +77,14 @@ pub enum Limit {
     /// What one API watch queues for a client that does not read (counted
     /// when such a watch is ended).
     ApiWatchBuffer,
+    /// TLS handshakes in progress at once, from everyone (counted when a
+    /// new connection waited too long for its turn).
+    Handshakes,
 }
 
 impl Limit {
     /// Every limit.
-    pub const ALL: [Limit; 13] = [
+    pub const ALL: [Limit; 14] = [
         Limit::Connections,
         Limit::ConnectionsPerAddress,
         Limit::Joins,
@@ -95,6 +98,7 @@ impl Limit {
         Limit::ApiWatches,
         Limit::ApiWatchesPerUser,
         Limit::ApiWatchBuffer,
+        Limit::Handshakes,
     ];
 
     /// The counter's name.
@@ -113,6 +117,7 @@ impl Limit {
             Self::ApiWatches => "api-watches",
             Self::ApiWatchesPerUser => "api-watches-per-user",
             Self::ApiWatchBuffer => "api-watch-buffer",
+            Self::Handshakes => "handshakes",
         }
     }
 }

@@ -1,9 +1,9 @@
 //! Limits over real sockets: a flood of connections and joins from one
 //! address is refused past the per-address limits, a real child from
 //! another address still joins, connects and receives its workload, and the
-//! refusals are counted in the attacked relay's record at the root; the
-//! root's API refuses what kubectl sends over its limits, and counts it in
-//! the root's own record.
+//! refusals are counted in the attacked relay's record at the root; a
+//! relay's handshakes take turns; the root's API refuses what kubectl sends
+//! over its limits, and counts it in the root's own record.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -211,6 +211,97 @@ fn a_thousand_connections_from_one_address_are_refused_past_the_limit() -> anyho
         endpoint.wait_idle().await;
         anyhow::Ok(())
     })?;
+    Ok(())
+}
+
+/// A relay works on `--max-concurrent-handshakes` handshakes at once: a
+/// connection that finds every turn taken for 3 s (`HANDSHAKE_WAIT`) is
+/// refused before any TLS work and counted (`handshakes`); once a turn is
+/// free, connections get in again.
+#[test]
+fn a_connection_waits_for_a_turn_at_its_handshake_and_is_refused_past_the_wait(
+) -> anyhow::Result<()> {
+    let (mesh, _root) = Mesh::init()?;
+    let _eu = mesh.add_relay_with("eu", "root", &["--max-concurrent-handshakes", "1"])?;
+    wait_for("eu under the root", Duration::from_secs(30), || {
+        Ok(connected_under(&mesh.tree()?, "eu", "root").then_some(()))
+    })?;
+    let token = mesh.token("relay", "eu-west", Some("eu"), "10m")?;
+    let claims = token::read_unverified(&token)?;
+    let client = pki::quic_join_client_config(claims.ca_sha256, claims.parent_issuer_key)?;
+    let runtime = tokio::runtime::Runtime::new()?;
+    let address = claims.parent_addresses.first().context("eu's address")?;
+    let target: SocketAddr = *runtime
+        .block_on(resolve(address))?
+        .first()
+        .context("resolved")?;
+
+    // eu's one turn, taken by a client that sends its first packet and
+    // never answers: eu holds the handshake until its idle timeout (10 s).
+    let stalled = std::net::UdpSocket::bind(ATTACKER)?;
+    let mut by_hand = quinn_proto::Endpoint::new(
+        std::sync::Arc::new(quinn_proto::EndpointConfig::default()),
+        None,
+        false,
+        None,
+    );
+    let now = std::time::Instant::now();
+    let (_, mut first) = by_hand.connect(now, client.clone(), target, &claims.parent)?;
+    let mut packet = Vec::new();
+    let transmit = first
+        .poll_transmit(now, 1, &mut packet)
+        .context("a first packet")?;
+    stalled.send_to(&packet[..transmit.size], transmit.destination)?;
+    // eu answers only once the handshake has its turn.
+    stalled.set_read_timeout(Some(Duration::from_secs(30)))?;
+    stalled
+        .recv_from(&mut [0u8; 2048])
+        .context("eu never answered the first packet")?;
+
+    runtime.block_on(async {
+        let endpoint = quinn::Endpoint::client(ATTACKER.parse()?)?;
+        // Waits its 3 s, then is refused.
+        let refused = endpoint
+            .connect_with(client.clone(), target, &claims.parent)?
+            .await;
+        match refused {
+            Err(quinn::ConnectionError::ConnectionClosed(close))
+                if close.error_code == quinn::TransportErrorCode::CONNECTION_REFUSED => {}
+            other => anyhow::bail!("expected a refusal while the turn is taken, got {other:?}"),
+        }
+        // The stalled handshake ends with eu's idle timeout; then a
+        // connection gets its turn.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            let connecting = endpoint.connect_with(client.clone(), target, &claims.parent)?;
+            match connecting.await {
+                Ok(connection) => {
+                    connection.close(0u32.into(), b"done");
+                    break;
+                }
+                Err(error) if tokio::time::Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    let _ = error;
+                }
+                Err(error) => anyhow::bail!("no turn came free: {error}"),
+            }
+        }
+        endpoint.wait_idle().await;
+        anyhow::Ok(())
+    })?;
+
+    let counter = |node: &Value| node["limitRefusals"]["handshakes"].as_u64().unwrap_or(0);
+    let counted = wait_for(
+        "eu's handshake refusals at the root",
+        Duration::from_secs(60),
+        || {
+            let tree = mesh.tree()?;
+            Ok(find_node(&tree, "eu").and_then(|(eu, _)| (counter(eu) >= 1).then_some(())))
+        },
+    );
+    if let Err(error) = counted {
+        anyhow::bail!("{error:#}\n{}", mesh.logs());
+    }
     Ok(())
 }
 

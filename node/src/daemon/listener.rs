@@ -20,7 +20,7 @@ use super::refusal_log::Line;
 use super::{unix_ms, BundleAccess, ChildBound, DaemonError, Event, Shared, CHILD_QUEUE};
 use crate::admission::{self, TokenLedger};
 use crate::identity::Identity;
-use crate::limits::Limit;
+use crate::limits::{Limit, HANDSHAKE_WAIT};
 use crate::pki::{self, Peer};
 use crate::store::BundleChunks;
 use crate::transport::{bundle_transfer, read_frame, write_frame, LinkError};
@@ -91,7 +91,15 @@ pub(super) async fn accept_loop(
             async move {
                 // Held until the connection ends.
                 let _slot = slot;
-                match incoming.await {
+                let Some(turn) = handshake_turn(&shared).await else {
+                    tracing::debug!(%remote, "refused a connection that waited too long for its handshake");
+                    shared.refusals.count(Limit::Handshakes);
+                    incoming.refuse();
+                    return;
+                };
+                let handshake = incoming.await;
+                drop(turn);
+                match handshake {
                     Ok(connection) => serve_connection(connection, shared, shutdown).await,
                     // A refused handshake (no shared ALPN, a certificate from
                     // another CA, an expired one) ends here; the client sees
@@ -109,6 +117,15 @@ pub(super) async fn accept_loop(
     }
     endpoint.close(0u32.into(), b"relay shutting down");
     endpoint.wait_idle().await;
+}
+
+/// A turn at a TLS handshake, once one of `--max-concurrent-handshakes` is
+/// free, or `None` after [`HANDSHAKE_WAIT`]: a reconnect storm's handshakes
+/// then take turns instead of all slowing down together, and the links
+/// already up keep their share of the CPU.
+async fn handshake_turn(shared: &Shared) -> Option<tokio::sync::OwnedSemaphorePermit> {
+    let turn = shared.handshakes.clone().acquire_owned();
+    tokio::time::timeout(HANDSHAKE_WAIT, turn).await.ok()?.ok()
 }
 
 /// The peer's identity, and whether this relay issued its certificate: a

@@ -42,6 +42,8 @@ pub(crate) struct Shared {
     pub joins: Arc<JoinRate>,
     /// Joins being worked on now.
     pub joins_in_progress: StreamGate,
+    /// Turns at a TLS handshake: a new connection waits for one.
+    pub handshakes: Arc<tokio::sync::Semaphore>,
     /// Refusals by the links and the API, until the loop counts them.
     pub refusals: Arc<Refusals>,
     /// The listener's refusals of peers logged lately (one line per peer

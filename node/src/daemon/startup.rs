@@ -108,6 +108,9 @@ pub(super) fn shared_state(
         connections: ConnectionGate::new(&options.limits),
         joins: Arc::new(JoinRate::new(options.limits.joins_per_minute_per_address)),
         joins_in_progress: StreamGate::new(options.limits.max_concurrent_joins),
+        handshakes: Arc::new(tokio::sync::Semaphore::new(
+            options.limits.max_concurrent_handshakes,
+        )),
         refusals: Arc::new(Refusals::default()),
         refusal_log: Arc::new(Mutex::new(refusal_log::RefusalLog::new(
             options.refusal_log_interval,

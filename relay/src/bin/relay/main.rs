@@ -267,6 +267,15 @@ struct LimitArgs {
           default_value_t = limits::DEFAULT_MAX_CONCURRENT_BUNDLE_SERVES as u64,
           value_parser = clap::value_parser!(u64).range(1..))]
     max_concurrent_bundle_serves: u64,
+    /// TLS handshakes worked on at once, from everyone (each signs with the
+    /// relay's key and checks a certificate chain); a new connection waits
+    /// its turn for up to 3 s, then is refused (counted as `handshakes`)
+    /// and its child redials after a jittered backoff. Bounds the CPU a
+    /// reconnect storm takes from established links.
+    #[arg(long, env = "RELAYMESH_MAX_CONCURRENT_HANDSHAKES", value_name = "N",
+          default_value_t = limits::DEFAULT_MAX_CONCURRENT_HANDSHAKES as u64,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    max_concurrent_handshakes: u64,
     /// The root's API watches one user (a certificate's common name) may
     /// have open at once; one more gets `429 TooManyRequests` (counted as
     /// `api-watches-per-user`).
@@ -293,6 +302,7 @@ impl LimitArgs {
             max_records_per_child: size(self.max_inventory_records_per_child),
             max_status_keys_per_child: size(self.max_status_keys_per_child),
             max_concurrent_bundle_serves: size(self.max_concurrent_bundle_serves),
+            max_concurrent_handshakes: size(self.max_concurrent_handshakes),
             max_api_watches_per_user: size(self.max_api_watches_per_user),
             max_api_watches: size(self.max_api_watches),
         }
