@@ -256,6 +256,7 @@ impl Core {
         // Placement entries are decided again first; `before` holds what
         // each child had of them.
         let mut before: BTreeMap<String, super::cut::Cut> = BTreeMap::new();
+        let mut digests = Vec::new();
         for change in changed {
             let was_placement = change
                 .before
@@ -267,9 +268,11 @@ impl Core {
                 .is_some_and(|entry| matches!(entry.target, Target::Placement(_)));
             if was_placement || is_placement {
                 // Logged already: the entry itself changed at the head.
-                before.insert(change.key.clone(), self.recut(now, &change.key).0);
+                let (cut, _) = self.recut(now, &change.key, &mut digests);
+                before.insert(change.key.clone(), cut);
             }
         }
+        self.persist(digests);
         let links: Vec<(LinkId, String)> = self
             .children
             .iter()

@@ -20,6 +20,7 @@ use super::cut::{digest, shared, Cut};
 use super::handover::Holds;
 use super::sorted::Cursor;
 use super::{Core, Now, INVENTORY_COALESCE};
+use crate::state::Mutation;
 
 /// One child's part of a placement (see [`Core::placement_parts`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -126,8 +127,14 @@ impl Core {
     /// Re-decides one placement entry; returns the cut it had before, and
     /// whether the new one differs from the last one persisted (a
     /// restarted relay's first cut is compared with the one before the
-    /// restart).
-    pub(super) fn recut(&mut self, now: Instant, key: &str) -> (Cut, bool) {
+    /// restart). The new digest goes into `mutations`, for the caller to
+    /// persist in one batch with the log record of the change.
+    pub(super) fn recut(
+        &mut self,
+        now: Instant,
+        key: &str,
+        mutations: &mut Vec<Mutation>,
+    ) -> (Cut, bool) {
         let old = self.decide(now, key);
         let stored = self.cuts.digests.get(key);
         let digest = match self.cuts.by_key.get(key) {
@@ -143,10 +150,10 @@ impl Core {
             Some(digest) => self.cuts.digests.insert(key.to_string(), digest),
             None => self.cuts.digests.remove(key),
         };
-        self.persist(vec![crate::state::Mutation::SetCutDigest {
+        mutations.push(Mutation::SetCutDigest {
             key: key.to_string(),
             digest,
-        }]);
+        });
         (old, true)
     }
 
@@ -623,10 +630,10 @@ impl Core {
         let mut mutations = Vec::new();
         for key in gone {
             self.cuts.digests.remove(&key);
-            mutations.push(crate::state::Mutation::SetCutDigest { key, digest: None });
+            mutations.push(Mutation::SetCutDigest { key, digest: None });
         }
         for key in keys {
-            if self.recut(now, &key).1 {
+            if self.recut(now, &key, &mut mutations).1 {
                 self.slice.touch(&key, &mut mutations);
             }
         }
@@ -640,7 +647,7 @@ impl Core {
         let mut forgotten = Vec::new();
         let mut logged = Vec::new();
         for key in self.placement_keys() {
-            let (old, changed) = self.recut(now, &key);
+            let (old, changed) = self.recut(now, &key, &mut logged);
             if changed {
                 // Before any delta goes out, so that one carrying the new
                 // cut ends at a revision after it.

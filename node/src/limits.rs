@@ -65,10 +65,11 @@ pub const DEFAULT_MAX_CONCURRENT_BUNDLE_SERVES: usize = 64;
 pub const DEFAULT_MAX_CONCURRENT_HANDSHAKES: usize = 64;
 
 /// How long a new connection waits for a turn at its handshake before it
-/// is refused (QUIC `CONNECTION_REFUSED`, counted as `handshakes`): well
-/// inside a child's own handshake timeout (the link's idle timeout, 10 s),
-/// so a child never gives up on a connection the relay is about to take.
-pub const HANDSHAKE_WAIT: Duration = Duration::from_secs(3);
+/// is refused (QUIC `CONNECTION_REFUSED`, counted as `handshakes`): inside
+/// a child's own handshake timeout (the link's idle timeout, 10 s), with
+/// time left for the handshake itself. With 3 s, more children were refused
+/// and backed off, and a storm's last ones came later (docs/performance.md).
+pub const HANDSHAKE_WAIT: Duration = Duration::from_secs(6);
 
 /// The API watches one user (a certificate's common name) may have open at
 /// once at the root.

@@ -215,7 +215,7 @@ fn a_thousand_connections_from_one_address_are_refused_past_the_limit() -> anyho
 }
 
 /// A relay works on `--max-concurrent-handshakes` handshakes at once: a
-/// connection that finds every turn taken for 3 s (`HANDSHAKE_WAIT`) is
+/// connection that finds every turn taken for 6 s (`HANDSHAKE_WAIT`) is
 /// refused before any TLS work and counted (`handshakes`); once a turn is
 /// free, connections get in again.
 #[test]
@@ -260,7 +260,7 @@ fn a_connection_waits_for_a_turn_at_its_handshake_and_is_refused_past_the_wait(
 
     runtime.block_on(async {
         let endpoint = quinn::Endpoint::client(ATTACKER.parse()?)?;
-        // Waits its 3 s, then is refused.
+        // Waits its 6 s, then is refused.
         let refused = endpoint
             .connect_with(client.clone(), target, &claims.parent)?
             .await;

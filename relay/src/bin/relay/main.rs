@@ -269,9 +269,9 @@ struct LimitArgs {
     max_concurrent_bundle_serves: u64,
     /// TLS handshakes worked on at once, from everyone (each signs with the
     /// relay's key and checks a certificate chain); a new connection waits
-    /// its turn for up to 3 s, then is refused (counted as `handshakes`)
-    /// and its child redials after a jittered backoff. Bounds the CPU a
-    /// reconnect storm takes from established links.
+    /// its turn for up to 6 s, then is refused (counted as `handshakes`)
+    /// and its child redials after a jittered backoff. A reconnect storm's
+    /// handshakes take turns instead of all slowing down together.
     #[arg(long, env = "RELAYMESH_MAX_CONCURRENT_HANDSHAKES", value_name = "N",
           default_value_t = limits::DEFAULT_MAX_CONCURRENT_HANDSHAKES as u64,
           value_parser = clap::value_parser!(u64).range(1..))]
