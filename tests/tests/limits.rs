@@ -192,22 +192,16 @@ fn a_thousand_connections_from_one_address_are_refused_past_the_limit() -> anyho
         let client = pki::quic_join_client_config(claims.ca_sha256, claims.parent_issuer_key)?;
         let address = claims.parent_addresses.first().context("eu's address")?;
         let target: SocketAddr = *resolve(address).await?.first().context("resolved")?;
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-        loop {
-            let connecting = endpoint.connect_with(client.clone(), target, &claims.parent)?;
-            match connecting.await {
-                Ok(connection) => {
-                    connection.close(0u32.into(), b"done");
-                    break;
-                }
-                Err(error) if tokio::time::Instant::now() < deadline => {
-                    // The relay notices closed connections as it reads them.
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    let _ = error;
-                }
-                Err(error) => anyhow::bail!("the address stays shut out: {error}"),
-            }
-        }
+        // The relay notices closed connections as it reads them.
+        connect_within(
+            &endpoint,
+            &client,
+            target,
+            &claims.parent,
+            Duration::from_secs(30),
+        )
+        .await
+        .context("the address stays shut out")?;
         endpoint.wait_idle().await;
         anyhow::Ok(())
     })?;
@@ -271,21 +265,15 @@ fn a_connection_waits_for_a_turn_at_its_handshake_and_is_refused_past_the_wait(
         }
         // The stalled handshake ends with eu's idle timeout; then a
         // connection gets its turn.
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-        loop {
-            let connecting = endpoint.connect_with(client.clone(), target, &claims.parent)?;
-            match connecting.await {
-                Ok(connection) => {
-                    connection.close(0u32.into(), b"done");
-                    break;
-                }
-                Err(error) if tokio::time::Instant::now() < deadline => {
-                    tokio::time::sleep(Duration::from_millis(200)).await;
-                    let _ = error;
-                }
-                Err(error) => anyhow::bail!("no turn came free: {error}"),
-            }
-        }
+        connect_within(
+            &endpoint,
+            &client,
+            target,
+            &claims.parent,
+            Duration::from_secs(60),
+        )
+        .await
+        .context("no turn came free")?;
         endpoint.wait_idle().await;
         anyhow::Ok(())
     })?;
@@ -303,6 +291,33 @@ fn a_connection_waits_for_a_turn_at_its_handshake_and_is_refused_past_the_wait(
         anyhow::bail!("{error:#}\n{}", mesh.logs());
     }
     Ok(())
+}
+
+/// Dials `target` until a connection is accepted (and closes it), for up
+/// to `within`; the last error past that.
+async fn connect_within(
+    endpoint: &quinn::Endpoint,
+    client: &quinn::ClientConfig,
+    target: SocketAddr,
+    server_name: &str,
+    within: Duration,
+) -> anyhow::Result<()> {
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        match endpoint
+            .connect_with(client.clone(), target, server_name)?
+            .await
+        {
+            Ok(connection) => {
+                connection.close(0u32.into(), b"done");
+                return Ok(());
+            }
+            Err(_) if tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(error) => return Err(error.into()),
+        }
+    }
 }
 
 #[test]

@@ -139,6 +139,12 @@ fn render(
             None => {}
         }
     }
+    let star = star_against_tree(reports);
+    match star.as_ref().and_then(|(_, goal_met)| *goal_met) {
+        Some(true) => met += 1,
+        Some(false) => missed += 1,
+        None => {}
+    }
     if met + missed > 0 {
         writeln!(page, "\nGoals: {met} met, {missed} not met.")?;
     }
@@ -181,8 +187,8 @@ fn render(
             writeln!(page, "\n{note}")?;
         }
         if report.benchmark == "fanout-star" {
-            if let Some(table) = star_against_tree(reports) {
-                page.push_str(&table);
+            if let Some((table, _)) = &star {
+                page.push_str(table);
             }
         }
     }
@@ -190,8 +196,11 @@ fn render(
 }
 
 /// The flat star's time to all applied against the tree's, for every N
-/// both runs have (from their "all applied" series).
-fn star_against_tree(reports: &[Report]) -> Option<String> {
+/// both runs have (from their "all applied" series), and whether the
+/// star at 5,000 was within 1.5 × the tree (issue 35), if both ran it.
+fn star_against_tree(reports: &[Report]) -> Option<(String, Option<bool>)> {
+    const GOAL_AT: f64 = 5000.0;
+    const GOAL: f64 = 1.5;
     let all_applied = |name: &str| -> Option<Vec<(f64, f64)>> {
         let report = reports.iter().find(|report| report.benchmark == name)?;
         let line = report
@@ -204,23 +213,31 @@ fn star_against_tree(reports: &[Report]) -> Option<String> {
     let (tree, star) = (all_applied("fanout")?, all_applied("fanout-star")?);
     let mut table = String::from(
         "\nThe flat star against the tree (`fanout`), time until all N applied:\n\n\
-         | N | tree | flat star | star / tree |\n|---:|---:|---:|---:|\n",
+         | N | tree | flat star | star / tree | goal | |\n|---:|---:|---:|---:|---|---|\n",
     );
-    let mut rows = 0;
+    let (mut rows, mut goal_met) = (0, None);
     for (n, star_secs) in star {
         if let Some((_, tree_secs)) = tree.iter().find(|(x, _)| *x == n) {
+            let ratio = star_secs / tree_secs.max(f64::EPSILON);
+            let (goal, verdict) = if n == GOAL_AT {
+                goal_met = Some(ratio <= GOAL);
+                let verdict = if ratio <= GOAL { "met" } else { "**not met**" };
+                ("at most 1.5 at N = 5,000", verdict)
+            } else {
+                ("", "")
+            };
             let _ = writeln!(
                 table,
-                "| {} | {} s | {} s | {} |",
+                "| {} | {} s | {} s | {} | {goal} | {verdict} |",
                 format_value(n),
                 format_value(*tree_secs),
                 format_value(star_secs),
-                format_value(star_secs / tree_secs.max(f64::EPSILON))
+                format_value(ratio)
             );
             rows += 1;
         }
     }
-    (rows > 0).then_some(table)
+    (rows > 0).then_some((table, goal_met))
 }
 
 /// Draws `series` as an SVG line chart at `path`.
@@ -353,13 +370,28 @@ mod tests {
             with_times("fanout", vec![(1000.0, 2.0), (5000.0, 8.0)]),
             with_times("fanout-star", vec![(1000.0, 3.0), (10000.0, 9.0)]),
         ];
-        let table = star_against_tree(&reports).expect("a table");
-        assert!(table.contains("| 1000 | 2 s | 3 s | 1.50 |"), "{table}");
+        let (table, goal_met) = star_against_tree(&reports).expect("a table");
+        assert!(
+            table.contains("| 1000 | 2 s | 3 s | 1.50 |  |  |"),
+            "{table}"
+        );
         assert!(
             !table.contains("| 5000 |") && !table.contains("| 10000 |"),
             "{table}"
         );
+        assert_eq!(goal_met, None, "neither ran 5,000 both ways");
         assert!(star_against_tree(&reports[..1]).is_none());
+        // At 5,000 the goal: within 1.5 × the tree.
+        for (star_secs, met, verdict) in [(11.0, true, "| met |"), (13.0, false, "| **not met** |")]
+        {
+            let reports = [
+                with_times("fanout", vec![(5000.0, 8.0)]),
+                with_times("fanout-star", vec![(5000.0, star_secs)]),
+            ];
+            let (table, goal_met) = star_against_tree(&reports).expect("a table");
+            assert_eq!(goal_met, Some(met), "{table}");
+            assert!(table.contains(verdict), "{table}");
+        }
         Ok(())
     }
 
