@@ -121,8 +121,7 @@ pub(super) async fn accept_loop(
 
 /// A turn at a TLS handshake, once one of `--max-concurrent-handshakes` is
 /// free, or `None` after [`HANDSHAKE_WAIT`]: a reconnect storm's handshakes
-/// then take turns instead of all slowing down together, and the links
-/// already up keep their share of the CPU.
+/// then take turns instead of all slowing down together.
 async fn handshake_turn(shared: &Shared) -> Option<tokio::sync::OwnedSemaphorePermit> {
     let turn = shared.handshakes.clone().acquire_owned();
     tokio::time::timeout(HANDSHAKE_WAIT, turn).await.ok()?.ok()
