@@ -148,7 +148,13 @@ fn a_root_on_etcd_serves_places_and_says_when_etcd_has_no_quorum() -> anyhow::Re
     // its next write and exits, as a deposed leader must, and its
     // supervisor (deploy/systemd: Restart=always) starts it again. That
     // exit, and no other, is restarted here.
-    mesh.apply(&web_workload("nginx:1.29", 1, "{names: [edge-1]}", ""))?;
+    // etcd may still refuse a request or two while its members settle
+    // (a 503 from the root, stress run of 2026-11-29): the apply is made
+    // again until it is taken.
+    let workload = web_workload("nginx:1.29", 1, "{names: [edge-1]}", "");
+    wait_for("the new image applied at the root", SETTLE, || {
+        mesh.apply(&workload).map(Some)
+    })?;
     let mut restarted = false;
     wait_for("nginx:1.29 on the cluster", SETTLE, || {
         if !restarted && root.exit_status()?.is_some() {
