@@ -22,4 +22,5 @@ pub mod root;
 pub mod simulation;
 pub mod sled_churn;
 pub mod store;
+pub mod stored;
 pub mod storm;

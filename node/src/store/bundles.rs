@@ -58,6 +58,13 @@ impl Store {
         Ok(Some(len))
     }
 
+    /// Events from now on for every bundle becoming held (an insert at
+    /// [`BundleWriter::commit`]) or removed: for a benchmark to time when
+    /// a bundle reached a node's disk, which no status reports.
+    pub fn watch_bundles(&self) -> sled::Subscriber {
+        self.bundles.watch_prefix(Vec::<u8>::new())
+    }
+
     /// A reader of a held bundle's chunks, in order.
     pub fn bundle_chunks(&self, id: &BundleId) -> Result<Option<BundleChunks>, StoreError> {
         Ok(self.bundle_len(id)?.map(|len| BundleChunks {

@@ -1,8 +1,9 @@
 //! `testbed bench fanout` (and the root-egress figures measured in the same
 //! runs): one bundle of about 100 KB placed on every one of N hollow agents
 //! below a tree of relay processes, timed from the Placement's creation at
-//! the root until each hollow cluster has the object applied, and until the
-//! root's Placement status counts all N applied.
+//! the root until each agent's store holds the bundle ([`super::stored`]),
+//! until each hollow cluster has the object applied, and until the root's
+//! Placement status counts all N applied.
 //!
 //! Root egress is read from the root's own link statistics (quinn's
 //! connection stats of each child link, `status.bytesSent` of the root's
@@ -28,6 +29,7 @@ use super::root::{
     create_namespace, filler, next_root_links, placement_counts, placements_api, root_links,
     NEXT_SAMPLE,
 };
+use super::stored::FirstBundles;
 use crate::hollow::HollowCluster;
 use crate::up::{Fleet, UpOptions};
 
@@ -37,6 +39,9 @@ const NAMESPACE: &str = "bench";
 const PAYLOAD: &str = "payload";
 /// How often the clusters and the root are looked at while waiting.
 const POLL: Duration = Duration::from_millis(20);
+/// How long, once every cluster has the object, the store watchers may
+/// take to report.
+const STORED_GRACE: Duration = Duration::from_secs(10);
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -71,6 +76,18 @@ pub struct FanoutRun {
     pub p50: f64,
     /// See `p50`.
     pub p99: f64,
+    /// Seconds from the Placement's creation until every agent's store held
+    /// the bundle (before the apply; the figure beside a message system's
+    /// delivery).
+    #[serde(default)]
+    pub all_stored: f64,
+    /// Per-agent seconds until its store held the bundle, median and 99th
+    /// percentile.
+    #[serde(default)]
+    pub stored_p50: f64,
+    /// See `stored_p50`.
+    #[serde(default)]
+    pub stored_p99: f64,
     /// Seconds until the root's Placement status counted every cluster
     /// applied.
     pub root_status: f64,
@@ -130,8 +147,8 @@ pub fn reports(options: &FanoutOptions, runs: &[FanoutRun]) -> (Report, Report, 
         "One ConfigMap of {} bytes placed on every one of N hollow agents (the edge-agent \
          crate's code, in the testbed's process, each with its own certificate, QUIC \
          connection and store) below relay processes ({}), timed from the Placement's \
-         creation at the root until each hollow cluster recorded the write, and until the \
-         root's Placement status counted all N.",
+         creation at the root until each agent's store held the bundle, until each hollow \
+         cluster recorded the write, and until the root's Placement status counted all N.",
         options.payload_bytes,
         shape(&options.relays_per_level)
     );
@@ -153,6 +170,11 @@ pub fn reports(options: &FanoutOptions, runs: &[FanoutRun]) -> (Report, Report, 
             all = all.with_goal("under 10 s at N = 10,000", |v| v < 10.0);
         }
         fanout.figure(all);
+        fanout.figure(Figure::new(
+            format!("all {n} stores held the bundle"),
+            run.all_stored,
+            "s",
+        ));
         fanout.figure(Figure::new(format!("per agent p50, N = {n}"), run.p50, "s"));
         fanout.figure(Figure::new(format!("per agent p99, N = {n}"), run.p99, "s"));
         fanout.figure(Figure::new(
@@ -382,6 +404,7 @@ async fn measure(
     };
     let (relays_cpu_before, agents_cpu_before) =
         (cpu(&pids), cpu_seconds(std::process::id()).unwrap_or(0.0));
+    let first_bundles = FirstBundles::watch(hollow.stores());
     let start = tokio::time::Instant::now();
     placements
         .create(&PostParams::default(), &placement)
@@ -398,6 +421,19 @@ async fn measure(
     .await?;
     let relays_cpu = cpu(&pids) - relays_cpu_before;
     let agents_cpu = cpu_seconds(std::process::id()).unwrap_or(0.0) - agents_cpu_before;
+    // An agent applies what its store holds, so every store held the
+    // bundle by now; the grace covers only the watchers' own wake-ups.
+    let mut stored: Vec<f64> = first_bundles
+        .collect(start, tokio::time::Instant::now() + STORED_GRACE)
+        .await
+        .into_values()
+        .collect();
+    if stored.len() != agents {
+        bail!(
+            "{} of {agents} agents applied the object but their stores never showed the bundle",
+            agents - stored.len().min(agents)
+        );
+    }
     // The root's bytes are read only now: each read lists every node, O(N)
     // work of the root's for the benchmark, which read once a second
     // during the fanout was a quarter of the root's CPU in a star of
@@ -411,6 +447,9 @@ async fn measure(
     .await
     .context("the root's link statistics never showed the bundle")?;
     let after = next_root_links(fleet, &grown, NEXT_SAMPLE, |_| true).await?;
+    let all_stored = stored.iter().copied().fold(0.0, f64::max);
+    let stored_p50 = quantile(&mut stored, 0.5);
+    let stored_p99 = quantile(&mut stored, 0.99);
     let all_applied = latencies.iter().copied().fold(0.0, f64::max);
     let p50 = quantile(&mut latencies, 0.5);
     let p99 = quantile(&mut latencies, 0.99);
@@ -434,6 +473,9 @@ async fn measure(
         all_applied,
         p50,
         p99,
+        all_stored,
+        stored_p50,
+        stored_p99,
         root_status,
         bundle_bytes,
         root_children,

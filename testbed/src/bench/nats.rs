@@ -14,8 +14,10 @@
 //! relaymesh: [`super::fanout`]'s runs with the same N, shape and payload,
 //! in the same command. NATS core delivers at most once, from memory;
 //! relaymesh persists the bundle in every relay's store, deduplicates it by
-//! content and acknowledges status back to the root. The goal (issue 11's)
-//! is that all this costs relaymesh no more than 1.5× NATS's time.
+//! content and acknowledges status back to the root. Two times are set
+//! beside NATS's: until every agent's store held the bundle (the like of
+//! "every subscriber received"; the goal, issue 35's, is at most 2× NATS's
+//! time) and until every cluster applied it (shown, no goal).
 
 pub mod servers;
 
@@ -45,8 +47,9 @@ const SUBSCRIBED: &str = "bench.>";
 const PROBE_EVERY: Duration = Duration::from_millis(20);
 /// Subscribers connecting at once.
 const CONNECTING: usize = 32;
-/// The ratio relaymesh / NATS the issue asks for.
-const GOAL_RATIO: f64 = 1.5;
+/// The ratio relaymesh / NATS the issue asks for, every receiver holding
+/// the payload.
+const GOAL_RATIO: f64 = 2.0;
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -143,7 +146,8 @@ pub fn report(options: &NatsOptions, runs: &[PeersNatsRun]) -> Report {
          (Debian's nats-server, a hub and leaf-node servers, each subscriber its own \
          client connection to a deepest server), timed from the publish at the hub until \
          every subscriber held it; and relaymesh's fanout (relay processes, hollow agents), \
-         timed from the Placement at the root until every hollow cluster had the object.",
+         timed from the Placement at the root until every agent's store held the bundle, \
+         and until every hollow cluster had the object applied.",
         options.payload_bytes,
         fanout::shape(&options.relays_per_level),
     );
@@ -171,6 +175,16 @@ pub fn report(options: &NatsOptions, runs: &[PeersNatsRun]) -> Report {
             "s",
         ));
         report.figure(Figure::new(
+            format!("relaymesh, all {n} stores held the bundle"),
+            run.relaymesh.all_stored,
+            "s",
+        ));
+        report.figure(Figure::new(
+            format!("relaymesh per agent store p50, N = {n}"),
+            run.relaymesh.stored_p50,
+            "s",
+        ));
+        report.figure(Figure::new(
             format!("relaymesh, all {n} applied"),
             run.relaymesh.all_applied,
             "s",
@@ -185,14 +199,20 @@ pub fn report(options: &NatsOptions, runs: &[PeersNatsRun]) -> Report {
             run.relaymesh.p99,
             "s",
         ));
+        let nats = run.nats.all_received.max(f64::MIN_POSITIVE);
         report.figure(
             Figure::new(
-                format!("relaymesh / NATS, all delivered, N = {n}"),
-                run.relaymesh.all_applied / run.nats.all_received.max(f64::MIN_POSITIVE),
+                format!("relaymesh stored / NATS received, N = {n}"),
+                run.relaymesh.all_stored / nats,
                 "×",
             )
-            .with_goal("at most 1.5×", |ratio| ratio <= GOAL_RATIO),
+            .with_goal("at most 2×", |ratio| ratio <= GOAL_RATIO),
         );
+        report.figure(Figure::new(
+            format!("relaymesh applied / NATS received, N = {n}"),
+            run.relaymesh.all_applied / nats,
+            "×",
+        ));
     }
     let points = |value: fn(&PeersNatsRun) -> f64| -> Vec<(f64, f64)> {
         runs.iter()
@@ -204,6 +224,10 @@ pub fn report(options: &NatsOptions, runs: &[PeersNatsRun]) -> Report {
         x_label: "subscribers / hollow agents".into(),
         y_label: "seconds".into(),
         lines: vec![
+            Line {
+                label: "relaymesh, all stores held it".into(),
+                points: points(|run| run.relaymesh.all_stored),
+            },
             Line {
                 label: "relaymesh, all applied".into(),
                 points: points(|run| run.relaymesh.all_applied),

@@ -178,6 +178,13 @@ impl HollowAgents {
         &self.clusters
     }
 
+    /// Every agent's store, by agent name.
+    pub fn stores(&self) -> impl Iterator<Item = (&str, &Store)> {
+        self.agents
+            .iter()
+            .map(|(name, agent)| (name.as_str(), &agent.store))
+    }
+
     /// UDP payload bytes every agent sent so far (QUIC packets, keep-alives
     /// and handshakes included), from their sockets' counters.
     pub fn bytes_sent(&self) -> u64 {
