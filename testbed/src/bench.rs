@@ -24,3 +24,4 @@ pub mod sled_churn;
 pub mod store;
 pub mod stored;
 pub mod storm;
+pub mod window;

@@ -406,6 +406,7 @@ async fn measure(
         (cpu(&pids), cpu_seconds(std::process::id()).unwrap_or(0.0));
     let first_bundles = FirstBundles::watch(hollow.stores());
     let start = tokio::time::Instant::now();
+    let window = super::window::now();
     placements
         .create(&PostParams::default(), &placement)
         .await
@@ -419,6 +420,7 @@ async fn measure(
         agents,
     )
     .await?;
+    super::window::log(&options.name, window);
     let relays_cpu = cpu(&pids) - relays_cpu_before;
     let agents_cpu = cpu_seconds(std::process::id()).unwrap_or(0.0) - agents_cpu_before;
     // An agent applies what its store holds, so every store held the

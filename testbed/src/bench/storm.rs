@@ -205,6 +205,7 @@ async fn measure(fleet: &mut Fleet, options: &StormOptions) -> anyhow::Result<St
             .context("cannot move the storm Placement to storm-2")?;
         fleet.restart_daemon(&victim)?;
         let restarted = Instant::now();
+        let window = super::window::now();
         let relay_pid = fleet
             .daemon_pids()
             .into_iter()
@@ -218,6 +219,7 @@ async fn measure(fleet: &mut Fleet, options: &StormOptions) -> anyhow::Result<St
         let mut latencies =
             wait_applied(&victim_clusters, "storm-2", options.timeout, restarted).await?;
         let converged = Instant::now();
+        super::window::log("storm", window);
         let relay_cpu = relay_pid.and_then(cpu_seconds);
         let agents_cpu = cpu_seconds(std::process::id())
             .zip(agents_cpu_before)
