@@ -12,7 +12,6 @@
 
 use std::time::Duration;
 
-use anyhow::Context as _;
 use relaymesh_testbed::bench::fanout::{self, FanoutOptions};
 use relaymesh_testbed::bench::nats::{self, NatsOptions};
 use relaymesh_tests::bin_dir;
