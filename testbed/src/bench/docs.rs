@@ -99,8 +99,9 @@ fn profiles(plots: &Path, link_dir: &Path) -> anyhow::Result<String> {
     let mut section = String::from(
         "\n## Profiles\n\n\
          `scripts/profile` records each run below with `perf record -g` (release builds \
-         with frame pointers, every process of the run) and names its top costs with \
-         `scripts/profile-top`: shares of each process kind's samples.\n",
+         with frame pointers, every process of the run), keeps the samples of the seconds \
+         the benchmark times, and names the top costs with `scripts/profile-top`: for each \
+         process kind, its samples by cost, then the functions and symbols with the most.\n",
     );
     let prefix = format!("{}/", link_dir.display());
     for path in found {
