@@ -24,7 +24,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DynamicObject, PostParams};
 use serde_json::json;
 
-use super::report::{cpu_seconds, quantile, rss_kib, Figure, Line, Report, Series};
+use super::report::{cpu_seconds, rss_kib, spread, Figure, Line, Report, Series};
 use super::root::{
     create_namespace, filler, next_root_links, placement_counts, placements_api, root_links,
     NEXT_SAMPLE,
@@ -402,9 +402,10 @@ async fn measure(
     let cpu = |pids: &[(String, u32)]| -> f64 {
         pids.iter().filter_map(|(_, pid)| cpu_seconds(*pid)).sum()
     };
+    // Before the CPU is read: setting up the watchers is not the fanout's.
+    let first_bundles = FirstBundles::watch(hollow.stores());
     let (relays_cpu_before, agents_cpu_before) =
         (cpu(&pids), cpu_seconds(std::process::id()).unwrap_or(0.0));
-    let first_bundles = FirstBundles::watch(hollow.stores());
     let start = tokio::time::Instant::now();
     let window = super::window::now();
     placements
@@ -449,12 +450,8 @@ async fn measure(
     .await
     .context("the root's link statistics never showed the bundle")?;
     let after = next_root_links(fleet, &grown, NEXT_SAMPLE, |_| true).await?;
-    let all_stored = stored.iter().copied().fold(0.0, f64::max);
-    let stored_p50 = quantile(&mut stored, 0.5);
-    let stored_p99 = quantile(&mut stored, 0.99);
-    let all_applied = latencies.iter().copied().fold(0.0, f64::max);
-    let p50 = quantile(&mut latencies, 0.5);
-    let p99 = quantile(&mut latencies, 0.99);
+    let stored = spread(&mut stored);
+    let applied = spread(&mut latencies);
     let root_children = after.len();
     let (mut wire, mut served, mut transfers) = (0, 0, 0);
     for (name, link) in &after {
@@ -472,12 +469,12 @@ async fn measure(
     };
     Ok(FanoutRun {
         agents,
-        all_applied,
-        p50,
-        p99,
-        all_stored,
-        stored_p50,
-        stored_p99,
+        all_applied: applied.all,
+        p50: applied.p50,
+        p99: applied.p99,
+        all_stored: stored.all,
+        stored_p50: stored.p50,
+        stored_p99: stored.p99,
         root_status,
         bundle_bytes,
         root_children,

@@ -33,7 +33,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::fanout::{self, FanoutOptions, FanoutRun};
-use super::report::{quantile, Figure, Line, Report, Series};
+use super::report::{spread, Figure, Line, Report, Series};
 use crate::up;
 
 /// The subject probes are published on.
@@ -353,14 +353,15 @@ async fn deliver(
     if inexact > 0 {
         bail!("{inexact} of {subscribers} subscribers received a payload that differs from the one sent");
     }
-    let all_received = latencies.iter().copied().fold(0.0, f64::max);
+    let received = latencies.len();
+    let spread = spread(&mut latencies);
     Ok(NatsRun {
         subscribers,
-        received: latencies.len(),
+        received,
         servers: tree.len(),
-        all_received,
-        p50: quantile(&mut latencies, 0.5),
-        p99: quantile(&mut latencies, 0.99),
+        all_received: spread.all,
+        p50: spread.p50,
+        p99: spread.p99,
     })
 }
 

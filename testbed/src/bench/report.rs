@@ -264,6 +264,27 @@ pub fn quantile(values: &mut [f64], q: f64) -> f64 {
     values[rank.clamp(1, values.len()) - 1]
 }
 
+/// The largest of `values` (the last receiver's time), its median and its
+/// 99th percentile by nearest rank; zeros when empty.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Spread {
+    /// The largest value.
+    pub all: f64,
+    /// The median.
+    pub p50: f64,
+    /// The 99th percentile.
+    pub p99: f64,
+}
+
+/// The [`Spread`] of `values` (which it sorts).
+pub fn spread(values: &mut [f64]) -> Spread {
+    Spread {
+        all: quantile(values, 1.0),
+        p50: quantile(values, 0.5),
+        p99: quantile(values, 0.99),
+    }
+}
+
 /// This process's peak resident memory (`VmHWM`), in KiB.
 pub fn peak_rss_kib() -> Option<u64> {
     status_kib(
@@ -324,6 +345,19 @@ mod tests {
         assert_eq!(quantile(&mut values, 1.0), 100.0);
         assert_eq!(quantile(&mut [7.0], 0.99), 7.0);
         assert_eq!(quantile(&mut [], 0.5), 0.0);
+        let mut values: Vec<f64> = (1..=100).rev().map(f64::from).collect();
+        let expected = Spread {
+            all: 100.0,
+            p50: 50.0,
+            p99: 99.0,
+        };
+        assert_eq!(spread(&mut values), expected);
+        let none = Spread {
+            all: 0.0,
+            p50: 0.0,
+            p99: 0.0,
+        };
+        assert_eq!(spread(&mut []), none);
     }
 
     #[test]

@@ -19,7 +19,7 @@ use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use super::report::{cpu_seconds, quantile, Figure, Report};
+use super::report::{cpu_seconds, spread, Figure, Report};
 use super::root::{create_namespace, filler, placements_api};
 use crate::hollow::HollowCluster;
 use crate::up::{Fleet, UpOptions};
@@ -237,11 +237,12 @@ async fn measure(fleet: &mut Fleet, options: &StormOptions) -> anyhow::Result<St
             (before, during)
         };
         let storm_secs = converged.duration_since(killed).as_secs_f64();
+        let converged_after = spread(&mut latencies);
         anyhow::Ok(StormRun {
             agents: victims.len(),
-            all_converged: latencies.iter().copied().fold(0.0, f64::max),
-            p50: quantile(&mut latencies, 0.5),
-            p99: quantile(&mut latencies, 0.99),
+            all_converged: converged_after.all,
+            p50: converged_after.p50,
+            p99: converged_after.p99,
             down: restarted.duration_since(killed).as_secs_f64(),
             busy_before: before as f64 / baseline.max(f64::EPSILON),
             busy_during: during as f64 / storm_secs.max(f64::EPSILON),
