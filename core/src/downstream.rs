@@ -76,6 +76,7 @@ impl Core {
             ));
         };
         if let Some(old) = self.links_by_name.remove(name) {
+            self.relink_child_status(name);
             self.children.remove(&old);
             self.queries_link_lost(now, old, name);
             self.actions.push_back(Action::CloseChild {
@@ -114,6 +115,7 @@ impl Core {
             },
         );
         self.links_by_name.insert(name.to_string(), link);
+        self.relink_child_status(name);
         let mut ancestors = self.ancestors.clone();
         ancestors.push(self.name.clone());
         self.send_down(
@@ -213,6 +215,7 @@ impl Core {
         };
         if self.links_by_name.get(&child.name) == Some(&link) {
             self.links_by_name.remove(&child.name);
+            self.relink_child_status(&child.name);
         }
         tracing::info!(child = %child.name, link, "child disconnected");
         self.queries_link_lost(now, link, &child.name);

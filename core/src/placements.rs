@@ -94,6 +94,13 @@ pub(super) struct LeftOut<'a> {
 }
 
 impl<'a> LeftOut<'a> {
+    /// Whether one child's report is left out.
+    pub(super) fn contains(&self, child: &str) -> bool {
+        self.cut.is_some_and(|cut| !cut.contains_key(child))
+            || self.dropped.is_some_and(|dropped| dropped.contains(child))
+            || self.drained.is_some_and(|drained| drained.contains(child))
+    }
+
     /// Whether a child's report is left out, for children asked in
     /// ascending name order: the cut is walked once (see `sorted.rs`).
     pub(super) fn in_order(&self) -> impl FnMut(&str) -> bool + 'a {
@@ -124,7 +131,15 @@ impl Core {
     }
 
     /// Decides one placement entry anew; returns the cut it had before.
+    /// The children whose reports count may change with it: the kept
+    /// status merges are made anew on their next read.
     pub(super) fn decide(&mut self, now: Instant, key: &str) -> Cut {
+        let old = self.decide_cut(now, key);
+        self.statuses_stale();
+        old
+    }
+
+    fn decide_cut(&mut self, now: Instant, key: &str) -> Cut {
         let old = self.cuts.by_key.remove(key).unwrap_or_default();
         let Some(entry) = self.slice.entry(key).cloned() else {
             self.cuts.previous.remove(key);

@@ -40,6 +40,7 @@ impl Core {
     /// moved).
     pub(super) fn drop_child(&mut self, now: Now, name: &str, refusal: Refusal) {
         if let Some(link) = self.links_by_name.remove(name) {
+            self.relink_child_status(name);
             self.children.remove(&link);
             tracing::warn!(child = name, link, %refusal, "closing a child's link");
             self.actions.push_back(Action::CloseChild { link, refusal });

@@ -3,7 +3,6 @@
 //! (`topology::summary`) and forwarded to the parent as changes, coalesced
 //! with the inventory. A disconnected child's clusters count as offline.
 
-use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 
 use relaymesh_protocol::message::UpMessage;
@@ -14,6 +13,8 @@ use relaymesh_topology::summary;
 use super::sorted::Cursor;
 use super::{Action, Core, Now};
 use relaymesh_protocol::limits::Limit;
+
+mod merges;
 
 /// Statuses by placement key. Boxed: a map's node holds eleven values, and
 /// most of these maps (an agent's own, a relay's per child) hold one or
@@ -35,6 +36,8 @@ pub(crate) struct Statuses {
     version: u64,
     /// The most placements one child may report.
     max_keys_per_child: usize,
+    /// Each placement's merge, kept as children report.
+    merges: merges::Merges,
     /// Nothing goes up: this node moved to a new parent and waits for the
     /// root to settle the move (see [`relaymesh_protocol::moves`]).
     pub held: bool,
@@ -49,6 +52,7 @@ impl Statuses {
             dirty: false,
             version: 0,
             max_keys_per_child,
+            merges: merges::Merges::default(),
             held: false,
         }
     }
@@ -81,7 +85,14 @@ impl Core {
 
     /// The merged status of one placement below (and at) this node.
     pub fn placement_status(&self, key: &str) -> Option<PlacementStatus> {
-        self.merged_key(key)
+        let merged = self.merged_key(key);
+        #[cfg(debug_assertions)]
+        assert_eq!(
+            merged,
+            self.merged_over_every_child(key),
+            "the kept merge of {key} differs from a merge over every child"
+        );
+        merged
     }
 
     /// What each child reported for placement `key`, by child name: its
@@ -143,21 +154,25 @@ impl Core {
         if handing_over || self.values_moved(child, &update) {
             self.schedule_recut(now);
         }
-        let reported = self.statuses.children.entry(child.to_string()).or_default();
-        if update.full {
-            reported.clear();
-        }
-        for key in update.removals {
-            reported.remove(&key);
-        }
-        let mut refused: u64 = 0;
-        for (key, status) in update.upserts {
-            if reported.len() >= self.statuses.max_keys_per_child && !reported.contains_key(&key) {
-                refused = refused.saturating_add(1);
-                continue;
+        let refused = self.restatus_child(child, |core| {
+            let max_keys = core.statuses.max_keys_per_child;
+            let reported = core.statuses.children.entry(child.to_string()).or_default();
+            if update.full {
+                reported.clear();
             }
-            reported.insert(key, Box::new(status));
-        }
+            for key in update.removals {
+                reported.remove(&key);
+            }
+            let mut refused: u64 = 0;
+            for (key, status) in update.upserts {
+                if reported.len() >= max_keys && !reported.contains_key(&key) {
+                    refused = refused.saturating_add(1);
+                    continue;
+                }
+                reported.insert(key, Box::new(status));
+            }
+            refused
+        });
         if refused > 0 {
             tracing::warn!(
                 child,
@@ -177,7 +192,7 @@ impl Core {
 
     /// Forgets what a child reported: it left the tree (it was revoked).
     pub(super) fn forget_child_status(&mut self, now: Now, child: &str) {
-        if self.statuses.children.remove(child).is_some() {
+        if self.restatus_child(child, |core| core.statuses.children.remove(child).is_some()) {
             self.status_changed(now);
         }
     }
@@ -185,20 +200,28 @@ impl Core {
     /// Forgets what a disconnected child reported of placement `key`, which
     /// it no longer has: it would count as offline there for ever.
     pub(super) fn forget_child_placement_status(&mut self, child: &str, key: &str) {
-        let removed = self
-            .statuses
-            .children
-            .get_mut(child)
-            .is_some_and(|reported| reported.remove(key).is_some());
+        let removed = self.restatus_child(child, |core| {
+            core.statuses
+                .children
+                .get_mut(child)
+                .is_some_and(|reported| reported.remove(key).is_some())
+        });
         if removed {
             self.statuses.dirty = true;
             self.statuses.version += 1;
         }
     }
 
+    /// Which children's reports count for a placement may have changed (a
+    /// new cut): its kept merge is made anew on its next read.
+    pub(super) fn statuses_stale(&mut self) {
+        self.statuses.merges.stale();
+    }
+
     /// Which children's reports count changed (a handover began or ended):
     /// the merged status is to be sent again.
     pub(super) fn status_parts_changed(&mut self) {
+        self.statuses_stale();
         self.statuses.dirty = true;
         self.statuses.version += 1;
     }
@@ -300,18 +323,19 @@ impl Core {
             .statuses
             .own
             .keys()
-            .chain(self.statuses.children.values().flat_map(BTreeMap::keys))
+            .chain(self.statuses.merges.reported_keys())
             .collect();
         keys.into_iter()
-            .filter_map(|key| Some((key.clone(), Box::new(self.merged_key(key)?))))
+            .filter_map(|key| Some((key.clone(), Box::new(self.placement_status(key)?))))
             .collect()
     }
 
-    /// One placement's merged status: O(children), where [`Self::merged`]
-    /// is O(children × placements). Borrows what connected children
-    /// reported: a copy of each was a third of the cost at the root of a
-    /// star of 5,000 (docs/performance.md).
-    fn merged_key(&self, key: &str) -> Option<PlacementStatus> {
+    /// One placement's merged status, merged anew over every child: what
+    /// the kept merges ([`merges`]) must equal, checked on every read in
+    /// debug builds (every test of the workspace).
+    #[cfg(debug_assertions)]
+    fn merged_over_every_child(&self, key: &str) -> Option<PlacementStatus> {
+        use std::borrow::Cow;
         let mut parts: Vec<Cow<'_, PlacementStatus>> = Vec::new();
         // Reported at all, if only by children whose reports are left out.
         let mut known = false;

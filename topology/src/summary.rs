@@ -17,11 +17,17 @@
 //! * the objects' own statuses survive only while the merged status covers
 //!   exactly one cluster ([`PlacementStatus::objects`]).
 //!
+//! A relay keeps each placement's merge as a [`Tally`], which takes one
+//! child's part out and puts its new one in without merging the others.
+//!
 //! Everything a child reports is bounded again on merge: a hostile child's
 //! huge counts saturate, its long lists are cut, its non-finite numbers are
 //! dropped.
 
 use std::collections::BTreeMap;
+
+mod tally;
+pub use tally::Tally;
 
 use relaymesh_protocol::status::{
     MAX_FAILING_CLUSTERS, MAX_GROUPS, MAX_OBJECT_STATUS_BYTES, MAX_REPORTED_OBJECTS, MAX_REVISIONS,

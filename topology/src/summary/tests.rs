@@ -1,7 +1,7 @@
 use super::*;
 use proptest::prelude::*;
 
-fn counts() -> impl Strategy<Value = PhaseCounts> {
+pub(super) fn counts() -> impl Strategy<Value = PhaseCounts> {
     any::<[u32; 5]>().prop_map(|n| PhaseCounts {
         pending: n[0].into(),
         applied: n[1].into(),
@@ -15,12 +15,12 @@ fn failure() -> impl Strategy<Value = FailingCluster> {
     ("c[0-9]{1,2}", "[a-z]{0,3}").prop_map(|(cluster, message)| FailingCluster { cluster, message })
 }
 
-fn failing() -> impl Strategy<Value = Vec<FailingCluster>> {
+pub(super) fn failing() -> impl Strategy<Value = Vec<FailingCluster>> {
     prop::collection::vec(failure(), 0..6)
 }
 
 /// Any counts at all, as a hostile child may report them.
-fn any_counts() -> impl Strategy<Value = PhaseCounts> {
+pub(super) fn any_counts() -> impl Strategy<Value = PhaseCounts> {
     any::<[u64; 5]>().prop_map(|n| PhaseCounts {
         pending: n[0],
         applied: n[1],
@@ -242,7 +242,7 @@ proptest! {
 /// A cluster's report for one rule: integer values (so sums are exact
 /// whatever the order), grouped by a key from a small set, so bounds
 /// are reached in some cases.
-fn rule_report(rule: &'static str) -> impl Strategy<Value = RuleSummary> {
+pub(super) fn rule_report(rule: &'static str) -> impl Strategy<Value = RuleSummary> {
     (
         "c[0-9]{1,2}",
         prop::collection::vec((0u16..40, -1000i32..1000), 0..4),
@@ -345,7 +345,7 @@ proptest! {
     }
 }
 
-fn object(name: &str) -> ObjectStatus {
+pub(super) fn object(name: &str) -> ObjectStatus {
     ObjectStatus {
         group: "apps".into(),
         kind: "Deployment".into(),
