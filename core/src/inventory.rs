@@ -53,6 +53,8 @@ pub(crate) struct Inventory {
     /// The clusters below each direct child, by label set.
     aggregates: BTreeMap<String, Aggregate>,
     aggregates_changed: bool,
+    /// Counts changes of `aggregates`.
+    aggregates_version: u64,
     /// How many records each direct child has this relay hold, its own
     /// included.
     held_per_child: BTreeMap<String, usize>,
@@ -126,6 +128,7 @@ impl Inventory {
             assembling: BTreeMap::new(),
             aggregates: BTreeMap::new(),
             aggregates_changed: false,
+            aggregates_version: 0,
             held_per_child: BTreeMap::new(),
             max_records_per_child,
             claims: BTreeMap::new(),
@@ -229,6 +232,11 @@ impl Inventory {
     /// The clusters below each direct child, summarised for placement.
     pub fn aggregates(&self) -> &BTreeMap<String, Aggregate> {
         &self.aggregates
+    }
+
+    /// A number that changes whenever the aggregates do.
+    pub fn aggregates_version(&self) -> u64 {
+        self.aggregates_version
     }
 
     /// Whether the aggregates changed since the last call (and resets it).
@@ -628,6 +636,7 @@ impl Inventory {
             aggregate.remove(&record.labels);
         }
         self.aggregates_changed = true;
+        self.aggregates_version += 1;
     }
 
     fn set_link(

@@ -3,6 +3,7 @@
 //! `relaymesh_topology::placement`, kept stable between decisions, and
 //! re-decided when the clusters below change.
 
+use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
@@ -57,7 +58,18 @@ pub(crate) struct Cuts {
     /// The digest of each placement's cut, as persisted: whether a cut
     /// changed, across restarts too.
     digests: BTreeMap<String, [u8; 32]>,
+    /// Counts decisions: a split is only replaced by one.
+    decided: u64,
+    /// How many clusters each placement's children's shares select, and
+    /// what that was counted from: asked at each status report, it is
+    /// O(children) to count and changes only with the split, the target
+    /// or a child's clusters.
+    selected: RefCell<BTreeMap<String, (Counted, u64)>>,
 }
+
+/// What a count of selected clusters was made from: the aggregates'
+/// version, the decisions made and the slice's head (the target).
+type Counted = (u64, u64, u64);
 
 impl Cuts {
     /// No cuts yet, and the digests of those before a restart.
@@ -135,6 +147,8 @@ impl Core {
     /// status merges are made anew on their next read.
     pub(super) fn decide(&mut self, now: Instant, key: &str) -> Cut {
         let old = self.decide_cut(now, key);
+        self.cuts.decided += 1;
+        self.cuts.selected.get_mut().remove(key);
         self.statuses_stale();
         old
     }
@@ -446,10 +460,30 @@ impl Core {
     /// report, and the map was a sixth of its loop in a star of 5,000.
     pub fn placement_selected(&self, key: &str) -> Option<u64> {
         let (target, split) = self.split_of(key)?;
-        let mut aggregates = Cursor::new(self.inventory.aggregates());
-        let selected = split.per_child.iter().fold(0u64, |sum, (child, share)| {
-            sum.saturating_add(share_selected(target, aggregates.get(child), share))
-        });
+        let counted = (
+            self.inventory.aggregates_version(),
+            self.cuts.decided,
+            self.slice.head(),
+        );
+        let mut cache = self.cuts.selected.borrow_mut();
+        let count = || {
+            let mut aggregates = Cursor::new(self.inventory.aggregates());
+            split.per_child.iter().fold(0u64, |sum, (child, share)| {
+                sum.saturating_add(share_selected(target, aggregates.get(child), share))
+            })
+        };
+        let selected = match cache.get(key) {
+            Some((made_from, selected)) if *made_from == counted => {
+                // Every test of the workspace checks the kept count.
+                debug_assert_eq!(*selected, count(), "the kept count of {key} is stale");
+                *selected
+            }
+            _ => {
+                let selected = count();
+                cache.insert(key.to_string(), (counted, selected));
+                selected
+            }
+        };
         let named = self.named_not_counted(target).count();
         Some(selected.saturating_add(u64::try_from(named).unwrap_or(u64::MAX)))
     }

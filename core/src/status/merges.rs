@@ -131,6 +131,8 @@ impl Core {
             };
             if *reporters == 0 {
                 merges.reporters.remove(key);
+                by_key.remove(key);
+                continue;
             }
             let Some(merge) = by_key.get_mut(key) else {
                 continue;
