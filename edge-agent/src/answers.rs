@@ -161,7 +161,7 @@ impl Answerer {
                     format!("{reference} does not exist in {cluster}"),
                 )
             })?;
-        let mut object = applier::to_value(&live);
+        let mut object = applier::into_value(live);
         redact(&mut object);
         let json = serde_json::to_vec(&object)
             .map_err(|error| (ErrorCode::Internal, error.to_string()))?;
@@ -234,7 +234,7 @@ impl Answerer {
             let unavailable =
                 |error: applier::ApplyError| (ErrorCode::Unavailable, error.to_string());
             if let Some(live) = self.applier.get(&reference).await.map_err(unavailable)? {
-                let mut object = applier::to_value(&live);
+                let mut object = applier::into_value(live);
                 redact(&mut object);
                 items.push(object);
             }

@@ -19,7 +19,7 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use crate::applier::to_value;
+use crate::applier::into_value;
 use crate::manifest::{ObjectRef, PART_OF_LABEL};
 
 /// What a watch tells the reconciler.
@@ -156,7 +156,7 @@ async fn forward(
         let event = ClusterEvent::Object(ObjectEvent {
             reference,
             applyset_id,
-            object: (!deleted).then(|| to_value(&object)),
+            object: (!deleted).then(|| into_value(object)),
         });
         if events.send(event).await.is_err() {
             return;

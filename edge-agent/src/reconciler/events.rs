@@ -91,7 +91,7 @@ impl Reconciler {
         let Some(manifest) = placement.desired.get(&event.reference) else {
             return;
         };
-        let drifted = match &event.object {
+        let drifted = match event.object {
             None => {
                 tracing::info!(placement = %key, object = %event.reference, "managed object deleted; restoring it");
                 placement.live.remove(&event.reference);
@@ -103,15 +103,16 @@ impl Reconciler {
                     .and_then(serde_json::Value::as_str);
                 let ours = version.is_some()
                     && version == placement.written.get(&event.reference).map(String::as_str);
-                let health = status::health(&event.reference.group, &event.reference.kind, live);
+                let health = status::health(&event.reference.group, &event.reference.kind, &live);
                 placement.health.insert(event.reference.clone(), health);
-                if let Some(known) = placement.live.get_mut(&event.reference) {
-                    known.object.clone_from(live);
-                }
                 let drifted =
-                    !ours && !manifest.create_only && !manifest::contains(live, &manifest.body);
+                    !ours && !manifest.create_only && !manifest::contains(&live, &manifest.body);
                 if drifted {
                     tracing::info!(placement = %key, object = %event.reference, "managed object changed; restoring it");
+                }
+                if let Some(known) = placement.live.get_mut(&event.reference) {
+                    // Moved, not copied: an event may carry a 100 KB object.
+                    known.object = live;
                 }
                 drifted
             }

@@ -19,7 +19,7 @@ use super::removal::prune;
 use super::room::{self, Room};
 use super::schedule::{backoff, Action};
 use super::state::{Placement, Reconciler};
-use crate::applier::{to_value, Applier};
+use crate::applier::{into_value, Applier};
 use crate::inventory::PlacementRecord;
 use crate::manifest::{Manifest, ObjectRef};
 use crate::metrics;
@@ -242,7 +242,8 @@ impl Outcome {
     /// Remembers `live`, what applying `reference` returned; `origin` is
     /// the bundle it comes from.
     fn applied(&mut self, reference: &ObjectRef, origin: Option<&BundleId>, live: DynamicObject) {
-        let value = to_value(&live);
+        let resource_version = live.metadata.resource_version.clone();
+        let value = into_value(live);
         self.health.insert(
             reference.clone(),
             status::health(&reference.group, &reference.kind, &value),
@@ -254,7 +255,7 @@ impl Outcome {
             };
             self.live.insert(reference.clone(), live);
         }
-        if let Some(version) = live.metadata.resource_version {
+        if let Some(version) = resource_version {
             self.written.insert(reference.clone(), version);
         }
         self.held.insert(reference.clone());
