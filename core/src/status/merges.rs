@@ -30,8 +30,9 @@ pub(crate) struct Merges {
     /// changed other than by a link: merges from before are stale.
     generation: u64,
     /// Each placement's merge, made on its first read. In a cell: reads
-    /// (`&Core`) make and refresh them.
-    by_key: RefCell<BTreeMap<String, Merge>>,
+    /// (`&Core`) make and refresh them. Boxed: a map's node holds eleven
+    /// values, and most relays hold one or two placements.
+    by_key: RefCell<BTreeMap<String, Box<Merge>>>,
     /// How many children reported each placement, counted or not.
     reporters: BTreeMap<String, usize>,
     /// How many children's reports were merged anew (tests count them).
@@ -43,12 +44,13 @@ pub(crate) struct Merges {
 #[derive(Debug)]
 struct Merge {
     generation: u64,
-    /// The connected children that count, as they reported.
+    /// The connected children that count, as they reported: every child
+    /// that reported the placement and is in neither set below.
     live: Tally,
-    /// How each child that reported it counts.
-    parts: BTreeMap<String, Part>,
     /// The disconnected children that count (offline).
     offline: BTreeSet<String>,
+    /// The children whose reports are left out.
+    left_out: BTreeSet<String>,
 }
 
 /// How one child's report counts in a placement's merge.
@@ -64,8 +66,19 @@ impl Merge {
         Self {
             generation,
             live: Tally::default(),
-            parts: BTreeMap::new(),
             offline: BTreeSet::new(),
+            left_out: BTreeSet::new(),
+        }
+    }
+
+    /// How a child that reported the placement counts in it now.
+    fn part(&self, child: &str) -> Part {
+        if self.offline.contains(child) {
+            Part::Offline
+        } else if self.left_out.contains(child) {
+            Part::LeftOut
+        } else {
+            Part::Live
         }
     }
 
@@ -75,18 +88,23 @@ impl Merge {
             Part::Offline => {
                 self.offline.insert(child.to_string());
             }
-            Part::LeftOut => {}
+            Part::LeftOut => {
+                self.left_out.insert(child.to_string());
+            }
         }
-        self.parts.insert(child.to_string(), part);
     }
 
+    /// Takes out a child that reported the placement, `status` as it was
+    /// inserted.
     fn remove(&mut self, child: &str, status: &PlacementStatus) {
-        match self.parts.remove(child) {
-            Some(Part::Live) => self.live.remove(child, status),
-            Some(Part::Offline) => {
+        match self.part(child) {
+            Part::Live => self.live.remove(child, status),
+            Part::Offline => {
                 self.offline.remove(child);
             }
-            Some(Part::LeftOut) | None => {}
+            Part::LeftOut => {
+                self.left_out.remove(child);
+            }
         }
     }
 }
@@ -165,7 +183,7 @@ impl Core {
                 continue;
             }
             let part = part_of(&self.cuts, &self.links_by_name, child, key);
-            if merge.parts.get(child) != Some(&part) {
+            if merge.part(child) != part {
                 merge.remove(child, status);
                 merge.insert(child, status, part);
             }
@@ -177,16 +195,17 @@ impl Core {
     pub(super) fn merged_key(&self, key: &str) -> Option<PlacementStatus> {
         let own = self.statuses.own.get(key).map(Box::as_ref);
         let merges = &self.statuses.merges;
-        if own.is_none() && !merges.reporters.contains_key(key) {
-            return None;
+        if !merges.reporters.contains_key(key) {
+            // No child reported it (an agent's own cluster): nothing to
+            // keep, and a million agents would each keep an empty merge.
+            return own.map(|own| relaymesh_topology::summary::merge([own]));
         }
         let mut by_key = merges.by_key.borrow_mut();
-        let merge = by_key
-            .entry(key.to_string())
-            .or_insert_with(|| Merge::new(merges.generation.wrapping_sub(1)));
-        if merge.generation != merges.generation {
-            *merge = self.merge_anew(key);
+        let current = |merge: &Merge| merge.generation == merges.generation;
+        if !by_key.get(key).is_some_and(|merge| current(merge)) {
+            by_key.insert(key.to_string(), Box::new(self.merge_anew(key)));
         }
+        let merge = by_key.get_mut(key)?;
         // The parts that are not kept: this node's own cluster, and the
         // disconnected children, whose offline counts leave out the
         // clusters that went elsewhere meanwhile (the inventory's, now).
