@@ -6,6 +6,7 @@
 //! bundle uses but does not carry, waiting for a CRD to be Established, and
 //! reading or deleting an applied object.
 
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -87,6 +88,11 @@ impl From<kube::Error> for ApplyError {
 pub struct Applier {
     client: Client,
     kinds: Kinds,
+    /// The namespaces it found or created, so that each pass does not ask
+    /// for them again (a request per namespace per pass was a twentieth
+    /// of a fanout's agents, docs/performance.md). Forgotten when it
+    /// deletes one, and when a write into one fails: it may be gone.
+    namespaces: BTreeSet<String>,
 }
 
 impl Applier {
@@ -95,6 +101,7 @@ impl Applier {
         Self {
             kinds: Kinds::new(client.clone()),
             client,
+            namespaces: BTreeSet::new(),
         }
     }
 
@@ -155,9 +162,15 @@ impl Applier {
             }
         }
         let params = PatchParams::apply(FIELD_MANAGER).force();
-        Ok(api
+        let applied = api
             .patch(name, &params, &Patch::Apply(&manifest.body))
-            .await?)
+            .await;
+        if applied.is_err() {
+            if let Some(namespace) = &manifest.reference.namespace {
+                self.namespaces.remove(namespace);
+            }
+        }
+        Ok(applied?)
     }
 
     /// The live object `reference`, if it exists.
@@ -171,6 +184,9 @@ impl Applier {
 
     /// Deletes `reference` (in the background); a missing object is fine.
     pub async fn delete(&mut self, reference: &ObjectRef) -> Result<(), ApplyError> {
+        if reference.group.is_empty() && reference.kind == "Namespace" {
+            self.namespaces.remove(&reference.name);
+        }
         let kind = self.kind(reference).await?;
         let namespace = self.namespace_of(reference).await?;
         let url = <DynamicObject as kube::Resource>::url_path(&kind.resource, namespace.as_deref());
@@ -249,10 +265,16 @@ impl Applier {
     }
 
     /// Creates namespace `name`, labelled as created by relaymesh, unless it
-    /// exists; returns whether it was created.
+    /// exists; returns whether it was created. Asks the cluster only about
+    /// a namespace it has not found or created since it last deleted one or
+    /// a write into it failed.
     pub async fn ensure_namespace(&mut self, name: &str) -> Result<bool, ApplyError> {
+        if self.namespaces.contains(name) {
+            return Ok(false);
+        }
         let reference = namespace_ref(name);
         if self.get(&reference).await?.is_some() {
+            self.namespaces.insert(name.to_string());
             return Ok(false);
         }
         let body = json!({
@@ -266,6 +288,7 @@ impl Applier {
             create_only: false,
         };
         self.apply(&manifest).await?;
+        self.namespaces.insert(name.to_string());
         tracing::info!(namespace = name, "created namespace the bundle uses");
         Ok(true)
     }

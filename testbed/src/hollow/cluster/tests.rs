@@ -568,6 +568,57 @@ async fn deleting_a_namespace_deletes_what_is_in_it() {
     assert!(cluster.object("", "Namespace", None, "default").is_some());
 }
 
+/// The agent's applier asks for a namespace once, not on every pass; it
+/// asks again once a write into it failed or it deleted it.
+#[tokio::test(start_paused = true)]
+async fn a_found_namespace_is_asked_for_again_only_after_a_failed_write() {
+    use relaymesh_edge_agent::applier::{namespace_ref, Applier};
+    use relaymesh_edge_agent::manifest::{Manifest, ObjectRef};
+    let cluster = cluster("edge-1");
+    let client = cluster.client();
+    let mut agent = Applier::new(client.clone());
+    assert!(
+        agent.ensure_namespace("shop").await.expect("asked"),
+        "created"
+    );
+    let namespaces = api(&client, "v1", "Namespace", None).await;
+    namespaces
+        .delete("shop", &DeleteParams::background())
+        .await
+        .expect("deleted behind the agent's back");
+    assert!(!agent.ensure_namespace("shop").await.expect("known"));
+    assert!(
+        cluster.object("", "Namespace", None, "shop").is_none(),
+        "not asked for again, so not created again yet"
+    );
+    let web = Manifest {
+        reference: ObjectRef {
+            group: String::new(),
+            version: "v1".into(),
+            kind: "ConfigMap".into(),
+            namespace: Some("shop".into()),
+            name: "web".into(),
+        },
+        body: config_map("web", json!({}), "1"),
+        create_only: false,
+    };
+    assert!(agent.apply(&web).await.is_err(), "its namespace is gone");
+    assert!(
+        agent.ensure_namespace("shop").await.expect("asked"),
+        "created again"
+    );
+    agent.apply(&web).await.expect("applied");
+    agent
+        .delete(&namespace_ref("shop"))
+        .await
+        .expect("deleted by the agent");
+    assert!(
+        agent.ensure_namespace("shop").await.expect("asked"),
+        "and again"
+    );
+    assert!(cluster.object("", "Namespace", None, "shop").is_some());
+}
+
 /// Ten thousand idle clusters fit in one process (`testbed bench` measures
 /// how much each takes).
 #[test]
