@@ -67,12 +67,14 @@ impl Daemon {
         let now = now();
         self.count_refusals(now);
         for (link, child) in &self.children {
+            // One lock of the connection's state per child: the statistics
+            // carry the round-trip time too.
             let stats = child.connection.stats();
             self.core.handle_link_stats(
                 now,
                 *link,
                 LinkStats {
-                    rtt: child.connection.rtt(),
+                    rtt: stats.path.rtt,
                     bytes_sent: stats.udp_tx.bytes,
                     bytes_received: stats.udp_rx.bytes,
                 },
