@@ -51,10 +51,7 @@ pub(crate) struct Inventory {
     /// Pieces of a child's full inventory, until its last piece arrives.
     assembling: BTreeMap<String, Vec<NodeRecord>>,
     /// The clusters below each direct child, by label set.
-    aggregates: BTreeMap<String, Aggregate>,
-    aggregates_changed: bool,
-    /// Counts changes of `aggregates`.
-    aggregates_version: u64,
+    aggregates: ChildAggregates,
     /// How many records each direct child has this relay hold, its own
     /// included.
     held_per_child: BTreeMap<String, usize>,
@@ -103,10 +100,12 @@ pub(crate) struct InventoryOutcome {
     pub over_limit: u64,
 }
 
+mod aggregates;
 mod claims;
 mod measured;
 mod touched;
 
+use aggregates::ChildAggregates;
 use measured::reported_part;
 use touched::Touched;
 
@@ -126,9 +125,7 @@ impl Inventory {
             measured_touched: Touched::default(),
             pending_up: BTreeMap::new(),
             assembling: BTreeMap::new(),
-            aggregates: BTreeMap::new(),
-            aggregates_changed: false,
-            aggregates_version: 0,
+            aggregates: ChildAggregates::default(),
             held_per_child: BTreeMap::new(),
             max_records_per_child,
             claims: BTreeMap::new(),
@@ -231,17 +228,17 @@ impl Inventory {
 
     /// The clusters below each direct child, summarised for placement.
     pub fn aggregates(&self) -> &BTreeMap<String, Aggregate> {
-        &self.aggregates
+        self.aggregates.by_child()
     }
 
     /// A number that changes whenever the aggregates do.
     pub fn aggregates_version(&self) -> u64 {
-        self.aggregates_version
+        self.aggregates.version()
     }
 
     /// Whether the aggregates changed since the last call (and resets it).
     pub fn take_aggregates_changed(&mut self) -> bool {
-        std::mem::take(&mut self.aggregates_changed)
+        self.aggregates.take_changed()
     }
 
     /// Marks every direct child disconnected: after a restart, none is.
@@ -582,10 +579,10 @@ impl Inventory {
         });
         if !unchanged {
             if let Some((old, old_via)) = self.nodes.remove(&record.name) {
-                self.count(&old, &old_via, false);
+                self.aggregates.count(&old, &old_via, false);
                 self.release_hold(&old_via);
             }
-            self.count(&record, &via, true);
+            self.aggregates.count(&record, &via, true);
             *self.held_per_child.entry(via.clone()).or_default() += 1;
         }
         if record.name == via {
@@ -605,7 +602,7 @@ impl Inventory {
         self.direct.remove(name);
         if let Some((old, via)) = self.nodes.remove(name) {
             self.touch(name);
-            self.count(&old, &via, false);
+            self.aggregates.count(&old, &via, false);
             self.release_hold(&via);
         }
     }
@@ -622,21 +619,6 @@ impl Inventory {
                 self.held_per_child.remove(child);
             }
         }
-    }
-
-    /// Adds or removes a cluster from the aggregate of the child it is under.
-    fn count(&mut self, record: &NodeRecord, via: &str, add: bool) {
-        if record.role != Role::Agent {
-            return;
-        }
-        let aggregate = self.aggregates.entry(via.to_string()).or_default();
-        if add {
-            aggregate.add(&record.labels);
-        } else {
-            aggregate.remove(&record.labels);
-        }
-        self.aggregates_changed = true;
-        self.aggregates_version += 1;
     }
 
     fn set_link(
