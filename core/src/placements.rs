@@ -58,8 +58,10 @@ pub(crate) struct Cuts {
     /// The digest of each placement's cut, as persisted: whether a cut
     /// changed, across restarts too.
     digests: BTreeMap<String, [u8; 32]>,
-    /// Counts decisions: a split is only replaced by one.
-    decided: u64,
+    /// Counts decisions: a split, a cut, a hold or a drain changes only in
+    /// one, so whatever was derived from them at an older generation (the
+    /// kept status merges, the selected counts) is stale.
+    generation: u64,
     /// How many clusters each placement's children's shares select, and
     /// what that was counted from: asked at each status report, it is
     /// O(children) to count and changes only with the split, the target
@@ -68,10 +70,16 @@ pub(crate) struct Cuts {
 }
 
 /// What a count of selected clusters was made from: the aggregates'
-/// version, the decisions made and the slice's head (the target).
+/// version, the cuts' generation and the slice's head (the target).
 type Counted = (u64, u64, u64);
 
 impl Cuts {
+    /// Changes whenever a placement is decided: a cut, a hold or a drain
+    /// may have changed.
+    pub(crate) fn generation(&self) -> u64 {
+        self.generation
+    }
+
     /// No cuts yet, and the digests of those before a restart.
     pub(crate) fn restored(persisted: &crate::state::Persisted) -> Self {
         Self {
@@ -143,13 +151,11 @@ impl Core {
     }
 
     /// Decides one placement entry anew; returns the cut it had before.
-    /// The children whose reports count may change with it: the kept
-    /// status merges are made anew on their next read.
+    /// Moves the cuts to a new generation.
     pub(super) fn decide(&mut self, now: Instant, key: &str) -> Cut {
         let old = self.decide_cut(now, key);
-        self.cuts.decided += 1;
+        self.cuts.generation += 1;
         self.cuts.selected.get_mut().remove(key);
-        self.statuses_stale();
         old
     }
 
@@ -462,7 +468,7 @@ impl Core {
         let (target, split) = self.split_of(key)?;
         let counted = (
             self.inventory.aggregates_version(),
-            self.cuts.decided,
+            self.cuts.generation,
             self.slice.head(),
         );
         let mut cache = self.cuts.selected.borrow_mut();

@@ -212,16 +212,9 @@ impl Core {
         }
     }
 
-    /// Which children's reports count for a placement may have changed (a
-    /// new cut): its kept merge is made anew on its next read.
-    pub(super) fn statuses_stale(&mut self) {
-        self.statuses.merges.stale();
-    }
-
     /// Which children's reports count changed (a handover began or ended):
     /// the merged status is to be sent again.
     pub(super) fn status_parts_changed(&mut self) {
-        self.statuses_stale();
         self.statuses.dirty = true;
         self.statuses.version += 1;
     }

@@ -7,8 +7,9 @@
 //! How a child counts for a placement follows from its link (connected:
 //! as it reported; disconnected: all offline) and from the placement's cut
 //! (left out: not at all). A child's new report or link moves only that
-//! child's part; a new cut, handover or drain bumps a generation, and each
-//! placement is merged anew on its next read.
+//! child's part; a merge made before the cuts last changed (a new cut,
+//! handover or drain: [`crate::placements::Cuts::generation`]) is made
+//! anew on its next read.
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
@@ -26,9 +27,6 @@ const OWN: &str = "";
 /// The merges, and what they are kept from.
 #[derive(Debug, Default)]
 pub(crate) struct Merges {
-    /// Bumped when the children that count for a placement may have
-    /// changed other than by a link: merges from before are stale.
-    generation: u64,
     /// Each placement's merge, made on its first read. In a cell: reads
     /// (`&Core`) make and refresh them. Boxed: a map's node holds eleven
     /// values, and most relays hold one or two placements.
@@ -43,6 +41,7 @@ pub(crate) struct Merges {
 /// One placement's merge.
 #[derive(Debug)]
 struct Merge {
+    /// The cuts' generation it was made at.
     generation: u64,
     /// The connected children that count, as they reported: every child
     /// that reported the placement and is in neither set below.
@@ -110,11 +109,6 @@ impl Merge {
 }
 
 impl Merges {
-    /// Which children count may have changed (a cut, a handover, a drain).
-    pub(crate) fn stale(&mut self) {
-        self.generation += 1;
-    }
-
     /// Every placement some child reported.
     pub(crate) fn reported_keys(&self) -> impl Iterator<Item = &String> {
         self.reporters.keys()
@@ -142,7 +136,12 @@ impl Core {
         let merges = &mut self.statuses.merges;
         let by_key = merges.by_key.get_mut();
         for (key, status) in reported {
-            let reporters = merges.reporters.entry(key.clone()).or_default();
+            // Looked up before inserting: a report is not worth a copy of
+            // each of its keys.
+            let reporters = match merges.reporters.get_mut(key) {
+                Some(reporters) => reporters,
+                None => merges.reporters.entry(key.clone()).or_default(),
+            };
             *reporters = match add {
                 true => *reporters + 1,
                 false => reporters.saturating_sub(1),
@@ -155,7 +154,7 @@ impl Core {
             let Some(merge) = by_key.get_mut(key) else {
                 continue;
             };
-            if merge.generation != merges.generation {
+            if merge.generation != self.cuts.generation() {
                 continue;
             }
             match add {
@@ -179,7 +178,7 @@ impl Core {
             let Some(merge) = merges.by_key.get_mut().get_mut(key) else {
                 continue;
             };
-            if merge.generation != merges.generation {
+            if merge.generation != self.cuts.generation() {
                 continue;
             }
             let part = part_of(&self.cuts, &self.links_by_name, child, key);
@@ -201,7 +200,7 @@ impl Core {
             return own.map(|own| relaymesh_topology::summary::merge([own]));
         }
         let mut by_key = merges.by_key.borrow_mut();
-        let current = |merge: &Merge| merge.generation == merges.generation;
+        let current = |merge: &Merge| merge.generation == self.cuts.generation();
         if !by_key.get(key).is_some_and(|merge| current(merge)) {
             by_key.insert(key.to_string(), Box::new(self.merge_anew(key)));
         }
@@ -246,7 +245,7 @@ impl Core {
     }
 
     fn merge_anew(&self, key: &str) -> Merge {
-        let mut merge = Merge::new(self.statuses.merges.generation);
+        let mut merge = Merge::new(self.cuts.generation());
         let mut left_out = self.cuts.left_out_of(key).in_order();
         let mut links = Cursor::new(&self.links_by_name);
         for (child, reported) in &self.statuses.children {
