@@ -683,40 +683,6 @@ fn status_merges_up_the_tree_and_disconnected_clusters_count_offline() {
     assert!(status.failing.is_empty(), "{:?}", status.failing);
 }
 
-/// A child that a new cut leaves out stops counting at once, whatever it
-/// still reports: the root keeps each placement's merge as children
-/// report, and a new cut must make it anew (in debug builds every read is
-/// also checked against a merge over every child).
-#[test]
-fn a_child_a_new_cut_leaves_out_stops_counting_at_once() {
-    let key = "placement/shop/web";
-    let mut net = ready_fleet(key);
-    net.settle();
-    let ready_at_root = |net: &Net| {
-        net["root"]
-            .core()
-            .placement_status(key)
-            .map_or(0, |status| status.counts.ready)
-    };
-    assert_eq!(ready_at_root(&net), 6);
-    let eu_only = relaymesh_protocol::PlacementTarget {
-        selector: region("eu"),
-        ..Default::default()
-    };
-    upsert_at_root(&mut net, placement(key, eu_only));
-    step_until(
-        &mut net,
-        "only the eu clusters count",
-        |net, step| {
-            let children = net["root"].core().placement_children(key);
-            if !children.iter().any(|child| child == "us") {
-                assert!(ready_at_root(net) <= 3, "us still counted at step {step}");
-            }
-        },
-        |net| ready_at_root(net) == 3,
-    );
-}
-
 #[test]
 fn a_child_resuming_after_a_placement_changed_gets_its_cut_not_the_whole_entry() {
     // Found by the reconnect-storm benchmark: a placement naming one

@@ -1,5 +1,6 @@
 //! Each placement's merged status is kept as children report: a report
-//! moves one child's part, it does not merge every child again.
+//! moves one child's part, it does not merge every child again; a new cut
+//! makes the merge anew.
 
 use super::*;
 
@@ -64,5 +65,39 @@ fn a_report_moves_one_childs_part_and_merges_no_other() {
     assert_eq!(
         merged, 0,
         "children merged anew for 21 changes of one child"
+    );
+}
+
+/// A child that a new cut leaves out stops counting at once, whatever it
+/// still reports: the root keeps each placement's merge as children
+/// report, and a new cut must make it anew (in debug builds every read is
+/// also checked against a merge over every child).
+#[test]
+fn a_child_a_new_cut_leaves_out_stops_counting_at_once() {
+    let key = "placement/shop/web";
+    let mut net = ready_fleet(key);
+    net.settle();
+    let ready_at_root = |net: &Net| {
+        net["root"]
+            .core()
+            .placement_status(key)
+            .map_or(0, |status| status.counts.ready)
+    };
+    assert_eq!(ready_at_root(&net), 6);
+    let eu_only = relaymesh_protocol::PlacementTarget {
+        selector: region("eu"),
+        ..Default::default()
+    };
+    upsert_at_root(&mut net, placement(key, eu_only));
+    step_until(
+        &mut net,
+        "only the eu clusters count",
+        |net, step| {
+            let children = net["root"].core().placement_children(key);
+            if !children.iter().any(|child| child == "us") {
+                assert!(ready_at_root(net) <= 3, "us still counted at step {step}");
+            }
+        },
+        |net| ready_at_root(net) == 3,
     );
 }
