@@ -231,8 +231,9 @@ enum Command {
         /// For an agent joined with candidate parents (`relayctl token create
         /// --parent A --parent B …`): how long its parent may stay silent
         /// before it re-parents to the nearest other candidate that answers.
-        /// A dead link is noticed 10 s after the last thing heard, so a grace
-        /// period under 10 s re-parents after 10 s.
+        /// A dead link is noticed 15 s (the link's idle timeout) after the
+        /// last thing heard, so a grace period under 15 s re-parents after
+        /// 15 s.
         #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = humantime::parse_duration)]
         parent_grace: std::time::Duration,
         /// Replace the cluster's labels, `key=value,…` (those it joined

@@ -355,6 +355,11 @@ impl Daemon {
         shutdown: CancellationToken,
     ) -> Result<(), DaemonError> {
         let mut stats = tokio::time::interval(STATS_INTERVAL);
+        // An agent without a metrics endpoint has no links to sample and no
+        // refusals to count (it serves no one): its loop wakes only for
+        // events. 5,000 hollow agents each woken once a second took a
+        // third of their process's CPU while idle (docs/performance.md).
+        let sampling = self.hooks.is_none() || self.metrics.is_some();
         self.execute().await?;
         loop {
             let deadline = self.core.poll_timeout().map(tokio::time::Instant::from_std);
@@ -371,7 +376,7 @@ impl Daemon {
                     None => return Ok(()),
                 },
                 () = sleep_until(deadline) => self.core.handle_timeout(now()),
-                _ = stats.tick() => {
+                _ = stats.tick(), if sampling => {
                     self.sample_links();
                     self.publish_metrics();
                 }

@@ -31,6 +31,8 @@ mod grant;
 pub(crate) mod handshake;
 mod holders;
 mod issuer_rotation;
+#[cfg(test)]
+mod keep_alive_tests;
 mod mesh;
 mod quic_tls;
 mod renewal;

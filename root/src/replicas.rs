@@ -31,7 +31,8 @@ use mirror::EtcdMirror;
 
 /// How long a link to a replica's child may stay silent: shorter than a
 /// relay's (`pki::IDLE_TIMEOUT`), so that children find a killed leader
-/// gone, and dial the next, within a few seconds.
+/// gone, and dial the next, within a few seconds. Shorter than a child's
+/// keep-alive too, so the replica pings its children itself.
 pub const LINK_IDLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(4);
 
 /// Where replicas record the addresses children may dial them at.

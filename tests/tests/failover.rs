@@ -1,8 +1,8 @@
 //! Candidate parents: an agent whose token names three relays joins the one
 //! with the lowest round-trip time (the other two sit behind loopback
 //! proxies that delay every datagram), and when that relay is killed with
-//! SIGKILL it re-parents to the next nearest within its grace period plus
-//! 10 s. Nothing in its cluster is removed or applied again: its API
+//! SIGKILL it re-parents to the next nearest within its grace period (or
+//! the link's idle timeout, if longer) plus 10 s. Nothing in its cluster is removed or applied again: its API
 //! server's audit log gets no request from the kill until the agent reports
 //! through its new parent, and the Deployment is the same object throughout.
 //! A new revision then reaches the cluster through the new parent, and a
@@ -14,6 +14,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use anyhow::Context as _;
+use relaymesh_node::pki::IDLE_TIMEOUT;
 use relaymesh_testbed::cluster::{SimulatedCluster, SimulatorOptions};
 use relaymesh_testbed::faults::{Faults, Proxy};
 use relaymesh_tests::{
@@ -27,6 +28,15 @@ const SETTLE: Duration = Duration::from_secs(90);
 /// The agent's grace period: it re-parents once its parent has been silent
 /// this long.
 const GRACE: Duration = Duration::from_secs(10);
+
+/// When a child re-parents after its parent died: its grace period counts
+/// from the last thing heard, but the dead link ends only with its idle
+/// timeout.
+const NOTICED: Duration = if GRACE.as_secs() > IDLE_TIMEOUT.as_secs() {
+    GRACE
+} else {
+    IDLE_TIMEOUT
+};
 
 /// Joins relay `name` under the root, advertising `advertise` instead of its
 /// own listening address when given (a proxy in front of it), and starts it.
@@ -245,7 +255,7 @@ fn an_agent_joins_the_nearest_candidate_and_re_parents_when_it_dies_without_touc
     let mut near = relays.remove(2);
     near.kill()?;
     // The grace period counts from the last thing heard from near.
-    wait_for("edge under mid", GRACE + Duration::from_secs(10), || {
+    wait_for("edge under mid", NOTICED + Duration::from_secs(10), || {
         let tree = mesh.tree()?;
         observe(&tree);
         Ok(connected_under(&tree, "edge", "mid").then_some(()))
@@ -284,7 +294,8 @@ fn an_agent_joins_the_nearest_candidate_and_re_parents_when_it_dies_without_touc
 /// A relay with candidate parents re-parents with its subtree: sub joins
 /// near (far answers through a proxy that delays every datagram), runs
 /// cluster edge and relay leaf below it, and when near is killed with
-/// SIGKILL it is under far within its grace period plus 10 s. Nothing below
+/// SIGKILL it is under far within its grace period (or the idle timeout)
+/// plus 10 s. Nothing below
 /// it joins again or is asked to change anything, far signs sub's issuer
 /// again and leaf renews through it (a node joining below leaf afterwards
 /// finds both where the root places them), and a new revision arrives
@@ -345,7 +356,7 @@ fn a_relay_re_parents_with_its_subtree_when_its_parent_dies() -> anyhow::Result<
     reporting_under("near")?;
     let watch = Untouched::start(&cluster)?;
     near.kill()?;
-    wait_for("sub under far", GRACE + Duration::from_secs(10), || {
+    wait_for("sub under far", NOTICED + Duration::from_secs(10), || {
         let tree = mesh.tree()?;
         observe(&tree);
         Ok(

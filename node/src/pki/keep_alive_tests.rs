@@ -1,0 +1,95 @@
+//! Which side of a link keeps it alive while idle: the child, unless its
+//! parent ends idle links sooner than the child's keep-alive comes.
+
+use std::time::Duration;
+
+use relaymesh_protocol::Role;
+
+use super::tests::{join, root};
+use super::{quic_client_config, quic_server_config, quic_server_config_idle};
+use crate::identity::Identity;
+
+/// A child's and its parent's ends of one link to `mesh`'s root served
+/// with `server`, and the endpoints that drive them.
+async fn link(
+    mesh: &Identity,
+    server: quinn::ServerConfig,
+) -> (quinn::Connection, quinn::Connection, [quinn::Endpoint; 2]) {
+    let child = join(mesh, "eu", Role::Relay);
+    let parent = quinn::Endpoint::server(server, "127.0.0.1:0".parse().expect("addr"))
+        .expect("bind the parent");
+    let client =
+        quinn::Endpoint::client("127.0.0.1:0".parse().expect("addr")).expect("client endpoint");
+    let connecting = client
+        .connect_with(
+            quic_client_config(&child).expect("client config"),
+            parent.local_addr().expect("parent address"),
+            "root",
+        )
+        .expect("connect");
+    let accept = async { parent.accept().await.expect("incoming").await };
+    let (child_end, parent_end) = tokio::time::timeout(Duration::from_secs(10), async {
+        tokio::join!(connecting, accept)
+    })
+    .await
+    .expect("the handshake finishes");
+    (
+        child_end.expect("the child's handshake"),
+        parent_end.expect("the parent's handshake"),
+        [parent, client],
+    )
+}
+
+/// The keep-alives `end` sent: its PING frames but the path MTU probes,
+/// which are PINGs too.
+fn keep_alives(end: &quinn::Connection) -> u64 {
+    let stats = end.stats();
+    stats
+        .frame_tx
+        .ping
+        .saturating_sub(stats.path.sent_plpmtud_probes)
+}
+
+/// Waits (up to a minute) until `end` has sent `pings` keep-alives.
+async fn pinged(end: &quinn::Connection, pings: u64) {
+    tokio::time::timeout(Duration::from_secs(60), async {
+        while keep_alives(end) < pings {
+            assert!(end.close_reason().is_none(), "the link ended while idle");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("keep-alives sent");
+}
+
+#[tokio::test]
+async fn a_child_keeps_an_idle_link_to_its_parent_alive_alone() {
+    let mesh = root();
+    let (child_end, parent_end, _endpoints) =
+        link(&mesh, quic_server_config(&mesh).expect("server config")).await;
+    pinged(&child_end, 1).await;
+    assert_eq!(
+        keep_alives(&parent_end),
+        0,
+        "a parent's own pings would double what each idle child costs it"
+    );
+}
+
+#[tokio::test]
+async fn a_parent_that_ends_idle_links_sooner_keeps_them_alive_itself() {
+    let mesh = root();
+    let idle = Duration::from_millis(1500);
+    let (child_end, parent_end, _endpoints) = link(
+        &mesh,
+        quic_server_config_idle(&mesh, idle).expect("server config"),
+    )
+    .await;
+    // Four pings a third of the idle timeout apart: the link outlived it.
+    pinged(&parent_end, 4).await;
+    assert!(child_end.close_reason().is_none(), "the child's end is up");
+    assert_eq!(
+        keep_alives(&child_end),
+        0,
+        "the parent's pings restart the child's keep-alive timer"
+    );
+}
