@@ -237,9 +237,8 @@ impl Core {
         let Some(child) = self.children.get(&link) else {
             return;
         };
-        let name = child.name.clone();
         let lag = child.lag();
-        self.inventory.child_measured(&name, |status| {
+        self.inventory.child_measured(&child.name, |status| {
             status.rtt_micros = stats.rtt.as_micros() as u64;
             status.bytes_sent = stats.bytes_sent;
             status.bytes_received = stats.bytes_received;

@@ -357,8 +357,8 @@ impl Daemon {
         let mut stats = tokio::time::interval(STATS_INTERVAL);
         // An agent without a metrics endpoint has no links to sample and no
         // refusals to count (it serves no one): its loop wakes only for
-        // events. 5,000 hollow agents each woken once a second took a
-        // third of their process's CPU while idle (docs/performance.md).
+        // events. 5,000 hollow agents each woken once a second took 30 %
+        // of their process's CPU while idle (docs/performance.md).
         let sampling = self.hooks.is_none() || self.metrics.is_some();
         self.execute().await?;
         loop {

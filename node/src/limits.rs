@@ -67,11 +67,11 @@ pub const DEFAULT_MAX_CONCURRENT_HANDSHAKES: usize = 64;
 /// How long a new connection waits for a turn at its handshake before it
 /// is refused (QUIC `CONNECTION_REFUSED`, counted as `handshakes`): inside
 /// the link's idle timeout (15 s), which bounds a handshake, with time left
-/// for the handshake itself. A relaymesh child gives up a dial after 5 s
-/// (`transport::uplink::CONNECT_TIMEOUT`) and redials after its backoff;
-/// the wait bounds how long a turn is held for one that left. With 3 s,
-/// more children were refused and backed off, and a storm's last ones came
-/// later (docs/performance.md).
+/// for the handshake itself. A relaymesh child gives up a dial sooner, after
+/// 5 s (`transport::uplink::CONNECT_TIMEOUT`), and redials after its
+/// backoff; a dial timeout past this wait changed nothing in the storm
+/// (docs/performance.md). With 3 s, more children were refused and backed
+/// off, and a storm's last ones came later.
 pub const HANDSHAKE_WAIT: Duration = Duration::from_secs(6);
 
 /// The API watches one user (a certificate's common name) may have open at

@@ -55,15 +55,27 @@ impl Inventory {
     /// bytes, acknowledged revision, lag). Kept here: neither persisted nor
     /// sent up.
     pub fn child_measured(&mut self, child: &str, update: impl FnOnce(&mut LinkStatus)) {
-        if self.nodes.get(child).is_some_and(|(_, via)| via == child) {
-            let is_new = !self.measured.contains_key(child);
-            let measured = self.measured.entry(child.to_string()).or_default();
-            let before = measured.clone();
-            update(measured);
-            if is_new || *measured != before {
-                self.measured_version += 1;
-                self.measured_touched.note(child);
+        if !self.nodes.get(child).is_some_and(|(_, via)| via == child) {
+            return;
+        }
+        // Every child is measured once a second: a known one costs no
+        // allocation (its name is copied only when first measured).
+        let changed = match self.measured.get_mut(child) {
+            Some(measured) => {
+                let before = measured.clone();
+                update(measured);
+                *measured != before
             }
+            None => {
+                let mut measured = LinkStatus::default();
+                update(&mut measured);
+                self.measured.insert(child.to_string(), measured);
+                true
+            }
+        };
+        if changed {
+            self.measured_version += 1;
+            self.measured_touched.note(child);
         }
     }
 }

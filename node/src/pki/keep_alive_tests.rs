@@ -93,3 +93,17 @@ async fn a_parent_that_ends_idle_links_sooner_keeps_them_alive_itself() {
         "the parent's pings restart the child's keep-alive timer"
     );
 }
+
+#[tokio::test]
+async fn a_child_asks_its_parent_to_acknowledge_its_packets_at_once() {
+    let mesh = root();
+    let (_child_end, parent_end, _endpoints) =
+        link(&mesh, quic_server_config(&mesh).expect("server config")).await;
+    tokio::time::timeout(Duration::from_secs(60), async {
+        while parent_end.stats().frame_rx.ack_frequency == 0 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("an ACK_FREQUENCY frame reaches the parent");
+}
