@@ -361,6 +361,10 @@ impl Daemon {
         // of their process's CPU while idle (docs/performance.md).
         let sampling = self.hooks.is_none() || self.metrics.is_some();
         self.execute().await?;
+        // What the store held at startup reaches the reconciler and the API
+        // now, not with the first event: a cut-off agent may wait long for
+        // one, and it applies what it stored meanwhile.
+        self.publish();
         loop {
             let deadline = self.core.poll_timeout().map(tokio::time::Instant::from_std);
             tokio::select! {
@@ -393,18 +397,24 @@ impl Daemon {
                 },
             }
             self.execute().await?;
-            self.publish_slice();
-            self.publish_inventory();
-            let version = self.core.status_version();
-            if let Some(metrics) = &mut self.metrics {
-                metrics.status_version(version);
-            }
-            self.status.send_if_modified(|published| {
-                let changed = *published != version;
-                *published = version;
-                changed
-            });
+            self.publish();
         }
+    }
+
+    /// Hands what the last event changed to those who watch this node: the
+    /// agent's reconciler, the API's inventory, the status watchers.
+    fn publish(&mut self) {
+        self.publish_slice();
+        self.publish_inventory();
+        let version = self.core.status_version();
+        if let Some(metrics) = &mut self.metrics {
+            metrics.status_version(version);
+        }
+        self.status.send_if_modified(|published| {
+            let changed = *published != version;
+            *published = version;
+            changed
+        });
     }
 
     /// Tells an agent's reconciler about a new slice or a newly stored bundle.
