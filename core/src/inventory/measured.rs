@@ -55,7 +55,7 @@ impl Inventory {
     /// bytes, acknowledged revision, lag). Kept here: neither persisted nor
     /// sent up.
     pub fn child_measured(&mut self, child: &str, update: impl FnOnce(&mut LinkStatus)) {
-        if !self.nodes.get(child).is_some_and(|(_, via)| via == child) {
+        if self.nodes.get(child).is_none_or(|(_, via)| via != child) {
             return;
         }
         // Every child is measured once a second: a known one costs no
