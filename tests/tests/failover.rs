@@ -32,11 +32,9 @@ const GRACE: Duration = Duration::from_secs(10);
 /// When a child re-parents after its parent died: its grace period counts
 /// from the last thing heard, but the dead link ends only with its idle
 /// timeout.
-const NOTICED: Duration = if GRACE.as_secs() > IDLE_TIMEOUT.as_secs() {
-    GRACE
-} else {
-    IDLE_TIMEOUT
-};
+fn noticed() -> Duration {
+    GRACE.max(IDLE_TIMEOUT)
+}
 
 /// Joins relay `name` under the root, advertising `advertise` instead of its
 /// own listening address when given (a proxy in front of it), and starts it.
@@ -255,11 +253,15 @@ fn an_agent_joins_the_nearest_candidate_and_re_parents_when_it_dies_without_touc
     let mut near = relays.remove(2);
     near.kill()?;
     // The grace period counts from the last thing heard from near.
-    wait_for("edge under mid", NOTICED + Duration::from_secs(10), || {
-        let tree = mesh.tree()?;
-        observe(&tree);
-        Ok(connected_under(&tree, "edge", "mid").then_some(()))
-    })
+    wait_for(
+        "edge under mid",
+        noticed() + Duration::from_secs(10),
+        || {
+            let tree = mesh.tree()?;
+            observe(&tree);
+            Ok(connected_under(&tree, "edge", "mid").then_some(()))
+        },
+    )
     .with_context(|| mesh.logs())?;
     reporting_through(&mesh, "mid")?;
     watch.check(&cluster)?;
@@ -356,7 +358,7 @@ fn a_relay_re_parents_with_its_subtree_when_its_parent_dies() -> anyhow::Result<
     reporting_under("near")?;
     let watch = Untouched::start(&cluster)?;
     near.kill()?;
-    wait_for("sub under far", NOTICED + Duration::from_secs(10), || {
+    wait_for("sub under far", noticed() + Duration::from_secs(10), || {
         let tree = mesh.tree()?;
         observe(&tree);
         Ok(

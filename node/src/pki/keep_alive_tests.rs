@@ -5,38 +5,24 @@ use std::time::Duration;
 
 use relaymesh_protocol::Role;
 
-use super::tests::{join, root};
+use super::tests::{handshake, join, root, serve_with, Server};
 use super::{quic_client_config, quic_server_config, quic_server_config_idle};
 use crate::identity::Identity;
 
 /// A child's and its parent's ends of one link to `mesh`'s root served
-/// with `server`, and the endpoints that drive them.
+/// with `server`, and the listener, kept for the link's life.
 async fn link(
     mesh: &Identity,
     server: quinn::ServerConfig,
-) -> (quinn::Connection, quinn::Connection, [quinn::Endpoint; 2]) {
+) -> (quinn::Connection, quinn::Connection, Server) {
     let child = join(mesh, "eu", Role::Relay);
-    let parent = quinn::Endpoint::server(server, "127.0.0.1:0".parse().expect("addr"))
-        .expect("bind the parent");
-    let client =
-        quinn::Endpoint::client("127.0.0.1:0".parse().expect("addr")).expect("client endpoint");
-    let connecting = client
-        .connect_with(
-            quic_client_config(&child).expect("client config"),
-            parent.local_addr().expect("parent address"),
-            "root",
-        )
-        .expect("connect");
-    let accept = async { parent.accept().await.expect("incoming").await };
-    let (child_end, parent_end) = tokio::time::timeout(Duration::from_secs(10), async {
-        tokio::join!(connecting, accept)
-    })
-    .await
-    .expect("the handshake finishes");
+    let server = serve_with(server);
+    let config = quic_client_config(&child).expect("client config");
+    let (child_end, parent_end) = handshake(&server, config, "root").await;
     (
         child_end.expect("the child's handshake"),
         parent_end.expect("the parent's handshake"),
-        [parent, client],
+        server,
     )
 }
 
@@ -70,7 +56,7 @@ async fn pinged(end: &quinn::Connection, pings: u64) {
 #[tokio::test]
 async fn a_child_keeps_an_idle_link_to_its_parent_alive_alone() {
     let mesh = root();
-    let (child_end, parent_end, _endpoints) =
+    let (child_end, parent_end, _server) =
         link(&mesh, quic_server_config(&mesh).expect("server config")).await;
     pinged(&child_end, 1).await;
     let parent_before = keep_alives(&parent_end);
@@ -86,7 +72,7 @@ async fn a_child_keeps_an_idle_link_to_its_parent_alive_alone() {
 async fn a_parent_that_ends_idle_links_sooner_keeps_them_alive_itself() {
     let mesh = root();
     let idle = Duration::from_millis(1500);
-    let (child_end, parent_end, _endpoints) = link(
+    let (child_end, parent_end, _server) = link(
         &mesh,
         quic_server_config_idle(&mesh, idle).expect("server config"),
     )
@@ -108,7 +94,7 @@ async fn a_parent_that_ends_idle_links_sooner_keeps_them_alive_itself() {
 #[tokio::test]
 async fn a_child_asks_its_parent_to_acknowledge_its_packets_at_once() {
     let mesh = root();
-    let (_child_end, parent_end, _endpoints) =
+    let (_child_end, parent_end, _server) =
         link(&mesh, quic_server_config(&mesh).expect("server config")).await;
     tokio::time::timeout(Duration::from_secs(60), async {
         while parent_end.stats().frame_rx.ack_frequency == 0 {

@@ -356,7 +356,11 @@ pub(super) struct Server {
 }
 
 pub(super) fn serve(identity: &Identity) -> Server {
-    let config = quic_server_config(identity).expect("server config");
+    serve_with(quic_server_config(identity).expect("server config"))
+}
+
+/// A listener on loopback with `config`.
+pub(super) fn serve_with(config: quinn::ServerConfig) -> Server {
     let endpoint =
         quinn::Endpoint::server(config, "127.0.0.1:0".parse().expect("addr")).expect("bind");
     let addr = endpoint.local_addr().expect("local addr");
