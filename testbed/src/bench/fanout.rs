@@ -24,7 +24,9 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DynamicObject, PostParams};
 use serde_json::json;
 
-use super::report::{cpu_seconds, rss_kib, spread, Figure, Line, Report, Series};
+use super::report::{
+    cpu_seconds, rss_kib, spread, udp_receive_drops, Figure, Line, Report, Series,
+};
 use super::root::{
     create_namespace, filler, next_root_links, placement_counts, placements_api, root_links,
     NEXT_SAMPLE,
@@ -112,6 +114,10 @@ pub struct FanoutRun {
     pub relays_cpu: f64,
     /// CPU seconds this process (every hollow agent) used meanwhile.
     pub agents_cpu: f64,
+    /// Datagrams dropped at full UDP receive buffers meanwhile, host-wide
+    /// (each was sent again); `None` where the host does not say.
+    #[serde(default)]
+    pub udp_receive_drops: Option<u64>,
 }
 
 /// Runs the fleets one after the other and returns the fanout report, the
@@ -206,6 +212,13 @@ pub fn reports(options: &FanoutOptions, runs: &[FanoutRun]) -> (Report, Report, 
             per_delivery = per_delivery.with_goal("under 1 ms at N = 10,000", |v| v < 1.0);
         }
         fanout.figure(per_delivery);
+        if let Some(drops) = run.udp_receive_drops {
+            fanout.figure(Figure::new(
+                format!("datagrams dropped at full receive buffers, N = {n}"),
+                drops as f64,
+                "datagrams",
+            ));
+        }
         let ideal = run.root_children as f64 * run.bundle_bytes as f64;
         egress.figure(Figure::new(
             format!("root wire bytes for the bundle, N = {n}"),
@@ -406,6 +419,7 @@ async fn measure(
     let first_bundles = FirstBundles::watch(hollow.stores());
     let (relays_cpu_before, agents_cpu_before) =
         (cpu(&pids), cpu_seconds(std::process::id()).unwrap_or(0.0));
+    let drops_before = udp_receive_drops();
     let start = tokio::time::Instant::now();
     let window = super::window::now();
     placements
@@ -424,6 +438,9 @@ async fn measure(
     super::window::log(&options.name, window);
     let relays_cpu = cpu(&pids) - relays_cpu_before;
     let agents_cpu = cpu_seconds(std::process::id()).unwrap_or(0.0) - agents_cpu_before;
+    let udp_receive_drops = udp_receive_drops()
+        .zip(drops_before)
+        .map(|(after, before)| after.saturating_sub(before));
     // An agent applies what its store holds, so every store held the
     // bundle by now; the grace covers only the watchers' own wake-ups.
     let mut stored: Vec<f64> = first_bundles
@@ -485,6 +502,7 @@ async fn measure(
         relays: pids.len(),
         relays_cpu,
         agents_cpu,
+        udp_receive_drops,
     })
 }
 

@@ -317,6 +317,27 @@ fn stat_cpu_seconds(stat: &str) -> Option<f64> {
     Some((utime + stime) as f64 / 100.0)
 }
 
+/// Datagrams this host's UDP sockets dropped so far because their receive
+/// buffer was full (`RcvbufErrors` in `/proc/net/snmp`): every one was
+/// sent again after its sender found it lost. Host-wide, so a benchmark's
+/// count holds whatever else ran meanwhile.
+pub fn udp_receive_drops() -> Option<u64> {
+    snmp_udp_field(
+        &std::fs::read_to_string("/proc/net/snmp").ok()?,
+        "RcvbufErrors",
+    )
+}
+
+/// A field of the `Udp:` lines of `/proc/net/snmp`: a line of names, then
+/// a line of values.
+fn snmp_udp_field(snmp: &str, field: &str) -> Option<u64> {
+    let mut lines = snmp.lines().filter(|line| line.starts_with("Udp:"));
+    let names = lines.next()?;
+    let values = lines.next()?;
+    let at = names.split_whitespace().position(|name| name == field)?;
+    values.split_whitespace().nth(at)?.parse().ok()
+}
+
 fn status_kib(status: &str, field: &str) -> Option<u64> {
     status
         .lines()
@@ -328,6 +349,22 @@ fn status_kib(status: &str, field: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_udp_counter_is_read_by_its_name() {
+        let snmp = "Ip: Forwarding DefaultTTL\nIp: 1 64\n\
+                    Udp: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors SndbufErrors\n\
+                    Udp: 89419030 34874 7334055 96773459 7334055 0\n\
+                    UdpLite: InDatagrams RcvbufErrors\nUdpLite: 0 0\n";
+        assert_eq!(snmp_udp_field(snmp, "RcvbufErrors"), Some(7_334_055));
+        assert_eq!(snmp_udp_field(snmp, "InDatagrams"), Some(89_419_030));
+        assert_eq!(snmp_udp_field(snmp, "Missing"), None);
+    }
+
+    #[test]
+    fn this_host_counts_udp_drops() {
+        assert!(udp_receive_drops().is_some());
+    }
 
     #[test]
     fn cpu_time_is_read_after_the_command_name() {

@@ -19,7 +19,7 @@ use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use super::report::{cpu_seconds, spread, Figure, Report};
+use super::report::{cpu_seconds, spread, udp_receive_drops, Figure, Report};
 use super::root::{create_namespace, filler, placements_api};
 use crate::hollow::HollowCluster;
 use crate::up::{Fleet, UpOptions};
@@ -71,6 +71,9 @@ pub struct StormRun {
     pub relay_cpu: Option<f64>,
     /// CPU seconds this process (every hollow agent) used meanwhile.
     pub agents_cpu: Option<f64>,
+    /// Datagrams dropped at full UDP receive buffers meanwhile, host-wide
+    /// (each was sent again).
+    pub udp_receive_drops: Option<u64>,
 }
 
 /// Brings up the fleet, runs the storm, stops the fleet.
@@ -212,6 +215,7 @@ async fn measure(fleet: &mut Fleet, options: &StormOptions) -> anyhow::Result<St
             .find(|(name, _)| *name == victim)
             .map(|(_, pid)| pid);
         let agents_cpu_before = cpu_seconds(std::process::id());
+        let drops_before = udp_receive_drops();
         println!(
             "storm | {victim} killed and restarted; waiting for its {} agents",
             victims.len()
@@ -224,6 +228,9 @@ async fn measure(fleet: &mut Fleet, options: &StormOptions) -> anyhow::Result<St
         let agents_cpu = cpu_seconds(std::process::id())
             .zip(agents_cpu_before)
             .map(|(after, before)| after - before);
+        let udp_receive_drops = udp_receive_drops()
+            .zip(drops_before)
+            .map(|(after, before)| after.saturating_sub(before));
         stop.cancel();
         let (before, during) = {
             let done = completions
@@ -249,6 +256,7 @@ async fn measure(fleet: &mut Fleet, options: &StormOptions) -> anyhow::Result<St
             busy_during_revisions: during,
             relay_cpu,
             agents_cpu,
+            udp_receive_drops,
         })
     };
     let (busy, run) = tokio::join!(busy, storm);
@@ -393,6 +401,13 @@ pub fn report(options: &StormOptions, run: &StormRun) -> Report {
             "CPU of the hollow agents' process meanwhile",
             cpu,
             "s",
+        ));
+    }
+    if let Some(drops) = run.udp_receive_drops {
+        report.figure(Figure::new(
+            "datagrams dropped at full receive buffers meanwhile",
+            drops as f64,
+            "datagrams",
         ));
     }
     report.figure(Figure::new(
