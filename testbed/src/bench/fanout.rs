@@ -63,6 +63,9 @@ pub struct FanoutOptions {
     pub timeout: Duration,
     /// The benchmark's name in reports (`fanout`, `fanout-star`).
     pub name: String,
+    /// How many times each size runs (a fleet each); its figures are those
+    /// of the run with the median relay CPU per agent.
+    pub runs: usize,
 }
 
 /// One fleet's results.
@@ -118,6 +121,10 @@ pub struct FanoutRun {
     /// (each was sent again); `None` where the host does not say.
     #[serde(default)]
     pub udp_receive_drops: Option<u64>,
+    /// The relay CPU per agent (ms) of every run of this size, lowest
+    /// first, when it ran more than once; this run is their median.
+    #[serde(default)]
+    pub relay_cpu_per_agent_runs: Vec<f64>,
 }
 
 /// Runs the fleets one after the other and returns the fanout report, the
@@ -141,6 +148,29 @@ pub async fn run_fleets(options: &FanoutOptions) -> anyhow::Result<Vec<FanoutRun
     Ok(runs)
 }
 
+/// One run per size of `runs` (in their order of size): where a size ran
+/// more than once, the run with the median relay CPU per agent (the lower
+/// middle one of an even count), holding every run's figure.
+pub fn median_runs(runs: Vec<FanoutRun>) -> Vec<FanoutRun> {
+    let mut by_size: BTreeMap<usize, Vec<FanoutRun>> = BTreeMap::new();
+    for run in runs {
+        by_size.entry(run.agents).or_default().push(run);
+    }
+    by_size
+        .into_values()
+        .filter_map(|mut same| {
+            if same.len() == 1 {
+                return same.pop();
+            }
+            same.sort_by(|a, b| relay_cpu_per_agent_ms(a).total_cmp(&relay_cpu_per_agent_ms(b)));
+            let all = same.iter().map(relay_cpu_per_agent_ms).collect();
+            let mut median = same.swap_remove((same.len() - 1) / 2);
+            median.relay_cpu_per_agent_runs = all;
+            Some(median)
+        })
+        .collect()
+}
+
 /// The fanout, root-egress and relay-memory reports of `runs`.
 pub fn reports(options: &FanoutOptions, runs: &[FanoutRun]) -> (Report, Report, Report) {
     let parameters = json!({
@@ -158,6 +188,13 @@ pub fn reports(options: &FanoutOptions, runs: &[FanoutRun]) -> (Report, Report, 
         options.payload_bytes,
         shape(&options.relays_per_level)
     );
+    if options.runs > 1 {
+        fanout.description.push_str(&format!(
+            " Each size ran {} times, a fleet each; its figures are those of the run with the \
+             median relay CPU per agent.",
+            options.runs
+        ));
+    }
     let mut egress = Report::new(&format!("{}-root-egress", options.name), parameters.clone());
     egress.description = "The bytes the root sent on its child links (quinn's connection \
         statistics, `bytesSent` of the root's children) while the fanout's bundle went out, \
@@ -203,6 +240,22 @@ pub fn reports(options: &FanoutOptions, runs: &[FanoutRun]) -> (Report, Report, 
             relay_cpu_per_agent_ms(run),
             "ms",
         ));
+        if let (Some(lowest), Some(highest)) = (
+            run.relay_cpu_per_agent_runs.first(),
+            run.relay_cpu_per_agent_runs.last(),
+        ) {
+            let count = run.relay_cpu_per_agent_runs.len();
+            fanout.figure(Figure::new(
+                format!("relay CPU per agent, N = {n}, lowest of {count} runs"),
+                *lowest,
+                "ms",
+            ));
+            fanout.figure(Figure::new(
+                format!("relay CPU per agent, N = {n}, highest of {count} runs"),
+                *highest,
+                "ms",
+            ));
+        }
         let mut per_delivery = Figure::new(
             format!("CPU per delivery, relays and agents, N = {n}"),
             (run.relays_cpu + run.agents_cpu) * 1000.0 / n.max(1) as f64,
@@ -503,6 +556,7 @@ async fn measure(
         relays_cpu,
         agents_cpu,
         udp_receive_drops,
+        relay_cpu_per_agent_runs: Vec::new(),
     })
 }
 
@@ -554,4 +608,88 @@ async fn wait_applied(
         tokio::time::sleep(POLL).await;
     }
     Ok((latencies, root_status.unwrap_or_default()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(agents: usize, relays_cpu: f64) -> FanoutRun {
+        FanoutRun {
+            agents,
+            all_applied: relays_cpu,
+            p50: 0.0,
+            p99: 0.0,
+            all_stored: 0.0,
+            stored_p50: 0.0,
+            stored_p99: 0.0,
+            root_status: 0.0,
+            bundle_bytes: 0,
+            root_children: agents,
+            root_wire_bytes: 0,
+            root_bundle_bytes: 0,
+            root_bundles_served: 0,
+            idle_relays_rss_kib: 0,
+            relays: 1,
+            relays_cpu,
+            agents_cpu: 0.0,
+            udp_receive_drops: None,
+            relay_cpu_per_agent_runs: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn each_size_keeps_its_median_run_and_every_runs_figure() {
+        let runs = vec![
+            run(5_000, 5.0),
+            run(500, 0.5),
+            run(500, 0.3),
+            run(5_000, 4.0),
+            run(500, 0.4),
+            run(5_000, 6.0),
+            run(1_000, 1.0),
+        ];
+        let kept = median_runs(runs);
+        let sizes: Vec<usize> = kept.iter().map(|run| run.agents).collect();
+        assert_eq!(sizes, [500, 1_000, 5_000]);
+        assert_eq!(kept[0].relays_cpu, 0.4);
+        assert_eq!(kept[0].relay_cpu_per_agent_runs.len(), 3);
+        assert!((kept[0].relay_cpu_per_agent_runs[0] - 0.6).abs() < 1e-9);
+        assert!((kept[0].relay_cpu_per_agent_runs[2] - 1.0).abs() < 1e-9);
+        assert!(kept[1].relay_cpu_per_agent_runs.is_empty(), "ran once");
+        assert_eq!(kept[2].relays_cpu, 5.0);
+    }
+
+    #[test]
+    fn an_even_count_keeps_the_lower_middle_run() {
+        let kept = median_runs(vec![run(500, 0.5), run(500, 0.3)]);
+        assert_eq!(kept[0].relays_cpu, 0.3);
+    }
+
+    #[test]
+    fn repeated_runs_show_their_spread() {
+        let options = FanoutOptions {
+            agents: vec![500],
+            relays_per_level: Vec::new(),
+            payload_bytes: 1,
+            dir: PathBuf::new(),
+            bin_dir: PathBuf::new(),
+            timeout: Duration::from_secs(1),
+            name: "fanout-star".into(),
+            runs: 3,
+        };
+        let kept = median_runs(vec![run(500, 0.5), run(500, 0.3), run(500, 0.4)]);
+        let (fanout, _, _) = reports(&options, &kept);
+        let figure = |name: &str| {
+            fanout
+                .figures
+                .iter()
+                .find(|figure| figure.name == name)
+                .map_or(f64::NAN, |figure| figure.value)
+        };
+        assert!((figure("relay CPU per agent, N = 500") - 0.8).abs() < 1e-9);
+        assert!((figure("relay CPU per agent, N = 500, lowest of 3 runs") - 0.6).abs() < 1e-9);
+        assert!((figure("relay CPU per agent, N = 500, highest of 3 runs") - 1.0).abs() < 1e-9);
+        assert!(fanout.description.contains("ran 3 times"));
+    }
 }

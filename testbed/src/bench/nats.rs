@@ -128,6 +128,7 @@ pub fn fanout_options(options: &NatsOptions) -> FanoutOptions {
         bin_dir: options.bin_dir.clone(),
         timeout: options.timeout,
         name: "peers-nats-relaymesh".into(),
+        runs: 1,
     }
 }
 

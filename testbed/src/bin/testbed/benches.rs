@@ -133,6 +133,7 @@ pub(crate) fn run(chosen: Bench) -> anyhow::Result<()> {
             star,
             payload_bytes,
             timeout,
+            runs,
             dir,
             out_dir,
             run_json,
@@ -145,6 +146,7 @@ pub(crate) fn run(chosen: Bench) -> anyhow::Result<()> {
                 bin_dir: bin_dir()?,
                 timeout,
                 name: if star { "fanout-star" } else { "fanout" }.to_string(),
+                runs: usize::from(runs),
             };
             bench_logging(&options.dir)?;
             if let Some(path) = run_json {
@@ -155,7 +157,7 @@ pub(crate) fn run(chosen: Bench) -> anyhow::Result<()> {
                     .with_context(|| format!("writing {}", path.display()))?;
                 return Ok(());
             }
-            let runs = fanout_sizes_apart(&options)?;
+            let runs = bench::fanout::median_runs(fanout_sizes_apart(&options)?);
             let (fanout, egress, memory) = bench::fanout::reports(&options, &runs);
             for report in [fanout, egress, memory] {
                 println!("report: {}", report.write(&out_dir)?.display());
@@ -290,15 +292,20 @@ pub(crate) fn run(chosen: Bench) -> anyhow::Result<()> {
 /// A benchmark's fleets log to `dir/testbed.log`, so stdout keeps one line
 /// per figure.
 /// Runs each fleet size of the fanout in a process of its own (this binary
-/// again, with `--run-json`), one after the other: ten thousand hollow
-/// agents need most of this machine's memory, and what an earlier size's
-/// agents leave behind in a process must not count against the next.
+/// again, with `--run-json`), one after the other, `options.runs` times
+/// each: ten thousand hollow agents need most of this machine's memory,
+/// and what an earlier run's agents leave behind in a process must not
+/// count against the next.
 pub(crate) fn fanout_sizes_apart(
     options: &bench::fanout::FanoutOptions,
 ) -> anyhow::Result<Vec<bench::fanout::FanoutRun>> {
     let exe = std::env::current_exe().context("cannot find the testbed binary")?;
     let mut runs = Vec::new();
-    for agents in &options.agents {
+    let repeated = options
+        .agents
+        .iter()
+        .flat_map(|agents| std::iter::repeat_n(agents, options.runs.max(1)));
+    for agents in repeated {
         let json = options.dir.join(format!("{}-{agents}.json", options.name));
         let mut command = std::process::Command::new(&exe);
         command

@@ -309,6 +309,11 @@ pub(crate) enum Bench {
         /// How long one fleet may take to get the bundle everywhere.
         #[arg(long, default_value = "300s", value_parser = humantime::parse_duration)]
         timeout: Duration,
+        /// How many times each size runs, a fleet each; the report shows
+        /// the run with the median relay CPU per agent, and the lowest and
+        /// highest.
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
+        runs: u16,
         /// Where the fleets live while they run.
         #[arg(long, default_value = "target/bench/fleets")]
         dir: PathBuf,
