@@ -156,11 +156,12 @@ async fn agents_of_a_killed_and_restarted_relay_reconnect_and_converge() -> anyh
     let run = relaymesh_testbed::bench::storm::run_fleet(&options).await?;
     assert_eq!(run.agents, 12);
     assert!(run.busy_before > 0.0);
+    assert!(run.udp_receive_drops.is_some(), "Linux counts UDP drops");
     let report = relaymesh_testbed::bench::storm::report(&options, &run);
     assert_eq!(
         report.figures.len(),
-        8,
-        "with the CPU the relay and the agents used"
+        9,
+        "with the CPU the relay and the agents used, and the datagrams dropped"
     );
     Ok(())
 }
