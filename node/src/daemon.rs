@@ -51,7 +51,7 @@ use agent_hooks::{from_reconciler, FromReconciler};
 pub use agent_hooks::{AgentHooks, AgentSlice};
 pub(crate) use event::{BundleAccess, Event};
 pub use options::{Root, RunOptions, DEFAULT_PARENT_GRACE, DEFAULT_REFUSAL_LOG_INTERVAL};
-pub(crate) use shared::Shared;
+pub(crate) use shared::{Shared, SharedState};
 pub use signals::{cancel_on_signals, shutdown_signal};
 
 /// How often link statistics are sampled and the API's view refreshed.

@@ -100,7 +100,9 @@ pub(super) async fn accept_loop(
                 let handshake = incoming.await;
                 drop(turn);
                 match handshake {
-                    Ok(connection) => serve_connection(connection, shared, shutdown).await,
+                    // Boxed: the handshake's state and the link's are
+                    // not kept side by side for the link's lifetime.
+                    Ok(connection) => Box::pin(serve_connection(connection, shared, shutdown)).await,
                     // A refused handshake (no shared ALPN, a certificate from
                     // another CA, an expired one) ends here; the client sees
                     // the TLS alert.
@@ -341,33 +343,21 @@ async fn control_stream(
 ) {
     let link = NEXT_LINK.fetch_add(1, Ordering::Relaxed);
     let (outgoing_tx, mut outgoing_rx) = mpsc::channel::<ChildBound>(CHILD_QUEUE);
-    let (reply_tx, reply_rx) = oneshot::channel();
-    let connected = Event::ChildConnected {
+    // Boxed for its turn: this task lives as long as the link, and the
+    // registration's state (an event, a refusal's frame and wait) would
+    // otherwise stay in it (docs/performance.md, "The heap of a link").
+    let registered = Box::pin(register(
         link,
-        peer: peer.clone(),
+        &connection,
+        &peer,
         hello,
-        connection: connection.clone(),
-        outgoing: outgoing_tx,
-        reply: reply_tx,
-    };
-    if shared.events.send(connected).await.is_err() {
+        &mut send,
+        outgoing_tx,
+        &shared,
+    ))
+    .await;
+    if !registered {
         return;
-    }
-    match reply_rx.await {
-        Ok(Ok(())) => {}
-        Ok(Err(refusal)) => {
-            let reason = refusal.code.to_string();
-            if let Some(line) = refusal_line(&shared, &peer.name, &reason) {
-                tracing::warn!(child = %peer.name, %refusal, times = line.times, over = %line.over, "refused child");
-            }
-            let _ = write_frame(&mut send, &DownMessage::Refused(refusal.clone())).await;
-            let _ = send.finish();
-            // Give the refusal a moment to arrive before the connection goes.
-            tokio::time::sleep(Duration::from_millis(200)).await;
-            connection.close(1u32.into(), refusal.message.as_bytes());
-            return;
-        }
-        Err(_) => return,
     }
     let writer = tokio::spawn(async move {
         while let Some(message) = outgoing_rx.recv().await {
@@ -377,14 +367,12 @@ async fn control_stream(
     });
     let result: Result<(), LinkError> = async {
         while let Some(message) = read_frame::<UpMessage>(&mut recv).await? {
-            if shared
-                .events
-                .send(Event::ChildMessage { link, message })
-                .await
-                .is_err()
-            {
+            // A place in the queue first, then the event: the wait holds
+            // no event, so the link's task stays small.
+            let Ok(place) = shared.events.reserve().await else {
                 break;
-            }
+            };
+            place.send(Event::ChildMessage { link, message });
         }
         Ok(())
     }
@@ -397,6 +385,47 @@ async fn control_stream(
     }
     writer.abort();
     let _ = shared.events.send(Event::ChildDisconnected { link }).await;
+}
+
+/// Hands a new child's link to the daemon's loop; `false` if it refused the
+/// child (told why on `send`, then the connection closed) or is gone.
+async fn register(
+    link: super::LinkId,
+    connection: &quinn::Connection,
+    peer: &Peer,
+    hello: relaymesh_protocol::message::Hello,
+    send: &mut quinn::SendStream,
+    outgoing: mpsc::Sender<ChildBound>,
+    shared: &Shared,
+) -> bool {
+    let (reply_tx, reply_rx) = oneshot::channel();
+    let connected = Event::ChildConnected {
+        link,
+        peer: peer.clone(),
+        hello,
+        connection: connection.clone(),
+        outgoing,
+        reply: reply_tx,
+    };
+    if shared.events.send(connected).await.is_err() {
+        return false;
+    }
+    match reply_rx.await {
+        Ok(Ok(())) => true,
+        Ok(Err(refusal)) => {
+            let reason = refusal.code.to_string();
+            if let Some(line) = refusal_line(shared, &peer.name, &reason) {
+                tracing::warn!(child = %peer.name, %refusal, times = line.times, over = %line.over, "refused child");
+            }
+            let _ = write_frame(send, &DownMessage::Refused(refusal.clone())).await;
+            let _ = send.finish();
+            // Give the refusal a moment to arrive before the connection goes.
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            connection.close(1u32.into(), refusal.message.as_bytes());
+            false
+        }
+        Err(_) => false,
+    }
 }
 
 async fn serve_bundle(

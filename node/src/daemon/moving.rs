@@ -73,7 +73,7 @@ impl Daemon {
             .replace(&self.store, identity.clone(), self.core.renewal(), now)
             .await?;
         self.tell_children_if_issuer_changed();
-        self.shared.config = std::sync::Arc::new(config);
+        self.shared.make_mut().config = std::sync::Arc::new(config);
         if let Some(dial) = &self.parent_config {
             dial.send_replace(parent.clone());
         }

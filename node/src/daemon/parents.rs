@@ -189,7 +189,7 @@ impl Daemon {
         };
         config.parent = Some(parent.clone());
         self.store.set_config(&config)?;
-        self.shared.config = std::sync::Arc::new(config);
+        self.shared.make_mut().config = std::sync::Arc::new(config);
         if let Some(dial) = &self.parent_config {
             dial.send_replace(parent.clone());
         }

@@ -14,9 +14,35 @@ use crate::identity::LiveIdentity;
 use crate::limits::{ConnectionGate, JoinRate, Refusals, StreamGate};
 use crate::store::Store;
 
-/// Everything the link tasks share with the loop.
+/// Everything the link tasks share with the loop, behind one pointer:
+/// every link's tasks hold a copy for the link's lifetime, and the state
+/// itself is about 500 bytes (docs/performance.md, "The heap of a link").
 #[derive(Clone)]
-pub(crate) struct Shared {
+pub(crate) struct Shared(Arc<SharedState>);
+
+impl Shared {
+    pub fn new(state: SharedState) -> Self {
+        Self(Arc::new(state))
+    }
+
+    /// The state to change, for the loop: the links that copy it from
+    /// now on see the change; the copies they hold already keep theirs.
+    pub fn make_mut(&mut self) -> &mut SharedState {
+        Arc::make_mut(&mut self.0)
+    }
+}
+
+impl std::ops::Deref for Shared {
+    type Target = SharedState;
+
+    fn deref(&self) -> &SharedState {
+        &self.0
+    }
+}
+
+/// What [`Shared`] holds.
+#[derive(Clone)]
+pub(crate) struct SharedState {
     pub identity: LiveIdentity,
     pub store: Store,
     pub events: mpsc::Sender<Event>,

@@ -12,7 +12,9 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use super::root_services::{RootHandle, Serving};
-use super::{now, parents, refusal_log, serving, DaemonError, Event, RunOptions, Shared};
+use super::{
+    now, parents, refusal_log, serving, DaemonError, Event, RunOptions, Shared, SharedState,
+};
 use crate::config::{NodeConfig, ParentConfig};
 use crate::deny_list::DenyList;
 use crate::identity::{Identity, LiveIdentity};
@@ -94,7 +96,7 @@ pub(super) fn shared_state(
         bundles_stored,
         placement_status,
     } = channels;
-    Shared {
+    Shared::new(SharedState {
         placement_status,
         identity: LiveIdentity::new(identity),
         store: store.clone(),
@@ -123,7 +125,7 @@ pub(super) fn shared_state(
         trust_published: Arc::new(std::sync::atomic::AtomicBool::new(
             core.mesh_trust().is_some(),
         )),
-    }
+    })
 }
 
 /// The channels between the loop and the uplink.

@@ -26,7 +26,12 @@ pub(super) async fn serve_connection(
     shared: Shared,
     shutdown: CancellationToken,
 ) {
-    let Some(mut session) = Session::open(connection, shared).await else {
+    // This future lives in a task as long as its link, and a task's memory
+    // is its future's largest state: what runs once per stream (opening,
+    // checks, serving) is boxed for its turn, so an idle link keeps only
+    // the wait for its next stream (docs/performance.md, "The heap of a
+    // link").
+    let Some(mut session) = Box::pin(Session::open(connection, shared)).await else {
         return;
     };
     loop {
@@ -37,13 +42,13 @@ pub(super) async fn serve_connection(
         let Ok((mut send, mut recv)) = stream else {
             return;
         };
-        let Some(open) = read_opening(&mut send, &mut recv).await else {
+        let Some(open) = Box::pin(read_opening(&mut send, &mut recv)).await else {
             continue;
         };
-        if !session.may_open(&open, &mut send).await {
+        if !Box::pin(session.may_open(&open, &mut send)).await {
             return;
         }
-        session.serve(open, send, recv).await;
+        Box::pin(session.serve(open, send, recv)).await;
     }
 }
 
