@@ -25,7 +25,8 @@ use kube::api::{Api, DynamicObject, PostParams};
 use serde_json::json;
 
 use super::report::{
-    cpu_seconds, rss_kib, spread, udp_receive_drops, Figure, Line, Report, Series,
+    cpu_seconds, rss_kib, spread, udp_receive_drops, udp_receive_drops_since, Figure, Line, Report,
+    Series,
 };
 use super::root::{
     create_namespace, filler, next_root_links, placement_counts, placements_api, root_links,
@@ -491,9 +492,7 @@ async fn measure(
     super::window::log(&options.name, window);
     let relays_cpu = cpu(&pids) - relays_cpu_before;
     let agents_cpu = cpu_seconds(std::process::id()).unwrap_or(0.0) - agents_cpu_before;
-    let udp_receive_drops = udp_receive_drops()
-        .zip(drops_before)
-        .map(|(after, before)| after.saturating_sub(before));
+    let udp_receive_drops = udp_receive_drops_since(drops_before);
     // An agent applies what its store holds, so every store held the
     // bundle by now; the grace covers only the watchers' own wake-ups.
     let mut stored: Vec<f64> = first_bundles

@@ -328,6 +328,13 @@ pub fn udp_receive_drops() -> Option<u64> {
     )
 }
 
+/// The datagrams [`udp_receive_drops`] counted since it read `before`.
+pub fn udp_receive_drops_since(before: Option<u64>) -> Option<u64> {
+    udp_receive_drops()
+        .zip(before)
+        .map(|(after, before)| after.saturating_sub(before))
+}
+
 /// A field of the `Udp:` lines of `/proc/net/snmp`: a line of names, then
 /// a line of values.
 fn snmp_udp_field(snmp: &str, field: &str) -> Option<u64> {

@@ -19,7 +19,9 @@ use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use super::report::{cpu_seconds, spread, udp_receive_drops, Figure, Report};
+use super::report::{
+    cpu_seconds, spread, udp_receive_drops, udp_receive_drops_since, Figure, Report,
+};
 use super::root::{create_namespace, filler, placements_api};
 use crate::hollow::HollowCluster;
 use crate::up::{Fleet, UpOptions};
@@ -228,9 +230,7 @@ async fn measure(fleet: &mut Fleet, options: &StormOptions) -> anyhow::Result<St
         let agents_cpu = cpu_seconds(std::process::id())
             .zip(agents_cpu_before)
             .map(|(after, before)| after - before);
-        let udp_receive_drops = udp_receive_drops()
-            .zip(drops_before)
-            .map(|(after, before)| after.saturating_sub(before));
+        let udp_receive_drops = udp_receive_drops_since(drops_before);
         stop.cancel();
         let (before, during) = {
             let done = completions

@@ -289,8 +289,6 @@ pub(crate) fn run(chosen: Bench) -> anyhow::Result<()> {
     }
 }
 
-/// A benchmark's fleets log to `dir/testbed.log`, so stdout keeps one line
-/// per figure.
 /// Runs each fleet size of the fanout in a process of its own (this binary
 /// again, with `--run-json`), one after the other, `options.runs` times
 /// each: ten thousand hollow agents need most of this machine's memory,

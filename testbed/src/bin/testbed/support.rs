@@ -44,6 +44,8 @@ pub(crate) fn build_daemons(bin_dir: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A benchmark's fleets log to `dir/testbed.log`, so stdout keeps one line
+/// per figure.
 pub(crate) fn bench_logging(dir: &Path) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     init_logging(&dir.join("testbed.log"))
