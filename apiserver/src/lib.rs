@@ -36,6 +36,7 @@
 //! * [`status`] shapes errors as `metav1.Status`.
 //! * [`served`] offers the kinds and discovery documents to servers that
 //!   serve them without this router (the testbed's hollow clusters).
+#![forbid(unsafe_code)]
 
 use std::convert::Infallible;
 use std::future::Future;

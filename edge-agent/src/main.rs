@@ -1,4 +1,5 @@
 //! `edge-agent`: the leaf of a relaymesh tree, in front of one cluster.
+#![forbid(unsafe_code)]
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;

@@ -8,6 +8,7 @@
 //! `fuzz/corpus/<target>/` with the other tests, so CI needs no libFuzzer
 //! build to catch a fixed crash coming back. See docs/testing.md, "Fuzzing".
 //! It holds no fuzzing engine and generates no inputs of its own.
+#![forbid(unsafe_code)]
 
 use relaymesh_protocol::codec;
 use serde::de::DeserializeOwned;

@@ -1,6 +1,7 @@
 //! What the daemons' `main` functions share: a multi-threaded runtime, a
-//! file-size limit turned into errors the daemon reports, and a failure
-//! turned into one line on stderr and a failing exit code.
+//! file-size limit turned into errors the daemon reports, freed heap
+//! returned to the system after bursts, and a failure turned into one line
+//! on stderr and a failing exit code.
 
 use std::future::Future;
 use std::process::ExitCode;
@@ -19,6 +20,7 @@ pub fn block_on_main<E: std::fmt::Display>(main: impl Future<Output = Result<(),
             return ExitCode::FAILURE;
         }
     };
+    crate::heap::spawn_trimmer();
     let result = runtime.block_on(async {
         report_file_size_limit();
         main.await

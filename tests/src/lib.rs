@@ -4,6 +4,7 @@
 //!
 //! Tests here are slow by nature (real processes, real QUIC, real sled), so
 //! they poll with deadlines instead of sleeping fixed amounts.
+#![forbid(unsafe_code)]
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

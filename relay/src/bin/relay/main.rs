@@ -3,6 +3,7 @@
 //! `relay init` makes a new mesh (the root), `relay join` makes a node below
 //! an existing one, `relay run` runs either from its data directory, and
 //! `relay inspect` reads a stopped relay's store.
+#![forbid(unsafe_code)]
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;

@@ -2,6 +2,7 @@
 //!
 //! Reads the admin kubeconfig `relay init` wrote (found as kubectl finds
 //! one), then calls the root's HTTPS API through `relaymesh_root::client`.
+#![forbid(unsafe_code)]
 
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -1,4 +1,5 @@
 //! `testbed`: relaymesh's local trees, simulations and benchmarks.
+#![forbid(unsafe_code)]
 
 mod benches;
 mod cli;
