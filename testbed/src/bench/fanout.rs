@@ -25,8 +25,8 @@ use kube::api::{Api, DynamicObject, PostParams};
 use serde_json::json;
 
 use super::report::{
-    cpu_seconds, rss_kib, spread, udp_receive_drops, udp_receive_drops_since, Figure, Line, Report,
-    Series,
+    cpu_seconds, settled_rss_kib, spread, udp_receive_drops, udp_receive_drops_since, Figure, Line,
+    Report, Series,
 };
 use super::root::{
     create_namespace, filler, next_root_links, placement_counts, placements_api, root_links,
@@ -109,7 +109,7 @@ pub struct FanoutRun {
     /// one per child link when a bundle crosses each link once.
     pub root_bundles_served: u64,
     /// Every relay process's resident memory added up, with every agent
-    /// connected and nothing placed, in KiB.
+    /// connected and nothing placed, once it holds steady, in KiB.
     pub idle_relays_rss_kib: u64,
     /// Relay processes.
     pub relays: usize,
@@ -203,7 +203,8 @@ pub fn reports(options: &FanoutOptions, runs: &[FanoutRun]) -> (Report, Report, 
         .into();
     let mut memory = Report::new(&format!("{}-relay-memory", options.name), parameters);
     memory.description = "Every relay process's resident memory (VmRSS) added up, with all \
-        N hollow agents connected and nothing placed, and what each further agent costs \
+        N hollow agents connected and nothing placed, read once it holds steady (the daemons \
+        return a burst's freed heap within a second), and what each further agent costs \
         between two fleet sizes."
         .into();
     for run in runs {
@@ -454,7 +455,8 @@ async fn measure(
         .context("cannot create the payload")?;
     let before = root_links(fleet).await?;
     let pids = fleet.daemon_pids();
-    let idle_relays_rss_kib = pids.iter().filter_map(|(_, pid)| rss_kib(*pid)).sum();
+    let relay_pids: Vec<u32> = pids.iter().map(|(_, pid)| *pid).collect();
+    let idle_relays_rss_kib = settled_rss_kib(&relay_pids).await;
 
     let placements = placements_api(&client, NAMESPACE);
     let placement: DynamicObject = serde_json::from_value(json!({

@@ -293,6 +293,35 @@ pub fn peak_rss_kib() -> Option<u64> {
     )
 }
 
+/// The summed resident memory (`VmRSS`, KiB) of `pids` once it holds:
+/// sampled every 250 ms until it moved under 0.5 % over a window longer
+/// than two looks of the daemons' heap trimmer (`relaymesh_node::heap`),
+/// so a burst's freed heap is counted as the daemons return it, not as
+/// the burst left it; at most 30 s.
+pub async fn settled_rss_kib(pids: &[u32]) -> u64 {
+    use std::time::Duration;
+    let sample = || -> u64 { pids.iter().filter_map(|pid| rss_kib(*pid)).sum() };
+    let window = 2 * relaymesh_node::heap::PERIOD + Duration::from_millis(250);
+    let step = Duration::from_millis(250);
+    let needed = (window.as_millis() / step.as_millis()) as usize + 1;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let mut samples = vec![sample()];
+    loop {
+        let recent = &samples[samples.len().saturating_sub(needed)..];
+        let (low, high) = recent.iter().fold((u64::MAX, 0), |(low, high), &kib| {
+            (low.min(kib), high.max(kib))
+        });
+        let last = samples.last().copied().unwrap_or_default();
+        if recent.len() >= needed && (high - low) * 200 <= high
+            || tokio::time::Instant::now() >= deadline
+        {
+            return last;
+        }
+        tokio::time::sleep(step).await;
+        samples.push(sample());
+    }
+}
+
 /// A process's resident memory now (`VmRSS`), in KiB.
 pub fn rss_kib(pid: u32) -> Option<u64> {
     status_kib(
