@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::ListParams;
 use kube::config::{KubeConfigOptions, Kubeconfig};
-use kube::core::GroupVersionKind;
+use kube::core::{GroupVersion, GroupVersionKind};
 use kube::discovery::{ApiCapabilities, ApiResource, Scope};
 use kube::{Api, Client, Config};
 use serde::{Deserialize, Serialize};
@@ -160,12 +160,15 @@ pub struct Kind {
     pub namespaced: bool,
 }
 
-/// Resolves kinds through discovery, remembering what it found; a kind not
-/// served (yet) is asked again next time, so a CRD applied since is found.
+/// Resolves kinds through discovery, remembering what each group version
+/// serves: one request per group version, not per kind (a bundle's
+/// ConfigMaps, Services and Namespaces share `/api/v1`). A kind its group
+/// version did not serve when asked is asked again, so a CRD applied since
+/// is found.
 #[derive(Clone)]
 pub struct Kinds {
     client: Client,
-    known: HashMap<GroupVersionKind, Kind>,
+    served: HashMap<GroupVersion, Vec<(ApiResource, ApiCapabilities)>>,
 }
 
 impl Kinds {
@@ -173,39 +176,47 @@ impl Kinds {
     pub fn new(client: Client) -> Self {
         Self {
             client,
-            known: HashMap::new(),
+            served: HashMap::new(),
         }
     }
 
     /// The served kind `gvk`.
     pub async fn resolve(&mut self, gvk: &GroupVersionKind) -> Result<Kind, kube::Error> {
-        if let Some(kind) = self.known.get(gvk) {
-            return Ok(kind.clone());
+        let version = GroupVersion::gv(&gvk.group, &gvk.version);
+        if let Some(kind) = self
+            .served
+            .get(&version)
+            .and_then(|served| find_kind(served, &gvk.kind))
+        {
+            return Ok(kind);
         }
-        let (resource, capabilities): (ApiResource, ApiCapabilities) =
-            kube::discovery::pinned_kind(&self.client, gvk).await?;
-        let kind = Kind {
-            resource,
-            namespaced: capabilities.scope == Scope::Namespaced,
-        };
-        self.known.insert(gvk.clone(), kind.clone());
-        Ok(kind)
+        let group = kube::discovery::pinned_group(&self.client, &version).await?;
+        let served = group.versioned_resources(&gvk.version);
+        let kind = find_kind(&served, &gvk.kind);
+        self.served.insert(version, served);
+        kind.ok_or_else(|| {
+            kube::Error::Discovery(kube::error::DiscoveryError::MissingKind(format!("{gvk:?}")))
+        })
     }
 
-    /// Forgets a kind (its CRD changed or went away).
+    /// Forgets what `gvk`'s group version serves (a CRD of it changed or
+    /// went away).
     pub fn forget(&mut self, gvk: &GroupVersionKind) {
-        self.known.remove(gvk);
+        self.served
+            .remove(&GroupVersion::gv(&gvk.group, &gvk.version));
     }
+}
+
+/// Kind `kind` among a group version's resources.
+fn find_kind(served: &[(ApiResource, ApiCapabilities)], kind: &str) -> Option<Kind> {
+    served
+        .iter()
+        .find(|(resource, _)| resource.kind == kind)
+        .map(|(resource, capabilities)| Kind {
+            resource: resource.clone(),
+            namespaced: capabilities.scope == Scope::Namespaced,
+        })
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn minor_versions() {
-        assert_eq!(minor_version("1", "32", "v1.32.0"), "1.32");
-        assert_eq!(minor_version("1", "31+", "v1.31.4-eks-1"), "1.31");
-        assert_eq!(minor_version("", "", "v1.30.2+k3s1"), "1.30");
-    }
-}
+mod tests;
