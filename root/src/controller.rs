@@ -87,9 +87,11 @@ pub(super) async fn run(
             () = shutdown.cancelled() => return,
         };
         if rebuild {
-            match gather(&mut events, |event| !is_placement_status(event)).await {
-                Some(()) => {}
-                None => return,
+            if gather(&mut events, |event| !is_placement_status(event))
+                .await
+                .is_none()
+            {
+                return;
             }
         } else {
             tokio::time::sleep(status_pause(report_took)).await;
