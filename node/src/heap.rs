@@ -12,7 +12,7 @@
 //! This is the one module of the workspace that calls C: glibc's
 //! `mallinfo2` and `malloc_trim` take no pointers and are thread-safe
 //! (docs/dependencies.md, "libc"). Elsewhere than glibc it does nothing.
-#![allow(unsafe_code)]
+//! Only those two calls are allowed `unsafe`.
 
 use std::time::Duration;
 
@@ -110,6 +110,7 @@ pub fn resident_bytes() -> Option<u64> {
 
 /// What glibc's allocator holds; `None` elsewhere.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[allow(unsafe_code)]
 pub fn usage() -> Option<HeapUse> {
     // SAFETY: mallinfo2 takes no arguments and only reads the allocator's
     // state under its locks (glibc 2.33 and later).
@@ -129,6 +130,7 @@ pub fn usage() -> Option<HeapUse> {
 /// Asks glibc to release every whole free page of every arena; returns
 /// whether it released any.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[allow(unsafe_code)]
 pub fn release() -> bool {
     // SAFETY: malloc_trim takes a size, no pointer, and glibc serializes it
     // with every other allocator call (MT-Safe, malloc_trim(3)).

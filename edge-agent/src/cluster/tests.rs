@@ -1,5 +1,6 @@
 use std::convert::Infallible;
 use std::future::{ready, Ready};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
@@ -24,7 +25,7 @@ struct Discovery {
     asked: Arc<Mutex<Vec<String>>>,
     /// Whether `apps/v1` serves DaemonSets yet (a CRD applied later, in
     /// effect).
-    daemon_sets: Arc<Mutex<bool>>,
+    daemon_sets: Arc<AtomicBool>,
 }
 
 impl Discovery {
@@ -50,7 +51,7 @@ impl Discovery {
             })),
             "/apis/apps/v1" => {
                 let mut resources = vec![resource("deployments", "Deployment", true)];
-                if *self.daemon_sets.lock().expect("not poisoned") {
+                if self.daemon_sets.load(Ordering::SeqCst) {
                     resources.push(resource("daemonsets", "DaemonSet", true));
                 }
                 Some(json!({"kind": "APIResourceList", "groupVersion": "apps/v1",
@@ -120,7 +121,7 @@ async fn a_kind_not_served_yet_is_asked_again() {
         Ok(_) => panic!("DaemonSets are not served yet"),
     };
     assert!(error.to_string().contains("DaemonSet"), "{error}");
-    *server.daemon_sets.lock().expect("not poisoned") = true;
+    server.daemon_sets.store(true, Ordering::SeqCst);
     kinds.resolve(&daemon_set).await.expect("served now");
     assert_eq!(server.asked("/apis/apps/v1"), 2);
     // Known now, with Deployment beside it: no further request.
