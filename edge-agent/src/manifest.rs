@@ -22,6 +22,9 @@ pub const CREATE_ONLY_ANNOTATION: &str = "relaymesh.dev/create-only";
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ManifestError {
+    /// The bundle is compressed and does not decompress.
+    #[error(transparent)]
+    Encoding(#[from] relaymesh_protocol::bundle_encoding::BundleEncodingError),
     /// The bundle is not a JSON array.
     #[error("bundle is not a JSON array of objects: {0}")]
     NotJson(#[from] serde_json::Error),
@@ -109,7 +112,8 @@ pub struct Manifest {
 
 /// Reads a bundle and labels each object as part of `applyset_id`.
 pub fn parse_bundle(bytes: &[u8], applyset_id: &str) -> Result<Vec<Manifest>, ManifestError> {
-    let objects: Vec<Value> = serde_json::from_slice(bytes)?;
+    let json = relaymesh_protocol::bundle_encoding::objects_json(bytes)?;
+    let objects: Vec<Value> = serde_json::from_slice(&json)?;
     objects
         .into_iter()
         .enumerate()
@@ -214,6 +218,22 @@ mod tests {
         assert!(matches!(
             parse_bundle(b"{}", "s"),
             Err(ManifestError::NotJson(_))
+        ));
+    }
+
+    #[test]
+    fn reads_compressed_bundles_and_refuses_corrupt_ones() {
+        use relaymesh_protocol::bundle_encoding::compress;
+        let bundle = json!([{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}}]);
+        let json = serde_json::to_vec(&bundle).unwrap_or_default();
+        let packed = compress(&json);
+        assert_ne!(packed, json);
+        let read = parse_bundle(&packed, "set-1").ok().unwrap_or_default();
+        assert_eq!(read, parse_bundle(&json, "set-1").ok().unwrap_or_default());
+        assert_eq!(read.len(), 1);
+        assert!(matches!(
+            parse_bundle(&packed[..packed.len() - 2], "s"),
+            Err(ManifestError::Encoding(_))
         ));
     }
 

@@ -9,7 +9,8 @@ use crate::store::{Store, StoreError};
 
 /// A JSON summary of everything `store` holds, or `None` if it holds no node.
 /// Bundles are re-hashed, so `verified` says whether the bytes on disk are
-/// still the bundle their id names. `served` holds, per child, the bundle
+/// still the bundle their id names, and `encoding` says whether they are the
+/// objects' JSON or zstd (`json`, `zstd`; none if nothing is stored). `served` holds, per child, the bundle
 /// transfers this node completed to it (in all, and per bundle still held).
 pub fn summary(store: &Store) -> Result<Option<Value>, StoreError> {
     let Some(identity) = store.identity()? else {
@@ -19,7 +20,10 @@ pub fn summary(store: &Store) -> Result<Option<Value>, StoreError> {
     let persisted = store.load()?;
     let mut bundles = Vec::new();
     for (id, size) in store.bundle_sizes()? {
-        bundles.push(json!({"id": id.to_hex(), "size": size, "verified": verified(store, &id)?}));
+        let (verified, encoding) = verified(store, &id)?;
+        bundles.push(
+            json!({"id": id.to_hex(), "size": size, "verified": verified, "encoding": encoding}),
+        );
     }
     // Per child: its totals, and each held bundle it was served.
     let mut served = serde_json::Map::new();
@@ -68,21 +72,29 @@ pub fn summary(store: &Store) -> Result<Option<Value>, StoreError> {
     })))
 }
 
-/// Whether the chunks stored for `id` hash to it, read one at a time. A
-/// bundle with a chunk missing is not verified; a store that fails is an
-/// error.
-fn verified(store: &Store, id: &BundleId) -> Result<bool, StoreError> {
+/// Whether the chunks stored for `id` hash to it, read one at a time, and
+/// the encoding its first chunk shows. A bundle with a chunk missing is not
+/// verified; a store that fails is an error.
+fn verified(store: &Store, id: &BundleId) -> Result<(bool, Option<&'static str>), StoreError> {
     let Some(mut chunks) = store.bundle_chunks(id)? else {
-        return Ok(false);
+        return Ok((false, None));
     };
     let mut hasher = BundleId::hasher();
+    let mut encoding = None;
     loop {
         match chunks.next_chunk() {
             Ok(Some(chunk)) => {
+                encoding.get_or_insert(
+                    if relaymesh_protocol::bundle_encoding::is_compressed(&chunk) {
+                        "zstd"
+                    } else {
+                        "json"
+                    },
+                );
                 hasher.update(&chunk);
             }
-            Ok(None) => return Ok(hasher.finish() == *id),
-            Err(StoreError::BundleIncomplete { .. }) => return Ok(false),
+            Ok(None) => return Ok((hasher.finish() == *id, encoding)),
+            Err(StoreError::BundleIncomplete { .. }) => return Ok((false, encoding)),
             Err(error) => return Err(error),
         }
     }

@@ -18,6 +18,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod bundle_encoding;
 pub mod bundle_id;
 pub mod cluster_labels;
 pub mod codec;
@@ -56,7 +57,7 @@ pub use trust::MeshTrust;
 
 /// The newest protocol version this build speaks. The child offers a range in
 /// its `Hello`; the parent answers with the version both will use.
-pub const PROTOCOL_VERSION: u16 = 12;
+pub const PROTOCOL_VERSION: u16 = 13;
 
 /// The oldest protocol version this build still speaks. Version 2 appended
 /// the bundle-serve counters to `LinkStatus`; version 3 added the root's
@@ -80,7 +81,10 @@ pub const PROTOCOL_VERSION: u16 = 12;
 /// ([`message::RenewReply::Renewed`]'s `successor_der`), while its issuer
 /// key rotates; version 12 carries a placement entry's body as a typed
 /// [`PlacementBody`] where it was the Placement's JSON. Nothing older is
-/// spoken: version 12 is the first release's (v0.1.0). From it on, a
+/// spoken: version 12 is the first release's (v0.1.0). Version 13 changed
+/// no message: its nodes read bundles compressed with zstd
+/// ([`bundle_encoding`]), which a root sends only when told to (`relay run
+/// --bundle-encoding zstd`). From version 12 on, a
 /// release keeps this at or below the previous release's
 /// [`PROTOCOL_VERSION`], so a node works with a parent and children one
 /// release behind (docs/production.md, "Version skew").

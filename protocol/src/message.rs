@@ -180,7 +180,10 @@ pub enum BundleReply {
 /// A joining node's request for a certificate.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct JoinRequest {
-    /// The protocol version the joining node speaks.
+    /// A protocol version the joining node speaks: its oldest
+    /// ([`crate::MIN_PROTOCOL_VERSION`]), which a parent one release behind
+    /// speaks too. The join's own messages are those of that version; the
+    /// link's version is chosen later, in the `Hello`.
     pub version: u16,
     /// The join token, as printed by `relayctl token create`.
     pub token: String,

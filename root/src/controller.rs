@@ -49,6 +49,7 @@ pub(super) async fn run(
     objects: ObjectStore,
     node: RootHandle,
     specs: Specs,
+    encoding: placement::BundleEncoding,
     shutdown: CancellationToken,
 ) {
     let mut events = objects.subscribe();
@@ -63,7 +64,7 @@ pub(super) async fn run(
     let mut report_took = Duration::ZERO;
     loop {
         if rebuild {
-            match reconcile(&objects, &node, &specs).await {
+            match reconcile(&objects, &node, &specs, encoding).await {
                 Ok(generations) => built = generations,
                 Err(error) => tracing::warn!(%error, "cannot rebuild placements"),
             }
@@ -173,6 +174,7 @@ async fn reconcile(
     objects: &ObjectStore,
     node: &RootHandle,
     specs: &Specs,
+    encoding: placement::BundleEncoding,
 ) -> Result<Built, ControllerError> {
     // Generations first: a write after this read moves them on, so an
     // entry is never said to describe a later generation than it does.
@@ -197,7 +199,7 @@ async fn reconcile(
     for (key, object) in placements {
         let built = specs
             .read(&object)
-            .and_then(|spec| placement::build(&spec, &workloads));
+            .and_then(|spec| placement::build(&spec, &workloads, encoding));
         match built {
             Ok(packed) => {
                 let bundle = bytes::Bytes::from(packed.bundle);

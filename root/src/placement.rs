@@ -20,7 +20,7 @@ pub mod singleton;
 mod specs;
 pub mod status;
 
-pub use bundle::{canonical_json, pack, strip_server_fields};
+pub use bundle::{canonical_json, pack, strip_server_fields, BundleEncoding};
 pub use dependents::PlacementsOfWorkloads;
 pub use explain::{ask_splits, explain, RelaySplit, Splits, MAX_RELAYS_ASKED};
 pub use relaymesh_topology::spec::{
@@ -45,7 +45,8 @@ pub fn entry_key(namespace: &str, name: &str) -> String {
 pub struct Packed {
     /// The entry to upsert at the root.
     pub entry: SliceEntry,
-    /// The bundle's canonical bytes.
+    /// The bundle's bytes: its canonical JSON, compressed if the root
+    /// compresses bundles.
     pub bundle: Vec<u8>,
     /// How many objects the bundle holds.
     pub objects: usize,
@@ -55,12 +56,16 @@ pub struct Packed {
 
 /// Builds the entry and bundle of the placement whose admitted spec is
 /// `spec` (from [`Specs`]), from every object the root holds (`objects`).
-pub fn build(spec: &PlacementSpec, objects: &[Value]) -> Result<Packed, PlacementError> {
+pub fn build(
+    spec: &PlacementSpec,
+    objects: &[Value],
+    encoding: BundleEncoding,
+) -> Result<Packed, PlacementError> {
     let selected: Vec<&Value> = objects
         .iter()
         .filter(|object| spec.selects_object(object))
         .collect();
-    let bundle = pack(&selected);
+    let bundle = encoding.encode(pack(&selected));
     let id = BundleId::of(&bundle);
     // Too large to travel in one frame: refused like any invalid spec.
     let body = spec

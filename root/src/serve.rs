@@ -29,6 +29,8 @@ pub struct RootApi {
     /// nothing about the tree): it serves the objects in etcd, and neither
     /// the placement controller nor the API certificate's renewal runs.
     pub standby: Option<String>,
+    /// How the placement controller encodes the bundles it packs.
+    pub bundle_encoding: crate::placement::BundleEncoding,
 }
 
 impl RootServices for RootApi {
@@ -40,8 +42,9 @@ impl RootServices for RootApi {
     ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<Serving, DaemonError>> + Send>>
     {
         let (watches, standby) = (self.watches, self.standby.clone());
+        let encoding = self.bundle_encoding;
         Box::pin(async move {
-            let serve = serve_api(&address, node, watches, standby, shutdown).await?;
+            let serve = serve_api(&address, node, watches, standby, encoding, shutdown).await?;
             Ok(Box::pin(serve) as Serving)
         })
     }
@@ -54,6 +57,7 @@ pub(super) async fn serve_api(
     node: RootHandle,
     watches: relaymesh_apiserver::WatchLimits,
     standby: Option<String>,
+    encoding: crate::placement::BundleEncoding,
     shutdown: CancellationToken,
 ) -> Result<impl std::future::Future<Output = ()>, DaemonError> {
     let listen_error = |source| DaemonError::Listen {
@@ -111,6 +115,7 @@ pub(super) async fn serve_api(
                 objects.clone(),
                 node.clone(),
                 specs.clone(),
+                encoding,
                 shutdown.clone(),
             )
             .instrument(tracing::Span::current()),

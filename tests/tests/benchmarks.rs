@@ -44,7 +44,13 @@ async fn a_bundle_reaches_every_hollow_agent_through_a_tree_once_per_link() -> a
             "N = {}: the bundle crossed the root's one link once",
             run.agents
         );
-        assert!(run.bundle_bytes >= 20_000, "the bundle carries the payload");
+        // The fleet's root compresses bundles; 20,000 random lowercase
+        // letters hold at least log2(26) bits each, 59 % of their bytes.
+        assert!(
+            run.bundle_bytes >= 20_000 * 59 / 100,
+            "the bundle carries the payload: {} bytes",
+            run.bundle_bytes
+        );
         assert!(run.p50 <= run.p99 && run.p99 <= run.all_applied);
         // Fails unless every agent's store was seen to hold the bundle.
         assert!(run.stored_p50 <= run.stored_p99 && run.stored_p99 <= run.all_stored);
@@ -194,9 +200,11 @@ async fn nats_and_relaymesh_deliver_the_same_payload_to_every_receiver() -> anyh
         run.relaymesh.relays, 4,
         "the same shape: root, eu and two below"
     );
+    // Compressed at the root, at least 59 % of random letters (above).
     assert!(
-        run.relaymesh.bundle_bytes >= 20_000,
-        "the bundle carries the payload"
+        run.relaymesh.bundle_bytes >= 20_000 * 59 / 100,
+        "the bundle carries the payload: {} bytes",
+        run.relaymesh.bundle_bytes
     );
     let report = nats::report(&options, &runs);
     assert_eq!(report.benchmark, "peers-nats");

@@ -3,7 +3,8 @@
 //! replicas to 5 on `tier=large` clusters gives each simulated cluster its
 //! own values, while every link of the tree carried the one bundle once. A
 //! cluster without the label the template needs fails, says why, and gets
-//! nothing half-customized.
+//! nothing half-customized. The root compresses its bundles (`relay run
+//! --bundle-encoding zstd`): every store holds the compressed bytes.
 
 use std::time::Duration;
 
@@ -72,7 +73,8 @@ fn env(deployment: &Value, name: &str) -> Option<String> {
 #[test]
 fn one_bundle_becomes_each_clusters_own_copy_at_the_edge() -> anyhow::Result<()> {
     let runtime = tokio::runtime::Runtime::new()?;
-    let (mesh, mut root) = Mesh::init()?;
+    // Bundles compressed at the root: relays forward them as they are.
+    let (mesh, mut root) = Mesh::init_with(&["--bundle-encoding", "zstd"])?;
     let mut eu = mesh.add_relay("eu", "root")?;
     let mut us = mesh.add_relay("us", "root")?;
     wait_for("both relays in the tree", SETTLE, || {
@@ -173,6 +175,8 @@ fn one_bundle_becomes_each_clusters_own_copy_at_the_edge() -> anyhow::Result<()>
         let stored = mesh.inspect_with(binary, name)?;
         let bundles = stored["bundles"].as_array().context("bundles")?;
         assert_eq!(bundles.len(), 1, "{name} stores one bundle: {stored}");
+        assert_eq!(bundles[0]["encoding"], "zstd", "{name}: {stored}");
+        assert_eq!(bundles[0]["verified"], true, "{name}: {stored}");
         ids.insert(bundles[0]["id"].to_string());
     }
     assert_eq!(ids.len(), 1, "the same bundle everywhere: {ids:?}");

@@ -5,7 +5,7 @@
 //! identity. The private keys never leave this function's node.
 
 use relaymesh_protocol::message::{JoinReply, JoinRequest, Open};
-use relaymesh_protocol::{Role, PROTOCOL_VERSION};
+use relaymesh_protocol::{Role, MIN_PROTOCOL_VERSION};
 
 use super::uplink::{connect_nearest_of, Endpoints};
 use super::{expect_frame, write_frame, LinkError};
@@ -109,8 +109,11 @@ async fn join_with(
     // Before any packet leaves: a token altered on its way (another
     // address, parent or key) no longer verifies with the key it names.
     let claims = token::verify_as_joining_node(token)?;
+    // The oldest version this node speaks, not the newest: a parent one
+    // release behind refuses a version it does not know, and the join's
+    // messages have not changed since it (found when version 13 came).
     let request = JoinRequest {
-        version: PROTOCOL_VERSION,
+        version: MIN_PROTOCOL_VERSION,
         token: token.to_string(),
         name: name.to_string(),
         role,

@@ -49,6 +49,28 @@ pub fn strip_server_fields(object: &Value) -> Value {
     object
 }
 
+/// How the root stores and sends the bundles it packs (`relay run
+/// --bundle-encoding`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum BundleEncoding {
+    /// The objects' canonical JSON, which every release reads.
+    #[default]
+    Json,
+    /// That JSON compressed with zstd, which nodes of protocol version 13
+    /// and later read (`relaymesh_protocol::bundle_encoding`).
+    Zstd,
+}
+
+impl BundleEncoding {
+    /// The bytes of a bundle whose objects' JSON is `json`.
+    pub fn encode(self, json: Vec<u8>) -> Vec<u8> {
+        match self {
+            Self::Json => json,
+            Self::Zstd => relaymesh_protocol::bundle_encoding::compress(&json),
+        }
+    }
+}
+
 /// Packs objects into a bundle: a JSON array in a fixed order (group, kind,
 /// namespace, name), each object stripped and with its keys sorted.
 pub fn pack(objects: &[&Value]) -> Vec<u8> {

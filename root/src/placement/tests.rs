@@ -201,8 +201,18 @@ fn repacking_a_bundle_keeps_its_floats_and_its_id() {
 fn bundles_are_canonical_and_stripped() {
     let a = object("apps/v1", "Deployment", Some("shop"), "web", "storefront");
     let b = object("v1", "ConfigMap", Some("shop"), "storefront-config", "x");
-    let one = build(&spec_of(&placement()), &[a.clone(), b.clone()]).expect("packs");
-    let two = build(&spec_of(&placement()), &[b, a.clone()]).expect("packs");
+    let one = build(
+        &spec_of(&placement()),
+        &[a.clone(), b.clone()],
+        BundleEncoding::Json,
+    )
+    .expect("packs");
+    let two = build(
+        &spec_of(&placement()),
+        &[b, a.clone()],
+        BundleEncoding::Json,
+    )
+    .expect("packs");
     assert_eq!(
         one.bundle, two.bundle,
         "order of the root's objects does not matter"
@@ -220,9 +230,30 @@ fn bundles_are_canonical_and_stripped() {
     // Editing a selected object makes a new bundle.
     let mut edited = a;
     edited["spec"]["x"] = json!(2);
-    let three = build(&spec_of(&placement()), &[edited]).expect("packs");
+    let three = build(&spec_of(&placement()), &[edited], BundleEncoding::Json).expect("packs");
     assert_ne!(three.entry.bundles, one.entry.bundles);
     assert_eq!(one.entry.key, "placement/shop/storefront");
+}
+
+#[test]
+fn compressed_bundles_hold_the_same_objects_under_their_own_id() {
+    let a = object("apps/v1", "Deployment", Some("shop"), "web", "storefront");
+    let b = object("v1", "ConfigMap", Some("shop"), "storefront-config", "x");
+    let objects = [a, b];
+    let json = build(&spec_of(&placement()), &objects, BundleEncoding::Json).expect("packs");
+    let zstd = build(&spec_of(&placement()), &objects, BundleEncoding::Zstd).expect("packs");
+    assert!(relaymesh_protocol::bundle_encoding::is_compressed(
+        &zstd.bundle
+    ));
+    assert_eq!(zstd.entry.bundles, vec![BundleId::of(&zstd.bundle)]);
+    assert_ne!(zstd.entry.bundles, json.entry.bundles);
+    let read = relaymesh_protocol::bundle_encoding::objects_json(&zstd.bundle).expect("reads");
+    assert_eq!(read.as_ref(), &json.bundle[..]);
+    let again = build(&spec_of(&placement()), &objects, BundleEncoding::Zstd).expect("packs");
+    assert_eq!(
+        again.entry.bundles, zstd.entry.bundles,
+        "the same objects, the same id"
+    );
 }
 
 fn spec_of(placement: &Value) -> PlacementSpec {

@@ -23,6 +23,11 @@ const FLEET_LIMITS: [(&str, &str); 3] = [
     ("RELAYMESH_MAX_JOINS_PER_MINUTE_PER_ADDRESS", "1000000"),
 ];
 
+/// A local fleet runs one release, so its root compresses bundles (`relay
+/// run --bundle-encoding`; only the root reads it). Set the variable to
+/// `json` to run a fleet as a root of the previous release would.
+const FLEET_BUNDLE_ENCODING: (&str, &str) = ("RELAYMESH_BUNDLE_ENCODING", "zstd");
+
 /// One running daemon.
 #[derive(Debug)]
 pub struct Daemon {
@@ -202,7 +207,7 @@ fn spawn(binary: &Path, data_dir: &Path, run_args: &[String], log: &Path) -> any
     // Every node of a local fleet dials from 127.0.0.1, so the relays'
     // per-address limits would count the whole fleet as one attacker:
     // raise them (an edge agent ignores these).
-    for (variable, value) in FLEET_LIMITS {
+    for (variable, value) in FLEET_LIMITS.into_iter().chain([FLEET_BUNDLE_ENCODING]) {
         if std::env::var_os(variable).is_none() {
             command.env(variable, value);
         }

@@ -177,6 +177,20 @@ enum Command {
         #[arg(long, env = "RELAYMESH_REFUSAL_LOG_INTERVAL", value_name = "DURATION",
               default_value = "1m", value_parser = humantime::parse_duration)]
         refusal_log_interval: std::time::Duration,
+        /// At the root: how the bundles of placements are stored and sent.
+        /// `zstd` compresses them (read by nodes of protocol version 13,
+        /// this release on); set it once every agent runs this release.
+        /// Relays forward bundles as they are. Changing it gives every
+        /// placement a new bundle, fetched once by each cluster, with
+        /// nothing applied again.
+        #[arg(
+            long,
+            env = "RELAYMESH_BUNDLE_ENCODING",
+            value_enum,
+            default_value = "json",
+            value_name = "ENCODING"
+        )]
+        bundle_encoding: BundleEncodingArg,
         #[command(flatten)]
         metrics: relaymesh_node::metrics::MetricsArgs,
         #[command(flatten)]
@@ -321,6 +335,24 @@ enum StoreKind {
     Etcd,
 }
 
+/// `relay run --bundle-encoding`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum BundleEncodingArg {
+    /// The objects' JSON, as every release reads it.
+    Json,
+    /// The JSON compressed with zstd (protocol version 13 and later).
+    Zstd,
+}
+
+impl From<BundleEncodingArg> for relaymesh_root::placement::BundleEncoding {
+    fn from(arg: BundleEncodingArg) -> Self {
+        match arg {
+            BundleEncodingArg::Json => Self::Json,
+            BundleEncodingArg::Zstd => Self::Zstd,
+        }
+    }
+}
+
 /// What `relay migrate-store` moves a root's objects to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum MigrateTarget {
@@ -460,9 +492,11 @@ async fn execute(command: Command) -> anyhow::Result<()> {
             lost_after,
             parent_grace,
             refusal_log_interval,
+            bundle_encoding,
             metrics,
             limits,
         } => {
+            let bundle_encoding = bundle_encoding.into();
             let metrics = metrics.start().await.context("--metrics-listen")?;
             relaymesh_root::metrics::register();
             let limits = limits.limits();
@@ -470,6 +504,7 @@ async fn execute(command: Command) -> anyhow::Result<()> {
             let root = relaymesh_root::serve::RootApi {
                 standby: None,
                 watches,
+                bundle_encoding,
             };
             let options = daemon::RunOptions {
                 node_cert_validity,
@@ -487,7 +522,7 @@ async fn execute(command: Command) -> anyhow::Result<()> {
                 relaymesh_root::objects_store::set_etcd_endpoints(&store, etcd_endpoints)
                     .context("--etcd-endpoints")?;
             }
-            run(&data_dir, parent_address, options, watches).await
+            run(&data_dir, parent_address, options, watches, bundle_encoding).await
         }
         Command::Inspect { data_dir } => inspect(&data_dir),
         Command::MigrateStore { data_dir, to, etcd } => {
@@ -512,6 +547,7 @@ async fn run(
     parent_addresses: Vec<String>,
     options: daemon::RunOptions,
     watches: relaymesh_apiserver::WatchLimits,
+    bundle_encoding: relaymesh_root::placement::BundleEncoding,
 ) -> anyhow::Result<()> {
     let range = pki::MIN_NODE_CERT_VALIDITY..=pki::MAX_NODE_CERT_VALIDITY;
     if !range.contains(&options.node_cert_validity) {
@@ -544,6 +580,7 @@ async fn run(
         // A root on etcd is one of its replicas: standby until it leads.
         let standby = relaymesh_root::serve::RootApi {
             watches,
+            bundle_encoding,
             standby: Some(
                 "this replica of the root is a standby: the leader answers about the tree".into(),
             ),
