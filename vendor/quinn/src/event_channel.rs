@@ -17,9 +17,6 @@ use std::{
     task::{Context, Poll, Waker},
 };
 
-/// A drained queue above this many slots is given back to the allocator.
-const KEEP_SLOTS: usize = 4;
-
 struct State<T> {
     queue: VecDeque<T>,
     waker: Option<Waker>,
@@ -109,7 +106,9 @@ impl<T> Receiver<T> {
     pub(crate) fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Option<T>> {
         let mut state = self.0.lock();
         if let Some(value) = state.queue.pop_front() {
-            if state.queue.is_empty() && state.queue.capacity() > KEEP_SLOTS {
+            // Drained, the queue is given back: an idle connection holds no
+            // slots (a burst's first event allocates them again, once).
+            if state.queue.is_empty() {
                 state.queue = VecDeque::new();
             }
             return Poll::Ready(Some(value));

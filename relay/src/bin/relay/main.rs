@@ -181,8 +181,8 @@ enum Command {
         /// `zstd` compresses them (read by nodes of protocol version 13,
         /// this release on); set it once every agent runs this release.
         /// Relays forward bundles as they are. Changing it gives every
-        /// placement a new bundle, fetched once by each cluster, with
-        /// nothing applied again.
+        /// placement a new revision with the same objects: each cluster
+        /// fetches it once and writes nothing to its cluster.
         #[arg(
             long,
             env = "RELAYMESH_BUNDLE_ENCODING",
