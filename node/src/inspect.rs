@@ -9,9 +9,10 @@ use crate::store::{Store, StoreError};
 
 /// A JSON summary of everything `store` holds, or `None` if it holds no node.
 /// Bundles are re-hashed, so `verified` says whether the bytes on disk are
-/// still the bundle their id names, and `encoding` says whether they are the
-/// objects' JSON or zstd (`json`, `zstd`; none if nothing is stored). `served` holds, per child, the bundle
-/// transfers this node completed to it (in all, and per bundle still held).
+/// still the bundle their id names, and `encoding` whether they are the
+/// objects' JSON or zstd (`json`, `zstd`; null if nothing is stored).
+/// `served` holds, per child, the bundle transfers this node completed to
+/// it (in all, and per bundle still held).
 pub fn summary(store: &Store) -> Result<Option<Value>, StoreError> {
     let Some(identity) = store.identity()? else {
         return Ok(None);

@@ -51,10 +51,9 @@ pub fn strip_server_fields(object: &Value) -> Value {
 
 /// How the root stores and sends the bundles it packs (`relay run
 /// --bundle-encoding`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BundleEncoding {
     /// The objects' canonical JSON, which every release reads.
-    #[default]
     Json,
     /// That JSON compressed with zstd, which nodes of protocol version 13
     /// and later read (`relaymesh_protocol::bundle_encoding`).
