@@ -21,6 +21,11 @@ const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
 /// root for every delivery below it.
 const LEVEL: i32 = 3;
 
+/// At most this many times the compressed bytes are reserved before
+/// decompressing; a bundle that grows more than that grows its buffer as
+/// it reads.
+const MAX_RESERVED_RATIO: u64 = 64;
+
 /// Why a bundle's bytes are not its objects' JSON.
 #[derive(Debug, thiserror::Error)]
 pub enum BundleEncodingError {
@@ -57,12 +62,13 @@ pub fn objects_json(bytes: &[u8]) -> Result<Cow<'_, [u8]>, BundleEncodingError> 
     }
     let decoder = zstd::stream::read::Decoder::with_buffer(bytes)
         .map_err(|error| BundleEncodingError::Corrupt(error.to_string()))?;
-    // The frame's own length is a hint only (a frame may lie about it);
+    // The frame's own length is a hint only (a frame may lie about it):
+    // what is reserved up front is bounded by the bytes at hand too, and
     // the read below stops one byte past the limit whatever it says.
     let hint = zstd::zstd_safe::get_frame_content_size(bytes)
         .ok()
         .flatten()
-        .map_or(0, |len| len.min(MAX_BUNDLE_LEN));
+        .map_or(0, |len| len.min(MAX_RESERVED_RATIO * bytes.len() as u64));
     let mut json = Vec::with_capacity(usize::try_from(hint).unwrap_or(0));
     decoder
         .take(MAX_BUNDLE_LEN + 1)
