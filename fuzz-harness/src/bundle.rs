@@ -4,9 +4,11 @@
 //! array arrives. Packing must be canonical (packing a packed bundle's
 //! objects again gives the same bytes, so the same objects always get the
 //! same `BundleId`), and a packed bundle must parse wherever its objects
-//! did.
+//! did. A JSON array compressed as the root compresses bundles reads as
+//! the array did.
 
 use relaymesh_edge_agent::manifest::{parse_bundle, PART_OF_LABEL};
+use relaymesh_protocol::bundle_encoding::compress;
 use relaymesh_protocol::BundleId;
 use relaymesh_root::placement::pack;
 use serde_json::Value;
@@ -31,6 +33,12 @@ pub fn run(data: &[u8]) {
     let Ok(objects) = serde_json::from_slice::<Vec<Value>>(data) else {
         return;
     };
+    let compressed = parse_bundle(&compress(data), "applyset-fuzz");
+    assert_eq!(
+        compressed.as_ref().ok(),
+        parsed.as_ref().ok(),
+        "compressing changed what the bundle reads as: {compressed:?} / {parsed:?}"
+    );
     let packed = pack(&objects.iter().collect::<Vec<_>>());
     let repacked_objects: Vec<Value> =
         serde_json::from_slice(&packed).expect("a packed bundle is a JSON array");

@@ -648,6 +648,11 @@ fn bundles() -> Vec<Seed> {
         seed("bundle", "packed", relaymesh_root::placement::pack(&all)),
         seed(
             "bundle",
+            "packed-zstd",
+            relaymesh_protocol::bundle_encoding::compress(&relaymesh_root::placement::pack(&all)),
+        ),
+        seed(
+            "bundle",
             "packed-one",
             relaymesh_root::placement::pack(&all[2..3]),
         ),
