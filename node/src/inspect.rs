@@ -21,7 +21,7 @@ pub fn summary(store: &Store) -> Result<Option<Value>, StoreError> {
     let persisted = store.load()?;
     let mut bundles = Vec::new();
     for (id, size) in store.bundle_sizes()? {
-        let (verified, encoding) = verified(store, &id)?;
+        let (verified, encoding) = read_back(store, &id)?;
         bundles.push(
             json!({"id": id.to_hex(), "size": size, "verified": verified, "encoding": encoding}),
         );
@@ -76,7 +76,7 @@ pub fn summary(store: &Store) -> Result<Option<Value>, StoreError> {
 /// Whether the chunks stored for `id` hash to it, read one at a time, and
 /// the encoding its first chunk shows. A bundle with a chunk missing is not
 /// verified; a store that fails is an error.
-fn verified(store: &Store, id: &BundleId) -> Result<(bool, Option<&'static str>), StoreError> {
+fn read_back(store: &Store, id: &BundleId) -> Result<(bool, Option<&'static str>), StoreError> {
     let Some(mut chunks) = store.bundle_chunks(id)? else {
         return Ok((false, None));
     };
@@ -85,13 +85,13 @@ fn verified(store: &Store, id: &BundleId) -> Result<(bool, Option<&'static str>)
     loop {
         match chunks.next_chunk() {
             Ok(Some(chunk)) => {
-                encoding.get_or_insert(
+                encoding.get_or_insert_with(|| {
                     if relaymesh_protocol::bundle_encoding::is_compressed(&chunk) {
                         "zstd"
                     } else {
                         "json"
-                    },
-                );
+                    }
+                });
                 hasher.update(&chunk);
             }
             Ok(None) => return Ok((hasher.finish() == *id, encoding)),

@@ -51,6 +51,7 @@ mod mutex;
 mod recv_stream;
 mod runtime;
 mod send_stream;
+mod spare_send_buffer;
 mod work_limiter;
 
 #[cfg(not(wasm_browser))]

@@ -496,7 +496,6 @@ async fn execute(command: Command) -> anyhow::Result<()> {
             metrics,
             limits,
         } => {
-            let bundle_encoding = bundle_encoding.into();
             let metrics = metrics.start().await.context("--metrics-listen")?;
             relaymesh_root::metrics::register();
             let limits = limits.limits();
@@ -504,7 +503,7 @@ async fn execute(command: Command) -> anyhow::Result<()> {
             let root = relaymesh_root::serve::RootApi {
                 standby: None,
                 watches,
-                bundle_encoding,
+                bundle_encoding: bundle_encoding.into(),
             };
             let options = daemon::RunOptions {
                 node_cert_validity,
@@ -513,7 +512,7 @@ async fn execute(command: Command) -> anyhow::Result<()> {
                 parent_grace,
                 refusal_log_interval,
                 limits,
-                root: Some(daemon::Root(std::sync::Arc::new(root))),
+                root: Some(daemon::Root(std::sync::Arc::new(root.clone()))),
                 metrics,
                 ..Default::default()
             };
@@ -522,7 +521,7 @@ async fn execute(command: Command) -> anyhow::Result<()> {
                 relaymesh_root::objects_store::set_etcd_endpoints(&store, etcd_endpoints)
                     .context("--etcd-endpoints")?;
             }
-            run(&data_dir, parent_address, options, watches, bundle_encoding).await
+            run(&data_dir, parent_address, options, root).await
         }
         Command::Inspect { data_dir } => inspect(&data_dir),
         Command::MigrateStore { data_dir, to, etcd } => {
@@ -546,8 +545,7 @@ async fn run(
     data_dir: &Path,
     parent_addresses: Vec<String>,
     options: daemon::RunOptions,
-    watches: relaymesh_apiserver::WatchLimits,
-    bundle_encoding: relaymesh_root::placement::BundleEncoding,
+    root: relaymesh_root::serve::RootApi,
 ) -> anyhow::Result<()> {
     let range = pki::MIN_NODE_CERT_VALIDITY..=pki::MAX_NODE_CERT_VALIDITY;
     if !range.contains(&options.node_cert_validity) {
@@ -579,11 +577,10 @@ async fn run(
     if matches!(store.objects_store()?, ObjectsStore::Etcd(_)) {
         // A root on etcd is one of its replicas: standby until it leads.
         let standby = relaymesh_root::serve::RootApi {
-            watches,
-            bundle_encoding,
             standby: Some(
                 "this replica of the root is a standby: the leader answers about the tree".into(),
             ),
+            ..root
         };
         let replica = relaymesh_root::replicas::Replica {
             options,
