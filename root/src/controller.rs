@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use relaymesh_core::rollouts::RolloutInput;
-use relaymesh_protocol::SliceEntry;
+use relaymesh_protocol::{BundleId, SliceEntry};
 use tokio::sync::{broadcast, oneshot};
 use tokio_util::sync::CancellationToken;
 
@@ -59,12 +59,13 @@ pub(super) async fn run(
     let mut status = node.placement_status();
     let mut status_tick = tokio::time::interval(STATUS_INTERVAL);
     let mut built = Built::new();
+    let mut encoder = placement::Encoder::new(encoding);
     let mut metrics = crate::metrics::PlacementMetrics::default();
     let mut rebuild = true;
     let mut report_took = Duration::ZERO;
     loop {
         if rebuild {
-            match reconcile(&objects, &node, &specs, encoding).await {
+            match reconcile(&objects, &node, &specs, &mut encoder).await {
                 Ok(generations) => built = generations,
                 Err(error) => tracing::warn!(%error, "cannot rebuild placements"),
             }
@@ -174,7 +175,7 @@ async fn reconcile(
     objects: &ObjectStore,
     node: &RootHandle,
     specs: &Specs,
-    encoding: placement::BundleEncoding,
+    encoder: &mut placement::Encoder,
 ) -> Result<Built, ControllerError> {
     // Generations first: a write after this read moves them on, so an
     // entry is never said to describe a later generation than it does.
@@ -199,17 +200,10 @@ async fn reconcile(
     for (key, object) in placements {
         let built = specs
             .read(&object)
-            .and_then(|spec| placement::build(&spec, &workloads, encoding));
+            .and_then(|spec| placement::build(&spec, &workloads, encoder));
         match built {
-            Ok(packed) => {
-                let bundle = bytes::Bytes::from(packed.bundle);
-                for id in &packed.entry.bundles {
-                    if !node.store().has_bundle(id)? {
-                        node.store()
-                            .put_bundle_off_runtime(*id, bundle.clone())
-                            .await?;
-                    }
-                }
+            Ok(mut packed) => {
+                store_bundle(node, encoder, &mut packed).await?;
                 tracing::debug!(placement = %key.name, objects = packed.objects, "placement built");
                 let rollout = rollout::input(&object, &packed.rollout);
                 entries.push((packed.entry, rollout));
@@ -219,12 +213,40 @@ async fn reconcile(
             }
         }
     }
+    encoder.end_rebuild();
     let (reply, done) = oneshot::channel();
     node.send(RootRequest::SetPlacements { entries, reply })
         .await
         .map_err(|_| ControllerError::Stopping)?;
     let _ = done.await;
     Ok(built)
+}
+
+/// Puts the bundle of `packed` in the root's store unless it holds it. A
+/// bundle the encoder did not give bytes for was stored at an earlier
+/// rebuild; if it has gone since, it is encoded anew, under the id of what
+/// is stored.
+async fn store_bundle(
+    node: &RootHandle,
+    encoder: &placement::Encoder,
+    packed: &mut placement::Packed,
+) -> Result<(), ControllerError> {
+    let Some(id) = packed.entry.bundles.first().copied() else {
+        return Ok(());
+    };
+    if node.store().has_bundle(&id)? {
+        return Ok(());
+    }
+    let bytes = match packed.bundle.take() {
+        Some(bytes) => bytes,
+        None => encoder.again(&packed.json),
+    };
+    let stored = BundleId::of(&bytes);
+    packed.entry.bundles = vec![stored];
+    node.store()
+        .put_bundle_off_runtime(stored, bytes::Bytes::from(bytes))
+        .await?;
+    Ok(())
 }
 
 /// Writes the status of every Placement whose status changed

@@ -15,6 +15,7 @@
 
 mod bundle;
 mod dependents;
+mod encoder;
 mod explain;
 pub mod singleton;
 mod specs;
@@ -22,6 +23,7 @@ pub mod status;
 
 pub use bundle::{canonical_json, pack, strip_server_fields, BundleEncoding};
 pub use dependents::PlacementsOfWorkloads;
+pub use encoder::{Encoded, Encoder};
 pub use explain::{ask_splits, explain, RelaySplit, Splits, MAX_RELAYS_ASKED};
 pub use relaymesh_topology::spec::{
     customization, label_selector, rollout, selects, PlacementError, PlacementSpec, WorkloadTerm,
@@ -29,7 +31,7 @@ pub use relaymesh_topology::spec::{
 };
 pub use specs::{SpecId, Specs};
 
-use relaymesh_protocol::{BundleId, SliceEntry, Target};
+use relaymesh_protocol::{SliceEntry, Target};
 use serde_json::Value;
 
 pub use relaymesh_protocol::placement::KEY_PREFIX;
@@ -45,9 +47,12 @@ pub fn entry_key(namespace: &str, name: &str) -> String {
 pub struct Packed {
     /// The entry to upsert at the root.
     pub entry: SliceEntry,
-    /// The bundle's bytes: its canonical JSON, compressed if the root
-    /// compresses bundles.
-    pub bundle: Vec<u8>,
+    /// The objects' canonical JSON, which the bundle encodes.
+    pub json: Vec<u8>,
+    /// The bundle's bytes: that JSON, compressed if the root compresses
+    /// bundles; none when the encoder gave them at its last rebuild
+    /// ([`Encoded`]).
+    pub bundle: Option<Vec<u8>>,
     /// How many objects the bundle holds.
     pub objects: usize,
     /// How its new revisions reach the clusters.
@@ -55,18 +60,19 @@ pub struct Packed {
 }
 
 /// Builds the entry and bundle of the placement whose admitted spec is
-/// `spec` (from [`Specs`]), from every object the root holds (`objects`).
+/// `spec` (from [`Specs`]), from every object the root holds (`objects`),
+/// its bundle encoded by `encoder`.
 pub fn build(
     spec: &PlacementSpec,
     objects: &[Value],
-    encoding: BundleEncoding,
+    encoder: &mut Encoder,
 ) -> Result<Packed, PlacementError> {
     let selected: Vec<&Value> = objects
         .iter()
         .filter(|object| spec.selects_object(object))
         .collect();
-    let bundle = encoding.encode(pack(&selected));
-    let id = BundleId::of(&bundle);
+    let json = pack(&selected);
+    let Encoded { id, bytes } = encoder.encode(&json);
     // Too large to travel in one frame: refused like any invalid spec.
     let body = spec
         .body()
@@ -86,7 +92,8 @@ pub fn build(
             signature: Vec::new(),
         },
         objects: selected.len(),
-        bundle,
+        json,
+        bundle: bytes,
         rollout: spec.rollout.clone(),
     })
 }

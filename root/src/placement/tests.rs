@@ -1,5 +1,6 @@
 //! Placement parsing, object selection and bundle packing.
 
+use relaymesh_protocol::BundleId;
 use serde_json::json;
 
 use super::*;
@@ -204,13 +205,13 @@ fn bundles_are_canonical_and_stripped() {
     let one = build(
         &spec_of(&placement()),
         &[a.clone(), b.clone()],
-        BundleEncoding::Json,
+        &mut Encoder::new(BundleEncoding::Json),
     )
     .expect("packs");
     let two = build(
         &spec_of(&placement()),
         &[b, a.clone()],
-        BundleEncoding::Json,
+        &mut Encoder::new(BundleEncoding::Json),
     )
     .expect("packs");
     assert_eq!(
@@ -219,7 +220,7 @@ fn bundles_are_canonical_and_stripped() {
     );
     assert_eq!(one.entry.bundles, two.entry.bundles);
     assert_eq!(one.objects, 2);
-    let objects: Vec<Value> = serde_json::from_slice(&one.bundle).expect("json");
+    let objects: Vec<Value> = serde_json::from_slice(&one.json).expect("json");
     assert_eq!(objects[0]["kind"], "ConfigMap", "core group sorts first");
     for object in &objects {
         assert!(object.get("status").is_none());
@@ -230,7 +231,12 @@ fn bundles_are_canonical_and_stripped() {
     // Editing a selected object makes a new bundle.
     let mut edited = a;
     edited["spec"]["x"] = json!(2);
-    let three = build(&spec_of(&placement()), &[edited], BundleEncoding::Json).expect("packs");
+    let three = build(
+        &spec_of(&placement()),
+        &[edited],
+        &mut Encoder::new(BundleEncoding::Json),
+    )
+    .expect("packs");
     assert_ne!(three.entry.bundles, one.entry.bundles);
     assert_eq!(one.entry.key, "placement/shop/storefront");
 }
@@ -240,16 +246,31 @@ fn compressed_bundles_hold_the_same_objects_under_their_own_id() {
     let a = object("apps/v1", "Deployment", Some("shop"), "web", "storefront");
     let b = object("v1", "ConfigMap", Some("shop"), "storefront-config", "x");
     let objects = [a, b];
-    let json = build(&spec_of(&placement()), &objects, BundleEncoding::Json).expect("packs");
-    let zstd = build(&spec_of(&placement()), &objects, BundleEncoding::Zstd).expect("packs");
-    assert!(relaymesh_protocol::bundle_encoding::is_compressed(
-        &zstd.bundle
-    ));
-    assert_eq!(zstd.entry.bundles, vec![BundleId::of(&zstd.bundle)]);
+    let json = build(
+        &spec_of(&placement()),
+        &objects,
+        &mut Encoder::new(BundleEncoding::Json),
+    )
+    .expect("packs");
+    let zstd = build(
+        &spec_of(&placement()),
+        &objects,
+        &mut Encoder::new(BundleEncoding::Zstd),
+    )
+    .expect("packs");
+    let bytes = zstd.bundle.as_deref().expect("encoded");
+    assert!(relaymesh_protocol::bundle_encoding::is_compressed(bytes));
+    assert_eq!(zstd.entry.bundles, vec![BundleId::of(bytes)]);
     assert_ne!(zstd.entry.bundles, json.entry.bundles);
-    let read = relaymesh_protocol::bundle_encoding::objects_json(&zstd.bundle).expect("reads");
-    assert_eq!(read.as_ref(), &json.bundle[..]);
-    let again = build(&spec_of(&placement()), &objects, BundleEncoding::Zstd).expect("packs");
+    let read = relaymesh_protocol::bundle_encoding::objects_json(bytes).expect("reads");
+    assert_eq!(read.as_ref(), &json.json[..]);
+    assert_eq!(json.bundle.as_deref(), Some(&json.json[..]));
+    let again = build(
+        &spec_of(&placement()),
+        &objects,
+        &mut Encoder::new(BundleEncoding::Zstd),
+    )
+    .expect("packs");
     assert_eq!(
         again.entry.bundles, zstd.entry.bundles,
         "the same objects, the same id"
