@@ -9,10 +9,16 @@
 //! live memory and the process grew since its last trim, asks glibc to
 //! release the free pages (`malloc_trim(0)`).
 //!
+//! It also caps glibc's arenas ([`limit_arenas`]): glibc gives a thread
+//! that finds an arena locked another one, up to eight per core, and a
+//! relay's links are allocated by whichever runtime worker runs them, so
+//! every arena ends up with a share of the links and of the gaps between
+//! them.
+//!
 //! This is the one module of the workspace that calls C: glibc's
-//! `mallinfo2` and `malloc_trim` take no pointers and are thread-safe
-//! (docs/dependencies.md, "libc"). Elsewhere than glibc it does nothing.
-//! Only those two calls are allowed `unsafe`.
+//! `mallinfo2`, `malloc_trim` and `mallopt` take no pointers and are
+//! thread-safe (docs/dependencies.md, "libc"). Elsewhere than glibc it does
+//! nothing. Only those three calls are allowed `unsafe`.
 
 use std::time::Duration;
 
@@ -23,6 +29,42 @@ pub const PERIOD: Duration = Duration::from_secs(1);
 /// set since the last trim before another: below this, the page faults of
 /// reusing released pages would cost more than the memory is worth.
 pub const MIN_RELEASE_BYTES: u64 = 16 * 1024 * 1024;
+
+/// How many malloc arenas a daemon's threads share ([`limit_arenas`]).
+/// Two held the relays of the tree at 10,000 to about 32 KiB of RSS per
+/// idle link against 41–45 with glibc's default, at the same CPU
+/// (docs/performance.md, "Two malloc arenas").
+pub const ARENAS: i32 = 2;
+
+/// Whether the operator chose the arenas: glibc reads `MALLOC_ARENA_MAX`
+/// and `GLIBC_TUNABLES` itself, and their choice stands.
+fn arenas_chosen_by_environment() -> bool {
+    std::env::var_os("MALLOC_ARENA_MAX").is_some()
+        || std::env::var("GLIBC_TUNABLES").is_ok_and(|tunables| tunables.contains("arena_max"))
+}
+
+/// Caps glibc's malloc arenas at [`ARENAS`], unless the environment sets
+/// them; call before the runtime's threads start. Returns whether the cap
+/// was set.
+pub fn limit_arenas() -> bool {
+    if arenas_chosen_by_environment() {
+        return false;
+    }
+    set_arena_max(ARENAS)
+}
+
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[allow(unsafe_code)]
+fn set_arena_max(arenas: i32) -> bool {
+    // SAFETY: mallopt takes two integers, no pointer, and glibc changes the
+    // parameter under its own lock (MT-Safe, mallopt(3)).
+    unsafe { libc::mallopt(libc::M_ARENA_MAX, arenas) == 1 }
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn set_arena_max(_arenas: i32) -> bool {
+    false
+}
 
 /// What the allocator holds, in bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

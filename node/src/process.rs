@@ -1,6 +1,6 @@
 //! What the daemons' `main` functions share: a multi-threaded runtime, a
-//! file-size limit turned into errors the daemon reports, freed heap
-//! returned to the system after bursts, and a failure turned into one line
+//! file-size limit turned into errors the daemon reports, glibc's malloc
+//! arenas capped and freed heap returned to the system after bursts, and a failure turned into one line
 //! on stderr and a failing exit code.
 
 use std::future::Future;
@@ -13,6 +13,8 @@ const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(5);
 /// Runs `main` to completion; an error is printed as `error: …` (with its
 /// causes, for `anyhow` errors) and makes the exit code non-zero.
 pub fn block_on_main<E: std::fmt::Display>(main: impl Future<Output = Result<(), E>>) -> ExitCode {
+    // Before the runtime's threads allocate: each would get an arena.
+    crate::heap::limit_arenas();
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
         Err(error) => {

@@ -53,3 +53,11 @@ fn a_fragmented_heap_is_returned_to_the_system() {
     assert_eq!(trimmer.look(), None, "nothing grew since the trim");
     drop(kept);
 }
+
+/// glibc takes the cap unless the environment chose the arenas itself.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[test]
+fn the_arena_cap_is_taken_unless_the_environment_set_one() {
+    assert_eq!(limit_arenas(), !arenas_chosen_by_environment());
+    assert!(set_arena_max(ARENAS), "glibc takes M_ARENA_MAX");
+}
