@@ -619,6 +619,32 @@ async fn a_found_namespace_is_asked_for_again_only_after_a_failed_write() {
     assert!(cluster.object("", "Namespace", None, "shop").is_some());
 }
 
+/// A namespace the agent needs is made with one request, a create, and
+/// one that exists is not written to.
+#[tokio::test(start_paused = true)]
+async fn a_needed_namespace_is_created_by_one_request() {
+    use relaymesh_edge_agent::applier::{Applier, CREATED_BY_LABEL};
+    let cluster = cluster("edge-1");
+    let mut agent = Applier::new(cluster.client());
+    assert!(agent.ensure_namespace("shop").await.expect("asked"));
+    let writes = cluster.applied();
+    assert_eq!(writes.len(), 1, "{writes:?}");
+    assert_eq!(writes[0].operation, Operation::Create);
+    assert_eq!(
+        (writes[0].kind.as_str(), writes[0].name.as_str()),
+        ("Namespace", "shop")
+    );
+    let shop = cluster.object("", "Namespace", None, "shop").expect("made");
+    assert_eq!(shop["metadata"]["labels"][CREATED_BY_LABEL], "relaymesh");
+    let mut another = Applier::new(cluster.client());
+    assert!(
+        !another.ensure_namespace("shop").await.expect("asked"),
+        "found, not created"
+    );
+    assert!(!another.ensure_namespace("default").await.expect("asked"));
+    assert_eq!(cluster.applied().len(), 1, "nothing written for those");
+}
+
 /// Ten thousand idle clusters fit in one process (`testbed bench` measures
 /// how much each takes).
 #[test]
