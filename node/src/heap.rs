@@ -31,9 +31,9 @@ pub const PERIOD: Duration = Duration::from_secs(1);
 pub const MIN_RELEASE_BYTES: u64 = 16 * 1024 * 1024;
 
 /// How many malloc arenas a daemon's threads share ([`limit_arenas`]).
-/// Two held the relays of the tree at 10,000 to about 32 KiB of RSS per
-/// idle link against 41–45 with glibc's default, at the same CPU
-/// (docs/performance.md, "Two malloc arenas").
+/// Two held the root of a star of 6,000 idle children to 300 MiB against
+/// 375 with glibc's default, at the same CPU (docs/performance.md, "Two
+/// malloc arenas").
 pub const ARENAS: i32 = 2;
 
 /// Whether the operator chose the arenas: glibc reads `MALLOC_ARENA_MAX`
