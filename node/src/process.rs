@@ -1,7 +1,7 @@
 //! What the daemons' `main` functions share: a multi-threaded runtime, a
 //! file-size limit turned into errors the daemon reports, glibc's malloc
-//! arenas capped and freed heap returned to the system after bursts, and a failure turned into one line
-//! on stderr and a failing exit code.
+//! arenas capped and freed heap returned to the system after bursts, and a
+//! failure turned into one line on stderr and a failing exit code.
 
 use std::future::Future;
 use std::process::ExitCode;

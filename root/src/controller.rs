@@ -222,20 +222,35 @@ async fn reconcile(
     Ok(built)
 }
 
-/// Puts the bundle of `packed` in the root's store unless it holds it. A
-/// bundle the encoder did not give bytes for was stored at an earlier
-/// rebuild; if it has gone since, it is encoded anew, under the id of what
-/// is stored.
+/// Puts the bundle of `packed` in the root's store unless it holds it.
 async fn store_bundle(
     node: &RootHandle,
     encoder: &placement::Encoder,
     packed: &mut placement::Packed,
 ) -> Result<(), ControllerError> {
+    let store = node.store();
+    if let Some((id, bytes)) = bundle_to_store(|id| store.has_bundle(id), encoder, packed)? {
+        store
+            .put_bundle_off_runtime(id, bytes::Bytes::from(bytes))
+            .await?;
+    }
+    Ok(())
+}
+
+/// The bundle of `packed` that a store without it must take, if `has`
+/// says it lacks it. A bundle the encoder gave no bytes for was stored at
+/// an earlier rebuild; if it has gone since, it is encoded anew, and the
+/// entry names what is stored.
+fn bundle_to_store<E>(
+    has: impl Fn(&BundleId) -> Result<bool, E>,
+    encoder: &placement::Encoder,
+    packed: &mut placement::Packed,
+) -> Result<Option<(BundleId, Vec<u8>)>, E> {
     let Some(id) = packed.entry.bundles.first().copied() else {
-        return Ok(());
+        return Ok(None);
     };
-    if node.store().has_bundle(&id)? {
-        return Ok(());
+    if has(&id)? {
+        return Ok(None);
     }
     let bytes = match packed.bundle.take() {
         Some(bytes) => bytes,
@@ -243,10 +258,7 @@ async fn store_bundle(
     };
     let stored = BundleId::of(&bytes);
     packed.entry.bundles = vec![stored];
-    node.store()
-        .put_bundle_off_runtime(stored, bytes::Bytes::from(bytes))
-        .await?;
-    Ok(())
+    Ok(Some((stored, bytes)))
 }
 
 /// Writes the status of every Placement whose status changed

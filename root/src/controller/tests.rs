@@ -1,4 +1,5 @@
-//! The controller's pacing of rebuilds and status reports.
+//! The controller's pacing of rebuilds and status reports, and what it stores
+//! of the bundles it builds.
 
 use super::*;
 
@@ -63,4 +64,51 @@ async fn a_closed_feed_ends_the_gathering() {
     let (sender, mut events) = broadcast::channel::<u32>(16);
     drop(sender);
     assert_eq!(gather(&mut events, |_| true).await, None);
+}
+
+/// A placement built twice over the same objects: the second build's
+/// bundle has no bytes (the first stored them).
+fn built_twice() -> (placement::Packed, placement::Packed, placement::Encoder) {
+    use serde_json::json;
+    let spec = placement::PlacementSpec::from_object(&json!({
+        "apiVersion": "relaymesh.dev/v1alpha1",
+        "kind": "Placement",
+        "metadata": {"name": "web", "namespace": "shop"},
+        "spec": {"workloads": [{"kind": "ConfigMap"}], "clusters": {"names": ["edge-1"]}},
+    }))
+    .expect("valid");
+    let objects = [json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "conf", "namespace": "shop"}, "data": {"k": "v"}})];
+    let mut encoder = placement::Encoder::new(placement::BundleEncoding::Zstd);
+    let first = placement::build(&spec, &objects, &mut encoder).expect("packs");
+    encoder.end_rebuild();
+    let second = placement::build(&spec, &objects, &mut encoder).expect("packs");
+    (first, second, encoder)
+}
+
+#[test]
+fn an_unchanged_bundle_the_store_holds_is_not_stored_again() {
+    let (mut first, mut second, encoder) = built_twice();
+    assert!(second.bundle.is_none(), "not compressed again");
+    let holds = |_: &BundleId| Ok::<_, std::convert::Infallible>(true);
+    assert_eq!(bundle_to_store(holds, &encoder, &mut second), Ok(None));
+    let lacks = |_: &BundleId| Ok::<_, std::convert::Infallible>(false);
+    let bytes = first.bundle.clone().expect("encoded");
+    assert_eq!(
+        bundle_to_store(lacks, &encoder, &mut first),
+        Ok(Some((BundleId::of(&bytes), bytes)))
+    );
+}
+
+#[test]
+fn a_bundle_gone_from_the_store_is_encoded_anew_under_its_id() {
+    let (first, mut second, encoder) = built_twice();
+    let lacks = |_: &BundleId| Ok::<_, std::convert::Infallible>(false);
+    let stored = bundle_to_store(lacks, &encoder, &mut second)
+        .ok()
+        .flatten()
+        .expect("stored again");
+    assert_eq!(Some(stored.1), first.bundle, "the same bytes");
+    assert_eq!(vec![stored.0], first.entry.bundles, "under the same id");
+    assert_eq!(second.entry.bundles, first.entry.bundles);
 }
