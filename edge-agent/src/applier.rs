@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, DynamicObject, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::runtime::wait::{await_condition, conditions};
 use kube::{Api, Client};
 use serde_json::{json, Value};
@@ -276,10 +276,14 @@ impl Applier {
         if self.namespaces.contains(name) {
             return Ok(false);
         }
-        let namespace: Namespace = serde_json::from_value(json!({
-            "metadata": {"name": name, "labels": {CREATED_BY_LABEL: FIELD_MANAGER}},
-        }))
-        .map_err(kube::Error::SerdeError)?;
+        let namespace = Namespace {
+            metadata: ObjectMeta {
+                name: Some(name.to_string()),
+                labels: Some([(CREATED_BY_LABEL.to_string(), FIELD_MANAGER.to_string())].into()),
+                ..ObjectMeta::default()
+            },
+            ..Namespace::default()
+        };
         let params = PostParams {
             field_manager: Some(FIELD_MANAGER.to_string()),
             ..PostParams::default()

@@ -238,9 +238,9 @@ async fn store_bundle(
 }
 
 /// The bundle of `packed` that a store without it must take, if `has`
-/// says it lacks it. A bundle the encoder gave no bytes for was stored at
-/// an earlier rebuild; if it has gone since, it is encoded anew, and the
-/// entry names what is stored.
+/// says it lacks it: the bytes the encoder gave, or else the JSON encoded
+/// (a JSON bundle, or a compressed one stored at an earlier rebuild that
+/// has gone since); the entry names what is stored.
 fn bundle_to_store<E>(
     has: impl Fn(&BundleId) -> Result<bool, E>,
     encoder: &placement::Encoder,
@@ -252,9 +252,10 @@ fn bundle_to_store<E>(
     if has(&id)? {
         return Ok(None);
     }
+    // The JSON is not needed once the bundle is stored.
     let bytes = match packed.bundle.take() {
         Some(bytes) => bytes,
-        None => encoder.again(&packed.json),
+        None => encoder.again(std::mem::take(&mut packed.json)),
     };
     let stored = BundleId::of(&bytes);
     packed.entry.bundles = vec![stored];

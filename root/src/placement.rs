@@ -49,9 +49,9 @@ pub struct Packed {
     pub entry: SliceEntry,
     /// The objects' canonical JSON, which the bundle encodes.
     pub json: Vec<u8>,
-    /// The bundle's bytes: that JSON, compressed if the root compresses
-    /// bundles; none when the encoder gave them at its last rebuild
-    /// ([`Encoded`]).
+    /// The bundle's bytes when this build compressed them ([`Encoded`]):
+    /// otherwise the bundle is the JSON, or was stored at an earlier
+    /// rebuild.
     pub bundle: Option<Vec<u8>>,
     /// How many objects the bundle holds.
     pub objects: usize,

@@ -15,8 +15,10 @@ use super::bundle::BundleEncoding;
 pub struct Encoded {
     /// The bundle's id: the hash of its encoded bytes.
     pub id: BundleId,
-    /// Its bytes, or none when the last rebuild encoded the same JSON (its
-    /// bytes went to the store then; [`Encoder::again`] makes them anew).
+    /// Its bytes when this build compressed them; none for a JSON bundle
+    /// (its bytes are the JSON) or when the last rebuild encoded the same
+    /// JSON (its bytes went to the store then). [`Encoder::again`] makes
+    /// them from the JSON.
     pub bytes: Option<Vec<u8>>,
 }
 
@@ -44,19 +46,19 @@ impl Encoder {
 
     /// The bundle of the objects whose canonical JSON is `json`.
     pub fn encode(&mut self, json: &[u8]) -> Encoded {
+        let key = BundleId::of(json);
         if self.encoding == BundleEncoding::Json {
             return Encoded {
-                id: BundleId::of(json),
-                bytes: Some(json.to_vec()),
+                id: key,
+                bytes: None,
             };
         }
-        let key = BundleId::of(json);
         let known = self.this.get(&key).or_else(|| self.last.get(&key)).copied();
         if let Some(id) = known {
             self.this.insert(key, id);
             return Encoded { id, bytes: None };
         }
-        let bytes = self.again(json);
+        let bytes = relaymesh_protocol::bundle_encoding::compress(json);
         let id = BundleId::of(&bytes);
         self.this.insert(key, id);
         Encoded {
@@ -65,10 +67,9 @@ impl Encoder {
         }
     }
 
-    /// The encoded bytes of `json`, made anew (for a bundle whose bytes
-    /// [`Encoder::encode`] did not give and the store no longer holds).
-    pub fn again(&self, json: &[u8]) -> Vec<u8> {
-        self.encoding.encode(json.to_vec())
+    /// The encoded bytes of `json`: the JSON itself, or compressed anew.
+    pub fn again(&self, json: Vec<u8>) -> Vec<u8> {
+        self.encoding.encode(json)
     }
 
     /// Ends a rebuild: JSON that this rebuild did not encode is forgotten.
@@ -96,7 +97,7 @@ mod tests {
         let second = encoder.encode(&json("a"));
         assert_eq!(second.id, first.id);
         assert!(second.bytes.is_none(), "not compressed again");
-        assert_eq!(encoder.again(&json("a")), bytes, "the same bytes anew");
+        assert_eq!(encoder.again(json("a")), bytes, "the same bytes anew");
         encoder.end_rebuild();
         assert!(encoder.encode(&json("a")).bytes.is_none());
     }
@@ -120,7 +121,8 @@ mod tests {
         encoder.encode(&json("a"));
         encoder.end_rebuild();
         let again = encoder.encode(&json("a"));
-        assert_eq!(again.bytes.as_deref(), Some(&json("a")[..]));
+        assert!(again.bytes.is_none(), "the JSON is the bundle");
+        assert_eq!(encoder.again(json("a")), json("a"));
         assert_eq!(again.id, BundleId::of(&json("a")));
     }
 }
