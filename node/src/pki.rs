@@ -37,6 +37,7 @@ mod mesh;
 mod quic_tls;
 mod renewal;
 mod rotation;
+mod server_session;
 mod server_verifier;
 #[cfg(test)]
 mod tests;

@@ -120,7 +120,7 @@ pub fn quic_server_config_idle(
         .with_client_cert_verifier(client_verifier)
         .with_single_cert(chain, private_key(&identity.tls_key_der))?;
     tls.alpn_protocols = vec![ALPN.to_vec()];
-    let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(Arc::new(tls))?;
+    let crypto = super::server_session::ServerConfig::new(Arc::new(tls))?;
     let mut config = quinn::ServerConfig::with_crypto(Arc::new(crypto));
     config.transport_config(server_transport(idle));
     Ok(config)

@@ -392,8 +392,9 @@ pub(super) async fn handshake(
         .expect("handshake finishes")
 }
 
-#[tokio::test]
-async fn mutual_tls_between_child_and_parent() {
+/// The relay `eu`, joined below the root, connected to it: the child's
+/// side, the root's side, and the root's listener (which must outlive them).
+async fn eu_linked_to_root() -> (quinn::Connection, quinn::Connection, Server) {
     let root = root();
     let child = join(&root, "eu", Role::Relay);
     let server = serve(&root);
@@ -401,27 +402,89 @@ async fn mutual_tls_between_child_and_parent() {
     let (client_conn, server_conn) = handshake(&server, config, "root").await;
     let client_conn = client_conn.expect("client handshake");
     let server_conn = server_conn.expect("server handshake");
+    (client_conn, server_conn, server)
+}
+
+fn relay_peer(name: &str) -> Option<Peer> {
+    Some(Peer {
+        role: Role::Relay,
+        name: name.into(),
+    })
+}
+
+/// The ALPN protocol the connection's handshake settled on.
+fn alpn(conn: &quinn::Connection) -> Option<Vec<u8>> {
+    conn.handshake_data().and_then(|data| {
+        data.downcast::<quinn::crypto::rustls::HandshakeData>()
+            .ok()
+            .and_then(|data| data.protocol)
+    })
+}
+
+#[tokio::test]
+async fn mutual_tls_between_child_and_parent() {
+    let (client_conn, server_conn, _server) = eu_linked_to_root().await;
     assert_eq!(
         connection_peer(&server_conn).expect("peer"),
-        Some(Peer {
-            role: Role::Relay,
-            name: "eu".into()
-        })
+        relay_peer("eu")
     );
     assert_eq!(
         connection_peer(&client_conn).expect("peer"),
-        Some(Peer {
-            role: Role::Relay,
-            name: "root".into()
-        })
+        relay_peer("root")
     );
+    assert_eq!(alpn(&client_conn), Some(relaymesh_protocol::ALPN.to_vec()));
+}
+
+/// One message there and back on a new stream.
+async fn round_trip(client: &quinn::Connection, server: &quinn::Connection, word: &[u8]) {
+    let (mut send, mut recv) = client.open_bi().await.expect("open stream");
+    send.write_all(word).await.expect("write");
+    send.finish().expect("finish");
+    let (mut server_send, mut server_recv) = server.accept_bi().await.expect("accept stream");
+    let heard = server_recv.read_to_end(1024).await.expect("server reads");
+    server_send.write_all(&heard).await.expect("echo");
+    server_send.finish().expect("finish echo");
+    assert_eq!(recv.read_to_end(1024).await.expect("client reads"), word);
+}
+
+#[tokio::test]
+async fn a_relay_lets_go_of_rustls_after_the_handshake_and_keeps_what_links_need() {
+    let (client_conn, server_conn, _server) = eu_linked_to_root().await;
+    round_trip(&client_conn, &server_conn, b"first").await;
+
+    // rustls's connection is gone: it alone could export keying material.
+    let mut exported = [0u8; 32];
+    assert!(server_conn
+        .export_keying_material(&mut exported, b"label", b"context")
+        .is_err());
+    client_conn
+        .export_keying_material(&mut exported, b"label", b"context")
+        .expect("the client keeps its rustls connection");
+    // What the link reads after the handshake is still there.
     assert_eq!(
-        client_conn.handshake_data().and_then(|data| data
-            .downcast::<quinn::crypto::rustls::HandshakeData>()
-            .ok()
-            .and_then(|data| data.protocol)),
-        Some(relaymesh_protocol::ALPN.to_vec())
+        connection_peer(&server_conn).expect("peer"),
+        relay_peer("eu")
     );
+    assert_eq!(alpn(&server_conn), Some(relaymesh_protocol::ALPN.to_vec()));
+    // Key updates take their keys from the secrets the session kept, the
+    // relay's and the child's alike.
+    for round in 0..3 {
+        server_conn.force_key_update();
+        round_trip(
+            &client_conn,
+            &server_conn,
+            format!("server {round}").as_bytes(),
+        )
+        .await;
+        client_conn.force_key_update();
+        round_trip(
+            &client_conn,
+            &server_conn,
+            format!("client {round}").as_bytes(),
+        )
+        .await;
+    }
+    assert!(server_conn.close_reason().is_none());
 }
 
 #[tokio::test]
