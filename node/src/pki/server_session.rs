@@ -89,7 +89,8 @@ impl crypto::ServerConfig for ServerConfig {
         // quinn asks for a session only after `initial_keys` took the
         // version, so both fail or neither; a session that cannot start
         // ends its link at the first handshake bytes.
-        let state = match version_of(version) {
+        let tls_version = version_of(version);
+        let state = match tls_version {
             Some(tls_version) => {
                 match ServerConnection::new(self.tls.clone(), tls_version, encoded) {
                     Ok(connection) => State::Handshaking {
@@ -102,7 +103,7 @@ impl crypto::ServerConfig for ServerConfig {
             None => State::Failed(format!("unsupported QUIC version {version:#x}")),
         };
         Box::new(Session {
-            version: version_of(version).unwrap_or(Version::V1),
+            version: tls_version.unwrap_or(Version::V1),
             suite: self.initial,
             next_secrets: None,
             state,
