@@ -32,7 +32,7 @@ use quinn::ConnectionId;
 use quinn_proto::transport_parameters::TransportParameters;
 use quinn_proto::{Side, TransportError, TransportErrorCode};
 use rustls::pki_types::CertificateDer;
-use rustls::quic::{Connection, KeyChange, PacketKey, Secrets, ServerConnection, Suite, Version};
+use rustls::quic::{KeyChange, PacketKey, Secrets, ServerConnection, Suite, Version};
 use rustls::CipherSuite;
 
 use super::PkiError;
@@ -97,7 +97,7 @@ impl crypto::ServerConfig for ServerConfig {
             Some(tls_version) => {
                 match ServerConnection::new(self.tls.clone(), tls_version, encoded) {
                     Ok(connection) => State::Handshaking {
-                        connection: Box::new(connection.into()),
+                        connection: Box::new(connection),
                         got_handshake_data: false,
                     },
                     Err(error) => State::Failed(format!("TLS session: {error}")),
@@ -128,7 +128,7 @@ pub(super) struct Session {
 enum State {
     /// rustls runs the handshake; boxed so that [`State::Done`] is small.
     Handshaking {
-        connection: Box<Connection>,
+        connection: Box<ServerConnection>,
         got_handshake_data: bool,
     },
     /// The handshake is over and every byte of it written.
@@ -156,9 +156,7 @@ impl Session {
         if connection.is_handshaking() || self.next_secrets.is_none() {
             return;
         }
-        let Connection::Server(server) = connection.as_ref() else {
-            return;
-        };
+        let server = connection.as_ref();
         let finished = Finished {
             alpn: server.alpn_protocol().map(<[u8]>::to_vec),
             server_name: server.server_name().map(str::to_owned),
@@ -185,13 +183,10 @@ impl crypto::Session for Session {
             State::Handshaking {
                 connection,
                 got_handshake_data: true,
-            } => {
-                let server_name = match connection.as_ref() {
-                    Connection::Server(server) => server.server_name().map(str::to_owned),
-                    Connection::Client(_) => None,
-                };
-                (connection.alpn_protocol().map(<[u8]>::to_vec), server_name)
-            }
+            } => (
+                connection.alpn_protocol().map(<[u8]>::to_vec),
+                connection.server_name().map(str::to_owned),
+            ),
             State::Done(finished) => (finished.alpn.clone(), finished.server_name.clone()),
             State::Handshaking { .. } | State::Failed(_) => return None,
         };
@@ -273,10 +268,8 @@ impl crypto::Session for Session {
         }
         // As quinn's session: rustls gives no signal that the ClientHello
         // was read, so the server name or ALPN showing up is taken as one.
-        let ready = match connection.as_ref() {
-            Connection::Server(server) => server.server_name().is_some(),
-            Connection::Client(_) => false,
-        } || connection.alpn_protocol().is_some()
+        let ready = connection.server_name().is_some()
+            || connection.alpn_protocol().is_some()
             || !connection.is_handshaking();
         *got_handshake_data = ready;
         Ok(ready)
@@ -336,19 +329,15 @@ impl crypto::Session for Session {
         false
     }
 
+    /// Never: rustls's QUIC server connection offers no export, and once
+    /// the handshake is over nothing of the key schedule is kept for one.
     fn export_keying_material(
         &self,
-        output: &mut [u8],
-        label: &[u8],
-        context: &[u8],
+        _: &mut [u8],
+        _: &[u8],
+        _: &[u8],
     ) -> Result<(), ExportKeyingMaterialError> {
-        let State::Handshaking { connection, .. } = &self.state else {
-            return Err(ExportKeyingMaterialError);
-        };
-        connection
-            .export_keying_material(output, label, Some(context))
-            .map(|_| ())
-            .map_err(|_| ExportKeyingMaterialError)
+        Err(ExportKeyingMaterialError)
     }
 }
 
