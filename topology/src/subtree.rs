@@ -10,9 +10,11 @@ use relaymesh_protocol::NodeRecord;
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SubtreeIndex {
     via: BTreeMap<String, String>,
-    /// `via` by child: the names under each direct child, the child
-    /// included, so that listing one child's subtree costs its size, not a
-    /// walk of every node (at the root, the fleet) for each child's report.
+    /// `via` by child: the names below each direct child, the child
+    /// itself left out, so that listing one child's subtree costs its size,
+    /// not a walk of every node (at the root, the fleet) for each child's
+    /// report. A child with nothing below it (every agent) has no entry: a
+    /// set holding only its own name cost a relay about 400 bytes per child.
     members: BTreeMap<String, BTreeSet<String>>,
 }
 
@@ -69,13 +71,17 @@ impl SubtreeIndex {
         self.via.is_empty()
     }
 
-    /// The names of the nodes under `child`, the child included.
+    /// The names of the nodes under `child`: the child first, if it is
+    /// indexed as a direct child, then the nodes below it by name.
     pub fn under<'a>(&'a self, child: &'a str) -> impl Iterator<Item = &'a str> + 'a {
-        self.members
-            .get(child)
-            .into_iter()
-            .flatten()
-            .map(String::as_str)
+        let own = (self.via(child) == Some(child)).then_some(child);
+        own.into_iter().chain(
+            self.members
+                .get(child)
+                .into_iter()
+                .flatten()
+                .map(String::as_str),
+        )
     }
 
     /// Checks that `child` may report `record` and, if so, indexes it. A child
@@ -105,6 +111,7 @@ impl SubtreeIndex {
             .via
             .insert(record.name.clone(), child.to_string())
             .is_none()
+            && record.name != child
         {
             self.members
                 .entry(child.to_string())
@@ -127,11 +134,7 @@ impl SubtreeIndex {
     /// Forgets everything under `child` but the child itself, and returns the
     /// names forgotten.
     pub fn clear_below(&mut self, child: &str) -> BTreeSet<String> {
-        let mut below = self.members.remove(child).unwrap_or_default();
-        if below.remove(child) {
-            self.members
-                .insert(child.to_string(), BTreeSet::from([child.to_string()]));
-        }
+        let below = self.members.remove(child).unwrap_or_default();
         for name in &below {
             self.via.remove(name);
         }
@@ -189,6 +192,24 @@ mod tests {
         assert!(index.contains("eu") && !index.contains("eu-west"));
     }
 
+    #[test]
+    fn a_child_with_nothing_below_it_costs_no_member_set() {
+        let mut index = SubtreeIndex::new();
+        for child in ["eu", "us"] {
+            assert!(index.admit(child, &record(child, "root")).is_ok());
+        }
+        assert!(index.members.is_empty());
+        assert_eq!(index.under("eu").collect::<Vec<_>>(), ["eu"]);
+        assert!(index.admit("eu", &record("eu-west", "eu")).is_ok());
+        assert_eq!(index.under("eu").collect::<Vec<_>>(), ["eu", "eu-west"]);
+        assert_eq!(
+            index.clear_below("eu"),
+            BTreeSet::from(["eu-west".to_string()])
+        );
+        assert!(index.members.is_empty());
+        assert_eq!(index.under("eu").collect::<Vec<_>>(), ["eu"]);
+    }
+
     /// What `under` answered before it had its own index: a walk of every
     /// node.
     fn walked(index: &SubtreeIndex, child: &str) -> Vec<String> {
@@ -230,7 +251,12 @@ mod tests {
                     }
                 }
                 for child in children {
-                    let listed: Vec<String> = index.under(child).map(str::to_string).collect();
+                    let mut listed: Vec<String> = index.under(child).map(str::to_string).collect();
+                    // The child itself comes first; the rest by name.
+                    if index.contains(child) {
+                        proptest::prop_assert_eq!(listed.first().map(String::as_str), Some(child));
+                    }
+                    listed.sort();
                     proptest::prop_assert_eq!(listed, walked(&index, child));
                 }
             }
