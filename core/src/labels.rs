@@ -74,7 +74,7 @@ impl Core {
             return false;
         }
         tracing::info!(?labels, "the root changed this node's labels");
-        self.inventory.update_own(|own| own.labels = labels);
+        self.inventory.update_own(|own| own.labels = labels.into());
         true
     }
 

@@ -290,7 +290,7 @@ impl Core {
             name: config.name.clone(),
             role: config.role,
             parent: config.parent.clone(),
-            labels: config.labels.clone(),
+            labels: config.labels.clone().into(),
             addresses: config.addresses.clone(),
             version: config.version.clone(),
             link: None,

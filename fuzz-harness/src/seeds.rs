@@ -87,7 +87,8 @@ fn node(name: &str, role: Role, parent: Option<&str>) -> NodeRecord {
         labels: BTreeMap::from([
             ("region".into(), "eu".into()),
             ("tier".into(), "edge".into()),
-        ]),
+        ])
+        .into(),
         addresses: vec!["10.0.0.1:4433".into()],
         version: "0.1.0".into(),
         link: Some(LinkStatus {

@@ -8,6 +8,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::LabelSet;
+
 /// The key of a cluster's [`NodeRecord::capacity`] that bounds how many
 /// placements it runs (`edge-agent join --max-placements`).
 pub const PLACEMENTS_CAPACITY: &str = "placements";
@@ -65,8 +67,9 @@ pub struct NodeRecord {
     pub role: Role,
     /// The name of the node's parent; `None` only for the root.
     pub parent: Option<String>,
-    /// Labels (for clusters: given at join, plus detected ones).
-    pub labels: BTreeMap<String, String>,
+    /// Labels (for clusters: given at join, plus detected ones), shared
+    /// between the copies a relay keeps (see [`LabelSet`]).
+    pub labels: LabelSet,
     /// Addresses where the node accepts children, as `host:port`.
     pub addresses: Vec<String>,
     /// The software version the node runs.

@@ -44,7 +44,7 @@ fn record(name: &str, role: Role, parent: &str, capacity: &[(&str, &str)]) -> No
         name: name.into(),
         role,
         parent: Some(parent.into()),
-        labels: BTreeMap::new(),
+        labels: Default::default(),
         addresses: Vec::new(),
         version: "hostile".into(),
         link: None,

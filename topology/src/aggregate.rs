@@ -13,7 +13,7 @@
 
 use std::collections::BTreeMap;
 
-use relaymesh_protocol::LabelSelector;
+use relaymesh_protocol::{LabelSelector, LabelSet};
 
 use crate::selector;
 
@@ -23,7 +23,12 @@ pub type Labels = BTreeMap<String, String>;
 /// How many clusters of a subtree carry each distinct label set.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct Aggregate {
-    counts: BTreeMap<Labels, u64>,
+    /// Each distinct label set with its count, sorted by label set. A
+    /// vector, not a map: a subtree has few distinct sets, and a relay
+    /// holds an aggregate per child, at a leaf one per cluster with a
+    /// single set (a map's first node took 368 bytes for it). The sets are
+    /// shared with the records they came from.
+    counts: Vec<(LabelSet, u64)>,
 }
 
 /// How many clusters of a subtree a placement could select.
@@ -43,38 +48,41 @@ impl Aggregate {
     }
 
     /// The aggregate of a single cluster, as a leaf reports itself.
-    pub fn of_cluster(labels: &Labels) -> Self {
-        let mut aggregate = Self::new();
-        aggregate.add(labels);
-        aggregate
+    pub fn of_cluster(labels: &LabelSet) -> Self {
+        Self {
+            counts: vec![(labels.clone(), 1)],
+        }
     }
 
     /// Counts one more cluster with `labels`.
-    pub fn add(&mut self, labels: &Labels) {
+    pub fn add(&mut self, labels: &LabelSet) {
         self.add_many(labels, 1);
     }
 
     /// Counts `count` more clusters with `labels`.
-    pub fn add_many(&mut self, labels: &Labels, count: u64) {
+    pub fn add_many(&mut self, labels: &LabelSet, count: u64) {
         if count == 0 {
             return;
         }
-        match self.counts.get_mut(labels) {
-            Some(existing) => *existing = existing.saturating_add(count),
-            None => {
-                self.counts.insert(labels.clone(), count);
-            }
+        match self.find(labels) {
+            Ok(at) => self.counts[at].1 = self.counts[at].1.saturating_add(count),
+            Err(at) => self.counts.insert(at, (labels.clone(), count)),
         }
     }
 
+    /// Where `labels` is in `counts`, or where it would go.
+    fn find(&self, labels: &LabelSet) -> Result<usize, usize> {
+        self.counts.binary_search_by(|(held, _)| held.cmp(labels))
+    }
+
     /// Forgets one cluster with `labels`; false if there was none.
-    pub fn remove(&mut self, labels: &Labels) -> bool {
-        let Some(count) = self.counts.get_mut(labels) else {
+    pub fn remove(&mut self, labels: &LabelSet) -> bool {
+        let Ok(at) = self.find(labels) else {
             return false;
         };
-        *count -= 1;
-        if *count == 0 {
-            self.counts.remove(labels);
+        self.counts[at].1 -= 1;
+        if self.counts[at].1 == 0 {
+            self.counts.remove(at);
         }
         true
     }
@@ -92,13 +100,13 @@ impl Aggregate {
     pub fn subtract(&mut self, other: &Aggregate) -> bool {
         let mut contained = true;
         for (labels, count) in &other.counts {
-            match self.counts.get_mut(labels) {
-                Some(existing) if *existing > *count => *existing -= count,
-                Some(existing) => {
-                    contained &= *existing == *count;
-                    self.counts.remove(labels);
+            match self.find(labels) {
+                Ok(at) if self.counts[at].1 > *count => self.counts[at].1 -= count,
+                Ok(at) => {
+                    contained &= self.counts[at].1 == *count;
+                    self.counts.remove(at);
                 }
-                None => contained = false,
+                Err(_) => contained = false,
             }
         }
         contained
@@ -109,8 +117,8 @@ impl Aggregate {
     /// child's huge counts must not overflow a parent's.
     pub fn clusters(&self) -> u64 {
         self.counts
-            .values()
-            .fold(0, |sum, count| sum.saturating_add(*count))
+            .iter()
+            .fold(0, |sum, (_, count)| sum.saturating_add(*count))
     }
 
     /// How many distinct label sets: the cost of [`supply`](Self::supply).
@@ -125,7 +133,9 @@ impl Aggregate {
 
     /// Each distinct label set with its count, in label-set order.
     pub fn iter(&self) -> impl Iterator<Item = (&Labels, u64)> + '_ {
-        self.counts.iter().map(|(labels, count)| (labels, *count))
+        self.counts
+            .iter()
+            .map(|(labels, count)| (&**labels, *count))
     }
 
     /// How many clusters match `selector` (`None`: every cluster), counted
@@ -158,13 +168,13 @@ impl Aggregate {
         self.counts.iter().filter_map(move |(labels, count)| {
             let selected = selector.is_none_or(|selector| selector::matches(selector, labels));
             let spread = spread_by.is_none_or(|key| labels.contains_key(key));
-            (selected && spread).then_some((labels, *count))
+            (selected && spread).then_some((&**labels, *count))
         })
     }
 }
 
-impl<'a> FromIterator<&'a Labels> for Aggregate {
-    fn from_iter<I: IntoIterator<Item = &'a Labels>>(clusters: I) -> Self {
+impl<'a> FromIterator<&'a LabelSet> for Aggregate {
+    fn from_iter<I: IntoIterator<Item = &'a LabelSet>>(clusters: I) -> Self {
         let mut aggregate = Self::new();
         for labels in clusters {
             aggregate.add(labels);
@@ -190,7 +200,7 @@ mod tests {
 
     use super::*;
 
-    fn labels(pairs: &[(&str, &str)]) -> Labels {
+    fn labels(pairs: &[(&str, &str)]) -> LabelSet {
         pairs
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -231,8 +241,8 @@ mod tests {
         assert_eq!(aggregate.supply(Some(&edge), Some("region")).total, 3);
     }
 
-    fn label_set() -> impl Strategy<Value = Labels> {
-        prop::collection::btree_map("[a-c]", "[x-z]", 0..3)
+    fn label_set() -> impl Strategy<Value = LabelSet> {
+        prop::collection::btree_map("[a-c]", "[x-z]", 0..3).prop_map(LabelSet::from)
     }
 
     fn aggregate() -> impl Strategy<Value = Aggregate> {

@@ -113,7 +113,8 @@ impl Tree {
         let next = self.label_sets.len();
         let label_set = *self.label_set_ids.entry(labels.clone()).or_insert(next);
         if label_set == next {
-            self.label_sets.push(Aggregate::of_cluster(labels));
+            self.label_sets
+                .push(Aggregate::of_cluster(&labels.clone().into()));
         }
         self.add(parent, name, Kind::Cluster { label_set })
     }

@@ -340,7 +340,7 @@ pub fn leaf_selects(target: &PlacementTarget, name: &str, labels: &Labels) -> bo
     if target.names.iter().any(|named| named == name) {
         return true;
     }
-    let own = Aggregate::of_cluster(labels);
+    let own = Aggregate::of_cluster(&labels.clone().into());
     let me = [ChildInput {
         name,
         aggregate: &own,

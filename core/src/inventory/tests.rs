@@ -271,3 +271,31 @@ fn the_children_whose_measurements_changed_are_named_once() {
     );
     assert!(!inventory.measured().contains_key("a"));
 }
+
+#[test]
+fn clusters_with_the_same_labels_share_one_copy_with_their_aggregates() {
+    let mut inventory = inventory();
+    let labelled = |name: &str, parent: &str, region: &str| NodeRecord {
+        labels: [("region".to_string(), region.to_string())].into(),
+        ..record(name, parent, Role::Agent)
+    };
+    report(&mut inventory, "a", vec![labelled("a1", "a", "eu")], &[]);
+    report(&mut inventory, "b", vec![labelled("b1", "b", "eu")], &[]);
+    report(&mut inventory, "b", vec![labelled("b2", "b", "us")], &[]);
+    let labels =
+        |inventory: &Inventory, name: &str| inventory.record(name).expect("held").labels.clone();
+    assert!(labels(&inventory, "a1").shares_with(&labels(&inventory, "b1")));
+    assert!(!labels(&inventory, "a1").shares_with(&labels(&inventory, "b2")));
+    let (aggregated, count) = inventory.aggregates()["b"]
+        .iter()
+        .find(|(set, _)| set.get("region").map(String::as_str) == Some("eu"))
+        .expect("b's aggregate counts its eu cluster");
+    assert_eq!(count, 1);
+    assert!(std::ptr::eq(aggregated, &*labels(&inventory, "a1")));
+    // Relays `a` and `b` share the empty set; a label set on `a` copies it.
+    assert!(labels(&inventory, "a").shares_with(&labels(&inventory, "b")));
+    let mut mutations = Vec::new();
+    assert!(inventory.set_child_label("a", "tier", Some("edge"), &mut mutations));
+    assert_eq!(labels(&inventory, "a").len(), 1);
+    assert!(labels(&inventory, "b").is_empty());
+}

@@ -194,7 +194,7 @@ mod tests {
             name: "edge-1".into(),
             role: Role::Agent,
             parent: Some("eu".into()),
-            labels,
+            labels: labels.into(),
             addresses: Vec::new(),
             version: String::new(),
             link: None,

@@ -204,7 +204,7 @@ mod tests {
             name: name.into(),
             role: Role::Relay,
             parent: Some("root".into()),
-            labels: with_issuer_key_label(BTreeMap::new(), key),
+            labels: with_issuer_key_label(BTreeMap::new(), key).into(),
             addresses: Vec::new(),
             version: String::new(),
             link: None,

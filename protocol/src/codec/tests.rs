@@ -177,7 +177,7 @@ fn record() -> impl Strategy<Value = NodeRecord> {
                     name,
                     role,
                     parent,
-                    labels,
+                    labels: labels.into(),
                     addresses,
                     version: "0.1.0".into(),
                     capacity: [("cpu".to_string(), "4".to_string())].into(),

@@ -87,7 +87,7 @@ pub fn node(name: &str, role: Role, parent: Option<&str>, connected: bool) -> No
         name: name.into(),
         role,
         parent: parent.map(Into::into),
-        labels: BTreeMap::from([("region".to_string(), "eu".to_string())]),
+        labels: BTreeMap::from([("region".to_string(), "eu".to_string())]).into(),
         addresses: vec![format!("{name}.example:7443")],
         version: "0.1.0".into(),
         link: parent.map(|_| LinkStatus {

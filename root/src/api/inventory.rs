@@ -189,7 +189,7 @@ mod tests {
             name: name.into(),
             role,
             parent: parent.map(Into::into),
-            labels: BTreeMap::from([("region".to_string(), "eu".to_string())]),
+            labels: BTreeMap::from([("region".to_string(), "eu".to_string())]).into(),
             addresses: vec![],
             version: "0.1.0".into(),
             link: parent.map(|_| LinkStatus {

@@ -215,7 +215,7 @@ impl<'a> Tree<'a> {
             kind: kind_of(record.role),
             metadata: ObjectMeta {
                 name: record.name.clone(),
-                labels: record.labels.clone(),
+                labels: BTreeMap::clone(&record.labels),
                 creation_timestamp: relaymesh_node::store::joined_at_ms(record).map(rfc3339),
             },
             spec: NodeSpec {
@@ -376,7 +376,7 @@ mod tests {
             name: name.into(),
             role,
             parent: parent.map(Into::into),
-            labels: BTreeMap::new(),
+            labels: Default::default(),
             addresses: vec![],
             version: "0.1.0".into(),
             link: parent.map(|_| LinkStatus {

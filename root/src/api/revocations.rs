@@ -249,7 +249,7 @@ mod tests {
         // The node reports it joined with this token: used, expired or not.
         let mut joined = node.clone();
         joined.labels =
-            relaymesh_node::store::with_join_token_label(Default::default(), &record.id);
+            relaymesh_node::store::with_join_token_label(Default::default(), &record.id).into();
         for now in [1_500, 2_500] {
             let object = token_object(&record, &[Arc::new(joined.clone())], now);
             assert_eq!(object["status"]["state"], "Used");
@@ -259,7 +259,8 @@ mod tests {
         let mut elsewhere = joined.clone();
         elsewhere.parent = Some("eu".into());
         let mut other = node.clone();
-        other.labels = relaymesh_node::store::with_join_token_label(Default::default(), &[2; 16]);
+        other.labels =
+            relaymesh_node::store::with_join_token_label(Default::default(), &[2; 16]).into();
         for nodes in [[Arc::new(elsewhere)], [Arc::new(other)]] {
             assert_eq!(
                 token_object(&record, &nodes, 1_500)["status"]["state"],

@@ -56,7 +56,7 @@ fn a_split_is_sticky_to_the_previous_one() {
     let aggregates: Vec<(String, Aggregate)> = (0..4)
         .map(|i| {
             let mut aggregate = Aggregate::new();
-            aggregate.add_many(&edge, 5);
+            aggregate.add_many(&edge.clone().into(), 5);
             (format!("child-{i}"), aggregate)
         })
         .collect();
@@ -439,7 +439,7 @@ fn no_selector_selects_by_name_only() {
         names: vec!["c1".into()],
         ..PlacementTarget::default()
     };
-    let aggregate = Aggregate::of_cluster(&labels(&[("tier", "edge")]));
+    let aggregate = Aggregate::of_cluster(&labels(&[("tier", "edge")]).into());
     let children = [ChildInput {
         name: "c1",
         aggregate: &aggregate,
@@ -454,7 +454,7 @@ fn a_drained_cluster_is_replaced_and_a_cordoned_one_keeps_but_gets_nothing_new()
     cordoned.insert(CORDONED_LABEL.into(), "true".into());
     let mut drained = cordoned.clone();
     drained.insert(DRAINING_LABEL.into(), "true".into());
-    let one = |labels: &Labels| Aggregate::of_cluster(labels);
+    let one = |labels: &Labels| Aggregate::of_cluster(&labels.clone().into());
     let (a, b, c) = (one(&edge), one(&edge), one(&edge));
     let children = |a: &Aggregate, b: &Aggregate, c: &Aggregate| {
         vec![("a", a.clone()), ("b", b.clone()), ("c", c.clone())]

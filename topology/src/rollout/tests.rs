@@ -218,7 +218,9 @@ proptest! {
             })
             .collect();
         let leaf_supply = |leaves: &[(String, Labels)]| {
-            let aggregate: Aggregate = leaves.iter().map(|(_, labels)| labels).collect();
+            let sets: Vec<relaymesh_protocol::LabelSet> =
+                leaves.iter().map(|(_, labels)| labels.clone().into()).collect();
+            let aggregate: Aggregate = sets.iter().collect();
             wave_supply(&aggregate, None, Some(key))
         };
         let root_children: Vec<WaveChild<'_>> = mids

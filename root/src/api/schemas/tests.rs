@@ -516,7 +516,8 @@ fn every_view_fits_its_schema() {
                 relaymesh_topology::placement::DRAINING_LABEL.to_string(),
                 "true".to_string(),
             ),
-        ]),
+        ])
+        .into(),
         addresses: vec!["127.0.0.1:7000".into()],
         version: "0.1.0".into(),
         link: parent.map(|_| LinkStatus {
