@@ -23,12 +23,14 @@ pub type Labels = BTreeMap<String, String>;
 /// How many clusters of a subtree carry each distinct label set.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct Aggregate {
-    /// Each distinct label set with its count, sorted by label set. A
-    /// vector, not a map: a subtree has few distinct sets, and a relay
-    /// holds an aggregate per child, at a leaf one per cluster with a
-    /// single set (a map's first node took 368 bytes for it). The sets are
-    /// shared with the records they came from.
-    counts: Vec<(LabelSet, u64)>,
+    /// Each distinct label set with its count. The sets are shared with
+    /// the records they came from, so a leaf's aggregate of one cluster
+    /// holds a pointer, not a second copy of its labels. A map, not a
+    /// sorted vector (which would save a leaf about 130 bytes per child):
+    /// a fleet whose clusters each carry a label of their own (a site
+    /// name) has as many sets as clusters, and inserting into a vector
+    /// would move half of it each time.
+    counts: BTreeMap<LabelSet, u64>,
 }
 
 /// How many clusters of a subtree a placement could select.
@@ -50,7 +52,7 @@ impl Aggregate {
     /// The aggregate of a single cluster, as a leaf reports itself.
     pub fn of_cluster(labels: &LabelSet) -> Self {
         Self {
-            counts: vec![(labels.clone(), 1)],
+            counts: BTreeMap::from([(labels.clone(), 1)]),
         }
     }
 
@@ -64,25 +66,22 @@ impl Aggregate {
         if count == 0 {
             return;
         }
-        match self.find(labels) {
-            Ok(at) => self.counts[at].1 = self.counts[at].1.saturating_add(count),
-            Err(at) => self.counts.insert(at, (labels.clone(), count)),
+        match self.counts.get_mut(labels) {
+            Some(existing) => *existing = existing.saturating_add(count),
+            None => {
+                self.counts.insert(labels.clone(), count);
+            }
         }
-    }
-
-    /// Where `labels` is in `counts`, or where it would go.
-    fn find(&self, labels: &LabelSet) -> Result<usize, usize> {
-        self.counts.binary_search_by(|(held, _)| held.cmp(labels))
     }
 
     /// Forgets one cluster with `labels`; false if there was none.
     pub fn remove(&mut self, labels: &LabelSet) -> bool {
-        let Ok(at) = self.find(labels) else {
+        let Some(count) = self.counts.get_mut(labels) else {
             return false;
         };
-        self.counts[at].1 -= 1;
-        if self.counts[at].1 == 0 {
-            self.counts.remove(at);
+        *count -= 1;
+        if *count == 0 {
+            self.counts.remove(labels);
         }
         true
     }
@@ -100,13 +99,13 @@ impl Aggregate {
     pub fn subtract(&mut self, other: &Aggregate) -> bool {
         let mut contained = true;
         for (labels, count) in &other.counts {
-            match self.find(labels) {
-                Ok(at) if self.counts[at].1 > *count => self.counts[at].1 -= count,
-                Ok(at) => {
-                    contained &= self.counts[at].1 == *count;
-                    self.counts.remove(at);
+            match self.counts.get_mut(labels) {
+                Some(existing) if *existing > *count => *existing -= count,
+                Some(existing) => {
+                    contained &= *existing == *count;
+                    self.counts.remove(labels);
                 }
-                Err(_) => contained = false,
+                None => contained = false,
             }
         }
         contained
@@ -117,8 +116,8 @@ impl Aggregate {
     /// child's huge counts must not overflow a parent's.
     pub fn clusters(&self) -> u64 {
         self.counts
-            .iter()
-            .fold(0, |sum, (_, count)| sum.saturating_add(*count))
+            .values()
+            .fold(0, |sum, count| sum.saturating_add(*count))
     }
 
     /// How many distinct label sets: the cost of [`supply`](Self::supply).
