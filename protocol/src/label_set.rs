@@ -41,11 +41,6 @@ impl LabelSet {
     pub fn holders(&self) -> usize {
         Arc::strong_count(&self.0)
     }
-
-    /// The map, copied if shared.
-    pub fn into_map(self) -> BTreeMap<String, String> {
-        Arc::unwrap_or_clone(self.0)
-    }
 }
 
 impl Deref for LabelSet {
@@ -90,12 +85,6 @@ impl From<BTreeMap<String, String>> for LabelSet {
     }
 }
 
-impl From<LabelSet> for BTreeMap<String, String> {
-    fn from(labels: LabelSet) -> Self {
-        labels.into_map()
-    }
-}
-
 impl<const N: usize> From<[(String, String); N]> for LabelSet {
     fn from(pairs: [(String, String); N]) -> Self {
         Self(Arc::new(BTreeMap::from(pairs)))
@@ -111,15 +100,6 @@ impl FromIterator<(String, String)> for LabelSet {
 impl PartialEq<BTreeMap<String, String>> for LabelSet {
     fn eq(&self, other: &BTreeMap<String, String>) -> bool {
         *self.0 == *other
-    }
-}
-
-impl<'a> IntoIterator for &'a LabelSet {
-    type Item = (&'a String, &'a String);
-    type IntoIter = std::collections::btree_map::Iter<'a, String, String>;
-
-    fn into_iter(self) -> Self::IntoIter {
-        self.0.iter()
     }
 }
 
