@@ -149,7 +149,9 @@ pub struct Connection {
     path_counter: u64,
     /// Whether MTU detection is supported in this environment
     allow_mtud: bool,
-    prev_path: Option<(ConnectionId, PathData)>,
+    // relaymesh: boxed, so a connection that never migrates (every relay
+    // link) does not carry a second path inline (about 430 bytes).
+    prev_path: Option<Box<(ConnectionId, PathData)>>,
     state: State,
     side: ConnectionSide,
     /// Whether or not 0-RTT was enabled during the handshake. Does not imply acceptance.
@@ -1018,7 +1020,7 @@ impl Connection {
 
     /// Send PATH_CHALLENGE for a previous path if necessary
     fn send_path_challenge(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
-        let (prev_cid, prev_path) = self.prev_path.as_mut()?;
+        let (prev_cid, prev_path) = self.prev_path.as_deref_mut()?;
         if !prev_path.challenge_pending {
             return None;
         }
@@ -1222,8 +1224,8 @@ impl Connection {
                 }
                 Timer::PathValidation => {
                     debug!("path validation failed");
-                    if let Some((_, prev)) = self.prev_path.take() {
-                        self.path = prev;
+                    if let Some(prev) = self.prev_path.take() {
+                        self.path = prev.1;
                     }
                     self.path.challenge = None;
                     self.path.challenge_pending = false;
@@ -2220,6 +2222,10 @@ impl Connection {
         space.crypto = None;
         space.time_of_last_ack_eliciting_packet = None;
         space.loss_time = None;
+        // relaymesh: nothing is sent or read in this space again, so its
+        // buffers go now rather than with the connection.
+        space.crypto_stream = assembler::Assembler::new();
+        space.pending = Retransmits::default();
         let sent_packets = mem::take(&mut space.sent_packets);
         for packet in sent_packets.into_values() {
             self.remove_in_flight(&packet);
@@ -2835,7 +2841,7 @@ impl Connection {
                         self.timers.stop(Timer::PathValidation);
                         self.path.challenge = None;
                         self.path.validated = true;
-                        if let Some((_, ref mut prev_path)) = self.prev_path {
+                        if let Some((_, prev_path)) = self.prev_path.as_deref_mut() {
                             prev_path.challenge = None;
                             prev_path.challenge_pending = false;
                         }
@@ -3093,7 +3099,7 @@ impl Connection {
             prev.challenge_pending = true;
             // We haven't updated the remote CID yet, this captures the remote CID we were using on
             // the previous path.
-            self.prev_path = Some((self.rem_cids.active(), prev));
+            self.prev_path = Some(Box::new((self.rem_cids.active(), prev)));
         }
 
         self.timers.set(
@@ -3720,7 +3726,7 @@ impl Connection {
             || self.path.challenge_pending
             || self
                 .prev_path
-                .as_ref()
+                .as_deref()
                 .is_some_and(|(_, x)| x.challenge_pending)
             || !self.path_responses.is_empty()
             || self.datagrams.outgoing.can_send_1rtt(max_size)
@@ -3731,7 +3737,7 @@ impl Connection {
         // Visit known paths from newest to oldest to find the one `packet` was sent on
         for path in [&mut self.path]
             .into_iter()
-            .chain(self.prev_path.as_mut().map(|(_, data)| data))
+            .chain(self.prev_path.as_deref_mut().map(|(_, data)| data))
         {
             if path.remove_in_flight(packet) {
                 return;
