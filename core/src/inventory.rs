@@ -81,9 +81,6 @@ pub(crate) struct Inventory {
     /// Children that got a claimed node since the last call of
     /// [`Inventory::take_admitted_claims`].
     admitted_claims: Vec<String>,
-    /// The distinct label sets of the records: each record shares its
-    /// labels with every other record that has the same.
-    label_sets: LabelSets,
 }
 
 /// The most claims a relay keeps (see [`Inventory::claims`]) unless one
@@ -105,12 +102,10 @@ pub(crate) struct InventoryOutcome {
 
 mod aggregates;
 mod claims;
-mod label_sets;
 mod measured;
 mod touched;
 
 use aggregates::ChildAggregates;
-use label_sets::LabelSets;
 use measured::reported_part;
 use touched::Touched;
 
@@ -138,7 +133,6 @@ impl Inventory {
             parents: BTreeMap::new(),
             departed: BTreeMap::new(),
             admitted_claims: Vec::new(),
-            label_sets: LabelSets::default(),
         };
         // Parents come before their children when sorted by depth, which the
         // index needs; records whose chain is broken are dropped.
@@ -578,8 +572,7 @@ impl Inventory {
         self.admit_ready_claims(mutations);
     }
 
-    fn put_node(&mut self, mut record: NodeRecord, via: String) {
-        self.label_sets.intern(&mut record.labels);
+    fn put_node(&mut self, record: NodeRecord, via: String) {
         self.touch(&record.name);
         let unchanged = self.nodes.get(&record.name).is_some_and(|(old, old_via)| {
             old.role == record.role && old.labels == record.labels && *old_via == via

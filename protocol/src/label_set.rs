@@ -1,12 +1,11 @@
 //! A node's labels, shared between the copies a relay keeps of them.
 //!
-//! A relay holds a record of every node below it and an aggregate per
-//! child keyed by label set. A fleet has few distinct label sets (regions ×
-//! zones × tiers), and even a distinct one is needed in two places at once,
-//! so a [`LabelSet`] is a pointer to one shared map: cloning it costs a
-//! reference count, and a relay that interns them (`relaymesh_core`) holds
-//! each distinct set once. A map of three labels cost about 750 bytes of
-//! heap per copy.
+//! A relay holds a record of every node below it and, per child, counts of
+//! the label sets below it, keyed by the records' own sets. A
+//! [`LabelSet`] is a pointer to one shared map, so the count's key costs a
+//! reference count, not a second copy. Records do not share sets with each
+//! other: each carries labels its join gave it alone
+//! (`relaymesh.dev/join-token`, `relaymesh.dev/joined-at`).
 //!
 //! On the wire it is the map itself: the encoding is the same as a
 //! `BTreeMap<String, String>`'s.
@@ -22,8 +21,8 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 pub struct LabelSet(Arc<BTreeMap<String, String>>);
 
 impl Default for LabelSet {
-    /// The empty set, one copy for the whole process: most records
-    /// (relays', and every child's until it reports) carry no labels.
+    /// The empty set, one copy for the whole process: a child's record
+    /// carries none until the child reports.
     fn default() -> Self {
         static EMPTY: LazyLock<LabelSet> = LazyLock::new(|| LabelSet(Arc::default()));
         EMPTY.clone()
@@ -34,12 +33,6 @@ impl LabelSet {
     /// Whether both are the same shared map (not only equal ones).
     pub fn shares_with(&self, other: &LabelSet) -> bool {
         Arc::ptr_eq(&self.0, &other.0)
-    }
-
-    /// How many holders share this map (for an interner, which drops a set
-    /// only it still holds).
-    pub fn holders(&self) -> usize {
-        Arc::strong_count(&self.0)
     }
 }
 
@@ -140,7 +133,7 @@ mod tests {
     fn a_write_to_a_shared_set_copies_it_first() {
         let mut one = LabelSet::from([("region".to_string(), "eu".to_string())]);
         let two = one.clone();
-        assert!(one.shares_with(&two) && one.holders() == 2);
+        assert!(one.shares_with(&two));
         one.insert("tier".into(), "edge".into());
         assert!(!one.shares_with(&two));
         assert_eq!(two.len(), 1);
