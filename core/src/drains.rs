@@ -63,8 +63,7 @@ impl Core {
         let mut done = Vec::new();
         for labels in draining {
             let seen = self.inventory_records().any(|record| {
-                record.name == labels.node
-                    && record.labels.get(DRAINING_LABEL).map(String::as_str) == Some("true")
+                record.name == labels.node && record.labels.get(DRAINING_LABEL) == Some("true")
             });
             if !seen {
                 continue;

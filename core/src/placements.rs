@@ -313,7 +313,7 @@ impl Core {
         for (child, had) in old {
             let draining = self.inventory.record(child).is_some_and(|record| {
                 record.role == relaymesh_protocol::Role::Agent
-                    && record.labels.get(DRAINING_LABEL).map(String::as_str) == Some("true")
+                    && record.labels.get(DRAINING_LABEL) == Some("true")
             });
             if draining && !per_child.contains_key(child) {
                 let mut kept = entry.clone();

@@ -293,7 +293,7 @@ impl Simulation {
         }
         self.run();
         let node = &self.nodes[id];
-        let labels = node.core.own_record().labels.clone();
+        let labels = node.core.own_record().labels.to_map();
         let core = self.boot_core(
             &node.name,
             node.role,

@@ -860,8 +860,12 @@ fn the_root_key_rotates_through_the_trust_entry_and_the_old_key_is_refused_after
     let new = crate::seal::generate_key().expect("a key");
     let old_public = net.root_key().to_vec();
     let label = |net: &Net, name: &str| {
-        net.record("root", name)
-            .and_then(|record| record.labels.get(crate::TOKEN_KEYS_LABEL).cloned())
+        net.record("root", name).and_then(|record| {
+            record
+                .labels
+                .get(crate::TOKEN_KEYS_LABEL)
+                .map(str::to_string)
+        })
     };
     net.settle();
     assert_eq!(label(&net, "eu-west"), None, "no label before any trust");

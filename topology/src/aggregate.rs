@@ -131,10 +131,8 @@ impl Aggregate {
     }
 
     /// Each distinct label set with its count, in label-set order.
-    pub fn iter(&self) -> impl Iterator<Item = (&Labels, u64)> + '_ {
-        self.counts
-            .iter()
-            .map(|(labels, count)| (&**labels, *count))
+    pub fn iter(&self) -> impl Iterator<Item = (&LabelSet, u64)> + '_ {
+        self.counts.iter().map(|(labels, count)| (labels, *count))
     }
 
     /// How many clusters match `selector` (`None`: every cluster), counted
@@ -145,7 +143,7 @@ impl Aggregate {
         for (labels, count) in self.matching(selector, spread_by) {
             supply.total = supply.total.saturating_add(count);
             if let Some(value) = spread_by.and_then(|key| labels.get(key)) {
-                let per_value = supply.per_value.entry(value.clone()).or_default();
+                let per_value = supply.per_value.entry(value.to_string()).or_default();
                 *per_value = per_value.saturating_add(count);
             }
         }
@@ -163,11 +161,11 @@ impl Aggregate {
         &'a self,
         selector: Option<&'a LabelSelector>,
         spread_by: Option<&'a str>,
-    ) -> impl Iterator<Item = (&'a Labels, u64)> + 'a {
+    ) -> impl Iterator<Item = (&'a LabelSet, u64)> + 'a {
         self.counts.iter().filter_map(move |(labels, count)| {
             let selected = selector.is_none_or(|selector| selector::matches(selector, labels));
             let spread = spread_by.is_none_or(|key| labels.contains_key(key));
-            (selected && spread).then_some((&**labels, *count))
+            (selected && spread).then_some((labels, *count))
         })
     }
 }

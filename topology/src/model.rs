@@ -17,7 +17,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use relaymesh_protocol::{PlacementTarget, Quota};
+use relaymesh_protocol::{LabelSet, PlacementTarget, Quota};
 
 use crate::aggregate::{Aggregate, Labels};
 use crate::placement::{self, ChildInput, Split};
@@ -158,7 +158,7 @@ impl Tree {
     }
 
     /// A cluster's labels (`None` for a relay).
-    pub fn labels(&self, id: NodeId) -> Option<&Labels> {
+    pub fn labels(&self, id: NodeId) -> Option<&LabelSet> {
         match self.nodes[id].kind {
             Kind::Cluster { label_set } => self.label_sets[label_set].iter().next().map(|(l, _)| l),
             Kind::Relay { .. } => None,

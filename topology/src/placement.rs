@@ -49,6 +49,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use relaymesh_protocol::{PlacementTarget, Quota};
 
 use crate::aggregate::{Aggregate, Labels, Supply};
+use crate::selector::LabelLookup;
 use crate::SubtreeIndex;
 
 /// One child as [`split`] sees it.
@@ -128,7 +129,7 @@ pub fn split(
             let add = |supply: &mut Supply| {
                 supply.total = supply.total.saturating_add(count);
                 if let Some(value) = value {
-                    let per_value = supply.per_value.entry(value.clone()).or_default();
+                    let per_value = supply.per_value.entry(value.to_string()).or_default();
                     *per_value = per_value.saturating_add(count);
                 }
             };
@@ -237,14 +238,14 @@ pub const UNREACHABLE_LABEL: &str = "relaymesh.dev/unreachable";
 
 /// Whether a cluster with `labels` takes no new count-bounded placement:
 /// cordoned, drained, lost or full.
-pub fn is_cordoned(labels: &Labels) -> bool {
-    labels.contains_key(CORDONED_LABEL) || labels.contains_key(FULL_LABEL) || is_drained(labels)
+pub fn is_cordoned(labels: &impl LabelLookup) -> bool {
+    labels.has_label(CORDONED_LABEL) || labels.has_label(FULL_LABEL) || is_drained(labels)
 }
 
 /// Whether a cluster with `labels` is drained, being drained or lost:
 /// count-bounded placements are placed elsewhere.
-pub fn is_drained(labels: &Labels) -> bool {
-    labels.contains_key(DRAINING_LABEL) || labels.contains_key(LOST_LABEL)
+pub fn is_drained(labels: &impl LabelLookup) -> bool {
+    labels.has_label(DRAINING_LABEL) || labels.has_label(LOST_LABEL)
 }
 
 /// The root's quota: `max` spread as evenly as possible over the values of
@@ -319,7 +320,7 @@ pub fn cut(
 /// cluster, which is placed elsewhere, while one without a bound stays on
 /// it, as a DaemonSet's pods do. The one home of this rule: the split,
 /// status, handovers and `relayctl explain` all ask it.
-pub fn target_selects(target: &PlacementTarget, name: &str, labels: &Labels) -> bool {
+pub fn target_selects(target: &PlacementTarget, name: &str, labels: &impl LabelLookup) -> bool {
     let bounded = target.max_clusters.is_some() || target.quota.is_some();
     target.names.iter().any(|named| named == name)
         || target
@@ -330,7 +331,11 @@ pub fn target_selects(target: &PlacementTarget, name: &str, labels: &Labels) -> 
 
 /// Whether `selector` selects a cluster with `labels` for a target that is
 /// count-`bounded` or not (see [`target_selects`]).
-fn by_labels(selector: &relaymesh_protocol::LabelSelector, bounded: bool, labels: &Labels) -> bool {
+fn by_labels(
+    selector: &relaymesh_protocol::LabelSelector,
+    bounded: bool,
+    labels: &impl LabelLookup,
+) -> bool {
     !(bounded && is_drained(labels)) && crate::selector::matches(selector, labels)
 }
 

@@ -31,6 +31,7 @@ use relaymesh_protocol::{LabelSelector, RevisionCounts, Wave, UNLABELLED};
 
 use crate::aggregate::{Aggregate, Labels, Supply};
 use crate::placement::{child_rank, keep_then_fill, to_u32};
+use crate::selector::LabelLookup;
 
 /// How a placement's new revisions reach its clusters.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -464,8 +465,8 @@ fn canary_wave(spec: &RolloutSpec, selected: u64) -> Wave {
 }
 
 /// The value a cluster with `labels` has for a wave ordered by `key_label`.
-pub fn key_of<'a>(labels: &'a Labels, key_label: &str) -> &'a str {
-    labels.get(key_label).map_or(UNLABELLED, String::as_str)
+pub fn key_of<'a>(labels: &'a impl LabelLookup, key_label: &str) -> &'a str {
+    labels.label(key_label).unwrap_or(UNLABELLED)
 }
 
 /// How many clusters of `aggregate` matching `selector` (`None`: all) a
@@ -487,7 +488,12 @@ pub fn wave_supply(
 }
 
 /// Counts `count` clusters with `labels` into `supply`.
-pub fn add_to_supply(supply: &mut Supply, labels: &Labels, key_label: Option<&str>, count: u64) {
+pub fn add_to_supply(
+    supply: &mut Supply,
+    labels: &impl LabelLookup,
+    key_label: Option<&str>,
+    count: u64,
+) {
     supply.total = supply.total.saturating_add(count);
     if let Some(key_label) = key_label {
         let per_value = supply

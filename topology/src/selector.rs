@@ -20,7 +20,7 @@ pub mod json;
 use std::collections::btree_map::Entry;
 use std::collections::BTreeMap;
 
-use relaymesh_protocol::{LabelRequirement, LabelSelector, SelectorOperator};
+use relaymesh_protocol::{LabelRequirement, LabelSelector, LabelSet, SelectorOperator};
 
 /// Why a selector's text form was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -50,16 +50,40 @@ pub enum SelectorError {
     InvalidValue(String),
 }
 
+/// What a selector reads of a cluster's labels: a record's packed
+/// [`LabelSet`] or a map.
+pub trait LabelLookup {
+    /// The value of `key`.
+    fn label(&self, key: &str) -> Option<&str>;
+
+    /// Whether `key` is set.
+    fn has_label(&self, key: &str) -> bool {
+        self.label(key).is_some()
+    }
+}
+
+impl LabelLookup for BTreeMap<String, String> {
+    fn label(&self, key: &str) -> Option<&str> {
+        self.get(key).map(String::as_str)
+    }
+}
+
+impl LabelLookup for LabelSet {
+    fn label(&self, key: &str) -> Option<&str> {
+        self.get(key)
+    }
+}
+
 /// Whether `labels` satisfy `selector`.
-pub fn matches(selector: &LabelSelector, labels: &BTreeMap<String, String>) -> bool {
+pub fn matches(selector: &LabelSelector, labels: &impl LabelLookup) -> bool {
     selector
         .match_labels
         .iter()
-        .all(|(key, value)| labels.get(key) == Some(value))
+        .all(|(key, value)| labels.label(key) == Some(value.as_str()))
         && selector
             .match_expressions
             .iter()
-            .all(|requirement| holds(requirement, labels.get(&requirement.key)))
+            .all(|requirement| holds(requirement, labels.label(&requirement.key)))
 }
 
 /// Parses kubectl's `-l` syntax. The empty (or blank) text is the empty
@@ -100,10 +124,11 @@ pub fn render(selector: &LabelSelector) -> String {
     parts.join(",")
 }
 
-fn holds(requirement: &LabelRequirement, value: Option<&String>) -> bool {
+fn holds(requirement: &LabelRequirement, value: Option<&str>) -> bool {
+    let listed = |v: &str| requirement.values.iter().any(|listed| listed == v);
     match requirement.operator {
-        SelectorOperator::In => value.is_some_and(|v| requirement.values.contains(v)),
-        SelectorOperator::NotIn => value.is_none_or(|v| !requirement.values.contains(v)),
+        SelectorOperator::In => value.is_some_and(listed),
+        SelectorOperator::NotIn => value.is_none_or(|v| !listed(v)),
         SelectorOperator::Exists => value.is_some(),
         SelectorOperator::DoesNotExist => value.is_none(),
     }

@@ -321,10 +321,7 @@ fn a_full_cluster_gets_no_new_bounded_placement() {
         .expect("one holder");
     let record = net.record("root", &holder).expect("at the root");
     assert_eq!(
-        record
-            .labels
-            .get(relaymesh_topology::placement::FULL_LABEL)
-            .map(String::as_str),
+        record.labels.get(relaymesh_topology::placement::FULL_LABEL),
         Some("true")
     );
     let second = "placement/shop/second";
@@ -353,7 +350,7 @@ fn an_agent_out_of_room_is_full_until_it_says_otherwise() {
             .expect("at the root")
             .labels
             .get(relaymesh_topology::placement::FULL_LABEL)
-            .cloned()
+            .map(str::to_string)
     };
     assert_eq!(full(&net), None);
     let now = net.0.now();
@@ -389,7 +386,7 @@ fn an_agent_whose_cluster_does_not_answer_is_labelled_unreachable_until_it_does(
             .expect("at the root")
             .labels
             .get(relaymesh_topology::placement::UNREACHABLE_LABEL)
-            .cloned()
+            .map(str::to_string)
     };
     assert_eq!(unreachable(&net, "e1"), None);
     let now = net.0.now();

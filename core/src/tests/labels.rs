@@ -37,8 +37,8 @@ fn labels_set_at_the_root_climb_back_up_and_placements_follow() {
         },
     );
     let record = net.record("root", "e1").expect("e1 at the root");
-    assert_eq!(record.labels.get("tier").map(String::as_str), Some("large"));
-    assert_eq!(record.labels.get("region").map(String::as_str), Some("eu"));
+    assert_eq!(record.labels.get("tier"), Some("large"));
+    assert_eq!(record.labels.get("region"), Some("eu"));
     assert!(!record.labels.contains_key("zone"));
     assert!(net.keys("e1").contains(key));
     assert!(!net.keys("e2").contains(key));
@@ -51,6 +51,6 @@ fn labels_set_at_the_root_climb_back_up_and_placements_follow() {
         },
     );
     let record = net.record("root", "e1").expect("e1 at the root");
-    assert_eq!(record.labels.get("zone").map(String::as_str), Some("a"));
+    assert_eq!(record.labels.get("zone"), Some("a"));
     assert!(!net.keys("e1").contains(key));
 }

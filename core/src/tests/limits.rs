@@ -104,7 +104,7 @@ fn a_child_over_its_record_limit_is_refused_and_counted_up_to_the_root() {
         }),
     );
     let a1 = net.record("root", "a1").expect("a1 is still known");
-    assert_eq!(a1.labels.get("zone").map(String::as_str), Some("b"));
+    assert_eq!(a1.labels.get("zone"), Some("b"));
     let known = names_known(&net, "root");
     assert!(known.contains("a3") && !known.contains("a2"), "{known:?}");
     assert_eq!(

@@ -19,7 +19,7 @@ fn one_in_eu() -> relaymesh_protocol::PlacementTarget {
 
 fn lost_label(net: &Net, at: &str, node: &str) -> Option<String> {
     net.record(at, node)
-        .and_then(|record| record.labels.get(LOST).cloned())
+        .and_then(|record| record.labels.get(LOST).map(str::to_string))
 }
 
 #[test]

@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 
 use relaymesh_protocol::ClusterLabels;
 use relaymesh_topology::placement::{CORDONED_LABEL, DRAINING_LABEL};
+use relaymesh_topology::selector::LabelLookup;
 use serde_json::{json, Value};
 
 use super::nodes::{invalid, API_VERSION};
@@ -102,16 +103,13 @@ pub(super) fn object(state: CordonState, labels: &ClusterLabels) -> Value {
 
 /// A cluster's cordon state as its labels say, for `Cluster.status`:
 /// `cordoned`, and `drain` (`Draining` or `Drained`) if it is drained.
-pub fn status_fields(labels: &BTreeMap<String, String>) -> (bool, Option<&'static str>) {
-    let drain = match labels.get(DRAINING_LABEL).map(String::as_str) {
+pub fn status_fields(labels: &impl LabelLookup) -> (bool, Option<&'static str>) {
+    let drain = match labels.label(DRAINING_LABEL) {
         Some("true") => Some("Draining"),
         Some(_) => Some("Drained"),
         None => None,
     };
-    (
-        labels.contains_key(CORDONED_LABEL) || drain.is_some(),
-        drain,
-    )
+    (labels.has_label(CORDONED_LABEL) || drain.is_some(), drain)
 }
 
 #[cfg(test)]

@@ -215,7 +215,7 @@ impl<'a> Tree<'a> {
             kind: kind_of(record.role),
             metadata: ObjectMeta {
                 name: record.name.clone(),
-                labels: BTreeMap::clone(&record.labels),
+                labels: record.labels.to_map(),
                 creation_timestamp: relaymesh_node::store::joined_at_ms(record).map(rfc3339),
             },
             spec: NodeSpec {

@@ -239,12 +239,12 @@ fn moved_to_ca(trust: &MeshTrust, node: &NodeRecord, nodes: &[Arc<NodeRecord>]) 
         .map(|trusted| trusted.split('.').map(str::to_string).collect());
     let issuer_rotated = trust.anchors.len() < 2
         || node.role != relaymesh_protocol::Role::Relay
-        || node.labels.get(relaymesh_core::ISSUER_ROTATED_LABEL) == Some(&signer);
-    node.labels.get(relaymesh_core::CHAIN_CA_LABEL) == Some(&signer)
+        || node.labels.get(relaymesh_core::ISSUER_ROTATED_LABEL) == Some(signer.as_str());
+    node.labels.get(relaymesh_core::CHAIN_CA_LABEL) == Some(signer.as_str())
         && trusted == Some(wanted)
         && issuer_rotated
         && node.labels.get(relaymesh_core::SIGNED_BY_LABEL)
-            == parent_key(trust, node, nodes).as_ref()
+            == parent_key(trust, node, nodes).as_deref()
 }
 
 /// The key (short hex) `node`'s parent signs with now: the root's mesh CA

@@ -256,7 +256,7 @@ fn build(shape: &Shape, reversed: bool) -> Tree {
 /// Every cluster of the tree with its labels, by brute force.
 fn clusters(tree: &Tree) -> Vec<(String, Labels)> {
     (0..tree.len())
-        .filter_map(|id| Some((tree.name(id).to_string(), tree.labels(id)?.clone())))
+        .filter_map(|id| Some((tree.name(id).to_string(), tree.labels(id)?.to_map())))
         .collect()
 }
 
